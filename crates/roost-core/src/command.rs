@@ -1,0 +1,206 @@
+//! Commands: the only way state changes. Each is proposed to Raft inside an [`Envelope`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::entity::*;
+use crate::time::Timestamp;
+
+/// Who asked for a change. Recorded in the activity log of every change it causes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorKind {
+    User,
+    Agent,
+    Worker,
+    System,
+}
+
+impl ActorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorKind::User => "user",
+            ActorKind::Agent => "agent",
+            ActorKind::Worker => "worker",
+            ActorKind::System => "system",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Actor {
+    pub kind: ActorKind,
+    /// User name, agent id, worker id or `system`.
+    pub id: String,
+    /// The credential the request authenticated with (its id, never the secret).
+    pub credential_id: Option<String>,
+    /// The run the request was made for, if any. Writes for a run are fenced on it.
+    pub run_id: Option<String>,
+    /// Admins may act on every company; agents only on their own.
+    pub company_id: Option<String>,
+}
+
+impl Actor {
+    pub fn system() -> Actor {
+        Actor { kind: ActorKind::System, id: "system".into(), credential_id: None, run_id: None, company_id: None }
+    }
+
+    pub fn agent_id(&self) -> Option<&str> {
+        (self.kind == ActorKind::Agent).then_some(self.id.as_str())
+    }
+}
+
+/// A command with everything `apply` needs from outside: the time and the actor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope {
+    pub at: Timestamp,
+    pub actor: Actor,
+    pub command: Command,
+}
+
+/// Fields of an issue that a create or an update may set. `None` leaves a field unchanged;
+/// `Some(None)` clears an optional field.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssuePatch {
+    pub title: Option<String>,
+    pub description: Option<Option<String>>,
+    pub status: Option<IssueStatus>,
+    pub priority: Option<Priority>,
+    pub assignee_agent_id: Option<Option<String>>,
+    pub assignee_user_id: Option<Option<String>>,
+    pub parent_id: Option<Option<String>>,
+    pub blocked_by_issue_ids: Option<Vec<String>>,
+    pub billing_code: Option<Option<String>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentPatch {
+    pub name: Option<String>,
+    pub role: Option<String>,
+    pub title: Option<Option<String>>,
+    pub adapter_type: Option<AdapterType>,
+    pub adapter_config: Option<serde_json::Value>,
+    pub heartbeat: Option<HeartbeatPolicy>,
+    pub placement_labels: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewComment {
+    pub id: String,
+    pub body: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Command {
+    CreateCompany {
+        id: String,
+        name: String,
+        issue_prefix: String,
+    },
+    CreateCredential {
+        id: String,
+        kind: CredentialKind,
+        name: String,
+        agent_id: Option<String>,
+        token_hash: String,
+    },
+    CreateAgent {
+        id: String,
+        company_id: String,
+        name: String,
+        role: String,
+        title: Option<String>,
+        adapter_type: AdapterType,
+        adapter_config: serde_json::Value,
+        heartbeat: HeartbeatPolicy,
+        placement_labels: BTreeMap<String, String>,
+    },
+    UpdateAgent {
+        agent_id: String,
+        patch: AgentPatch,
+    },
+    PauseAgent {
+        agent_id: String,
+        reason: PauseReason,
+    },
+    ResumeAgent {
+        agent_id: String,
+    },
+    TerminateAgent {
+        agent_id: String,
+    },
+    CreateIssue {
+        id: String,
+        company_id: String,
+        fields: IssuePatch,
+    },
+    UpdateIssue {
+        issue_id: String,
+        patch: IssuePatch,
+        comment: Option<NewComment>,
+    },
+    AddComment {
+        issue_id: String,
+        comment: NewComment,
+    },
+    Checkout {
+        issue_id: String,
+        agent_id: String,
+        expected_statuses: Vec<IssueStatus>,
+    },
+    Release {
+        issue_id: String,
+    },
+    StartRun {
+        id: String,
+        agent_id: String,
+        issue_id: Option<String>,
+        invocation_source: String,
+    },
+    FinishRun {
+        run_id: String,
+        status: RunStatus,
+        error: Option<String>,
+    },
+}
+
+impl Command {
+    /// The name recorded as the activity log's action.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::CreateCompany { .. } => "company.created",
+            Command::CreateCredential { .. } => "credential.created",
+            Command::CreateAgent { .. } => "agent.created",
+            Command::UpdateAgent { .. } => "agent.updated",
+            Command::PauseAgent { .. } => "agent.paused",
+            Command::ResumeAgent { .. } => "agent.resumed",
+            Command::TerminateAgent { .. } => "agent.terminated",
+            Command::CreateIssue { .. } => "issue.created",
+            Command::UpdateIssue { .. } => "issue.updated",
+            Command::AddComment { .. } => "issue.comment_added",
+            Command::Checkout { .. } => "issue.checked_out",
+            Command::Release { .. } => "issue.released",
+            Command::StartRun { .. } => "run.started",
+            Command::FinishRun { .. } => "run.finished",
+        }
+    }
+}
+
+/// What a successful command produced, returned to the proposer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum Outcome {
+    Company(Company),
+    Credential(Credential),
+    Agent(Agent),
+    Issue { issue: Issue, comment: Option<Comment> },
+    Comment(Comment),
+    Run(Run),
+}

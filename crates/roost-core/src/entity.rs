@@ -1,0 +1,244 @@
+//! The records the state machine holds, serialized in Paperclip's JSON shapes (camelCase).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Timestamp;
+
+/// Defines a closed string enum with `as_str`, `FromStr`, `Display` and `ALL`.
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!(
+                        "unknown {} `{}`; expected one of: {}",
+                        stringify!($name),
+                        other,
+                        [$($text),+].join(", ")
+                    )),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// Lifecycle of an issue. `done` and `cancelled` are terminal.
+    IssueStatus {
+        Backlog => "backlog",
+        Todo => "todo",
+        InProgress => "in_progress",
+        InReview => "in_review",
+        Blocked => "blocked",
+        Done => "done",
+        Cancelled => "cancelled",
+    }
+);
+
+impl IssueStatus {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, IssueStatus::Done | IssueStatus::Cancelled)
+    }
+}
+
+string_enum!(Priority { Critical => "critical", High => "high", Medium => "medium", Low => "low" });
+
+string_enum!(AgentStatus { Active => "active", Paused => "paused", Terminated => "terminated" });
+
+string_enum!(PauseReason { Manual => "manual", Budget => "budget", System => "system" });
+
+string_enum!(AdapterType { Process => "process", Claude => "claude", Codex => "codex", Http => "http" });
+
+string_enum!(
+    /// Lifecycle of a run. The last five are terminal; a terminal run releases its checkouts in
+    /// the same committed command that ends it.
+    RunStatus {
+        Queued => "queued",
+        Assigned => "assigned",
+        Running => "running",
+        Succeeded => "succeeded",
+        Failed => "failed",
+        Cancelled => "cancelled",
+        TimedOut => "timed_out",
+        Lost => "lost",
+    }
+);
+
+impl RunStatus {
+    pub fn is_live(self) -> bool {
+        matches!(self, RunStatus::Queued | RunStatus::Assigned | RunStatus::Running)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Company {
+    pub id: String,
+    pub name: String,
+    pub issue_prefix: String,
+    pub issue_counter: u64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// When and how often an agent is woken. Enforced by the wake rules (a later issue).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HeartbeatPolicy {
+    pub enabled: bool,
+    pub interval_sec: u64,
+    pub wake_on_demand: bool,
+    pub max_concurrent_runs: u32,
+    pub skip_when_idle: bool,
+}
+
+impl Default for HeartbeatPolicy {
+    fn default() -> Self {
+        HeartbeatPolicy {
+            enabled: false,
+            interval_sec: 300,
+            wake_on_demand: true,
+            max_concurrent_runs: 1,
+            skip_when_idle: true,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Agent {
+    pub id: String,
+    pub company_id: String,
+    pub name: String,
+    pub role: String,
+    pub title: Option<String>,
+    pub status: AgentStatus,
+    pub pause_reason: Option<PauseReason>,
+    pub adapter_type: AdapterType,
+    pub adapter_config: serde_json::Value,
+    pub heartbeat: HeartbeatPolicy,
+    pub placement_labels: BTreeMap<String, String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// The lease a live run holds on an issue. `token` is the Raft log index of the checkout entry,
+/// so it strictly increases per issue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkout {
+    pub agent_id: String,
+    pub run_id: String,
+    pub token: u64,
+    pub at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Issue {
+    pub id: String,
+    pub company_id: String,
+    pub identifier: String,
+    pub issue_number: u64,
+    pub title: String,
+    pub description: Option<String>,
+    pub status: IssueStatus,
+    pub priority: Priority,
+    pub assignee_agent_id: Option<String>,
+    pub assignee_user_id: Option<String>,
+    pub parent_id: Option<String>,
+    pub blocked_by_issue_ids: Vec<String>,
+    pub billing_code: Option<String>,
+    pub checkout: Option<Checkout>,
+    /// Paperclip's name for the run holding the checkout; kept equal to `checkout.run_id`.
+    pub checkout_run_id: Option<String>,
+    pub execution_run_id: Option<String>,
+    pub created_by_agent_id: Option<String>,
+    pub created_by_user_id: Option<String>,
+    pub started_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+    pub cancelled_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl Issue {
+    pub fn set_checkout(&mut self, checkout: Option<Checkout>) {
+        let run = checkout.as_ref().map(|c| c.run_id.clone());
+        self.checkout_run_id = run.clone();
+        self.execution_run_id = run;
+        self.checkout = checkout;
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Comment {
+    pub id: String,
+    pub company_id: String,
+    pub issue_id: String,
+    pub body: String,
+    pub author_agent_id: Option<String>,
+    pub author_user_id: Option<String>,
+    pub created_by_run_id: Option<String>,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    pub id: String,
+    pub company_id: String,
+    pub agent_id: String,
+    pub issue_id: Option<String>,
+    pub status: RunStatus,
+    pub invocation_source: String,
+    pub error: Option<String>,
+    pub created_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+}
+
+string_enum!(CredentialKind { Admin => "admin", AgentKey => "agent_key" });
+
+/// A bearer secret, known to the state machine only by its SHA-256 hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Credential {
+    pub id: String,
+    pub kind: CredentialKind,
+    pub name: String,
+    /// For agent keys: the agent; admin tokens are instance-wide.
+    pub agent_id: Option<String>,
+    pub company_id: Option<String>,
+    /// Never returned by the API; see the server's key views.
+    pub token_hash: String,
+    pub revoked: bool,
+    pub created_at: Timestamp,
+}

@@ -1,0 +1,19 @@
+//! Roost's domain: types, commands and the pure, deterministic rules that apply them.
+//!
+//! Nothing here does IO, reads a clock or draws randomness. Ids and timestamps arrive inside
+//! the [`Envelope`] of each command, stamped before it was proposed to Raft, so every replica
+//! that applies the same entries reaches byte-identical state.
+
+pub mod activity;
+pub mod command;
+pub mod entity;
+pub mod error;
+pub mod state;
+pub mod time;
+mod rules;
+
+pub use command::{Actor, ActorKind, Command, Envelope, Outcome};
+pub use entity::*;
+pub use error::DomainError;
+pub use state::{Applied, Change, State};
+pub use time::Timestamp;

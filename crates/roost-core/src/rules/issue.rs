@@ -1,0 +1,307 @@
+//! Issues and comments: identifiers, the one-assignee rule, parents and `blocked_by` without
+//! cycles, and who may write to an issue another run has checked out.
+
+use std::collections::BTreeSet;
+
+use serde_json::json;
+
+use super::{require_id, require_text, Ctx};
+use crate::command::{IssuePatch, NewComment, Outcome};
+use crate::entity::*;
+use crate::error::DomainError;
+use crate::state::{ActivityNote, Change, Decision};
+
+const MAX_TITLE: usize = 500;
+const MAX_DESCRIPTION: usize = 100_000;
+const MAX_COMMENT: usize = 100_000;
+const MAX_BLOCKERS: usize = 100;
+
+/// Finds an issue the actor may see.
+pub(crate) fn visible_issue<'a>(ctx: &Ctx<'a>, issue_id: &str) -> Result<&'a Issue, DomainError> {
+    let issue = ctx.state.issues.get(issue_id).ok_or_else(|| DomainError::not_found("issue", issue_id))?;
+    ctx.require_company(&issue.company_id, "issue", issue_id)?;
+    Ok(issue)
+}
+
+/// An agent may not write to an issue that another live run holds.
+pub(crate) fn require_not_held_by_other(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
+    let (Some(checkout), Some(_)) = (&issue.checkout, ctx.actor.agent_id()) else { return Ok(()) };
+    if ctx.actor.run_id.as_deref() == Some(checkout.run_id.as_str()) {
+        return Ok(());
+    }
+    Err(DomainError::CheckoutConflict {
+        issue_id: issue.id.clone(),
+        status: issue.status.as_str().into(),
+        holder_agent_id: checkout.agent_id.clone(),
+        holder_run_id: checkout.run_id.clone(),
+        token: checkout.token,
+    })
+}
+
+pub(crate) fn create(ctx: &Ctx<'_>, id: &str, company_id: &str, fields: &IssuePatch) -> Result<Decision, DomainError> {
+    require_id("id", id)?;
+    ctx.fence()?;
+    let company =
+        ctx.state.companies.get(company_id).ok_or_else(|| DomainError::not_found("company", company_id))?;
+    ctx.require_company(company_id, "company", company_id)?;
+    if ctx.state.issues.contains_key(id) {
+        return Err(DomainError::AlreadyExists { entity: "issue".into(), id: id.into() });
+    }
+    let title = fields.title.as_deref().ok_or_else(|| DomainError::invalid("title", "is required"))?;
+    let mut company = company.clone();
+    company.issue_counter += 1;
+    company.updated_at = ctx.now();
+    let mut issue = Issue {
+        id: id.into(),
+        company_id: company_id.into(),
+        identifier: format!("{}-{}", company.issue_prefix, company.issue_counter),
+        issue_number: company.issue_counter,
+        title: require_text("title", title, MAX_TITLE)?,
+        description: None,
+        status: IssueStatus::Backlog,
+        priority: Priority::Medium,
+        assignee_agent_id: None,
+        assignee_user_id: None,
+        parent_id: None,
+        blocked_by_issue_ids: Vec::new(),
+        billing_code: None,
+        checkout: None,
+        checkout_run_id: None,
+        execution_run_id: None,
+        created_by_agent_id: ctx.actor.agent_id().map(str::to_string),
+        created_by_user_id: (ctx.actor.kind == crate::command::ActorKind::User).then(|| ctx.actor.id.clone()),
+        started_at: None,
+        completed_at: None,
+        cancelled_at: None,
+        created_at: ctx.now(),
+        updated_at: ctx.now(),
+    };
+    apply_patch(ctx, &mut issue, fields)?;
+    let note = ActivityNote {
+        company_id: Some(company_id.into()),
+        entity_type: "issue",
+        entity_id: id.into(),
+        details: json!({ "identifier": issue.identifier, "title": issue.title, "status": issue.status }),
+    };
+    Ok(Decision {
+        outcome: Outcome::Issue { issue: issue.clone(), comment: None },
+        changes: vec![Change::Company(company), Change::Issue(issue)],
+        note,
+    })
+}
+
+pub(crate) fn update(
+    ctx: &Ctx<'_>,
+    issue_id: &str,
+    patch: &IssuePatch,
+    comment: Option<&NewComment>,
+) -> Result<Decision, DomainError> {
+    let current = visible_issue(ctx, issue_id)?;
+    ctx.fence()?;
+    require_not_held_by_other(ctx, current)?;
+    let mut issue = current.clone();
+    apply_patch(ctx, &mut issue, patch)?;
+    issue.updated_at = ctx.now();
+    let mut changes = vec![Change::Issue(issue.clone())];
+    let comment = match comment {
+        Some(c) => {
+            let comment = new_comment(ctx, &issue, c)?;
+            changes.push(Change::Comment(comment.clone()));
+            Some(comment)
+        }
+        None => None,
+    };
+    let mut details = serde_json::to_value(patch).unwrap_or(serde_json::Value::Null);
+    if let (Some(c), Some(obj)) = (&comment, details.as_object_mut()) {
+        obj.insert("commentId".into(), json!(c.id));
+    }
+    if current.status != issue.status {
+        if let Some(obj) = details.as_object_mut() {
+            obj.insert("previousStatus".into(), json!(current.status));
+        }
+    }
+    let note = ActivityNote {
+        company_id: Some(issue.company_id.clone()),
+        entity_type: "issue",
+        entity_id: issue.id.clone(),
+        details,
+    };
+    Ok(Decision { outcome: Outcome::Issue { issue, comment }, changes, note })
+}
+
+pub(crate) fn add_comment(ctx: &Ctx<'_>, issue_id: &str, new: &NewComment) -> Result<Decision, DomainError> {
+    let issue = visible_issue(ctx, issue_id)?;
+    ctx.fence()?;
+    let comment = new_comment(ctx, issue, new)?;
+    let note = ActivityNote {
+        company_id: Some(issue.company_id.clone()),
+        entity_type: "issue",
+        entity_id: issue.id.clone(),
+        details: json!({ "commentId": comment.id }),
+    };
+    Ok(Decision { outcome: Outcome::Comment(comment.clone()), changes: vec![Change::Comment(comment)], note })
+}
+
+fn new_comment(ctx: &Ctx<'_>, issue: &Issue, new: &NewComment) -> Result<Comment, DomainError> {
+    require_id("comment.id", &new.id)?;
+    if ctx.state.comments.contains_key(&new.id) {
+        return Err(DomainError::AlreadyExists { entity: "comment".into(), id: new.id.clone() });
+    }
+    let body = require_text("body", &new.body, MAX_COMMENT)?;
+    Ok(Comment {
+        id: new.id.clone(),
+        company_id: issue.company_id.clone(),
+        issue_id: issue.id.clone(),
+        body,
+        author_agent_id: ctx.actor.agent_id().map(str::to_string),
+        author_user_id: (ctx.actor.kind == crate::command::ActorKind::User).then(|| ctx.actor.id.clone()),
+        created_by_run_id: ctx.actor.run_id.clone(),
+        created_at: ctx.now(),
+    })
+}
+
+/// Applies `patch` to `issue` and checks every invariant of the result.
+fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(), DomainError> {
+    let before_status = issue.status;
+    if let Some(title) = &patch.title {
+        issue.title = require_text("title", title, MAX_TITLE)?;
+    }
+    if let Some(description) = &patch.description {
+        if let Some(d) = description {
+            if d.chars().count() > MAX_DESCRIPTION {
+                return Err(DomainError::invalid("description", format!("must be at most {MAX_DESCRIPTION} characters")));
+            }
+        }
+        issue.description = description.clone();
+    }
+    if let Some(status) = patch.status {
+        issue.status = status;
+    }
+    if let Some(priority) = patch.priority {
+        issue.priority = priority;
+    }
+    if let Some(agent) = &patch.assignee_agent_id {
+        issue.assignee_agent_id = agent.clone();
+    }
+    if let Some(user) = &patch.assignee_user_id {
+        issue.assignee_user_id = user.clone();
+    }
+    if let Some(parent) = &patch.parent_id {
+        issue.parent_id = parent.clone();
+    }
+    if let Some(blockers) = &patch.blocked_by_issue_ids {
+        let mut seen = BTreeSet::new();
+        issue.blocked_by_issue_ids = blockers.iter().filter(|b| seen.insert(b.as_str())).cloned().collect();
+    }
+    if let Some(code) = &patch.billing_code {
+        issue.billing_code = code.clone();
+    }
+
+    if issue.assignee_agent_id.is_some() && issue.assignee_user_id.is_some() {
+        return Err(DomainError::invariant("single_assignee", "Issue can only have one assignee"));
+    }
+    if let Some(agent_id) = &issue.assignee_agent_id {
+        match ctx.state.agents.get(agent_id) {
+            Some(a) if a.company_id == issue.company_id && a.status != AgentStatus::Terminated => {}
+            Some(a) if a.company_id == issue.company_id => {
+                return Err(DomainError::invariant("assignee_active", "a terminated agent cannot be assigned"))
+            }
+            _ => return Err(DomainError::invariant("assignee_exists", format!("no agent {agent_id} in this company"))),
+        }
+    }
+    if let Some(user) = &issue.assignee_user_id {
+        require_text("assigneeUserId", user, 200)?;
+    }
+    if issue.status == IssueStatus::InProgress
+        && issue.assignee_agent_id.is_none()
+        && issue.assignee_user_id.is_none()
+    {
+        return Err(DomainError::invariant("in_progress_needs_assignee", "an in_progress issue must have an assignee"));
+    }
+    check_parent(ctx, issue)?;
+    check_blockers(ctx, issue)?;
+
+    // A checkout belongs to one agent's run: it ends when the issue goes to someone else or is
+    // closed, and only an administrator may take an issue away from a live holder.
+    if let Some(checkout) = issue.checkout.clone() {
+        let reassigned = issue.assignee_agent_id.as_deref() != Some(checkout.agent_id.as_str());
+        if reassigned && !ctx.is_admin() {
+            return Err(DomainError::conflict("only an administrator can reassign an issue that is checked out"));
+        }
+        if reassigned || issue.status.is_terminal() {
+            issue.set_checkout(None);
+        }
+    }
+    if issue.status != before_status {
+        match issue.status {
+            IssueStatus::InProgress if issue.started_at.is_none() => issue.started_at = Some(ctx.now()),
+            IssueStatus::Done => issue.completed_at = Some(ctx.now()),
+            IssueStatus::Cancelled => issue.cancelled_at = Some(ctx.now()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn check_parent(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
+    let Some(parent_id) = &issue.parent_id else { return Ok(()) };
+    if parent_id == &issue.id {
+        return Err(DomainError::invariant("parent_cycle", "an issue cannot be its own parent"));
+    }
+    let mut cursor = Some(parent_id.clone());
+    let mut steps = 0usize;
+    while let Some(id) = cursor {
+        let Some(p) = ctx.state.issues.get(&id).filter(|p| p.company_id == issue.company_id) else {
+            return Err(DomainError::invariant("parent_exists", format!("no issue {id} in this company")));
+        };
+        if p.id == issue.id {
+            return Err(DomainError::invariant("parent_cycle", "the parent chain would form a cycle"));
+        }
+        steps += 1;
+        if steps > ctx.state.issues.len() {
+            break;
+        }
+        cursor = p.parent_id.clone();
+    }
+    Ok(())
+}
+
+/// `blocked_by` must name issues of the same company and never form a cycle.
+fn check_blockers(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
+    if issue.blocked_by_issue_ids.len() > MAX_BLOCKERS {
+        return Err(DomainError::invalid("blockedByIssueIds", format!("at most {MAX_BLOCKERS} blockers")));
+    }
+    for blocker in &issue.blocked_by_issue_ids {
+        if blocker == &issue.id {
+            return Err(DomainError::invariant("self_block", "an issue cannot block itself"));
+        }
+        if !ctx.state.issues.get(blocker).is_some_and(|b| b.company_id == issue.company_id) {
+            return Err(DomainError::invariant("blocker_exists", format!("no issue {blocker} in this company")));
+        }
+    }
+    // Walk from each new blocker along blocked_by edges; reaching the issue means a cycle.
+    let mut stack: Vec<&str> = issue.blocked_by_issue_ids.iter().map(String::as_str).collect();
+    let mut visited = BTreeSet::new();
+    while let Some(id) = stack.pop() {
+        if id == issue.id {
+            return Err(DomainError::invariant("blocked_by_cycle", "blocked_by would form a cycle"));
+        }
+        if !visited.insert(id) {
+            continue;
+        }
+        if let Some(i) = ctx.state.issues.get(id) {
+            stack.extend(i.blocked_by_issue_ids.iter().map(String::as_str));
+        }
+    }
+    Ok(())
+}
+
+/// Blockers of `issue` that are not yet done or cancelled.
+pub(crate) fn unresolved_blockers<'a>(ctx: &Ctx<'a>, issue: &'a Issue) -> Vec<&'a str> {
+    issue
+        .blocked_by_issue_ids
+        .iter()
+        .filter(|b| ctx.state.issues.get(b.as_str()).is_some_and(|i| !i.status.is_terminal()))
+        .map(String::as_str)
+        .collect()
+}

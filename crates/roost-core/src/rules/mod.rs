@@ -1,0 +1,141 @@
+//! The rules of DESIGN.md, one module per domain object. Each rule reads the state, decides,
+//! and returns the rows to write; none mutates the state itself.
+
+mod agent;
+mod checkout;
+mod company;
+mod issue;
+mod run;
+#[cfg(test)]
+mod tests;
+
+use crate::command::{Actor, ActorKind, Command, Envelope};
+use crate::entity::{Run, RunStatus};
+use crate::error::DomainError;
+use crate::state::{Decision, State};
+
+pub(crate) fn decide(state: &State, index: u64, env: &Envelope) -> Result<Decision, DomainError> {
+    let ctx = Ctx { state, index, env, actor: &env.actor };
+    match &env.command {
+        Command::CreateCompany { id, name, issue_prefix } => company::create(&ctx, id, name, issue_prefix),
+        Command::CreateCredential { id, kind, name, agent_id, token_hash } => {
+            agent::create_credential(&ctx, id, *kind, name, agent_id.as_deref(), token_hash)
+        }
+        Command::CreateAgent { .. } => agent::create(&ctx, &env.command),
+        Command::UpdateAgent { agent_id, patch } => agent::update(&ctx, agent_id, patch),
+        Command::PauseAgent { agent_id, reason } => agent::pause(&ctx, agent_id, *reason),
+        Command::ResumeAgent { agent_id } => agent::resume(&ctx, agent_id),
+        Command::TerminateAgent { agent_id } => agent::terminate(&ctx, agent_id),
+        Command::CreateIssue { id, company_id, fields } => issue::create(&ctx, id, company_id, fields),
+        Command::UpdateIssue { issue_id, patch, comment } => issue::update(&ctx, issue_id, patch, comment.as_ref()),
+        Command::AddComment { issue_id, comment } => issue::add_comment(&ctx, issue_id, comment),
+        Command::Checkout { issue_id, agent_id, expected_statuses } => {
+            checkout::checkout(&ctx, issue_id, agent_id, expected_statuses)
+        }
+        Command::Release { issue_id } => checkout::release(&ctx, issue_id),
+        Command::StartRun { id, agent_id, issue_id, invocation_source } => {
+            run::start(&ctx, id, agent_id, issue_id.as_deref(), invocation_source)
+        }
+        Command::FinishRun { run_id, status, error } => run::finish(&ctx, run_id, *status, error.as_deref()),
+    }
+}
+
+/// What every rule sees.
+pub(crate) struct Ctx<'a> {
+    pub state: &'a State,
+    pub index: u64,
+    pub env: &'a Envelope,
+    pub actor: &'a Actor,
+}
+
+impl Ctx<'_> {
+    pub fn is_admin(&self) -> bool {
+        matches!(self.actor.kind, ActorKind::User | ActorKind::System)
+    }
+
+    pub fn require_admin(&self, what: &str) -> Result<(), DomainError> {
+        if self.is_admin() {
+            Ok(())
+        } else {
+            Err(DomainError::forbidden(format!("only an administrator can {what}")))
+        }
+    }
+
+    /// Company scoping: an actor bound to a company never reads or writes another. Objects of
+    /// another company are reported as not found so their existence does not leak.
+    pub fn require_company(&self, company_id: &str, entity: &str, id: &str) -> Result<(), DomainError> {
+        match &self.actor.company_id {
+            Some(own) if own != company_id => Err(DomainError::not_found(entity, id)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fencing (DESIGN.md section 5): a write made for a run is accepted only while that run is
+    /// live, and only from the agent that owns it.
+    pub fn fence(&self) -> Result<Option<&Run>, DomainError> {
+        let Some(run_id) = &self.actor.run_id else { return Ok(None) };
+        let Some(run) = self.state.runs.get(run_id) else {
+            return Err(DomainError::StaleRun { run_id: run_id.clone(), status: "unknown".into() });
+        };
+        if let Some(agent_id) = self.actor.agent_id() {
+            if run.agent_id != agent_id {
+                return Err(DomainError::forbidden(format!("run {run_id} belongs to another agent")));
+            }
+        }
+        if !run.status.is_live() {
+            return Err(DomainError::StaleRun { run_id: run_id.clone(), status: run.status.as_str().into() });
+        }
+        Ok(Some(run))
+    }
+
+    pub fn now(&self) -> crate::time::Timestamp {
+        self.env.at
+    }
+}
+
+/// Validates a required human-readable text field.
+pub(crate) fn require_text(field: &str, value: &str, max_chars: usize) -> Result<String, DomainError> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() {
+        return Err(DomainError::invalid(field, "must not be empty"));
+    }
+    if trimmed.chars().count() > max_chars {
+        return Err(DomainError::invalid(field, format!("must be at most {max_chars} characters")));
+    }
+    Ok(trimmed.to_string())
+}
+
+/// Validates an id proposed by a client node (a UUID or similar opaque token).
+pub(crate) fn require_id(field: &str, value: &str) -> Result<(), DomainError> {
+    let ok = !value.is_empty()
+        && value.len() <= 64
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(DomainError::invalid(field, "must be 1-64 characters of [A-Za-z0-9_-]"))
+    }
+}
+
+/// Ends a run: the run's new row and the release of every checkout it held, in one decision.
+pub(crate) fn end_run(
+    ctx: &Ctx<'_>,
+    run: &Run,
+    status: RunStatus,
+    error: Option<&str>,
+) -> Vec<crate::state::Change> {
+    use crate::state::Change;
+    let mut changes = Vec::new();
+    let mut ended = run.clone();
+    ended.status = status;
+    ended.error = error.map(str::to_string);
+    ended.finished_at = Some(ctx.now());
+    for issue in ctx.state.issues_checked_out_by(&run.id) {
+        let mut released = issue.clone();
+        released.set_checkout(None);
+        released.updated_at = ctx.now();
+        changes.push(Change::Issue(released));
+    }
+    changes.push(Change::Run(ended));
+    changes
+}
