@@ -1,1 +1,38 @@
-//! roost-store
+//! Roost's storage: the Raft log and the state machine, each in its own SQLite file (sqlx).
+//!
+//! The log (`raft-log.db`) is fsynced before an append is acknowledged. The state machine
+//! (`state.db`) holds every entity as a row and records the last applied log id in the same
+//! transaction as the effects, so a restart resumes exactly where apply stopped. A copy of the
+//! entities is kept in memory ([`roost_core::State`]) for the rules and for fast reads.
+
+mod db;
+mod error;
+mod log_store;
+mod reader;
+mod rows;
+mod state_machine;
+mod types;
+
+pub use error::Error;
+pub use log_store::LogStore;
+pub use reader::{CommentQuery, StateReader};
+pub use state_machine::StateMachineStore;
+pub use types::{ApplyResult, NodeInfo, TypeConfig};
+
+use std::path::Path;
+
+/// Opens (creating if needed) a node's storage in `dir`.
+pub async fn open(dir: &Path) -> Result<(LogStore, StateMachineStore, StateReader), Error> {
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.display().to_string(), source })?;
+    let log = LogStore::open(&dir.join("raft-log.db")).await?;
+    let (sm, reader) = StateMachineStore::open(dir).await?;
+    Ok((log, sm, reader))
+}
+
+#[allow(dead_code)]
+fn assert_send_futures(path: &Path, conn: &mut sqlx::SqliteConnection) {
+    fn is_send<T: Send>(_: T) {}
+    is_send(LogStore::open(path));
+    is_send(rows::load_state(conn));
+    is_send(StateMachineStore::open(path));
+}

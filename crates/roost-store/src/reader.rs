@@ -1,0 +1,144 @@
+//! Read access for the API: the in-memory entities, and queries for what lives only in SQLite
+//! (comment bodies, the activity log).
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use roost_core::activity::{ActivityEntry, ChainBreak, ChainSummary, ChainVerifier};
+use roost_core::{Comment, State};
+use sqlx::sqlite::SqlitePool;
+use sqlx::Row;
+use tokio::sync::watch;
+
+use crate::error::Error;
+use crate::rows::activity_from_row;
+
+/// A cheap, cloneable handle for reading a node's state.
+#[derive(Clone)]
+pub struct StateReader {
+    state: Arc<RwLock<State>>,
+    pool: SqlitePool,
+    applied: watch::Receiver<u64>,
+}
+
+/// Which comments of an issue to list.
+#[derive(Clone, Debug, Default)]
+pub struct CommentQuery {
+    /// Only comments after this comment id.
+    pub after: Option<String>,
+    pub descending: bool,
+    pub limit: u32,
+}
+
+impl StateReader {
+    pub(crate) fn new(state: Arc<RwLock<State>>, pool: SqlitePool, applied: watch::Receiver<u64>) -> Self {
+        StateReader { state, pool, applied }
+    }
+
+    /// Runs `f` on the in-memory state. Keep `f` short: apply waits for it.
+    pub fn read<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        let guard = self.state.read().unwrap_or_else(|p| p.into_inner());
+        f(&guard)
+    }
+
+    /// The index of the last entry applied to this node's state machine.
+    pub fn applied_index(&self) -> u64 {
+        *self.applied.borrow()
+    }
+
+    /// Waits until this node has applied `index`, or the deadline passes.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
+        let mut rx = self.applied.clone();
+        tokio::time::timeout(timeout, rx.wait_for(|applied| *applied >= index)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    pub async fn comments(&self, issue_id: &str, query: &CommentQuery) -> Result<Vec<Comment>, Error> {
+        let after_seq: i64 = match &query.after {
+            Some(id) => sqlx::query("SELECT seq FROM comments WHERE id = ? AND issue_id = ?")
+                .bind(id)
+                .bind(issue_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(Error::sql("find comment cursor"))?
+                .map(|r| r.get::<i64, _>(0))
+                .unwrap_or(0),
+            None => 0,
+        };
+        let order = if query.descending { "DESC" } else { "ASC" };
+        let sql = format!("SELECT data FROM comments WHERE issue_id = ? AND seq > ? ORDER BY seq {order} LIMIT ?");
+        let rows = sqlx::query(&sql)
+            .bind(issue_id)
+            .bind(after_seq)
+            .bind(query.limit.clamp(1, 1000) as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(Error::sql("list comments"))?;
+        rows.iter()
+            .map(|r| serde_json::from_str(r.get::<&str, _>(0)).map_err(|e| Error::corrupt("comment", e)))
+            .collect()
+    }
+
+    pub async fn comment(&self, comment_id: &str) -> Result<Option<Comment>, Error> {
+        let row = sqlx::query("SELECT data FROM comments WHERE id = ?")
+            .bind(comment_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(Error::sql("get comment"))?;
+        row.map(|r| serde_json::from_str(r.get::<&str, _>(0)).map_err(|e| Error::corrupt("comment", e))).transpose()
+    }
+
+    /// Activity of one company (or of every company), newest first, before `before_seq`.
+    pub async fn activity(
+        &self,
+        company_id: Option<&str>,
+        before_seq: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<ActivityEntry>, Error> {
+        let before = before_seq.map(|s| s as i64).unwrap_or(i64::MAX);
+        let limit = limit.clamp(1, 1000) as i64;
+        let rows = match company_id {
+            Some(c) => {
+                sqlx::query("SELECT * FROM activity WHERE company_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?")
+                    .bind(c)
+                    .bind(before)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await
+            }
+            None => {
+                sqlx::query("SELECT * FROM activity WHERE seq < ? ORDER BY seq DESC LIMIT ?")
+                    .bind(before)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await
+            }
+        }
+        .map_err(Error::sql("list activity"))?;
+        rows.iter().map(activity_from_row).collect()
+    }
+
+    /// Verifies the whole activity chain from the stored rows, page by page.
+    pub async fn verify_activity(&self) -> Result<Result<ChainSummary, ChainBreak>, Error> {
+        const PAGE: i64 = 2000;
+        let mut verifier = ChainVerifier::default();
+        let mut after = 0i64;
+        loop {
+            let rows = sqlx::query("SELECT * FROM activity WHERE seq > ? ORDER BY seq ASC LIMIT ?")
+                .bind(after)
+                .bind(PAGE)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(Error::sql("read activity"))?;
+            for row in &rows {
+                let entry = activity_from_row(row)?;
+                if let Err(b) = verifier.push(&entry) {
+                    return Ok(Err(b));
+                }
+                after = entry.seq as i64;
+            }
+            if (rows.len() as i64) < PAGE {
+                return Ok(Ok(verifier.finish()));
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The state machine's tables: writing [`Change`]s and loading a [`State`] back.
+
+use roost_core::activity::ActivityEntry;
+use roost_core::state::CommentRef;
+use roost_core::{Change, State, Timestamp};
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection};
+
+use crate::error::Error;
+
+pub(crate) const SCHEMA_VERSION: &str = "1";
+
+pub(crate) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS sm_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS companies (id TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS agents (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS issues (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, identifier TEXT NOT NULL,
+    status TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+    status TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS credentials (id TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS comments (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, company_id TEXT NOT NULL,
+    issue_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS comments_by_issue ON comments (issue_id, seq);
+CREATE TABLE IF NOT EXISTS activity (seq INTEGER PRIMARY KEY, log_index INTEGER NOT NULL, company_id TEXT,
+    at INTEGER NOT NULL, actor_type TEXT NOT NULL, actor_id TEXT NOT NULL, credential_id TEXT, run_id TEXT,
+    action TEXT NOT NULL, entity_type TEXT NOT NULL, entity_id TEXT NOT NULL, details TEXT NOT NULL,
+    prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS activity_by_company ON activity (company_id, seq);
+";
+
+/// Every table a snapshot carries, in the order they are copied.
+pub(crate) const TABLES: &[&str] =
+    &["sm_meta", "companies", "agents", "issues", "runs", "credentials", "comments", "activity"];
+
+fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(|e| Error::corrupt("entity", e))
+}
+
+pub(crate) async fn write_change(conn: &mut SqliteConnection, change: &Change) -> Result<(), Error> {
+    let q = match change {
+        Change::Company(c) => sqlx::query("INSERT OR REPLACE INTO companies (id, data) VALUES (?, ?)")
+            .bind(c.id.clone())
+            .bind(json(c)?),
+        Change::Agent(a) => sqlx::query("INSERT OR REPLACE INTO agents (id, company_id, data) VALUES (?, ?, ?)")
+            .bind(a.id.clone())
+            .bind(a.company_id.clone())
+            .bind(json(a)?),
+        Change::Issue(i) => sqlx::query(
+            "INSERT OR REPLACE INTO issues (id, company_id, identifier, status, data) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(i.id.clone())
+        .bind(i.company_id.clone())
+        .bind(i.identifier.clone())
+        .bind(i.status.as_str())
+        .bind(json(i)?),
+        Change::Run(r) => {
+            sqlx::query("INSERT OR REPLACE INTO runs (id, company_id, agent_id, status, data) VALUES (?, ?, ?, ?, ?)")
+                .bind(r.id.clone())
+                .bind(r.company_id.clone())
+                .bind(r.agent_id.clone())
+                .bind(r.status.as_str())
+                .bind(json(r)?)
+        }
+        Change::Credential(c) => sqlx::query("INSERT OR REPLACE INTO credentials (id, data) VALUES (?, ?)")
+            .bind(c.id.clone())
+            .bind(json(c)?),
+        Change::Comment(c) => sqlx::query("INSERT INTO comments (id, company_id, issue_id, data) VALUES (?, ?, ?, ?)")
+            .bind(c.id.clone())
+            .bind(c.company_id.clone())
+            .bind(c.issue_id.clone())
+            .bind(json(c)?),
+        Change::Activity(a) => sqlx::query(
+            "INSERT INTO activity (seq, log_index, company_id, at, actor_type, actor_id, credential_id, run_id, \
+             action, entity_type, entity_id, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(a.seq as i64)
+        .bind(a.log_index as i64)
+        .bind(a.company_id.clone())
+        .bind(a.at.millis())
+        .bind(a.actor_type.clone())
+        .bind(a.actor_id.clone())
+        .bind(a.credential_id.clone())
+        .bind(a.run_id.clone())
+        .bind(a.action.clone())
+        .bind(a.entity_type.clone())
+        .bind(a.entity_id.clone())
+        .bind(json(&a.details)?)
+        .bind(a.prev_hash.clone())
+        .bind(a.hash.clone()),
+    };
+    q.execute(&mut *conn).await.map_err(Error::sql("write change"))?;
+    Ok(())
+}
+
+async fn load_json<T: serde::de::DeserializeOwned>(conn: &mut SqliteConnection, sql: &str) -> Result<Vec<T>, Error> {
+    let rows = sqlx::query(sql).fetch_all(&mut *conn).await.map_err(Error::sql("load state"))?;
+    rows.iter()
+        .map(|row| {
+            let text: &str = row.get(0);
+            serde_json::from_str(text).map_err(|e| Error::corrupt("state row", e))
+        })
+        .collect()
+}
+
+/// Loads the in-memory copy of the state machine from its tables.
+pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Error> {
+    let companies = load_json(conn, "SELECT data FROM companies").await?;
+    let agents = load_json(conn, "SELECT data FROM agents").await?;
+    let issues = load_json(conn, "SELECT data FROM issues").await?;
+    let runs = load_json(conn, "SELECT data FROM runs").await?;
+    let credentials = load_json(conn, "SELECT data FROM credentials").await?;
+    let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(Error::sql("load comments"))?;
+    let comments = comment_rows
+        .iter()
+        .map(|r| (r.get::<String, _>(0), CommentRef { issue_id: r.get(1), company_id: r.get(2) }))
+        .collect();
+    let head = sqlx::query("SELECT seq, hash FROM activity ORDER BY seq DESC LIMIT 1")
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(Error::sql("load activity head"))?;
+    let (seq, hash) = match head {
+        Some(r) => (r.get::<i64, _>(0) as u64, Some(r.get::<String, _>(1))),
+        None => (0, None),
+    };
+    Ok(State::from_rows(companies, agents, issues, runs, credentials, comments, seq, hash))
+}
+
+pub(crate) fn activity_from_row(row: &SqliteRow) -> Result<ActivityEntry, Error> {
+    let details: String = row.get("details");
+    Ok(ActivityEntry {
+        seq: row.get::<i64, _>("seq") as u64,
+        log_index: row.get::<i64, _>("log_index") as u64,
+        company_id: row.get("company_id"),
+        at: Timestamp(row.get("at")),
+        actor_type: row.get("actor_type"),
+        actor_id: row.get("actor_id"),
+        credential_id: row.get("credential_id"),
+        run_id: row.get("run_id"),
+        action: row.get("action"),
+        entity_type: row.get("entity_type"),
+        entity_id: row.get("entity_id"),
+        details: serde_json::from_str(&details).map_err(|e| Error::corrupt("activity details", e))?,
+        prev_hash: row.get("prev_hash"),
+        hash: row.get("hash"),
+    })
+}
