@@ -1,1 +1,22 @@
-//! roost-proto
+//! Generated protobuf messages and tonic clients/servers for Roost's gRPC APIs.
+//!
+//! The `.proto` sources live in `proto/roost/v1/` at the repository root. The Rust code
+//! generated from them is checked in at `src/gen/roost.v1.rs`, so building needs no `protoc`;
+//! the test `tests/generated_code_is_fresh.rs` proves it matches the sources. After editing a
+//! `.proto` file, refresh it with:
+//!
+//! ```text
+//! ROOST_REGENERATE=1 cargo test -p roost-proto --test generated_code_is_fresh
+//! ```
+//!
+//! Services (package `roost.v1`):
+//! - `Control`, the typed client API: [`v1::control_client::ControlClient`],
+//!   [`v1::control_server::ControlServer`] and [`v1::control_server::Control`];
+//! - `Raft`, the node-to-node Raft transport carrying openraft's JSON: [`v1::raft_client::RaftClient`],
+//!   [`v1::raft_server::RaftServer`] and [`v1::raft_server::Raft`].
+
+/// Package `roost.v1`.
+#[allow(clippy::all, clippy::pedantic, clippy::nursery, missing_docs, rustdoc::all)]
+pub mod v1 {
+    include!("gen/roost.v1.rs");
+}

@@ -1,1 +1,15 @@
-//! roost-raft
+//! Roost's Raft wiring: openraft over the SQLite store, the gRPC network between nodes, and
+//! [`RaftNode`], the handle the API layer writes and reads through.
+
+mod config;
+mod error;
+mod network;
+mod node;
+mod service;
+
+pub use config::RaftTiming;
+pub use error::Error;
+pub use network::GrpcNetworkFactory;
+pub use node::{RaftNode, WriteOutcome};
+pub use roost_store::{ApplyResult, NodeInfo, StateReader, TypeConfig};
+pub use service::RaftService;

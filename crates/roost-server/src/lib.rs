@@ -1,1 +1,134 @@
-//! roost-server
+//! A Roost server node: Raft over the SQLite store, the REST API (axum) and the gRPC API
+//! (tonic), wired together and run until told to stop.
+
+pub mod api;
+pub mod auth;
+mod config;
+mod error;
+mod rest;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use roost_raft::{NodeInfo, RaftNode, RaftService};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+pub use api::Api;
+pub use config::ServerConfig;
+pub use error::ApiError;
+
+/// Sockets bound by the caller (the binary or a test harness), so ports are never raced.
+pub struct Listeners {
+    pub http: TcpListener,
+    pub grpc: TcpListener,
+}
+
+impl Listeners {
+    pub async fn bind(http: &str, grpc: &str) -> std::io::Result<Listeners> {
+        Ok(Listeners { http: TcpListener::bind(http).await?, grpc: TcpListener::bind(grpc).await? })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Raft(#[from] roost_raft::Error),
+    #[error("io error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{context}: {source}")]
+    Api { context: &'static str, source: ApiError },
+    #[error("server task failed: {0}")]
+    Task(String),
+}
+
+/// A running node. Stop it with [`Server::shutdown`].
+pub struct Server {
+    api: Api,
+    http_addr: SocketAddr,
+    grpc_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<Result<(), Error>>>,
+}
+
+fn stopped(mut rx: watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
+    async move {
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+impl Server {
+    pub async fn start(config: &ServerConfig, listeners: Listeners) -> Result<Server, Error> {
+        let http_addr = listeners.http.local_addr()?;
+        let grpc_addr = listeners.grpc.local_addr()?;
+        let info = NodeInfo {
+            grpc_addr: config.advertise_grpc.clone().unwrap_or_else(|| grpc_addr.to_string()),
+            http_addr: config.advertise_http.clone().unwrap_or_else(|| http_addr.to_string()),
+        };
+        let node = RaftNode::start(config.node_id, info, &config.data_dir, &config.raft).await?;
+        let api = Api::new(node.clone());
+        let (stop, stop_rx) = watch::channel(false);
+
+        let router = rest::router(api.clone(), config.max_body_bytes);
+        let http_stop = stopped(stop_rx.clone());
+        let http = tokio::spawn(async move {
+            axum::serve(listeners.http, router).with_graceful_shutdown(http_stop).await.map_err(Error::Io)
+        });
+
+        let raft_service = roost_proto::v1::raft_server::RaftServer::new(RaftService::new(node.raft().clone()))
+            .max_decoding_message_size(usize::MAX);
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listeners.grpc);
+        let grpc_stop = stopped(stop_rx);
+        let grpc = tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(raft_service)
+                .serve_with_incoming_shutdown(incoming, grpc_stop)
+                .await
+                .map_err(|e| Error::Task(format!("grpc server: {e}")))
+        });
+
+        if config.bootstrap {
+            node.initialize_single().await?;
+        }
+        let leader = node.wait_for_leader(config.raft.election_timeout_max() * 10 + Duration::from_secs(5)).await?;
+        info!(node_id = config.node_id, leader, %http_addr, %grpc_addr, "node serving");
+        Ok(Server { api, http_addr, grpc_addr, stop, tasks: vec![http, grpc] })
+    }
+
+    pub fn api(&self) -> &Api {
+        &self.api
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    pub fn grpc_addr(&self) -> SocketAddr {
+        self.grpc_addr
+    }
+
+    /// Stops accepting requests, finishes those in flight and stops Raft.
+    pub async fn shutdown(self) -> Result<(), Error> {
+        let _ = self.stop.send(true);
+        let mut first_error = None;
+        for task in self.tasks {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => first_error = first_error.or(Some(e)),
+                Err(e) => first_error = first_error.or(Some(Error::Task(e.to_string()))),
+            }
+        }
+        self.api.node().shutdown().await;
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Runs a node until `shutdown` completes.
+pub async fn run(config: ServerConfig, listeners: Listeners, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+    let server = Server::start(&config, listeners).await?;
+    shutdown.await;
+    server.shutdown().await
+}

@@ -1,1 +1,34 @@
-//! roost-testkit
+//! Test harnesses for Roost: in-process nodes on pre-bound loopback ports, a raw HTTP client
+//! that keeps status codes, real `roost` processes, and waiting on observable state.
+
+mod http;
+mod node;
+mod process;
+
+pub use http::{Http, Reply};
+pub use node::TestNode;
+pub use process::RoostProcess;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Polls `check` until it returns `Some`, or fails after `deadline`. Never a bare sleep: the
+/// wait ends as soon as the state is observed.
+pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if start.elapsed() > deadline {
+            anyhow::bail!("timed out after {deadline:?} waiting for {what}");
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}

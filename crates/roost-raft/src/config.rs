@@ -1,0 +1,51 @@
+//! Raft timing, configurable per cluster.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RaftTiming {
+    pub heartbeat_interval_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    /// Build a snapshot (and allow purging the log) after this many applied entries.
+    pub snapshot_after_entries: u64,
+    /// Log entries kept behind a snapshot, so a briefly lagging follower needs no snapshot.
+    pub keep_entries_after_snapshot: u64,
+    pub install_snapshot_timeout_ms: u64,
+}
+
+impl Default for RaftTiming {
+    fn default() -> Self {
+        RaftTiming {
+            heartbeat_interval_ms: 100,
+            election_timeout_min_ms: 500,
+            election_timeout_max_ms: 1000,
+            snapshot_after_entries: 10_000,
+            keep_entries_after_snapshot: 1_000,
+            install_snapshot_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl RaftTiming {
+    pub(crate) fn to_openraft(&self, cluster_name: &str) -> Result<openraft::Config, crate::Error> {
+        let config = openraft::Config {
+            cluster_name: cluster_name.to_string(),
+            heartbeat_interval: self.heartbeat_interval_ms,
+            election_timeout_min: self.election_timeout_min_ms,
+            election_timeout_max: self.election_timeout_max_ms,
+            install_snapshot_timeout: self.install_snapshot_timeout_ms,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_after_entries),
+            max_in_snapshot_log_to_keep: self.keep_entries_after_snapshot,
+            ..Default::default()
+        };
+        config.validate().map_err(|e| crate::Error::Config { message: e.to_string() })
+    }
+
+    pub fn election_timeout_max(&self) -> Duration {
+        Duration::from_millis(self.election_timeout_max_ms)
+    }
+}

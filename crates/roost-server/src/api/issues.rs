@@ -1,0 +1,210 @@
+//! Issues, comments, checkout and release, and the agent's views of its work.
+
+use roost_core::command::{IssuePatch, NewComment};
+use roost_core::{Command, Comment, Issue, IssueStatus, Outcome, Run};
+use roost_store::CommentQuery;
+use serde::Serialize;
+
+use super::{expect_outcome, new_id, Api};
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// Which issues of a company to list.
+#[derive(Clone, Debug, Default)]
+pub struct IssueFilter {
+    pub statuses: Vec<IssueStatus>,
+    pub assignee_agent_id: Option<String>,
+    pub parent_id: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// What a run needs to start work on an issue, in one call
+/// (`GET /api/issues/{id}/heartbeat-context`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatContext {
+    pub issue: Issue,
+    pub ancestors: Vec<Issue>,
+    pub blocked_by: Vec<Issue>,
+    pub children: Vec<Issue>,
+    pub comment_cursor: CommentCursor,
+    pub wake_comment: Option<Comment>,
+    pub active_run: Option<Run>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommentCursor {
+    pub total_comments: usize,
+    pub latest_comment_id: Option<String>,
+}
+
+impl Api {
+    /// Resolves an issue id or `PREFIX-N` identifier visible to the caller.
+    fn resolve_issue(&self, caller: &Caller, id_or_identifier: &str) -> Result<Issue, ApiError> {
+        let issue = self
+            .reader()
+            .read(|s| s.issue_by_ref(id_or_identifier).cloned())
+            .ok_or_else(|| ApiError::not_found("issue", id_or_identifier))?;
+        caller.check_company(&issue.company_id, "issue", id_or_identifier)?;
+        Ok(issue)
+    }
+
+    fn resolve_issue_id(&self, caller: &Caller, id_or_identifier: &str) -> Result<String, ApiError> {
+        self.resolve_issue(caller, id_or_identifier).map(|i| i.id)
+    }
+
+    pub async fn create_issue(&self, caller: &Caller, company_id: &str, fields: IssuePatch) -> Result<Issue, ApiError> {
+        let command = Command::CreateIssue { id: new_id(), company_id: company_id.into(), fields };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => issue)
+    }
+
+    /// A subtask: a new issue in the parent's company with `parent_id` set.
+    pub async fn create_child(&self, caller: &Caller, parent: &str, mut fields: IssuePatch) -> Result<Issue, ApiError> {
+        let parent = self.resolve_issue(caller, parent)?;
+        fields.parent_id = Some(Some(parent.id.clone()));
+        self.create_issue(caller, &parent.company_id, fields).await
+    }
+
+    pub async fn list_issues(&self, caller: &Caller, company_id: &str, filter: &IssueFilter) -> Result<Vec<Issue>, ApiError> {
+        self.get_company(caller, company_id).await?;
+        let limit = filter.limit.unwrap_or(500).clamp(1, 5000);
+        Ok(self.reader().read(|s| {
+            let mut issues: Vec<Issue> = s
+                .issues
+                .values()
+                .filter(|i| i.company_id == company_id)
+                .filter(|i| filter.statuses.is_empty() || filter.statuses.contains(&i.status))
+                .filter(|i| filter.assignee_agent_id.as_ref().is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a)))
+                .filter(|i| filter.parent_id.as_ref().is_none_or(|p| i.parent_id.as_ref() == Some(p)))
+                .cloned()
+                .collect();
+            issues.sort_by_key(|i| i.issue_number);
+            issues.truncate(limit);
+            issues
+        }))
+    }
+
+    pub async fn get_issue(&self, caller: &Caller, id: &str) -> Result<Issue, ApiError> {
+        self.barrier().await?;
+        self.resolve_issue(caller, id)
+    }
+
+    pub async fn update_issue(
+        &self,
+        caller: &Caller,
+        id: &str,
+        patch: IssuePatch,
+        comment: Option<String>,
+    ) -> Result<(Issue, Option<Comment>), ApiError> {
+        let issue_id = self.resolve_issue_id(caller, id)?;
+        let comment = comment.map(|body| NewComment { id: new_id(), body });
+        let command = Command::UpdateIssue { issue_id, patch, comment };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, comment } => (issue, comment))
+    }
+
+    pub async fn add_comment(&self, caller: &Caller, id: &str, body: String) -> Result<Comment, ApiError> {
+        let issue_id = self.resolve_issue_id(caller, id)?;
+        let command = Command::AddComment { issue_id, comment: NewComment { id: new_id(), body } };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Comment(c) => c)
+    }
+
+    pub async fn list_comments(&self, caller: &Caller, id: &str, query: &CommentQuery) -> Result<Vec<Comment>, ApiError> {
+        let issue = self.get_issue(caller, id).await?;
+        Ok(self.reader().comments(&issue.id, query).await?)
+    }
+
+    pub async fn get_comment(&self, caller: &Caller, id: &str, comment_id: &str) -> Result<Comment, ApiError> {
+        let issue = self.get_issue(caller, id).await?;
+        self.reader()
+            .comment(comment_id)
+            .await?
+            .filter(|c| c.issue_id == issue.id)
+            .ok_or_else(|| ApiError::not_found("comment", comment_id))
+    }
+
+    pub async fn checkout(
+        &self,
+        caller: &Caller,
+        id: &str,
+        agent_id: &str,
+        expected_statuses: Vec<IssueStatus>,
+    ) -> Result<Issue, ApiError> {
+        let issue_id = self.resolve_issue_id(caller, id)?;
+        let command = Command::Checkout { issue_id, agent_id: agent_id.into(), expected_statuses };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => issue)
+    }
+
+    pub async fn release(&self, caller: &Caller, id: &str) -> Result<Issue, ApiError> {
+        let issue_id = self.resolve_issue_id(caller, id)?;
+        expect_outcome!(self.submit(caller, Command::Release { issue_id }).await?, Outcome::Issue { issue, .. } => issue)
+    }
+
+    /// The calling agent's open work: assigned issues in `todo`, `in_progress` or `blocked`.
+    pub async fn inbox(&self, caller: &Caller) -> Result<Vec<Issue>, ApiError> {
+        let agent = self.me(caller).await?;
+        let open = [IssueStatus::Todo, IssueStatus::InProgress, IssueStatus::Blocked];
+        Ok(self.reader().read(|s| {
+            let mut issues: Vec<Issue> = s
+                .issues
+                .values()
+                .filter(|i| i.assignee_agent_id.as_deref() == Some(agent.id.as_str()) && open.contains(&i.status))
+                .cloned()
+                .collect();
+            issues.sort_by_key(|i| (i.priority, i.issue_number));
+            issues
+        }))
+    }
+
+    pub async fn active_run(&self, caller: &Caller, id: &str) -> Result<Option<Run>, ApiError> {
+        let issue = self.get_issue(caller, id).await?;
+        Ok(self.reader().read(|s| {
+            issue.checkout.as_ref().and_then(|c| s.runs.get(&c.run_id)).filter(|r| r.status.is_live()).cloned()
+        }))
+    }
+
+    pub async fn heartbeat_context(
+        &self,
+        caller: &Caller,
+        id: &str,
+        wake_comment_id: Option<&str>,
+    ) -> Result<HeartbeatContext, ApiError> {
+        let issue = self.get_issue(caller, id).await?;
+        let wake_comment = match wake_comment_id {
+            Some(c) => Some(self.get_comment(caller, &issue.id, c).await?),
+            None => None,
+        };
+        let latest = self
+            .reader()
+            .comments(&issue.id, &CommentQuery { after: None, descending: true, limit: 1 })
+            .await?
+            .into_iter()
+            .next();
+        Ok(self.reader().read(|s| {
+            let mut ancestors = Vec::new();
+            let mut cursor = issue.parent_id.clone();
+            while let Some(parent) = cursor.and_then(|p| s.issues.get(&p)) {
+                if ancestors.len() >= 32 {
+                    break;
+                }
+                ancestors.push(parent.clone());
+                cursor = parent.parent_id.clone();
+            }
+            let blocked_by = issue.blocked_by_issue_ids.iter().filter_map(|b| s.issues.get(b).cloned()).collect();
+            let children =
+                s.issues.values().filter(|c| c.parent_id.as_deref() == Some(issue.id.as_str())).cloned().collect();
+            let total_comments = s.comments.values().filter(|c| c.issue_id == issue.id).count();
+            let active_run =
+                issue.checkout.as_ref().and_then(|c| s.runs.get(&c.run_id)).filter(|r| r.status.is_live()).cloned();
+            HeartbeatContext {
+                issue: issue.clone(),
+                ancestors,
+                blocked_by,
+                children,
+                comment_cursor: CommentCursor { total_comments, latest_comment_id: latest.map(|c| c.id) },
+                wake_comment,
+                active_run,
+            }
+        }))
+    }
+}

@@ -1,0 +1,81 @@
+//! The service layer shared by REST and gRPC: authenticate, check, propose, read.
+//!
+//! Writes become [`Envelope`]s stamped here (time, fresh ids, the caller as actor) and go through
+//! Raft; the state machine has the final word. Reads wait on a read barrier first, so a read
+//! sees every write acknowledged before it started.
+
+mod admin;
+mod issues;
+mod runs;
+
+use std::time::Duration;
+
+use roost_core::{Command, Envelope, Outcome, Timestamp};
+use roost_raft::RaftNode;
+use roost_store::StateReader;
+
+pub use admin::NewAgent;
+pub use issues::{HeartbeatContext, IssueFilter};
+pub use runs::AuditReport;
+
+use crate::auth::{self, Caller};
+use crate::error::ApiError;
+
+#[derive(Clone)]
+pub struct Api {
+    node: RaftNode,
+}
+
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+pub(crate) fn now() -> Timestamp {
+    Timestamp(chrono::Utc::now().timestamp_millis())
+}
+
+impl Api {
+    pub fn new(node: RaftNode) -> Self {
+        Api { node }
+    }
+
+    pub fn node(&self) -> &RaftNode {
+        &self.node
+    }
+
+    pub fn reader(&self) -> &StateReader {
+        self.node.reader()
+    }
+
+    pub fn authenticate(&self, token: Option<&str>, run_id: Option<&str>) -> Result<Caller, ApiError> {
+        auth::authenticate(self.reader(), token, run_id)
+    }
+
+    /// Proposes `command` as `caller` and waits for its committed outcome.
+    pub(crate) async fn submit(&self, caller: &Caller, command: Command) -> Result<Outcome, ApiError> {
+        let envelope = Envelope { at: now(), actor: caller.actor.clone(), command };
+        let written = self.node.write(envelope).await?;
+        written.result.map_err(ApiError::Domain)
+    }
+
+    /// Waits until this node reflects every write acknowledged before the call.
+    pub(crate) async fn barrier(&self) -> Result<(), ApiError> {
+        self.node.linearizable_read().await.map_err(ApiError::from)
+    }
+
+    /// Whether this node can serve: it knows a leader and has applied its log.
+    pub async fn ready(&self) -> bool {
+        self.node.wait_for_leader(Duration::from_millis(1)).await.is_ok()
+    }
+}
+
+/// Unwraps the outcome variant a command is known to produce.
+macro_rules! expect_outcome {
+    ($outcome:expr, $pattern:pat => $value:expr) => {
+        match $outcome {
+            $pattern => Ok($value),
+            other => Err($crate::error::ApiError::internal(format!("unexpected outcome {other:?}"))),
+        }
+    };
+}
+pub(crate) use expect_outcome;

@@ -1,0 +1,107 @@
+//! Runs in their minimal form, the activity log and its verification.
+
+use roost_core::activity::{ActivityEntry, ChainBreak};
+use roost_core::{Command, Outcome, Run, RunStatus};
+use serde::Serialize;
+
+use super::{expect_outcome, new_id, Api};
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// The verdict of `roost audit verify`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditReport {
+    pub ok: bool,
+    pub entries: u64,
+    pub head_hash: Option<String>,
+    pub broken_at_seq: Option<u64>,
+    pub message: String,
+}
+
+impl Api {
+    pub async fn start_run(&self, caller: &Caller, agent_id: &str, issue: Option<&str>) -> Result<Run, ApiError> {
+        let issue_id = match issue {
+            Some(i) => Some(self.get_issue(caller, i).await?.id),
+            None => None,
+        };
+        let command = Command::StartRun {
+            id: new_id(),
+            agent_id: agent_id.into(),
+            issue_id,
+            invocation_source: "on_demand".into(),
+        };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Run(r) => r)
+    }
+
+    pub async fn finish_run(
+        &self,
+        caller: &Caller,
+        run_id: &str,
+        status: RunStatus,
+        error: Option<String>,
+    ) -> Result<Run, ApiError> {
+        let command = Command::FinishRun { run_id: run_id.into(), status, error };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Run(r) => r)
+    }
+
+    pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<Run, ApiError> {
+        self.barrier().await?;
+        let run = self.reader().read(|s| s.runs.get(run_id).cloned()).ok_or_else(|| ApiError::not_found("run", run_id))?;
+        caller.check_company(&run.company_id, "run", run_id)?;
+        Ok(run)
+    }
+
+    pub async fn list_runs(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        agent_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Run>, ApiError> {
+        self.get_company(caller, company_id).await?;
+        Ok(self.reader().read(|s| {
+            let mut runs: Vec<Run> = s
+                .runs
+                .values()
+                .filter(|r| r.company_id == company_id && agent_id.is_none_or(|a| r.agent_id == a))
+                .cloned()
+                .collect();
+            runs.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+            runs.truncate(limit.clamp(1, 1000));
+            runs
+        }))
+    }
+
+    pub async fn list_activity(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        before_seq: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<ActivityEntry>, ApiError> {
+        self.get_company(caller, company_id).await?;
+        Ok(self.reader().activity(Some(company_id), before_seq, limit).await?)
+    }
+
+    /// Re-hashes the whole activity chain as stored in this node's SQLite file.
+    pub async fn verify_audit(&self, caller: &Caller) -> Result<AuditReport, ApiError> {
+        caller.require_admin()?;
+        self.barrier().await?;
+        Ok(match self.reader().verify_activity().await? {
+            Ok(summary) => AuditReport {
+                ok: true,
+                entries: summary.entries,
+                message: format!("activity chain intact: {} entries", summary.entries),
+                head_hash: Some(summary.head_hash),
+                broken_at_seq: None,
+            },
+            Err(b) => {
+                let seq = match &b {
+                    ChainBreak::HashMismatch { seq } | ChainBreak::LinkMismatch { seq, .. } | ChainBreak::Gap { seq, .. } => *seq,
+                };
+                AuditReport { ok: false, entries: seq.saturating_sub(1), head_hash: None, broken_at_seq: Some(seq), message: b.to_string() }
+            }
+        })
+    }
+}

@@ -1,0 +1,114 @@
+//! Bearer tokens: generation, hashing and resolving a request's caller.
+
+use rand::RngCore;
+use roost_core::{Actor, ActorKind, AgentStatus, CredentialKind};
+use roost_store::StateReader;
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+
+pub const ADMIN_TOKEN_PREFIX: &str = "rst_admin_";
+pub const AGENT_KEY_PREFIX: &str = "rst_agent_";
+
+/// A fresh random secret with a prefix that says what it is.
+pub fn generate_token(prefix: &str) -> String {
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    format!("{prefix}{}", hex::encode(bytes))
+}
+
+/// Only this hash of a token is ever stored or replicated.
+pub fn hash_token(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Who is calling, resolved from the bearer token and the run header.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub actor: Actor,
+}
+
+impl Caller {
+    pub fn is_admin(&self) -> bool {
+        self.actor.kind == ActorKind::User
+    }
+
+    pub fn agent_id(&self) -> Option<&str> {
+        self.actor.agent_id()
+    }
+
+    /// Company scoping for reads: another company's objects are "not found".
+    pub fn check_company(&self, company_id: &str, entity: &str, id: &str) -> Result<(), ApiError> {
+        match &self.actor.company_id {
+            Some(own) if own != company_id => Err(ApiError::not_found(entity, id)),
+            _ => Ok(()),
+        }
+    }
+
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        if self.is_admin() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this operation needs an administrator token"))
+        }
+    }
+}
+
+/// Resolves `Authorization: Bearer <token>` (already stripped to the token) and an optional
+/// run id into a caller.
+pub fn authenticate(reader: &StateReader, token: Option<&str>, run_id: Option<&str>) -> Result<Caller, ApiError> {
+    let token = token.ok_or_else(|| ApiError::unauthorized("missing bearer token"))?;
+    let hash = hash_token(token);
+    let run_id = run_id.map(str::trim).filter(|r| !r.is_empty()).map(str::to_string);
+    if run_id.as_ref().is_some_and(|r| r.len() > 64) {
+        return Err(ApiError::bad_request("run id header is too long"));
+    }
+    reader.read(|state| {
+        let cred = state
+            .credential_by_token_hash(&hash)
+            .filter(|c| !c.revoked)
+            .ok_or_else(|| ApiError::unauthorized("invalid or revoked token"))?;
+        let actor = match cred.kind {
+            CredentialKind::Admin => Actor {
+                kind: ActorKind::User,
+                id: cred.name.clone(),
+                credential_id: Some(cred.id.clone()),
+                run_id,
+                company_id: None,
+            },
+            CredentialKind::AgentKey => {
+                let agent = cred
+                    .agent_id
+                    .as_ref()
+                    .and_then(|id| state.agents.get(id))
+                    .filter(|a| a.status != AgentStatus::Terminated)
+                    .ok_or_else(|| ApiError::unauthorized("invalid or revoked token"))?;
+                Actor {
+                    kind: ActorKind::Agent,
+                    id: agent.id.clone(),
+                    credential_id: Some(cred.id.clone()),
+                    run_id,
+                    company_id: Some(agent.company_id.clone()),
+                }
+            }
+        };
+        Ok(Caller { actor })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_and_hash_to_hex_sha256() {
+        let a = generate_token(ADMIN_TOKEN_PREFIX);
+        let b = generate_token(ADMIN_TOKEN_PREFIX);
+        assert_ne!(a, b);
+        assert!(a.starts_with(ADMIN_TOKEN_PREFIX));
+        let h = hash_token(&a);
+        assert_eq!(h.len(), 64);
+        assert_ne!(h, hash_token(&b));
+        assert!(!h.contains(&a));
+    }
+}

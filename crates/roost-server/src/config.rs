@@ -1,0 +1,42 @@
+//! A server node's configuration (TOML, unknown keys refused).
+
+use std::path::PathBuf;
+
+use roost_raft::RaftTiming;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// This node's Raft id, unique in the cluster.
+    pub node_id: u64,
+    pub data_dir: PathBuf,
+    /// Where to listen for the REST API and dashboard.
+    pub http_listen: String,
+    /// Where to listen for gRPC: clients, workers and Raft traffic.
+    pub grpc_listen: String,
+    /// Addresses other nodes and clients use to reach this one (default: the listen addresses).
+    pub advertise_http: Option<String>,
+    pub advertise_grpc: Option<String>,
+    /// Form a single-node cluster on first start if this node was never part of one.
+    pub bootstrap: bool,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    pub raft: RaftTiming,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            node_id: 1,
+            data_dir: PathBuf::from("roost-data"),
+            http_listen: "127.0.0.1:7480".into(),
+            grpc_listen: "127.0.0.1:7481".into(),
+            advertise_http: None,
+            advertise_grpc: None,
+            bootstrap: true,
+            max_body_bytes: 1024 * 1024,
+            raft: RaftTiming::default(),
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Issues, comments, checkout and release: the agent loop.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use roost_core::{Comment, Issue, IssueStatus, Run};
+use roost_store::CommentQuery;
+
+use super::created;
+use super::dto::{self, IssueWithComment};
+use super::extract::{JsonBody, QueryParams};
+use crate::api::{Api, HeartbeatContext, IssueFilter};
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+fn parse_statuses(csv: &str) -> Result<Vec<IssueStatus>> {
+    csv.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<IssueStatus>().map_err(ApiError::bad_request))
+        .collect()
+}
+
+pub async fn create(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+    JsonBody(body): JsonBody<dto::CreateIssue>,
+) -> Result<(StatusCode, Json<Issue>)> {
+    Ok(created(api.create_issue(&caller, &cid, body.into()).await?))
+}
+
+pub async fn create_child(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<dto::CreateIssue>,
+) -> Result<(StatusCode, Json<Issue>)> {
+    if body.parent_id.is_some() {
+        return Err(ApiError::bad_request("parentId is implied by the path"));
+    }
+    Ok(created(api.create_child(&caller, &id, body.into()).await?))
+}
+
+pub async fn list(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+    QueryParams(q): QueryParams<dto::IssueListQuery>,
+) -> Result<Json<Vec<Issue>>> {
+    let filter = IssueFilter {
+        statuses: q.status.as_deref().map(parse_statuses).transpose()?.unwrap_or_default(),
+        assignee_agent_id: q.assignee_agent_id,
+        parent_id: q.parent_id,
+        limit: q.limit,
+    };
+    Ok(Json(api.list_issues(&caller, &cid, &filter).await?))
+}
+
+pub async fn get(State(api): State<Api>, caller: Caller, Path(id): Path<String>) -> Result<Json<Issue>> {
+    Ok(Json(api.get_issue(&caller, &id).await?))
+}
+
+pub async fn update(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<dto::PatchIssue>,
+) -> Result<Json<IssueWithComment>> {
+    let (patch, comment) = body.split();
+    let (issue, comment) = api.update_issue(&caller, &id, patch, comment).await?;
+    Ok(Json(IssueWithComment { issue, comment }))
+}
+
+pub async fn checkout(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<dto::Checkout>,
+) -> Result<Json<Issue>> {
+    Ok(Json(api.checkout(&caller, &id, &body.agent_id, body.expected_statuses).await?))
+}
+
+pub async fn release(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(_): JsonBody<dto::Empty>,
+) -> Result<Json<Issue>> {
+    Ok(Json(api.release(&caller, &id).await?))
+}
+
+pub async fn add_comment(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<dto::NewComment>,
+) -> Result<(StatusCode, Json<Comment>)> {
+    Ok(created(api.add_comment(&caller, &id, body.body).await?))
+}
+
+pub async fn list_comments(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    QueryParams(q): QueryParams<dto::CommentListQuery>,
+) -> Result<Json<Vec<Comment>>> {
+    let descending = match q.order.as_deref() {
+        None | Some("asc") => false,
+        Some("desc") => true,
+        Some(other) => return Err(ApiError::bad_request(format!("order must be asc or desc, not {other}"))),
+    };
+    let query = CommentQuery { after: q.after, descending, limit: q.limit.unwrap_or(200) };
+    Ok(Json(api.list_comments(&caller, &id, &query).await?))
+}
+
+pub async fn get_comment(
+    State(api): State<Api>,
+    caller: Caller,
+    Path((id, comment_id)): Path<(String, String)>,
+) -> Result<Json<Comment>> {
+    Ok(Json(api.get_comment(&caller, &id, &comment_id).await?))
+}
+
+pub async fn heartbeat_context(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    QueryParams(q): QueryParams<dto::HeartbeatContextQuery>,
+) -> Result<Json<HeartbeatContext>> {
+    Ok(Json(api.heartbeat_context(&caller, &id, q.wake_comment_id.as_deref()).await?))
+}
+
+pub async fn active_run(State(api): State<Api>, caller: Caller, Path(id): Path<String>) -> Result<Json<Option<Run>>> {
+    Ok(Json(api.active_run(&caller, &id).await?))
+}
+
+pub async fn inbox(State(api): State<Api>, caller: Caller) -> Result<Json<Vec<Issue>>> {
+    Ok(Json(api.inbox(&caller).await?))
+}

@@ -1,0 +1,81 @@
+//! The REST API under `/api`, compatible with Paperclip's routes and JSON shapes for the
+//! agent loop, plus `/healthz` and `/readyz`.
+
+mod admin;
+mod dto;
+mod extract;
+mod issues;
+mod runs;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+
+pub use extract::BodyLimit;
+
+use crate::api::Api;
+use crate::error::ApiError;
+
+pub fn router(api: Api, max_body_bytes: usize) -> Router {
+    let api_routes = Router::new()
+        .route("/companies", get(admin::list_companies).post(admin::create_company))
+        .route("/companies/{cid}", get(admin::get_company))
+        .route("/companies/{cid}/agents", get(admin::list_agents).post(admin::create_agent))
+        .route("/companies/{cid}/issues", get(issues::list).post(issues::create))
+        .route("/companies/{cid}/heartbeat-runs", get(runs::list))
+        .route("/companies/{cid}/activity", get(runs::activity))
+        .route("/agents/me", get(admin::me))
+        .route("/agents/me/inbox-lite", get(issues::inbox))
+        .route("/agents/{id}", get(admin::get_agent).patch(admin::update_agent))
+        .route("/agents/{id}/pause", post(admin::pause_agent))
+        .route("/agents/{id}/resume", post(admin::resume_agent))
+        .route("/agents/{id}/terminate", post(admin::terminate_agent))
+        .route("/agents/{id}/keys", post(admin::create_key))
+        .route("/agents/{id}/runs", post(runs::start))
+        .route("/issues/{id}", get(issues::get).patch(issues::update))
+        .route("/issues/{id}/checkout", post(issues::checkout))
+        .route("/issues/{id}/release", post(issues::release))
+        .route("/issues/{id}/comments", get(issues::list_comments).post(issues::add_comment))
+        .route("/issues/{id}/comments/{comment_id}", get(issues::get_comment))
+        .route("/issues/{id}/children", post(issues::create_child))
+        .route("/issues/{id}/heartbeat-context", get(issues::heartbeat_context))
+        .route("/issues/{id}/active-run", get(issues::active_run))
+        .route("/heartbeat-runs/{id}", get(runs::get))
+        .route("/heartbeat-runs/{id}/finish", post(runs::finish))
+        .route("/heartbeat-runs/{id}/cancel", post(runs::cancel))
+        .route("/audit/verify", get(runs::verify_audit))
+        .fallback(unknown_route);
+    Router::new()
+        .nest("/api", api_routes)
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(Extension(BodyLimit(max_body_bytes)))
+        .with_state(api)
+}
+
+async fn ready(State(api): State<Api>) -> impl IntoResponse {
+    if api.ready().await {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "no leader")
+    }
+}
+
+async fn unknown_route() -> ApiError {
+    ApiError::Domain(roost_core::DomainError::NotFound { entity: "route".into(), id: "API route not found".into() })
+}
+
+async fn method_not_allowed() -> impl IntoResponse {
+    let body = serde_json::json!({ "error": "method_not_allowed", "message": "method not allowed on this route", "details": null });
+    (StatusCode::METHOD_NOT_ALLOWED, Json(body))
+}
+
+/// `201 Created` with a JSON body.
+pub(crate) fn created<T: serde::Serialize>(value: T) -> (StatusCode, Json<T>) {
+    (StatusCode::CREATED, Json(value))
+}

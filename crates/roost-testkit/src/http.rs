@@ -1,0 +1,89 @@
+//! A raw HTTP client for tests: every reply keeps its status and JSON body.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+#[derive(Clone)]
+pub struct Http {
+    client: reqwest::Client,
+    base: String,
+    token: Option<String>,
+    run_id: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The body, if the status is a success; otherwise an error naming both.
+    pub fn ok(self) -> anyhow::Result<Value> {
+        if self.status.is_success() {
+            Ok(self.body)
+        } else {
+            anyhow::bail!("HTTP {}: {}", self.status, self.body)
+        }
+    }
+
+    pub fn code(&self) -> &str {
+        self.body["error"].as_str().unwrap_or("")
+    }
+}
+
+impl Http {
+    pub fn new(base: impl Into<String>) -> Http {
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("reqwest client");
+        Http { client, base: base.into(), token: None, run_id: None }
+    }
+
+    pub fn with_token(&self, token: &str) -> Http {
+        Http { token: Some(token.to_string()), ..self.clone() }
+    }
+
+    pub fn with_run(&self, run_id: &str) -> Http {
+        Http { run_id: Some(run_id.to_string()), ..self.clone() }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Sends `body` as raw bytes, so tests can send malformed JSON.
+    pub async fn raw(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> anyhow::Result<Reply> {
+        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(r) = &self.run_id {
+            req = req.header("X-Roost-Run-Id", r);
+        }
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b);
+        }
+        let resp = req.send().await?;
+        let status = resp.status();
+        let bytes = resp.bytes().await?;
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        Ok(Reply { status, body })
+    }
+
+    pub async fn get(&self, path: &str) -> anyhow::Result<Reply> {
+        self.raw(Method::GET, path, None).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Reply> {
+        self.raw(Method::POST, path, Some(serde_json::to_vec(&body)?)).await
+    }
+
+    pub async fn patch(&self, path: &str, body: Value) -> anyhow::Result<Reply> {
+        self.raw(Method::PATCH, path, Some(serde_json::to_vec(&body)?)).await
+    }
+}
