@@ -44,6 +44,9 @@ impl RaftNode {
 
     /// Makes this node a cluster of one if it has never been part of a cluster.
     pub async fn initialize_single(&self) -> Result<(), Error> {
+        if self.raft.is_initialized().await.map_err(|e| Error::Fatal { message: e.to_string() })? {
+            return Ok(());
+        }
         let members = BTreeMap::from([(self.id, self.info.clone())]);
         match self.raft.initialize(members).await {
             Ok(()) => {

@@ -1,1 +1,86 @@
-fn main() {}
+//! `roost`: runs a node (`dev`, `server`) or talks to a running cluster (every other command).
+
+mod cli;
+mod config;
+mod dev;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "roost", version, about = "A replicated control plane for fleets of AI agents")]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a single-node cluster on this machine, with its data in ./.roost
+    Dev(dev::DevArgs),
+    /// Run a cluster node from a TOML config file
+    Server(config::ServerArgs),
+    #[command(flatten)]
+    Client(cli::ClientCommand),
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("ROOST_LOG").unwrap_or_else(|_| EnvFilter::new("info,openraft=warn,sqlx=warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match args.command {
+            Command::Dev(a) => {
+                init_tracing();
+                dev::run(a).await
+            }
+            Command::Server(a) => {
+                init_tracing();
+                config::run_server(a).await
+            }
+            Command::Client(c) => cli::run(c).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
+pub(crate) async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

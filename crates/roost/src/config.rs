@@ -1,0 +1,108 @@
+//! `roost server`: configuration from defaults, then the TOML file, then `ROOST_*`
+//! environment variables, then flags.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use roost_server::{Listeners, ServerConfig};
+
+#[derive(Args)]
+pub struct ServerArgs {
+    /// TOML config file (see deploy/roost-server.toml)
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    node_id: Option<u64>,
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    #[arg(long)]
+    http_listen: Option<String>,
+    #[arg(long)]
+    grpc_listen: Option<String>,
+}
+
+/// Applies `ROOST_*` environment variables over `config`.
+pub fn apply_env(config: &mut ServerConfig, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+    if let Some(v) = env("ROOST_NODE_ID") {
+        config.node_id = v.parse().with_context(|| format!("ROOST_NODE_ID={v} is not a node id"))?;
+    }
+    if let Some(v) = env("ROOST_DATA_DIR") {
+        config.data_dir = PathBuf::from(v);
+    }
+    if let Some(v) = env("ROOST_HTTP_LISTEN") {
+        config.http_listen = v;
+    }
+    if let Some(v) = env("ROOST_GRPC_LISTEN") {
+        config.grpc_listen = v;
+    }
+    if let Some(v) = env("ROOST_BOOTSTRAP") {
+        config.bootstrap = match v.as_str() {
+            "1" | "true" => true,
+            "0" | "false" => false,
+            _ => bail!("ROOST_BOOTSTRAP={v}: expected true or false"),
+        };
+    }
+    Ok(())
+}
+
+pub fn load(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?
+        }
+        None => ServerConfig::default(),
+    };
+    apply_env(&mut config, |k| std::env::var(k).ok())?;
+    if let Some(v) = args.node_id {
+        config.node_id = v;
+    }
+    if let Some(v) = &args.data_dir {
+        config.data_dir = v.clone();
+    }
+    if let Some(v) = &args.http_listen {
+        config.http_listen = v.clone();
+    }
+    if let Some(v) = &args.grpc_listen {
+        config.grpc_listen = v.clone();
+    }
+    if config.node_id == 0 {
+        bail!("node_id must be at least 1");
+    }
+    Ok(config)
+}
+
+pub async fn run_server(args: ServerArgs) -> anyhow::Result<ExitCode> {
+    let config = load(&args)?;
+    let listeners = Listeners::bind(&config.http_listen, &config.grpc_listen)
+        .await
+        .with_context(|| format!("cannot listen on {} / {}", config.http_listen, config.grpc_listen))?;
+    roost_server::run(config, listeners, crate::shutdown_signal()).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_overrides_file_values() {
+        let mut config: ServerConfig = toml::from_str("node_id = 3\nhttp_listen = \"0.0.0.0:1\"").unwrap();
+        apply_env(&mut config, |k| (k == "ROOST_HTTP_LISTEN").then(|| "127.0.0.1:9".to_string())).unwrap();
+        assert_eq!((config.node_id, config.http_listen.as_str()), (3, "127.0.0.1:9"));
+    }
+
+    #[test]
+    fn unknown_config_keys_are_refused() {
+        let err = toml::from_str::<ServerConfig>("node_idd = 3").unwrap_err().to_string();
+        assert!(err.contains("node_idd"), "{err}");
+    }
+
+    #[test]
+    fn bad_env_values_are_errors() {
+        let mut config = ServerConfig::default();
+        assert!(apply_env(&mut config, |k| (k == "ROOST_NODE_ID").then(|| "x".to_string())).is_err());
+    }
+}

@@ -1,0 +1,91 @@
+//! `roost dev`: one process, a single-node cluster in `./.roost`, a default company and an
+//! admin token, reused on every later start.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use roost_server::auth::{generate_token, ADMIN_TOKEN_PREFIX};
+use roost_server::{Listeners, Server, ServerConfig};
+
+#[derive(Args)]
+pub struct DevArgs {
+    /// Directory for data and the admin token
+    #[arg(long, env = "ROOST_DEV_DIR", default_value = ".roost")]
+    dir: PathBuf,
+    #[arg(long, env = "ROOST_HTTP_LISTEN", default_value = "127.0.0.1:7480")]
+    http_listen: String,
+    #[arg(long, env = "ROOST_GRPC_LISTEN", default_value = "127.0.0.1:7481")]
+    grpc_listen: String,
+}
+
+pub const TOKEN_FILE: &str = "admin-token";
+
+/// Reads the dev admin token, or creates one. The file is written (0600, atomically) before
+/// its hash is committed, so a crash in between is repaired on the next start.
+fn load_or_create_token(dir: &Path) -> anyhow::Result<(String, bool)> {
+    let path = dir.join(TOKEN_FILE);
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let token = text.trim().to_string();
+        if token.starts_with(ADMIN_TOKEN_PREFIX) {
+            return Ok((token, false));
+        }
+        anyhow::bail!("{} does not hold a Roost admin token; remove it to create a new one", path.display());
+    }
+    let token = generate_token(ADMIN_TOKEN_PREFIX);
+    let tmp = dir.join(format!("{TOKEN_FILE}.tmp"));
+    {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut f = options.open(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        writeln!(f, "{token}")?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, &path)?;
+    Ok((token, true))
+}
+
+pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
+    std::fs::create_dir_all(&args.dir).with_context(|| format!("cannot create {}", args.dir.display()))?;
+    let config = ServerConfig {
+        data_dir: args.dir.join("data"),
+        http_listen: args.http_listen.clone(),
+        grpc_listen: args.grpc_listen.clone(),
+        bootstrap: true,
+        ..ServerConfig::default()
+    };
+    let listeners = Listeners::bind(&config.http_listen, &config.grpc_listen)
+        .await
+        .with_context(|| format!("cannot listen on {} / {} (is another roost running?)", config.http_listen, config.grpc_listen))?;
+    let server = Server::start(&config, listeners).await?;
+    let (token, fresh) = load_or_create_token(&args.dir)?;
+    let api = server.api();
+    api.ensure_admin_token(&token, "dev-admin").await.context("cannot record the admin token")?;
+    let company = api.ensure_default_company("My Company", "RST").await.context("cannot create the default company")?;
+
+    let url = format!("http://{}", server.http_addr());
+    let token_path = args.dir.join(TOKEN_FILE);
+    println!("Roost dev is running: a single-node cluster with its data in {}", config.data_dir.display());
+    println!();
+    println!("  API          {url}/api");
+    println!("  gRPC         {}", server.grpc_addr());
+    println!("  Admin token  {token}");
+    println!("               {} {}", if fresh { "new, saved in" } else { "reused from" }, token_path.display());
+    println!("  Company      {} ({})  id {}", company.name, company.issue_prefix, company.id);
+    println!();
+    println!("Next step, in another terminal:");
+    println!("  export ROOST_TOKEN=$(cat {})", token_path.display());
+    println!("  curl -s -H \"Authorization: Bearer $ROOST_TOKEN\" {url}/api/companies");
+    println!();
+    println!("Stop with Ctrl-C; the next `roost dev` starts where this one stopped.");
+    let _ = std::io::stdout().flush();
+
+    crate::shutdown_signal().await;
+    eprintln!("stopping...");
+    server.shutdown().await?;
+    Ok(ExitCode::SUCCESS)
+}

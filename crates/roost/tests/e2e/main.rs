@@ -1,0 +1,7 @@
+//! End-to-end tests: one binary. In-process nodes for API behaviour, real `roost` processes for
+//! crashes and the CLI. Regression tests are named after the bug they pin.
+
+mod bad_input;
+mod checkout;
+mod crash;
+mod support;

@@ -1,0 +1,40 @@
+//! Shared helpers for the end-to-end tests.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use roost_testkit::{Http, TestNode};
+
+pub fn roost_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_roost"))
+}
+
+/// The newest activity sequence number of the test company: any accepted write moves it.
+pub async fn activity_head(node: &TestNode) -> anyhow::Result<u64> {
+    let page = node.admin.get(&format!("/api/companies/{}/activity?limit=1", node.company_id)).await?.ok()?;
+    Ok(page[0]["seq"].as_u64().unwrap_or(0))
+}
+
+/// An agent with a key and a live run, as an HTTP client that sends both.
+pub struct AgentSession {
+    pub agent_id: String,
+    pub run_id: String,
+    pub http: Http,
+}
+
+pub async fn agent_session(node: &TestNode, name: &str) -> anyhow::Result<AgentSession> {
+    let (agent_id, key) = node.agent(name).await?;
+    let run_id = node.start_run(&agent_id).await?;
+    let http = node.http().with_token(&key).with_run(&run_id);
+    Ok(AgentSession { agent_id, run_id, http })
+}
+
+pub async fn todo_issue(node: &TestNode, title: &str) -> anyhow::Result<String> {
+    let issue = node.issue(json!({ "title": title, "status": "todo" })).await?;
+    Ok(str_field(&issue, "id"))
+}
+
+pub fn str_field(v: &Value, field: &str) -> String {
+    v[field].as_str().unwrap_or_default().to_string()
+}
