@@ -61,19 +61,41 @@ pub struct Envelope {
     pub command: Command,
 }
 
+/// Keeps "clear this field" (`Some(None)`, serialized as `null`) distinct from "leave it"
+/// (`None`, not serialized) through the JSON form of log entries.
+mod nullable {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer, T: Serialize>(value: &Option<Option<T>>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(inner) => inner.serialize(s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+        Option::<T>::deserialize(d).map(Some)
+    }
+}
+
 /// Fields of an issue that a create or an update may set. `None` leaves a field unchanged;
 /// `Some(None)` clears an optional field.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IssuePatch {
     pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub description: Option<Option<String>>,
     pub status: Option<IssueStatus>,
     pub priority: Option<Priority>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub assignee_agent_id: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub assignee_user_id: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub parent_id: Option<Option<String>>,
     pub blocked_by_issue_ids: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub billing_code: Option<Option<String>>,
 }
 
@@ -82,6 +104,7 @@ pub struct IssuePatch {
 pub struct AgentPatch {
     pub name: Option<String>,
     pub role: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub title: Option<Option<String>>,
     pub adapter_type: Option<AdapterType>,
     pub adapter_config: Option<serde_json::Value>,
@@ -203,4 +226,27 @@ pub enum Outcome {
     Issue { issue: Issue, comment: Option<Comment> },
     Comment(Comment),
     Run(Run),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: a patch that clears a field (`Some(None)`) came back from the Raft log as
+    /// "unchanged" (`None`), so clearing an assignee or description silently did nothing.
+    #[test]
+    fn clearing_a_field_survives_the_raft_log() {
+        let patch = IssuePatch {
+            assignee_agent_id: Some(None),
+            description: Some(Some("kept".into())),
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&patch).unwrap();
+        let back: IssuePatch = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, patch);
+        assert_eq!(back.parent_id, None, "an absent field stays absent");
+        let agent = AgentPatch { title: Some(None), ..Default::default() };
+        let back: AgentPatch = serde_json::from_str(&serde_json::to_string(&agent).unwrap()).unwrap();
+        assert_eq!(back, agent);
+    }
 }

@@ -5,6 +5,7 @@ pub mod api;
 pub mod auth;
 mod config;
 mod error;
+mod grpc;
 mod rest;
 
 use std::future::Future;
@@ -80,11 +81,13 @@ impl Server {
 
         let raft_service = roost_proto::v1::raft_server::RaftServer::new(RaftService::new(node.raft().clone()))
             .max_decoding_message_size(usize::MAX);
+        let control_service = grpc::control_service(api.clone());
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listeners.grpc);
         let grpc_stop = stopped(stop_rx);
         let grpc = tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(raft_service)
+                .add_service(control_service)
                 .serve_with_incoming_shutdown(incoming, grpc_stop)
                 .await
                 .map_err(|e| Error::Task(format!("grpc server: {e}")))

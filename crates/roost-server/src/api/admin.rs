@@ -22,6 +22,14 @@ pub struct NewAgent {
     pub placement_labels: BTreeMap<String, String>,
 }
 
+/// An agent sees its own adapter configuration but not its peers': it may hold credentials.
+fn redact_for(caller: &Caller, mut agent: Agent) -> Agent {
+    if caller.agent_id().is_some_and(|me| me != agent.id) {
+        agent.adapter_config = serde_json::json!({});
+    }
+    agent
+}
+
 impl Api {
     pub async fn create_company(&self, caller: &Caller, name: &str, prefix: &str) -> Result<Company, ApiError> {
         let command = Command::CreateCompany { id: new_id(), name: name.into(), issue_prefix: prefix.into() };
@@ -30,13 +38,15 @@ impl Api {
 
     pub async fn list_companies(&self, caller: &Caller) -> Result<Vec<Company>, ApiError> {
         self.barrier().await?;
-        Ok(self.reader().read(|s| {
+        let mut companies: Vec<Company> = self.reader().read(|s| {
             s.companies
                 .values()
                 .filter(|c| caller.actor.company_id.as_ref().is_none_or(|own| own == &c.id))
                 .cloned()
                 .collect()
-        }))
+        });
+        companies.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.issue_prefix.cmp(&b.issue_prefix)));
+        Ok(companies)
     }
 
     pub async fn get_company(&self, caller: &Caller, company_id: &str) -> Result<Company, ApiError> {
@@ -64,7 +74,10 @@ impl Api {
 
     pub async fn list_agents(&self, caller: &Caller, company_id: &str) -> Result<Vec<Agent>, ApiError> {
         self.get_company(caller, company_id).await?;
-        Ok(self.reader().read(|s| s.agents.values().filter(|a| a.company_id == company_id).cloned().collect()))
+        let mut agents: Vec<Agent> =
+            self.reader().read(|s| s.agents.values().filter(|a| a.company_id == company_id).cloned().collect());
+        agents.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.name.cmp(&b.name)));
+        Ok(agents.into_iter().map(|a| redact_for(caller, a)).collect())
     }
 
     pub async fn get_agent(&self, caller: &Caller, agent_id: &str) -> Result<Agent, ApiError> {
@@ -74,7 +87,7 @@ impl Api {
             .read(|s| s.agents.get(agent_id).cloned())
             .ok_or_else(|| ApiError::not_found("agent", agent_id))?;
         caller.check_company(&agent.company_id, "agent", agent_id)?;
-        Ok(agent)
+        Ok(redact_for(caller, agent))
     }
 
     /// The calling agent (`GET /api/agents/me`).

@@ -54,7 +54,24 @@ impl Api {
         self.resolve_issue(caller, id_or_identifier).map(|i| i.id)
     }
 
-    pub async fn create_issue(&self, caller: &Caller, company_id: &str, fields: IssuePatch) -> Result<Issue, ApiError> {
+    /// Lets request bodies name parents and blockers by `PREFIX-N` as well as by id. A reference
+    /// that resolves to nothing is passed on for the state machine to refuse.
+    fn resolve_patch_refs(&self, caller: &Caller, patch: &mut IssuePatch) {
+        let resolve = |r: &mut String| {
+            if let Ok(id) = self.resolve_issue_id(caller, r) {
+                *r = id;
+            }
+        };
+        if let Some(Some(parent)) = patch.parent_id.as_mut() {
+            resolve(parent);
+        }
+        if let Some(blockers) = patch.blocked_by_issue_ids.as_mut() {
+            blockers.iter_mut().for_each(resolve);
+        }
+    }
+
+    pub async fn create_issue(&self, caller: &Caller, company_id: &str, mut fields: IssuePatch) -> Result<Issue, ApiError> {
+        self.resolve_patch_refs(caller, &mut fields);
         let command = Command::CreateIssue { id: new_id(), company_id: company_id.into(), fields };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => issue)
     }
@@ -98,6 +115,8 @@ impl Api {
         comment: Option<String>,
     ) -> Result<(Issue, Option<Comment>), ApiError> {
         let issue_id = self.resolve_issue_id(caller, id)?;
+        let mut patch = patch;
+        self.resolve_patch_refs(caller, &mut patch);
         let comment = comment.map(|body| NewComment { id: new_id(), body });
         let command = Command::UpdateIssue { issue_id, patch, comment };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, comment } => (issue, comment))

@@ -4,4 +4,5 @@
 mod bad_input;
 mod checkout;
 mod crash;
+mod grpc;
 mod support;

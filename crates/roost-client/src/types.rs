@@ -1,0 +1,306 @@
+//! Request bodies and query filters in the server's camelCase, and the few response shapes that
+//! have no `roost_core` type.
+//!
+//! Absent options are left out of request bodies, because the server refuses unknown fields
+//! and reads a `null` differently from an absent field: in an update, `Some(None)` sends
+//! `null` (clear the field) and `None` leaves it alone.
+
+use std::collections::BTreeMap;
+
+use roost_core::{
+    AdapterType, Comment, HeartbeatPolicy, Issue, IssueStatus, PauseReason, Priority, Run,
+    Timestamp,
+};
+use serde::{Deserialize, Serialize};
+
+/// Body of `POST /api/companies`. Without a prefix the server derives one from the name.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewCompany {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issue_prefix: Option<String>,
+}
+
+/// Body of `POST /api/companies/{cid}/agents`; the server fills in what is left out.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewAgent {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter_type: Option<AdapterType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter_config: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<HeartbeatPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_labels: Option<BTreeMap<String, String>>,
+}
+
+/// Body of `PATCH /api/agents/{id}`.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentUpdate {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter_type: Option<AdapterType>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adapter_config: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<HeartbeatPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement_labels: Option<BTreeMap<String, String>>,
+}
+
+/// Body of `POST /api/companies/{cid}/issues` and `POST /api/issues/{id}/children` (which
+/// refuses `parent_id`: the path names the parent).
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewIssue {
+    pub title: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<IssueStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignee_agent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignee_user_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_by_issue_ids: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub billing_code: Option<String>,
+}
+
+/// Body of `PATCH /api/issues/{id}`; `comment` adds a comment in the same committed change.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueUpdate {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<IssueStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Priority>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignee_agent_id: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignee_user_id: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked_by_issue_ids: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub billing_code: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CheckoutBody<'a> {
+    pub agent_id: &'a str,
+    pub expected_statuses: &'a [IssueStatus],
+}
+
+#[derive(Serialize)]
+pub(crate) struct PauseBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<PauseReason>,
+}
+
+/// Query pairs for a list endpoint, with unset filters left out.
+pub(crate) type Query = Vec<(&'static str, String)>;
+
+fn push<T: ToString>(query: &mut Query, name: &'static str, value: &Option<T>) {
+    if let Some(v) = value {
+        query.push((name, v.to_string()));
+    }
+}
+
+/// Filters of `GET /api/companies/{cid}/issues`; an empty `statuses` means every status.
+#[derive(Clone, Debug, Default)]
+pub struct IssueFilter {
+    pub statuses: Vec<IssueStatus>,
+    pub assignee_agent_id: Option<String>,
+    pub parent_id: Option<String>,
+    pub limit: Option<usize>,
+}
+
+impl IssueFilter {
+    pub(crate) fn query(&self) -> Query {
+        let mut q = Query::new();
+        if !self.statuses.is_empty() {
+            let csv: Vec<&str> = self.statuses.iter().map(|s| s.as_str()).collect();
+            q.push(("status", csv.join(",")));
+        }
+        push(&mut q, "assigneeAgentId", &self.assignee_agent_id);
+        push(&mut q, "parentId", &self.parent_id);
+        push(&mut q, "limit", &self.limit);
+        q
+    }
+}
+
+/// A page of `GET /api/issues/{id}/comments`: oldest first unless `newest_first`.
+#[derive(Clone, Debug, Default)]
+pub struct CommentPage {
+    pub after: Option<String>,
+    pub newest_first: bool,
+    pub limit: Option<u32>,
+}
+
+impl CommentPage {
+    pub(crate) fn query(&self) -> Query {
+        let mut q = Query::new();
+        push(&mut q, "after", &self.after);
+        if self.newest_first {
+            q.push(("order", "desc".into()));
+        }
+        push(&mut q, "limit", &self.limit);
+        q
+    }
+}
+
+/// Filters of `GET /api/companies/{cid}/heartbeat-runs` (newest first).
+#[derive(Clone, Debug, Default)]
+pub struct RunFilter {
+    pub agent_id: Option<String>,
+    pub limit: Option<usize>,
+}
+
+impl RunFilter {
+    pub(crate) fn query(&self) -> Query {
+        let mut q = Query::new();
+        push(&mut q, "agentId", &self.agent_id);
+        push(&mut q, "limit", &self.limit);
+        q
+    }
+}
+
+/// A page of `GET /api/companies/{cid}/activity`: entries with `seq` below `before`.
+#[derive(Clone, Debug, Default)]
+pub struct ActivityPage {
+    pub before: Option<u64>,
+    pub limit: Option<u32>,
+}
+
+impl ActivityPage {
+    pub(crate) fn query(&self) -> Query {
+        let mut q = Query::new();
+        push(&mut q, "before", &self.before);
+        push(&mut q, "limit", &self.limit);
+        q
+    }
+}
+
+/// An agent key as returned once, at creation (`POST /api/agents/{id}/keys`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedKey {
+    pub id: String,
+    pub name: String,
+    pub agent_id: Option<String>,
+    pub created_at: Timestamp,
+    pub token: String,
+}
+
+/// An issue with the comment its update added, if any (`PATCH /api/issues/{id}`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueWithComment {
+    #[serde(flatten)]
+    pub issue: Issue,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<Comment>,
+}
+
+/// Everything a run needs to start on an issue (`GET /api/issues/{id}/heartbeat-context`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeartbeatContext {
+    pub issue: Issue,
+    pub ancestors: Vec<Issue>,
+    pub blocked_by: Vec<Issue>,
+    pub children: Vec<Issue>,
+    pub comment_cursor: CommentCursor,
+    pub wake_comment: Option<Comment>,
+    pub active_run: Option<Run>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommentCursor {
+    pub total_comments: usize,
+    pub latest_comment_id: Option<String>,
+}
+
+/// The verdict of `GET /api/audit/verify` on the activity hash chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditReport {
+    pub ok: bool,
+    pub entries: u64,
+    pub head_hash: Option<String>,
+    pub broken_at_seq: Option<u64>,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn updates_send_null_to_clear_and_omit_what_stays() {
+        let update = IssueUpdate {
+            status: Some(IssueStatus::InProgress),
+            assignee_agent_id: Some(None),
+            comment: Some("on it".into()),
+            ..IssueUpdate::default()
+        };
+        let body = serde_json::to_value(&update).expect("serializable");
+        assert_eq!(
+            body,
+            json!({ "status": "in_progress", "assigneeAgentId": null, "comment": "on it" })
+        );
+    }
+
+    #[test]
+    fn filters_become_query_pairs() {
+        let filter = IssueFilter {
+            statuses: vec![IssueStatus::Todo, IssueStatus::Blocked],
+            assignee_agent_id: Some("a1".into()),
+            ..IssueFilter::default()
+        };
+        let expected: Query = vec![
+            ("status", "todo,blocked".into()),
+            ("assigneeAgentId", "a1".into()),
+        ];
+        assert_eq!(filter.query(), expected);
+        assert!(IssueFilter::default().query().is_empty());
+        assert_eq!(
+            CommentPage {
+                newest_first: true,
+                ..CommentPage::default()
+            }
+            .query(),
+            vec![("order", "desc".to_string())]
+        );
+    }
+}

@@ -1,0 +1,426 @@
+//! The `roost.v1.Control` service: authenticate from metadata, convert, call the service layer.
+//!
+//! Every handler is a thin adapter over [`Api`], which REST uses too, so both front ends share
+//! checks, defaults and errors. Every failure is an [`ApiError`] turned into a status by the
+//! single mapping in `crate::error`.
+
+use roost_proto::v1 as pb;
+use roost_proto::v1::control_server::Control;
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Response, Status};
+
+use super::convert;
+use crate::api::Api;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// Metadata carrying the run a call is made for (see `control.proto`).
+const RUN_ID_METADATA: &str = "x-roost-run-id";
+
+type Reply<T> = Result<Response<T>, Status>;
+
+pub(crate) struct ControlService {
+    api: Api,
+}
+
+impl ControlService {
+    pub(crate) fn new(api: Api) -> Self {
+        ControlService { api }
+    }
+
+    /// Resolves the caller from `authorization` and `x-roost-run-id`, as REST does from headers.
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, ApiError> {
+        let credentials = Credentials::from_metadata(request.metadata())?;
+        self.api
+            .authenticate(credentials.token.as_deref(), credentials.run_id.as_deref())
+    }
+}
+
+/// The bearer token and run id found in a call's metadata, not yet checked against state.
+#[derive(Debug, PartialEq, Eq)]
+struct Credentials {
+    token: Option<String>,
+    run_id: Option<String>,
+}
+
+impl Credentials {
+    fn from_metadata(metadata: &MetadataMap) -> Result<Credentials, ApiError> {
+        let token = match metadata.get("authorization") {
+            None => None,
+            Some(value) => {
+                let text = value
+                    .to_str()
+                    .map_err(|_| ApiError::unauthorized("malformed authorization metadata"))?;
+                let token = text
+                    .strip_prefix("Bearer ")
+                    .or_else(|| text.strip_prefix("bearer "))
+                    .ok_or_else(|| {
+                        ApiError::unauthorized("authorization must be `Bearer <token>`")
+                    })?;
+                Some(token.trim().to_string())
+            }
+        };
+        let run_id = match metadata.get(RUN_ID_METADATA) {
+            None => None,
+            Some(value) => Some(
+                value
+                    .to_str()
+                    .map_err(|_| {
+                        ApiError::bad_request(format!("malformed {RUN_ID_METADATA} metadata"))
+                    })?
+                    .to_string(),
+            ),
+        };
+        Ok(Credentials { token, run_id })
+    }
+}
+
+#[tonic::async_trait]
+impl Control for ControlService {
+    async fn create_company(
+        &self,
+        request: Request<pb::CreateCompanyRequest>,
+    ) -> Reply<pb::Company> {
+        let caller = self.caller(&request)?;
+        let body = request.into_inner();
+        let prefix = convert::company_prefix(&body);
+        let company = self
+            .api
+            .create_company(&caller, &body.name, &prefix)
+            .await?;
+        Ok(Response::new(convert::company_to_proto(company)))
+    }
+
+    async fn list_companies(
+        &self,
+        request: Request<pb::ListCompaniesRequest>,
+    ) -> Reply<pb::ListCompaniesResponse> {
+        let caller = self.caller(&request)?;
+        let companies = self.api.list_companies(&caller).await?;
+        Ok(Response::new(pb::ListCompaniesResponse {
+            companies: companies
+                .into_iter()
+                .map(convert::company_to_proto)
+                .collect(),
+        }))
+    }
+
+    async fn create_agent(&self, request: Request<pb::CreateAgentRequest>) -> Reply<pb::Agent> {
+        let caller = self.caller(&request)?;
+        let (company_id, new) = convert::new_agent(request.into_inner())?;
+        let agent = self.api.create_agent(&caller, &company_id, new).await?;
+        Ok(Response::new(convert::agent_to_proto(agent)))
+    }
+
+    async fn list_agents(
+        &self,
+        request: Request<pb::ListAgentsRequest>,
+    ) -> Reply<pb::ListAgentsResponse> {
+        let caller = self.caller(&request)?;
+        let agents = self
+            .api
+            .list_agents(&caller, &request.get_ref().company_id)
+            .await?;
+        Ok(Response::new(pb::ListAgentsResponse {
+            agents: agents.into_iter().map(convert::agent_to_proto).collect(),
+        }))
+    }
+
+    async fn get_agent(&self, request: Request<pb::GetAgentRequest>) -> Reply<pb::Agent> {
+        let caller = self.caller(&request)?;
+        let agent = self
+            .api
+            .get_agent(&caller, &request.get_ref().agent_id)
+            .await?;
+        Ok(Response::new(convert::agent_to_proto(agent)))
+    }
+
+    async fn update_agent(&self, request: Request<pb::UpdateAgentRequest>) -> Reply<pb::Agent> {
+        let caller = self.caller(&request)?;
+        let (agent_id, patch) = convert::agent_patch(request.into_inner())?;
+        let agent = self.api.update_agent(&caller, &agent_id, patch).await?;
+        Ok(Response::new(convert::agent_to_proto(agent)))
+    }
+
+    async fn pause_agent(&self, request: Request<pb::PauseAgentRequest>) -> Reply<pb::Agent> {
+        let caller = self.caller(&request)?;
+        let body = request.get_ref();
+        let reason = convert::pause_reason(body.reason.as_deref())?;
+        let agent = self
+            .api
+            .pause_agent(&caller, &body.agent_id, reason)
+            .await?;
+        Ok(Response::new(convert::agent_to_proto(agent)))
+    }
+
+    async fn resume_agent(&self, request: Request<pb::ResumeAgentRequest>) -> Reply<pb::Agent> {
+        let caller = self.caller(&request)?;
+        let agent = self
+            .api
+            .resume_agent(&caller, &request.get_ref().agent_id)
+            .await?;
+        Ok(Response::new(convert::agent_to_proto(agent)))
+    }
+
+    async fn terminate_agent(
+        &self,
+        request: Request<pb::TerminateAgentRequest>,
+    ) -> Reply<pb::Agent> {
+        let caller = self.caller(&request)?;
+        let agent = self
+            .api
+            .terminate_agent(&caller, &request.get_ref().agent_id)
+            .await?;
+        Ok(Response::new(convert::agent_to_proto(agent)))
+    }
+
+    async fn create_agent_key(
+        &self,
+        request: Request<pb::CreateAgentKeyRequest>,
+    ) -> Reply<pb::CreateAgentKeyResponse> {
+        let caller = self.caller(&request)?;
+        let body = request.into_inner();
+        let name = convert::key_name(body.name);
+        let (credential, token) = self
+            .api
+            .create_agent_key(&caller, &body.agent_id, &name)
+            .await?;
+        Ok(Response::new(convert::created_key_to_proto(
+            credential, token,
+        )))
+    }
+
+    async fn create_issue(&self, request: Request<pb::CreateIssueRequest>) -> Reply<pb::Issue> {
+        let caller = self.caller(&request)?;
+        let (company_id, fields) = convert::new_issue(request.into_inner())?;
+        let issue = self.api.create_issue(&caller, &company_id, fields).await?;
+        Ok(Response::new(convert::issue_to_proto(issue)))
+    }
+
+    async fn list_issues(
+        &self,
+        request: Request<pb::ListIssuesRequest>,
+    ) -> Reply<pb::ListIssuesResponse> {
+        let caller = self.caller(&request)?;
+        let body = request.get_ref();
+        let filter = convert::issue_filter(body)?;
+        let issues = self
+            .api
+            .list_issues(&caller, &body.company_id, &filter)
+            .await?;
+        Ok(Response::new(pb::ListIssuesResponse {
+            issues: issues.into_iter().map(convert::issue_to_proto).collect(),
+        }))
+    }
+
+    async fn get_issue(&self, request: Request<pb::GetIssueRequest>) -> Reply<pb::Issue> {
+        let caller = self.caller(&request)?;
+        let issue = self
+            .api
+            .get_issue(&caller, &request.get_ref().issue_id)
+            .await?;
+        Ok(Response::new(convert::issue_to_proto(issue)))
+    }
+
+    async fn update_issue(
+        &self,
+        request: Request<pb::UpdateIssueRequest>,
+    ) -> Reply<pb::UpdateIssueResponse> {
+        let caller = self.caller(&request)?;
+        let (issue_id, patch, comment) = convert::issue_patch(request.into_inner())?;
+        let (issue, comment) = self
+            .api
+            .update_issue(&caller, &issue_id, patch, comment)
+            .await?;
+        Ok(Response::new(pb::UpdateIssueResponse {
+            issue: Some(convert::issue_to_proto(issue)),
+            comment: comment.map(convert::comment_to_proto),
+        }))
+    }
+
+    async fn add_comment(&self, request: Request<pb::AddCommentRequest>) -> Reply<pb::Comment> {
+        let caller = self.caller(&request)?;
+        let body = request.into_inner();
+        let comment = self
+            .api
+            .add_comment(&caller, &body.issue_id, body.body)
+            .await?;
+        Ok(Response::new(convert::comment_to_proto(comment)))
+    }
+
+    async fn list_comments(
+        &self,
+        request: Request<pb::ListCommentsRequest>,
+    ) -> Reply<pb::ListCommentsResponse> {
+        let caller = self.caller(&request)?;
+        let body = request.get_ref();
+        let query = convert::comment_query(body);
+        let comments = self
+            .api
+            .list_comments(&caller, &body.issue_id, &query)
+            .await?;
+        Ok(Response::new(pb::ListCommentsResponse {
+            comments: comments
+                .into_iter()
+                .map(convert::comment_to_proto)
+                .collect(),
+        }))
+    }
+
+    async fn get_comment(&self, request: Request<pb::GetCommentRequest>) -> Reply<pb::Comment> {
+        let caller = self.caller(&request)?;
+        let body = request.get_ref();
+        let comment = self
+            .api
+            .get_comment(&caller, &body.issue_id, &body.comment_id)
+            .await?;
+        Ok(Response::new(convert::comment_to_proto(comment)))
+    }
+
+    async fn checkout(&self, request: Request<pb::CheckoutRequest>) -> Reply<pb::Issue> {
+        let caller = self.caller(&request)?;
+        let body = request.get_ref();
+        let expected = convert::expected_statuses(&body.expected_statuses)?;
+        let issue = self
+            .api
+            .checkout(&caller, &body.issue_id, &body.agent_id, expected)
+            .await?;
+        Ok(Response::new(convert::issue_to_proto(issue)))
+    }
+
+    async fn release(&self, request: Request<pb::ReleaseRequest>) -> Reply<pb::Issue> {
+        let caller = self.caller(&request)?;
+        let issue = self
+            .api
+            .release(&caller, &request.get_ref().issue_id)
+            .await?;
+        Ok(Response::new(convert::issue_to_proto(issue)))
+    }
+
+    async fn start_run(&self, request: Request<pb::StartRunRequest>) -> Reply<pb::Run> {
+        let caller = self.caller(&request)?;
+        let body = request.into_inner();
+        let issue_id = convert::optional_id(body.issue_id);
+        let run = self
+            .api
+            .start_run(&caller, &body.agent_id, issue_id.as_deref())
+            .await?;
+        Ok(Response::new(convert::run_to_proto(run)))
+    }
+
+    async fn finish_run(&self, request: Request<pb::FinishRunRequest>) -> Reply<pb::Run> {
+        let caller = self.caller(&request)?;
+        let body = request.into_inner();
+        let status = convert::run_status(&body.status)?;
+        let run = self
+            .api
+            .finish_run(&caller, &body.run_id, status, body.error)
+            .await?;
+        Ok(Response::new(convert::run_to_proto(run)))
+    }
+
+    async fn get_run(&self, request: Request<pb::GetRunRequest>) -> Reply<pb::Run> {
+        let caller = self.caller(&request)?;
+        let run = self.api.get_run(&caller, &request.get_ref().run_id).await?;
+        Ok(Response::new(convert::run_to_proto(run)))
+    }
+
+    async fn list_runs(
+        &self,
+        request: Request<pb::ListRunsRequest>,
+    ) -> Reply<pb::ListRunsResponse> {
+        let caller = self.caller(&request)?;
+        let body = request.into_inner();
+        let agent_id = convert::optional_id(body.agent_id);
+        let limit = convert::run_page_size(body.limit);
+        let runs = self
+            .api
+            .list_runs(&caller, &body.company_id, agent_id.as_deref(), limit)
+            .await?;
+        Ok(Response::new(pb::ListRunsResponse {
+            runs: runs.into_iter().map(convert::run_to_proto).collect(),
+        }))
+    }
+
+    async fn list_activity(
+        &self,
+        request: Request<pb::ListActivityRequest>,
+    ) -> Reply<pb::ListActivityResponse> {
+        let caller = self.caller(&request)?;
+        let body = request.get_ref();
+        let limit = convert::activity_page_size(body.limit);
+        let entries = self
+            .api
+            .list_activity(&caller, &body.company_id, body.before_seq, limit)
+            .await?;
+        Ok(Response::new(pb::ListActivityResponse {
+            entries: entries
+                .into_iter()
+                .map(convert::activity_to_proto)
+                .collect(),
+        }))
+    }
+
+    async fn verify_audit(
+        &self,
+        request: Request<pb::VerifyAuditRequest>,
+    ) -> Reply<pb::VerifyAuditResponse> {
+        let caller = self.caller(&request)?;
+        let report = self.api.verify_audit(&caller).await?;
+        Ok(Response::new(convert::audit_report_to_proto(report)))
+    }
+
+    async fn get_me(&self, request: Request<pb::GetMeRequest>) -> Reply<pb::Agent> {
+        let caller = self.caller(&request)?;
+        let agent = self.api.me(&caller).await?;
+        Ok(Response::new(convert::agent_to_proto(agent)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tonic::metadata::MetadataValue;
+
+    use super::*;
+
+    fn metadata(pairs: &[(&'static str, &str)]) -> MetadataMap {
+        let mut map = MetadataMap::new();
+        for (key, value) in pairs {
+            map.insert(*key, MetadataValue::try_from(*value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn bearer_token_and_run_id_are_read_from_metadata() {
+        let found = Credentials::from_metadata(&metadata(&[
+            ("authorization", "Bearer  rst_agent_x "),
+            ("x-roost-run-id", "r1"),
+        ]))
+        .unwrap();
+        let expected = Credentials {
+            token: Some("rst_agent_x".into()),
+            run_id: Some("r1".into()),
+        };
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn missing_metadata_is_left_for_authenticate_to_refuse() {
+        let found = Credentials::from_metadata(&MetadataMap::new()).unwrap();
+        assert_eq!(
+            found,
+            Credentials {
+                token: None,
+                run_id: None
+            }
+        );
+    }
+
+    #[test]
+    fn a_non_bearer_authorization_is_unauthenticated() {
+        let error =
+            Credentials::from_metadata(&metadata(&[("authorization", "Basic abc")])).unwrap_err();
+        assert_eq!(Status::from(error).code(), tonic::Code::Unauthenticated);
+    }
+}

@@ -1,0 +1,178 @@
+//! `roost agent list|create|show|pause|resume|terminate|key create|me`.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use roost_client::{CreatedKey, NewAgent};
+use roost_core::{AdapterType, Agent};
+
+use super::output::{fields, or_dash, table};
+use super::{ClientOpts, Session};
+
+#[derive(Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub(super) client: ClientOpts,
+    #[command(subcommand)]
+    command: AgentCommand,
+}
+
+#[derive(Subcommand)]
+enum AgentCommand {
+    /// List a company's agents
+    List {
+        /// Company id, issue prefix or name [default: the only or oldest company]
+        #[arg(long)]
+        company: Option<String>,
+    },
+    /// Create an agent
+    Create {
+        #[arg(long)]
+        name: String,
+        /// What it does, e.g. engineer [default: general]
+        #[arg(long)]
+        role: Option<String>,
+        /// How it runs: process, claude, codex or http [default: process]
+        #[arg(long)]
+        adapter: Option<AdapterType>,
+        /// Company id, issue prefix or name [default: the only or oldest company]
+        #[arg(long)]
+        company: Option<String>,
+    },
+    /// Show one agent
+    Show { id: String },
+    /// Pause an agent: it gets no new runs until resumed
+    Pause { id: String },
+    /// Resume a paused agent
+    Resume { id: String },
+    /// Terminate an agent for good; its keys stop working
+    Terminate { id: String },
+    /// Manage an agent's API keys
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Show the agent that owns the token (agent keys only)
+    Me,
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Mint an API key; its secret is shown once
+    Create {
+        agent_id: String,
+        /// A label for the key [default: default]
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode> {
+    let (client, out) = (&session.client, session.out);
+    let agent = match args.command {
+        AgentCommand::List { company } => {
+            let company_id = session.company_id(company.as_deref()).await?;
+            out.show(&client.list_agents(&company_id).await?, |a| agent_table(a))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        AgentCommand::Key(KeyCommand::Create { agent_id, name }) => {
+            out.show(
+                &client.create_agent_key(&agent_id, name.as_deref()).await?,
+                key_text,
+            )?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        AgentCommand::Create {
+            name,
+            role,
+            adapter,
+            company,
+        } => {
+            let company_id = session.company_id(company.as_deref()).await?;
+            let new = NewAgent {
+                name,
+                role,
+                adapter_type: adapter,
+                ..NewAgent::default()
+            };
+            client.create_agent(&company_id, &new).await?
+        }
+        AgentCommand::Show { id } => client.get_agent(&id).await?,
+        AgentCommand::Pause { id } => client.pause_agent(&id, None).await?,
+        AgentCommand::Resume { id } => client.resume_agent(&id).await?,
+        AgentCommand::Terminate { id } => client.terminate_agent(&id).await?,
+        AgentCommand::Me => client.me().await?,
+    };
+    out.show(&agent, agent_fields)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status_text(a: &Agent) -> String {
+    match a.pause_reason {
+        Some(reason) => format!("{} ({reason})", a.status),
+        None => a.status.to_string(),
+    }
+}
+
+fn agent_table(agents: &[Agent]) -> String {
+    let rows: Vec<Vec<String>> = agents
+        .iter()
+        .map(|a| {
+            vec![
+                a.id.clone(),
+                a.role.clone(),
+                a.adapter_type.to_string(),
+                status_text(a),
+                a.name.clone(),
+            ]
+        })
+        .collect();
+    table(&["ID", "ROLE", "ADAPTER", "STATUS", "NAME"], &rows)
+}
+
+fn agent_fields(a: &Agent) -> String {
+    let hb = &a.heartbeat;
+    let heartbeat = if hb.enabled {
+        format!("every {}s", hb.interval_sec)
+    } else {
+        "off".to_string()
+    };
+    let labels: Vec<String> = a
+        .placement_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    fields(&[
+        ("id", a.id.clone()),
+        ("name", a.name.clone()),
+        ("role", a.role.clone()),
+        ("title", or_dash(a.title.as_deref())),
+        ("status", status_text(a)),
+        ("adapter", a.adapter_type.to_string()),
+        (
+            "heartbeat",
+            format!(
+                "{heartbeat}, wake on demand: {}, max runs: {}",
+                hb.wake_on_demand, hb.max_concurrent_runs
+            ),
+        ),
+        (
+            "placement",
+            if labels.is_empty() {
+                "-".into()
+            } else {
+                labels.join(",")
+            },
+        ),
+        ("company", a.company_id.clone()),
+        ("created", a.created_at.to_string()),
+    ])
+}
+
+fn key_text(k: &CreatedKey) -> String {
+    let block = fields(&[
+        ("key", k.id.clone()),
+        ("name", k.name.clone()),
+        ("agent", or_dash(k.agent_id.as_deref())),
+        ("token", k.token.clone()),
+    ]);
+    format!("{block}\nThe token is shown only now; store it where the agent can read it (ROOST_TOKEN).\n")
+}

@@ -1,0 +1,79 @@
+//! `roost company list|create|show`.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use roost_client::NewCompany;
+use roost_core::Company;
+
+use super::output::{fields, table, when};
+use super::{ClientOpts, Session};
+
+#[derive(Args)]
+pub struct CompanyArgs {
+    #[command(flatten)]
+    pub(super) client: ClientOpts,
+    #[command(subcommand)]
+    command: CompanyCommand,
+}
+
+#[derive(Subcommand)]
+enum CompanyCommand {
+    /// List the companies this token can see
+    List,
+    /// Create a company
+    Create {
+        #[arg(long)]
+        name: String,
+        /// Prefix of its issue identifiers (RST for RST-1) [default: from the name]
+        #[arg(long)]
+        prefix: Option<String>,
+    },
+    /// Show one company by id
+    Show { id: String },
+}
+
+pub async fn run(session: &Session, args: CompanyArgs) -> anyhow::Result<ExitCode> {
+    let (client, out) = (&session.client, session.out);
+    match args.command {
+        CompanyCommand::List => out.show(&client.list_companies().await?, |c| company_table(c))?,
+        CompanyCommand::Create { name, prefix } => {
+            let company = client
+                .create_company(&NewCompany {
+                    name,
+                    issue_prefix: prefix,
+                })
+                .await?;
+            out.show(&company, company_fields)?
+        }
+        CompanyCommand::Show { id } => out.show(&client.get_company(&id).await?, company_fields)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn company_table(companies: &[Company]) -> String {
+    let rows: Vec<Vec<String>> = companies
+        .iter()
+        .map(|c| {
+            vec![
+                c.id.clone(),
+                c.issue_prefix.clone(),
+                c.issue_counter.to_string(),
+                when(c.created_at),
+                c.name.clone(),
+            ]
+        })
+        .collect();
+    table(&["ID", "PREFIX", "ISSUES", "CREATED", "NAME"], &rows)
+}
+
+fn company_fields(c: &Company) -> String {
+    fields(&[
+        ("id", c.id.clone()),
+        ("name", c.name.clone()),
+        ("prefix", c.issue_prefix.clone()),
+        ("issues", c.issue_counter.to_string()),
+        ("created", c.created_at.to_string()),
+        ("updated", c.updated_at.to_string()),
+    ])
+}

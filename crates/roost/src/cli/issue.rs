@@ -1,0 +1,343 @@
+//! `roost issue list|create|show|update|comment|comments|checkout|release`.
+//!
+//! Issues are named by id or by identifier (`RST-7`) wherever the server allows it.
+
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::{Args, Subcommand};
+use roost_client::{CommentPage, IssueFilter, IssueUpdate, IssueWithComment, NewIssue};
+use roost_core::{Comment, Issue, IssueStatus, Priority};
+
+use super::output::{fields, indented, or_dash, table, when};
+use super::{AgentNames, ClientOpts, Session};
+
+#[derive(Args)]
+pub struct IssueArgs {
+    #[command(flatten)]
+    pub(super) client: ClientOpts,
+    #[command(subcommand)]
+    pub(super) command: IssueCommand,
+}
+
+#[derive(Subcommand)]
+pub(super) enum IssueCommand {
+    /// List a company's issues
+    List {
+        /// Company id, issue prefix or name [default: the only or oldest company]
+        #[arg(long)]
+        company: Option<String>,
+        /// Only these statuses, comma-separated (backlog, todo, in_progress, in_review, blocked, done, cancelled)
+        #[arg(long, value_delimiter = ',')]
+        status: Vec<IssueStatus>,
+        /// Only issues assigned to this agent id
+        #[arg(long)]
+        assignee: Option<String>,
+        /// At most this many issues
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Create an issue, or a subtask with --parent
+    Create {
+        #[arg(long)]
+        title: String,
+        #[arg(long)]
+        description: Option<String>,
+        /// critical, high, medium or low
+        #[arg(long)]
+        priority: Option<Priority>,
+        /// Initial status [default: the server's]
+        #[arg(long)]
+        status: Option<IssueStatus>,
+        /// Agent id to assign
+        #[arg(long)]
+        assignee: Option<String>,
+        /// Parent issue (id or identifier); the subtask goes in the parent's company
+        #[arg(long, conflicts_with = "company")]
+        parent: Option<String>,
+        /// Issues that block this one (ids or identifiers), comma-separated
+        #[arg(long, value_delimiter = ',')]
+        blocked_by: Vec<String>,
+        /// Company id, issue prefix or name [default: the only or oldest company]
+        #[arg(long)]
+        company: Option<String>,
+    },
+    /// Show one issue (id or identifier such as RST-7)
+    Show { id: String },
+    /// Change an issue's fields, optionally adding a comment in the same change
+    Update {
+        id: String,
+        #[arg(long)]
+        title: Option<String>,
+        #[arg(long)]
+        description: Option<String>,
+        #[arg(long)]
+        status: Option<IssueStatus>,
+        #[arg(long)]
+        priority: Option<Priority>,
+        /// Agent id to assign
+        #[arg(long, conflicts_with = "unassign")]
+        assignee: Option<String>,
+        /// Remove the assignee
+        #[arg(long)]
+        unassign: bool,
+        /// A comment added with the change
+        #[arg(long)]
+        comment: Option<String>,
+    },
+    /// Add a comment
+    Comment {
+        id: String,
+        #[arg(long)]
+        body: String,
+    },
+    /// List an issue's comments, oldest first
+    Comments { id: String },
+    /// Check the issue out for an agent in the current run (--run-id / ROOST_RUN_ID)
+    Checkout {
+        id: String,
+        /// Agent id taking the issue; must own the run
+        #[arg(long)]
+        agent: String,
+        /// Statuses the issue may be in, comma-separated
+        #[arg(long, value_delimiter = ',', default_values_t = [IssueStatus::Todo, IssueStatus::Backlog, IssueStatus::Blocked])]
+        expect: Vec<IssueStatus>,
+    },
+    /// Release the issue's checkout
+    Release { id: String },
+}
+
+pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode> {
+    let (client, out) = (&session.client, session.out);
+    match args.command {
+        IssueCommand::List {
+            company,
+            status,
+            assignee,
+            limit,
+        } => {
+            let company_id = session.company_id(company.as_deref()).await?;
+            let filter = IssueFilter {
+                statuses: status,
+                assignee_agent_id: assignee,
+                parent_id: None,
+                limit,
+            };
+            let issues = client.list_issues(&company_id, &filter).await?;
+            let names = if out.is_json() {
+                AgentNames::default()
+            } else {
+                session.agent_names(&company_id).await
+            };
+            out.show(&issues, |i| issue_table(i, &names))?;
+        }
+        IssueCommand::Create {
+            title,
+            description,
+            priority,
+            status,
+            assignee,
+            parent,
+            blocked_by,
+            company,
+        } => {
+            let mut blocked_by_ids = Vec::new();
+            for blocker in blocked_by
+                .iter()
+                .map(|b| b.trim())
+                .filter(|b| !b.is_empty())
+            {
+                // The body takes ids only, while every path takes identifiers too.
+                blocked_by_ids.push(client.get_issue(blocker).await?.id);
+            }
+            let new = NewIssue {
+                title,
+                description,
+                status,
+                priority,
+                assignee_agent_id: assignee,
+                blocked_by_issue_ids: Some(blocked_by_ids).filter(|ids| !ids.is_empty()),
+                ..NewIssue::default()
+            };
+            let issue = match parent {
+                Some(parent) => client.create_child(&parent, &new).await?,
+                None => {
+                    let company_id = session.company_id(company.as_deref()).await?;
+                    client.create_issue(&company_id, &new).await?
+                }
+            };
+            out.show(&issue, issue_fields)?;
+        }
+        IssueCommand::Show { id } => out.show(&client.get_issue(&id).await?, issue_fields)?,
+        IssueCommand::Update {
+            id,
+            title,
+            description,
+            status,
+            priority,
+            assignee,
+            unassign,
+            comment,
+        } => {
+            let mut update = IssueUpdate {
+                title,
+                status,
+                priority,
+                comment,
+                ..IssueUpdate::default()
+            };
+            update.description = description.map(Some);
+            if let Some(agent) = assignee {
+                update.assignee_agent_id = Some(Some(agent));
+            } else if unassign {
+                // One assignee at most: clearing means neither an agent nor a user.
+                update.assignee_agent_id = Some(None);
+                update.assignee_user_id = Some(None);
+            }
+            if is_empty_update(&update) {
+                bail!("nothing to change: pass --title, --description, --status, --priority, --assignee, --unassign or --comment");
+            }
+            out.show(&client.update_issue(&id, &update).await?, updated_text)?;
+        }
+        IssueCommand::Comment { id, body } => {
+            let comment = client.add_comment(&id, &body).await?;
+            out.show(&comment, |c| format!("added comment {} to {id}", c.id))?;
+        }
+        IssueCommand::Comments { id } => {
+            let comments = client.list_comments(&id, &CommentPage::default()).await?;
+            let names = match comments.first() {
+                Some(c) if !out.is_json() => session.agent_names(&c.company_id).await,
+                _ => AgentNames::default(),
+            };
+            out.show(&comments, |c| comments_text(c, &names))?;
+        }
+        IssueCommand::Checkout { id, agent, expect } => {
+            if session.run_id.is_none() {
+                bail!("a checkout needs a run: pass --run-id or set ROOST_RUN_ID (start one with `roost run start`)");
+            }
+            let issue = client.checkout(&id, &agent, &expect).await?;
+            out.show(&issue, checkout_text)?;
+        }
+        IssueCommand::Release { id } => {
+            let issue = client.release(&id).await?;
+            out.show(&issue, |i| {
+                format!("released {} (status {})", i.identifier, i.status)
+            })?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn is_empty_update(u: &IssueUpdate) -> bool {
+    serde_json::to_value(u)
+        .ok()
+        .and_then(|v| v.as_object().map(|o| o.is_empty()))
+        .unwrap_or(false)
+}
+
+fn assignee(i: &Issue, names: &AgentNames) -> String {
+    match (&i.assignee_agent_id, &i.assignee_user_id) {
+        (Some(agent), _) => names.label(Some(agent)),
+        (None, Some(user)) => format!("user:{user}"),
+        (None, None) => "-".into(),
+    }
+}
+
+pub(super) fn issue_table(issues: &[Issue], names: &AgentNames) -> String {
+    let rows: Vec<Vec<String>> = issues
+        .iter()
+        .map(|i| {
+            vec![
+                i.identifier.clone(),
+                i.status.to_string(),
+                i.priority.to_string(),
+                assignee(i, names),
+                i.title.clone(),
+            ]
+        })
+        .collect();
+    table(&["IDENT", "STATUS", "PRIORITY", "ASSIGNEE", "TITLE"], &rows)
+}
+
+fn issue_fields(i: &Issue) -> String {
+    let checkout = i.checkout.as_ref().map(|c| {
+        format!(
+            "agent {} in run {}, fencing token {}, since {}",
+            c.agent_id,
+            c.run_id,
+            c.token,
+            when(c.at)
+        )
+    });
+    let mut text = fields(&[
+        ("issue", i.identifier.clone()),
+        ("id", i.id.clone()),
+        ("title", i.title.clone()),
+        ("status", i.status.to_string()),
+        ("priority", i.priority.to_string()),
+        ("assignee", assignee(i, &AgentNames::default())),
+        ("parent", or_dash(i.parent_id.as_deref())),
+        (
+            "blocked by",
+            if i.blocked_by_issue_ids.is_empty() {
+                "-".into()
+            } else {
+                i.blocked_by_issue_ids.join(", ")
+            },
+        ),
+        ("checkout", or_dash(checkout)),
+        ("created", i.created_at.to_string()),
+        ("updated", i.updated_at.to_string()),
+    ]);
+    if let Some(description) = i.description.as_deref().filter(|d| !d.trim().is_empty()) {
+        text.push_str("\ndescription:\n");
+        text.push_str(&indented(description, 2));
+    }
+    text
+}
+
+fn updated_text(u: &IssueWithComment) -> String {
+    let mut text = issue_fields(&u.issue);
+    if let Some(c) = &u.comment {
+        text.push_str(&format!("\nadded comment {}\n", c.id));
+    }
+    text
+}
+
+fn comments_text(comments: &[Comment], names: &AgentNames) -> String {
+    if comments.is_empty() {
+        return "no comments\n".into();
+    }
+    let mut text = String::new();
+    for c in comments {
+        let author = match (&c.author_agent_id, &c.author_user_id) {
+            (Some(agent), _) => names.label(Some(agent)),
+            (None, Some(user)) => format!("user:{user}"),
+            (None, None) => "system".into(),
+        };
+        let run = c
+            .created_by_run_id
+            .as_deref()
+            .map(|r| format!(", run {r}"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "{} at {} ({}{run})\n",
+            super::output::one_line(&author),
+            when(c.created_at),
+            c.id
+        ));
+        text.push_str(&indented(&c.body, 2));
+        text.push('\n');
+    }
+    text
+}
+
+fn checkout_text(i: &Issue) -> String {
+    match &i.checkout {
+        Some(c) => format!(
+            "checked out {} ({}) for agent {} in run {}, fencing token {}",
+            i.identifier, i.status, c.agent_id, c.run_id, c.token
+        ),
+        None => format!("{} ({}) has no checkout", i.identifier, i.status),
+    }
+}

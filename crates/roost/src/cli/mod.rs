@@ -1,0 +1,247 @@
+//! The client commands: `roost company|agent|issue|run|activity|audit ...`, each a REST call
+//! (or a few) against a running cluster, with human output or `--json`.
+
+mod activity;
+mod agent;
+mod company;
+mod issue;
+mod output;
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context};
+use clap::{Args, Subcommand};
+use roost_client::RoostClient;
+use roost_core::{Agent, Company};
+
+use output::Output;
+
+#[derive(Subcommand)]
+pub enum ClientCommand {
+    /// Companies: the tenants that own agents, issues and runs
+    Company(company::CompanyArgs),
+    /// Agents: list, create, pause, resume, terminate, and mint API keys
+    Agent(agent::AgentArgs),
+    /// Issues: the task board, comments, checkout and release
+    Issue(issue::IssueArgs),
+    /// Heartbeat runs: start, finish, inspect
+    Run(run::RunArgs),
+    /// A company's activity log, newest first
+    Activity(activity::ActivityArgs),
+    /// Check the tamper-evident activity chain
+    Audit(activity::AuditArgs),
+}
+
+/// How to reach the cluster; accepted by every client command, before or after its verb.
+#[derive(Args, Clone, Debug)]
+#[command(next_help_heading = "Client options")]
+pub struct ClientOpts {
+    /// Base URL of any server node
+    #[arg(
+        long,
+        global = true,
+        env = "ROOST_SERVER",
+        default_value = "http://127.0.0.1:7480"
+    )]
+    server: String,
+    /// Bearer token: an admin token or an agent key [default: the token in ./.roost/admin-token]
+    #[arg(long, global = true, env = "ROOST_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Act for this run (sent as X-Roost-Run-Id); a checkout needs one
+    #[arg(long, global = true, env = "ROOST_RUN_ID")]
+    run_id: Option<String>,
+    /// Print the result as JSON, for scripts
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+impl ClientCommand {
+    fn client_opts(&self) -> &ClientOpts {
+        match self {
+            ClientCommand::Company(a) => &a.client,
+            ClientCommand::Agent(a) => &a.client,
+            ClientCommand::Issue(a) => &a.client,
+            ClientCommand::Run(a) => &a.client,
+            ClientCommand::Activity(a) => &a.client,
+            ClientCommand::Audit(a) => &a.client,
+        }
+    }
+}
+
+pub async fn run(command: ClientCommand) -> anyhow::Result<ExitCode> {
+    let session = Session::connect(command.client_opts())?;
+    match command {
+        ClientCommand::Company(a) => company::run(&session, a).await,
+        ClientCommand::Agent(a) => agent::run(&session, a).await,
+        ClientCommand::Issue(a) => issue::run(&session, a).await,
+        ClientCommand::Run(a) => run::run(&session, a).await,
+        ClientCommand::Activity(a) => activity::run_activity(&session, a).await,
+        ClientCommand::Audit(a) => activity::run_audit(&session, a).await,
+    }
+}
+
+/// A connected client and where its results go.
+pub(crate) struct Session {
+    pub client: RoostClient,
+    pub out: Output,
+    pub run_id: Option<String>,
+}
+
+impl Session {
+    pub fn connect(opts: &ClientOpts) -> anyhow::Result<Session> {
+        let token = resolve_token(opts.token.as_deref(), &dev_dir())?;
+        let run_id = opts
+            .run_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .map(str::to_string);
+        let mut client = RoostClient::new(&opts.server, &token)?;
+        if let Some(run) = &run_id {
+            client = client.with_run_id(run)?;
+        }
+        Ok(Session {
+            client,
+            out: Output::new(opts.json),
+            run_id,
+        })
+    }
+
+    /// The id of the company `wanted` names (id, issue prefix or name), or of the default one.
+    pub async fn company_id(&self, wanted: Option<&str>) -> anyhow::Result<String> {
+        let companies = self.client.list_companies().await?;
+        let choice = pick_company(&companies, wanted)?;
+        if let Some(note) = choice.note {
+            eprintln!("note: {note}");
+        }
+        Ok(choice.id)
+    }
+
+    /// Agent names by id for display; on failure the tables show ids instead, since names are
+    /// a convenience and must not make a listing fail.
+    pub async fn agent_names(&self, company_id: &str) -> AgentNames {
+        AgentNames(
+            self.client
+                .list_agents(company_id)
+                .await
+                .unwrap_or_default(),
+        )
+    }
+}
+
+/// Where `roost dev` keeps its admin token: `$ROOST_DEV_DIR`, as `roost dev` reads it, or
+/// `./.roost`.
+fn dev_dir() -> PathBuf {
+    std::env::var_os("ROOST_DEV_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".roost"))
+}
+
+/// The token from `--token`/`ROOST_TOKEN`, else the one `roost dev` wrote in `dev_dir`.
+fn resolve_token(given: Option<&str>, dev_dir: &Path) -> anyhow::Result<String> {
+    if let Some(token) = given.map(str::trim).filter(|t| !t.is_empty()) {
+        return Ok(token.to_string());
+    }
+    let path = dev_dir.join(crate::dev::TOKEN_FILE);
+    if !path.exists() {
+        bail!("no token: set ROOST_TOKEN or pass --token");
+    }
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        bail!(
+            "{} is empty; set ROOST_TOKEN or pass --token",
+            path.display()
+        );
+    }
+    Ok(token.to_string())
+}
+
+/// The outcome of choosing a company, with a note for stderr when the choice was a guess.
+#[derive(Debug, PartialEq, Eq)]
+struct CompanyChoice {
+    id: String,
+    note: Option<String>,
+}
+
+/// Matches `wanted` against ids, then issue prefixes, then names; an unknown value is passed
+/// through for the server to answer. Without `wanted`, the oldest company is the default:
+/// that is the one `roost dev` created, and the server's own order is by random id.
+fn pick_company(companies: &[Company], wanted: Option<&str>) -> anyhow::Result<CompanyChoice> {
+    if let Some(wanted) = wanted.map(str::trim).filter(|w| !w.is_empty()) {
+        let by_id = companies.iter().find(|c| c.id == wanted);
+        let by_prefix = || {
+            companies
+                .iter()
+                .find(|c| c.issue_prefix.eq_ignore_ascii_case(wanted))
+        };
+        let by_name = || {
+            let named: Vec<&Company> = companies
+                .iter()
+                .filter(|c| c.name.eq_ignore_ascii_case(wanted))
+                .collect();
+            match named.as_slice() {
+                [] => Ok(None),
+                [one] => Ok(Some(*one)),
+                _ => Err(anyhow!(
+                    "{} companies are named `{wanted}`; pass an id or prefix",
+                    named.len()
+                )),
+            }
+        };
+        let found = match by_id.or_else(by_prefix) {
+            Some(c) => Some(c),
+            None => by_name()?,
+        };
+        let id = found
+            .map(|c| c.id.clone())
+            .unwrap_or_else(|| wanted.to_string());
+        return Ok(CompanyChoice { id, note: None });
+    }
+    let mut sorted: Vec<&Company> = companies.iter().collect();
+    sorted.sort_by(|a, b| {
+        a.created_at
+            .cmp(&b.created_at)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    match sorted.as_slice() {
+        [] => bail!("no company exists yet; create one with `roost company create --name NAME`"),
+        [only] => Ok(CompanyChoice {
+            id: only.id.clone(),
+            note: None,
+        }),
+        [first, ..] => Ok(CompanyChoice {
+            id: first.id.clone(),
+            note: Some(format!(
+                "using company {} ({}), the oldest of {}; pass --company to choose",
+                output::one_line(&first.name),
+                first.issue_prefix,
+                companies.len()
+            )),
+        }),
+    }
+}
+
+/// Agents of one company, for showing names where the API gives ids.
+#[derive(Default)]
+pub(crate) struct AgentNames(Vec<Agent>);
+
+impl AgentNames {
+    pub fn label(&self, agent_id: Option<&str>) -> String {
+        match agent_id {
+            None => "-".into(),
+            Some(id) => self
+                .0
+                .iter()
+                .find(|a| a.id == id)
+                .map(|a| a.name.clone())
+                .unwrap_or_else(|| id.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

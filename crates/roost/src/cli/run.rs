@@ -1,0 +1,134 @@
+//! `roost run start|show|finish|list`.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use roost_client::RunFilter;
+use roost_core::{Run, RunStatus};
+
+use super::output::{fields, or_dash, table, when};
+use super::{AgentNames, ClientOpts, Session};
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub(super) client: ClientOpts,
+    #[command(subcommand)]
+    command: RunCommand,
+}
+
+#[derive(Subcommand)]
+enum RunCommand {
+    /// Start a run for an agent by hand (administrators)
+    Start {
+        /// Agent id
+        #[arg(long)]
+        agent: String,
+        /// Issue the run is about (id or identifier)
+        #[arg(long)]
+        issue: Option<String>,
+    },
+    /// Show one run
+    Show { id: String },
+    /// End a run; its checkouts are released in the same change
+    Finish {
+        id: String,
+        /// succeeded, failed or cancelled
+        #[arg(long)]
+        status: RunStatus,
+        /// Why it failed
+        #[arg(long)]
+        error: Option<String>,
+    },
+    /// List a company's runs, newest first
+    List {
+        /// Company id, issue prefix or name [default: the only or oldest company]
+        #[arg(long)]
+        company: Option<String>,
+        /// Only this agent's runs
+        #[arg(long)]
+        agent: Option<String>,
+        /// At most this many runs
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+}
+
+pub async fn run(session: &Session, args: RunArgs) -> anyhow::Result<ExitCode> {
+    let (client, out) = (&session.client, session.out);
+    match args.command {
+        RunCommand::Start { agent, issue } => {
+            let run = client.start_run(&agent, issue.as_deref()).await?;
+            out.show(&run, |r| {
+                format!(
+                    "{}\nAct for this run with --run-id {} or:\n  export ROOST_RUN_ID={}\n",
+                    run_fields(r),
+                    r.id,
+                    r.id
+                )
+            })?;
+        }
+        RunCommand::Show { id } => out.show(&client.get_run(&id).await?, run_fields)?,
+        RunCommand::Finish { id, status, error } => out.show(
+            &client.finish_run(&id, status, error.as_deref()).await?,
+            run_fields,
+        )?,
+        RunCommand::List {
+            company,
+            agent,
+            limit,
+        } => {
+            let company_id = session.company_id(company.as_deref()).await?;
+            let runs = client
+                .list_runs(
+                    &company_id,
+                    &RunFilter {
+                        agent_id: agent,
+                        limit,
+                    },
+                )
+                .await?;
+            let names = if out.is_json() {
+                AgentNames::default()
+            } else {
+                session.agent_names(&company_id).await
+            };
+            out.show(&runs, |r| run_table(r, &names))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_table(runs: &[Run], names: &AgentNames) -> String {
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.clone(),
+                r.status.to_string(),
+                names.label(Some(&r.agent_id)),
+                or_dash(r.issue_id.as_deref()),
+                when(r.created_at),
+                or_dash(r.error.as_deref()),
+            ]
+        })
+        .collect();
+    table(
+        &["ID", "STATUS", "AGENT", "ISSUE", "CREATED", "ERROR"],
+        &rows,
+    )
+}
+
+fn run_fields(r: &Run) -> String {
+    fields(&[
+        ("run", r.id.clone()),
+        ("status", r.status.to_string()),
+        ("agent", r.agent_id.clone()),
+        ("issue", or_dash(r.issue_id.as_deref())),
+        ("source", r.invocation_source.clone()),
+        ("error", or_dash(r.error.as_deref())),
+        ("created", r.created_at.to_string()),
+        ("started", or_dash(r.started_at)),
+        ("finished", or_dash(r.finished_at)),
+    ])
+}
