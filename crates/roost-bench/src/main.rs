@@ -59,10 +59,17 @@ async fn make_clients(node: &TestNode, n: usize, tag: &str) -> anyhow::Result<Ve
         let run_id = node.start_run(&agent_id).await?;
         let mut issues = Vec::new();
         for j in 0..2 {
-            let issue = node.issue(json!({ "title": format!("bench {tag} {i}.{j}"), "status": "todo" })).await?;
+            let issue = node
+                .issue(json!({ "title": format!("bench {tag} {i}.{j}"), "status": "todo" }))
+                .await?;
             issues.push(issue["id"].as_str().unwrap_or_default().to_string());
         }
-        clients.push(Client { agent_id, key, run_id, issues });
+        clients.push(Client {
+            agent_id,
+            key,
+            run_id,
+            issues,
+        });
     }
     Ok(clients)
 }
@@ -75,19 +82,26 @@ async fn rest_loop(http: Http, client: Client, until: Instant) -> anyhow::Result
             break;
         }
         let start = Instant::now();
-        http.post(&format!("/api/issues/{issue}/checkout"), json!({ "agentId": client.agent_id, "expectedStatuses": ["todo"] }))
+        http.post(
+            &format!("/api/issues/{issue}/checkout"),
+            json!({ "agentId": client.agent_id, "expectedStatuses": ["todo"] }),
+        )
+        .await?
+        .ok()?;
+        latencies.push(start.elapsed().as_micros() as u64);
+        http.post(&format!("/api/issues/{issue}/release"), json!({}))
             .await?
             .ok()?;
-        latencies.push(start.elapsed().as_micros() as u64);
-        http.post(&format!("/api/issues/{issue}/release"), json!({})).await?.ok()?;
     }
     Ok(latencies)
 }
 
 fn grpc_request<T>(client: &Client, message: T) -> anyhow::Result<tonic::Request<T>> {
     let mut req = tonic::Request::new(message);
-    req.metadata_mut().insert("authorization", format!("Bearer {}", client.key).parse()?);
-    req.metadata_mut().insert("x-roost-run-id", client.run_id.parse()?);
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {}", client.key).parse()?);
+    req.metadata_mut()
+        .insert("x-roost-run-id", client.run_id.parse()?);
     Ok(req)
 }
 
@@ -106,15 +120,29 @@ async fn grpc_loop(channel: Channel, client: Client, until: Instant) -> anyhow::
         let start = Instant::now();
         grpc.checkout(grpc_request(&client, checkout)?).await?;
         latencies.push(start.elapsed().as_micros() as u64);
-        grpc.release(grpc_request(&client, ReleaseRequest { issue_id: issue.clone() })?).await?;
+        grpc.release(grpc_request(
+            &client,
+            ReleaseRequest {
+                issue_id: issue.clone(),
+            },
+        )?)
+        .await?;
     }
     Ok(latencies)
 }
 
-async fn measure(node: &TestNode, transport: &str, clients: usize, seconds: u64) -> anyhow::Result<Point> {
+async fn measure(
+    node: &TestNode,
+    transport: &str,
+    clients: usize,
+    seconds: u64,
+) -> anyhow::Result<Point> {
     let identities = make_clients(node, clients, &format!("{transport}{clients}")).await?;
     let grpc_url = format!("http://{}", node.server().grpc_addr());
-    let channel = Channel::from_shared(grpc_url)?.connect().await.context("connect gRPC")?;
+    let channel = Channel::from_shared(grpc_url)?
+        .connect()
+        .await
+        .context("connect gRPC")?;
     let start = Instant::now();
     let until = start + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
@@ -132,7 +160,13 @@ async fn measure(node: &TestNode, transport: &str, clients: usize, seconds: u64)
     }
     let elapsed = start.elapsed();
     latencies_us.sort_unstable();
-    Ok(Point { transport: transport.into(), clients, checkouts: latencies_us.len(), elapsed, latencies_us })
+    Ok(Point {
+        transport: transport.into(),
+        clients,
+        checkouts: latencies_us.len(),
+        elapsed,
+        latencies_us,
+    })
 }
 
 #[tokio::main]
@@ -141,11 +175,17 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("starting an in-process single node (SQLite, fsync on)...");
     let node = TestNode::start().await?;
     if !args.json {
-        println!("{:<6} {:>7} {:>12} {:>10} {:>10} {:>10}", "proto", "clients", "checkouts/s", "p50 ms", "p99 ms", "max ms");
+        println!(
+            "{:<6} {:>7} {:>12} {:>10} {:>10} {:>10}",
+            "proto", "clients", "checkouts/s", "p50 ms", "p99 ms", "max ms"
+        );
     }
     for transport in &args.transports {
         for &clients in &args.clients {
-            eprintln!("measuring {transport} with {clients} clients for {}s...", args.seconds);
+            eprintln!(
+                "measuring {transport} with {clients} clients for {}s...",
+                args.seconds
+            );
             let p = measure(&node, transport, clients, args.seconds).await?;
             let rate = p.checkouts as f64 / p.elapsed.as_secs_f64();
             let ms = |us: u64| us as f64 / 1000.0;
@@ -161,7 +201,15 @@ async fn main() -> anyhow::Result<()> {
                             "p50Ms": ms(p50), "p99Ms": ms(p99), "maxMs": ms(max), "checkouts": p.checkouts })
                 );
             } else {
-                println!("{:<6} {:>7} {:>12.0} {:>10.2} {:>10.2} {:>10.2}", p.transport, p.clients, rate, ms(p50), ms(p99), ms(max));
+                println!(
+                    "{:<6} {:>7} {:>12.0} {:>10.2} {:>10.2} {:>10.2}",
+                    p.transport,
+                    p.clients,
+                    rate,
+                    ms(p50),
+                    ms(p99),
+                    ms(max)
+                );
             }
         }
     }

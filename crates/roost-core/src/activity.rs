@@ -81,17 +81,27 @@ pub struct ChainVerifier {
 
 impl Default for ChainVerifier {
     fn default() -> Self {
-        ChainVerifier { prev_seq: 0, prev_hash: GENESIS_HASH.to_string(), entries: 0 }
+        ChainVerifier {
+            prev_seq: 0,
+            prev_hash: GENESIS_HASH.to_string(),
+            entries: 0,
+        }
     }
 }
 
 impl ChainVerifier {
     pub fn push(&mut self, entry: &ActivityEntry) -> Result<(), ChainBreak> {
         if entry.seq != self.prev_seq + 1 {
-            return Err(ChainBreak::Gap { seq: entry.seq, prev_seq: self.prev_seq });
+            return Err(ChainBreak::Gap {
+                seq: entry.seq,
+                prev_seq: self.prev_seq,
+            });
         }
         if entry.prev_hash != self.prev_hash {
-            return Err(ChainBreak::LinkMismatch { seq: entry.seq, prev_seq: self.prev_seq });
+            return Err(ChainBreak::LinkMismatch {
+                seq: entry.seq,
+                prev_seq: self.prev_seq,
+            });
         }
         if entry.compute_hash() != entry.hash {
             return Err(ChainBreak::HashMismatch { seq: entry.seq });
@@ -103,7 +113,10 @@ impl ChainVerifier {
     }
 
     pub fn finish(self) -> ChainSummary {
-        ChainSummary { entries: self.entries, head_hash: self.prev_hash }
+        ChainSummary {
+            entries: self.entries,
+            head_hash: self.prev_hash,
+        }
     }
 }
 
@@ -166,13 +179,25 @@ mod tests {
         let mut c = chain(5);
         c[2].actor_id = "mallory".into();
         c[2].hash = c[2].compute_hash();
-        assert_eq!(verify(&c), Err(ChainBreak::LinkMismatch { seq: 4, prev_seq: 3 }));
+        assert_eq!(
+            verify(&c),
+            Err(ChainBreak::LinkMismatch {
+                seq: 4,
+                prev_seq: 3
+            })
+        );
     }
 
     #[test]
     fn deleted_entry_is_a_gap() {
         let mut c = chain(5);
         c.remove(1);
-        assert_eq!(verify(&c), Err(ChainBreak::Gap { seq: 3, prev_seq: 1 }));
+        assert_eq!(
+            verify(&c),
+            Err(ChainBreak::Gap {
+                seq: 3,
+                prev_seq: 1
+            })
+        );
     }
 }

@@ -44,7 +44,13 @@ pub struct Actor {
 
 impl Actor {
     pub fn system() -> Actor {
-        Actor { kind: ActorKind::System, id: "system".into(), credential_id: None, run_id: None, company_id: None }
+        Actor {
+            kind: ActorKind::System,
+            id: "system".into(),
+            credential_id: None,
+            run_id: None,
+            company_id: None,
+        }
     }
 
     pub fn agent_id(&self) -> Option<&str> {
@@ -59,6 +65,10 @@ pub struct Envelope {
     pub at: Timestamp,
     pub actor: Actor,
     pub command: Command,
+    /// A client's key for this write: a retry with the same key (for instance after a leader
+    /// change) returns the first outcome instead of applying again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// Keeps "clear this field" (`Some(None)`, serialized as `null`) distinct from "leave it"
@@ -66,14 +76,19 @@ pub struct Envelope {
 mod nullable {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    pub fn serialize<S: Serializer, T: Serialize>(value: &Option<Option<T>>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer, T: Serialize>(
+        value: &Option<Option<T>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
         match value {
             Some(inner) => inner.serialize(s),
             None => s.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+    ) -> Result<Option<Option<T>>, D::Error> {
         Option::<T>::deserialize(d).map(Some)
     }
 }
@@ -223,7 +238,10 @@ pub enum Outcome {
     Company(Company),
     Credential(Credential),
     Agent(Agent),
-    Issue { issue: Issue, comment: Option<Comment> },
+    Issue {
+        issue: Issue,
+        comment: Option<Comment>,
+    },
     Comment(Comment),
     Run(Run),
 }
@@ -245,8 +263,12 @@ mod tests {
         let back: IssuePatch = serde_json::from_str(&json).unwrap();
         assert_eq!(back, patch);
         assert_eq!(back.parent_id, None, "an absent field stays absent");
-        let agent = AgentPatch { title: Some(None), ..Default::default() };
-        let back: AgentPatch = serde_json::from_str(&serde_json::to_string(&agent).unwrap()).unwrap();
+        let agent = AgentPatch {
+            title: Some(None),
+            ..Default::default()
+        };
+        let back: AgentPatch =
+            serde_json::from_str(&serde_json::to_string(&agent).unwrap()).unwrap();
         assert_eq!(back, agent);
     }
 }

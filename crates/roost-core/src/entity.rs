@@ -92,7 +92,10 @@ string_enum!(
 
 impl RunStatus {
     pub fn is_live(self) -> bool {
-        matches!(self, RunStatus::Queued | RunStatus::Assigned | RunStatus::Running)
+        matches!(
+            self,
+            RunStatus::Queued | RunStatus::Assigned | RunStatus::Running
+        )
     }
 }
 

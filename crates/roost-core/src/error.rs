@@ -25,9 +25,19 @@ pub enum DomainError {
     #[error("{entity} {id} already exists")]
     AlreadyExists { entity: String, id: String },
     #[error("issue {issue_id} is checked out by agent {holder_agent_id} (run {holder_run_id})")]
-    CheckoutConflict { issue_id: String, status: String, holder_agent_id: String, holder_run_id: String, token: u64 },
+    CheckoutConflict {
+        issue_id: String,
+        status: String,
+        holder_agent_id: String,
+        holder_run_id: String,
+        token: u64,
+    },
     #[error("issue {issue_id} has status {status}, expected one of {expected:?}")]
-    StatusConflict { issue_id: String, status: String, expected: Vec<String> },
+    StatusConflict {
+        issue_id: String,
+        status: String,
+        expected: Vec<String>,
+    },
     #[error("run {run_id} is {status}: writes for it are fenced")]
     StaleRun { run_id: String, status: String },
     #[error("{message}")]
@@ -38,23 +48,36 @@ pub enum DomainError {
 
 impl DomainError {
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        DomainError::Invalid { field: field.into(), message: message.into() }
+        DomainError::Invalid {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 
     pub fn not_found(entity: &str, id: &str) -> Self {
-        DomainError::NotFound { entity: entity.into(), id: id.into() }
+        DomainError::NotFound {
+            entity: entity.into(),
+            id: id.into(),
+        }
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {
-        DomainError::Forbidden { message: message.into() }
+        DomainError::Forbidden {
+            message: message.into(),
+        }
     }
 
     pub fn conflict(message: impl Into<String>) -> Self {
-        DomainError::Conflict { message: message.into() }
+        DomainError::Conflict {
+            message: message.into(),
+        }
     }
 
     pub fn invariant(rule: &str, message: impl Into<String>) -> Self {
-        DomainError::Invariant { rule: rule.into(), message: message.into() }
+        DomainError::Invariant {
+            rule: rule.into(),
+            message: message.into(),
+        }
     }
 
     pub fn class(&self) -> ErrorClass {
@@ -93,7 +116,13 @@ impl DomainError {
             DomainError::NotFound { entity, id } | DomainError::AlreadyExists { entity, id } => {
                 serde_json::json!({ "entity": entity, "id": id })
             }
-            DomainError::CheckoutConflict { issue_id, status, holder_agent_id, holder_run_id, token } => {
+            DomainError::CheckoutConflict {
+                issue_id,
+                status,
+                holder_agent_id,
+                holder_run_id,
+                token,
+            } => {
                 serde_json::json!({
                     "issueId": issue_id,
                     "status": status,
@@ -103,10 +132,16 @@ impl DomainError {
                     "checkoutToken": token,
                 })
             }
-            DomainError::StatusConflict { issue_id, status, expected } => {
+            DomainError::StatusConflict {
+                issue_id,
+                status,
+                expected,
+            } => {
                 serde_json::json!({ "issueId": issue_id, "status": status, "expectedStatuses": expected })
             }
-            DomainError::StaleRun { run_id, status } => serde_json::json!({ "runId": run_id, "status": status }),
+            DomainError::StaleRun { run_id, status } => {
+                serde_json::json!({ "runId": run_id, "status": status })
+            }
             DomainError::Invariant { rule, .. } => serde_json::json!({ "rule": rule }),
             DomainError::Forbidden { .. } | DomainError::Conflict { .. } => serde_json::Value::Null,
         }

@@ -8,12 +8,13 @@ pub mod activity;
 pub mod command;
 pub mod entity;
 pub mod error;
+pub mod idempotency;
+mod rules;
 pub mod state;
 pub mod time;
-mod rules;
 
 pub use command::{Actor, ActorKind, Command, Envelope, Outcome};
 pub use entity::*;
 pub use error::DomainError;
-pub use state::{Applied, Change, State};
+pub use state::{Applied, Change, State, StateRows};
 pub use time::Timestamp;

@@ -6,10 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use sha2::{Digest, Sha256};
+
 use crate::activity::{ActivityEntry, GENESIS_HASH};
 use crate::command::{Envelope, Outcome};
 use crate::entity::*;
 use crate::error::DomainError;
+use crate::idempotency::{IdempotencyTable, Remembered, MAX_KEY_LEN};
 use crate::rules;
 
 /// A row the store must write.
@@ -22,6 +25,10 @@ pub enum Change {
     Credential(Credential),
     Comment(Comment),
     Activity(ActivityEntry),
+    /// The outcome of a keyed command, kept for retries.
+    Remembered(Remembered),
+    /// A remembered key past its retention window.
+    Forgotten(String),
 }
 
 /// The result of applying one entry.
@@ -32,7 +39,7 @@ pub struct Applied {
 }
 
 /// A comment as far as the rules need it; bodies live only in the store.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CommentRef {
     pub issue_id: String,
     pub company_id: String,
@@ -54,6 +61,20 @@ pub(crate) struct Decision {
     pub note: ActivityNote,
 }
 
+/// Everything the store persists, to rebuild a [`State`] from.
+#[derive(Clone, Debug, Default)]
+pub struct StateRows {
+    pub companies: Vec<Company>,
+    pub agents: Vec<Agent>,
+    pub issues: Vec<Issue>,
+    pub runs: Vec<Run>,
+    pub credentials: Vec<Credential>,
+    pub comments: Vec<(String, CommentRef)>,
+    pub remembered: Vec<Remembered>,
+    pub activity_seq: u64,
+    pub activity_head: Option<String>,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct State {
     pub companies: BTreeMap<String, Company>,
@@ -64,6 +85,10 @@ pub struct State {
     pub comments: BTreeMap<String, CommentRef>,
     pub activity_seq: u64,
     pub activity_head: String,
+    pub idempotency: IdempotencyTable,
+    /// The log index of the last entry applied (any entry, commands or Raft's own), so that
+    /// a hash and the index it belongs to can be read together.
+    pub applied_index: u64,
     // Indexes derived from the maps above; rebuilt on load, never persisted.
     pub(crate) credential_by_hash: BTreeMap<String, String>,
     pub(crate) issue_by_identifier: BTreeMap<String, String>,
@@ -73,52 +98,108 @@ pub struct State {
 
 impl State {
     pub fn new() -> Self {
-        State { activity_head: GENESIS_HASH.to_string(), ..Default::default() }
+        State {
+            activity_head: GENESIS_HASH.to_string(),
+            ..Default::default()
+        }
     }
 
     /// Rebuilds a state from persisted rows.
-    #[allow(clippy::too_many_arguments)]
-    pub fn from_rows(
-        companies: Vec<Company>,
-        agents: Vec<Agent>,
-        issues: Vec<Issue>,
-        runs: Vec<Run>,
-        credentials: Vec<Credential>,
-        comments: Vec<(String, CommentRef)>,
-        activity_seq: u64,
-        activity_head: Option<String>,
-    ) -> Self {
+    pub fn from_rows(rows: StateRows) -> Self {
         let mut state = State::new();
-        for c in companies {
-            state.put(Change::Company(c));
+        let puts = rows
+            .companies
+            .into_iter()
+            .map(Change::Company)
+            .chain(rows.agents.into_iter().map(Change::Agent))
+            .chain(rows.issues.into_iter().map(Change::Issue))
+            .chain(rows.runs.into_iter().map(Change::Run))
+            .chain(rows.credentials.into_iter().map(Change::Credential))
+            .chain(rows.remembered.into_iter().map(Change::Remembered));
+        for change in puts {
+            state.put(change);
         }
-        for a in agents {
-            state.put(Change::Agent(a));
-        }
-        for i in issues {
-            state.put(Change::Issue(i));
-        }
-        for r in runs {
-            state.put(Change::Run(r));
-        }
-        for c in credentials {
-            state.put(Change::Credential(c));
-        }
-        state.comments.extend(comments);
-        state.activity_seq = activity_seq;
-        state.activity_head = activity_head.unwrap_or_else(|| GENESIS_HASH.to_string());
+        state.comments.extend(rows.comments);
+        state.activity_seq = rows.activity_seq;
+        state.activity_head = rows
+            .activity_head
+            .unwrap_or_else(|| GENESIS_HASH.to_string());
         state
     }
 
     /// Applies the command in `env`, committed at Raft log index `index`. A refused command
-    /// changes nothing and records nothing.
+    /// changes nothing and records nothing; a keyed command seen before returns its first
+    /// outcome and changes nothing.
     pub fn apply(&mut self, index: u64, env: &Envelope) -> Applied {
+        self.applied_index = index;
+        let mut changes: Vec<Change> = self
+            .idempotency
+            .expired(env.at)
+            .into_iter()
+            .map(Change::Forgotten)
+            .collect();
+        for change in &changes {
+            self.put(change.clone());
+        }
+        let Some(key) = &env.idempotency_key else {
+            let mut applied = self.apply_command(index, env);
+            changes.append(&mut applied.changes);
+            return Applied {
+                outcome: applied.outcome,
+                changes,
+            };
+        };
+        if key.is_empty() || key.len() > MAX_KEY_LEN {
+            let e = DomainError::invalid(
+                "idempotencyKey",
+                format!("must be 1-{MAX_KEY_LEN} characters"),
+            );
+            return Applied {
+                outcome: Err(e),
+                changes,
+            };
+        }
+        if let Some(first) = self.idempotency.get(key) {
+            return Applied {
+                outcome: first.outcome.clone(),
+                changes,
+            };
+        }
+        let mut applied = self.apply_command(index, env);
+        changes.append(&mut applied.changes);
+        let remembered = Change::Remembered(Remembered {
+            key: key.clone(),
+            at: env.at,
+            index,
+            outcome: applied.outcome.clone(),
+        });
+        self.put(remembered.clone());
+        changes.push(remembered);
+        Applied {
+            outcome: applied.outcome,
+            changes,
+        }
+    }
+
+    fn apply_command(&mut self, index: u64, env: &Envelope) -> Applied {
         match rules::decide(self, index, env) {
-            Err(e) => Applied { outcome: Err(e), changes: Vec::new() },
+            Err(e) => Applied {
+                outcome: Err(e),
+                changes: Vec::new(),
+            },
             // An idempotent repeat (the same run checking out again) changes nothing and so
             // records nothing.
-            Ok(Decision { outcome, changes, .. }) if changes.is_empty() => Applied { outcome: Ok(outcome), changes },
-            Ok(Decision { outcome, mut changes, note }) => {
+            Ok(Decision {
+                outcome, changes, ..
+            }) if changes.is_empty() => Applied {
+                outcome: Ok(outcome),
+                changes,
+            },
+            Ok(Decision {
+                outcome,
+                mut changes,
+                note,
+            }) => {
                 let mut entry = ActivityEntry {
                     seq: self.activity_seq + 1,
                     log_index: index,
@@ -142,7 +223,10 @@ impl State {
                 for change in &changes {
                     self.put(change.clone());
                 }
-                Applied { outcome: Ok(outcome), changes }
+                Applied {
+                    outcome: Ok(outcome),
+                    changes,
+                }
             }
         }
     }
@@ -150,7 +234,8 @@ impl State {
     fn put(&mut self, change: Change) {
         match change {
             Change::Company(c) => {
-                self.company_by_prefix.insert(c.issue_prefix.clone(), c.id.clone());
+                self.company_by_prefix
+                    .insert(c.issue_prefix.clone(), c.id.clone());
                 self.companies.insert(c.id.clone(), c);
             }
             Change::Agent(a) => {
@@ -168,43 +253,92 @@ impl State {
                     }
                 }
                 if let Some(c) = &i.checkout {
-                    self.checkouts_by_run.entry(c.run_id.clone()).or_default().insert(i.id.clone());
+                    self.checkouts_by_run
+                        .entry(c.run_id.clone())
+                        .or_default()
+                        .insert(i.id.clone());
                 }
-                self.issue_by_identifier.insert(i.identifier.clone(), i.id.clone());
+                self.issue_by_identifier
+                    .insert(i.identifier.clone(), i.id.clone());
                 self.issues.insert(i.id.clone(), i);
             }
             Change::Run(r) => {
                 self.runs.insert(r.id.clone(), r);
             }
             Change::Credential(c) => {
-                self.credential_by_hash.insert(c.token_hash.clone(), c.id.clone());
+                self.credential_by_hash
+                    .insert(c.token_hash.clone(), c.id.clone());
                 self.credentials.insert(c.id.clone(), c);
             }
             Change::Comment(c) => {
-                self.comments
-                    .insert(c.id.clone(), CommentRef { issue_id: c.issue_id.clone(), company_id: c.company_id.clone() });
+                self.comments.insert(
+                    c.id.clone(),
+                    CommentRef {
+                        issue_id: c.issue_id.clone(),
+                        company_id: c.company_id.clone(),
+                    },
+                );
             }
             Change::Activity(_) => {}
+            Change::Remembered(r) => self.idempotency.insert(r),
+            Change::Forgotten(key) => self.idempotency.remove(&key),
         }
     }
 
+    /// A digest of the whole replicated state. Replicas that applied the same entries have
+    /// the same hash; tests and `roost cluster status` compare it across nodes.
+    pub fn hash(&self) -> String {
+        let mut hasher = Sha256::new();
+        let mut feed = |part: Result<String, serde_json::Error>| {
+            hasher.update(
+                part.unwrap_or_else(|e| format!("unserializable: {e}"))
+                    .as_bytes(),
+            );
+            hasher.update([0u8]);
+        };
+        feed(serde_json::to_string(&self.companies));
+        feed(serde_json::to_string(&self.agents));
+        feed(serde_json::to_string(&self.issues));
+        feed(serde_json::to_string(&self.runs));
+        feed(serde_json::to_string(&self.credentials));
+        feed(serde_json::to_string(&self.comments));
+        feed(serde_json::to_string(&(
+            self.activity_seq,
+            &self.activity_head,
+        )));
+        feed(serde_json::to_string(
+            &self.idempotency.keys().collect::<Vec<_>>(),
+        ));
+        hex::encode(hasher.finalize())
+    }
+
     pub fn credential_by_token_hash(&self, hash: &str) -> Option<&Credential> {
-        self.credential_by_hash.get(hash).and_then(|id| self.credentials.get(id))
+        self.credential_by_hash
+            .get(hash)
+            .and_then(|id| self.credentials.get(id))
     }
 
     /// Looks an issue up by its id or by its `PREFIX-N` identifier.
     pub fn issue_by_ref(&self, id_or_identifier: &str) -> Option<&Issue> {
         self.issues.get(id_or_identifier).or_else(|| {
-            self.issue_by_identifier.get(&id_or_identifier.to_ascii_uppercase()).and_then(|id| self.issues.get(id))
+            self.issue_by_identifier
+                .get(&id_or_identifier.to_ascii_uppercase())
+                .and_then(|id| self.issues.get(id))
         })
     }
 
     /// Issues whose checkout is held by `run_id`.
     pub fn issues_checked_out_by(&self, run_id: &str) -> impl Iterator<Item = &Issue> {
-        self.checkouts_by_run.get(run_id).into_iter().flatten().filter_map(|id| self.issues.get(id))
+        self.checkouts_by_run
+            .get(run_id)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.issues.get(id))
     }
 
     pub fn company_by_prefix(&self, prefix: &str) -> Option<&Company> {
-        self.company_by_prefix.get(prefix).and_then(|id| self.companies.get(id))
+        self.company_by_prefix
+            .get(prefix)
+            .and_then(|id| self.companies.get(id))
     }
 }

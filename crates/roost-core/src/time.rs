@@ -22,7 +22,9 @@ impl Timestamp {
     }
 
     pub fn parse_rfc3339(s: &str) -> Option<Self> {
-        chrono::DateTime::parse_from_rfc3339(s).ok().map(|t| Timestamp(t.timestamp_millis()))
+        chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| Timestamp(t.timestamp_millis()))
     }
 }
 
@@ -48,8 +50,9 @@ impl<'de> Deserialize<'de> for Timestamp {
         }
         match Repr::deserialize(d)? {
             Repr::Millis(ms) => Ok(Timestamp(ms)),
-            Repr::Text(s) => Timestamp::parse_rfc3339(&s)
-                .ok_or_else(|| serde::de::Error::custom(format!("invalid RFC 3339 timestamp: {s}"))),
+            Repr::Text(s) => Timestamp::parse_rfc3339(&s).ok_or_else(|| {
+                serde::de::Error::custom(format!("invalid RFC 3339 timestamp: {s}"))
+            }),
         }
     }
 }

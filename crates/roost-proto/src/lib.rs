@@ -16,7 +16,13 @@
 //!   [`v1::raft_server::RaftServer`] and [`v1::raft_server::Raft`].
 
 /// Package `roost.v1`.
-#[allow(clippy::all, clippy::pedantic, clippy::nursery, missing_docs, rustdoc::all)]
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::nursery,
+    missing_docs,
+    rustdoc::all
+)]
 pub mod v1 {
     include!("gen/roost.v1.rs");
 }

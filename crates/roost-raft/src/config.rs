@@ -15,6 +15,9 @@ pub struct RaftTiming {
     /// Log entries kept behind a snapshot, so a briefly lagging follower needs no snapshot.
     pub keep_entries_after_snapshot: u64,
     pub install_snapshot_timeout_ms: u64,
+    /// How long a write or a read barrier may wait for a quorum before the client is told to
+    /// retry (503).
+    pub write_timeout_ms: u64,
 }
 
 impl Default for RaftTiming {
@@ -26,6 +29,7 @@ impl Default for RaftTiming {
             snapshot_after_entries: 10_000,
             keep_entries_after_snapshot: 1_000,
             install_snapshot_timeout_ms: 10_000,
+            write_timeout_ms: 5_000,
         }
     }
 }
@@ -42,7 +46,13 @@ impl RaftTiming {
             max_in_snapshot_log_to_keep: self.keep_entries_after_snapshot,
             ..Default::default()
         };
-        config.validate().map_err(|e| crate::Error::Config { message: e.to_string() })
+        config.validate().map_err(|e| crate::Error::Config {
+            message: e.to_string(),
+        })
+    }
+
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_ms)
     }
 
     pub fn election_timeout_max(&self) -> Duration {

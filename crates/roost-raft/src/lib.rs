@@ -1,14 +1,19 @@
-//! Roost's Raft wiring: openraft over the SQLite store, the gRPC network between nodes, and
+//! Roost's Raft wiring: openraft over the SQLite store, the gRPC network between nodes
+//! (replication, forwarding of writes and read-index requests), membership changes, and
 //! [`RaftNode`], the handle the API layer writes and reads through.
 
 mod config;
 mod error;
+mod faults;
+mod membership;
 mod network;
 mod node;
 mod service;
 
 pub use config::RaftTiming;
 pub use error::Error;
+pub use faults::NetworkFaults;
+pub use membership::{ClusterStatus, MemberInfo, MemberStatus, NodeReport};
 pub use network::GrpcNetworkFactory;
 pub use node::{RaftNode, WriteOutcome};
 pub use roost_store::{ApplyResult, NodeInfo, StateReader, TypeConfig};

@@ -1,14 +1,18 @@
-//! Raft traffic between nodes over tonic, one cached channel per peer. openraft's messages
-//! travel JSON-encoded inside `RaftPayload`.
+//! Traffic between nodes over tonic, one cached channel per peer: openraft's RPCs, and the
+//! forwarding of client writes and read-index requests to the leader. openraft's messages travel
+//! JSON-encoded inside `RaftPayload`; snapshot bytes travel beside the JSON.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use roost_proto::v1::raft_client::RaftClient;
 use roost_proto::v1::RaftPayload;
@@ -17,15 +21,34 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::faults::NetworkFaults;
+
 type NodeId = u64;
 
 /// Creates per-peer clients, reusing one channel per peer address.
 #[derive(Clone, Default)]
 pub struct GrpcNetworkFactory {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    faults: NetworkFaults,
+}
+
+/// Why a message could not be exchanged with a peer.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("peer {target} unreachable: {message}")]
+    Unreachable { target: NodeId, message: String },
+    #[error("rpc to peer {target} failed: {message}")]
+    Failed { target: NodeId, message: String },
 }
 
 impl GrpcNetworkFactory {
+    pub fn new(faults: NetworkFaults) -> Self {
+        GrpcNetworkFactory {
+            channels: Arc::default(),
+            faults,
+        }
+    }
+
     fn channel(&self, addr: &str) -> Result<Channel, String> {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(ch) = channels.get(addr) {
@@ -34,67 +57,133 @@ impl GrpcNetworkFactory {
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| format!("bad peer address {addr}: {e}"))?
             .tcp_nodelay(true)
-            .connect_timeout(std::time::Duration::from_secs(1));
+            .connect_timeout(Duration::from_secs(1))
+            .http2_keep_alive_interval(Duration::from_secs(5))
+            .keep_alive_timeout(Duration::from_secs(5));
         let ch = endpoint.connect_lazy();
         channels.insert(addr.to_string(), ch.clone());
         Ok(ch)
     }
+
+    fn client(&self, addr: &str) -> Result<RaftClient<Channel>, String> {
+        self.channel(addr).map(|ch| {
+            RaftClient::new(ch)
+                .max_decoding_message_size(usize::MAX)
+                .max_encoding_message_size(usize::MAX)
+        })
+    }
+
+    /// Sends one payload to `target` at `addr`, honouring injected faults and `timeout`.
+    pub(crate) async fn exchange(
+        &self,
+        target: NodeId,
+        addr: &str,
+        rpc: Rpc,
+        payload: RaftPayload,
+        timeout: Duration,
+    ) -> Result<RaftPayload, PeerError> {
+        if self.faults.is_blocked(target) {
+            return Err(PeerError::Unreachable {
+                target,
+                message: "link blocked".into(),
+            });
+        }
+        let delay = self.faults.delay();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let mut client = self
+            .client(addr)
+            .map_err(|message| PeerError::Unreachable { target, message })?;
+        let mut request = tonic::Request::new(payload);
+        request.set_timeout(timeout);
+        let reply = match rpc {
+            Rpc::AppendEntries => client.append_entries(request).await,
+            Rpc::Vote => client.vote(request).await,
+            Rpc::InstallSnapshot => client.install_snapshot(request).await,
+            Rpc::Forward => client.forward(request).await,
+            Rpc::ReadIndex => client.read_index(request).await,
+        };
+        match reply {
+            Ok(r) => Ok(r.into_inner()),
+            Err(status) if status.code() == tonic::Code::Unavailable => {
+                Err(PeerError::Unreachable {
+                    target,
+                    message: status.message().to_string(),
+                })
+            }
+            Err(status) => Err(PeerError::Failed {
+                target,
+                message: status.to_string(),
+            }),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Rpc {
+    AppendEntries,
+    Vote,
+    InstallSnapshot,
+    Forward,
+    ReadIndex,
 }
 
 pub struct GrpcNetwork {
     target: NodeId,
-    client: Result<RaftClient<Channel>, String>,
+    addr: String,
+    factory: GrpcNetworkFactory,
 }
 
 impl RaftNetworkFactory<TypeConfig> for GrpcNetworkFactory {
     type Network = GrpcNetwork;
 
     async fn new_client(&mut self, target: NodeId, node: &NodeInfo) -> GrpcNetwork {
-        let client = self.channel(&node.grpc_addr).map(|ch| {
-            RaftClient::new(ch).max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX)
-        });
-        GrpcNetwork { target, client }
+        GrpcNetwork {
+            target,
+            addr: node.grpc_addr.clone(),
+            factory: self.clone(),
+        }
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct Transport(String);
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    serde_json::to_vec(value)
+}
 
 impl GrpcNetwork {
     async fn call<Req, Resp, E>(
         &mut self,
-        rpc: &'static str,
+        rpc: Rpc,
         req: &Req,
+        data: Vec<u8>,
         option: &RPCOption,
-    ) -> Result<Resp, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>>
+    ) -> Result<(Resp, Vec<u8>), RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let client = match &mut self.client {
-            Ok(c) => c,
-            Err(e) => return Err(RPCError::Unreachable(Unreachable::new(&Transport(e.clone())))),
-        };
-        let json = serde_json::to_vec(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        let mut request = tonic::Request::new(RaftPayload { json });
-        request.set_timeout(option.hard_ttl());
-        let reply = match rpc {
-            "append_entries" => client.append_entries(request).await,
-            "vote" => client.vote(request).await,
-            _ => client.install_snapshot(request).await,
-        };
-        let reply = match reply {
-            Ok(r) => r.into_inner(),
-            Err(status) if status.code() == tonic::Code::Unavailable => {
-                return Err(RPCError::Unreachable(Unreachable::new(&status)))
-            }
-            Err(status) => return Err(RPCError::Network(NetworkError::new(&status))),
-        };
-        let result: Result<Resp, RaftError<NodeId, E>> =
-            serde_json::from_slice(&reply.json).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+        let json = encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let reply = self
+            .factory
+            .exchange(
+                self.target,
+                &self.addr,
+                rpc,
+                RaftPayload { json, data },
+                option.hard_ttl(),
+            )
+            .await
+            .map_err(|e| match e {
+                PeerError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+                PeerError::Failed { .. } => RPCError::Network(NetworkError::new(&e)),
+            })?;
+        let result: Result<Resp, RaftError<NodeId, E>> = serde_json::from_slice(&reply.json)
+            .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        result
+            .map(|r| (r, reply.data))
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }
 
@@ -104,16 +193,24 @@ impl RaftNetwork<TypeConfig> for GrpcNetwork {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId>>> {
-        self.call("append_entries", &rpc, &option).await
+        self.call(Rpc::AppendEntries, &rpc, Vec::new(), &option)
+            .await
+            .map(|(r, _)| r)
     }
 
     async fn install_snapshot(
         &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
+        mut rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId, InstallSnapshotError>>>
-    {
-        self.call("install_snapshot", &rpc, &option).await
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, NodeInfo, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        // JSON would spell every byte of the chunk as a number; send the bytes as bytes.
+        let data = std::mem::take(&mut rpc.data);
+        self.call(Rpc::InstallSnapshot, &rpc, data, &option)
+            .await
+            .map(|(r, _)| r)
     }
 
     async fn vote(
@@ -121,6 +218,8 @@ impl RaftNetwork<TypeConfig> for GrpcNetwork {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId>>> {
-        self.call("vote", &rpc, &option).await
+        self.call(Rpc::Vote, &rpc, Vec::new(), &option)
+            .await
+            .map(|(r, _)| r)
     }
 }

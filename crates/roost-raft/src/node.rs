@@ -1,61 +1,165 @@
-//! [`RaftNode`]: one node's Raft instance and its state, behind a cheap `Clone` handle.
+//! [`RaftNode`]: one node's Raft instance and its state, behind a cheap `Clone` handle. Any
+//! node accepts writes and linearizable reads: a follower forwards them to the leader.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::Raft;
 use roost_core::{DomainError, Envelope, Outcome};
+use roost_proto::v1::RaftPayload;
 use roost_store::{NodeInfo, StateReader, TypeConfig};
-use tracing::info;
+use serde::{Deserialize, Serialize};
 
 use crate::config::RaftTiming;
 use crate::error::Error;
-use crate::network::GrpcNetworkFactory;
+use crate::faults::NetworkFaults;
+use crate::network::{encode, GrpcNetworkFactory, PeerError, Rpc};
 
 /// The committed result of one write: where it landed in the log and what it produced.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WriteOutcome {
     pub index: u64,
     pub result: Result<Outcome, DomainError>,
 }
 
+/// What one node asks another to do on its behalf (`roost.v1.Raft/Forward`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum ForwardRequest {
+    /// Propose this envelope (sent to the leader).
+    Write(Envelope),
+    /// Membership changes (sent to the leader).
+    AddNode {
+        id: u64,
+        info: NodeInfo,
+        voter: bool,
+    },
+    RemoveNode {
+        id: u64,
+    },
+    /// Report on yourself (sent to any member).
+    Report,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum ForwardReply {
+    Written(WriteOutcome),
+    Done,
+    Report(Box<crate::membership::NodeReport>),
+}
+
+/// Why a forwarded request failed on the leader, as carried back over the wire.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum RemoteFailure {
+    NotLeader {
+        leader_id: Option<u64>,
+        leader_addr: Option<String>,
+    },
+    Unavailable {
+        message: String,
+    },
+    Fatal {
+        message: String,
+    },
+    Membership {
+        message: String,
+    },
+}
+
+impl From<Error> for RemoteFailure {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::NotLeader {
+                leader_id,
+                leader_addr,
+            } => RemoteFailure::NotLeader {
+                leader_id,
+                leader_addr,
+            },
+            Error::Unavailable { message } => RemoteFailure::Unavailable { message },
+            Error::Membership { message } => RemoteFailure::Membership { message },
+            other => RemoteFailure::Fatal {
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+impl From<RemoteFailure> for Error {
+    fn from(f: RemoteFailure) -> Self {
+        match f {
+            RemoteFailure::NotLeader {
+                leader_id,
+                leader_addr,
+            } => Error::NotLeader {
+                leader_id,
+                leader_addr,
+            },
+            RemoteFailure::Unavailable { message } => Error::Unavailable { message },
+            RemoteFailure::Fatal { message } => Error::Fatal { message },
+            RemoteFailure::Membership { message } => Error::Membership { message },
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct RaftNode {
-    id: u64,
-    info: NodeInfo,
-    raft: Raft<TypeConfig>,
-    reader: StateReader,
+    pub(crate) id: u64,
+    pub(crate) info: NodeInfo,
+    pub(crate) raft: Raft<TypeConfig>,
+    pub(crate) reader: StateReader,
+    pub(crate) network: GrpcNetworkFactory,
+    pub(crate) faults: NetworkFaults,
+    /// Membership changes go one at a time (parallel changes can leave a joint config).
+    pub(crate) membership_lock: Arc<tokio::sync::Mutex<()>>,
+    pub(crate) timing: RaftTiming,
+}
+
+fn leader_unknown() -> Error {
+    Error::Unavailable {
+        message: "no leader is known yet".into(),
+    }
 }
 
 impl RaftNode {
     /// Opens the data directory and starts Raft on it. State applied before a restart is
     /// already in `state.db`; openraft replays any committed entries after it.
-    pub async fn start(id: u64, info: NodeInfo, data_dir: &Path, timing: &RaftTiming) -> Result<RaftNode, Error> {
-        let (log, sm, reader) = roost_store::open(data_dir).await?;
-        let config = Arc::new(timing.to_openraft("roost")?);
-        let raft = Raft::new(id, config, GrpcNetworkFactory::default(), log, sm)
-            .await
-            .map_err(|e| Error::Fatal { message: e.to_string() })?;
-        Ok(RaftNode { id, info, raft, reader })
+    pub async fn start(
+        id: u64,
+        info: NodeInfo,
+        data_dir: &Path,
+        timing: &RaftTiming,
+    ) -> Result<RaftNode, Error> {
+        Self::start_with_faults(id, info, data_dir, timing, NetworkFaults::default()).await
     }
 
-    /// Makes this node a cluster of one if it has never been part of a cluster.
-    pub async fn initialize_single(&self) -> Result<(), Error> {
-        if self.raft.is_initialized().await.map_err(|e| Error::Fatal { message: e.to_string() })? {
-            return Ok(());
-        }
-        let members = BTreeMap::from([(self.id, self.info.clone())]);
-        match self.raft.initialize(members).await {
-            Ok(()) => {
-                info!(node_id = self.id, "initialized single-node cluster");
-                Ok(())
-            }
-            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
-            Err(e) => Err(Error::Fatal { message: e.to_string() }),
-        }
+    /// As [`RaftNode::start`], with a fault handle the test harness can flip.
+    pub async fn start_with_faults(
+        id: u64,
+        info: NodeInfo,
+        data_dir: &Path,
+        timing: &RaftTiming,
+        faults: NetworkFaults,
+    ) -> Result<RaftNode, Error> {
+        let (log, sm, reader) = roost_store::open(data_dir).await?;
+        let config = Arc::new(timing.to_openraft("roost")?);
+        let network = GrpcNetworkFactory::new(faults.clone());
+        let raft = Raft::new(id, config, network.clone(), log, sm)
+            .await
+            .map_err(|e| Error::Fatal {
+                message: e.to_string(),
+            })?;
+        Ok(RaftNode {
+            id,
+            info,
+            raft,
+            reader,
+            network,
+            faults,
+            membership_lock: Arc::default(),
+            timing: timing.clone(),
+        })
     }
 
     /// Waits until some node is leader, as this node sees it.
@@ -67,48 +171,226 @@ impl RaftNode {
                     return Ok(leader);
                 }
                 if metrics.changed().await.is_err() {
-                    return Err(Error::Fatal { message: "raft stopped".into() });
+                    return Err(Error::Fatal {
+                        message: "raft stopped".into(),
+                    });
                 }
             }
         })
         .await;
         match waited {
             Ok(r) => r,
-            Err(_) => Err(Error::Unavailable { message: format!("no leader after {timeout:?}") }),
+            Err(_) => Err(Error::Unavailable {
+                message: format!("no leader after {timeout:?}"),
+            }),
         }
     }
 
-    /// Proposes a command and waits until it is committed and applied here.
+    /// Proposes a command and waits until it is committed and applied on this node. On a
+    /// follower the command is forwarded to the leader.
     pub async fn write(&self, envelope: Envelope) -> Result<WriteOutcome, Error> {
-        match self.raft.client_write(envelope).await {
-            Ok(resp) => match resp.data.result {
-                Some(result) => Ok(WriteOutcome { index: resp.log_id.index, result }),
-                None => Err(Error::Fatal { message: "a command entry produced no result".into() }),
-            },
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(Error::NotLeader {
-                leader_id: f.leader_id,
-                leader_addr: f.leader_node.map(|n| n.grpc_addr),
-            }),
-            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
-                Err(Error::Unavailable { message: e.to_string() })
+        match self.write_local(envelope.clone()).await {
+            Err(Error::NotLeader {
+                leader_id: Some(leader),
+                leader_addr: Some(addr),
+            }) if leader != self.id => {
+                let outcome = self.forward_write(leader, &addr, &envelope).await?;
+                // Read-your-writes on this node: wait until the entry is applied here too.
+                self.reader
+                    .wait_applied(outcome.index, self.timing.write_timeout())
+                    .await;
+                Ok(outcome)
             }
-            Err(RaftError::Fatal(f)) => Err(Error::Fatal { message: f.to_string() }),
+            Err(Error::NotLeader { .. }) => Err(leader_unknown()),
+            other => other,
+        }
+    }
+
+    /// Proposes on this node only; fails with `NotLeader` on a follower.
+    pub(crate) async fn write_local(&self, envelope: Envelope) -> Result<WriteOutcome, Error> {
+        let timeout = self.timing.write_timeout();
+        let written = match tokio::time::timeout(timeout, self.raft.client_write(envelope)).await {
+            Ok(w) => w,
+            Err(_) => {
+                return Err(Error::Unavailable {
+                    message: format!(
+                        "the write was not committed within {timeout:?} (no quorum?); its outcome is unknown: \
+                         retry with the same idempotency key"
+                    ),
+                })
+            }
+        };
+        match written {
+            Ok(resp) => match resp.data.result {
+                Some(result) => Ok(WriteOutcome {
+                    index: resp.log_id.index,
+                    result,
+                }),
+                None => Err(Error::Fatal {
+                    message: "a command entry produced no result".into(),
+                }),
+            },
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(Error::NotLeader {
+                    leader_id: f.leader_id,
+                    leader_addr: f.leader_node.map(|n| n.grpc_addr),
+                })
+            }
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+                Err(Error::Unavailable {
+                    message: e.to_string(),
+                })
+            }
+            Err(RaftError::Fatal(f)) => Err(Error::Fatal {
+                message: f.to_string(),
+            }),
+        }
+    }
+
+    async fn forward_write(
+        &self,
+        leader: u64,
+        addr: &str,
+        envelope: &Envelope,
+    ) -> Result<WriteOutcome, Error> {
+        let timeout = self.timing.write_timeout() + Duration::from_secs(1);
+        match self
+            .forward(
+                leader,
+                addr,
+                &ForwardRequest::Write(envelope.clone()),
+                timeout,
+            )
+            .await?
+        {
+            ForwardReply::Written(outcome) => Ok(outcome),
+            other => Err(Error::Fatal {
+                message: format!("unexpected forward reply {other:?}"),
+            }),
+        }
+    }
+
+    /// Sends `request` to node `target` and decodes its reply.
+    pub(crate) async fn forward(
+        &self,
+        target: u64,
+        addr: &str,
+        request: &ForwardRequest,
+        timeout: Duration,
+    ) -> Result<ForwardReply, Error> {
+        let json = encode(request).map_err(|e| Error::Fatal {
+            message: e.to_string(),
+        })?;
+        let reply = self
+            .network
+            .exchange(
+                target,
+                addr,
+                Rpc::Forward,
+                RaftPayload {
+                    json,
+                    data: Vec::new(),
+                },
+                timeout,
+            )
+            .await
+            .map_err(|e| peer_unavailable(target, e))?;
+        let result: Result<ForwardReply, RemoteFailure> = serde_json::from_slice(&reply.json)
+            .map_err(|e| Error::Fatal {
+                message: e.to_string(),
+            })?;
+        result.map_err(Error::from)
+    }
+
+    /// Runs a forwarded request on this node, without forwarding it again.
+    pub(crate) async fn serve_forwarded(
+        &self,
+        request: ForwardRequest,
+    ) -> Result<ForwardReply, Error> {
+        match request {
+            ForwardRequest::Write(envelope) => {
+                self.write_local(envelope).await.map(ForwardReply::Written)
+            }
+            ForwardRequest::AddNode { id, info, voter } => self
+                .add_node_local(id, info, voter)
+                .await
+                .map(|()| ForwardReply::Done),
+            ForwardRequest::RemoveNode { id } => self
+                .remove_node_local(id)
+                .await
+                .map(|()| ForwardReply::Done),
+            ForwardRequest::Report => Ok(ForwardReply::Report(Box::new(self.report()))),
         }
     }
 
     /// Read barrier: returns once this node's state reflects every write acknowledged before
-    /// the call (ReadIndex: leadership confirmed by a quorum, then wait for apply).
+    /// the call. On the leader that is ReadIndex (leadership confirmed by a quorum, then wait
+    /// for apply); a follower asks the leader for the index and waits to apply it locally.
     pub async fn linearizable_read(&self) -> Result<(), Error> {
-        match self.raft.ensure_linearizable().await {
-            Ok(_) => Ok(()),
-            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f))) => Err(Error::NotLeader {
-                leader_id: f.leader_id,
-                leader_addr: f.leader_node.map(|n| n.grpc_addr),
-            }),
-            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e))) => {
-                Err(Error::Unavailable { message: e.to_string() })
+        match self.read_index_local().await {
+            Ok(index) => self.wait_applied(index).await,
+            Err(Error::NotLeader {
+                leader_id: Some(leader),
+                leader_addr: Some(addr),
+            }) if leader != self.id => {
+                let reply = self
+                    .network
+                    .exchange(
+                        leader,
+                        &addr,
+                        Rpc::ReadIndex,
+                        RaftPayload::default(),
+                        self.timing.write_timeout(),
+                    )
+                    .await
+                    .map_err(|e| peer_unavailable(leader, e))?;
+                let result: Result<u64, RemoteFailure> = serde_json::from_slice(&reply.json)
+                    .map_err(|e| Error::Fatal {
+                        message: e.to_string(),
+                    })?;
+                self.wait_applied(result.map_err(Error::from)?).await
             }
-            Err(RaftError::Fatal(f)) => Err(Error::Fatal { message: f.to_string() }),
+            Err(Error::NotLeader { .. }) => Err(leader_unknown()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn wait_applied(&self, index: u64) -> Result<(), Error> {
+        if self
+            .reader
+            .wait_applied(index, self.timing.write_timeout())
+            .await
+        {
+            Ok(())
+        } else {
+            Err(Error::Unavailable {
+                message: format!("this node has not applied index {index} yet"),
+            })
+        }
+    }
+
+    /// On the leader: the index a linearizable read must wait for.
+    pub(crate) async fn read_index_local(&self) -> Result<u64, Error> {
+        let timeout = self.timing.write_timeout();
+        match tokio::time::timeout(timeout, self.raft.ensure_linearizable()).await {
+            Err(_) => Err(Error::Unavailable {
+                message: format!("leadership not confirmed within {timeout:?}"),
+            }),
+            Ok(Ok(read_log_id)) => Ok(read_log_id.map(|l| l.index).unwrap_or(0)),
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+                Err(Error::NotLeader {
+                    leader_id: f.leader_id,
+                    leader_addr: f.leader_node.map(|n| n.grpc_addr),
+                })
+            }
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))) => {
+                Err(Error::Unavailable {
+                    message: e.to_string(),
+                })
+            }
+            Ok(Err(RaftError::Fatal(f))) => Err(Error::Fatal {
+                message: f.to_string(),
+            }),
         }
     }
 
@@ -128,9 +410,19 @@ impl RaftNode {
         &self.raft
     }
 
+    pub fn faults(&self) -> &NetworkFaults {
+        &self.faults
+    }
+
     pub async fn shutdown(&self) {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(node_id = self.id, error = %e, "raft shutdown failed");
         }
+    }
+}
+
+fn peer_unavailable(leader: u64, e: PeerError) -> Error {
+    Error::Unavailable {
+        message: format!("cannot reach the leader (node {leader}): {e}"),
     }
 }

@@ -26,6 +26,8 @@ pub fn hash_token(token: &str) -> String {
 #[derive(Clone, Debug)]
 pub struct Caller {
     pub actor: Actor,
+    /// The request's `Idempotency-Key`: a retried write with the same key is applied once.
+    pub idempotency_key: Option<String>,
 }
 
 impl Caller {
@@ -49,17 +51,26 @@ impl Caller {
         if self.is_admin() {
             Ok(())
         } else {
-            Err(ApiError::forbidden("this operation needs an administrator token"))
+            Err(ApiError::forbidden(
+                "this operation needs an administrator token",
+            ))
         }
     }
 }
 
 /// Resolves `Authorization: Bearer <token>` (already stripped to the token) and an optional
 /// run id into a caller.
-pub fn authenticate(reader: &StateReader, token: Option<&str>, run_id: Option<&str>) -> Result<Caller, ApiError> {
+pub fn authenticate(
+    reader: &StateReader,
+    token: Option<&str>,
+    run_id: Option<&str>,
+) -> Result<Caller, ApiError> {
     let token = token.ok_or_else(|| ApiError::unauthorized("missing bearer token"))?;
     let hash = hash_token(token);
-    let run_id = run_id.map(str::trim).filter(|r| !r.is_empty()).map(str::to_string);
+    let run_id = run_id
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(str::to_string);
     if run_id.as_ref().is_some_and(|r| r.len() > 64) {
         return Err(ApiError::bad_request("run id header is too long"));
     }
@@ -92,7 +103,10 @@ pub fn authenticate(reader: &StateReader, token: Option<&str>, run_id: Option<&s
                 }
             }
         };
-        Ok(Caller { actor })
+        Ok(Caller {
+            actor,
+            idempotency_key: None,
+        })
     })
 }
 

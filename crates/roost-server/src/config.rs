@@ -18,8 +18,13 @@ pub struct ServerConfig {
     /// Addresses other nodes and clients use to reach this one (default: the listen addresses).
     pub advertise_http: Option<String>,
     pub advertise_grpc: Option<String>,
-    /// Form a single-node cluster on first start if this node was never part of one.
+    /// Form a single-node cluster on first start if this node was never part of one (ignored
+    /// when `initial_members` is set).
     pub bootstrap: bool,
+    /// The voters of a new cluster. The member with the lowest id forms the cluster on its
+    /// first start; the others wait to be contacted. Leave empty to join with `roost cluster
+    /// add-node` instead.
+    pub initial_members: Vec<MemberConfig>,
     /// Largest accepted request body.
     pub max_body_bytes: usize,
     pub raft: RaftTiming,
@@ -35,8 +40,17 @@ impl Default for ServerConfig {
             advertise_http: None,
             advertise_grpc: None,
             bootstrap: true,
+            initial_members: Vec::new(),
             max_body_bytes: 1024 * 1024,
             raft: RaftTiming::default(),
         }
     }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberConfig {
+    pub id: u64,
+    pub grpc_addr: String,
+    pub http_addr: String,
 }

@@ -17,7 +17,11 @@ pub enum ApiError {
     #[error("request body larger than {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("{message}")]
-    Unavailable { message: String, retry_after_ms: u64, leader: Option<String> },
+    Unavailable {
+        message: String,
+        retry_after_ms: u64,
+        leader: Option<String>,
+    },
     #[error("internal error: {message}")]
     Internal { message: String },
 }
@@ -31,15 +35,22 @@ pub struct Codes {
 
 impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> Self {
-        ApiError::BadRequest { message: message.into(), details: Value::Null }
+        ApiError::BadRequest {
+            message: message.into(),
+            details: Value::Null,
+        }
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        ApiError::Unauthorized { message: message.into() }
+        ApiError::Unauthorized {
+            message: message.into(),
+        }
     }
 
     pub fn internal(e: impl std::fmt::Display) -> Self {
-        ApiError::Internal { message: e.to_string() }
+        ApiError::Internal {
+            message: e.to_string(),
+        }
     }
 
     pub fn not_found(entity: &str, id: &str) -> Self {
@@ -59,11 +70,15 @@ impl ApiError {
                 ErrorClass::Forbidden => (StatusCode::FORBIDDEN, Code::PermissionDenied),
                 ErrorClass::NotFound => (StatusCode::NOT_FOUND, Code::NotFound),
                 ErrorClass::Conflict => (StatusCode::CONFLICT, Code::Aborted),
-                ErrorClass::Unprocessable => (StatusCode::UNPROCESSABLE_ENTITY, Code::FailedPrecondition),
+                ErrorClass::Unprocessable => {
+                    (StatusCode::UNPROCESSABLE_ENTITY, Code::FailedPrecondition)
+                }
             },
             ApiError::BadRequest { .. } => (StatusCode::BAD_REQUEST, Code::InvalidArgument),
             ApiError::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, Code::Unauthenticated),
-            ApiError::PayloadTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, Code::ResourceExhausted),
+            ApiError::PayloadTooLarge { .. } => {
+                (StatusCode::PAYLOAD_TOO_LARGE, Code::ResourceExhausted)
+            }
             ApiError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
             ApiError::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
         };
@@ -87,7 +102,11 @@ impl ApiError {
             ApiError::Domain(d) => d.details(),
             ApiError::BadRequest { details, .. } => details.clone(),
             ApiError::PayloadTooLarge { limit } => json!({ "limitBytes": limit }),
-            ApiError::Unavailable { retry_after_ms, leader, .. } => {
+            ApiError::Unavailable {
+                retry_after_ms,
+                leader,
+                ..
+            } => {
                 json!({ "retryAfterMs": retry_after_ms, "leader": leader })
             }
             ApiError::Unauthorized { .. } | ApiError::Internal { .. } => Value::Null,
@@ -104,8 +123,13 @@ impl From<roost_raft::Error> for ApiError {
                 retry_after_ms: 200,
                 leader: leader_addr,
             },
-            roost_raft::Error::Unavailable { message } => {
-                ApiError::Unavailable { message, retry_after_ms: 500, leader: None }
+            roost_raft::Error::Unavailable { message } => ApiError::Unavailable {
+                message,
+                retry_after_ms: 500,
+                leader: None,
+            },
+            roost_raft::Error::Membership { message } => {
+                ApiError::Domain(DomainError::conflict(message))
             }
             other => ApiError::internal(other),
         }

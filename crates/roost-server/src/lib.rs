@@ -8,18 +8,19 @@ mod error;
 mod grpc;
 mod rest;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use roost_raft::{NodeInfo, RaftNode, RaftService};
+use roost_raft::{NetworkFaults, NodeInfo, RaftNode, RaftService};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::info;
 
 pub use api::Api;
-pub use config::ServerConfig;
+pub use config::{MemberConfig, ServerConfig};
 pub use error::ApiError;
 
 /// Sockets bound by the caller (the binary or a test harness), so ports are never raced.
@@ -30,7 +31,10 @@ pub struct Listeners {
 
 impl Listeners {
     pub async fn bind(http: &str, grpc: &str) -> std::io::Result<Listeners> {
-        Ok(Listeners { http: TcpListener::bind(http).await?, grpc: TcpListener::bind(grpc).await? })
+        Ok(Listeners {
+            http: TcpListener::bind(http).await?,
+            grpc: TcpListener::bind(grpc).await?,
+        })
     }
 }
 
@@ -41,7 +45,10 @@ pub enum Error {
     #[error("io error: {0}")]
     Io(#[from] std::io::Error),
     #[error("{context}: {source}")]
-    Api { context: &'static str, source: ApiError },
+    Api {
+        context: &'static str,
+        source: ApiError,
+    },
     #[error("server task failed: {0}")]
     Task(String),
 }
@@ -63,42 +70,101 @@ fn stopped(mut rx: watch::Receiver<bool>) -> impl Future<Output = ()> + Send + '
 
 impl Server {
     pub async fn start(config: &ServerConfig, listeners: Listeners) -> Result<Server, Error> {
+        Self::start_with_faults(config, listeners, NetworkFaults::default()).await
+    }
+
+    /// As [`Server::start`], with network faults the test harness can inject.
+    pub async fn start_with_faults(
+        config: &ServerConfig,
+        listeners: Listeners,
+        faults: NetworkFaults,
+    ) -> Result<Server, Error> {
         let http_addr = listeners.http.local_addr()?;
         let grpc_addr = listeners.grpc.local_addr()?;
         let info = NodeInfo {
-            grpc_addr: config.advertise_grpc.clone().unwrap_or_else(|| grpc_addr.to_string()),
-            http_addr: config.advertise_http.clone().unwrap_or_else(|| http_addr.to_string()),
+            grpc_addr: config
+                .advertise_grpc
+                .clone()
+                .unwrap_or_else(|| grpc_addr.to_string()),
+            http_addr: config
+                .advertise_http
+                .clone()
+                .unwrap_or_else(|| http_addr.to_string()),
         };
-        let node = RaftNode::start(config.node_id, info, &config.data_dir, &config.raft).await?;
+        let node = RaftNode::start_with_faults(
+            config.node_id,
+            info,
+            &config.data_dir,
+            &config.raft,
+            faults,
+        )
+        .await?;
         let api = Api::new(node.clone());
         let (stop, stop_rx) = watch::channel(false);
 
         let router = rest::router(api.clone(), config.max_body_bytes);
         let http_stop = stopped(stop_rx.clone());
         let http = tokio::spawn(async move {
-            axum::serve(listeners.http, router).with_graceful_shutdown(http_stop).await.map_err(Error::Io)
+            axum::serve(listeners.http, router)
+                .with_graceful_shutdown(http_stop)
+                .await
+                .map_err(Error::Io)
         });
 
-        let raft_service = roost_proto::v1::raft_server::RaftServer::new(RaftService::new(node.raft().clone()))
-            .max_decoding_message_size(usize::MAX);
+        let raft_service =
+            roost_proto::v1::raft_server::RaftServer::new(RaftService::new(node.clone()))
+                .max_decoding_message_size(usize::MAX);
         let control_service = grpc::control_service(api.clone());
+        let cluster_service = grpc::cluster_service(api.clone());
         let incoming = tokio_stream::wrappers::TcpListenerStream::new(listeners.grpc);
         let grpc_stop = stopped(stop_rx);
         let grpc = tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(raft_service)
                 .add_service(control_service)
+                .add_service(cluster_service)
                 .serve_with_incoming_shutdown(incoming, grpc_stop)
                 .await
                 .map_err(|e| Error::Task(format!("grpc server: {e}")))
         });
 
-        if config.bootstrap {
-            node.initialize_single().await?;
+        let forms_cluster = match config.initial_members.iter().map(|m| m.id).min() {
+            Some(lowest) => lowest == config.node_id,
+            None => config.bootstrap,
+        };
+        if forms_cluster {
+            let members = if config.initial_members.is_empty() {
+                BTreeMap::from([(config.node_id, node.info().clone())])
+            } else {
+                config
+                    .initial_members
+                    .iter()
+                    .map(|m| {
+                        (
+                            m.id,
+                            NodeInfo {
+                                grpc_addr: m.grpc_addr.clone(),
+                                http_addr: m.http_addr.clone(),
+                            },
+                        )
+                    })
+                    .collect()
+            };
+            node.init_cluster(members).await?;
+            let leader = node
+                .wait_for_leader(config.raft.election_timeout_max() * 10 + Duration::from_secs(5))
+                .await?;
+            info!(node_id = config.node_id, leader, %http_addr, %grpc_addr, "node serving");
+        } else {
+            info!(node_id = config.node_id, %http_addr, %grpc_addr, "node serving; waiting to be part of a cluster");
         }
-        let leader = node.wait_for_leader(config.raft.election_timeout_max() * 10 + Duration::from_secs(5)).await?;
-        info!(node_id = config.node_id, leader, %http_addr, %grpc_addr, "node serving");
-        Ok(Server { api, http_addr, grpc_addr, stop, tasks: vec![http, grpc] })
+        Ok(Server {
+            api,
+            http_addr,
+            grpc_addr,
+            stop,
+            tasks: vec![http, grpc],
+        })
     }
 
     pub fn api(&self) -> &Api {
@@ -111,6 +177,16 @@ impl Server {
 
     pub fn grpc_addr(&self) -> SocketAddr {
         self.grpc_addr
+    }
+
+    /// Stops at once, as close to a crash as a process can do to itself: request tasks are
+    /// aborted mid-flight and Raft stops. (State is safe: every commit was fsynced.)
+    pub async fn kill(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        let _ = self.stop.send(true);
+        self.api.node().shutdown().await;
     }
 
     /// Stops accepting requests, finishes those in flight and stops Raft.
@@ -130,7 +206,11 @@ impl Server {
 }
 
 /// Runs a node until `shutdown` completes.
-pub async fn run(config: ServerConfig, listeners: Listeners, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+pub async fn run(
+    config: ServerConfig,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
     let server = Server::start(&config, listeners).await?;
     shutdown.await;
     server.shutdown().await

@@ -9,13 +9,23 @@ type NodeId = <TypeConfig as openraft::RaftTypeConfig>::NodeId;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("sqlite error during {context}: {source}")]
-    Sqlite { context: &'static str, source: sqlx::Error },
+    Sqlite {
+        context: &'static str,
+        source: sqlx::Error,
+    },
     #[error("corrupt {what}: {message}")]
     Corrupt { what: &'static str, message: String },
     #[error("io error on {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("the data directory {path} was written by an incompatible version (schema {found}, expected {expected})")]
-    Schema { path: String, found: String, expected: String },
+    Schema {
+        path: String,
+        found: String,
+        expected: String,
+    },
 }
 
 impl Error {
@@ -24,7 +34,10 @@ impl Error {
     }
 
     pub(crate) fn corrupt(what: &'static str, e: impl std::fmt::Display) -> Error {
-        Error::Corrupt { what, message: e.to_string() }
+        Error::Corrupt {
+            what,
+            message: e.to_string(),
+        }
     }
 }
 

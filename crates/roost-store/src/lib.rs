@@ -23,7 +23,10 @@ use std::path::Path;
 
 /// Opens (creating if needed) a node's storage in `dir`.
 pub async fn open(dir: &Path) -> Result<(LogStore, StateMachineStore, StateReader), Error> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io { path: dir.display().to_string(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        path: dir.display().to_string(),
+        source,
+    })?;
     let log = LogStore::open(&dir.join("raft-log.db")).await?;
     let (sm, reader) = StateMachineStore::open(dir).await?;
     Ok((log, sm, reader))

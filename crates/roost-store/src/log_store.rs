@@ -6,7 +6,7 @@ use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{Entry, LogId, OptionalSend, RaftLogReader, RaftLogId, StorageError, Vote};
+use openraft::{Entry, LogId, OptionalSend, RaftLogId, RaftLogReader, StorageError, Vote};
 use sqlx::sqlite::SqlitePool;
 use sqlx::Row;
 
@@ -29,7 +29,10 @@ pub struct LogStore {
 impl LogStore {
     pub async fn open(path: &Path) -> Result<Self, Error> {
         let pool = db::open_writer(path).await?;
-        sqlx::raw_sql(SCHEMA).execute(&pool).await.map_err(Error::sql("create log schema"))?;
+        sqlx::raw_sql(SCHEMA)
+            .execute(&pool)
+            .await
+            .map_err(Error::sql("create log schema"))?;
         Ok(LogStore { pool })
     }
 
@@ -43,7 +46,9 @@ impl LogStore {
             None => Ok(None),
             Some(row) => {
                 let text: String = row.get(0);
-                serde_json::from_str(&text).map(Some).map_err(|e| Error::corrupt("log meta", e))
+                serde_json::from_str(&text)
+                    .map(Some)
+                    .map_err(|e| Error::corrupt("log meta", e))
             }
         }
     }
@@ -59,7 +64,11 @@ impl LogStore {
         Ok(())
     }
 
-    async fn read_range(&self, start: u64, end_exclusive: Option<u64>) -> Result<Vec<Entry<TypeConfig>>, Error> {
+    async fn read_range(
+        &self,
+        start: u64,
+        end_exclusive: Option<u64>,
+    ) -> Result<Vec<Entry<TypeConfig>>, Error> {
         let end = end_exclusive.map(|e| e as i64).unwrap_or(i64::MAX);
         let rows = sqlx::query("SELECT entry FROM log WHERE idx >= ? AND idx < ? ORDER BY idx")
             .bind(start as i64)
@@ -88,7 +97,11 @@ impl LogStore {
     }
 
     async fn append_entries(&self, entries: Vec<Entry<TypeConfig>>) -> Result<(), Error> {
-        let mut tx = self.pool.begin().await.map_err(Error::sql("begin append"))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(Error::sql("begin append"))?;
         for entry in &entries {
             let text = serde_json::to_string(entry).map_err(|e| Error::corrupt("log entry", e))?;
             sqlx::query("INSERT OR REPLACE INTO log (idx, entry) VALUES (?, ?)")
@@ -130,9 +143,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
-        let last_purged: Option<LogId<NodeId>> = self.meta("last_purged").await.map_err(read_log_err)?;
-        let last = self.last_entry().await.map_err(read_log_err)?.map(|e| *e.get_log_id());
-        Ok(LogState { last_purged_log_id: last_purged, last_log_id: last.or(last_purged) })
+        let last_purged: Option<LogId<NodeId>> =
+            self.meta("last_purged").await.map_err(read_log_err)?;
+        let last = self
+            .last_entry()
+            .await
+            .map_err(read_log_err)?
+            .map(|e| *e.get_log_id());
+        Ok(LogState {
+            last_purged_log_id: last_purged,
+            last_log_id: last.or(last_purged),
+        })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -147,15 +168,28 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.meta("vote").await.map_err(vote_err)
     }
 
-    async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> Result<(), StorageError<NodeId>> {
-        self.set_meta("committed", &committed).await.map_err(log_err)
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId<NodeId>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        self.set_meta("committed", &committed)
+            .await
+            .map_err(log_err)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
-        Ok(self.meta::<Option<LogId<NodeId>>>("committed").await.map_err(read_log_err)?.flatten())
+        Ok(self
+            .meta::<Option<LogId<NodeId>>>("committed")
+            .await
+            .map_err(read_log_err)?
+            .flatten())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError<NodeId>>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError<NodeId>>
     where
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -184,8 +218,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let text = serde_json::to_string(&log_id).map_err(|e| log_err(Error::corrupt("log id", e)))?;
-        let mut tx = self.pool.begin().await.map_err(Error::sql("begin purge")).map_err(log_err)?;
+        let text =
+            serde_json::to_string(&log_id).map_err(|e| log_err(Error::corrupt("log id", e)))?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(Error::sql("begin purge"))
+            .map_err(log_err)?;
         sqlx::query("INSERT INTO meta (key, value) VALUES ('last_purged', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
             .bind(text)
             .execute(&mut *tx)
@@ -198,6 +238,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .await
             .map_err(Error::sql("purge"))
             .map_err(log_err)?;
-        tx.commit().await.map_err(Error::sql("commit purge")).map_err(log_err)
+        tx.commit()
+            .await
+            .map_err(Error::sql("commit purge"))
+            .map_err(log_err)
     }
 }

@@ -31,8 +31,16 @@ pub struct CommentQuery {
 }
 
 impl StateReader {
-    pub(crate) fn new(state: Arc<RwLock<State>>, pool: SqlitePool, applied: watch::Receiver<u64>) -> Self {
-        StateReader { state, pool, applied }
+    pub(crate) fn new(
+        state: Arc<RwLock<State>>,
+        pool: SqlitePool,
+        applied: watch::Receiver<u64>,
+    ) -> Self {
+        StateReader {
+            state,
+            pool,
+            applied,
+        }
     }
 
     /// Runs `f` on the in-memory state. Keep `f` short: apply waits for it.
@@ -49,10 +57,16 @@ impl StateReader {
     /// Waits until this node has applied `index`, or the deadline passes.
     pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
         let mut rx = self.applied.clone();
-        tokio::time::timeout(timeout, rx.wait_for(|applied| *applied >= index)).await.is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(timeout, rx.wait_for(|applied| *applied >= index))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
-    pub async fn comments(&self, issue_id: &str, query: &CommentQuery) -> Result<Vec<Comment>, Error> {
+    pub async fn comments(
+        &self,
+        issue_id: &str,
+        query: &CommentQuery,
+    ) -> Result<Vec<Comment>, Error> {
         let after_seq: i64 = match &query.after {
             Some(id) => sqlx::query("SELECT seq FROM comments WHERE id = ? AND issue_id = ?")
                 .bind(id)
@@ -65,7 +79,9 @@ impl StateReader {
             None => 0,
         };
         let order = if query.descending { "DESC" } else { "ASC" };
-        let sql = format!("SELECT data FROM comments WHERE issue_id = ? AND seq > ? ORDER BY seq {order} LIMIT ?");
+        let sql = format!(
+            "SELECT data FROM comments WHERE issue_id = ? AND seq > ? ORDER BY seq {order} LIMIT ?"
+        );
         let rows = sqlx::query(&sql)
             .bind(issue_id)
             .bind(after_seq)
@@ -74,7 +90,9 @@ impl StateReader {
             .await
             .map_err(Error::sql("list comments"))?;
         rows.iter()
-            .map(|r| serde_json::from_str(r.get::<&str, _>(0)).map_err(|e| Error::corrupt("comment", e)))
+            .map(|r| {
+                serde_json::from_str(r.get::<&str, _>(0)).map_err(|e| Error::corrupt("comment", e))
+            })
             .collect()
     }
 
@@ -84,7 +102,10 @@ impl StateReader {
             .fetch_optional(&self.pool)
             .await
             .map_err(Error::sql("get comment"))?;
-        row.map(|r| serde_json::from_str(r.get::<&str, _>(0)).map_err(|e| Error::corrupt("comment", e))).transpose()
+        row.map(|r| {
+            serde_json::from_str(r.get::<&str, _>(0)).map_err(|e| Error::corrupt("comment", e))
+        })
+        .transpose()
     }
 
     /// Activity of one company (or of every company), newest first, before `before_seq`.
@@ -97,14 +118,14 @@ impl StateReader {
         let before = before_seq.map(|s| s as i64).unwrap_or(i64::MAX);
         let limit = limit.clamp(1, 1000) as i64;
         let rows = match company_id {
-            Some(c) => {
-                sqlx::query("SELECT * FROM activity WHERE company_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?")
-                    .bind(c)
-                    .bind(before)
-                    .bind(limit)
-                    .fetch_all(&self.pool)
-                    .await
-            }
+            Some(c) => sqlx::query(
+                "SELECT * FROM activity WHERE company_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
+            )
+            .bind(c)
+            .bind(before)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await,
             None => {
                 sqlx::query("SELECT * FROM activity WHERE seq < ? ORDER BY seq DESC LIMIT ?")
                     .bind(before)

@@ -2,7 +2,7 @@
 
 use roost_core::activity::ActivityEntry;
 use roost_core::state::CommentRef;
-use roost_core::{Change, State, Timestamp};
+use roost_core::{Change, State, StateRows, Timestamp};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 
@@ -27,17 +27,30 @@ CREATE TABLE IF NOT EXISTS activity (seq INTEGER PRIMARY KEY, log_index INTEGER 
     action TEXT NOT NULL, entity_type TEXT NOT NULL, entity_id TEXT NOT NULL, details TEXT NOT NULL,
     prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS activity_by_company ON activity (company_id, seq);
+CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, at INTEGER NOT NULL, data TEXT NOT NULL);
 ";
 
 /// Every table a snapshot carries, in the order they are copied.
-pub(crate) const TABLES: &[&str] =
-    &["sm_meta", "companies", "agents", "issues", "runs", "credentials", "comments", "activity"];
+pub(crate) const TABLES: &[&str] = &[
+    "sm_meta",
+    "companies",
+    "agents",
+    "issues",
+    "runs",
+    "credentials",
+    "comments",
+    "activity",
+    "idempotency",
+];
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
     serde_json::to_string(value).map_err(|e| Error::corrupt("entity", e))
 }
 
-pub(crate) async fn write_change(conn: &mut SqliteConnection, change: &Change) -> Result<(), Error> {
+pub(crate) async fn write_change(
+    conn: &mut SqliteConnection,
+    change: &Change,
+) -> Result<(), Error> {
     let q = match change {
         Change::Company(c) => sqlx::query("INSERT OR REPLACE INTO companies (id, data) VALUES (?, ?)")
             .bind(c.id.clone())
@@ -88,13 +101,26 @@ pub(crate) async fn write_change(conn: &mut SqliteConnection, change: &Change) -
         .bind(json(&a.details)?)
         .bind(a.prev_hash.clone())
         .bind(a.hash.clone()),
+        Change::Remembered(r) => sqlx::query("INSERT OR REPLACE INTO idempotency (key, at, data) VALUES (?, ?, ?)")
+            .bind(r.key.clone())
+            .bind(r.at.millis())
+            .bind(json(r)?),
+        Change::Forgotten(key) => sqlx::query("DELETE FROM idempotency WHERE key = ?").bind(key.clone()),
     };
-    q.execute(&mut *conn).await.map_err(Error::sql("write change"))?;
+    q.execute(&mut *conn)
+        .await
+        .map_err(Error::sql("write change"))?;
     Ok(())
 }
 
-async fn load_json<T: serde::de::DeserializeOwned>(conn: &mut SqliteConnection, sql: &str) -> Result<Vec<T>, Error> {
-    let rows = sqlx::query(sql).fetch_all(&mut *conn).await.map_err(Error::sql("load state"))?;
+async fn load_json<T: serde::de::DeserializeOwned>(
+    conn: &mut SqliteConnection,
+    sql: &str,
+) -> Result<Vec<T>, Error> {
+    let rows = sqlx::query(sql)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(Error::sql("load state"))?;
     rows.iter()
         .map(|row| {
             let text: &str = row.get(0);
@@ -110,13 +136,22 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
     let issues = load_json(conn, "SELECT data FROM issues").await?;
     let runs = load_json(conn, "SELECT data FROM runs").await?;
     let credentials = load_json(conn, "SELECT data FROM credentials").await?;
+    let remembered = load_json(conn, "SELECT data FROM idempotency").await?;
     let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
         .fetch_all(&mut *conn)
         .await
         .map_err(Error::sql("load comments"))?;
     let comments = comment_rows
         .iter()
-        .map(|r| (r.get::<String, _>(0), CommentRef { issue_id: r.get(1), company_id: r.get(2) }))
+        .map(|r| {
+            (
+                r.get::<String, _>(0),
+                CommentRef {
+                    issue_id: r.get(1),
+                    company_id: r.get(2),
+                },
+            )
+        })
         .collect();
     let head = sqlx::query("SELECT seq, hash FROM activity ORDER BY seq DESC LIMIT 1")
         .fetch_optional(&mut *conn)
@@ -126,7 +161,17 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
         Some(r) => (r.get::<i64, _>(0) as u64, Some(r.get::<String, _>(1))),
         None => (0, None),
     };
-    Ok(State::from_rows(companies, agents, issues, runs, credentials, comments, seq, hash))
+    Ok(State::from_rows(StateRows {
+        companies,
+        agents,
+        issues,
+        runs,
+        credentials,
+        comments,
+        remembered,
+        activity_seq: seq,
+        activity_head: hash,
+    }))
 }
 
 pub(crate) fn activity_from_row(row: &SqliteRow) -> Result<ActivityEntry, Error> {
@@ -143,7 +188,8 @@ pub(crate) fn activity_from_row(row: &SqliteRow) -> Result<ActivityEntry, Error>
         action: row.get("action"),
         entity_type: row.get("entity_type"),
         entity_id: row.get("entity_id"),
-        details: serde_json::from_str(&details).map_err(|e| Error::corrupt("activity details", e))?,
+        details: serde_json::from_str(&details)
+            .map_err(|e| Error::corrupt("activity details", e))?,
         prev_hash: row.get("prev_hash"),
         hash: row.get("hash"),
     })

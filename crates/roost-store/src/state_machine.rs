@@ -7,8 +7,8 @@ use std::sync::{Arc, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{
-    Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, Snapshot, SnapshotMeta, StorageError,
-    StoredMembership,
+    Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
+    StorageError, StoredMembership,
 };
 use roost_core::State;
 use sqlx::sqlite::SqlitePool;
@@ -39,29 +39,60 @@ impl StateMachineStore {
     pub async fn open(dir: &Path) -> Result<(Self, StateReader), Error> {
         let path = dir.join("state.db");
         let writer = db::open_writer(&path).await?;
-        sqlx::raw_sql(rows::SCHEMA).execute(&writer).await.map_err(Error::sql("create state schema"))?;
+        sqlx::raw_sql(rows::SCHEMA)
+            .execute(&writer)
+            .await
+            .map_err(Error::sql("create state schema"))?;
         let mut conn = writer.acquire().await.map_err(Error::sql("acquire"))?;
         check_schema(&mut conn, &path).await?;
-        let state = rows::load_state(&mut conn).await?;
+        let mut state = rows::load_state(&mut conn).await?;
         let (last_applied, membership) = read_applied(&mut conn).await?;
+        state.applied_index = last_applied.map(|l| l.index).unwrap_or(0);
         drop(conn);
         let state = Arc::new(RwLock::new(state));
         let (applied_tx, applied_rx) = watch::channel(last_applied.map(|l| l.index).unwrap_or(0));
         let readers = db::open_readers(&path, 4).await?;
         let snapshots = Arc::new(SnapshotDir::new(dir.join("snapshots"), readers.clone())?);
         let reader = StateReader::new(state.clone(), readers, applied_rx);
-        Ok((StateMachineStore { writer, state, applied_tx, last_applied, membership, snapshots }, reader))
+        Ok((
+            StateMachineStore {
+                writer,
+                state,
+                applied_tx,
+                last_applied,
+                membership,
+                snapshots,
+            },
+            reader,
+        ))
     }
 
-    async fn apply_batch(&mut self, entries: Vec<Entry<TypeConfig>>) -> Result<Vec<ApplyResult>, Error> {
+    async fn apply_batch(
+        &mut self,
+        entries: Vec<Entry<TypeConfig>>,
+    ) -> Result<Vec<ApplyResult>, Error> {
         let mut responses = Vec::with_capacity(entries.len());
-        let mut tx = self.writer.begin().await.map_err(Error::sql("begin apply"))?;
+        let mut tx = self
+            .writer
+            .begin()
+            .await
+            .map_err(Error::sql("begin apply"))?;
         for entry in entries {
             let index = entry.log_id.index;
             let result = match entry.payload {
-                EntryPayload::Blank => None,
+                EntryPayload::Blank => {
+                    self.state
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .applied_index = index;
+                    None
+                }
                 EntryPayload::Membership(m) => {
                     self.membership = StoredMembership::new(Some(entry.log_id), m);
+                    self.state
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .applied_index = index;
                     None
                 }
                 EntryPayload::Normal(envelope) => {
@@ -95,15 +126,22 @@ impl StateMachineStore {
             .await
             .map_err(Error::sql("attach snapshot"))?;
         let copied = copy_from_attached(&mut conn).await;
-        sqlx::query("DETACH DATABASE snap").execute(&mut *conn).await.map_err(Error::sql("detach snapshot"))?;
+        sqlx::query("DETACH DATABASE snap")
+            .execute(&mut *conn)
+            .await
+            .map_err(Error::sql("detach snapshot"))?;
         copied?;
-        let state = rows::load_state(&mut conn).await?;
+        let mut state = rows::load_state(&mut conn).await?;
         let (last_applied, membership) = read_applied(&mut conn).await?;
+        state.applied_index = last_applied.map(|l| l.index).unwrap_or(0);
         drop(conn);
         if last_applied != meta.last_log_id {
             return Err(Error::Corrupt {
                 what: "snapshot",
-                message: format!("holds state up to {last_applied:?} but claims {:?}", meta.last_log_id),
+                message: format!(
+                    "holds state up to {last_applied:?} but claims {:?}",
+                    meta.last_log_id
+                ),
             });
         }
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = state;
@@ -124,10 +162,12 @@ async fn copy_from_attached(conn: &mut SqliteConnection) -> Result<(), Error> {
             .execute(&mut *tx)
             .await
             .map_err(Error::sql("clear table"))?;
-        sqlx::query(&format!("INSERT INTO main.{table} SELECT * FROM snap.{table}"))
-            .execute(&mut *tx)
-            .await
-            .map_err(Error::sql("copy snapshot table"))?;
+        sqlx::query(&format!(
+            "INSERT INTO main.{table} SELECT * FROM snap.{table}"
+        ))
+        .execute(&mut *tx)
+        .await
+        .map_err(Error::sql("copy snapshot table"))?;
     }
     tx.commit().await.map_err(Error::sql("commit install"))
 }
@@ -156,11 +196,14 @@ async fn check_schema(conn: &mut SqliteConnection, path: &Path) -> Result<(), Er
     }
 }
 
-async fn read_applied(conn: &mut SqliteConnection) -> Result<(Option<LogId<NodeId>>, Membership), Error> {
-    let rows = sqlx::query("SELECT key, value FROM sm_meta WHERE key IN ('last_applied', 'membership')")
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(Error::sql("read applied state"))?;
+async fn read_applied(
+    conn: &mut SqliteConnection,
+) -> Result<(Option<LogId<NodeId>>, Membership), Error> {
+    let rows =
+        sqlx::query("SELECT key, value FROM sm_meta WHERE key IN ('last_applied', 'membership')")
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(Error::sql("read applied state"))?;
     let mut last_applied = None;
     let mut membership = Membership::default();
     for row in rows {
@@ -168,9 +211,13 @@ async fn read_applied(conn: &mut SqliteConnection) -> Result<(Option<LogId<NodeI
         let value: String = row.get(1);
         match key.as_str() {
             "last_applied" => {
-                last_applied = serde_json::from_str(&value).map_err(|e| Error::corrupt("last_applied", e))?
+                last_applied =
+                    serde_json::from_str(&value).map_err(|e| Error::corrupt("last_applied", e))?
             }
-            _ => membership = serde_json::from_str(&value).map_err(|e| Error::corrupt("membership", e))?,
+            _ => {
+                membership =
+                    serde_json::from_str(&value).map_err(|e| Error::corrupt("membership", e))?
+            }
         }
     }
     Ok((last_applied, membership))
@@ -205,12 +252,22 @@ struct SnapshotDir {
 
 impl SnapshotDir {
     fn new(dir: PathBuf, readers: SqlitePool) -> Result<Self, Error> {
-        std::fs::create_dir_all(&dir).map_err(|source| Error::Io { path: dir.display().to_string(), source })?;
-        Ok(SnapshotDir { dir, readers, builds: AtomicU64::new(0) })
+        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+            path: dir.display().to_string(),
+            source,
+        })?;
+        Ok(SnapshotDir {
+            dir,
+            readers,
+            builds: AtomicU64::new(0),
+        })
     }
 
     fn io<T>(&self, path: &Path, r: std::io::Result<T>) -> Result<T, Error> {
-        r.map_err(|source| Error::Io { path: path.display().to_string(), source })
+        r.map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })
     }
 
     /// Copies the live database into a new file (SQLite's `VACUUM INTO` reads one consistent
@@ -226,7 +283,9 @@ impl SnapshotDir {
             .map_err(Error::sql("vacuum into snapshot"))?;
         let (last_log_id, last_membership) = {
             let url = format!("sqlite://{}?mode=ro", tmp.display());
-            let mut conn = SqliteConnection::connect(&url).await.map_err(Error::sql("open snapshot"))?;
+            let mut conn = SqliteConnection::connect(&url)
+                .await
+                .map_err(Error::sql("open snapshot"))?;
             let applied = read_applied(&mut conn).await?;
             conn.close().await.map_err(Error::sql("close snapshot"))?;
             applied
@@ -238,7 +297,10 @@ impl SnapshotDir {
         };
         let data = self.io(&tmp, std::fs::read(&tmp))?;
         self.promote(&tmp, &meta)?;
-        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
     }
 
     fn write_incoming(&self, data: &[u8]) -> Result<PathBuf, Error> {
@@ -271,7 +333,10 @@ impl SnapshotDir {
             .map_err(|e| Error::corrupt("snapshot meta", e))?;
         let current = self.dir.join("current.db");
         let data = self.io(&current, std::fs::read(&current))?;
-        Ok(Some(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }))
     }
 }
 
@@ -289,7 +354,9 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
 impl RaftStateMachine<TypeConfig> for StateMachineStore {
     type SnapshotBuilder = SnapshotBuilder;
 
-    async fn applied_state(&mut self) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
         Ok((self.last_applied, self.membership.clone()))
     }
 
@@ -298,22 +365,36 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        self.apply_batch(entries.into_iter().collect()).await.map_err(sm_err)
+        self.apply_batch(entries.into_iter().collect())
+            .await
+            .map_err(sm_err)
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        SnapshotBuilder { snapshots: self.snapshots.clone() }
+        SnapshotBuilder {
+            snapshots: self.snapshots.clone(),
+        }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
-    async fn install_snapshot(&mut self, meta: &Meta, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), StorageError<NodeId>> {
-        self.install(meta, snapshot.into_inner()).await.map_err(sm_err)
+    async fn install_snapshot(
+        &mut self,
+        meta: &Meta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        self.install(meta, snapshot.into_inner())
+            .await
+            .map_err(sm_err)
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
         self.snapshots.current().map_err(read_sm_err)
     }
 }

@@ -7,7 +7,9 @@ use roost_store::{LogStore, StateMachineStore, TypeConfig};
 struct SqliteBuilder;
 
 impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> for SqliteBuilder {
-    async fn build(&self) -> Result<(tempfile::TempDir, LogStore, StateMachineStore), StorageError<u64>> {
+    async fn build(
+        &self,
+    ) -> Result<(tempfile::TempDir, LogStore, StateMachineStore), StorageError<u64>> {
         let dir = tempfile::tempdir().expect("tempdir");
         let (log, sm, _reader) = roost_store::open(dir.path()).await.expect("open store");
         Ok((dir, log, sm))

@@ -36,16 +36,30 @@ impl Reply {
 
 impl Http {
     pub fn new(base: impl Into<String>) -> Http {
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("reqwest client");
-        Http { client, base: base.into(), token: None, run_id: None }
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("reqwest client");
+        Http {
+            client,
+            base: base.into(),
+            token: None,
+            run_id: None,
+        }
     }
 
     pub fn with_token(&self, token: &str) -> Http {
-        Http { token: Some(token.to_string()), ..self.clone() }
+        Http {
+            token: Some(token.to_string()),
+            ..self.clone()
+        }
     }
 
     pub fn with_run(&self, run_id: &str) -> Http {
-        Http { run_id: Some(run_id.to_string()), ..self.clone() }
+        Http {
+            run_id: Some(run_id.to_string()),
+            ..self.clone()
+        }
     }
 
     pub fn base(&self) -> &str {
@@ -53,8 +67,39 @@ impl Http {
     }
 
     /// Sends `body` as raw bytes, so tests can send malformed JSON.
-    pub async fn raw(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> anyhow::Result<Reply> {
-        let mut req = self.client.request(method, format!("{}{}", self.base, path));
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<Reply> {
+        self.send(method, path, body, None).await
+    }
+
+    /// POSTs with an `Idempotency-Key`, as a client that may retry does.
+    pub async fn post_with_key(&self, path: &str, body: Value, key: &str) -> anyhow::Result<Reply> {
+        self.send(
+            Method::POST,
+            path,
+            Some(serde_json::to_vec(&body)?),
+            Some(key),
+        )
+        .await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        key: Option<&str>,
+    ) -> anyhow::Result<Reply> {
+        let mut req = self
+            .client
+            .request(method, format!("{}{}", self.base, path));
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
@@ -70,7 +115,8 @@ impl Http {
         let body = if bytes.is_empty() {
             Value::Null
         } else {
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
         };
         Ok(Reply { status, body })
     }
@@ -80,10 +126,12 @@ impl Http {
     }
 
     pub async fn post(&self, path: &str, body: Value) -> anyhow::Result<Reply> {
-        self.raw(Method::POST, path, Some(serde_json::to_vec(&body)?)).await
+        self.raw(Method::POST, path, Some(serde_json::to_vec(&body)?))
+            .await
     }
 
     pub async fn patch(&self, path: &str, body: Value) -> anyhow::Result<Reply> {
-        self.raw(Method::PATCH, path, Some(serde_json::to_vec(&body)?)).await
+        self.raw(Method::PATCH, path, Some(serde_json::to_vec(&body)?))
+            .await
     }
 }

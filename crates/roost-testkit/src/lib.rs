@@ -1,10 +1,12 @@
 //! Test harnesses for Roost: in-process nodes on pre-bound loopback ports, a raw HTTP client
 //! that keeps status codes, real `roost` processes, and waiting on observable state.
 
+mod cluster;
 mod http;
 mod node;
 mod process;
 
+pub use cluster::{test_timing, TestCluster};
 pub use http::{Http, Reply};
 pub use node::TestNode;
 pub use process::RoostProcess;

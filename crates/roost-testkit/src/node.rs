@@ -33,10 +33,23 @@ impl TestNode {
         config.raft.heartbeat_interval_ms = 50;
         let server = Self::boot(&config).await?;
         let admin_token = generate_token(ADMIN_TOKEN_PREFIX);
-        server.api().ensure_admin_token(&admin_token, "test-admin").await?;
-        let company = server.api().ensure_default_company("Test Company", "TST").await?;
+        server
+            .api()
+            .ensure_admin_token(&admin_token, "test-admin")
+            .await?;
+        let company = server
+            .api()
+            .ensure_default_company("Test Company", "TST")
+            .await?;
         let admin = Http::new(format!("http://{}", server.http_addr())).with_token(&admin_token);
-        Ok(TestNode { server: Some(server), config, dir, admin_token, company_id: company.id, admin })
+        Ok(TestNode {
+            server: Some(server),
+            config,
+            dir,
+            admin_token,
+            company_id: company.id,
+            admin,
+        })
     }
 
     async fn boot(config: &ServerConfig) -> anyhow::Result<Server> {
@@ -58,7 +71,8 @@ impl TestNode {
             s.shutdown().await?;
         }
         let server = Self::boot(&self.config).await?;
-        self.admin = Http::new(format!("http://{}", server.http_addr())).with_token(&self.admin_token);
+        self.admin =
+            Http::new(format!("http://{}", server.http_addr())).with_token(&self.admin_token);
         self.server = Some(server);
         Ok(())
     }
@@ -72,20 +86,38 @@ impl TestNode {
 
     /// Creates an agent and an API key for it; returns (agent id, key).
     pub async fn agent(&self, name: &str) -> anyhow::Result<(String, String)> {
-        let agent = self.admin.post(&format!("/api/companies/{}/agents", self.company_id), json!({"name": name})).await?.ok()?;
+        let agent = self
+            .admin
+            .post(
+                &format!("/api/companies/{}/agents", self.company_id),
+                json!({"name": name}),
+            )
+            .await?
+            .ok()?;
         let id = agent["id"].as_str().unwrap_or_default().to_string();
-        let key = self.admin.post(&format!("/api/agents/{id}/keys"), json!({})).await?.ok()?;
+        let key = self
+            .admin
+            .post(&format!("/api/agents/{id}/keys"), json!({}))
+            .await?
+            .ok()?;
         Ok((id, key["token"].as_str().unwrap_or_default().to_string()))
     }
 
     /// Starts a run for `agent_id` and returns its id.
     pub async fn start_run(&self, agent_id: &str) -> anyhow::Result<String> {
-        let run = self.admin.post(&format!("/api/agents/{agent_id}/runs"), json!({})).await?.ok()?;
+        let run = self
+            .admin
+            .post(&format!("/api/agents/{agent_id}/runs"), json!({}))
+            .await?
+            .ok()?;
         Ok(run["id"].as_str().unwrap_or_default().to_string())
     }
 
     pub async fn issue(&self, body: Value) -> anyhow::Result<Value> {
-        self.admin.post(&format!("/api/companies/{}/issues", self.company_id), body).await?.ok()
+        self.admin
+            .post(&format!("/api/companies/{}/issues", self.company_id), body)
+            .await?
+            .ok()
     }
 
     pub fn default_timeout() -> Duration {

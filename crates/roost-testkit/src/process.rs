@@ -15,22 +15,34 @@ pub struct RoostProcess {
 
 impl RoostProcess {
     /// Starts `roost dev` in `dir` on ephemeral ports and waits until it prints its URL.
-    pub fn spawn_dev(binary: &Path, dir: &Path, deadline: Duration) -> anyhow::Result<RoostProcess> {
+    pub fn spawn_dev(
+        binary: &Path,
+        dir: &Path,
+        deadline: Duration,
+    ) -> anyhow::Result<RoostProcess> {
         let mut child = Command::new(binary)
             .args(["dev", "--dir"])
             .arg(dir)
-            .args(["--http-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"])
+            .args([
+                "--http-listen",
+                "127.0.0.1:0",
+                "--grpc-listen",
+                "127.0.0.1:0",
+            ])
             .env("ROOST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()?;
-        let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
+            // Drain until EOF even after the caller stops listening: closing the pipe early
+            // would make the server's next write to stdout fail.
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
+                let _ = tx.send(line);
             }
         });
         let mut base_url = None;
@@ -52,7 +64,9 @@ impl RoostProcess {
                 _ => {}
             }
         }
-        let admin_token = std::fs::read_to_string(dir.join("admin-token"))?.trim().to_string();
+        let admin_token = std::fs::read_to_string(dir.join("admin-token"))?
+            .trim()
+            .to_string();
         Ok(RoostProcess {
             child,
             base_url: base_url.unwrap_or_default(),

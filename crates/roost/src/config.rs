@@ -24,9 +24,14 @@ pub struct ServerArgs {
 }
 
 /// Applies `ROOST_*` environment variables over `config`.
-pub fn apply_env(config: &mut ServerConfig, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+pub fn apply_env(
+    config: &mut ServerConfig,
+    env: impl Fn(&str) -> Option<String>,
+) -> anyhow::Result<()> {
     if let Some(v) = env("ROOST_NODE_ID") {
-        config.node_id = v.parse().with_context(|| format!("ROOST_NODE_ID={v} is not a node id"))?;
+        config.node_id = v
+            .parse()
+            .with_context(|| format!("ROOST_NODE_ID={v} is not a node id"))?;
     }
     if let Some(v) = env("ROOST_DATA_DIR") {
         config.data_dir = PathBuf::from(v);
@@ -50,7 +55,8 @@ pub fn apply_env(config: &mut ServerConfig, env: impl Fn(&str) -> Option<String>
 pub fn load(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
     let mut config = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
             toml::from_str(&text).with_context(|| format!("invalid config {}", path.display()))?
         }
         None => ServerConfig::default(),
@@ -78,7 +84,12 @@ pub async fn run_server(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let config = load(&args)?;
     let listeners = Listeners::bind(&config.http_listen, &config.grpc_listen)
         .await
-        .with_context(|| format!("cannot listen on {} / {}", config.http_listen, config.grpc_listen))?;
+        .with_context(|| {
+            format!(
+                "cannot listen on {} / {}",
+                config.http_listen, config.grpc_listen
+            )
+        })?;
     roost_server::run(config, listeners, crate::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }
@@ -89,20 +100,31 @@ mod tests {
 
     #[test]
     fn env_overrides_file_values() {
-        let mut config: ServerConfig = toml::from_str("node_id = 3\nhttp_listen = \"0.0.0.0:1\"").unwrap();
-        apply_env(&mut config, |k| (k == "ROOST_HTTP_LISTEN").then(|| "127.0.0.1:9".to_string())).unwrap();
-        assert_eq!((config.node_id, config.http_listen.as_str()), (3, "127.0.0.1:9"));
+        let mut config: ServerConfig =
+            toml::from_str("node_id = 3\nhttp_listen = \"0.0.0.0:1\"").unwrap();
+        apply_env(&mut config, |k| {
+            (k == "ROOST_HTTP_LISTEN").then(|| "127.0.0.1:9".to_string())
+        })
+        .unwrap();
+        assert_eq!(
+            (config.node_id, config.http_listen.as_str()),
+            (3, "127.0.0.1:9")
+        );
     }
 
     #[test]
     fn unknown_config_keys_are_refused() {
-        let err = toml::from_str::<ServerConfig>("node_idd = 3").unwrap_err().to_string();
+        let err = toml::from_str::<ServerConfig>("node_idd = 3")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("node_idd"), "{err}");
     }
 
     #[test]
     fn bad_env_values_are_errors() {
         let mut config = ServerConfig::default();
-        assert!(apply_env(&mut config, |k| (k == "ROOST_NODE_ID").then(|| "x".to_string())).is_err());
+        assert!(apply_env(&mut config, |k| (k == "ROOST_NODE_ID")
+            .then(|| "x".to_string()))
+        .is_err());
     }
 }

@@ -32,7 +32,10 @@ fn load_or_create_token(dir: &Path) -> anyhow::Result<(String, bool)> {
         if token.starts_with(ADMIN_TOKEN_PREFIX) {
             return Ok((token, false));
         }
-        anyhow::bail!("{} does not hold a Roost admin token; remove it to create a new one", path.display());
+        anyhow::bail!(
+            "{} does not hold a Roost admin token; remove it to create a new one",
+            path.display()
+        );
     }
     let token = generate_token(ADMIN_TOKEN_PREFIX);
     let tmp = dir.join(format!("{TOKEN_FILE}.tmp"));
@@ -41,7 +44,9 @@ fn load_or_create_token(dir: &Path) -> anyhow::Result<(String, bool)> {
         options.write(true).create(true).truncate(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut f = options.open(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+        let mut f = options
+            .open(&tmp)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
         writeln!(f, "{token}")?;
         f.sync_all()?;
     }
@@ -50,7 +55,8 @@ fn load_or_create_token(dir: &Path) -> anyhow::Result<(String, bool)> {
 }
 
 pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
-    std::fs::create_dir_all(&args.dir).with_context(|| format!("cannot create {}", args.dir.display()))?;
+    std::fs::create_dir_all(&args.dir)
+        .with_context(|| format!("cannot create {}", args.dir.display()))?;
     let config = ServerConfig {
         data_dir: args.dir.join("data"),
         http_listen: args.http_listen.clone(),
@@ -60,32 +66,68 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     };
     let listeners = Listeners::bind(&config.http_listen, &config.grpc_listen)
         .await
-        .with_context(|| format!("cannot listen on {} / {} (is another roost running?)", config.http_listen, config.grpc_listen))?;
+        .with_context(|| {
+            format!(
+                "cannot listen on {} / {} (is another roost running?)",
+                config.http_listen, config.grpc_listen
+            )
+        })?;
     let server = Server::start(&config, listeners).await?;
     let (token, fresh) = load_or_create_token(&args.dir)?;
     let api = server.api();
-    api.ensure_admin_token(&token, "dev-admin").await.context("cannot record the admin token")?;
-    let company = api.ensure_default_company("My Company", "RST").await.context("cannot create the default company")?;
+    api.ensure_admin_token(&token, "dev-admin")
+        .await
+        .context("cannot record the admin token")?;
+    let company = api
+        .ensure_default_company("My Company", "RST")
+        .await
+        .context("cannot create the default company")?;
 
     let url = format!("http://{}", server.http_addr());
     let token_path = args.dir.join(TOKEN_FILE);
-    println!("Roost dev is running: a single-node cluster with its data in {}", config.data_dir.display());
-    println!();
-    println!("  API          {url}/api");
-    println!("  gRPC         {}", server.grpc_addr());
-    println!("  Admin token  {token}");
-    println!("               {} {}", if fresh { "new, saved in" } else { "reused from" }, token_path.display());
-    println!("  Company      {} ({})  id {}", company.name, company.issue_prefix, company.id);
-    println!();
-    println!("Next step, in another terminal:");
-    println!("  export ROOST_TOKEN=$(cat {})", token_path.display());
-    println!("  curl -s -H \"Authorization: Bearer $ROOST_TOKEN\" {url}/api/companies");
-    println!();
-    println!("Stop with Ctrl-C; the next `roost dev` starts where this one stopped.");
-    let _ = std::io::stdout().flush();
+    let mut lines = Vec::new();
+    lines.push(format!(
+        "Roost dev is running: a single-node cluster with its data in {}",
+        config.data_dir.display()
+    ));
+    lines.push(String::new());
+    lines.push(format!("  API          {url}/api"));
+    lines.push(format!("  gRPC         {}", server.grpc_addr()));
+    lines.push(format!("  Admin token  {token}"));
+    lines.push(format!(
+        "               {} {}",
+        if fresh {
+            "new, saved in"
+        } else {
+            "reused from"
+        },
+        token_path.display()
+    ));
+    lines.push(format!(
+        "  Company      {} ({})  id {}",
+        company.name, company.issue_prefix, company.id
+    ));
+    lines.push(String::new());
+    lines.push("Next step, in another terminal:".to_string());
+    lines.push(format!(
+        "  export ROOST_TOKEN=$(cat {})",
+        token_path.display()
+    ));
+    lines.push(format!(
+        "  curl -s -H \"Authorization: Bearer $ROOST_TOKEN\" {url}/api/companies"
+    ));
+    lines.push(String::new());
+    lines.push("Stop with Ctrl-C; the next `roost dev` starts where this one stopped.".to_string());
+    // A closed stdout (the parent stopped reading) must not stop the server.
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = out.flush();
+    drop(out);
 
     crate::shutdown_signal().await;
-    eprintln!("stopping...");
+    let _ = writeln!(std::io::stderr(), "stopping...");
     server.shutdown().await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -9,12 +9,21 @@ use crate::error::DomainError;
 use crate::state::{ActivityNote, Change, Decision};
 
 fn agent_note(agent: &Agent, details: serde_json::Value) -> ActivityNote {
-    ActivityNote { company_id: Some(agent.company_id.clone()), entity_type: "agent", entity_id: agent.id.clone(), details }
+    ActivityNote {
+        company_id: Some(agent.company_id.clone()),
+        entity_type: "agent",
+        entity_id: agent.id.clone(),
+        details,
+    }
 }
 
 /// Finds an agent the actor may see.
 pub(crate) fn visible_agent<'a>(ctx: &Ctx<'a>, agent_id: &str) -> Result<&'a Agent, DomainError> {
-    let agent = ctx.state.agents.get(agent_id).ok_or_else(|| DomainError::not_found("agent", agent_id))?;
+    let agent = ctx
+        .state
+        .agents
+        .get(agent_id)
+        .ok_or_else(|| DomainError::not_found("agent", agent_id))?;
     ctx.require_company(&agent.company_id, "agent", agent_id)?;
     Ok(agent)
 }
@@ -30,17 +39,26 @@ fn name_taken(ctx: &Ctx<'_>, company_id: &str, name: &str, except: Option<&str>)
 
 fn validate_config(adapter_config: &serde_json::Value) -> Result<(), DomainError> {
     if !adapter_config.is_object() {
-        return Err(DomainError::invalid("adapterConfig", "must be a JSON object"));
+        return Err(DomainError::invalid(
+            "adapterConfig",
+            "must be a JSON object",
+        ));
     }
     Ok(())
 }
 
 fn validate_heartbeat(policy: &HeartbeatPolicy) -> Result<(), DomainError> {
     if policy.max_concurrent_runs == 0 || policy.max_concurrent_runs > 50 {
-        return Err(DomainError::invalid("heartbeat.maxConcurrentRuns", "must be between 1 and 50"));
+        return Err(DomainError::invalid(
+            "heartbeat.maxConcurrentRuns",
+            "must be between 1 and 50",
+        ));
     }
     if policy.enabled && policy.interval_sec < 10 {
-        return Err(DomainError::invalid("heartbeat.intervalSec", "must be at least 10 when enabled"));
+        return Err(DomainError::invalid(
+            "heartbeat.intervalSec",
+            "must be at least 10 when enabled",
+        ));
     }
     Ok(())
 }
@@ -62,18 +80,26 @@ pub(crate) fn create(ctx: &Ctx<'_>, command: &Command) -> Result<Decision, Domai
     };
     ctx.require_admin("create an agent")?;
     require_id("id", id)?;
-    let company =
-        ctx.state.companies.get(company_id).ok_or_else(|| DomainError::not_found("company", company_id))?;
+    let company = ctx
+        .state
+        .companies
+        .get(company_id)
+        .ok_or_else(|| DomainError::not_found("company", company_id))?;
     ctx.require_company(&company.id, "company", company_id)?;
     let name = require_text("name", name, 100)?;
     let role = require_text("role", role, 50)?;
     validate_config(adapter_config)?;
     validate_heartbeat(heartbeat)?;
     if ctx.state.agents.contains_key(id) {
-        return Err(DomainError::AlreadyExists { entity: "agent".into(), id: id.clone() });
+        return Err(DomainError::AlreadyExists {
+            entity: "agent".into(),
+            id: id.clone(),
+        });
     }
     if name_taken(ctx, company_id, &name, None) {
-        return Err(DomainError::conflict(format!("an agent named {name} already exists in this company")));
+        return Err(DomainError::conflict(format!(
+            "an agent named {name} already exists in this company"
+        )));
     }
     let agent = Agent {
         id: id.clone(),
@@ -90,21 +116,37 @@ pub(crate) fn create(ctx: &Ctx<'_>, command: &Command) -> Result<Decision, Domai
         created_at: ctx.now(),
         updated_at: ctx.now(),
     };
-    let note = agent_note(&agent, json!({ "name": agent.name, "role": agent.role, "adapterType": adapter_type }));
-    Ok(Decision { outcome: Outcome::Agent(agent.clone()), changes: vec![Change::Agent(agent)], note })
+    let note = agent_note(
+        &agent,
+        json!({ "name": agent.name, "role": agent.role, "adapterType": adapter_type }),
+    );
+    Ok(Decision {
+        outcome: Outcome::Agent(agent.clone()),
+        changes: vec![Change::Agent(agent)],
+        note,
+    })
 }
 
-pub(crate) fn update(ctx: &Ctx<'_>, agent_id: &str, patch: &AgentPatch) -> Result<Decision, DomainError> {
+pub(crate) fn update(
+    ctx: &Ctx<'_>,
+    agent_id: &str,
+    patch: &AgentPatch,
+) -> Result<Decision, DomainError> {
     ctx.require_admin("update an agent")?;
     let current = visible_agent(ctx, agent_id)?;
     if current.status == AgentStatus::Terminated {
-        return Err(DomainError::conflict("a terminated agent cannot be changed"));
+        return Err(DomainError::conflict(
+            "a terminated agent cannot be changed",
+        ));
     }
     let mut agent = current.clone();
     if let Some(name) = &patch.name {
         agent.name = require_text("name", name, 100)?;
         if name_taken(ctx, &agent.company_id, &agent.name, Some(agent_id)) {
-            return Err(DomainError::conflict(format!("an agent named {} already exists in this company", agent.name)));
+            return Err(DomainError::conflict(format!(
+                "an agent named {} already exists in this company",
+                agent.name
+            )));
         }
     }
     if let Some(role) = &patch.role {
@@ -130,10 +172,18 @@ pub(crate) fn update(ctx: &Ctx<'_>, agent_id: &str, patch: &AgentPatch) -> Resul
     agent.updated_at = ctx.now();
     let details = serde_json::to_value(patch).unwrap_or(serde_json::Value::Null);
     let note = agent_note(&agent, details);
-    Ok(Decision { outcome: Outcome::Agent(agent.clone()), changes: vec![Change::Agent(agent)], note })
+    Ok(Decision {
+        outcome: Outcome::Agent(agent.clone()),
+        changes: vec![Change::Agent(agent)],
+        note,
+    })
 }
 
-pub(crate) fn pause(ctx: &Ctx<'_>, agent_id: &str, reason: PauseReason) -> Result<Decision, DomainError> {
+pub(crate) fn pause(
+    ctx: &Ctx<'_>,
+    agent_id: &str,
+    reason: PauseReason,
+) -> Result<Decision, DomainError> {
     ctx.require_admin("pause an agent")?;
     let current = visible_agent(ctx, agent_id)?;
     if current.status == AgentStatus::Terminated {
@@ -144,21 +194,31 @@ pub(crate) fn pause(ctx: &Ctx<'_>, agent_id: &str, reason: PauseReason) -> Resul
     agent.pause_reason = Some(reason);
     agent.updated_at = ctx.now();
     let note = agent_note(&agent, json!({ "reason": reason }));
-    Ok(Decision { outcome: Outcome::Agent(agent.clone()), changes: vec![Change::Agent(agent)], note })
+    Ok(Decision {
+        outcome: Outcome::Agent(agent.clone()),
+        changes: vec![Change::Agent(agent)],
+        note,
+    })
 }
 
 pub(crate) fn resume(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, DomainError> {
     ctx.require_admin("resume an agent")?;
     let current = visible_agent(ctx, agent_id)?;
     if current.status == AgentStatus::Terminated {
-        return Err(DomainError::conflict("a terminated agent cannot be resumed"));
+        return Err(DomainError::conflict(
+            "a terminated agent cannot be resumed",
+        ));
     }
     let mut agent = current.clone();
     agent.status = AgentStatus::Active;
     agent.pause_reason = None;
     agent.updated_at = ctx.now();
     let note = agent_note(&agent, json!({}));
-    Ok(Decision { outcome: Outcome::Agent(agent.clone()), changes: vec![Change::Agent(agent)], note })
+    Ok(Decision {
+        outcome: Outcome::Agent(agent.clone()),
+        changes: vec![Change::Agent(agent)],
+        note,
+    })
 }
 
 /// Termination is final: the agent's keys are revoked and its live runs are cancelled, which
@@ -175,20 +235,42 @@ pub(crate) fn terminate(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, Domai
     agent.updated_at = ctx.now();
     let mut changes = Vec::new();
     let mut cancelled_runs = Vec::new();
-    for run in ctx.state.runs.values().filter(|r| r.agent_id == agent_id && r.status.is_live()) {
+    for run in ctx
+        .state
+        .runs
+        .values()
+        .filter(|r| r.agent_id == agent_id && r.status.is_live())
+    {
         cancelled_runs.push(run.id.clone());
-        changes.extend(end_run(ctx, run, RunStatus::Cancelled, Some("agent_terminated")));
+        changes.extend(end_run(
+            ctx,
+            run,
+            RunStatus::Cancelled,
+            Some("agent_terminated"),
+        ));
     }
     let mut revoked_keys = Vec::new();
-    for cred in ctx.state.credentials.values().filter(|c| c.agent_id.as_deref() == Some(agent_id) && !c.revoked) {
+    for cred in ctx
+        .state
+        .credentials
+        .values()
+        .filter(|c| c.agent_id.as_deref() == Some(agent_id) && !c.revoked)
+    {
         let mut revoked = cred.clone();
         revoked.revoked = true;
         revoked_keys.push(cred.id.clone());
         changes.push(Change::Credential(revoked));
     }
     changes.push(Change::Agent(agent.clone()));
-    let note = agent_note(&agent, json!({ "cancelledRuns": cancelled_runs, "revokedKeys": revoked_keys }));
-    Ok(Decision { outcome: Outcome::Agent(agent), changes, note })
+    let note = agent_note(
+        &agent,
+        json!({ "cancelledRuns": cancelled_runs, "revokedKeys": revoked_keys }),
+    );
+    Ok(Decision {
+        outcome: Outcome::Agent(agent),
+        changes,
+        note,
+    })
 }
 
 pub(crate) fn create_credential(
@@ -203,23 +285,37 @@ pub(crate) fn create_credential(
     require_id("id", id)?;
     let name = require_text("name", name, 100)?;
     if token_hash.len() != 64 || !token_hash.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err(DomainError::invalid("tokenHash", "must be a hex SHA-256 digest"));
+        return Err(DomainError::invalid(
+            "tokenHash",
+            "must be a hex SHA-256 digest",
+        ));
     }
-    if ctx.state.credentials.contains_key(id) || ctx.state.credential_by_token_hash(token_hash).is_some() {
-        return Err(DomainError::AlreadyExists { entity: "credential".into(), id: id.into() });
+    if ctx.state.credentials.contains_key(id)
+        || ctx.state.credential_by_token_hash(token_hash).is_some()
+    {
+        return Err(DomainError::AlreadyExists {
+            entity: "credential".into(),
+            id: id.into(),
+        });
     }
     let (agent_id, company_id) = match kind {
         CredentialKind::Admin => {
             if agent_id.is_some() {
-                return Err(DomainError::invalid("agentId", "admin tokens belong to no agent"));
+                return Err(DomainError::invalid(
+                    "agentId",
+                    "admin tokens belong to no agent",
+                ));
             }
             if ctx.actor.company_id.is_some() {
-                return Err(DomainError::forbidden("a company-scoped token cannot mint admin tokens"));
+                return Err(DomainError::forbidden(
+                    "a company-scoped token cannot mint admin tokens",
+                ));
             }
             (None, None)
         }
         CredentialKind::AgentKey => {
-            let agent_id = agent_id.ok_or_else(|| DomainError::invalid("agentId", "an agent key needs an agent"))?;
+            let agent_id = agent_id
+                .ok_or_else(|| DomainError::invalid("agentId", "an agent key needs an agent"))?;
             let agent = visible_agent(ctx, agent_id)?;
             if agent.status == AgentStatus::Terminated {
                 return Err(DomainError::conflict("a terminated agent cannot get keys"));

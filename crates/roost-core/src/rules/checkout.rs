@@ -19,22 +19,33 @@ pub(crate) fn checkout(
     let issue = visible_issue(ctx, issue_id)?;
     if let Some(own) = ctx.actor.agent_id() {
         if own != agent_id {
-            return Err(DomainError::forbidden("an agent can only check out issues for itself"));
+            return Err(DomainError::forbidden(
+                "an agent can only check out issues for itself",
+            ));
         }
     }
     if expected.is_empty() {
-        return Err(DomainError::invalid("expectedStatuses", "must name at least one status"));
+        return Err(DomainError::invalid(
+            "expectedStatuses",
+            "must name at least one status",
+        ));
     }
-    let run_id = ctx
-        .actor
-        .run_id
-        .as_deref()
-        .ok_or_else(|| DomainError::invalid("runId", "a checkout needs a run (X-Roost-Run-Id header)"))?;
-    let run = ctx.fence()?.ok_or_else(|| DomainError::not_found("run", run_id))?;
+    let run_id = ctx.actor.run_id.as_deref().ok_or_else(|| {
+        DomainError::invalid("runId", "a checkout needs a run (X-Roost-Run-Id header)")
+    })?;
+    let run = ctx
+        .fence()?
+        .ok_or_else(|| DomainError::not_found("run", run_id))?;
     if run.agent_id != agent_id {
-        return Err(DomainError::forbidden(format!("run {run_id} belongs to another agent")));
+        return Err(DomainError::forbidden(format!(
+            "run {run_id} belongs to another agent"
+        )));
     }
-    let agent = ctx.state.agents.get(agent_id).ok_or_else(|| DomainError::not_found("agent", agent_id))?;
+    let agent = ctx
+        .state
+        .agents
+        .get(agent_id)
+        .ok_or_else(|| DomainError::not_found("agent", agent_id))?;
     if agent.company_id != issue.company_id {
         return Err(DomainError::not_found("agent", agent_id));
     }
@@ -55,13 +66,19 @@ pub(crate) fn checkout(
         });
     }
     if agent.status != AgentStatus::Active {
-        return Err(DomainError::conflict(format!("agent {agent_id} is {}", agent.status)));
+        return Err(DomainError::conflict(format!(
+            "agent {agent_id} is {}",
+            agent.status
+        )));
     }
     let blockers = unresolved_blockers(ctx, issue);
     if !blockers.is_empty() {
         return Err(DomainError::invariant(
             "unresolved_blockers",
-            format!("issue is blocked by unresolved issues: {}", blockers.join(", ")),
+            format!(
+                "issue is blocked by unresolved issues: {}",
+                blockers.join(", ")
+            ),
         ));
     }
     if !expected.contains(&issue.status) {
@@ -75,7 +92,12 @@ pub(crate) fn checkout(
     next.assignee_agent_id = Some(agent_id.into());
     next.assignee_user_id = None;
     next.status = IssueStatus::InProgress;
-    next.set_checkout(Some(Checkout { agent_id: agent_id.into(), run_id: run_id.into(), token: ctx.index, at: ctx.now() }));
+    next.set_checkout(Some(Checkout {
+        agent_id: agent_id.into(),
+        run_id: run_id.into(),
+        token: ctx.index,
+        at: ctx.now(),
+    }));
     if next.started_at.is_none() {
         next.started_at = Some(ctx.now());
     }
@@ -90,8 +112,19 @@ fn decision(issue: Issue, kind: &str, token: u64) -> Decision {
         entity_id: issue.id.clone(),
         details: json!({ "token": token, "checkout": kind, "agentId": issue.assignee_agent_id }),
     };
-    let changes = if kind == "new" { vec![Change::Issue(issue.clone())] } else { Vec::new() };
-    Decision { outcome: Outcome::Issue { issue, comment: None }, changes, note }
+    let changes = if kind == "new" {
+        vec![Change::Issue(issue.clone())]
+    } else {
+        Vec::new()
+    };
+    Decision {
+        outcome: Outcome::Issue {
+            issue,
+            comment: None,
+        },
+        changes,
+        note,
+    }
 }
 
 /// Release hands the issue back: status `todo`, no assignee, no checkout. Only the holding run
@@ -121,5 +154,12 @@ pub(crate) fn release(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainE
         entity_id: next.id.clone(),
         details: json!({ "releasedToken": released_token }),
     };
-    Ok(Decision { outcome: Outcome::Issue { issue: next.clone(), comment: None }, changes: vec![Change::Issue(next)], note })
+    Ok(Decision {
+        outcome: Outcome::Issue {
+            issue: next.clone(),
+            comment: None,
+        },
+        changes: vec![Change::Issue(next)],
+        note,
+    })
 }

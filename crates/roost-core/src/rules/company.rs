@@ -8,25 +8,45 @@ use crate::entity::Company;
 use crate::error::DomainError;
 use crate::state::{ActivityNote, Change, Decision};
 
-pub(crate) fn create(ctx: &Ctx<'_>, id: &str, name: &str, prefix: &str) -> Result<Decision, DomainError> {
+pub(crate) fn create(
+    ctx: &Ctx<'_>,
+    id: &str,
+    name: &str,
+    prefix: &str,
+) -> Result<Decision, DomainError> {
     ctx.require_admin("create a company")?;
     if ctx.actor.company_id.is_some() {
-        return Err(DomainError::forbidden("a company-scoped token cannot create companies"));
+        return Err(DomainError::forbidden(
+            "a company-scoped token cannot create companies",
+        ));
     }
     require_id("id", id)?;
     let name = require_text("name", name, 200)?;
     let prefix = prefix.trim().to_ascii_uppercase();
-    if prefix.is_empty() || prefix.len() > 10 || !prefix.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(DomainError::invalid("issuePrefix", "must be 1-10 letters or digits"));
+    if prefix.is_empty() || prefix.len() > 10 || !prefix.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        return Err(DomainError::invalid(
+            "issuePrefix",
+            "must be 1-10 letters or digits",
+        ));
     }
     if !prefix.starts_with(|c: char| c.is_ascii_alphabetic()) {
-        return Err(DomainError::invalid("issuePrefix", "must start with a letter"));
+        return Err(DomainError::invalid(
+            "issuePrefix",
+            "must start with a letter",
+        ));
     }
     if ctx.state.companies.contains_key(id) {
-        return Err(DomainError::AlreadyExists { entity: "company".into(), id: id.into() });
+        return Err(DomainError::AlreadyExists {
+            entity: "company".into(),
+            id: id.into(),
+        });
     }
     if ctx.state.company_by_prefix(&prefix).is_some() {
-        return Err(DomainError::AlreadyExists { entity: "issuePrefix".into(), id: prefix });
+        return Err(DomainError::AlreadyExists {
+            entity: "issuePrefix".into(),
+            id: prefix,
+        });
     }
     let company = Company {
         id: id.into(),

@@ -18,14 +18,20 @@ const MAX_BLOCKERS: usize = 100;
 
 /// Finds an issue the actor may see.
 pub(crate) fn visible_issue<'a>(ctx: &Ctx<'a>, issue_id: &str) -> Result<&'a Issue, DomainError> {
-    let issue = ctx.state.issues.get(issue_id).ok_or_else(|| DomainError::not_found("issue", issue_id))?;
+    let issue = ctx
+        .state
+        .issues
+        .get(issue_id)
+        .ok_or_else(|| DomainError::not_found("issue", issue_id))?;
     ctx.require_company(&issue.company_id, "issue", issue_id)?;
     Ok(issue)
 }
 
 /// An agent may not write to an issue that another live run holds.
 pub(crate) fn require_not_held_by_other(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
-    let (Some(checkout), Some(_)) = (&issue.checkout, ctx.actor.agent_id()) else { return Ok(()) };
+    let (Some(checkout), Some(_)) = (&issue.checkout, ctx.actor.agent_id()) else {
+        return Ok(());
+    };
     if ctx.actor.run_id.as_deref() == Some(checkout.run_id.as_str()) {
         return Ok(());
     }
@@ -38,16 +44,30 @@ pub(crate) fn require_not_held_by_other(ctx: &Ctx<'_>, issue: &Issue) -> Result<
     })
 }
 
-pub(crate) fn create(ctx: &Ctx<'_>, id: &str, company_id: &str, fields: &IssuePatch) -> Result<Decision, DomainError> {
+pub(crate) fn create(
+    ctx: &Ctx<'_>,
+    id: &str,
+    company_id: &str,
+    fields: &IssuePatch,
+) -> Result<Decision, DomainError> {
     require_id("id", id)?;
     ctx.fence()?;
-    let company =
-        ctx.state.companies.get(company_id).ok_or_else(|| DomainError::not_found("company", company_id))?;
+    let company = ctx
+        .state
+        .companies
+        .get(company_id)
+        .ok_or_else(|| DomainError::not_found("company", company_id))?;
     ctx.require_company(company_id, "company", company_id)?;
     if ctx.state.issues.contains_key(id) {
-        return Err(DomainError::AlreadyExists { entity: "issue".into(), id: id.into() });
+        return Err(DomainError::AlreadyExists {
+            entity: "issue".into(),
+            id: id.into(),
+        });
     }
-    let title = fields.title.as_deref().ok_or_else(|| DomainError::invalid("title", "is required"))?;
+    let title = fields
+        .title
+        .as_deref()
+        .ok_or_else(|| DomainError::invalid("title", "is required"))?;
     let mut company = company.clone();
     company.issue_counter += 1;
     company.updated_at = ctx.now();
@@ -69,7 +89,8 @@ pub(crate) fn create(ctx: &Ctx<'_>, id: &str, company_id: &str, fields: &IssuePa
         checkout_run_id: None,
         execution_run_id: None,
         created_by_agent_id: ctx.actor.agent_id().map(str::to_string),
-        created_by_user_id: (ctx.actor.kind == crate::command::ActorKind::User).then(|| ctx.actor.id.clone()),
+        created_by_user_id: (ctx.actor.kind == crate::command::ActorKind::User)
+            .then(|| ctx.actor.id.clone()),
         started_at: None,
         completed_at: None,
         cancelled_at: None,
@@ -84,7 +105,10 @@ pub(crate) fn create(ctx: &Ctx<'_>, id: &str, company_id: &str, fields: &IssuePa
         details: json!({ "identifier": issue.identifier, "title": issue.title, "status": issue.status }),
     };
     Ok(Decision {
-        outcome: Outcome::Issue { issue: issue.clone(), comment: None },
+        outcome: Outcome::Issue {
+            issue: issue.clone(),
+            comment: None,
+        },
         changes: vec![Change::Company(company), Change::Issue(issue)],
         note,
     })
@@ -126,10 +150,18 @@ pub(crate) fn update(
         entity_id: issue.id.clone(),
         details,
     };
-    Ok(Decision { outcome: Outcome::Issue { issue, comment }, changes, note })
+    Ok(Decision {
+        outcome: Outcome::Issue { issue, comment },
+        changes,
+        note,
+    })
 }
 
-pub(crate) fn add_comment(ctx: &Ctx<'_>, issue_id: &str, new: &NewComment) -> Result<Decision, DomainError> {
+pub(crate) fn add_comment(
+    ctx: &Ctx<'_>,
+    issue_id: &str,
+    new: &NewComment,
+) -> Result<Decision, DomainError> {
     let issue = visible_issue(ctx, issue_id)?;
     ctx.fence()?;
     let comment = new_comment(ctx, issue, new)?;
@@ -139,13 +171,20 @@ pub(crate) fn add_comment(ctx: &Ctx<'_>, issue_id: &str, new: &NewComment) -> Re
         entity_id: issue.id.clone(),
         details: json!({ "commentId": comment.id }),
     };
-    Ok(Decision { outcome: Outcome::Comment(comment.clone()), changes: vec![Change::Comment(comment)], note })
+    Ok(Decision {
+        outcome: Outcome::Comment(comment.clone()),
+        changes: vec![Change::Comment(comment)],
+        note,
+    })
 }
 
 fn new_comment(ctx: &Ctx<'_>, issue: &Issue, new: &NewComment) -> Result<Comment, DomainError> {
     require_id("comment.id", &new.id)?;
     if ctx.state.comments.contains_key(&new.id) {
-        return Err(DomainError::AlreadyExists { entity: "comment".into(), id: new.id.clone() });
+        return Err(DomainError::AlreadyExists {
+            entity: "comment".into(),
+            id: new.id.clone(),
+        });
     }
     let body = require_text("body", &new.body, MAX_COMMENT)?;
     Ok(Comment {
@@ -154,7 +193,8 @@ fn new_comment(ctx: &Ctx<'_>, issue: &Issue, new: &NewComment) -> Result<Comment
         issue_id: issue.id.clone(),
         body,
         author_agent_id: ctx.actor.agent_id().map(str::to_string),
-        author_user_id: (ctx.actor.kind == crate::command::ActorKind::User).then(|| ctx.actor.id.clone()),
+        author_user_id: (ctx.actor.kind == crate::command::ActorKind::User)
+            .then(|| ctx.actor.id.clone()),
         created_by_run_id: ctx.actor.run_id.clone(),
         created_at: ctx.now(),
     })
@@ -169,7 +209,10 @@ fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(
     if let Some(description) = &patch.description {
         if let Some(d) = description {
             if d.chars().count() > MAX_DESCRIPTION {
-                return Err(DomainError::invalid("description", format!("must be at most {MAX_DESCRIPTION} characters")));
+                return Err(DomainError::invalid(
+                    "description",
+                    format!("must be at most {MAX_DESCRIPTION} characters"),
+                ));
             }
         }
         issue.description = description.clone();
@@ -191,22 +234,37 @@ fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(
     }
     if let Some(blockers) = &patch.blocked_by_issue_ids {
         let mut seen = BTreeSet::new();
-        issue.blocked_by_issue_ids = blockers.iter().filter(|b| seen.insert(b.as_str())).cloned().collect();
+        issue.blocked_by_issue_ids = blockers
+            .iter()
+            .filter(|b| seen.insert(b.as_str()))
+            .cloned()
+            .collect();
     }
     if let Some(code) = &patch.billing_code {
         issue.billing_code = code.clone();
     }
 
     if issue.assignee_agent_id.is_some() && issue.assignee_user_id.is_some() {
-        return Err(DomainError::invariant("single_assignee", "Issue can only have one assignee"));
+        return Err(DomainError::invariant(
+            "single_assignee",
+            "Issue can only have one assignee",
+        ));
     }
     if let Some(agent_id) = &issue.assignee_agent_id {
         match ctx.state.agents.get(agent_id) {
             Some(a) if a.company_id == issue.company_id && a.status != AgentStatus::Terminated => {}
             Some(a) if a.company_id == issue.company_id => {
-                return Err(DomainError::invariant("assignee_active", "a terminated agent cannot be assigned"))
+                return Err(DomainError::invariant(
+                    "assignee_active",
+                    "a terminated agent cannot be assigned",
+                ))
             }
-            _ => return Err(DomainError::invariant("assignee_exists", format!("no agent {agent_id} in this company"))),
+            _ => {
+                return Err(DomainError::invariant(
+                    "assignee_exists",
+                    format!("no agent {agent_id} in this company"),
+                ))
+            }
         }
     }
     if let Some(user) = &issue.assignee_user_id {
@@ -216,7 +274,10 @@ fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(
         && issue.assignee_agent_id.is_none()
         && issue.assignee_user_id.is_none()
     {
-        return Err(DomainError::invariant("in_progress_needs_assignee", "an in_progress issue must have an assignee"));
+        return Err(DomainError::invariant(
+            "in_progress_needs_assignee",
+            "an in_progress issue must have an assignee",
+        ));
     }
     check_parent(ctx, issue)?;
     check_blockers(ctx, issue)?;
@@ -226,7 +287,9 @@ fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(
     if let Some(checkout) = issue.checkout.clone() {
         let reassigned = issue.assignee_agent_id.as_deref() != Some(checkout.agent_id.as_str());
         if reassigned && !ctx.is_admin() {
-            return Err(DomainError::conflict("only an administrator can reassign an issue that is checked out"));
+            return Err(DomainError::conflict(
+                "only an administrator can reassign an issue that is checked out",
+            ));
         }
         if reassigned || issue.status.is_terminal() {
             issue.set_checkout(None);
@@ -234,7 +297,9 @@ fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(
     }
     if issue.status != before_status {
         match issue.status {
-            IssueStatus::InProgress if issue.started_at.is_none() => issue.started_at = Some(ctx.now()),
+            IssueStatus::InProgress if issue.started_at.is_none() => {
+                issue.started_at = Some(ctx.now())
+            }
             IssueStatus::Done => issue.completed_at = Some(ctx.now()),
             IssueStatus::Cancelled => issue.cancelled_at = Some(ctx.now()),
             _ => {}
@@ -244,18 +309,34 @@ fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(
 }
 
 fn check_parent(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
-    let Some(parent_id) = &issue.parent_id else { return Ok(()) };
+    let Some(parent_id) = &issue.parent_id else {
+        return Ok(());
+    };
     if parent_id == &issue.id {
-        return Err(DomainError::invariant("parent_cycle", "an issue cannot be its own parent"));
+        return Err(DomainError::invariant(
+            "parent_cycle",
+            "an issue cannot be its own parent",
+        ));
     }
     let mut cursor = Some(parent_id.clone());
     let mut steps = 0usize;
     while let Some(id) = cursor {
-        let Some(p) = ctx.state.issues.get(&id).filter(|p| p.company_id == issue.company_id) else {
-            return Err(DomainError::invariant("parent_exists", format!("no issue {id} in this company")));
+        let Some(p) = ctx
+            .state
+            .issues
+            .get(&id)
+            .filter(|p| p.company_id == issue.company_id)
+        else {
+            return Err(DomainError::invariant(
+                "parent_exists",
+                format!("no issue {id} in this company"),
+            ));
         };
         if p.id == issue.id {
-            return Err(DomainError::invariant("parent_cycle", "the parent chain would form a cycle"));
+            return Err(DomainError::invariant(
+                "parent_cycle",
+                "the parent chain would form a cycle",
+            ));
         }
         steps += 1;
         if steps > ctx.state.issues.len() {
@@ -269,22 +350,43 @@ fn check_parent(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
 /// `blocked_by` must name issues of the same company and never form a cycle.
 fn check_blockers(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
     if issue.blocked_by_issue_ids.len() > MAX_BLOCKERS {
-        return Err(DomainError::invalid("blockedByIssueIds", format!("at most {MAX_BLOCKERS} blockers")));
+        return Err(DomainError::invalid(
+            "blockedByIssueIds",
+            format!("at most {MAX_BLOCKERS} blockers"),
+        ));
     }
     for blocker in &issue.blocked_by_issue_ids {
         if blocker == &issue.id {
-            return Err(DomainError::invariant("self_block", "an issue cannot block itself"));
+            return Err(DomainError::invariant(
+                "self_block",
+                "an issue cannot block itself",
+            ));
         }
-        if !ctx.state.issues.get(blocker).is_some_and(|b| b.company_id == issue.company_id) {
-            return Err(DomainError::invariant("blocker_exists", format!("no issue {blocker} in this company")));
+        if !ctx
+            .state
+            .issues
+            .get(blocker)
+            .is_some_and(|b| b.company_id == issue.company_id)
+        {
+            return Err(DomainError::invariant(
+                "blocker_exists",
+                format!("no issue {blocker} in this company"),
+            ));
         }
     }
     // Walk from each new blocker along blocked_by edges; reaching the issue means a cycle.
-    let mut stack: Vec<&str> = issue.blocked_by_issue_ids.iter().map(String::as_str).collect();
+    let mut stack: Vec<&str> = issue
+        .blocked_by_issue_ids
+        .iter()
+        .map(String::as_str)
+        .collect();
     let mut visited = BTreeSet::new();
     while let Some(id) = stack.pop() {
         if id == issue.id {
-            return Err(DomainError::invariant("blocked_by_cycle", "blocked_by would form a cycle"));
+            return Err(DomainError::invariant(
+                "blocked_by_cycle",
+                "blocked_by would form a cycle",
+            ));
         }
         if !visited.insert(id) {
             continue;
@@ -301,7 +403,12 @@ pub(crate) fn unresolved_blockers<'a>(ctx: &Ctx<'a>, issue: &'a Issue) -> Vec<&'
     issue
         .blocked_by_issue_ids
         .iter()
-        .filter(|b| ctx.state.issues.get(b.as_str()).is_some_and(|i| !i.status.is_terminal()))
+        .filter(|b| {
+            ctx.state
+                .issues
+                .get(b.as_str())
+                .is_some_and(|i| !i.status.is_terminal())
+        })
         .map(String::as_str)
         .collect()
 }

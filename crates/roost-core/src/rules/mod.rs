@@ -15,28 +15,58 @@ use crate::error::DomainError;
 use crate::state::{Decision, State};
 
 pub(crate) fn decide(state: &State, index: u64, env: &Envelope) -> Result<Decision, DomainError> {
-    let ctx = Ctx { state, index, env, actor: &env.actor };
+    let ctx = Ctx {
+        state,
+        index,
+        env,
+        actor: &env.actor,
+    };
     match &env.command {
-        Command::CreateCompany { id, name, issue_prefix } => company::create(&ctx, id, name, issue_prefix),
-        Command::CreateCredential { id, kind, name, agent_id, token_hash } => {
-            agent::create_credential(&ctx, id, *kind, name, agent_id.as_deref(), token_hash)
-        }
+        Command::CreateCompany {
+            id,
+            name,
+            issue_prefix,
+        } => company::create(&ctx, id, name, issue_prefix),
+        Command::CreateCredential {
+            id,
+            kind,
+            name,
+            agent_id,
+            token_hash,
+        } => agent::create_credential(&ctx, id, *kind, name, agent_id.as_deref(), token_hash),
         Command::CreateAgent { .. } => agent::create(&ctx, &env.command),
         Command::UpdateAgent { agent_id, patch } => agent::update(&ctx, agent_id, patch),
         Command::PauseAgent { agent_id, reason } => agent::pause(&ctx, agent_id, *reason),
         Command::ResumeAgent { agent_id } => agent::resume(&ctx, agent_id),
         Command::TerminateAgent { agent_id } => agent::terminate(&ctx, agent_id),
-        Command::CreateIssue { id, company_id, fields } => issue::create(&ctx, id, company_id, fields),
-        Command::UpdateIssue { issue_id, patch, comment } => issue::update(&ctx, issue_id, patch, comment.as_ref()),
+        Command::CreateIssue {
+            id,
+            company_id,
+            fields,
+        } => issue::create(&ctx, id, company_id, fields),
+        Command::UpdateIssue {
+            issue_id,
+            patch,
+            comment,
+        } => issue::update(&ctx, issue_id, patch, comment.as_ref()),
         Command::AddComment { issue_id, comment } => issue::add_comment(&ctx, issue_id, comment),
-        Command::Checkout { issue_id, agent_id, expected_statuses } => {
-            checkout::checkout(&ctx, issue_id, agent_id, expected_statuses)
-        }
+        Command::Checkout {
+            issue_id,
+            agent_id,
+            expected_statuses,
+        } => checkout::checkout(&ctx, issue_id, agent_id, expected_statuses),
         Command::Release { issue_id } => checkout::release(&ctx, issue_id),
-        Command::StartRun { id, agent_id, issue_id, invocation_source } => {
-            run::start(&ctx, id, agent_id, issue_id.as_deref(), invocation_source)
-        }
-        Command::FinishRun { run_id, status, error } => run::finish(&ctx, run_id, *status, error.as_deref()),
+        Command::StartRun {
+            id,
+            agent_id,
+            issue_id,
+            invocation_source,
+        } => run::start(&ctx, id, agent_id, issue_id.as_deref(), invocation_source),
+        Command::FinishRun {
+            run_id,
+            status,
+            error,
+        } => run::finish(&ctx, run_id, *status, error.as_deref()),
     }
 }
 
@@ -57,13 +87,20 @@ impl Ctx<'_> {
         if self.is_admin() {
             Ok(())
         } else {
-            Err(DomainError::forbidden(format!("only an administrator can {what}")))
+            Err(DomainError::forbidden(format!(
+                "only an administrator can {what}"
+            )))
         }
     }
 
     /// Company scoping: an actor bound to a company never reads or writes another. Objects of
     /// another company are reported as not found so their existence does not leak.
-    pub fn require_company(&self, company_id: &str, entity: &str, id: &str) -> Result<(), DomainError> {
+    pub fn require_company(
+        &self,
+        company_id: &str,
+        entity: &str,
+        id: &str,
+    ) -> Result<(), DomainError> {
         match &self.actor.company_id {
             Some(own) if own != company_id => Err(DomainError::not_found(entity, id)),
             _ => Ok(()),
@@ -73,17 +110,27 @@ impl Ctx<'_> {
     /// Fencing (DESIGN.md section 5): a write made for a run is accepted only while that run is
     /// live, and only from the agent that owns it.
     pub fn fence(&self) -> Result<Option<&Run>, DomainError> {
-        let Some(run_id) = &self.actor.run_id else { return Ok(None) };
+        let Some(run_id) = &self.actor.run_id else {
+            return Ok(None);
+        };
         let Some(run) = self.state.runs.get(run_id) else {
-            return Err(DomainError::StaleRun { run_id: run_id.clone(), status: "unknown".into() });
+            return Err(DomainError::StaleRun {
+                run_id: run_id.clone(),
+                status: "unknown".into(),
+            });
         };
         if let Some(agent_id) = self.actor.agent_id() {
             if run.agent_id != agent_id {
-                return Err(DomainError::forbidden(format!("run {run_id} belongs to another agent")));
+                return Err(DomainError::forbidden(format!(
+                    "run {run_id} belongs to another agent"
+                )));
             }
         }
         if !run.status.is_live() {
-            return Err(DomainError::StaleRun { run_id: run_id.clone(), status: run.status.as_str().into() });
+            return Err(DomainError::StaleRun {
+                run_id: run_id.clone(),
+                status: run.status.as_str().into(),
+            });
         }
         Ok(Some(run))
     }
@@ -94,13 +141,20 @@ impl Ctx<'_> {
 }
 
 /// Validates a required human-readable text field.
-pub(crate) fn require_text(field: &str, value: &str, max_chars: usize) -> Result<String, DomainError> {
+pub(crate) fn require_text(
+    field: &str,
+    value: &str,
+    max_chars: usize,
+) -> Result<String, DomainError> {
     let trimmed = value.trim();
     if trimmed.is_empty() {
         return Err(DomainError::invalid(field, "must not be empty"));
     }
     if trimmed.chars().count() > max_chars {
-        return Err(DomainError::invalid(field, format!("must be at most {max_chars} characters")));
+        return Err(DomainError::invalid(
+            field,
+            format!("must be at most {max_chars} characters"),
+        ));
     }
     Ok(trimmed.to_string())
 }
@@ -109,11 +163,16 @@ pub(crate) fn require_text(field: &str, value: &str, max_chars: usize) -> Result
 pub(crate) fn require_id(field: &str, value: &str) -> Result<(), DomainError> {
     let ok = !value.is_empty()
         && value.len() <= 64
-        && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
     if ok {
         Ok(())
     } else {
-        Err(DomainError::invalid(field, "must be 1-64 characters of [A-Za-z0-9_-]"))
+        Err(DomainError::invalid(
+            field,
+            "must be 1-64 characters of [A-Za-z0-9_-]",
+        ))
     }
 }
 

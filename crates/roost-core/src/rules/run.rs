@@ -22,15 +22,26 @@ pub(crate) fn start(
     let source = require_text("invocationSource", source, 50)?;
     let agent = visible_agent(ctx, agent_id)?;
     if agent.status != AgentStatus::Active {
-        return Err(DomainError::conflict(format!("agent {agent_id} is {}", agent.status)));
+        return Err(DomainError::conflict(format!(
+            "agent {agent_id} is {}",
+            agent.status
+        )));
     }
     if let Some(issue_id) = issue_id {
-        if !ctx.state.issues.get(issue_id).is_some_and(|i| i.company_id == agent.company_id) {
+        if !ctx
+            .state
+            .issues
+            .get(issue_id)
+            .is_some_and(|i| i.company_id == agent.company_id)
+        {
             return Err(DomainError::not_found("issue", issue_id));
         }
     }
     if ctx.state.runs.contains_key(id) {
-        return Err(DomainError::AlreadyExists { entity: "run".into(), id: id.into() });
+        return Err(DomainError::AlreadyExists {
+            entity: "run".into(),
+            id: id.into(),
+        });
     }
     let run = Run {
         id: id.into(),
@@ -50,7 +61,11 @@ pub(crate) fn start(
         entity_id: run.id.clone(),
         details: json!({ "agentId": agent_id, "issueId": issue_id }),
     };
-    Ok(Decision { outcome: Outcome::Run(run.clone()), changes: vec![Change::Run(run)], note })
+    Ok(Decision {
+        outcome: Outcome::Run(run.clone()),
+        changes: vec![Change::Run(run)],
+        note,
+    })
 }
 
 pub(crate) fn finish(
@@ -59,19 +74,33 @@ pub(crate) fn finish(
     status: RunStatus,
     error: Option<&str>,
 ) -> Result<Decision, DomainError> {
-    let run = ctx.state.runs.get(run_id).ok_or_else(|| DomainError::not_found("run", run_id))?;
+    let run = ctx
+        .state
+        .runs
+        .get(run_id)
+        .ok_or_else(|| DomainError::not_found("run", run_id))?;
     ctx.require_company(&run.company_id, "run", run_id)?;
     match ctx.actor.agent_id() {
         Some(agent) if agent != run.agent_id => return Err(DomainError::not_found("run", run_id)),
         _ => {}
     }
     if status.is_live() {
-        return Err(DomainError::invalid("status", "a run can only be finished with a terminal status"));
+        return Err(DomainError::invalid(
+            "status",
+            "a run can only be finished with a terminal status",
+        ));
     }
     if !run.status.is_live() {
-        return Err(DomainError::StaleRun { run_id: run_id.into(), status: run.status.as_str().into() });
+        return Err(DomainError::StaleRun {
+            run_id: run_id.into(),
+            status: run.status.as_str().into(),
+        });
     }
-    let released: Vec<String> = ctx.state.issues_checked_out_by(run_id).map(|i| i.id.clone()).collect();
+    let released: Vec<String> = ctx
+        .state
+        .issues_checked_out_by(run_id)
+        .map(|i| i.id.clone())
+        .collect();
     let changes = end_run(ctx, run, status, error);
     let ended = changes
         .iter()
@@ -86,5 +115,9 @@ pub(crate) fn finish(
         entity_id: run.id.clone(),
         details: json!({ "status": status, "releasedIssues": released }),
     };
-    Ok(Decision { outcome: Outcome::Run(ended), changes, note })
+    Ok(Decision {
+        outcome: Outcome::Run(ended),
+        changes,
+        note,
+    })
 }

@@ -12,7 +12,13 @@ struct World {
 }
 
 fn admin() -> Actor {
-    Actor { kind: ActorKind::User, id: "admin".into(), credential_id: Some("cred-admin".into()), run_id: None, company_id: None }
+    Actor {
+        kind: ActorKind::User,
+        id: "admin".into(),
+        credential_id: Some("cred-admin".into()),
+        run_id: None,
+        company_id: None,
+    }
 }
 
 fn agent_actor(agent: &str, company: &str, run: Option<&str>) -> Actor {
@@ -27,9 +33,26 @@ fn agent_actor(agent: &str, company: &str, run: Option<&str>) -> Actor {
 
 impl World {
     fn new() -> World {
-        let mut w = World { state: State::new(), index: 0 };
-        w.ok(admin(), Command::CreateCompany { id: "c1".into(), name: "Acme".into(), issue_prefix: "ACM".into() });
-        w.ok(admin(), Command::CreateCompany { id: "c2".into(), name: "Other".into(), issue_prefix: "OTH".into() });
+        let mut w = World {
+            state: State::new(),
+            index: 0,
+        };
+        w.ok(
+            admin(),
+            Command::CreateCompany {
+                id: "c1".into(),
+                name: "Acme".into(),
+                issue_prefix: "ACM".into(),
+            },
+        );
+        w.ok(
+            admin(),
+            Command::CreateCompany {
+                id: "c2".into(),
+                name: "Other".into(),
+                issue_prefix: "OTH".into(),
+            },
+        );
         for (id, company) in [("a1", "c1"), ("a2", "c1"), ("b1", "c2")] {
             w.ok(
                 admin(),
@@ -51,7 +74,12 @@ impl World {
 
     fn run(&mut self, actor: Actor, command: Command) -> Result<Outcome, DomainError> {
         self.index += 1;
-        let env = Envelope { at: Timestamp(1_000 * self.index as i64), actor, command };
+        let env = Envelope {
+            at: Timestamp(1_000 * self.index as i64),
+            actor,
+            command,
+            idempotency_key: None,
+        };
         self.state.apply(self.index, &env).outcome
     }
 
@@ -63,8 +91,18 @@ impl World {
     }
 
     fn issue(&mut self, id: &str, company: &str, patch: IssuePatch) -> Issue {
-        let fields = IssuePatch { title: Some(format!("issue {id}")), ..patch };
-        match self.ok(admin(), Command::CreateIssue { id: id.into(), company_id: company.into(), fields }) {
+        let fields = IssuePatch {
+            title: Some(format!("issue {id}")),
+            ..patch
+        };
+        match self.ok(
+            admin(),
+            Command::CreateIssue {
+                id: id.into(),
+                company_id: company.into(),
+                fields,
+            },
+        ) {
             Outcome::Issue { issue, .. } => issue,
             other => panic!("unexpected {other:?}"),
         }
@@ -73,7 +111,12 @@ impl World {
     fn start_run(&mut self, id: &str, agent: &str) {
         self.ok(
             admin(),
-            Command::StartRun { id: id.into(), agent_id: agent.into(), issue_id: None, invocation_source: "on_demand".into() },
+            Command::StartRun {
+                id: id.into(),
+                agent_id: agent.into(),
+                issue_id: None,
+                invocation_source: "on_demand".into(),
+            },
         );
     }
 
@@ -92,7 +135,11 @@ impl World {
     fn fingerprint(&self) -> String {
         format!(
             "{:?}{:?}{:?}{:?}{}",
-            self.state.companies, self.state.agents, self.state.issues, self.state.runs, self.state.activity_seq
+            self.state.companies,
+            self.state.agents,
+            self.state.issues,
+            self.state.runs,
+            self.state.activity_seq
         )
     }
 }
@@ -107,23 +154,50 @@ fn token_of(outcome: Outcome) -> u64 {
 #[test]
 fn identifiers_count_up_per_company() {
     let mut w = World::new();
-    assert_eq!(w.issue("i1", "c1", IssuePatch::default()).identifier, "ACM-1");
-    assert_eq!(w.issue("i2", "c1", IssuePatch::default()).identifier, "ACM-2");
-    assert_eq!(w.issue("i3", "c2", IssuePatch::default()).identifier, "OTH-1");
-    assert_eq!(w.state.issue_by_ref("acm-2").map(|i| i.id.as_str()), Some("i2"));
+    assert_eq!(
+        w.issue("i1", "c1", IssuePatch::default()).identifier,
+        "ACM-1"
+    );
+    assert_eq!(
+        w.issue("i2", "c1", IssuePatch::default()).identifier,
+        "ACM-2"
+    );
+    assert_eq!(
+        w.issue("i3", "c2", IssuePatch::default()).identifier,
+        "OTH-1"
+    );
+    assert_eq!(
+        w.state.issue_by_ref("acm-2").map(|i| i.id.as_str()),
+        Some("i2")
+    );
 }
 
 #[test]
 fn second_agent_checkout_conflicts_naming_the_holder() {
     let mut w = World::new();
-    w.issue("i1", "c1", IssuePatch { status: Some(IssueStatus::Todo), ..Default::default() });
+    w.issue(
+        "i1",
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
     w.start_run("r1", "a1");
     w.start_run("r2", "a2");
     let token = token_of(w.checkout("i1", "a1", "r1").unwrap());
     let before = w.fingerprint();
     match w.checkout("i1", "a2", "r2") {
-        Err(DomainError::CheckoutConflict { holder_agent_id, holder_run_id, token: t, .. }) => {
-            assert_eq!((holder_agent_id.as_str(), holder_run_id.as_str(), t), ("a1", "r1", token));
+        Err(DomainError::CheckoutConflict {
+            holder_agent_id,
+            holder_run_id,
+            token: t,
+            ..
+        }) => {
+            assert_eq!(
+                (holder_agent_id.as_str(), holder_run_id.as_str(), t),
+                ("a1", "r1", token)
+            );
         }
         other => panic!("expected a conflict, got {other:?}"),
     }
@@ -136,7 +210,14 @@ fn second_agent_checkout_conflicts_naming_the_holder() {
 #[test]
 fn same_run_checkout_is_idempotent_with_the_same_token() {
     let mut w = World::new();
-    w.issue("i1", "c1", IssuePatch { status: Some(IssueStatus::Todo), ..Default::default() });
+    w.issue(
+        "i1",
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
     w.start_run("r1", "a1");
     let first = token_of(w.checkout("i1", "a1", "r1").unwrap());
     let again = token_of(w.checkout("i1", "a1", "r1").unwrap());
@@ -146,7 +227,14 @@ fn same_run_checkout_is_idempotent_with_the_same_token() {
 #[test]
 fn tokens_strictly_increase_across_holders() {
     let mut w = World::new();
-    w.issue("i1", "c1", IssuePatch { status: Some(IssueStatus::Todo), ..Default::default() });
+    w.issue(
+        "i1",
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
     let mut last = 0;
     for round in 0..5 {
         let agent = if round % 2 == 0 { "a1" } else { "a2" };
@@ -155,28 +243,59 @@ fn tokens_strictly_increase_across_holders() {
         let token = token_of(w.checkout("i1", agent, &run).unwrap());
         assert!(token > last, "token {token} after {last}");
         last = token;
-        w.ok(admin(), Command::FinishRun { run_id: run, status: RunStatus::Succeeded, error: None });
+        w.ok(
+            admin(),
+            Command::FinishRun {
+                run_id: run,
+                status: RunStatus::Succeeded,
+                error: None,
+            },
+        );
         // The issue stays in_progress after its run ends; put it back for the next round.
-        w.ok(admin(), Command::UpdateIssue {
-            issue_id: "i1".into(),
-            patch: IssuePatch { status: Some(IssueStatus::Todo), ..Default::default() },
-            comment: None,
-        });
+        w.ok(
+            admin(),
+            Command::UpdateIssue {
+                issue_id: "i1".into(),
+                patch: IssuePatch {
+                    status: Some(IssueStatus::Todo),
+                    ..Default::default()
+                },
+                comment: None,
+            },
+        );
     }
 }
 
 #[test]
 fn ending_a_run_releases_its_checkout_so_a_dead_holder_blocks_nobody() {
     let mut w = World::new();
-    w.issue("i1", "c1", IssuePatch { status: Some(IssueStatus::Todo), ..Default::default() });
+    w.issue(
+        "i1",
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
     w.start_run("r1", "a1");
     w.checkout("i1", "a1", "r1").unwrap();
-    w.ok(admin(), Command::FinishRun { run_id: "r1".into(), status: RunStatus::Lost, error: None });
+    w.ok(
+        admin(),
+        Command::FinishRun {
+            run_id: "r1".into(),
+            status: RunStatus::Lost,
+            error: None,
+        },
+    );
     assert!(w.state.issues["i1"].checkout.is_none());
     w.start_run("r2", "a2");
     let issue = w.run(
         agent_actor("a2", "c1", Some("r2")),
-        Command::Checkout { issue_id: "i1".into(), agent_id: "a2".into(), expected_statuses: vec![IssueStatus::InProgress] },
+        Command::Checkout {
+            issue_id: "i1".into(),
+            agent_id: "a2".into(),
+            expected_statuses: vec![IssueStatus::InProgress],
+        },
     );
     assert!(issue.is_ok(), "{issue:?}");
 }
@@ -184,25 +303,56 @@ fn ending_a_run_releases_its_checkout_so_a_dead_holder_blocks_nobody() {
 #[test]
 fn writes_for_a_finished_run_are_fenced_and_change_nothing() {
     let mut w = World::new();
-    w.issue("i1", "c1", IssuePatch { status: Some(IssueStatus::Todo), ..Default::default() });
+    w.issue(
+        "i1",
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
     w.start_run("r1", "a1");
     w.checkout("i1", "a1", "r1").unwrap();
-    w.ok(admin(), Command::FinishRun { run_id: "r1".into(), status: RunStatus::Succeeded, error: None });
+    w.ok(
+        admin(),
+        Command::FinishRun {
+            run_id: "r1".into(),
+            status: RunStatus::Succeeded,
+            error: None,
+        },
+    );
     let before = w.fingerprint();
     let stale = agent_actor("a1", "c1", Some("r1"));
     let attempts = vec![
-        Command::AddComment { issue_id: "i1".into(), comment: NewComment { id: "cm1".into(), body: "late".into() } },
+        Command::AddComment {
+            issue_id: "i1".into(),
+            comment: NewComment {
+                id: "cm1".into(),
+                body: "late".into(),
+            },
+        },
         Command::UpdateIssue {
             issue_id: "i1".into(),
-            patch: IssuePatch { status: Some(IssueStatus::Done), ..Default::default() },
+            patch: IssuePatch {
+                status: Some(IssueStatus::Done),
+                ..Default::default()
+            },
             comment: None,
         },
-        Command::Release { issue_id: "i1".into() },
-        Command::Checkout { issue_id: "i1".into(), agent_id: "a1".into(), expected_statuses: vec![IssueStatus::InProgress] },
+        Command::Release {
+            issue_id: "i1".into(),
+        },
+        Command::Checkout {
+            issue_id: "i1".into(),
+            agent_id: "a1".into(),
+            expected_statuses: vec![IssueStatus::InProgress],
+        },
     ];
     for command in attempts {
         match w.run(stale.clone(), command.clone()) {
-            Err(DomainError::StaleRun { run_id, status }) => assert_eq!((run_id.as_str(), status.as_str()), ("r1", "succeeded")),
+            Err(DomainError::StaleRun { run_id, status }) => {
+                assert_eq!((run_id.as_str(), status.as_str()), ("r1", "succeeded"))
+            }
             other => panic!("{command:?}: expected stale_run, got {other:?}"),
         }
     }
@@ -212,7 +362,14 @@ fn writes_for_a_finished_run_are_fenced_and_change_nothing() {
 #[test]
 fn another_agents_run_cannot_write_to_a_held_issue() {
     let mut w = World::new();
-    w.issue("i1", "c1", IssuePatch { status: Some(IssueStatus::Todo), ..Default::default() });
+    w.issue(
+        "i1",
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
     w.start_run("r1", "a1");
     w.start_run("r2", "a2");
     w.checkout("i1", "a1", "r1").unwrap();
@@ -220,40 +377,98 @@ fn another_agents_run_cannot_write_to_a_held_issue() {
         agent_actor("a2", "c1", Some("r2")),
         Command::UpdateIssue {
             issue_id: "i1".into(),
-            patch: IssuePatch { status: Some(IssueStatus::Done), ..Default::default() },
+            patch: IssuePatch {
+                status: Some(IssueStatus::Done),
+                ..Default::default()
+            },
             comment: None,
         },
     );
-    assert!(matches!(result, Err(DomainError::CheckoutConflict { .. })), "{result:?}");
-    let release = w.run(agent_actor("a2", "c1", Some("r2")), Command::Release { issue_id: "i1".into() });
-    assert!(matches!(release, Err(DomainError::CheckoutConflict { .. })), "{release:?}");
+    assert!(
+        matches!(result, Err(DomainError::CheckoutConflict { .. })),
+        "{result:?}"
+    );
+    let release = w.run(
+        agent_actor("a2", "c1", Some("r2")),
+        Command::Release {
+            issue_id: "i1".into(),
+        },
+    );
+    assert!(
+        matches!(release, Err(DomainError::CheckoutConflict { .. })),
+        "{release:?}"
+    );
 }
 
 #[test]
 fn release_by_the_holder_returns_the_issue_to_todo() {
     let mut w = World::new();
-    w.issue("i1", "c1", IssuePatch { status: Some(IssueStatus::Todo), ..Default::default() });
+    w.issue(
+        "i1",
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
     w.start_run("r1", "a1");
     w.checkout("i1", "a1", "r1").unwrap();
-    w.ok(agent_actor("a1", "c1", Some("r1")), Command::Release { issue_id: "i1".into() });
+    w.ok(
+        agent_actor("a1", "c1", Some("r1")),
+        Command::Release {
+            issue_id: "i1".into(),
+        },
+    );
     let issue = &w.state.issues["i1"];
-    assert_eq!((issue.status, issue.assignee_agent_id.as_deref(), issue.checkout.as_ref()), (IssueStatus::Todo, None, None));
+    assert_eq!(
+        (
+            issue.status,
+            issue.assignee_agent_id.as_deref(),
+            issue.checkout.as_ref()
+        ),
+        (IssueStatus::Todo, None, None)
+    );
 }
 
 #[test]
 fn checkout_refuses_unresolved_blockers_and_unexpected_status() {
     let mut w = World::new();
     w.issue("blocker", "c1", IssuePatch::default());
-    w.issue("i1", "c1", IssuePatch { blocked_by_issue_ids: Some(vec!["blocker".into()]), ..Default::default() });
-    w.issue("i2", "c1", IssuePatch { status: Some(IssueStatus::InReview), ..Default::default() });
+    w.issue(
+        "i1",
+        "c1",
+        IssuePatch {
+            blocked_by_issue_ids: Some(vec!["blocker".into()]),
+            ..Default::default()
+        },
+    );
+    w.issue(
+        "i2",
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::InReview),
+            ..Default::default()
+        },
+    );
     w.start_run("r1", "a1");
-    assert!(matches!(w.checkout("i1", "a1", "r1"), Err(DomainError::Invariant { ref rule, .. }) if rule == "unresolved_blockers"));
-    assert!(matches!(w.checkout("i2", "a1", "r1"), Err(DomainError::StatusConflict { .. })));
-    w.ok(admin(), Command::UpdateIssue {
-        issue_id: "blocker".into(),
-        patch: IssuePatch { status: Some(IssueStatus::Done), ..Default::default() },
-        comment: None,
-    });
+    assert!(
+        matches!(w.checkout("i1", "a1", "r1"), Err(DomainError::Invariant { ref rule, .. }) if rule == "unresolved_blockers")
+    );
+    assert!(matches!(
+        w.checkout("i2", "a1", "r1"),
+        Err(DomainError::StatusConflict { .. })
+    ));
+    w.ok(
+        admin(),
+        Command::UpdateIssue {
+            issue_id: "blocker".into(),
+            patch: IssuePatch {
+                status: Some(IssueStatus::Done),
+                ..Default::default()
+            },
+            comment: None,
+        },
+    );
     assert!(w.checkout("i1", "a1", "r1").is_ok());
 }
 
@@ -264,30 +479,65 @@ fn an_agent_checks_out_only_for_itself_and_needs_a_run() {
     w.start_run("r2", "a2");
     let as_other = w.run(
         agent_actor("a1", "c1", Some("r2")),
-        Command::Checkout { issue_id: "i1".into(), agent_id: "a2".into(), expected_statuses: vec![IssueStatus::Backlog] },
+        Command::Checkout {
+            issue_id: "i1".into(),
+            agent_id: "a2".into(),
+            expected_statuses: vec![IssueStatus::Backlog],
+        },
     );
-    assert!(matches!(as_other, Err(DomainError::Forbidden { .. })), "{as_other:?}");
+    assert!(
+        matches!(as_other, Err(DomainError::Forbidden { .. })),
+        "{as_other:?}"
+    );
     let no_run = w.run(
         agent_actor("a1", "c1", None),
-        Command::Checkout { issue_id: "i1".into(), agent_id: "a1".into(), expected_statuses: vec![IssueStatus::Backlog] },
+        Command::Checkout {
+            issue_id: "i1".into(),
+            agent_id: "a1".into(),
+            expected_statuses: vec![IssueStatus::Backlog],
+        },
     );
-    assert!(matches!(no_run, Err(DomainError::Invalid { .. })), "{no_run:?}");
+    assert!(
+        matches!(no_run, Err(DomainError::Invalid { .. })),
+        "{no_run:?}"
+    );
 }
 
 #[test]
 fn blocked_by_rejects_self_and_cycles() {
     let mut w = World::new();
     w.issue("x", "c1", IssuePatch::default());
-    w.issue("y", "c1", IssuePatch { blocked_by_issue_ids: Some(vec!["x".into()]), ..Default::default() });
-    w.issue("z", "c1", IssuePatch { blocked_by_issue_ids: Some(vec!["y".into()]), ..Default::default() });
+    w.issue(
+        "y",
+        "c1",
+        IssuePatch {
+            blocked_by_issue_ids: Some(vec!["x".into()]),
+            ..Default::default()
+        },
+    );
+    w.issue(
+        "z",
+        "c1",
+        IssuePatch {
+            blocked_by_issue_ids: Some(vec!["y".into()]),
+            ..Default::default()
+        },
+    );
     let before = w.fingerprint();
     let update = |ids: Vec<&str>| Command::UpdateIssue {
         issue_id: "x".into(),
-        patch: IssuePatch { blocked_by_issue_ids: Some(ids.into_iter().map(String::from).collect()), ..Default::default() },
+        patch: IssuePatch {
+            blocked_by_issue_ids: Some(ids.into_iter().map(String::from).collect()),
+            ..Default::default()
+        },
         comment: None,
     };
-    assert!(matches!(w.run(admin(), update(vec!["x"])), Err(DomainError::Invariant { ref rule, .. }) if rule == "self_block"));
-    assert!(matches!(w.run(admin(), update(vec!["z"])), Err(DomainError::Invariant { ref rule, .. }) if rule == "blocked_by_cycle"));
+    assert!(
+        matches!(w.run(admin(), update(vec!["x"])), Err(DomainError::Invariant { ref rule, .. }) if rule == "self_block")
+    );
+    assert!(
+        matches!(w.run(admin(), update(vec!["z"])), Err(DomainError::Invariant { ref rule, .. }) if rule == "blocked_by_cycle")
+    );
     assert_eq!(w.fingerprint(), before);
 }
 
@@ -295,35 +545,66 @@ fn blocked_by_rejects_self_and_cycles() {
 fn parent_chain_cannot_cycle() {
     let mut w = World::new();
     w.issue("p", "c1", IssuePatch::default());
-    w.issue("c", "c1", IssuePatch { parent_id: Some(Some("p".into())), ..Default::default() });
-    let r = w.run(admin(), Command::UpdateIssue {
-        issue_id: "p".into(),
-        patch: IssuePatch { parent_id: Some(Some("c".into())), ..Default::default() },
-        comment: None,
-    });
-    assert!(matches!(r, Err(DomainError::Invariant { ref rule, .. }) if rule == "parent_cycle"), "{r:?}");
+    w.issue(
+        "c",
+        "c1",
+        IssuePatch {
+            parent_id: Some(Some("p".into())),
+            ..Default::default()
+        },
+    );
+    let r = w.run(
+        admin(),
+        Command::UpdateIssue {
+            issue_id: "p".into(),
+            patch: IssuePatch {
+                parent_id: Some(Some("c".into())),
+                ..Default::default()
+            },
+            comment: None,
+        },
+    );
+    assert!(
+        matches!(r, Err(DomainError::Invariant { ref rule, .. }) if rule == "parent_cycle"),
+        "{r:?}"
+    );
 }
 
 #[test]
 fn status_invariants_hold() {
     let mut w = World::new();
     w.issue("i1", "c1", IssuePatch::default());
-    let r = w.run(admin(), Command::UpdateIssue {
-        issue_id: "i1".into(),
-        patch: IssuePatch { status: Some(IssueStatus::InProgress), ..Default::default() },
-        comment: None,
-    });
-    assert!(matches!(r, Err(DomainError::Invariant { ref rule, .. }) if rule == "in_progress_needs_assignee"), "{r:?}");
-    let r = w.run(admin(), Command::UpdateIssue {
-        issue_id: "i1".into(),
-        patch: IssuePatch {
-            assignee_agent_id: Some(Some("a1".into())),
-            assignee_user_id: Some(Some("bob".into())),
-            ..Default::default()
+    let r = w.run(
+        admin(),
+        Command::UpdateIssue {
+            issue_id: "i1".into(),
+            patch: IssuePatch {
+                status: Some(IssueStatus::InProgress),
+                ..Default::default()
+            },
+            comment: None,
         },
-        comment: None,
-    });
-    assert!(matches!(r, Err(DomainError::Invariant { ref rule, .. }) if rule == "single_assignee"), "{r:?}");
+    );
+    assert!(
+        matches!(r, Err(DomainError::Invariant { ref rule, .. }) if rule == "in_progress_needs_assignee"),
+        "{r:?}"
+    );
+    let r = w.run(
+        admin(),
+        Command::UpdateIssue {
+            issue_id: "i1".into(),
+            patch: IssuePatch {
+                assignee_agent_id: Some(Some("a1".into())),
+                assignee_user_id: Some(Some("bob".into())),
+                ..Default::default()
+            },
+            comment: None,
+        },
+    );
+    assert!(
+        matches!(r, Err(DomainError::Invariant { ref rule, .. }) if rule == "single_assignee"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -334,12 +615,25 @@ fn another_companys_objects_are_invisible() {
     let before = w.fingerprint();
     let r = w.run(
         agent_actor("a1", "c1", Some("r1")),
-        Command::AddComment { issue_id: "foreign".into(), comment: NewComment { id: "cm".into(), body: "hi".into() } },
+        Command::AddComment {
+            issue_id: "foreign".into(),
+            comment: NewComment {
+                id: "cm".into(),
+                body: "hi".into(),
+            },
+        },
     );
     assert!(matches!(r, Err(DomainError::NotFound { .. })), "{r:?}");
     let r = w.run(
         agent_actor("a1", "c1", Some("r1")),
-        Command::CreateIssue { id: "n".into(), company_id: "c2".into(), fields: IssuePatch { title: Some("x".into()), ..Default::default() } },
+        Command::CreateIssue {
+            id: "n".into(),
+            company_id: "c2".into(),
+            fields: IssuePatch {
+                title: Some("x".into()),
+                ..Default::default()
+            },
+        },
     );
     assert!(matches!(r, Err(DomainError::NotFound { .. })), "{r:?}");
     assert_eq!(w.fingerprint(), before);
@@ -348,17 +642,32 @@ fn another_companys_objects_are_invisible() {
 #[test]
 fn terminating_an_agent_cancels_its_runs_and_revokes_its_keys() {
     let mut w = World::new();
-    w.issue("i1", "c1", IssuePatch { status: Some(IssueStatus::Todo), ..Default::default() });
-    w.ok(admin(), Command::CreateCredential {
-        id: "k1".into(),
-        kind: CredentialKind::AgentKey,
-        name: "key".into(),
-        agent_id: Some("a1".into()),
-        token_hash: "ab".repeat(32),
-    });
+    w.issue(
+        "i1",
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
+    w.ok(
+        admin(),
+        Command::CreateCredential {
+            id: "k1".into(),
+            kind: CredentialKind::AgentKey,
+            name: "key".into(),
+            agent_id: Some("a1".into()),
+            token_hash: "ab".repeat(32),
+        },
+    );
     w.start_run("r1", "a1");
     w.checkout("i1", "a1", "r1").unwrap();
-    w.ok(admin(), Command::TerminateAgent { agent_id: "a1".into() });
+    w.ok(
+        admin(),
+        Command::TerminateAgent {
+            agent_id: "a1".into(),
+        },
+    );
     assert_eq!(w.state.runs["r1"].status, RunStatus::Cancelled);
     assert!(w.state.issues["i1"].checkout.is_none());
     assert!(w.state.credentials["k1"].revoked);
@@ -371,7 +680,12 @@ fn every_accepted_command_extends_the_activity_chain_and_refusals_do_not() {
     let seq = w.state.activity_seq;
     w.issue("i1", "c1", IssuePatch::default());
     assert_eq!(w.state.activity_seq, seq + 1);
-    let _ = w.run(admin(), Command::Release { issue_id: "missing".into() });
+    let _ = w.run(
+        admin(),
+        Command::Release {
+            issue_id: "missing".into(),
+        },
+    );
     assert_eq!(w.state.activity_seq, seq + 1);
 }
 
@@ -381,4 +695,42 @@ fn replicas_applying_the_same_entries_agree() {
     let b = World::new();
     assert_eq!(a.fingerprint(), b.fingerprint());
     assert_eq!(a.state.activity_head, b.state.activity_head);
+}
+
+#[test]
+fn a_retried_keyed_write_is_applied_once() {
+    let mut w = World::new();
+    let env = |at: i64, title: &str| Envelope {
+        at: Timestamp(at),
+        actor: admin(),
+        command: Command::CreateIssue {
+            id: format!("id-{title}"),
+            company_id: "c1".into(),
+            fields: IssuePatch {
+                title: Some(title.into()),
+                ..Default::default()
+            },
+        },
+        idempotency_key: Some("client-key-1".into()),
+    };
+    let first = w.state.apply(100, &env(10_000, "once")).outcome.unwrap();
+    let seq = w.state.activity_seq;
+    // A retry through another leader carries a new envelope (new ids) but the same key.
+    let retry = w.state.apply(101, &env(11_000, "twice")).outcome.unwrap();
+    assert_eq!(first, retry);
+    assert_eq!(w.state.activity_seq, seq);
+    assert_eq!(w.state.issues.len(), 1);
+    // Past the retention window the key is forgotten and the command applies anew.
+    let later = 10_000 + crate::idempotency::RETENTION_MS + 1;
+    assert!(w.state.apply(102, &env(later, "again")).outcome.is_ok());
+    assert_eq!(w.state.issues.len(), 2);
+}
+
+#[test]
+fn the_state_hash_tracks_every_change() {
+    let mut a = World::new();
+    let b = World::new();
+    assert_eq!(a.state.hash(), b.state.hash());
+    a.issue("i1", "c1", IssuePatch::default());
+    assert_ne!(a.state.hash(), b.state.hash());
 }

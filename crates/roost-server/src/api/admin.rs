@@ -3,8 +3,11 @@
 use std::collections::BTreeMap;
 
 use roost_core::command::AgentPatch;
-use roost_core::{Actor, AdapterType, Agent, Command, Company, Credential, CredentialKind, HeartbeatPolicy, Outcome};
 use roost_core::PauseReason;
+use roost_core::{
+    Actor, AdapterType, Agent, Command, Company, Credential, CredentialKind, HeartbeatPolicy,
+    Outcome,
+};
 
 use super::{expect_outcome, new_id, Api};
 use crate::auth::{self, Caller};
@@ -31,8 +34,17 @@ fn redact_for(caller: &Caller, mut agent: Agent) -> Agent {
 }
 
 impl Api {
-    pub async fn create_company(&self, caller: &Caller, name: &str, prefix: &str) -> Result<Company, ApiError> {
-        let command = Command::CreateCompany { id: new_id(), name: name.into(), issue_prefix: prefix.into() };
+    pub async fn create_company(
+        &self,
+        caller: &Caller,
+        name: &str,
+        prefix: &str,
+    ) -> Result<Company, ApiError> {
+        let command = Command::CreateCompany {
+            id: new_id(),
+            name: name.into(),
+            issue_prefix: prefix.into(),
+        };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Company(c) => c)
     }
 
@@ -41,15 +53,29 @@ impl Api {
         let mut companies: Vec<Company> = self.reader().read(|s| {
             s.companies
                 .values()
-                .filter(|c| caller.actor.company_id.as_ref().is_none_or(|own| own == &c.id))
+                .filter(|c| {
+                    caller
+                        .actor
+                        .company_id
+                        .as_ref()
+                        .is_none_or(|own| own == &c.id)
+                })
                 .cloned()
                 .collect()
         });
-        companies.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.issue_prefix.cmp(&b.issue_prefix)));
+        companies.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.issue_prefix.cmp(&b.issue_prefix))
+        });
         Ok(companies)
     }
 
-    pub async fn get_company(&self, caller: &Caller, company_id: &str) -> Result<Company, ApiError> {
+    pub async fn get_company(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+    ) -> Result<Company, ApiError> {
         self.barrier().await?;
         caller.check_company(company_id, "company", company_id)?;
         self.reader()
@@ -57,7 +83,12 @@ impl Api {
             .ok_or_else(|| ApiError::not_found("company", company_id))
     }
 
-    pub async fn create_agent(&self, caller: &Caller, company_id: &str, new: NewAgent) -> Result<Agent, ApiError> {
+    pub async fn create_agent(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        new: NewAgent,
+    ) -> Result<Agent, ApiError> {
         let command = Command::CreateAgent {
             id: new_id(),
             company_id: company_id.into(),
@@ -72,11 +103,24 @@ impl Api {
         expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)
     }
 
-    pub async fn list_agents(&self, caller: &Caller, company_id: &str) -> Result<Vec<Agent>, ApiError> {
+    pub async fn list_agents(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+    ) -> Result<Vec<Agent>, ApiError> {
         self.get_company(caller, company_id).await?;
-        let mut agents: Vec<Agent> =
-            self.reader().read(|s| s.agents.values().filter(|a| a.company_id == company_id).cloned().collect());
-        agents.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.name.cmp(&b.name)));
+        let mut agents: Vec<Agent> = self.reader().read(|s| {
+            s.agents
+                .values()
+                .filter(|a| a.company_id == company_id)
+                .cloned()
+                .collect()
+        });
+        agents.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.name.cmp(&b.name))
+        });
         Ok(agents.into_iter().map(|a| redact_for(caller, a)).collect())
     }
 
@@ -92,27 +136,53 @@ impl Api {
 
     /// The calling agent (`GET /api/agents/me`).
     pub async fn me(&self, caller: &Caller) -> Result<Agent, ApiError> {
-        let id = caller.agent_id().ok_or_else(|| ApiError::unauthorized("this endpoint needs an agent key"))?;
+        let id = caller
+            .agent_id()
+            .ok_or_else(|| ApiError::unauthorized("this endpoint needs an agent key"))?;
         self.get_agent(caller, id).await
     }
 
-    pub async fn update_agent(&self, caller: &Caller, agent_id: &str, patch: AgentPatch) -> Result<Agent, ApiError> {
-        let command = Command::UpdateAgent { agent_id: agent_id.into(), patch };
+    pub async fn update_agent(
+        &self,
+        caller: &Caller,
+        agent_id: &str,
+        patch: AgentPatch,
+    ) -> Result<Agent, ApiError> {
+        let command = Command::UpdateAgent {
+            agent_id: agent_id.into(),
+            patch,
+        };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)
     }
 
-    pub async fn pause_agent(&self, caller: &Caller, agent_id: &str, reason: PauseReason) -> Result<Agent, ApiError> {
-        let command = Command::PauseAgent { agent_id: agent_id.into(), reason };
+    pub async fn pause_agent(
+        &self,
+        caller: &Caller,
+        agent_id: &str,
+        reason: PauseReason,
+    ) -> Result<Agent, ApiError> {
+        let command = Command::PauseAgent {
+            agent_id: agent_id.into(),
+            reason,
+        };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)
     }
 
     pub async fn resume_agent(&self, caller: &Caller, agent_id: &str) -> Result<Agent, ApiError> {
-        let command = Command::ResumeAgent { agent_id: agent_id.into() };
+        let command = Command::ResumeAgent {
+            agent_id: agent_id.into(),
+        };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)
     }
 
-    pub async fn terminate_agent(&self, caller: &Caller, agent_id: &str) -> Result<Agent, ApiError> {
-        let command = Command::TerminateAgent { agent_id: agent_id.into() };
+    pub async fn terminate_agent(
+        &self,
+        caller: &Caller,
+        agent_id: &str,
+    ) -> Result<Agent, ApiError> {
+        let command = Command::TerminateAgent {
+            agent_id: agent_id.into(),
+        };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)
     }
 
@@ -131,7 +201,8 @@ impl Api {
             agent_id: Some(agent_id.into()),
             token_hash: auth::hash_token(&token),
         };
-        let cred = expect_outcome!(self.submit(caller, command).await?, Outcome::Credential(c) => c)?;
+        let cred =
+            expect_outcome!(self.submit(caller, command).await?, Outcome::Credential(c) => c)?;
         Ok((cred, token))
     }
 
@@ -139,23 +210,40 @@ impl Api {
     /// restart after a crash between writing the token file and committing its hash).
     pub async fn ensure_admin_token(&self, token: &str, name: &str) -> Result<(), ApiError> {
         let hash = auth::hash_token(token);
-        if self.reader().read(|s| s.credential_by_token_hash(&hash).is_some()) {
+        if self
+            .reader()
+            .read(|s| s.credential_by_token_hash(&hash).is_some())
+        {
             return Ok(());
         }
-        let system = Caller { actor: Actor::system() };
-        let command =
-            Command::CreateCredential { id: new_id(), kind: CredentialKind::Admin, name: name.into(), agent_id: None, token_hash: hash };
+        let system = Caller {
+            actor: Actor::system(),
+            idempotency_key: None,
+        };
+        let command = Command::CreateCredential {
+            id: new_id(),
+            kind: CredentialKind::Admin,
+            name: name.into(),
+            agent_id: None,
+            token_hash: hash,
+        };
         self.submit(&system, command).await.map(|_| ())
     }
 
     /// Creates a company named `name` unless some company exists already.
-    pub async fn ensure_default_company(&self, name: &str, prefix: &str) -> Result<Company, ApiError> {
+    pub async fn ensure_default_company(
+        &self,
+        name: &str,
+        prefix: &str,
+    ) -> Result<Company, ApiError> {
         self.barrier().await?;
         if let Some(c) = self.reader().read(|s| s.companies.values().next().cloned()) {
             return Ok(c);
         }
-        let system = Caller { actor: Actor::system() };
+        let system = Caller {
+            actor: Actor::system(),
+            idempotency_key: None,
+        };
         self.create_company(&system, name, prefix).await
     }
 }
-

@@ -50,7 +50,11 @@ impl Api {
         Ok(issue)
     }
 
-    fn resolve_issue_id(&self, caller: &Caller, id_or_identifier: &str) -> Result<String, ApiError> {
+    fn resolve_issue_id(
+        &self,
+        caller: &Caller,
+        id_or_identifier: &str,
+    ) -> Result<String, ApiError> {
         self.resolve_issue(caller, id_or_identifier).map(|i| i.id)
     }
 
@@ -70,20 +74,39 @@ impl Api {
         }
     }
 
-    pub async fn create_issue(&self, caller: &Caller, company_id: &str, mut fields: IssuePatch) -> Result<Issue, ApiError> {
+    pub async fn create_issue(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        mut fields: IssuePatch,
+    ) -> Result<Issue, ApiError> {
         self.resolve_patch_refs(caller, &mut fields);
-        let command = Command::CreateIssue { id: new_id(), company_id: company_id.into(), fields };
+        let command = Command::CreateIssue {
+            id: new_id(),
+            company_id: company_id.into(),
+            fields,
+        };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => issue)
     }
 
     /// A subtask: a new issue in the parent's company with `parent_id` set.
-    pub async fn create_child(&self, caller: &Caller, parent: &str, mut fields: IssuePatch) -> Result<Issue, ApiError> {
+    pub async fn create_child(
+        &self,
+        caller: &Caller,
+        parent: &str,
+        mut fields: IssuePatch,
+    ) -> Result<Issue, ApiError> {
         let parent = self.resolve_issue(caller, parent)?;
         fields.parent_id = Some(Some(parent.id.clone()));
         self.create_issue(caller, &parent.company_id, fields).await
     }
 
-    pub async fn list_issues(&self, caller: &Caller, company_id: &str, filter: &IssueFilter) -> Result<Vec<Issue>, ApiError> {
+    pub async fn list_issues(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        filter: &IssueFilter,
+    ) -> Result<Vec<Issue>, ApiError> {
         self.get_company(caller, company_id).await?;
         let limit = filter.limit.unwrap_or(500).clamp(1, 5000);
         Ok(self.reader().read(|s| {
@@ -92,8 +115,18 @@ impl Api {
                 .values()
                 .filter(|i| i.company_id == company_id)
                 .filter(|i| filter.statuses.is_empty() || filter.statuses.contains(&i.status))
-                .filter(|i| filter.assignee_agent_id.as_ref().is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a)))
-                .filter(|i| filter.parent_id.as_ref().is_none_or(|p| i.parent_id.as_ref() == Some(p)))
+                .filter(|i| {
+                    filter
+                        .assignee_agent_id
+                        .as_ref()
+                        .is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a))
+                })
+                .filter(|i| {
+                    filter
+                        .parent_id
+                        .as_ref()
+                        .is_none_or(|p| i.parent_id.as_ref() == Some(p))
+                })
                 .cloned()
                 .collect();
             issues.sort_by_key(|i| i.issue_number);
@@ -118,22 +151,44 @@ impl Api {
         let mut patch = patch;
         self.resolve_patch_refs(caller, &mut patch);
         let comment = comment.map(|body| NewComment { id: new_id(), body });
-        let command = Command::UpdateIssue { issue_id, patch, comment };
+        let command = Command::UpdateIssue {
+            issue_id,
+            patch,
+            comment,
+        };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, comment } => (issue, comment))
     }
 
-    pub async fn add_comment(&self, caller: &Caller, id: &str, body: String) -> Result<Comment, ApiError> {
+    pub async fn add_comment(
+        &self,
+        caller: &Caller,
+        id: &str,
+        body: String,
+    ) -> Result<Comment, ApiError> {
         let issue_id = self.resolve_issue_id(caller, id)?;
-        let command = Command::AddComment { issue_id, comment: NewComment { id: new_id(), body } };
+        let command = Command::AddComment {
+            issue_id,
+            comment: NewComment { id: new_id(), body },
+        };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Comment(c) => c)
     }
 
-    pub async fn list_comments(&self, caller: &Caller, id: &str, query: &CommentQuery) -> Result<Vec<Comment>, ApiError> {
+    pub async fn list_comments(
+        &self,
+        caller: &Caller,
+        id: &str,
+        query: &CommentQuery,
+    ) -> Result<Vec<Comment>, ApiError> {
         let issue = self.get_issue(caller, id).await?;
         Ok(self.reader().comments(&issue.id, query).await?)
     }
 
-    pub async fn get_comment(&self, caller: &Caller, id: &str, comment_id: &str) -> Result<Comment, ApiError> {
+    pub async fn get_comment(
+        &self,
+        caller: &Caller,
+        id: &str,
+        comment_id: &str,
+    ) -> Result<Comment, ApiError> {
         let issue = self.get_issue(caller, id).await?;
         self.reader()
             .comment(comment_id)
@@ -150,7 +205,11 @@ impl Api {
         expected_statuses: Vec<IssueStatus>,
     ) -> Result<Issue, ApiError> {
         let issue_id = self.resolve_issue_id(caller, id)?;
-        let command = Command::Checkout { issue_id, agent_id: agent_id.into(), expected_statuses };
+        let command = Command::Checkout {
+            issue_id,
+            agent_id: agent_id.into(),
+            expected_statuses,
+        };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => issue)
     }
 
@@ -162,12 +221,19 @@ impl Api {
     /// The calling agent's open work: assigned issues in `todo`, `in_progress` or `blocked`.
     pub async fn inbox(&self, caller: &Caller) -> Result<Vec<Issue>, ApiError> {
         let agent = self.me(caller).await?;
-        let open = [IssueStatus::Todo, IssueStatus::InProgress, IssueStatus::Blocked];
+        let open = [
+            IssueStatus::Todo,
+            IssueStatus::InProgress,
+            IssueStatus::Blocked,
+        ];
         Ok(self.reader().read(|s| {
             let mut issues: Vec<Issue> = s
                 .issues
                 .values()
-                .filter(|i| i.assignee_agent_id.as_deref() == Some(agent.id.as_str()) && open.contains(&i.status))
+                .filter(|i| {
+                    i.assignee_agent_id.as_deref() == Some(agent.id.as_str())
+                        && open.contains(&i.status)
+                })
                 .cloned()
                 .collect();
             issues.sort_by_key(|i| (i.priority, i.issue_number));
@@ -178,7 +244,12 @@ impl Api {
     pub async fn active_run(&self, caller: &Caller, id: &str) -> Result<Option<Run>, ApiError> {
         let issue = self.get_issue(caller, id).await?;
         Ok(self.reader().read(|s| {
-            issue.checkout.as_ref().and_then(|c| s.runs.get(&c.run_id)).filter(|r| r.status.is_live()).cloned()
+            issue
+                .checkout
+                .as_ref()
+                .and_then(|c| s.runs.get(&c.run_id))
+                .filter(|r| r.status.is_live())
+                .cloned()
         }))
     }
 
@@ -195,7 +266,14 @@ impl Api {
         };
         let latest = self
             .reader()
-            .comments(&issue.id, &CommentQuery { after: None, descending: true, limit: 1 })
+            .comments(
+                &issue.id,
+                &CommentQuery {
+                    after: None,
+                    descending: true,
+                    limit: 1,
+                },
+            )
             .await?
             .into_iter()
             .next();
@@ -209,18 +287,37 @@ impl Api {
                 ancestors.push(parent.clone());
                 cursor = parent.parent_id.clone();
             }
-            let blocked_by = issue.blocked_by_issue_ids.iter().filter_map(|b| s.issues.get(b).cloned()).collect();
-            let children =
-                s.issues.values().filter(|c| c.parent_id.as_deref() == Some(issue.id.as_str())).cloned().collect();
-            let total_comments = s.comments.values().filter(|c| c.issue_id == issue.id).count();
-            let active_run =
-                issue.checkout.as_ref().and_then(|c| s.runs.get(&c.run_id)).filter(|r| r.status.is_live()).cloned();
+            let blocked_by = issue
+                .blocked_by_issue_ids
+                .iter()
+                .filter_map(|b| s.issues.get(b).cloned())
+                .collect();
+            let children = s
+                .issues
+                .values()
+                .filter(|c| c.parent_id.as_deref() == Some(issue.id.as_str()))
+                .cloned()
+                .collect();
+            let total_comments = s
+                .comments
+                .values()
+                .filter(|c| c.issue_id == issue.id)
+                .count();
+            let active_run = issue
+                .checkout
+                .as_ref()
+                .and_then(|c| s.runs.get(&c.run_id))
+                .filter(|r| r.status.is_live())
+                .cloned();
             HeartbeatContext {
                 issue: issue.clone(),
                 ancestors,
                 blocked_by,
                 children,
-                comment_cursor: CommentCursor { total_comments, latest_comment_id: latest.map(|c| c.id) },
+                comment_cursor: CommentCursor {
+                    total_comments,
+                    latest_comment_id: latest.map(|c| c.id),
+                },
                 wake_comment,
                 active_run,
             }

@@ -5,6 +5,7 @@
 //! sees every write acknowledged before it started.
 
 mod admin;
+mod cluster;
 mod issues;
 mod runs;
 
@@ -15,6 +16,7 @@ use roost_raft::RaftNode;
 use roost_store::StateReader;
 
 pub use admin::NewAgent;
+pub use cluster::NewMember;
 pub use issues::{HeartbeatContext, IssueFilter};
 pub use runs::AuditReport;
 
@@ -47,13 +49,26 @@ impl Api {
         self.node.reader()
     }
 
-    pub fn authenticate(&self, token: Option<&str>, run_id: Option<&str>) -> Result<Caller, ApiError> {
+    pub fn authenticate(
+        &self,
+        token: Option<&str>,
+        run_id: Option<&str>,
+    ) -> Result<Caller, ApiError> {
         auth::authenticate(self.reader(), token, run_id)
     }
 
     /// Proposes `command` as `caller` and waits for its committed outcome.
-    pub(crate) async fn submit(&self, caller: &Caller, command: Command) -> Result<Outcome, ApiError> {
-        let envelope = Envelope { at: now(), actor: caller.actor.clone(), command };
+    pub(crate) async fn submit(
+        &self,
+        caller: &Caller,
+        command: Command,
+    ) -> Result<Outcome, ApiError> {
+        let envelope = Envelope {
+            at: now(),
+            actor: caller.actor.clone(),
+            command,
+            idempotency_key: caller.idempotency_key.clone(),
+        };
         let written = self.node.write(envelope).await?;
         written.result.map_err(ApiError::Domain)
     }
@@ -65,7 +80,10 @@ impl Api {
 
     /// Whether this node can serve: it knows a leader and has applied its log.
     pub async fn ready(&self) -> bool {
-        self.node.wait_for_leader(Duration::from_millis(1)).await.is_ok()
+        self.node
+            .wait_for_leader(Duration::from_millis(1))
+            .await
+            .is_ok()
     }
 }
 
@@ -74,7 +92,9 @@ macro_rules! expect_outcome {
     ($outcome:expr, $pattern:pat => $value:expr) => {
         match $outcome {
             $pattern => Ok($value),
-            other => Err($crate::error::ApiError::internal(format!("unexpected outcome {other:?}"))),
+            other => Err($crate::error::ApiError::internal(format!(
+                "unexpected outcome {other:?}"
+            ))),
         }
     };
 }

@@ -20,7 +20,12 @@ pub struct AuditReport {
 }
 
 impl Api {
-    pub async fn start_run(&self, caller: &Caller, agent_id: &str, issue: Option<&str>) -> Result<Run, ApiError> {
+    pub async fn start_run(
+        &self,
+        caller: &Caller,
+        agent_id: &str,
+        issue: Option<&str>,
+    ) -> Result<Run, ApiError> {
         let issue_id = match issue {
             Some(i) => Some(self.get_issue(caller, i).await?.id),
             None => None,
@@ -41,13 +46,20 @@ impl Api {
         status: RunStatus,
         error: Option<String>,
     ) -> Result<Run, ApiError> {
-        let command = Command::FinishRun { run_id: run_id.into(), status, error };
+        let command = Command::FinishRun {
+            run_id: run_id.into(),
+            status,
+            error,
+        };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Run(r) => r)
     }
 
     pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<Run, ApiError> {
         self.barrier().await?;
-        let run = self.reader().read(|s| s.runs.get(run_id).cloned()).ok_or_else(|| ApiError::not_found("run", run_id))?;
+        let run = self
+            .reader()
+            .read(|s| s.runs.get(run_id).cloned())
+            .ok_or_else(|| ApiError::not_found("run", run_id))?;
         caller.check_company(&run.company_id, "run", run_id)?;
         Ok(run)
     }
@@ -67,7 +79,11 @@ impl Api {
                 .filter(|r| r.company_id == company_id && agent_id.is_none_or(|a| r.agent_id == a))
                 .cloned()
                 .collect();
-            runs.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| b.id.cmp(&a.id)));
+            runs.sort_by(|a, b| {
+                b.created_at
+                    .cmp(&a.created_at)
+                    .then_with(|| b.id.cmp(&a.id))
+            });
             runs.truncate(limit.clamp(1, 1000));
             runs
         }))
@@ -81,7 +97,10 @@ impl Api {
         limit: u32,
     ) -> Result<Vec<ActivityEntry>, ApiError> {
         self.get_company(caller, company_id).await?;
-        Ok(self.reader().activity(Some(company_id), before_seq, limit).await?)
+        Ok(self
+            .reader()
+            .activity(Some(company_id), before_seq, limit)
+            .await?)
     }
 
     /// Re-hashes the whole activity chain as stored in this node's SQLite file.
@@ -98,9 +117,17 @@ impl Api {
             },
             Err(b) => {
                 let seq = match &b {
-                    ChainBreak::HashMismatch { seq } | ChainBreak::LinkMismatch { seq, .. } | ChainBreak::Gap { seq, .. } => *seq,
+                    ChainBreak::HashMismatch { seq }
+                    | ChainBreak::LinkMismatch { seq, .. }
+                    | ChainBreak::Gap { seq, .. } => *seq,
                 };
-                AuditReport { ok: false, entries: seq.saturating_sub(1), head_hash: None, broken_at_seq: Some(seq), message: b.to_string() }
+                AuditReport {
+                    ok: false,
+                    entries: seq.saturating_sub(1),
+                    head_hash: None,
+                    broken_at_seq: Some(seq),
+                    message: b.to_string(),
+                }
             }
         })
     }

@@ -28,12 +28,23 @@ impl ControlService {
         ControlService { api }
     }
 
-    /// Resolves the caller from `authorization` and `x-roost-run-id`, as REST does from headers.
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, ApiError> {
-        let credentials = Credentials::from_metadata(request.metadata())?;
-        self.api
-            .authenticate(credentials.token.as_deref(), credentials.run_id.as_deref())
+        authenticate_request(&self.api, request)
     }
+}
+
+/// Resolves the caller from `authorization` and `x-roost-run-id`, as REST does from headers.
+pub(super) fn authenticate_request<T>(api: &Api, request: &Request<T>) -> Result<Caller, ApiError> {
+    let credentials = Credentials::from_metadata(request.metadata())?;
+    let mut caller =
+        api.authenticate(credentials.token.as_deref(), credentials.run_id.as_deref())?;
+    if let Some(v) = request.metadata().get("idempotency-key") {
+        let key = v
+            .to_str()
+            .map_err(|_| ApiError::bad_request("malformed idempotency-key metadata"))?;
+        caller.idempotency_key = Some(key.trim().to_string());
+    }
+    Ok(caller)
 }
 
 /// The bearer token and run id found in a call's metadata, not yet checked against state.

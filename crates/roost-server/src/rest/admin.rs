@@ -15,14 +15,24 @@ type Result<T> = std::result::Result<T, ApiError>;
 
 /// A prefix from a company name: its initials, or its first letters ("Acme Corp" → "AC").
 fn default_prefix(name: &str) -> String {
-    let initials: String =
-        name.split_whitespace().filter_map(|w| w.chars().find(|c| c.is_ascii_alphabetic())).take(4).collect();
+    let initials: String = name
+        .split_whitespace()
+        .filter_map(|w| w.chars().find(|c| c.is_ascii_alphabetic()))
+        .take(4)
+        .collect();
     let prefix = if initials.len() >= 2 {
         initials
     } else {
-        name.chars().filter(|c| c.is_ascii_alphabetic()).take(3).collect()
+        name.chars()
+            .filter(|c| c.is_ascii_alphabetic())
+            .take(3)
+            .collect()
     };
-    if prefix.is_empty() { "ISS".into() } else { prefix.to_ascii_uppercase() }
+    if prefix.is_empty() {
+        "ISS".into()
+    } else {
+        prefix.to_ascii_uppercase()
+    }
 }
 
 pub async fn create_company(
@@ -30,15 +40,23 @@ pub async fn create_company(
     caller: Caller,
     JsonBody(body): JsonBody<dto::CreateCompany>,
 ) -> Result<(axum::http::StatusCode, Json<Company>)> {
-    let prefix = body.issue_prefix.unwrap_or_else(|| default_prefix(&body.name));
-    Ok(created(api.create_company(&caller, &body.name, &prefix).await?))
+    let prefix = body
+        .issue_prefix
+        .unwrap_or_else(|| default_prefix(&body.name));
+    Ok(created(
+        api.create_company(&caller, &body.name, &prefix).await?,
+    ))
 }
 
 pub async fn list_companies(State(api): State<Api>, caller: Caller) -> Result<Json<Vec<Company>>> {
     Ok(Json(api.list_companies(&caller).await?))
 }
 
-pub async fn get_company(State(api): State<Api>, caller: Caller, Path(cid): Path<String>) -> Result<Json<Company>> {
+pub async fn get_company(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+) -> Result<Json<Company>> {
     Ok(Json(api.get_company(&caller, &cid).await?))
 }
 
@@ -60,11 +78,19 @@ pub async fn create_agent(
     Ok(created(api.create_agent(&caller, &cid, new).await?))
 }
 
-pub async fn list_agents(State(api): State<Api>, caller: Caller, Path(cid): Path<String>) -> Result<Json<Vec<Agent>>> {
+pub async fn list_agents(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+) -> Result<Json<Vec<Agent>>> {
     Ok(Json(api.list_agents(&caller, &cid).await?))
 }
 
-pub async fn get_agent(State(api): State<Api>, caller: Caller, Path(id): Path<String>) -> Result<Json<Agent>> {
+pub async fn get_agent(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Agent>> {
     Ok(Json(api.get_agent(&caller, &id).await?))
 }
 
@@ -87,7 +113,10 @@ pub async fn pause_agent(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::PauseAgent>,
 ) -> Result<Json<Agent>> {
-    Ok(Json(api.pause_agent(&caller, &id, body.reason.unwrap_or(PauseReason::Manual)).await?))
+    Ok(Json(
+        api.pause_agent(&caller, &id, body.reason.unwrap_or(PauseReason::Manual))
+            .await?,
+    ))
 }
 
 pub async fn resume_agent(

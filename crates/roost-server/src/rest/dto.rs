@@ -3,11 +3,15 @@
 use std::collections::BTreeMap;
 
 use roost_core::command::{AgentPatch, IssuePatch};
-use roost_core::{AdapterType, Credential, HeartbeatPolicy, Issue, IssueStatus, PauseReason, Priority, RunStatus};
+use roost_core::{
+    AdapterType, Credential, HeartbeatPolicy, Issue, IssueStatus, PauseReason, Priority, RunStatus,
+};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
-fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
 }
 
@@ -86,7 +90,13 @@ pub struct CreatedKey {
 
 impl CreatedKey {
     pub fn new(c: Credential, token: String) -> Self {
-        CreatedKey { id: c.id, name: c.name, agent_id: c.agent_id, created_at: c.created_at, token }
+        CreatedKey {
+            id: c.id,
+            name: c.name,
+            agent_id: c.agent_id,
+            created_at: c.created_at,
+            token,
+        }
     }
 }
 

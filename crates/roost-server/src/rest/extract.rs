@@ -22,22 +22,37 @@ impl FromRequestParts<Api> for Caller {
         let token = match parts.headers.get(axum::http::header::AUTHORIZATION) {
             None => None,
             Some(v) => {
-                let v = v.to_str().map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
+                let v = v
+                    .to_str()
+                    .map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
                 let token = v
                     .strip_prefix("Bearer ")
                     .or_else(|| v.strip_prefix("bearer "))
-                    .ok_or_else(|| ApiError::unauthorized("Authorization must be `Bearer <token>`"))?;
+                    .ok_or_else(|| {
+                        ApiError::unauthorized("Authorization must be `Bearer <token>`")
+                    })?;
                 Some(token.trim().to_string())
             }
         };
         let mut run_id = None;
         for name in RUN_HEADERS {
             if let Some(v) = parts.headers.get(name) {
-                run_id = Some(v.to_str().map_err(|_| ApiError::bad_request(format!("malformed {name} header")))?.to_string());
+                run_id = Some(
+                    v.to_str()
+                        .map_err(|_| ApiError::bad_request(format!("malformed {name} header")))?
+                        .to_string(),
+                );
                 break;
             }
         }
-        api.authenticate(token.as_deref(), run_id.as_deref())
+        let mut caller = api.authenticate(token.as_deref(), run_id.as_deref())?;
+        if let Some(v) = parts.headers.get("idempotency-key") {
+            let key = v
+                .to_str()
+                .map_err(|_| ApiError::bad_request("malformed Idempotency-Key header"))?;
+            caller.idempotency_key = Some(key.trim().to_string());
+        }
+        Ok(caller)
     }
 }
 
@@ -49,7 +64,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let limit = req.extensions().get::<BodyLimit>().map(|l| l.0).unwrap_or(0);
+        let limit = req
+            .extensions()
+            .get::<BodyLimit>()
+            .map(|l| l.0)
+            .unwrap_or(0);
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::PayloadTooLarge { limit }
@@ -57,7 +76,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 ApiError::bad_request(format!("could not read request body: {rejection}"))
             }
         })?;
-        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
+        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
         serde_json::from_slice(text).map(JsonBody).map_err(|e| {
             use serde_json::error::Category;
             let message = match e.classify() {
@@ -65,7 +88,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 Category::Data => format!("invalid request body: {e}"),
                 Category::Io => format!("could not read request body: {e}"),
             };
-            ApiError::BadRequest { message, details: json!({ "line": e.line(), "column": e.column() }) }
+            ApiError::BadRequest {
+                message,
+                details: json!({ "line": e.line(), "column": e.column() }),
+            }
         })
     }
 }
@@ -83,6 +109,8 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         Query::<T>::try_from_uri(&parts.uri)
             .map(|Query(q)| QueryParams(q))
-            .map_err(|e| ApiError::bad_request(format!("invalid query parameters: {}", e.body_text())))
+            .map_err(|e| {
+                ApiError::bad_request(format!("invalid query parameters: {}", e.body_text()))
+            })
     }
 }

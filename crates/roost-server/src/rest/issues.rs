@@ -51,7 +51,12 @@ pub async fn list(
     QueryParams(q): QueryParams<dto::IssueListQuery>,
 ) -> Result<Json<Vec<Issue>>> {
     let filter = IssueFilter {
-        statuses: q.status.as_deref().map(parse_statuses).transpose()?.unwrap_or_default(),
+        statuses: q
+            .status
+            .as_deref()
+            .map(parse_statuses)
+            .transpose()?
+            .unwrap_or_default(),
         assignee_agent_id: q.assignee_agent_id,
         parent_id: q.parent_id,
         limit: q.limit,
@@ -59,7 +64,11 @@ pub async fn list(
     Ok(Json(api.list_issues(&caller, &cid, &filter).await?))
 }
 
-pub async fn get(State(api): State<Api>, caller: Caller, Path(id): Path<String>) -> Result<Json<Issue>> {
+pub async fn get(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Issue>> {
     Ok(Json(api.get_issue(&caller, &id).await?))
 }
 
@@ -80,7 +89,10 @@ pub async fn checkout(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::Checkout>,
 ) -> Result<Json<Issue>> {
-    Ok(Json(api.checkout(&caller, &id, &body.agent_id, body.expected_statuses).await?))
+    Ok(Json(
+        api.checkout(&caller, &id, &body.agent_id, body.expected_statuses)
+            .await?,
+    ))
 }
 
 pub async fn release(
@@ -110,9 +122,17 @@ pub async fn list_comments(
     let descending = match q.order.as_deref() {
         None | Some("asc") => false,
         Some("desc") => true,
-        Some(other) => return Err(ApiError::bad_request(format!("order must be asc or desc, not {other}"))),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "order must be asc or desc, not {other}"
+            )))
+        }
     };
-    let query = CommentQuery { after: q.after, descending, limit: q.limit.unwrap_or(200) };
+    let query = CommentQuery {
+        after: q.after,
+        descending,
+        limit: q.limit.unwrap_or(200),
+    };
     Ok(Json(api.list_comments(&caller, &id, &query).await?))
 }
 
@@ -130,10 +150,17 @@ pub async fn heartbeat_context(
     Path(id): Path<String>,
     QueryParams(q): QueryParams<dto::HeartbeatContextQuery>,
 ) -> Result<Json<HeartbeatContext>> {
-    Ok(Json(api.heartbeat_context(&caller, &id, q.wake_comment_id.as_deref()).await?))
+    Ok(Json(
+        api.heartbeat_context(&caller, &id, q.wake_comment_id.as_deref())
+            .await?,
+    ))
 }
 
-pub async fn active_run(State(api): State<Api>, caller: Caller, Path(id): Path<String>) -> Result<Json<Option<Run>>> {
+pub async fn active_run(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Option<Run>>> {
     Ok(Json(api.active_run(&caller, &id).await?))
 }
 

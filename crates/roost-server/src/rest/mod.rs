@@ -2,6 +2,7 @@
 //! agent loop, plus `/healthz` and `/readyz`.
 
 mod admin;
+mod cluster;
 mod dto;
 mod extract;
 mod issues;
@@ -20,15 +21,27 @@ use crate::error::ApiError;
 
 pub fn router(api: Api, max_body_bytes: usize) -> Router {
     let api_routes = Router::new()
-        .route("/companies", get(admin::list_companies).post(admin::create_company))
+        .route(
+            "/companies",
+            get(admin::list_companies).post(admin::create_company),
+        )
         .route("/companies/{cid}", get(admin::get_company))
-        .route("/companies/{cid}/agents", get(admin::list_agents).post(admin::create_agent))
-        .route("/companies/{cid}/issues", get(issues::list).post(issues::create))
+        .route(
+            "/companies/{cid}/agents",
+            get(admin::list_agents).post(admin::create_agent),
+        )
+        .route(
+            "/companies/{cid}/issues",
+            get(issues::list).post(issues::create),
+        )
         .route("/companies/{cid}/heartbeat-runs", get(runs::list))
         .route("/companies/{cid}/activity", get(runs::activity))
         .route("/agents/me", get(admin::me))
         .route("/agents/me/inbox-lite", get(issues::inbox))
-        .route("/agents/{id}", get(admin::get_agent).patch(admin::update_agent))
+        .route(
+            "/agents/{id}",
+            get(admin::get_agent).patch(admin::update_agent),
+        )
         .route("/agents/{id}/pause", post(admin::pause_agent))
         .route("/agents/{id}/resume", post(admin::resume_agent))
         .route("/agents/{id}/terminate", post(admin::terminate_agent))
@@ -37,15 +50,32 @@ pub fn router(api: Api, max_body_bytes: usize) -> Router {
         .route("/issues/{id}", get(issues::get).patch(issues::update))
         .route("/issues/{id}/checkout", post(issues::checkout))
         .route("/issues/{id}/release", post(issues::release))
-        .route("/issues/{id}/comments", get(issues::list_comments).post(issues::add_comment))
-        .route("/issues/{id}/comments/{comment_id}", get(issues::get_comment))
+        .route(
+            "/issues/{id}/comments",
+            get(issues::list_comments).post(issues::add_comment),
+        )
+        .route(
+            "/issues/{id}/comments/{comment_id}",
+            get(issues::get_comment),
+        )
         .route("/issues/{id}/children", post(issues::create_child))
-        .route("/issues/{id}/heartbeat-context", get(issues::heartbeat_context))
+        .route(
+            "/issues/{id}/heartbeat-context",
+            get(issues::heartbeat_context),
+        )
         .route("/issues/{id}/active-run", get(issues::active_run))
         .route("/heartbeat-runs/{id}", get(runs::get))
         .route("/heartbeat-runs/{id}/finish", post(runs::finish))
         .route("/heartbeat-runs/{id}/cancel", post(runs::cancel))
         .route("/audit/verify", get(runs::verify_audit))
+        .route("/cluster/status", get(cluster::status))
+        .route("/cluster/node", get(cluster::node))
+        .route("/cluster/init", post(cluster::init))
+        .route("/cluster/nodes", post(cluster::add_node))
+        .route(
+            "/cluster/nodes/{id}",
+            axum::routing::delete(cluster::remove_node),
+        )
         .fallback(unknown_route);
     Router::new()
         .nest("/api", api_routes)
@@ -67,7 +97,10 @@ async fn ready(State(api): State<Api>) -> impl IntoResponse {
 }
 
 async fn unknown_route() -> ApiError {
-    ApiError::Domain(roost_core::DomainError::NotFound { entity: "route".into(), id: "API route not found".into() })
+    ApiError::Domain(roost_core::DomainError::NotFound {
+        entity: "route".into(),
+        id: "API route not found".into(),
+    })
 }
 
 async fn method_not_allowed() -> impl IntoResponse {

@@ -21,7 +21,10 @@ pub async fn start(
     Path(agent_id): Path<String>,
     JsonBody(body): JsonBody<dto::StartRun>,
 ) -> Result<(StatusCode, Json<Run>)> {
-    Ok(created(api.start_run(&caller, &agent_id, body.issue_id.as_deref()).await?))
+    Ok(created(
+        api.start_run(&caller, &agent_id, body.issue_id.as_deref())
+            .await?,
+    ))
 }
 
 pub async fn finish(
@@ -30,7 +33,10 @@ pub async fn finish(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::FinishRun>,
 ) -> Result<Json<Run>> {
-    Ok(Json(api.finish_run(&caller, &id, body.status, body.error).await?))
+    Ok(Json(
+        api.finish_run(&caller, &id, body.status, body.error)
+            .await?,
+    ))
 }
 
 pub async fn cancel(
@@ -39,10 +45,17 @@ pub async fn cancel(
     Path(id): Path<String>,
     JsonBody(_): JsonBody<dto::Empty>,
 ) -> Result<Json<Run>> {
-    Ok(Json(api.finish_run(&caller, &id, RunStatus::Cancelled, Some("cancelled".into())).await?))
+    Ok(Json(
+        api.finish_run(&caller, &id, RunStatus::Cancelled, Some("cancelled".into()))
+            .await?,
+    ))
 }
 
-pub async fn get(State(api): State<Api>, caller: Caller, Path(id): Path<String>) -> Result<Json<Run>> {
+pub async fn get(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Run>> {
     Ok(Json(api.get_run(&caller, &id).await?))
 }
 
@@ -52,7 +65,10 @@ pub async fn list(
     Path(cid): Path<String>,
     QueryParams(q): QueryParams<dto::RunListQuery>,
 ) -> Result<Json<Vec<Run>>> {
-    Ok(Json(api.list_runs(&caller, &cid, q.agent_id.as_deref(), q.limit.unwrap_or(100)).await?))
+    Ok(Json(
+        api.list_runs(&caller, &cid, q.agent_id.as_deref(), q.limit.unwrap_or(100))
+            .await?,
+    ))
 }
 
 pub async fn activity(
@@ -61,7 +77,10 @@ pub async fn activity(
     Path(cid): Path<String>,
     QueryParams(q): QueryParams<dto::ActivityQuery>,
 ) -> Result<Json<Vec<ActivityEntry>>> {
-    Ok(Json(api.list_activity(&caller, &cid, q.before, q.limit.unwrap_or(100)).await?))
+    Ok(Json(
+        api.list_activity(&caller, &cid, q.before, q.limit.unwrap_or(100))
+            .await?,
+    ))
 }
 
 pub async fn verify_audit(State(api): State<Api>, caller: Caller) -> Result<Json<AuditReport>> {

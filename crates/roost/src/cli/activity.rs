@@ -7,7 +7,7 @@ use roost_client::{ActivityPage, AuditReport};
 use roost_core::activity::ActivityEntry;
 
 use super::output::{or_dash, table, when};
-use super::{ClientOpts, Session};
+use super::{AgentNames, ClientOpts, Session};
 
 /// Exit code of `roost audit verify` when the chain is broken, so scripts can tell tampering
 /// (3) from an unreachable server or a bad token (1).
@@ -51,7 +51,12 @@ pub async fn run_activity(session: &Session, args: ActivityArgs) -> anyhow::Resu
             },
         )
         .await?;
-    session.out.show(&entries, |e| activity_table(e))?;
+    let names = if session.out.is_json() {
+        AgentNames::default()
+    } else {
+        session.agent_names(&company_id).await
+    };
+    session.out.show(&entries, |e| activity_table(e, &names))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -69,14 +74,14 @@ pub async fn run_audit(session: &Session, args: AuditArgs) -> anyhow::Result<Exi
     }
 }
 
-fn activity_table(entries: &[ActivityEntry]) -> String {
+fn activity_table(entries: &[ActivityEntry], names: &AgentNames) -> String {
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
             vec![
                 e.seq.to_string(),
                 when(e.at),
-                format!("{}:{}", e.actor_type, e.actor_id),
+                actor(e, names),
                 e.action.clone(),
                 format!("{} {}", e.entity_type, e.entity_id),
                 or_dash(e.run_id.as_deref()),
@@ -84,6 +89,16 @@ fn activity_table(entries: &[ActivityEntry]) -> String {
         })
         .collect();
     table(&["SEQ", "AT", "ACTOR", "ACTION", "ENTITY", "RUN"], &rows)
+}
+
+/// `agent:coder` rather than `agent:<id>` when the agent is known.
+fn actor(e: &ActivityEntry, names: &AgentNames) -> String {
+    let id = if e.actor_type == "agent" {
+        names.label(Some(&e.actor_id))
+    } else {
+        e.actor_id.clone()
+    };
+    format!("{}:{id}", e.actor_type)
 }
 
 fn audit_text(report: &AuditReport) -> String {

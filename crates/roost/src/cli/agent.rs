@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use roost_client::{CreatedKey, NewAgent};
 use roost_core::{AdapterType, Agent};
 
-use super::output::{fields, or_dash, table};
+use super::output::{fields, or_dash, print_only, table};
 use super::{ClientOpts, Session};
 
 #[derive(Args)]
@@ -38,15 +38,33 @@ enum AgentCommand {
         /// Company id, issue prefix or name [default: the only or oldest company]
         #[arg(long)]
         company: Option<String>,
+        /// Print only the new agent's id
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Show one agent
-    Show { id: String },
+    Show {
+        /// Agent id or name
+        agent: String,
+        /// Print only the agent's id
+        #[arg(short, long)]
+        quiet: bool,
+    },
     /// Pause an agent: it gets no new runs until resumed
-    Pause { id: String },
+    Pause {
+        /// Agent id or name
+        agent: String,
+    },
     /// Resume a paused agent
-    Resume { id: String },
+    Resume {
+        /// Agent id or name
+        agent: String,
+    },
     /// Terminate an agent for good; its keys stop working
-    Terminate { id: String },
+    Terminate {
+        /// Agent id or name
+        agent: String,
+    },
     /// Manage an agent's API keys
     #[command(subcommand)]
     Key(KeyCommand),
@@ -58,10 +76,14 @@ enum AgentCommand {
 enum KeyCommand {
     /// Mint an API key; its secret is shown once
     Create {
-        agent_id: String,
+        /// Agent id or name
+        agent: String,
         /// A label for the key [default: default]
         #[arg(long)]
         name: Option<String>,
+        /// Print only the token
+        #[arg(short, long)]
+        quiet: bool,
     },
 }
 
@@ -73,11 +95,14 @@ pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode>
             out.show(&client.list_agents(&company_id).await?, |a| agent_table(a))?;
             return Ok(ExitCode::SUCCESS);
         }
-        AgentCommand::Key(KeyCommand::Create { agent_id, name }) => {
-            out.show(
-                &client.create_agent_key(&agent_id, name.as_deref()).await?,
-                key_text,
-            )?;
+        AgentCommand::Key(KeyCommand::Create { agent, name, quiet }) => {
+            let agent_id = session.agent_id(&agent, None).await?;
+            let key = client.create_agent_key(&agent_id, name.as_deref()).await?;
+            if quiet {
+                print_only(&key.token)?;
+            } else {
+                out.show(&key, key_text)?;
+            }
             return Ok(ExitCode::SUCCESS);
         }
         AgentCommand::Create {
@@ -85,6 +110,7 @@ pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode>
             role,
             adapter,
             company,
+            quiet,
         } => {
             let company_id = session.company_id(company.as_deref()).await?;
             let new = NewAgent {
@@ -93,15 +119,39 @@ pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode>
                 adapter_type: adapter,
                 ..NewAgent::default()
             };
-            client.create_agent(&company_id, &new).await?
+            let agent = client.create_agent(&company_id, &new).await?;
+            if quiet {
+                return print_id(&agent);
+            }
+            agent
         }
-        AgentCommand::Show { id } => client.get_agent(&id).await?,
-        AgentCommand::Pause { id } => client.pause_agent(&id, None).await?,
-        AgentCommand::Resume { id } => client.resume_agent(&id).await?,
-        AgentCommand::Terminate { id } => client.terminate_agent(&id).await?,
+        AgentCommand::Show { agent, quiet } => {
+            let agent = session.agent(&agent, None).await?;
+            if quiet {
+                return print_id(&agent);
+            }
+            agent
+        }
+        AgentCommand::Pause { agent } => {
+            let id = session.agent_id(&agent, None).await?;
+            client.pause_agent(&id, None).await?
+        }
+        AgentCommand::Resume { agent } => {
+            let id = session.agent_id(&agent, None).await?;
+            client.resume_agent(&id).await?
+        }
+        AgentCommand::Terminate { agent } => {
+            let id = session.agent_id(&agent, None).await?;
+            client.terminate_agent(&id).await?
+        }
         AgentCommand::Me => client.me().await?,
     };
     out.show(&agent, agent_fields)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_id(agent: &Agent) -> anyhow::Result<ExitCode> {
+    print_only(&agent.id)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use roost_client::NewCompany;
 use roost_core::Company;
 
-use super::output::{fields, table, when};
+use super::output::{fields, print_only, table, when};
 use super::{ClientOpts, Session};
 
 #[derive(Args)]
@@ -28,6 +28,9 @@ enum CompanyCommand {
         /// Prefix of its issue identifiers (RST for RST-1) [default: from the name]
         #[arg(long)]
         prefix: Option<String>,
+        /// Print only the new company's id
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Show one company by id
     Show { id: String },
@@ -37,14 +40,22 @@ pub async fn run(session: &Session, args: CompanyArgs) -> anyhow::Result<ExitCod
     let (client, out) = (&session.client, session.out);
     match args.command {
         CompanyCommand::List => out.show(&client.list_companies().await?, |c| company_table(c))?,
-        CompanyCommand::Create { name, prefix } => {
+        CompanyCommand::Create {
+            name,
+            prefix,
+            quiet,
+        } => {
             let company = client
                 .create_company(&NewCompany {
                     name,
                     issue_prefix: prefix,
                 })
                 .await?;
-            out.show(&company, company_fields)?
+            if quiet {
+                print_only(&company.id)?
+            } else {
+                out.show(&company, company_fields)?
+            }
         }
         CompanyCommand::Show { id } => out.show(&client.get_company(&id).await?, company_fields)?,
     }

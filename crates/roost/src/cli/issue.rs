@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 use roost_client::{CommentPage, IssueFilter, IssueUpdate, IssueWithComment, NewIssue};
 use roost_core::{Comment, Issue, IssueStatus, Priority};
 
-use super::output::{fields, indented, or_dash, table, when};
+use super::output::{fields, indented, one_line, or_dash, print_only, table, when};
 use super::{AgentNames, ClientOpts, Session};
 
 #[derive(Args)]
@@ -30,7 +30,7 @@ pub(super) enum IssueCommand {
         /// Only these statuses, comma-separated (backlog, todo, in_progress, in_review, blocked, done, cancelled)
         #[arg(long, value_delimiter = ',')]
         status: Vec<IssueStatus>,
-        /// Only issues assigned to this agent id
+        /// Only issues assigned to this agent (id or name)
         #[arg(long)]
         assignee: Option<String>,
         /// At most this many issues
@@ -49,7 +49,7 @@ pub(super) enum IssueCommand {
         /// Initial status [default: the server's]
         #[arg(long)]
         status: Option<IssueStatus>,
-        /// Agent id to assign
+        /// Agent to assign (id or name)
         #[arg(long)]
         assignee: Option<String>,
         /// Parent issue (id or identifier); the subtask goes in the parent's company
@@ -61,6 +61,9 @@ pub(super) enum IssueCommand {
         /// Company id, issue prefix or name [default: the only or oldest company]
         #[arg(long)]
         company: Option<String>,
+        /// Print only the new issue's identifier (RST-1)
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Show one issue (id or identifier such as RST-7)
     Show { id: String },
@@ -75,7 +78,7 @@ pub(super) enum IssueCommand {
         status: Option<IssueStatus>,
         #[arg(long)]
         priority: Option<Priority>,
-        /// Agent id to assign
+        /// Agent to assign (id or name)
         #[arg(long, conflicts_with = "unassign")]
         assignee: Option<String>,
         /// Remove the assignee
@@ -90,13 +93,16 @@ pub(super) enum IssueCommand {
         id: String,
         #[arg(long)]
         body: String,
+        /// Print only the new comment's id
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// List an issue's comments, oldest first
     Comments { id: String },
     /// Check the issue out for an agent in the current run (--run-id / ROOST_RUN_ID)
     Checkout {
         id: String,
-        /// Agent id taking the issue; must own the run
+        /// Agent taking the issue (id or name); must own the run
         #[arg(long)]
         agent: String,
         /// Statuses the issue may be in, comma-separated
@@ -117,9 +123,13 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             limit,
         } => {
             let company_id = session.company_id(company.as_deref()).await?;
+            let assignee_agent_id = match assignee {
+                Some(agent) => Some(session.agent_id(&agent, Some(&company_id)).await?),
+                None => None,
+            };
             let filter = IssueFilter {
                 statuses: status,
-                assignee_agent_id: assignee,
+                assignee_agent_id,
                 parent_id: None,
                 limit,
             };
@@ -140,7 +150,17 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             parent,
             blocked_by,
             company,
+            quiet,
         } => {
+            // A subtask goes in its parent's company, which is also where its assignee is.
+            let company_id = match &parent {
+                Some(parent) => client.get_issue(parent).await?.company_id,
+                None => session.company_id(company.as_deref()).await?,
+            };
+            let assignee_agent_id = match assignee {
+                Some(agent) => Some(session.agent_id(&agent, Some(&company_id)).await?),
+                None => None,
+            };
             let mut blocked_by_ids = Vec::new();
             for blocker in blocked_by
                 .iter()
@@ -155,18 +175,19 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
                 description,
                 status,
                 priority,
-                assignee_agent_id: assignee,
+                assignee_agent_id,
                 blocked_by_issue_ids: Some(blocked_by_ids).filter(|ids| !ids.is_empty()),
                 ..NewIssue::default()
             };
-            let issue = match parent {
-                Some(parent) => client.create_child(&parent, &new).await?,
-                None => {
-                    let company_id = session.company_id(company.as_deref()).await?;
-                    client.create_issue(&company_id, &new).await?
-                }
+            let issue = match &parent {
+                Some(parent) => client.create_child(parent, &new).await?,
+                None => client.create_issue(&company_id, &new).await?,
             };
-            out.show(&issue, issue_fields)?;
+            if quiet {
+                print_only(&issue.identifier)?;
+            } else {
+                out.show(&issue, issue_fields)?;
+            }
         }
         IssueCommand::Show { id } => out.show(&client.get_issue(&id).await?, issue_fields)?,
         IssueCommand::Update {
@@ -188,7 +209,9 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             };
             update.description = description.map(Some);
             if let Some(agent) = assignee {
-                update.assignee_agent_id = Some(Some(agent));
+                let company_id = client.get_issue(&id).await?.company_id;
+                let agent_id = session.agent_id(&agent, Some(&company_id)).await?;
+                update.assignee_agent_id = Some(Some(agent_id));
             } else if unassign {
                 // One assignee at most: clearing means neither an agent nor a user.
                 update.assignee_agent_id = Some(None);
@@ -199,9 +222,13 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             }
             out.show(&client.update_issue(&id, &update).await?, updated_text)?;
         }
-        IssueCommand::Comment { id, body } => {
+        IssueCommand::Comment { id, body, quiet } => {
             let comment = client.add_comment(&id, &body).await?;
-            out.show(&comment, |c| format!("added comment {} to {id}", c.id))?;
+            if quiet {
+                print_only(&comment.id)?;
+            } else {
+                out.show(&comment, |c| format!("added comment {} to {id}", c.id))?;
+            }
         }
         IssueCommand::Comments { id } => {
             let comments = client.list_comments(&id, &CommentPage::default()).await?;
@@ -215,7 +242,28 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             if session.run_id.is_none() {
                 bail!("a checkout needs a run: pass --run-id or set ROOST_RUN_ID (start one with `roost run start`)");
             }
-            let issue = client.checkout(&id, &agent, &expect).await?;
+            let company_id = client.get_issue(&id).await?.company_id;
+            let agent_id = session.agent_id(&agent, Some(&company_id)).await?;
+            let issue = match client.checkout(&id, &agent_id, &expect).await {
+                Ok(issue) => issue,
+                Err(roost_client::Error::Api {
+                    status,
+                    code,
+                    details,
+                    ..
+                }) if code == "checkout_conflict" => {
+                    // The server names the holder by id; say who it is.
+                    let names = session.agent_names(&company_id).await;
+                    let holder = names.label(details["assigneeAgentId"].as_str());
+                    let run = details["checkoutRunId"].as_str().unwrap_or("-");
+                    bail!(
+                        "{} is checked out by {} in run {run} ({code}, HTTP {status})",
+                        one_line(&id),
+                        one_line(&holder)
+                    );
+                }
+                Err(e) => return Err(e.into()),
+            };
             out.show(&issue, checkout_text)?;
         }
         IssueCommand::Release { id } => {
@@ -322,7 +370,7 @@ fn comments_text(comments: &[Comment], names: &AgentNames) -> String {
             .unwrap_or_default();
         text.push_str(&format!(
             "{} at {} ({}{run})\n",
-            super::output::one_line(&author),
+            one_line(&author),
             when(c.created_at),
             c.id
         ));

@@ -119,6 +119,29 @@ impl Session {
         Ok(choice.id)
     }
 
+    /// The agent `wanted` names: an agent id, or an agent name (names are unique per company,
+    /// case-insensitive). It is looked up among the agents of `company_id`, or without one
+    /// among the agents of every company the token can see; an unknown value is an error here
+    /// rather than a 404 (or an empty list) from the server.
+    pub async fn agent(&self, wanted: &str, company_id: Option<&str>) -> anyhow::Result<Agent> {
+        let agents = match company_id {
+            Some(company_id) => self.client.list_agents(company_id).await?,
+            None => {
+                let mut all = Vec::new();
+                for company in self.client.list_companies().await? {
+                    all.extend(self.client.list_agents(&company.id).await?);
+                }
+                all
+            }
+        };
+        pick_agent(&agents, wanted).cloned()
+    }
+
+    /// The id of the agent `wanted` names; see [`Session::agent`].
+    pub async fn agent_id(&self, wanted: &str, company_id: Option<&str>) -> anyhow::Result<String> {
+        Ok(self.agent(wanted, company_id).await?.id)
+    }
+
     /// Agent names by id for display; on failure the tables show ids instead, since names are
     /// a convenience and must not make a listing fail.
     pub async fn agent_names(&self, company_id: &str) -> AgentNames {
@@ -222,6 +245,38 @@ fn pick_company(companies: &[Company], wanted: Option<&str>) -> anyhow::Result<C
                 companies.len()
             )),
         }),
+    }
+}
+
+/// Matches `wanted` against agent ids, then against names, ignoring ASCII case as the server
+/// does when it keeps names unique per company. The same name in two companies is ambiguous.
+fn pick_agent<'a>(agents: &'a [Agent], wanted: &str) -> anyhow::Result<&'a Agent> {
+    let wanted = wanted.trim();
+    if wanted.is_empty() {
+        bail!("an agent id or name is needed");
+    }
+    if let Some(agent) = agents.iter().find(|a| a.id == wanted) {
+        return Ok(agent);
+    }
+    let named: Vec<&Agent> = agents
+        .iter()
+        .filter(|a| a.name.trim().eq_ignore_ascii_case(wanted))
+        .collect();
+    match named.as_slice() {
+        [] => bail!(
+            "no agent has the id or name `{}`; `roost agent list` shows them",
+            output::one_line(wanted)
+        ),
+        [one] => Ok(*one),
+        _ => {
+            let ids: Vec<&str> = named.iter().map(|a| a.id.as_str()).collect();
+            bail!(
+                "{} agents in different companies are named `{}` (ids {}); pass an agent id",
+                named.len(),
+                output::one_line(wanted),
+                ids.join(", ")
+            )
+        }
     }
 }
 

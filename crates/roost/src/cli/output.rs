@@ -42,6 +42,12 @@ impl Output {
     }
 }
 
+/// `-q/--quiet` output: one value (an id, an identifier, a token) on a line of its own and
+/// nothing else, so `$(roost ... -q)` captures exactly it. It wins over `--json`.
+pub fn print_only(value: &str) -> anyhow::Result<()> {
+    write_stdout(&format!("{}\n", one_line(value.trim())))
+}
+
 /// Writes to stdout, treating a closed pipe (`roost issue list | head`) as success.
 fn write_stdout(text: &str) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();

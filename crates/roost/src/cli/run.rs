@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use roost_client::RunFilter;
 use roost_core::{Run, RunStatus};
 
-use super::output::{fields, or_dash, table, when};
+use super::output::{fields, or_dash, print_only, table, when};
 use super::{AgentNames, ClientOpts, Session};
 
 #[derive(Args)]
@@ -21,12 +21,15 @@ pub struct RunArgs {
 enum RunCommand {
     /// Start a run for an agent by hand (administrators)
     Start {
-        /// Agent id
+        /// Agent id or name
         #[arg(long)]
         agent: String,
         /// Issue the run is about (id or identifier)
         #[arg(long)]
         issue: Option<String>,
+        /// Print only the run id
+        #[arg(short, long)]
+        quiet: bool,
     },
     /// Show one run
     Show { id: String },
@@ -45,7 +48,7 @@ enum RunCommand {
         /// Company id, issue prefix or name [default: the only or oldest company]
         #[arg(long)]
         company: Option<String>,
-        /// Only this agent's runs
+        /// Only this agent's runs (id or name)
         #[arg(long)]
         agent: Option<String>,
         /// At most this many runs
@@ -57,8 +60,22 @@ enum RunCommand {
 pub async fn run(session: &Session, args: RunArgs) -> anyhow::Result<ExitCode> {
     let (client, out) = (&session.client, session.out);
     match args.command {
-        RunCommand::Start { agent, issue } => {
-            let run = client.start_run(&agent, issue.as_deref()).await?;
+        RunCommand::Start {
+            agent,
+            issue,
+            quiet,
+        } => {
+            // With an issue, its company is where the agent is looked for.
+            let company_id = match &issue {
+                Some(issue) => Some(client.get_issue(issue).await?.company_id),
+                None => None,
+            };
+            let agent_id = session.agent_id(&agent, company_id.as_deref()).await?;
+            let run = client.start_run(&agent_id, issue.as_deref()).await?;
+            if quiet {
+                print_only(&run.id)?;
+                return Ok(ExitCode::SUCCESS);
+            }
             out.show(&run, |r| {
                 format!(
                     "{}\nAct for this run with --run-id {} or:\n  export ROOST_RUN_ID={}\n",
@@ -79,14 +96,12 @@ pub async fn run(session: &Session, args: RunArgs) -> anyhow::Result<ExitCode> {
             limit,
         } => {
             let company_id = session.company_id(company.as_deref()).await?;
+            let agent_id = match agent {
+                Some(agent) => Some(session.agent_id(&agent, Some(&company_id)).await?),
+                None => None,
+            };
             let runs = client
-                .list_runs(
-                    &company_id,
-                    &RunFilter {
-                        agent_id: agent,
-                        limit,
-                    },
-                )
+                .list_runs(&company_id, &RunFilter { agent_id, limit })
                 .await?;
             let names = if out.is_json() {
                 AgentNames::default()

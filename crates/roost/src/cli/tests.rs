@@ -265,3 +265,83 @@ fn an_update_with_nothing_to_change_is_refused() {
         ..IssueUpdate::default()
     }));
 }
+
+fn agent(id: &str, company_id: &str, name: &str) -> Agent {
+    serde_json::from_value(serde_json::json!({
+        "id": id, "companyId": company_id, "name": name, "role": "engineer", "title": null,
+        "status": "active", "pauseReason": null, "adapterType": "process", "adapterConfig": {},
+        "heartbeat": {}, "placementLabels": {}, "createdAt": 0, "updatedAt": 0
+    }))
+    .expect("agent JSON")
+}
+
+#[test]
+fn an_agent_is_named_by_id_or_by_name_in_any_case() {
+    let agents = [agent("a1", "c1", "coder"), agent("a2", "c1", "Reviewer")];
+    let id = |wanted: &str| pick_agent(&agents, wanted).map(|a| a.id.clone());
+    assert_eq!(id("a2").expect("id"), "a2");
+    assert_eq!(id("coder").expect("name"), "a1");
+    assert_eq!(id("REVIEWER").expect("name in another case"), "a2");
+    assert_eq!(id(" coder ").expect("padded name"), "a1");
+}
+
+#[test]
+fn an_id_wins_over_a_name_that_looks_like_it() {
+    // Names are free text, so one may equal another agent's id; the id is what was meant.
+    let agents = [agent("a1", "c1", "a2"), agent("a2", "c1", "coder")];
+    assert_eq!(pick_agent(&agents, "a2").expect("id").id, "a2");
+}
+
+#[test]
+fn unknown_and_ambiguous_agents_are_clear_errors() {
+    let agents = [agent("a1", "c1", "coder"), agent("a2", "c2", "Coder")];
+    let unknown = pick_agent(&agents, "tester").expect_err("unknown name");
+    assert_eq!(
+        unknown.to_string(),
+        "no agent has the id or name `tester`; `roost agent list` shows them"
+    );
+    assert!(pick_agent(&[], "coder").is_err());
+    assert!(pick_agent(&agents, "  ").is_err());
+
+    // Names are unique within a company only: the same name in two is not guessed at.
+    let twins = pick_agent(&agents, "coder").expect_err("two companies");
+    let text = twins.to_string();
+    assert!(
+        text.contains("2 agents") && text.contains("a1") && text.contains("a2"),
+        "{text}"
+    );
+    assert_eq!(
+        pick_agent(&agents[..1], "coder").expect("one company").id,
+        "a1"
+    );
+}
+
+#[test]
+fn create_like_commands_take_quiet_and_agents_by_name() {
+    let cases: &[&[&str]] = &[
+        &["company", "create", "--name", "Acme", "-q"],
+        &["agent", "create", "--name", "coder", "--quiet"],
+        &["agent", "key", "create", "coder", "-q"],
+        &["agent", "show", "coder", "-q"],
+        &[
+            "issue",
+            "create",
+            "--title",
+            "t",
+            "--assignee",
+            "coder",
+            "-q",
+        ],
+        &["issue", "comment", "RST-1", "--body", "b", "-q"],
+        &["run", "start", "--agent", "coder", "-q"],
+        &["issue", "list", "--assignee", "coder"],
+        &["run", "list", "--agent", "coder"],
+        &["agent", "pause", "coder"],
+    ];
+    for args in cases {
+        parse(args).unwrap_or_else(|e| panic!("{args:?} should parse: {e}"));
+    }
+    // Only where one value is worth capturing.
+    assert!(parse(&["issue", "list", "-q"]).is_err());
+    assert!(parse(&["agent", "list", "--quiet"]).is_err());
+}

@@ -28,19 +28,59 @@ async fn two_agents_race_for_one_issue_and_exactly_one_wins_each_round() -> anyh
         let tb = tokio::spawn(async move { http_b.post(&pb, body_b).await });
         let (ra, rb) = (ta.await??, tb.await??);
 
-        let (winner, loser, winner_agent, winner_run, winner_http) = match (ra.status.as_u16(), rb.status.as_u16()) {
-            (200, 409) => (ra, rb, &a, &run_a, node.http().with_token(&a_key).with_run(&run_a)),
-            (409, 200) => (rb, ra, &b, &run_b, node.http().with_token(&b_key).with_run(&run_b)),
-            other => anyhow::bail!("round {round}: expected one 200 and one 409, got {other:?}: {} / {}", ra.body, rb.body),
-        };
-        assert_eq!(loser.code(), "checkout_conflict", "round {round}: {}", loser.body);
-        assert_eq!(loser.body["details"]["assigneeAgentId"], json!(winner_agent), "round {round}");
-        assert_eq!(loser.body["details"]["checkoutRunId"], json!(winner_run), "round {round}");
+        let (winner, loser, winner_agent, winner_run, winner_http) =
+            match (ra.status.as_u16(), rb.status.as_u16()) {
+                (200, 409) => (
+                    ra,
+                    rb,
+                    &a,
+                    &run_a,
+                    node.http().with_token(&a_key).with_run(&run_a),
+                ),
+                (409, 200) => (
+                    rb,
+                    ra,
+                    &b,
+                    &run_b,
+                    node.http().with_token(&b_key).with_run(&run_b),
+                ),
+                other => anyhow::bail!(
+                    "round {round}: expected one 200 and one 409, got {other:?}: {} / {}",
+                    ra.body,
+                    rb.body
+                ),
+            };
+        assert_eq!(
+            loser.code(),
+            "checkout_conflict",
+            "round {round}: {}",
+            loser.body
+        );
+        assert_eq!(
+            loser.body["details"]["assigneeAgentId"],
+            json!(winner_agent),
+            "round {round}"
+        );
+        assert_eq!(
+            loser.body["details"]["checkoutRunId"],
+            json!(winner_run),
+            "round {round}"
+        );
         let token = winner.body["checkout"]["token"].as_u64().unwrap_or(0);
-        assert!(token > last_token, "round {round}: token {token} not above {last_token}");
-        assert_eq!(loser.body["details"]["checkoutToken"], json!(token), "round {round}");
+        assert!(
+            token > last_token,
+            "round {round}: token {token} not above {last_token}"
+        );
+        assert_eq!(
+            loser.body["details"]["checkoutToken"],
+            json!(token),
+            "round {round}"
+        );
         last_token = token;
-        winner_http.post(&format!("/api/issues/{issue}/release"), json!({})).await?.ok()?;
+        winner_http
+            .post(&format!("/api/issues/{issue}/release"), json!({}))
+            .await?
+            .ok()?;
     }
     node.shutdown().await
 }
@@ -51,11 +91,23 @@ async fn the_same_run_checking_out_again_gets_the_same_token() -> anyhow::Result
     let issue = todo_issue(&node, "idempotent").await?;
     let s = agent_session(&node, "solo").await?;
     let body = json!({ "agentId": s.agent_id, "expectedStatuses": ["todo"] });
-    let first = s.http.post(&format!("/api/issues/{issue}/checkout"), body.clone()).await?.ok()?;
+    let first = s
+        .http
+        .post(&format!("/api/issues/{issue}/checkout"), body.clone())
+        .await?
+        .ok()?;
     let head = activity_head(&node).await?;
-    let again = s.http.post(&format!("/api/issues/{issue}/checkout"), body).await?.ok()?;
+    let again = s
+        .http
+        .post(&format!("/api/issues/{issue}/checkout"), body)
+        .await?
+        .ok()?;
     assert_eq!(first["checkout"]["token"], again["checkout"]["token"]);
-    assert_eq!(activity_head(&node).await?, head, "a repeated checkout writes nothing");
+    assert_eq!(
+        activity_head(&node).await?,
+        head,
+        "a repeated checkout writes nothing"
+    );
     node.shutdown().await
 }
 
@@ -66,19 +118,47 @@ async fn writes_for_a_run_that_ended_are_fenced_with_stale_run() -> anyhow::Resu
     let issue = todo_issue(&node, "fenced").await?;
     let s = agent_session(&node, "worker-bee").await?;
     s.http
-        .post(&format!("/api/issues/{issue}/checkout"), json!({ "agentId": s.agent_id, "expectedStatuses": ["todo"] }))
+        .post(
+            &format!("/api/issues/{issue}/checkout"),
+            json!({ "agentId": s.agent_id, "expectedStatuses": ["todo"] }),
+        )
         .await?
         .ok()?;
-    node.admin.post(&format!("/api/heartbeat-runs/{}/finish", s.run_id), json!({ "status": "lost" })).await?.ok()?;
+    node.admin
+        .post(
+            &format!("/api/heartbeat-runs/{}/finish", s.run_id),
+            json!({ "status": "lost" }),
+        )
+        .await?
+        .ok()?;
 
-    let before_issue = node.admin.get(&format!("/api/issues/{issue}")).await?.ok()?;
+    let before_issue = node
+        .admin
+        .get(&format!("/api/issues/{issue}"))
+        .await?
+        .ok()?;
     let before_head = activity_head(&node).await?;
     let attempts = [
-        s.http.post(&format!("/api/issues/{issue}/comments"), json!({ "body": "late news" })).await?,
-        s.http.patch(&format!("/api/issues/{issue}"), json!({ "status": "done", "comment": "finished" })).await?,
-        s.http.post(&format!("/api/issues/{issue}/release"), json!({})).await?,
         s.http
-            .post(&format!("/api/issues/{issue}/checkout"), json!({ "agentId": s.agent_id, "expectedStatuses": ["in_progress"] }))
+            .post(
+                &format!("/api/issues/{issue}/comments"),
+                json!({ "body": "late news" }),
+            )
+            .await?,
+        s.http
+            .patch(
+                &format!("/api/issues/{issue}"),
+                json!({ "status": "done", "comment": "finished" }),
+            )
+            .await?,
+        s.http
+            .post(&format!("/api/issues/{issue}/release"), json!({}))
+            .await?,
+        s.http
+            .post(
+                &format!("/api/issues/{issue}/checkout"),
+                json!({ "agentId": s.agent_id, "expectedStatuses": ["in_progress"] }),
+            )
             .await?,
     ];
     for reply in attempts {
@@ -86,9 +166,19 @@ async fn writes_for_a_run_that_ended_are_fenced_with_stale_run() -> anyhow::Resu
         assert_eq!(reply.code(), "stale_run", "{}", reply.body);
         assert_eq!(reply.body["details"]["runId"], json!(s.run_id));
     }
-    assert_eq!(node.admin.get(&format!("/api/issues/{issue}")).await?.ok()?, before_issue);
+    assert_eq!(
+        node.admin
+            .get(&format!("/api/issues/{issue}"))
+            .await?
+            .ok()?,
+        before_issue
+    );
     assert_eq!(activity_head(&node).await?, before_head);
-    let comments = node.admin.get(&format!("/api/issues/{issue}/comments")).await?.ok()?;
+    let comments = node
+        .admin
+        .get(&format!("/api/issues/{issue}/comments"))
+        .await?
+        .ok()?;
     assert_eq!(comments.as_array().map(Vec::len), Some(0));
     node.shutdown().await
 }
@@ -101,9 +191,23 @@ async fn a_dead_holder_never_blocks_the_next_checkout() -> anyhow::Result<()> {
     let first = agent_session(&node, "first").await?;
     let second = agent_session(&node, "second").await?;
     let checkout = |s: &AgentSession| json!({ "agentId": s.agent_id, "expectedStatuses": ["todo", "in_progress"] });
-    let won = first.http.post(&format!("/api/issues/{issue}/checkout"), checkout(&first)).await?.ok()?;
-    node.admin.post(&format!("/api/heartbeat-runs/{}/finish", first.run_id), json!({ "status": "failed" })).await?.ok()?;
-    let next = second.http.post(&format!("/api/issues/{issue}/checkout"), checkout(&second)).await?.ok()?;
+    let won = first
+        .http
+        .post(&format!("/api/issues/{issue}/checkout"), checkout(&first))
+        .await?
+        .ok()?;
+    node.admin
+        .post(
+            &format!("/api/heartbeat-runs/{}/finish", first.run_id),
+            json!({ "status": "failed" }),
+        )
+        .await?
+        .ok()?;
+    let next = second
+        .http
+        .post(&format!("/api/issues/{issue}/checkout"), checkout(&second))
+        .await?
+        .ok()?;
     assert!(next["checkout"]["token"].as_u64() > won["checkout"]["token"].as_u64());
     assert_eq!(next["assigneeAgentId"], json!(second.agent_id));
     node.shutdown().await

@@ -12,7 +12,11 @@ use crate::support::*;
 
 const START_DEADLINE: Duration = Duration::from_secs(60);
 
-fn roost_cli(dir: &std::path::Path, process: &RoostProcess, args: &[&str]) -> anyhow::Result<std::process::Output> {
+fn roost_cli(
+    dir: &std::path::Path,
+    process: &RoostProcess,
+    args: &[&str],
+) -> anyhow::Result<std::process::Output> {
     Ok(std::process::Command::new(roost_binary())
         .args(args)
         .current_dir(dir)
@@ -29,7 +33,10 @@ async fn kill_9_during_writes_loses_no_acknowledged_write() -> anyhow::Result<()
     let mut process = RoostProcess::spawn_dev(&roost_binary(), dir.path(), START_DEADLINE)?;
     let admin = Http::new(process.base_url.clone()).with_token(&process.admin_token);
     let issue = admin
-        .post(&format!("/api/companies/{}/issues", process.company_id), json!({ "title": "crash target" }))
+        .post(
+            &format!("/api/companies/{}/issues", process.company_id),
+            json!({ "title": "crash target" }),
+        )
         .await?
         .ok()?;
     let issue_id = str_field(&issue, "id");
@@ -41,9 +48,15 @@ async fn kill_9_during_writes_loses_no_acknowledged_write() -> anyhow::Result<()
         writers.push(tokio::spawn(async move {
             for n in 0.. {
                 let body = json!({ "body": format!("writer {writer} comment {n}") });
-                match admin.post(&format!("/api/issues/{issue_id}/comments"), body).await {
+                match admin
+                    .post(&format!("/api/issues/{issue_id}/comments"), body)
+                    .await
+                {
                     Ok(r) if r.status.as_u16() == 201 => {
-                        acked.lock().unwrap_or_else(|p| p.into_inner()).insert(str_field(&r.body, "id"));
+                        acked
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(str_field(&r.body, "id"));
                     }
                     _ => break,
                 }
@@ -59,18 +72,36 @@ async fn kill_9_during_writes_loses_no_acknowledged_write() -> anyhow::Result<()
     for w in writers {
         w.await?;
     }
-    let acked = acknowledged.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let acked = acknowledged
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
 
     let process = RoostProcess::spawn_dev(&roost_binary(), dir.path(), START_DEADLINE)?;
     let admin = Http::new(process.base_url.clone()).with_token(&process.admin_token);
-    let comments = admin.get(&format!("/api/issues/{issue_id}/comments?limit=1000")).await?.ok()?;
-    let stored: BTreeSet<String> =
-        comments.as_array().into_iter().flatten().map(|c| str_field(c, "id")).collect();
+    let comments = admin
+        .get(&format!("/api/issues/{issue_id}/comments?limit=1000"))
+        .await?
+        .ok()?;
+    let stored: BTreeSet<String> = comments
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| str_field(c, "id"))
+        .collect();
     let missing: Vec<_> = acked.difference(&stored).collect();
-    assert!(missing.is_empty(), "{} acknowledged comments lost: {missing:?}", missing.len());
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged comments lost: {missing:?}",
+        missing.len()
+    );
 
     let verify = roost_cli(dir.path(), &process, &["audit", "verify"])?;
-    assert!(verify.status.success(), "audit verify failed: {}", String::from_utf8_lossy(&verify.stdout));
+    assert!(
+        verify.status.success(),
+        "audit verify failed: {}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
     Ok(())
 }
 
@@ -82,12 +113,19 @@ async fn audit_verify_reports_a_tampered_activity_row() -> anyhow::Result<()> {
     let admin = Http::new(process.base_url.clone()).with_token(&process.admin_token);
     for n in 0..5 {
         admin
-            .post(&format!("/api/companies/{}/issues", process.company_id), json!({ "title": format!("task {n}") }))
+            .post(
+                &format!("/api/companies/{}/issues", process.company_id),
+                json!({ "title": format!("task {n}") }),
+            )
             .await?
             .ok()?;
     }
     let clean = roost_cli(dir.path(), &process, &["audit", "verify"])?;
-    assert!(clean.status.success(), "{}", String::from_utf8_lossy(&clean.stdout));
+    assert!(
+        clean.status.success(),
+        "{}",
+        String::from_utf8_lossy(&clean.stdout)
+    );
     process.kill_9()?;
 
     let db = dir.path().join("data").join("state.db");
@@ -105,8 +143,69 @@ async fn audit_verify_reports_a_tampered_activity_row() -> anyhow::Result<()> {
 
     let process = RoostProcess::spawn_dev(&roost_binary(), dir.path(), START_DEADLINE)?;
     let tampered = roost_cli(dir.path(), &process, &["audit", "verify"])?;
-    let out = String::from_utf8_lossy(&tampered.stdout).to_string() + &String::from_utf8_lossy(&tampered.stderr);
-    assert!(!tampered.status.success(), "tampering went unnoticed: {out}");
-    assert!(out.contains("entry 4"), "the report should name entry 4: {out}");
+    let out = String::from_utf8_lossy(&tampered.stdout).to_string()
+        + &String::from_utf8_lossy(&tampered.stderr);
+    assert!(
+        !tampered.status.success(),
+        "tampering went unnoticed: {out}"
+    );
+    assert!(
+        out.contains("entry 4"),
+        "the report should name entry 4: {out}"
+    );
+    Ok(())
+}
+
+/// Regression: `roost dev` panicked ("failed printing to stdout: Broken pipe") and died when
+/// whoever started it stopped reading its output.
+#[tokio::test]
+async fn roost_dev_survives_a_closed_stdout() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let free_port = || -> anyhow::Result<u16> {
+        Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port())
+    };
+    let (http_port, grpc_port) = (free_port()?, free_port()?);
+    let mut child = std::process::Command::new(roost_binary())
+        .args(["dev", "--dir"])
+        .arg(dir.path())
+        .args([
+            "--http-listen",
+            &format!("127.0.0.1:{http_port}"),
+            "--grpc-listen",
+            &format!("127.0.0.1:{grpc_port}"),
+        ])
+        .env("ROOST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    drop(child.stdout.take());
+    let http = Http::new(format!("http://127.0.0.1:{http_port}"));
+    let token_file = dir.path().join("admin-token");
+    let served = roost_testkit::wait_for(
+        "roost dev to serve with its stdout closed",
+        START_DEADLINE,
+        || {
+            let (http, token_file) = (http.clone(), token_file.clone());
+            async move {
+                let token = std::fs::read_to_string(&token_file).ok()?;
+                let reply = http
+                    .with_token(token.trim())
+                    .get("/api/companies")
+                    .await
+                    .ok()?;
+                reply.status.is_success().then_some(())
+            }
+        },
+    )
+    .await;
+    let still_running = child.try_wait()?.is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    served?;
+    assert!(
+        still_running,
+        "roost dev exited after its stdout was closed"
+    );
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! The gRPC API: the same operations and the same errors as REST.
 
 use roost_proto::v1::control_client::ControlClient;
-use roost_proto::v1::{AddCommentRequest, CheckoutRequest, CreateIssueRequest, GetIssueRequest, ReleaseRequest};
+use roost_proto::v1::{
+    AddCommentRequest, CheckoutRequest, CreateIssueRequest, GetIssueRequest, ReleaseRequest,
+};
 use serde_json::Value;
 use tonic::transport::Channel;
 
@@ -11,7 +13,8 @@ use crate::support::*;
 
 fn authed<T>(token: &str, run: Option<&str>, message: T) -> anyhow::Result<tonic::Request<T>> {
     let mut req = tonic::Request::new(message);
-    req.metadata_mut().insert("authorization", format!("Bearer {token}").parse()?);
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse()?);
     if let Some(run) = run {
         req.metadata_mut().insert("x-roost-run-id", run.parse()?);
     }
@@ -30,7 +33,12 @@ async fn grpc_checkout_conflicts_and_fencing_match_rest() -> anyhow::Result<()> 
         .create_issue(authed(
             &node.admin_token,
             None,
-            CreateIssueRequest { company_id: node.company_id.clone(), title: "over grpc".into(), status: Some("todo".into()), ..Default::default() },
+            CreateIssueRequest {
+                company_id: node.company_id.clone(),
+                title: "over grpc".into(),
+                status: Some("todo".into()),
+                ..Default::default()
+            },
         )?)
         .await?
         .into_inner();
@@ -39,30 +47,71 @@ async fn grpc_checkout_conflicts_and_fencing_match_rest() -> anyhow::Result<()> 
     let (b, b_key) = node.agent("grpc-b").await?;
     let run_a = node.start_run(&a).await?;
     let run_b = node.start_run(&b).await?;
-    let checkout = |agent: &str| CheckoutRequest { issue_id: issue.id.clone(), agent_id: agent.into(), expected_statuses: vec!["todo".into()] };
+    let checkout = |agent: &str| CheckoutRequest {
+        issue_id: issue.id.clone(),
+        agent_id: agent.into(),
+        expected_statuses: vec!["todo".into()],
+    };
 
-    let won = grpc.checkout(authed(&a_key, Some(&run_a), checkout(&a))?).await?.into_inner();
+    let won = grpc
+        .checkout(authed(&a_key, Some(&run_a), checkout(&a))?)
+        .await?
+        .into_inner();
     let token = won.checkout.as_ref().map(|c| c.token).unwrap_or(0);
     assert!(token > 0);
 
-    let lost = grpc.checkout(authed(&b_key, Some(&run_b), checkout(&b))?).await.expect_err("second checkout must fail");
+    let lost = grpc
+        .checkout(authed(&b_key, Some(&run_b), checkout(&b))?)
+        .await
+        .expect_err("second checkout must fail");
     assert_eq!(lost.code(), tonic::Code::Aborted);
     let body: Value = serde_json::from_str(lost.message())?;
     assert_eq!(body["error"], "checkout_conflict");
     assert_eq!(body["details"]["checkoutRunId"], run_a.as_str());
 
-    node.admin.post(&format!("/api/heartbeat-runs/{run_a}/finish"), serde_json::json!({ "status": "succeeded" })).await?.ok()?;
+    node.admin
+        .post(
+            &format!("/api/heartbeat-runs/{run_a}/finish"),
+            serde_json::json!({ "status": "succeeded" }),
+        )
+        .await?
+        .ok()?;
     let stale = grpc
-        .add_comment(authed(&a_key, Some(&run_a), AddCommentRequest { issue_id: issue.id.clone(), body: "late".into() })?)
+        .add_comment(authed(
+            &a_key,
+            Some(&run_a),
+            AddCommentRequest {
+                issue_id: issue.id.clone(),
+                body: "late".into(),
+            },
+        )?)
         .await
         .expect_err("a stale run is fenced");
     assert_eq!(stale.code(), tonic::Code::Aborted);
-    assert_eq!(serde_json::from_str::<Value>(stale.message())?["error"], "stale_run");
-    let release = grpc.release(authed(&a_key, Some(&run_a), ReleaseRequest { issue_id: issue.id.clone() })?).await;
+    assert_eq!(
+        serde_json::from_str::<Value>(stale.message())?["error"],
+        "stale_run"
+    );
+    let release = grpc
+        .release(authed(
+            &a_key,
+            Some(&run_a),
+            ReleaseRequest {
+                issue_id: issue.id.clone(),
+            },
+        )?)
+        .await;
     assert!(release.is_err());
 
-    let unauthenticated = grpc.get_issue(tonic::Request::new(GetIssueRequest { issue_id: issue.id.clone() })).await;
-    assert_eq!(unauthenticated.map(|_| ()).map_err(|s| s.code()), Err(tonic::Code::Unauthenticated));
+    let unauthenticated = grpc
+        .get_issue(tonic::Request::new(GetIssueRequest {
+            issue_id: issue.id.clone(),
+        }))
+        .await;
+    assert_eq!(
+        unauthenticated.map(|_| ()).map_err(|s| s.code()),
+        Err(tonic::Code::Unauthenticated)
+    );
     node.shutdown().await
 }
 
@@ -71,11 +120,16 @@ async fn grpc_checkout_conflicts_and_fencing_match_rest() -> anyhow::Result<()> 
 async fn clearing_a_field_survives_the_raft_log() -> anyhow::Result<()> {
     let node = TestNode::start().await?;
     let (agent, _) = node.agent("assignee").await?;
-    let issue = node.issue(serde_json::json!({ "title": "t", "assigneeAgentId": agent, "description": "d" })).await?;
+    let issue = node
+        .issue(serde_json::json!({ "title": "t", "assigneeAgentId": agent, "description": "d" }))
+        .await?;
     let id = str_field(&issue, "id");
     let cleared = node
         .admin
-        .patch(&format!("/api/issues/{id}"), serde_json::json!({ "assigneeAgentId": null, "description": null }))
+        .patch(
+            &format!("/api/issues/{id}"),
+            serde_json::json!({ "assigneeAgentId": null, "description": null }),
+        )
         .await?
         .ok()?;
     assert_eq!(cleared["assigneeAgentId"], Value::Null);

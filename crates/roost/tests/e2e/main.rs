@@ -3,6 +3,8 @@
 
 mod bad_input;
 mod checkout;
+mod cluster;
 mod crash;
 mod grpc;
+mod readme;
 mod support;

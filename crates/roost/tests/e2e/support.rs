@@ -12,7 +12,14 @@ pub fn roost_binary() -> PathBuf {
 
 /// The newest activity sequence number of the test company: any accepted write moves it.
 pub async fn activity_head(node: &TestNode) -> anyhow::Result<u64> {
-    let page = node.admin.get(&format!("/api/companies/{}/activity?limit=1", node.company_id)).await?.ok()?;
+    let page = node
+        .admin
+        .get(&format!(
+            "/api/companies/{}/activity?limit=1",
+            node.company_id
+        ))
+        .await?
+        .ok()?;
     Ok(page[0]["seq"].as_u64().unwrap_or(0))
 }
 
@@ -27,11 +34,17 @@ pub async fn agent_session(node: &TestNode, name: &str) -> anyhow::Result<AgentS
     let (agent_id, key) = node.agent(name).await?;
     let run_id = node.start_run(&agent_id).await?;
     let http = node.http().with_token(&key).with_run(&run_id);
-    Ok(AgentSession { agent_id, run_id, http })
+    Ok(AgentSession {
+        agent_id,
+        run_id,
+        http,
+    })
 }
 
 pub async fn todo_issue(node: &TestNode, title: &str) -> anyhow::Result<String> {
-    let issue = node.issue(json!({ "title": title, "status": "todo" })).await?;
+    let issue = node
+        .issue(json!({ "title": title, "status": "todo" }))
+        .await?;
     Ok(str_field(&issue, "id"))
 }
 

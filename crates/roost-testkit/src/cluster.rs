@@ -1,0 +1,289 @@
+//! An in-process cluster: N real nodes (Raft over gRPC on loopback, SQLite on disk) in one
+//! runtime, with partitions, delays, kills and restarts.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use roost_raft::{NetworkFaults, RaftTiming};
+use roost_server::auth::{generate_token, ADMIN_TOKEN_PREFIX};
+use roost_server::{Listeners, MemberConfig, Server, ServerConfig};
+
+use crate::http::Http;
+use crate::wait_for;
+
+struct Member {
+    id: u64,
+    config: ServerConfig,
+    // Bound once and kept: a killed node's port stays reserved, and its restart reuses it.
+    http: std::net::TcpListener,
+    grpc: std::net::TcpListener,
+    faults: NetworkFaults,
+    server: Option<Server>,
+}
+
+pub struct TestCluster {
+    members: Vec<Member>,
+    pub dir: tempfile::TempDir,
+    pub admin_token: String,
+    pub company_id: String,
+}
+
+/// Timing for tests: fast elections, short write timeouts, frequent snapshots when asked.
+pub fn test_timing() -> RaftTiming {
+    RaftTiming {
+        heartbeat_interval_ms: 50,
+        election_timeout_min_ms: 300,
+        election_timeout_max_ms: 600,
+        write_timeout_ms: 2_000,
+        ..RaftTiming::default()
+    }
+}
+
+fn listeners(m: &Member) -> std::io::Result<Listeners> {
+    let http = m.http.try_clone()?;
+    let grpc = m.grpc.try_clone()?;
+    http.set_nonblocking(true)?;
+    grpc.set_nonblocking(true)?;
+    Ok(Listeners {
+        http: tokio::net::TcpListener::from_std(http)?,
+        grpc: tokio::net::TcpListener::from_std(grpc)?,
+    })
+}
+
+impl TestCluster {
+    /// Starts `n` voters with default test timing.
+    pub async fn start(n: usize) -> anyhow::Result<TestCluster> {
+        Self::start_with(n, test_timing()).await
+    }
+
+    pub async fn start_with(n: usize, timing: RaftTiming) -> anyhow::Result<TestCluster> {
+        let dir = tempfile::tempdir()?;
+        let mut members = Vec::new();
+        for id in 1..=n as u64 {
+            let http = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let grpc = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let config = ServerConfig {
+                node_id: id,
+                data_dir: dir.path().join(format!("node-{id}")),
+                http_listen: http.local_addr()?.to_string(),
+                grpc_listen: grpc.local_addr()?.to_string(),
+                bootstrap: false,
+                raft: timing.clone(),
+                ..ServerConfig::default()
+            };
+            members.push(Member {
+                id,
+                config,
+                http,
+                grpc,
+                faults: NetworkFaults::default(),
+                server: None,
+            });
+        }
+        let initial: Vec<MemberConfig> = members
+            .iter()
+            .map(|m| MemberConfig {
+                id: m.id,
+                grpc_addr: m.config.grpc_listen.clone(),
+                http_addr: m.config.http_listen.clone(),
+            })
+            .collect();
+        for m in &mut members {
+            m.config.initial_members = initial.clone();
+        }
+        let starts = members.iter().map(|m| async move {
+            Server::start_with_faults(&m.config, listeners(m)?, m.faults.clone())
+                .await
+                .map_err(anyhow::Error::from)
+        });
+        let servers = futures::future::try_join_all(starts).await?;
+        for (m, s) in members.iter_mut().zip(servers) {
+            m.server = Some(s);
+        }
+        let mut cluster = TestCluster {
+            members,
+            dir,
+            admin_token: String::new(),
+            company_id: String::new(),
+        };
+        let leader = cluster.leader().await?;
+        let api = cluster.server(leader).api().clone();
+        let token = generate_token(ADMIN_TOKEN_PREFIX);
+        api.ensure_admin_token(&token, "test-admin").await?;
+        let company = api.ensure_default_company("Cluster Company", "CL").await?;
+        cluster.admin_token = token;
+        cluster.company_id = company.id;
+        Ok(cluster)
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.members.iter().map(|m| m.id).collect()
+    }
+
+    fn member(&self, id: u64) -> &Member {
+        &self.members[(id - 1) as usize]
+    }
+
+    fn member_mut(&mut self, id: u64) -> &mut Member {
+        &mut self.members[(id - 1) as usize]
+    }
+
+    pub fn is_running(&self, id: u64) -> bool {
+        self.member(id).server.is_some()
+    }
+
+    pub fn server(&self, id: u64) -> &Server {
+        self.member(id).server.as_ref().expect("node is running")
+    }
+
+    /// An admin client of node `id`.
+    pub fn admin(&self, id: u64) -> Http {
+        Http::new(format!("http://{}", self.member(id).config.http_listen))
+            .with_token(&self.admin_token)
+    }
+
+    pub fn http(&self, id: u64) -> Http {
+        Http::new(format!("http://{}", self.member(id).config.http_listen))
+    }
+
+    pub fn grpc_addr(&self, id: u64) -> String {
+        self.member(id).config.grpc_listen.clone()
+    }
+
+    /// The leader every running node agrees on (and that leads in its own view).
+    pub async fn leader(&self) -> anyhow::Result<u64> {
+        wait_for("an agreed leader", Duration::from_secs(20), || async {
+            let running: Vec<&Member> =
+                self.members.iter().filter(|m| m.server.is_some()).collect();
+            let views: BTreeSet<Option<u64>> = running
+                .iter()
+                .filter(|m| !self.is_cut_off(m.id))
+                .map(|m| {
+                    m.server
+                        .as_ref()
+                        .map(|s| s.api().node().report())
+                        .and_then(|r| r.leader_id)
+                })
+                .collect();
+            match views.into_iter().collect::<Vec<_>>().as_slice() {
+                [Some(l)]
+                    if self.is_running(*l)
+                        && self.server(*l).api().node().report().role == "leader" =>
+                {
+                    Some(*l)
+                }
+                _ => None,
+            }
+        })
+        .await
+    }
+
+    /// A node that the partition helpers cut off from every other.
+    fn is_cut_off(&self, id: u64) -> bool {
+        let others: Vec<u64> = self.ids().into_iter().filter(|o| *o != id).collect();
+        !others.is_empty() && others.iter().all(|o| self.member(id).faults.is_blocked(*o))
+    }
+
+    /// The leader as seen by the nodes in `group` (for a majority side of a partition).
+    pub async fn leader_among(&self, group: &[u64]) -> anyhow::Result<u64> {
+        wait_for("a leader in the group", Duration::from_secs(20), || async {
+            group.iter().copied().find(|id| {
+                self.is_running(*id) && self.server(*id).api().node().report().role == "leader"
+            })
+        })
+        .await
+    }
+
+    /// Cuts every link between the groups (both directions). Nodes in no group are untouched.
+    pub fn partition(&self, groups: &[&[u64]]) {
+        for (i, a) in groups.iter().enumerate() {
+            for (j, b) in groups.iter().enumerate() {
+                if i == j {
+                    continue;
+                }
+                for x in a.iter() {
+                    for y in b.iter() {
+                        self.member(*x).faults.block(*y);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Cuts `id` off from every other node.
+    pub fn isolate(&self, id: u64) {
+        let rest: Vec<u64> = self.ids().into_iter().filter(|o| *o != id).collect();
+        self.partition(&[&[id], &rest]);
+    }
+
+    /// Restores every link and removes delays.
+    pub fn heal(&self) {
+        for m in &self.members {
+            m.faults.unblock_all();
+        }
+    }
+
+    /// Delays every message node `id` sends.
+    pub fn delay(&self, id: u64, delay: Duration) {
+        self.member(id).faults.set_delay(delay);
+    }
+
+    /// Stops node `id` abruptly; its data directory stays.
+    pub async fn kill(&mut self, id: u64) {
+        if let Some(s) = self.member_mut(id).server.take() {
+            s.kill().await;
+        }
+    }
+
+    /// Starts node `id` again on its data directory and ports.
+    pub async fn restart(&mut self, id: u64) -> anyhow::Result<()> {
+        let m = self.member(id);
+        let server = Server::start_with_faults(&m.config, listeners(m)?, m.faults.clone()).await?;
+        self.member_mut(id).server = Some(server);
+        Ok(())
+    }
+
+    /// Kills node `id` and deletes its data directory.
+    pub async fn wipe(&mut self, id: u64) -> anyhow::Result<()> {
+        self.kill(id).await;
+        let dir = self.member(id).config.data_dir.clone();
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every running node has applied the same index and holds the same state
+    /// hash at it; returns (index, hash).
+    pub async fn converged(&self, deadline: Duration) -> anyhow::Result<(u64, String)> {
+        wait_for(
+            "identical state hashes at one applied index",
+            deadline,
+            || async {
+                let reports: Vec<(u64, String)> = self
+                    .members
+                    .iter()
+                    .filter_map(|m| m.server.as_ref())
+                    .map(|s| {
+                        let r = s.api().node().report();
+                        (r.state_index, r.state_hash)
+                    })
+                    .collect();
+                let first = reports.first()?.clone();
+                reports.iter().all(|r| *r == first).then_some(first)
+            },
+        )
+        .await
+    }
+
+    /// The report of node `id`.
+    pub fn report(&self, id: u64) -> roost_raft::NodeReport {
+        self.server(id).api().node().report()
+    }
+
+    pub async fn shutdown(mut self) {
+        for id in self.ids() {
+            self.kill(id).await;
+        }
+    }
+}
