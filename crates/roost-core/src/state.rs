@@ -17,6 +17,8 @@ use crate::rules;
 
 /// A row the store must write.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+// Changes live only between apply and the SQLite write; see `Outcome`.
+#[allow(clippy::large_enum_variant)]
 pub enum Change {
     Company(Company),
     Agent(Agent),

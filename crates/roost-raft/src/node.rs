@@ -26,6 +26,7 @@ pub struct WriteOutcome {
 
 /// What one node asks another to do on its behalf (`roost.v1.Raft/Forward`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)] // one per forwarded request, moved once
 pub(crate) enum ForwardRequest {
     /// Propose this envelope (sent to the leader).
     Write(Envelope),
@@ -43,6 +44,7 @@ pub(crate) enum ForwardRequest {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)] // one per forwarded request, moved once
 pub(crate) enum ForwardReply {
     Written(WriteOutcome),
     Done,

@@ -62,10 +62,8 @@ pub struct Server {
     tasks: Vec<JoinHandle<Result<(), Error>>>,
 }
 
-fn stopped(mut rx: watch::Receiver<bool>) -> impl Future<Output = ()> + Send + 'static {
-    async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    }
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
 }
 
 impl Server {

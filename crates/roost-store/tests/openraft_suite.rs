@@ -17,6 +17,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> fo
 }
 
 #[test]
-fn sqlite_store_passes_openraft_suite() -> Result<(), StorageError<u64>> {
+fn sqlite_store_passes_openraft_suite() -> anyhow::Result<()> {
     Suite::test_all(SqliteBuilder)
+        .map_err(|e| anyhow::anyhow!("openraft storage suite failed: {e}"))
 }

@@ -362,11 +362,11 @@ fn check_blockers(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
                 "an issue cannot block itself",
             ));
         }
-        if !ctx
+        if ctx
             .state
             .issues
             .get(blocker)
-            .is_some_and(|b| b.company_id == issue.company_id)
+            .is_none_or(|b| b.company_id != issue.company_id)
         {
             return Err(DomainError::invariant(
                 "blocker_exists",

@@ -28,11 +28,11 @@ pub(crate) fn start(
         )));
     }
     if let Some(issue_id) = issue_id {
-        if !ctx
+        if ctx
             .state
             .issues
             .get(issue_id)
-            .is_some_and(|i| i.company_id == agent.company_id)
+            .is_none_or(|i| i.company_id != agent.company_id)
         {
             return Err(DomainError::not_found("issue", issue_id));
         }
