@@ -4,18 +4,21 @@
 //! goes through one request path that sets the bearer token, the run id header and a timeout,
 //! and turns error responses into [`Error::Api`] with the server's code and message.
 
+mod cluster;
 mod error;
 mod routes;
 mod types;
 
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderValue, AUTHORIZATION};
 use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use cluster::{ClusterStatus, Member, MemberStatus, NodeReport};
 pub use error::Error;
 pub use types::{
     ActivityPage, AgentUpdate, AuditReport, CommentCursor, CommentPage, CreatedKey,
@@ -41,7 +44,10 @@ pub struct RoostClient {
 
 struct Inner {
     http: reqwest::Client,
-    base: Url,
+    /// Every server this client may use; any node serves any request.
+    bases: Vec<Url>,
+    /// The server that answered last: tried first next time.
+    preferred: Arc<AtomicUsize>,
     authorization: HeaderValue,
     run_id: Option<HeaderValue>,
     timeout: Duration,
@@ -51,7 +57,10 @@ impl std::fmt::Debug for RoostClient {
     // By hand, so the token never lands in a log line.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RoostClient")
-            .field("base", &self.inner.base.as_str())
+            .field(
+                "servers",
+                &self.inner.bases.iter().map(Url::as_str).collect::<Vec<_>>(),
+            )
             .field("run_id", &self.inner.run_id)
             .field("timeout", &self.inner.timeout)
             .finish_non_exhaustive()
@@ -59,21 +68,20 @@ impl std::fmt::Debug for RoostClient {
 }
 
 impl RoostClient {
-    /// A client for the server at `base_url` (e.g. `http://127.0.0.1:7480`), authenticating
-    /// with `token`.
-    pub fn new(base_url: &str, token: &str) -> Result<Self> {
-        if !base_url.contains("://") {
-            // Without this, `localhost:7480` would parse as a URL with the scheme `localhost`.
-            return Err(Error::InvalidArgument(format!(
-                "server URL `{base_url}` must start with http:// or https:// (e.g. http://127.0.0.1:7480)"
-            )));
-        }
-        let base = Url::parse(base_url)
-            .map_err(|e| Error::InvalidArgument(format!("server URL `{base_url}`: {e}")))?;
-        if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
-            return Err(Error::InvalidArgument(format!(
-                "server URL `{base_url}` must start with http:// or https://"
-            )));
+    /// A client for the servers in `base_urls`, comma-separated (e.g.
+    /// `http://10.0.0.1:7480,http://10.0.0.2:7480`), authenticating with `token`. A request
+    /// that cannot reach a server, or that a server answers 503 (no leader yet, no quorum), is
+    /// retried on the next one until the timeout; writes carry an idempotency key so a retry is
+    /// applied once.
+    pub fn new(base_urls: &str, token: &str) -> Result<Self> {
+        let bases = base_urls
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(parse_base)
+            .collect::<Result<Vec<Url>>>()?;
+        if bases.is_empty() {
+            return Err(Error::InvalidArgument("no server URL given".into()));
         }
         let mut authorization = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
             .map_err(|_| {
@@ -83,12 +91,14 @@ impl RoostClient {
             })?;
         authorization.set_sensitive(true);
         let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(2))
             .build()
             .map_err(Error::Transport)?;
         Ok(RoostClient {
             inner: Arc::new(Inner {
                 http,
-                base,
+                bases,
+                preferred: Arc::default(),
                 authorization,
                 run_id: None,
                 timeout: DEFAULT_TIMEOUT,
@@ -112,14 +122,16 @@ impl RoostClient {
         self.derive(|inner| inner.timeout = timeout)
     }
 
+    /// The first server this client was given.
     pub fn base_url(&self) -> &str {
-        self.inner.base.as_str()
+        self.inner.bases[0].as_str()
     }
 
     fn derive(&self, change: impl FnOnce(&mut Inner)) -> Self {
         let mut inner = Inner {
             http: self.inner.http.clone(),
-            base: self.inner.base.clone(),
+            bases: self.inner.bases.clone(),
+            preferred: self.inner.preferred.clone(),
             authorization: self.inner.authorization.clone(),
             run_id: self.inner.run_id.clone(),
             timeout: self.inner.timeout,
@@ -159,7 +171,9 @@ impl RoostClient {
         })
     }
 
-    /// Sends one request and returns the status and body, whatever the status.
+    /// Sends one logical request and returns the status and body, whatever the status. A
+    /// server that cannot be reached or answers 503 makes it move on to the next server, until
+    /// the timeout; a write keeps one idempotency key across those attempts.
     async fn send_raw<B: Serialize + ?Sized>(
         &self,
         method: Method,
@@ -167,12 +181,76 @@ impl RoostClient {
         query: &[(&str, String)],
         body: Option<&B>,
     ) -> Result<(StatusCode, Vec<u8>)> {
+        let key = (method != Method::GET).then(idempotency_key);
+        let deadline = Instant::now() + self.inner.timeout;
+        let servers = self.inner.bases.len();
+        let mut attempt = 0usize;
+        // While every server refuses connections, give up after a few rounds; once one has
+        // answered (a 503 during an election), keep trying until the deadline.
+        let mut only_refused = true;
+        loop {
+            let index = (self.inner.preferred.load(Ordering::Relaxed) + attempt) % servers;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let result = self
+                .attempt(
+                    index,
+                    method.clone(),
+                    path,
+                    query,
+                    body,
+                    key.as_deref(),
+                    left,
+                )
+                .await;
+            let retry = match &result {
+                // No leader yet, or no quorum: an election may fix it before the deadline.
+                Ok((status, _)) => *status == StatusCode::SERVICE_UNAVAILABLE,
+                // Nobody listening: a few rounds cover a restarting node without making a CLI
+                // wait the whole timeout when no server runs at all.
+                Err(Error::Transport(e)) if e.is_connect() => {
+                    !only_refused || attempt < servers * CONNECT_ROUNDS
+                }
+                // Safe for reads, and for writes because they carry an idempotency key.
+                Err(Error::Transport(_)) => true,
+                Err(_) => false,
+            };
+            if !matches!(&result, Err(Error::Transport(e)) if e.is_connect()) {
+                only_refused = false;
+            }
+            if !retry || Instant::now() + RETRY_PAUSE >= deadline {
+                if result.is_ok() {
+                    self.inner.preferred.store(index, Ordering::Relaxed);
+                }
+                return result;
+            }
+            attempt += 1;
+            // A full round of servers refused: give an election time to finish.
+            if attempt % servers == 0 {
+                tokio::time::sleep(RETRY_PAUSE).await;
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn attempt<B: Serialize + ?Sized>(
+        &self,
+        server: usize,
+        method: Method,
+        path: &[&str],
+        query: &[(&str, String)],
+        body: Option<&B>,
+        idempotency_key: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(StatusCode, Vec<u8>)> {
         let mut request = self
             .inner
             .http
-            .request(method, self.url(path)?)
-            .timeout(self.inner.timeout)
+            .request(method, self.url_on(server, path)?)
+            .timeout(timeout.max(Duration::from_millis(1)))
             .header(AUTHORIZATION, self.inner.authorization.clone());
+        if let Some(key) = idempotency_key {
+            request = request.header("Idempotency-Key", key);
+        }
         if !query.is_empty() {
             request = request.query(query);
         }
@@ -191,11 +269,18 @@ impl RoostClient {
     /// The base URL with `path` appended, each segment percent-encoded, so an id can never
     /// reach another route (`../`, `?`, `#`).
     fn url(&self, path: &[&str]) -> Result<Url> {
+        self.url_on(
+            self.inner.preferred.load(Ordering::Relaxed) % self.inner.bases.len(),
+            path,
+        )
+    }
+
+    fn url_on(&self, server: usize, path: &[&str]) -> Result<Url> {
         // The URL parser drops `.` and `..` segments, which would silently call another route.
         if let Some(bad) = path.iter().find(|s| matches!(s.trim(), "" | "." | "..")) {
             return Err(Error::InvalidArgument(format!("`{bad}` is not a valid id")));
         }
-        let mut url = self.inner.base.clone();
+        let mut url = self.inner.bases[server].clone();
         {
             let mut segments = url
                 .path_segments_mut()
@@ -204,6 +289,44 @@ impl RoostClient {
         }
         Ok(url)
     }
+}
+
+/// Pause before another round of servers when every one refused (an election takes about a
+/// second).
+const RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Rounds over the servers while every one refuses connections.
+const CONNECT_ROUNDS: usize = 3;
+
+fn parse_base(base_url: &str) -> Result<Url> {
+    if !base_url.contains("://") {
+        // Without this, `localhost:7480` would parse as a URL with the scheme `localhost`.
+        return Err(Error::InvalidArgument(format!(
+            "server URL `{base_url}` must start with http:// or https:// (e.g. http://127.0.0.1:7480)"
+        )));
+    }
+    let base = Url::parse(base_url)
+        .map_err(|e| Error::InvalidArgument(format!("server URL `{base_url}`: {e}")))?;
+    if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
+        return Err(Error::InvalidArgument(format!(
+            "server URL `{base_url}` must start with http:// or https://"
+        )));
+    }
+    Ok(base)
+}
+
+/// A key unique to this logical write: process, time and a counter.
+fn idempotency_key() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "rc-{:x}-{nanos:x}-{:x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 fn expect_success((status, body): (StatusCode, Vec<u8>)) -> Result<(StatusCode, Vec<u8>)> {

@@ -187,3 +187,109 @@ fn bad_configuration_and_dot_ids_are_refused_before_sending() {
     ));
     assert!(!format!("{client:?}").contains("secret-token"));
 }
+
+/// A server that refuses connections is skipped: the request reaches the next one.
+#[tokio::test]
+async fn an_unreachable_server_is_skipped_for_the_next() {
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://{}", l.local_addr().expect("address"))
+    };
+    let (alive, server) = one_shot("201 Created", COMMENT).await;
+    let client = RoostClient::new(&format!("{dead},{alive}"), "t").expect("client");
+    let comment = client
+        .add_comment("RST-1", "hi")
+        .await
+        .expect("comment through the second server");
+    assert_eq!(comment.id, "c1");
+    let request = server.await.expect("request");
+    assert!(
+        request
+            .to_ascii_lowercase()
+            .contains("idempotency-key: rc-"),
+        "{request}"
+    );
+}
+
+/// A 503 (no leader yet) moves a write to the next server with the same idempotency key, so a
+/// server that did apply it answers the first outcome.
+#[tokio::test]
+async fn a_write_retried_after_503_keeps_its_idempotency_key() {
+    let unavailable =
+        r#"{"error":"unavailable","message":"no leader","details":{"retryAfterMs":200}}"#;
+    let (first, first_server) = one_shot("503 Service Unavailable", unavailable).await;
+    let (second, second_server) = one_shot("201 Created", COMMENT).await;
+    let client = RoostClient::new(&format!("{first},{second}"), "t").expect("client");
+    client
+        .add_comment("RST-1", "hi")
+        .await
+        .expect("retried on the second server");
+    let key_of = |request: String| {
+        request
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("idempotency-key:")
+                    .map(|v| v.trim().to_string())
+            })
+            .expect("an idempotency key")
+    };
+    assert_eq!(
+        key_of(first_server.await.expect("first")),
+        key_of(second_server.await.expect("second"))
+    );
+}
+
+#[tokio::test]
+async fn an_empty_server_list_is_refused() {
+    assert!(matches!(
+        RoostClient::new(" , ", "t"),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+/// Serves `unavailable` answers of 503 then 201 with `COMMENT`, one per connection.
+async fn flaky(unavailable: usize) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        for n in 0.. {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                break;
+            };
+            let mut buf = [0u8; 8192];
+            let _ = socket.read(&mut buf).await;
+            let (status, body) = if n < unavailable {
+                (
+                    "503 Service Unavailable",
+                    r#"{"error":"unavailable","message":"electing","details":null}"#,
+                )
+            } else {
+                ("201 Created", COMMENT)
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = socket.write_all(response.as_bytes()).await;
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// Regression: while a new leader was being elected, a dead node's "connection refused" ended
+/// the retries after three rounds, though the live nodes were only answering 503 for a moment.
+#[tokio::test]
+async fn a_dead_node_does_not_cut_short_retries_during_an_election() {
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        format!("http://{}", l.local_addr().expect("address"))
+    };
+    let electing = flaky(6).await;
+    let client = RoostClient::new(&format!("{dead},{electing}"), "t").expect("client");
+    let comment = client
+        .add_comment("RST-1", "hi")
+        .await
+        .expect("written once the election is over");
+    assert_eq!(comment.id, "c1");
+}

@@ -101,8 +101,8 @@ fn membership_error(e: RaftError<u64, ClientWriteError<u64, NodeInfo>>) -> Error
 
 impl RaftNode {
     /// Forms a cluster with `members` as voters, if this node was never part of one. Returns
-    /// once the membership is committed (openraft's `initialize` returns earlier).
-    pub async fn init_cluster(&self, members: BTreeMap<u64, NodeInfo>) -> Result<(), Error> {
+    /// whether this call formed it, once a leader is elected.
+    pub async fn init_cluster(&self, members: BTreeMap<u64, NodeInfo>) -> Result<bool, Error> {
         let _one_change = self.membership_lock.lock().await;
         if !members.contains_key(&self.id) {
             return Err(Error::Membership {
@@ -112,7 +112,7 @@ impl RaftNode {
         if self.raft.is_initialized().await.map_err(|e| Error::Fatal {
             message: e.to_string(),
         })? {
-            return Ok(());
+            return Ok(false);
         }
         match self.raft.initialize(members.clone()).await {
             Ok(()) => info!(
@@ -120,7 +120,7 @@ impl RaftNode {
                 members = members.len(),
                 "initialized cluster"
             ),
-            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => return Ok(()),
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => return Ok(false),
             Err(e) => {
                 return Err(Error::Membership {
                     message: e.to_string(),
@@ -129,11 +129,11 @@ impl RaftNode {
         }
         self.wait_for_leader(self.timing.election_timeout_max() * 20 + Duration::from_secs(5))
             .await?;
-        Ok(())
+        Ok(true)
     }
 
     /// Makes this node a cluster of one if it has never been part of a cluster.
-    pub async fn initialize_single(&self) -> Result<(), Error> {
+    pub async fn initialize_single(&self) -> Result<bool, Error> {
         self.init_cluster(BTreeMap::from([(self.id, self.info.clone())]))
             .await
     }

@@ -17,6 +17,36 @@ pub fn generate_token(prefix: &str) -> String {
     format!("{prefix}{}", hex::encode(bytes))
 }
 
+/// Reads the admin token kept in `path`, or creates one there (0600, written atomically and
+/// synced before its hash is committed, so a crash in between is repaired by the next start).
+/// Returns the token and whether it is new.
+pub fn load_or_create_token_file(path: &std::path::Path) -> std::io::Result<(String, bool)> {
+    use std::io::Write;
+    if let Ok(text) = std::fs::read_to_string(path) {
+        let token = text.trim().to_string();
+        if token.starts_with(ADMIN_TOKEN_PREFIX) {
+            return Ok((token, false));
+        }
+        return Err(std::io::Error::other(format!(
+            "{} does not hold a Roost admin token; remove it to create a new one",
+            path.display()
+        )));
+    }
+    let token = generate_token(ADMIN_TOKEN_PREFIX);
+    let tmp = path.with_extension("tmp");
+    {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut f = options.open(&tmp)?;
+        writeln!(f, "{token}")?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    Ok((token, true))
+}
+
 /// Only this hash of a token is ever stored or replicated.
 pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))

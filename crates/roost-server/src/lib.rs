@@ -23,6 +23,9 @@ pub use api::Api;
 pub use config::{MemberConfig, ServerConfig};
 pub use error::ApiError;
 
+/// Where the node that forms a multi-node cluster writes its first admin token.
+pub const ADMIN_TOKEN_FILE: &str = "admin-token";
+
 /// Sockets bound by the caller (the binary or a test harness), so ports are never raced.
 pub struct Listeners {
     pub http: TcpListener,
@@ -148,10 +151,22 @@ impl Server {
                     })
                     .collect()
             };
-            node.init_cluster(members).await?;
+            let formed = node.init_cluster(members).await?;
             let leader = node
                 .wait_for_leader(config.raft.election_timeout_max() * 10 + Duration::from_secs(5))
                 .await?;
+            if formed && !config.initial_members.is_empty() {
+                // A new multi-node cluster gets its first admin token, kept beside the data.
+                let path = config.data_dir.join(ADMIN_TOKEN_FILE);
+                let (token, _) = auth::load_or_create_token_file(&path)?;
+                api.ensure_admin_token(&token, "cluster-admin")
+                    .await
+                    .map_err(|source| Error::Api {
+                        context: "recording the first admin token",
+                        source,
+                    })?;
+                info!(path = %path.display(), "wrote the cluster's first admin token");
+            }
             info!(node_id = config.node_id, leader, %http_addr, %grpc_addr, "node serving");
         } else {
             info!(node_id = config.node_id, %http_addr, %grpc_addr, "node serving; waiting to be part of a cluster");

@@ -2,12 +2,12 @@
 //! admin token, reused on every later start.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use roost_server::auth::{generate_token, ADMIN_TOKEN_PREFIX};
+use roost_server::auth::load_or_create_token_file;
 use roost_server::{Listeners, Server, ServerConfig};
 
 #[derive(Args)]
@@ -22,37 +22,6 @@ pub struct DevArgs {
 }
 
 pub const TOKEN_FILE: &str = "admin-token";
-
-/// Reads the dev admin token, or creates one. The file is written (0600, atomically) before
-/// its hash is committed, so a crash in between is repaired on the next start.
-fn load_or_create_token(dir: &Path) -> anyhow::Result<(String, bool)> {
-    let path = dir.join(TOKEN_FILE);
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        let token = text.trim().to_string();
-        if token.starts_with(ADMIN_TOKEN_PREFIX) {
-            return Ok((token, false));
-        }
-        anyhow::bail!(
-            "{} does not hold a Roost admin token; remove it to create a new one",
-            path.display()
-        );
-    }
-    let token = generate_token(ADMIN_TOKEN_PREFIX);
-    let tmp = dir.join(format!("{TOKEN_FILE}.tmp"));
-    {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut f = options
-            .open(&tmp)
-            .with_context(|| format!("cannot write {}", tmp.display()))?;
-        writeln!(f, "{token}")?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, &path)?;
-    Ok((token, true))
-}
 
 pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&args.dir)
@@ -73,7 +42,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             )
         })?;
     let server = Server::start(&config, listeners).await?;
-    let (token, fresh) = load_or_create_token(&args.dir)?;
+    let (token, fresh) = load_or_create_token_file(&args.dir.join(TOKEN_FILE))?;
     let api = server.api();
     api.ensure_admin_token(&token, "dev-admin")
         .await

@@ -68,7 +68,7 @@ impl Api {
                 )));
             }
         }
-        self.node().init_cluster(nodes).await?;
+        let _formed = self.node().init_cluster(nodes).await?;
         self.cluster_status(caller).await
     }
 

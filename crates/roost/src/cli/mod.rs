@@ -3,6 +3,7 @@
 
 mod activity;
 mod agent;
+mod cluster;
 mod company;
 mod issue;
 mod output;
@@ -32,13 +33,15 @@ pub enum ClientCommand {
     Activity(activity::ActivityArgs),
     /// Check the tamper-evident activity chain
     Audit(activity::AuditArgs),
+    /// The cluster: status, formation, adding and removing nodes
+    Cluster(cluster::ClusterArgs),
 }
 
 /// How to reach the cluster; accepted by every client command, before or after its verb.
 #[derive(Args, Clone, Debug)]
 #[command(next_help_heading = "Client options")]
 pub struct ClientOpts {
-    /// Base URL of any server node
+    /// Base URL of any server node; several, comma-separated, to fail over between them
     #[arg(
         long,
         global = true,
@@ -66,6 +69,7 @@ impl ClientCommand {
             ClientCommand::Run(a) => &a.client,
             ClientCommand::Activity(a) => &a.client,
             ClientCommand::Audit(a) => &a.client,
+            ClientCommand::Cluster(a) => &a.client,
         }
     }
 }
@@ -79,6 +83,7 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Run(a) => run::run(&session, a).await,
         ClientCommand::Activity(a) => activity::run_activity(&session, a).await,
         ClientCommand::Audit(a) => activity::run_audit(&session, a).await,
+        ClientCommand::Cluster(a) => cluster::run(&session, a).await,
     }
 }
 

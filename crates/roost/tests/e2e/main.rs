@@ -6,5 +6,6 @@ mod checkout;
 mod cluster;
 mod crash;
 mod grpc;
+mod processes;
 mod readme;
 mod support;

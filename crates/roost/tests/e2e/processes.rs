@@ -1,0 +1,176 @@
+//! A cluster of real `roost server` processes, driven through the CLI with several addresses.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use roost_testkit::wait_for;
+
+use crate::support::roost_binary;
+
+struct Node {
+    id: u64,
+    http: String,
+    child: Option<Child>,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_addr() -> anyhow::Result<String> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .to_string())
+}
+
+fn spawn_server(config: &Path, log: &Path) -> anyhow::Result<Child> {
+    let log = std::fs::File::create(log)?;
+    Ok(Command::new(roost_binary())
+        .args(["server", "--config"])
+        .arg(config)
+        .env("ROOST_LOG", "info,openraft=warn")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()?)
+}
+
+fn cli(servers: &str, token: &str, args: &[&str]) -> anyhow::Result<Output> {
+    Ok(Command::new(roost_binary())
+        .args(args)
+        .env("ROOST_SERVER", servers)
+        .env("ROOST_TOKEN", token)
+        .output()?)
+}
+
+fn stdout_json(out: &Output) -> anyhow::Result<Value> {
+    anyhow::ensure!(
+        out.status.success(),
+        "roost failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Three `roost server` processes form a cluster from their configs; the CLI, given every
+/// address, keeps working after the leader is killed with SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_server_processes_survive_kill_9_of_the_leader() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut nodes = Vec::new();
+    let mut members = String::new();
+    let mut addrs = Vec::new();
+    for id in 1..=3u64 {
+        let (http, grpc) = (free_addr()?, free_addr()?);
+        members.push_str(&format!(
+            "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\n\n"
+        ));
+        addrs.push((id, http, grpc));
+    }
+    for (id, http, grpc) in &addrs {
+        let data = dir.path().join(format!("node-{id}"));
+        let config = format!(
+            "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\n\n\
+             [raft]\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n\n{members}",
+            data.display()
+        );
+        let path = dir.path().join(format!("node-{id}.toml"));
+        std::fs::write(&path, config)?;
+        let child = spawn_server(&path, &dir.path().join(format!("node-{id}.log")))?;
+        nodes.push(Node {
+            id: *id,
+            http: format!("http://{http}"),
+            child: Some(child),
+        });
+    }
+    let servers = nodes
+        .iter()
+        .map(|n| n.http.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let token_file = dir.path().join("node-1").join("admin-token");
+    let token = wait_for(
+        "node 1 to write the first admin token",
+        Duration::from_secs(60),
+        || {
+            let f = token_file.clone();
+            async move {
+                std::fs::read_to_string(&f)
+                    .ok()
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty())
+            }
+        },
+    )
+    .await?;
+
+    let status = wait_for("every member healthy", Duration::from_secs(30), || {
+        let (servers, token) = (servers.clone(), token.clone());
+        async move {
+            let s =
+                stdout_json(&cli(&servers, &token, &["cluster", "status", "--json"]).ok()?).ok()?;
+            let healthy = s["members"]
+                .as_array()?
+                .iter()
+                .all(|m| ["leader", "healthy"].contains(&m["health"].as_str().unwrap_or("")));
+            healthy.then_some(s)
+        }
+    })
+    .await?;
+    let leader = status["leaderId"].as_u64().unwrap_or(0);
+    assert!((1..=3).contains(&leader), "{status}");
+
+    let out = cli(
+        &servers,
+        &token,
+        &[
+            "company", "create", "--name", "Before", "--prefix", "BEF", "-q",
+        ],
+    )?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let victim = nodes
+        .iter_mut()
+        .find(|n| n.id == leader)
+        .and_then(|n| n.child.as_mut())
+        .map(|c| {
+            let _ = c.kill();
+            c.wait()
+        });
+    assert!(victim.is_some());
+    // The CLI is still given the dead node's address first or second: it must fail over.
+    let out = cli(
+        &servers,
+        &token,
+        &[
+            "company", "create", "--name", "After", "--prefix", "AFT", "-q",
+        ],
+    )?;
+    assert!(
+        out.status.success(),
+        "write after the leader died: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let companies = stdout_json(&cli(&servers, &token, &["company", "list", "--json"])?)?;
+    let prefixes: Vec<&str> = companies
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["issuePrefix"].as_str())
+        .collect();
+    assert_eq!(prefixes, vec!["BEF", "AFT"]);
+    let status = stdout_json(&cli(&servers, &token, &["cluster", "status", "--json"])?)?;
+    assert_ne!(status["leaderId"].as_u64(), Some(leader), "{status}");
+    Ok(())
+}
