@@ -225,7 +225,7 @@ impl RoostClient {
             }
             attempt += 1;
             // A full round of servers refused: give an election time to finish.
-            if attempt % servers == 0 {
+            if attempt.is_multiple_of(servers) {
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         }

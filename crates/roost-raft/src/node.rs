@@ -256,19 +256,39 @@ impl RaftNode {
         envelope: &Envelope,
     ) -> Result<WriteOutcome, Error> {
         let timeout = self.timing.write_timeout() + Duration::from_secs(1);
-        match self
-            .forward(
-                leader,
-                addr,
-                &ForwardRequest::Write(envelope.clone()),
-                timeout,
-            )
-            .await?
-        {
+        let request = ForwardRequest::Write(envelope.clone());
+        // A leader that dies mid-request would hold the caller until the timeout; once this
+        // node sees another leader (or none), answer at once so the client can retry (with its
+        // idempotency key) where the cluster is now.
+        let reply = tokio::select! {
+            reply = self.forward(leader, addr, &request, timeout) => reply?,
+            () = self.leader_moved_from(leader) => {
+                return Err(Error::Unavailable {
+                    message: format!(
+                        "leader {leader} lost its leadership while the write was in flight; its \
+                         outcome is unknown: retry with the same idempotency key"
+                    ),
+                })
+            }
+        };
+        match reply {
             ForwardReply::Written(outcome) => Ok(outcome),
             other => Err(Error::Fatal {
                 message: format!("unexpected forward reply {other:?}"),
             }),
+        }
+    }
+
+    /// Resolves when this node no longer sees `leader` as the leader.
+    async fn leader_moved_from(&self, leader: u64) {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if metrics.borrow().current_leader != Some(leader) {
+                return;
+            }
+            if metrics.changed().await.is_err() {
+                return;
+            }
         }
     }
 
@@ -335,17 +355,21 @@ impl RaftNode {
                 leader_id: Some(leader),
                 leader_addr: Some(addr),
             }) if leader != self.id => {
-                let reply = self
-                    .network
-                    .exchange(
-                        leader,
-                        &addr,
-                        Rpc::ReadIndex,
-                        RaftPayload::default(),
-                        self.timing.write_timeout(),
-                    )
-                    .await
-                    .map_err(|e| peer_unavailable(leader, e))?;
+                let asked = self.network.exchange(
+                    leader,
+                    &addr,
+                    Rpc::ReadIndex,
+                    RaftPayload::default(),
+                    self.timing.write_timeout(),
+                );
+                let reply = tokio::select! {
+                    reply = asked => reply.map_err(|e| peer_unavailable(leader, e))?,
+                    () = self.leader_moved_from(leader) => {
+                        return Err(Error::Unavailable {
+                            message: format!("leader {leader} lost its leadership"),
+                        })
+                    }
+                };
                 let result: Result<u64, RemoteFailure> = serde_json::from_slice(&reply.json)
                     .map_err(|e| Error::Fatal {
                         message: e.to_string(),

@@ -14,9 +14,10 @@ use crate::wait_for;
 struct Member {
     id: u64,
     config: ServerConfig,
-    // Bound once and kept: a killed node's port stays reserved, and its restart reuses it.
-    http: std::net::TcpListener,
-    grpc: std::net::TcpListener,
+    // The sockets a running node serves; a kill closes them (peers then see "connection
+    // refused", as after kill -9) and a restart binds the same addresses again.
+    http: Option<std::net::TcpListener>,
+    grpc: Option<std::net::TcpListener>,
     faults: NetworkFaults,
     server: Option<Server>,
 }
@@ -40,8 +41,9 @@ pub fn test_timing() -> RaftTiming {
 }
 
 fn listeners(m: &Member) -> std::io::Result<Listeners> {
-    let http = m.http.try_clone()?;
-    let grpc = m.grpc.try_clone()?;
+    let closed = || std::io::Error::other("the node's sockets are closed");
+    let http = m.http.as_ref().ok_or_else(closed)?.try_clone()?;
+    let grpc = m.grpc.as_ref().ok_or_else(closed)?.try_clone()?;
     http.set_nonblocking(true)?;
     grpc.set_nonblocking(true)?;
     Ok(Listeners {
@@ -74,8 +76,8 @@ impl TestCluster {
             members.push(Member {
                 id,
                 config,
-                http,
-                grpc,
+                http: Some(http),
+                grpc: Some(grpc),
                 faults: NetworkFaults::default(),
                 server: None,
             });
@@ -230,13 +232,21 @@ impl TestCluster {
 
     /// Stops node `id` abruptly; its data directory stays.
     pub async fn kill(&mut self, id: u64) {
-        if let Some(s) = self.member_mut(id).server.take() {
+        let m = self.member_mut(id);
+        m.http = None;
+        m.grpc = None;
+        if let Some(s) = m.server.take() {
             s.kill().await;
         }
     }
 
     /// Starts node `id` again on its data directory and ports.
     pub async fn restart(&mut self, id: u64) -> anyhow::Result<()> {
+        let m = self.member_mut(id);
+        if m.http.is_none() {
+            m.http = Some(std::net::TcpListener::bind(&m.config.http_listen)?);
+            m.grpc = Some(std::net::TcpListener::bind(&m.config.grpc_listen)?);
+        }
         let m = self.member(id);
         let server = Server::start_with_faults(&m.config, listeners(m)?, m.faults.clone()).await?;
         self.member_mut(id).server = Some(server);
