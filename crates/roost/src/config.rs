@@ -121,6 +121,22 @@ mod tests {
     }
 
     #[test]
+    fn the_sample_configs_in_deploy_parse() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let parsed = toml::from_str::<ServerConfig>(&text);
+                assert!(parsed.is_ok(), "{}: {:?}", path.display(), parsed.err());
+                seen += 1;
+            }
+        }
+        assert!(seen >= 4, "expected the sample configs in {}", dir.display());
+    }
+
+    #[test]
     fn bad_env_values_are_errors() {
         let mut config = ServerConfig::default();
         assert!(apply_env(&mut config, |k| (k == "ROOST_NODE_ID")
