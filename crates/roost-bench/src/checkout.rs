@@ -210,6 +210,7 @@ async fn measure(
     for url in &t.grpc {
         channels.push(
             Channel::from_shared(url.clone())?
+                .tcp_nodelay(true)
                 .connect()
                 .await
                 .context("connect gRPC")?,

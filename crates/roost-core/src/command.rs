@@ -207,6 +207,43 @@ pub enum Command {
         status: RunStatus,
         error: Option<String>,
     },
+    /// Asks for a run of an agent (`POST /api/agents/{id}/wakeup`, routines).
+    Wakeup {
+        id: String,
+        agent_id: String,
+        issue_id: Option<String>,
+        reason: WakeReason,
+        payload: serde_json::Value,
+        /// Deduplicates wakes of this agent: a repeat returns the first wake.
+        wake_key: Option<String>,
+    },
+    /// The leader's scheduler: the agent's heartbeat interval has passed.
+    TimerTick {
+        agent_id: String,
+        wake_id: String,
+    },
+    /// The leader's dispatcher: a queued wake becomes a run on a worker.
+    AssignRun {
+        wake_id: String,
+        run_id: String,
+        worker_id: String,
+    },
+    /// The worker started the agent process of an assigned run.
+    RunStarted {
+        run_id: String,
+    },
+    RegisterWorker {
+        worker_id: String,
+        name: String,
+        adapters: Vec<AdapterType>,
+        labels: BTreeMap<String, String>,
+        slots: u32,
+        version: String,
+    },
+    /// The leader saw a worker's lease expire: its runs are lost.
+    WorkerLost {
+        worker_id: String,
+    },
 }
 
 impl Command {
@@ -227,6 +264,12 @@ impl Command {
             Command::Release { .. } => "issue.released",
             Command::StartRun { .. } => "run.started",
             Command::FinishRun { .. } => "run.finished",
+            Command::Wakeup { .. } => "wake.requested",
+            Command::TimerTick { .. } => "agent.timer_tick",
+            Command::AssignRun { .. } => "run.assigned",
+            Command::RunStarted { .. } => "run.running",
+            Command::RegisterWorker { .. } => "worker.registered",
+            Command::WorkerLost { .. } => "worker.lost",
         }
     }
 }
@@ -247,6 +290,8 @@ pub enum Outcome {
     },
     Comment(Comment),
     Run(Run),
+    Wake(Wake),
+    Worker(Worker),
 }
 
 #[cfg(test)]

@@ -149,6 +149,10 @@ pub struct Agent {
     pub placement_labels: BTreeMap<String, String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// When the agent's last heartbeat ended (a run finished or a timer tick was skipped): the
+    /// base of its next timer tick, committed so a new leader continues from it.
+    #[serde(default)]
+    pub last_heartbeat_at: Option<Timestamp>,
 }
 
 /// The lease a live run holds on an issue. `token` is the Raft log index of the checkout entry,
@@ -226,9 +230,26 @@ pub struct Run {
     pub created_at: Timestamp,
     pub started_at: Option<Timestamp>,
     pub finished_at: Option<Timestamp>,
+    /// The wake this run answers, and what it carries to the agent.
+    #[serde(default)]
+    pub wake_id: Option<String>,
+    #[serde(default)]
+    pub wake_reason: Option<WakeReason>,
+    #[serde(default)]
+    pub comment_ids: Vec<String>,
+    #[serde(default)]
+    pub payload: serde_json::Value,
+    /// The worker it was assigned to.
+    #[serde(default)]
+    pub worker_id: Option<String>,
+    #[serde(default)]
+    pub assigned_at: Option<Timestamp>,
+    /// Set on the retry of a run that was lost with its worker.
+    #[serde(default)]
+    pub retry_of_run_id: Option<String>,
 }
 
-string_enum!(CredentialKind { Admin => "admin", AgentKey => "agent_key" });
+string_enum!(CredentialKind { Admin => "admin", AgentKey => "agent_key", WorkerJoin => "worker_join" });
 
 /// A bearer secret, known to the state machine only by its SHA-256 hash.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -244,4 +265,110 @@ pub struct Credential {
     pub token_hash: String,
     pub revoked: bool,
     pub created_at: Timestamp,
+}
+
+string_enum!(
+    /// Why an agent is woken (DESIGN.md section 6).
+    WakeReason {
+        IssueAssigned => "issue_assigned",
+        IssueCommented => "issue_commented",
+        IssueCommentMentioned => "issue_comment_mentioned",
+        IssueStatusChanged => "issue_status_changed",
+        IssueChildrenCompleted => "issue_children_completed",
+        IssueBlockersResolved => "issue_blockers_resolved",
+        ApprovalResolved => "approval_resolved",
+        HeartbeatTimer => "heartbeat_timer",
+        OnDemand => "on_demand",
+        Routine => "routine",
+        ProcessLostRetry => "process_lost_retry",
+    }
+);
+
+impl WakeReason {
+    /// Wakes caused by something that happened to an issue, which an agent's own run must not
+    /// cause for itself.
+    pub fn is_issue_event(self) -> bool {
+        matches!(
+            self,
+            WakeReason::IssueAssigned
+                | WakeReason::IssueCommented
+                | WakeReason::IssueCommentMentioned
+                | WakeReason::IssueStatusChanged
+                | WakeReason::IssueChildrenCompleted
+                | WakeReason::IssueBlockersResolved
+        )
+    }
+}
+
+string_enum!(
+    /// Where a wake is. `queued` and `deferred` are pending; the rest are final, and every
+    /// final state but `claimed` and `completed` says why no run came of it.
+    WakeStatus {
+        Queued => "queued",
+        Deferred => "deferred",
+        Claimed => "claimed",
+        Coalesced => "coalesced",
+        Skipped => "skipped",
+        Suppressed => "suppressed",
+        Cancelled => "cancelled",
+    }
+);
+
+impl WakeStatus {
+    pub fn is_pending(self) -> bool {
+        matches!(self, WakeStatus::Queued | WakeStatus::Deferred)
+    }
+}
+
+/// A durable request that an agent run happen, committed before anything acts on it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Wake {
+    pub id: String,
+    pub company_id: String,
+    pub agent_id: String,
+    pub issue_id: Option<String>,
+    pub reason: WakeReason,
+    pub status: WakeStatus,
+    /// Why it is deferred, or why it was skipped, suppressed, coalesced or cancelled: the answer
+    /// to "why didn't my agent run?".
+    pub status_reason: Option<String>,
+    /// How many wakes this one stands for (itself and those merged into it).
+    pub count: u32,
+    /// Comments that caused it and the wakes merged into it, in order.
+    pub comment_ids: Vec<String>,
+    pub payload: serde_json::Value,
+    pub idempotency_key: Option<String>,
+    pub requested_by_type: String,
+    pub requested_by_id: String,
+    /// The wake this one was merged into (status `coalesced`).
+    pub coalesced_into: Option<String>,
+    /// The run that answered it (status `claimed`).
+    pub run_id: Option<String>,
+    /// For a `process_lost_retry`: the lost run it retries.
+    pub retry_of_run_id: Option<String>,
+    /// A deferred wake waits for this run (another agent's, holding the issue) to end.
+    pub waiting_on_run: Option<String>,
+    /// The order wakes are claimed in: the log index that created it.
+    pub seq: u64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+string_enum!(WorkerStatus { Online => "online", Lost => "lost" });
+
+/// A machine that runs agents. Its liveness is tracked in the leader's memory; only its
+/// registration and its loss are committed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Worker {
+    pub id: String,
+    pub name: String,
+    pub adapters: Vec<AdapterType>,
+    pub labels: BTreeMap<String, String>,
+    pub slots: u32,
+    pub version: String,
+    pub status: WorkerStatus,
+    pub registered_at: Timestamp,
+    pub lost_at: Option<Timestamp>,
 }

@@ -18,3 +18,9 @@ pub use entity::*;
 pub use error::DomainError;
 pub use state::{Applied, Change, State, StateRows};
 pub use time::Timestamp;
+
+/// Scheduling rules the leader's dispatcher and timer consult before proposing.
+pub mod scheduling {
+    pub use crate::rules::run::claim_blocker;
+    pub use crate::rules::wake::next_tick;
+}

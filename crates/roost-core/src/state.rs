@@ -31,6 +31,8 @@ pub enum Change {
     Remembered(Remembered),
     /// A remembered key past its retention window.
     Forgotten(String),
+    Wake(Wake),
+    Worker(Worker),
 }
 
 /// The result of applying one entry.
@@ -73,6 +75,8 @@ pub struct StateRows {
     pub credentials: Vec<Credential>,
     pub comments: Vec<(String, CommentRef)>,
     pub remembered: Vec<Remembered>,
+    pub wakes: Vec<Wake>,
+    pub workers: Vec<Worker>,
     pub activity_seq: u64,
     pub activity_head: Option<String>,
 }
@@ -85,6 +89,8 @@ pub struct State {
     pub runs: BTreeMap<String, Run>,
     pub credentials: BTreeMap<String, Credential>,
     pub comments: BTreeMap<String, CommentRef>,
+    pub wakes: BTreeMap<String, Wake>,
+    pub workers: BTreeMap<String, Worker>,
     pub activity_seq: u64,
     pub activity_head: String,
     pub idempotency: IdempotencyTable,
@@ -96,6 +102,14 @@ pub struct State {
     pub(crate) issue_by_identifier: BTreeMap<String, String>,
     pub(crate) checkouts_by_run: BTreeMap<String, BTreeSet<String>>,
     pub(crate) company_by_prefix: BTreeMap<String, String>,
+    /// The one pending (queued or deferred) wake per (agent, issue).
+    pub(crate) pending_wakes: BTreeMap<(String, Option<String>), String>,
+    /// Queued wakes in claim order.
+    pub(crate) queued_wakes: BTreeSet<(u64, String)>,
+    pub(crate) wake_keys: BTreeMap<(String, String), String>,
+    /// Deferred wakes by the run they wait for.
+    pub(crate) deferred_on_run: BTreeMap<String, BTreeSet<String>>,
+    pub(crate) live_runs: BTreeSet<String>,
 }
 
 impl State {
@@ -265,7 +279,16 @@ impl State {
                 self.issues.insert(i.id.clone(), i);
             }
             Change::Run(r) => {
+                if r.status.is_live() {
+                    self.live_runs.insert(r.id.clone());
+                } else {
+                    self.live_runs.remove(&r.id);
+                }
                 self.runs.insert(r.id.clone(), r);
+            }
+            Change::Wake(w) => self.put_wake(w),
+            Change::Worker(w) => {
+                self.workers.insert(w.id.clone(), w);
             }
             Change::Credential(c) => {
                 self.credential_by_hash
@@ -287,6 +310,76 @@ impl State {
         }
     }
 
+    fn put_wake(&mut self, w: Wake) {
+        if let Some(old) = self.wakes.get(&w.id) {
+            let slot = (old.agent_id.clone(), old.issue_id.clone());
+            if self.pending_wakes.get(&slot) == Some(&old.id) {
+                self.pending_wakes.remove(&slot);
+            }
+            self.queued_wakes.remove(&(old.seq, old.id.clone()));
+            if let Some(run) = &old.waiting_on_run {
+                if let Some(set) = self.deferred_on_run.get_mut(run) {
+                    set.remove(&old.id);
+                    if set.is_empty() {
+                        self.deferred_on_run.remove(run);
+                    }
+                }
+            }
+        }
+        if w.status.is_pending() {
+            self.pending_wakes
+                .insert((w.agent_id.clone(), w.issue_id.clone()), w.id.clone());
+        }
+        if w.status == WakeStatus::Queued {
+            self.queued_wakes.insert((w.seq, w.id.clone()));
+        }
+        if let (WakeStatus::Deferred, Some(run)) = (w.status, &w.waiting_on_run) {
+            self.deferred_on_run
+                .entry(run.clone())
+                .or_default()
+                .insert(w.id.clone());
+        }
+        if let Some(key) = &w.idempotency_key {
+            self.wake_keys
+                .entry((w.agent_id.clone(), key.clone()))
+                .or_insert_with(|| w.id.clone());
+        }
+        self.wakes.insert(w.id.clone(), w);
+    }
+
+    /// The pending wake of `agent_id` for `issue_id` (or for no issue), if any.
+    pub fn pending_wake(&self, agent_id: &str, issue_id: Option<&str>) -> Option<&Wake> {
+        self.pending_wakes
+            .get(&(agent_id.to_string(), issue_id.map(str::to_string)))
+            .and_then(|id| self.wakes.get(id))
+    }
+
+    pub fn wake_by_key(&self, agent_id: &str, key: &str) -> Option<&Wake> {
+        self.wake_keys
+            .get(&(agent_id.to_string(), key.to_string()))
+            .and_then(|id| self.wakes.get(id))
+    }
+
+    pub fn wakes_waiting_on(&self, run_id: &str) -> impl Iterator<Item = &Wake> {
+        self.deferred_on_run
+            .get(run_id)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.wakes.get(id))
+    }
+
+    /// Queued wakes, oldest first: the order they are claimed in.
+    pub fn queued_wakes(&self) -> impl Iterator<Item = &Wake> {
+        self.queued_wakes
+            .iter()
+            .filter_map(|(_, id)| self.wakes.get(id))
+    }
+
+    /// Runs in `queued`, `assigned` or `running`.
+    pub fn live_runs(&self) -> impl Iterator<Item = &Run> {
+        self.live_runs.iter().filter_map(|id| self.runs.get(id))
+    }
+
     /// A digest of the whole replicated state. Replicas that applied the same entries have
     /// the same hash; tests and `roost cluster status` compare it across nodes.
     pub fn hash(&self) -> String {
@@ -304,6 +397,8 @@ impl State {
         feed(serde_json::to_string(&self.runs));
         feed(serde_json::to_string(&self.credentials));
         feed(serde_json::to_string(&self.comments));
+        feed(serde_json::to_string(&self.wakes));
+        feed(serde_json::to_string(&self.workers));
         feed(serde_json::to_string(&(
             self.activity_seq,
             &self.activity_head,

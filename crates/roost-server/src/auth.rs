@@ -132,6 +132,12 @@ pub fn authenticate(
                     company_id: Some(agent.company_id.clone()),
                 }
             }
+            // A join token only opens a worker session; it is no key to the API.
+            CredentialKind::WorkerJoin => {
+                return Err(ApiError::unauthorized(
+                    "a worker join token cannot call the API",
+                ))
+            }
         };
         Ok(Caller {
             actor,

@@ -117,7 +117,16 @@ impl Server {
                 .max_decoding_message_size(usize::MAX);
         let control_service = grpc::control_service(api.clone());
         let cluster_service = grpc::cluster_service(api.clone());
-        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listeners.grpc);
+        // gRPC answers in several HTTP/2 frames; without TCP_NODELAY, Nagle's algorithm and
+        // delayed ACKs hold each small reply ~40 ms.
+        let incoming = tokio_stream::StreamExt::map(
+            tokio_stream::wrappers::TcpListenerStream::new(listeners.grpc),
+            |conn| {
+                conn.inspect(|stream| {
+                    let _ = stream.set_nodelay(true);
+                })
+            },
+        );
         let grpc_stop = stopped(stop_rx);
         let grpc = tokio::spawn(async move {
             tonic::transport::Server::builder()

@@ -28,6 +28,10 @@ CREATE TABLE IF NOT EXISTS activity (seq INTEGER PRIMARY KEY, log_index INTEGER 
     prev_hash TEXT NOT NULL, hash TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS activity_by_company ON activity (company_id, seq);
 CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, at INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS wakes (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+    status TEXT NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS wakes_by_agent ON wakes (agent_id);
+CREATE TABLE IF NOT EXISTS workers (id TEXT PRIMARY KEY, data TEXT NOT NULL);
 ";
 
 /// Every table a snapshot carries, in the order they are copied.
@@ -41,6 +45,8 @@ pub(crate) const TABLES: &[&str] = &[
     "comments",
     "activity",
     "idempotency",
+    "wakes",
+    "workers",
 ];
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
@@ -106,6 +112,17 @@ pub(crate) async fn write_change(
             .bind(r.at.millis())
             .bind(json(r)?),
         Change::Forgotten(key) => sqlx::query("DELETE FROM idempotency WHERE key = ?").bind(key.clone()),
+        Change::Wake(w) => sqlx::query(
+            "INSERT OR REPLACE INTO wakes (id, company_id, agent_id, status, data) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(w.id.clone())
+        .bind(w.company_id.clone())
+        .bind(w.agent_id.clone())
+        .bind(w.status.as_str())
+        .bind(json(w)?),
+        Change::Worker(w) => sqlx::query("INSERT OR REPLACE INTO workers (id, data) VALUES (?, ?)")
+            .bind(w.id.clone())
+            .bind(json(w)?),
     };
     q.execute(&mut *conn)
         .await
@@ -137,6 +154,8 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
     let runs = load_json(conn, "SELECT data FROM runs").await?;
     let credentials = load_json(conn, "SELECT data FROM credentials").await?;
     let remembered = load_json(conn, "SELECT data FROM idempotency").await?;
+    let wakes = load_json(conn, "SELECT data FROM wakes").await?;
+    let workers = load_json(conn, "SELECT data FROM workers").await?;
     let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
         .fetch_all(&mut *conn)
         .await
@@ -169,6 +188,8 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
         credentials,
         comments,
         remembered,
+        wakes,
+        workers,
         activity_seq: seq,
         activity_head: hash,
     }))

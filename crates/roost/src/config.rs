@@ -133,7 +133,11 @@ mod tests {
                 seen += 1;
             }
         }
-        assert!(seen >= 4, "expected the sample configs in {}", dir.display());
+        assert!(
+            seen >= 4,
+            "expected the sample configs in {}",
+            dir.display()
+        );
     }
 
     #[test]

@@ -115,6 +115,7 @@ pub(crate) fn create(ctx: &Ctx<'_>, command: &Command) -> Result<Decision, Domai
         placement_labels: placement_labels.clone(),
         created_at: ctx.now(),
         updated_at: ctx.now(),
+        last_heartbeat_at: None,
     };
     let note = agent_note(
         &agent,
@@ -299,11 +300,11 @@ pub(crate) fn create_credential(
         });
     }
     let (agent_id, company_id) = match kind {
-        CredentialKind::Admin => {
+        CredentialKind::Admin | CredentialKind::WorkerJoin => {
             if agent_id.is_some() {
                 return Err(DomainError::invalid(
                     "agentId",
-                    "admin tokens belong to no agent",
+                    "admin tokens and worker join tokens belong to no agent",
                 ));
             }
             if ctx.actor.company_id.is_some() {

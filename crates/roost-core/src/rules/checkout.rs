@@ -154,12 +154,16 @@ pub(crate) fn release(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainE
         entity_id: next.id.clone(),
         details: json!({ "releasedToken": released_token }),
     };
+    let mut changes = vec![Change::Issue(next.clone())];
+    if let Some(held) = &issue.checkout {
+        super::wake::promote_deferred(ctx, &held.run_id, Some(&issue.id), &mut changes);
+    }
     Ok(Decision {
         outcome: Outcome::Issue {
-            issue: next.clone(),
+            issue: next,
             comment: None,
         },
-        changes: vec![Change::Issue(next)],
+        changes,
         note,
     })
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::json;
 
-use super::{require_id, require_text, Ctx};
+use super::{require_id, require_text, wake, Ctx};
 use crate::command::{IssuePatch, NewComment, Outcome};
 use crate::entity::*;
 use crate::error::DomainError;
@@ -104,12 +104,22 @@ pub(crate) fn create(
         entity_id: id.into(),
         details: json!({ "identifier": issue.identifier, "title": issue.title, "status": issue.status }),
     };
+    let mut changes = vec![Change::Company(company), Change::Issue(issue.clone())];
+    if issue.assignee_agent_id.is_some() && is_workable(issue.status) {
+        wake::wake_for_issue_event(
+            ctx,
+            &mut changes,
+            &issue,
+            Some(WakeReason::IssueAssigned),
+            None,
+        )?;
+    }
     Ok(Decision {
         outcome: Outcome::Issue {
-            issue: issue.clone(),
+            issue,
             comment: None,
         },
-        changes: vec![Change::Company(company), Change::Issue(issue)],
+        changes,
         note,
     })
 }
@@ -135,6 +145,29 @@ pub(crate) fn update(
         }
         None => None,
     };
+    // Wakes: a new assignee, a reactivated issue, a comment (and its mentions), a closed issue's
+    // parent and dependents; and deferred wakes when the checkout ended here.
+    let reassigned =
+        issue.assignee_agent_id.is_some() && issue.assignee_agent_id != current.assignee_agent_id;
+    let reason = if reassigned && is_workable(issue.status) {
+        Some(WakeReason::IssueAssigned)
+    } else if current.status != issue.status && issue.status == IssueStatus::Todo {
+        Some(WakeReason::IssueStatusChanged)
+    } else if comment.is_some() && !issue.status.is_terminal() {
+        Some(WakeReason::IssueCommented)
+    } else {
+        None
+    };
+    let comment_ref = comment.as_ref().map(|c| (c.id.as_str(), c.body.as_str()));
+    if reason.is_some() || comment_ref.is_some() {
+        wake::wake_for_issue_event(ctx, &mut changes, &issue, reason, comment_ref)?;
+    }
+    if issue.status.is_terminal() && !current.status.is_terminal() {
+        wake::wake_for_closed_issue(ctx, &mut changes, &issue)?;
+    }
+    if let (Some(held), None) = (&current.checkout, &issue.checkout) {
+        wake::promote_deferred(ctx, &held.run_id, Some(&issue.id), &mut changes);
+    }
     let mut details = serde_json::to_value(patch).unwrap_or(serde_json::Value::Null);
     if let (Some(c), Some(obj)) = (&comment, details.as_object_mut()) {
         obj.insert("commentId".into(), json!(c.id));
@@ -171,9 +204,19 @@ pub(crate) fn add_comment(
         entity_id: issue.id.clone(),
         details: json!({ "commentId": comment.id }),
     };
+    let mut changes = vec![Change::Comment(comment.clone())];
+    // A closed issue's assignee is not woken by a comment; a mentioned agent still is.
+    let reason = (!issue.status.is_terminal()).then_some(WakeReason::IssueCommented);
+    wake::wake_for_issue_event(
+        ctx,
+        &mut changes,
+        issue,
+        reason,
+        Some((&comment.id, &comment.body)),
+    )?;
     Ok(Decision {
-        outcome: Outcome::Comment(comment.clone()),
-        changes: vec![Change::Comment(comment)],
+        outcome: Outcome::Comment(comment),
+        changes,
         note,
     })
 }
@@ -411,4 +454,9 @@ pub(crate) fn unresolved_blockers<'a>(ctx: &Ctx<'a>, issue: &'a Issue) -> Vec<&'
         })
         .map(String::as_str)
         .collect()
+}
+
+/// Statuses in which an assigned issue is work to do now (not parked, not closed).
+fn is_workable(status: IssueStatus) -> bool {
+    matches!(status, IssueStatus::Todo | IssueStatus::InProgress)
 }

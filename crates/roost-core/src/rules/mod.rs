@@ -5,9 +5,15 @@ mod agent;
 mod checkout;
 mod company;
 mod issue;
-mod run;
+pub(crate) mod run;
+#[cfg(test)]
+mod test_world;
 #[cfg(test)]
 mod tests;
+pub(crate) mod wake;
+#[cfg(test)]
+mod wake_tests;
+mod worker;
 
 use crate::command::{Actor, ActorKind, Command, Envelope};
 use crate::entity::{Run, RunStatus};
@@ -62,6 +68,38 @@ pub(crate) fn decide(state: &State, index: u64, env: &Envelope) -> Result<Decisi
             issue_id,
             invocation_source,
         } => run::start(&ctx, id, agent_id, issue_id.as_deref(), invocation_source),
+        Command::Wakeup {
+            id,
+            agent_id,
+            issue_id,
+            reason,
+            payload,
+            wake_key,
+        } => wake::wakeup(
+            &ctx,
+            id,
+            agent_id,
+            issue_id.as_deref(),
+            *reason,
+            payload,
+            wake_key.as_deref(),
+        ),
+        Command::TimerTick { agent_id, wake_id } => wake::timer_tick(&ctx, agent_id, wake_id),
+        Command::AssignRun {
+            wake_id,
+            run_id,
+            worker_id,
+        } => run::assign(&ctx, wake_id, run_id, worker_id),
+        Command::RunStarted { run_id } => run::started(&ctx, run_id),
+        Command::RegisterWorker {
+            worker_id,
+            name,
+            adapters,
+            labels,
+            slots,
+            version,
+        } => worker::register(&ctx, worker_id, name, adapters, labels, *slots, version),
+        Command::WorkerLost { worker_id } => worker::lost(&ctx, worker_id),
         Command::FinishRun {
             run_id,
             status,
@@ -196,5 +234,13 @@ pub(crate) fn end_run(
         changes.push(Change::Issue(released));
     }
     changes.push(Change::Run(ended));
+    // Wakes deferred while this run held their issue may run now.
+    wake::promote_deferred(ctx, &run.id, None, &mut changes);
+    // The next timer tick counts from the end of this heartbeat.
+    if let Some(agent) = ctx.state.agents.get(&run.agent_id) {
+        let mut agent = agent.clone();
+        agent.last_heartbeat_at = Some(ctx.now());
+        changes.push(Change::Agent(agent));
+    }
     changes
 }

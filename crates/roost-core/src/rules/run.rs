@@ -54,6 +54,13 @@ pub(crate) fn start(
         created_at: ctx.now(),
         started_at: Some(ctx.now()),
         finished_at: None,
+        wake_id: None,
+        wake_reason: None,
+        comment_ids: Vec::new(),
+        payload: serde_json::Value::Null,
+        worker_id: None,
+        assigned_at: None,
+        retry_of_run_id: None,
     };
     let note = ActivityNote {
         company_id: Some(run.company_id.clone()),
@@ -83,6 +90,14 @@ pub(crate) fn finish(
     match ctx.actor.agent_id() {
         Some(agent) if agent != run.agent_id => return Err(DomainError::not_found("run", run_id)),
         _ => {}
+    }
+    if ctx.actor.kind == crate::command::ActorKind::Worker
+        && run.worker_id.as_deref() != Some(ctx.actor.id.as_str())
+    {
+        return Err(DomainError::StaleRun {
+            run_id: run_id.into(),
+            status: "reassigned".into(),
+        });
     }
     if status.is_live() {
         return Err(DomainError::invalid(
@@ -118,6 +133,215 @@ pub(crate) fn finish(
     Ok(Decision {
         outcome: Outcome::Run(ended),
         changes,
+        note,
+    })
+}
+
+/// Whether `worker` can take a run of `agent` now: online, the adapter, the labels, a free slot.
+pub(crate) fn worker_fits(ctx: &Ctx<'_>, worker: &Worker, agent: &Agent) -> Result<(), String> {
+    if worker.status != WorkerStatus::Online {
+        return Err(format!("worker {} is {}", worker.id, worker.status));
+    }
+    if !worker.adapters.contains(&agent.adapter_type) {
+        return Err(format!(
+            "worker {} has no {} adapter",
+            worker.id, agent.adapter_type
+        ));
+    }
+    if let Some((k, v)) = agent
+        .placement_labels
+        .iter()
+        .find(|(k, v)| worker.labels.get(*k) != Some(*v))
+    {
+        return Err(format!("worker {} lacks label {k}={v}", worker.id));
+    }
+    let busy = ctx
+        .state
+        .live_runs()
+        .filter(|r| r.worker_id.as_deref() == Some(worker.id.as_str()))
+        .count();
+    if busy as u32 >= worker.slots {
+        return Err(format!(
+            "worker {} has no free slot ({busy} of {})",
+            worker.id, worker.slots
+        ));
+    }
+    Ok(())
+}
+
+/// Why a queued wake cannot become a run now, if it cannot: the agent's state, its
+/// concurrency limit, a run of its own already on the issue (the wake is then a follow-up).
+pub fn claim_blocker(state: &crate::state::State, wake: &Wake) -> Option<String> {
+    let agent = state.agents.get(&wake.agent_id)?;
+    if agent.status != AgentStatus::Active {
+        return Some(format!("agent is {}", agent.status));
+    }
+    let live: Vec<&Run> = state
+        .live_runs()
+        .filter(|r| r.agent_id == agent.id)
+        .collect();
+    if wake.issue_id.is_some() && live.iter().any(|r| r.issue_id == wake.issue_id) {
+        return Some("follow-up: waits for the agent's run on this issue to end".into());
+    }
+    if live.len() as u32 >= agent.heartbeat.max_concurrent_runs {
+        return Some(format!(
+            "max_concurrent_runs ({}) reached",
+            agent.heartbeat.max_concurrent_runs
+        ));
+    }
+    None
+}
+
+/// `AssignRun`: the dispatcher turns a queued wake into a run on a worker. Everything is checked
+/// again here, so concurrency limits hold cluster-wide whatever the dispatcher believed.
+pub(crate) fn assign(
+    ctx: &Ctx<'_>,
+    wake_id: &str,
+    run_id: &str,
+    worker_id: &str,
+) -> Result<Decision, DomainError> {
+    ctx.require_admin("assign runs")?;
+    require_id("runId", run_id)?;
+    let wake = ctx
+        .state
+        .wakes
+        .get(wake_id)
+        .ok_or_else(|| DomainError::not_found("wake", wake_id))?;
+    if wake.status != WakeStatus::Queued {
+        return Err(DomainError::conflict(format!(
+            "wake {wake_id} is {}",
+            wake.status
+        )));
+    }
+    if ctx.state.runs.contains_key(run_id) {
+        return Err(DomainError::AlreadyExists {
+            entity: "run".into(),
+            id: run_id.into(),
+        });
+    }
+    let agent = ctx
+        .state
+        .agents
+        .get(&wake.agent_id)
+        .ok_or_else(|| DomainError::not_found("agent", &wake.agent_id))?;
+    if let Some(holder) = super::wake::foreign_holder(ctx, &agent.id, wake.issue_id.as_deref()) {
+        // Another agent's run took the issue since the wake was queued: wait for it.
+        let mut deferred = wake.clone();
+        deferred.status = WakeStatus::Deferred;
+        deferred.status_reason = Some(format!(
+            "issue held by run {} of agent {}",
+            holder.id, holder.agent_id
+        ));
+        deferred.waiting_on_run = Some(holder.id.clone());
+        deferred.updated_at = ctx.now();
+        let note = ActivityNote {
+            company_id: Some(wake.company_id.clone()),
+            entity_type: "wake",
+            entity_id: wake.id.clone(),
+            details: super::wake::wake_details(&deferred),
+        };
+        return Ok(Decision {
+            outcome: Outcome::Wake(deferred.clone()),
+            changes: vec![Change::Wake(deferred)],
+            note,
+        });
+    }
+    if let Some(why) = claim_blocker(ctx.state, wake) {
+        return Err(DomainError::conflict(format!(
+            "wake {wake_id} cannot run now: {why}"
+        )));
+    }
+    let worker = ctx
+        .state
+        .workers
+        .get(worker_id)
+        .ok_or_else(|| DomainError::not_found("worker", worker_id))?;
+    worker_fits(ctx, worker, agent).map_err(DomainError::conflict)?;
+    let run = Run {
+        id: run_id.into(),
+        company_id: agent.company_id.clone(),
+        agent_id: agent.id.clone(),
+        issue_id: wake.issue_id.clone(),
+        status: RunStatus::Assigned,
+        invocation_source: wake.reason.as_str().into(),
+        error: None,
+        created_at: ctx.now(),
+        started_at: None,
+        finished_at: None,
+        wake_id: Some(wake.id.clone()),
+        wake_reason: Some(wake.reason),
+        comment_ids: wake.comment_ids.clone(),
+        payload: wake.payload.clone(),
+        worker_id: Some(worker_id.into()),
+        assigned_at: Some(ctx.now()),
+        retry_of_run_id: wake.retry_of_run_id.clone(),
+    };
+    let mut claimed = wake.clone();
+    claimed.status = WakeStatus::Claimed;
+    claimed.run_id = Some(run_id.into());
+    claimed.status_reason = None;
+    claimed.updated_at = ctx.now();
+    let note = ActivityNote {
+        company_id: Some(run.company_id.clone()),
+        entity_type: "run",
+        entity_id: run.id.clone(),
+        details: json!({ "wakeId": wake.id, "workerId": worker_id, "reason": wake.reason }),
+    };
+    Ok(Decision {
+        outcome: Outcome::Run(run.clone()),
+        changes: vec![Change::Wake(claimed), Change::Run(run)],
+        note,
+    })
+}
+
+/// `RunStarted`: the worker launched the agent process.
+pub(crate) fn started(ctx: &Ctx<'_>, run_id: &str) -> Result<Decision, DomainError> {
+    let run = ctx
+        .state
+        .runs
+        .get(run_id)
+        .ok_or_else(|| DomainError::not_found("run", run_id))?;
+    let by_its_worker = ctx.actor.kind == crate::command::ActorKind::Worker
+        && run.worker_id.as_deref() == Some(ctx.actor.id.as_str());
+    if !by_its_worker && !ctx.is_admin() {
+        return Err(DomainError::forbidden(
+            "only the run's worker reports it started",
+        ));
+    }
+    match run.status {
+        RunStatus::Assigned => {}
+        RunStatus::Running => {
+            let note = ActivityNote {
+                company_id: Some(run.company_id.clone()),
+                entity_type: "run",
+                entity_id: run.id.clone(),
+                details: json!({}),
+            };
+            return Ok(Decision {
+                outcome: Outcome::Run(run.clone()),
+                changes: Vec::new(),
+                note,
+            });
+        }
+        other => {
+            return Err(DomainError::StaleRun {
+                run_id: run_id.into(),
+                status: other.as_str().into(),
+            })
+        }
+    }
+    let mut running = run.clone();
+    running.status = RunStatus::Running;
+    running.started_at = Some(ctx.now());
+    let note = ActivityNote {
+        company_id: Some(run.company_id.clone()),
+        entity_type: "run",
+        entity_id: run.id.clone(),
+        details: json!({ "workerId": run.worker_id }),
+    };
+    Ok(Decision {
+        outcome: Outcome::Run(running.clone()),
+        changes: vec![Change::Run(running)],
         note,
     })
 }

@@ -27,6 +27,7 @@ fn sample_agent() -> Agent {
         placement_labels: BTreeMap::from([("gpu".into(), "a100".into())]),
         created_at: Timestamp(1_000),
         updated_at: Timestamp(2_000),
+        last_heartbeat_at: None,
     }
 }
 
@@ -227,6 +228,13 @@ fn issue_status_and_priority_round_trip_for_every_variant() {
             created_at: Timestamp(5),
             started_at: None,
             finished_at: Some(Timestamp(9)),
+            wake_id: None,
+            wake_reason: None,
+            comment_ids: Vec::new(),
+            payload: serde_json::Value::Null,
+            worker_id: None,
+            assigned_at: None,
+            retry_of_run_id: None,
         };
         let proto = run_to_proto(run);
         assert_eq!(run_status(&proto.status).unwrap(), status);
