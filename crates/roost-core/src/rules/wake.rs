@@ -361,20 +361,6 @@ pub(crate) fn wake_details(w: &Wake) -> Value {
     json!({ "wakeId": w.id, "agentId": w.agent_id, "reason": w.reason, "status": w.status, "statusReason": w.status_reason })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::mentions;
-
-    #[test]
-    fn mentions_are_found_and_emails_are_not() {
-        assert_eq!(
-            mentions("@Coder please look, and @reviewer-2."),
-            vec!["coder", "reviewer-2"]
-        );
-        assert_eq!(mentions("mail bob@example.com"), Vec::<String>::new());
-        assert_eq!(mentions("@a @a"), vec!["a"]);
-    }
-}
 
 /// `Wakeup`: an operator, an agent (for itself) or a routine asks for a run.
 pub(crate) fn wakeup(
@@ -523,4 +509,19 @@ pub fn next_tick(agent: &Agent) -> Option<crate::time::Timestamp> {
         base.0
             .saturating_add(agent.heartbeat.interval_sec as i64 * 1000),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions;
+
+    #[test]
+    fn mentions_are_found_and_emails_are_not() {
+        assert_eq!(
+            mentions("@Coder please look, and @reviewer-2."),
+            vec!["coder", "reviewer-2"]
+        );
+        assert_eq!(mentions("mail bob@example.com"), Vec::<String>::new());
+        assert_eq!(mentions("@a @a"), vec!["a"]);
+    }
 }
