@@ -8,6 +8,7 @@ mod cluster;
 mod error;
 mod routes;
 mod types;
+mod wakes;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -25,6 +26,7 @@ pub use types::{
     HeartbeatContext, IssueFilter, IssueUpdate, IssueWithComment, NewAgent, NewCompany, NewIssue,
     RunFilter,
 };
+pub use wakes::{CreatedJoinToken, WakeFilter, WakeView, WakeupRequest, WakeupResult, WorkerView};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

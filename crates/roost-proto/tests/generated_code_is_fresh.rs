@@ -10,6 +10,7 @@ const PROTOS: &[&str] = &[
     "roost/v1/cluster.proto",
     "roost/v1/control.proto",
     "roost/v1/raft.proto",
+    "roost/v1/worker.proto",
 ];
 
 /// The file prost writes for package `roost.v1`.

@@ -28,6 +28,7 @@ pub struct ServerConfig {
     /// Largest accepted request body.
     pub max_body_bytes: usize,
     pub raft: RaftTiming,
+    pub workers: crate::workers::WorkerConfig,
 }
 
 impl Default for ServerConfig {
@@ -43,6 +44,7 @@ impl Default for ServerConfig {
             initial_members: Vec::new(),
             max_body_bytes: 1024 * 1024,
             raft: RaftTiming::default(),
+            workers: crate::workers::WorkerConfig::default(),
         }
     }
 }

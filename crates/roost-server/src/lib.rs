@@ -7,6 +7,7 @@ mod config;
 mod error;
 mod grpc;
 mod rest;
+pub mod workers;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -117,6 +118,15 @@ impl Server {
                 .max_decoding_message_size(usize::MAX);
         let control_service = grpc::control_service(api.clone());
         let cluster_service = grpc::cluster_service(api.clone());
+        let worker_plane = workers::Workers::new(api.clone(), config.workers.clone());
+        let worker_service = roost_proto::v1::worker_server::WorkerServer::new(workers::WorkerService::new(worker_plane.clone()));
+        let duties = tokio::spawn({
+            let stop = stop_rx.clone();
+            async move {
+                worker_plane.run(workers::Scheduler::new(workers::Clock::system()), stop).await;
+                Ok(())
+            }
+        });
         // gRPC answers in several HTTP/2 frames; without TCP_NODELAY, Nagle's algorithm and
         // delayed ACKs hold each small reply ~40 ms.
         let incoming = tokio_stream::StreamExt::map(
@@ -133,6 +143,7 @@ impl Server {
                 .add_service(raft_service)
                 .add_service(control_service)
                 .add_service(cluster_service)
+                .add_service(worker_service)
                 .serve_with_incoming_shutdown(incoming, grpc_stop)
                 .await
                 .map_err(|e| Error::Task(format!("grpc server: {e}")))
@@ -185,7 +196,7 @@ impl Server {
             http_addr,
             grpc_addr,
             stop,
-            tasks: vec![http, grpc],
+            tasks: vec![http, grpc, duties],
         })
     }
 

@@ -54,6 +54,11 @@ impl StateReader {
         *self.applied.borrow()
     }
 
+    /// A watch of the applied index, for loops that act on every change.
+    pub fn applied_watch(&self) -> watch::Receiver<u64> {
+        self.applied.clone()
+    }
+
     /// Waits until this node has applied `index`, or the deadline passes.
     pub async fn wait_applied(&self, index: u64, timeout: Duration) -> bool {
         let mut rx = self.applied.clone();

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use roost_raft::{NetworkFaults, RaftTiming};
 use roost_server::auth::{generate_token, ADMIN_TOKEN_PREFIX};
+use roost_server::workers::WorkerConfig;
 use roost_server::{Listeners, MemberConfig, Server, ServerConfig};
 
 use crate::http::Http;
@@ -59,6 +60,11 @@ impl TestCluster {
     }
 
     pub async fn start_with(n: usize, timing: RaftTiming) -> anyhow::Result<TestCluster> {
+        Self::start_with_workers(n, timing, WorkerConfig::default()).await
+    }
+
+    /// As [`TestCluster::start_with`], with worker heartbeat and lease timing.
+    pub async fn start_with_workers(n: usize, timing: RaftTiming, workers: WorkerConfig) -> anyhow::Result<TestCluster> {
         let dir = tempfile::tempdir()?;
         let mut members = Vec::new();
         for id in 1..=n as u64 {
@@ -71,6 +77,7 @@ impl TestCluster {
                 grpc_listen: grpc.local_addr()?.to_string(),
                 bootstrap: false,
                 raft: timing.clone(),
+                workers: workers.clone(),
                 ..ServerConfig::default()
             };
             members.push(Member {
@@ -150,6 +157,11 @@ impl TestCluster {
 
     pub fn grpc_addr(&self, id: u64) -> String {
         self.member(id).config.grpc_listen.clone()
+    }
+
+    /// Every node's gRPC address, for workers and clients that may dial any node.
+    pub fn grpc_addrs(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.config.grpc_listen.clone()).collect()
     }
 
     /// The leader every running node agrees on (and that leads in its own view).

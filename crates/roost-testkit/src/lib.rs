@@ -5,11 +5,13 @@ mod cluster;
 mod http;
 mod node;
 mod process;
+mod worker;
 
 pub use cluster::{test_timing, TestCluster};
 pub use http::{Http, Reply};
 pub use node::TestNode;
 pub use process::RoostProcess;
+pub use worker::TestWorker;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -138,7 +138,7 @@ pub(crate) fn finish(
 }
 
 /// Whether `worker` can take a run of `agent` now: online, the adapter, the labels, a free slot.
-pub(crate) fn worker_fits(ctx: &Ctx<'_>, worker: &Worker, agent: &Agent) -> Result<(), String> {
+pub fn worker_fits(state: &crate::state::State, worker: &Worker, agent: &Agent) -> Result<(), String> {
     if worker.status != WorkerStatus::Online {
         return Err(format!("worker {} is {}", worker.id, worker.status));
     }
@@ -155,8 +155,7 @@ pub(crate) fn worker_fits(ctx: &Ctx<'_>, worker: &Worker, agent: &Agent) -> Resu
     {
         return Err(format!("worker {} lacks label {k}={v}", worker.id));
     }
-    let busy = ctx
-        .state
+    let busy = state
         .live_runs()
         .filter(|r| r.worker_id.as_deref() == Some(worker.id.as_str()))
         .count();
@@ -256,7 +255,7 @@ pub(crate) fn assign(
         .workers
         .get(worker_id)
         .ok_or_else(|| DomainError::not_found("worker", worker_id))?;
-    worker_fits(ctx, worker, agent).map_err(DomainError::conflict)?;
+    worker_fits(ctx.state, worker, agent).map_err(DomainError::conflict)?;
     let run = Run {
         id: run_id.into(),
         company_id: agent.company_id.clone(),

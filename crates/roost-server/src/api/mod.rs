@@ -8,6 +8,7 @@ mod admin;
 mod cluster;
 mod issues;
 mod runs;
+mod wakes;
 
 use std::time::Duration;
 
@@ -19,6 +20,9 @@ pub use admin::NewAgent;
 pub use cluster::NewMember;
 pub use issues::{HeartbeatContext, IssueFilter};
 pub use runs::AuditReport;
+pub use wakes::{
+    blocked_by, WakeFilter, WakeView, WakeupRequest, WakeupResult, WorkerView, WORKER_JOIN_PREFIX,
+};
 
 use crate::auth::{self, Caller};
 use crate::error::ApiError;

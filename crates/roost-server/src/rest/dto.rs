@@ -240,3 +240,50 @@ pub struct ActivityQuery {
     pub before: Option<u64>,
     pub limit: Option<u32>,
 }
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Wakeup {
+    /// An issue id or `PREFIX-N` identifier.
+    pub issue_id: Option<String>,
+    pub reason: Option<roost_core::WakeReason>,
+    pub payload: Option<serde_json::Value>,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WakeListQuery {
+    pub agent_id: Option<String>,
+    /// Comma-separated wake statuses.
+    pub status: Option<String>,
+    pub issue_id: Option<String>,
+    pub limit: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateJoinToken {
+    pub name: Option<String>,
+}
+
+/// A worker join token as shown once, at creation.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedJoinToken {
+    pub id: String,
+    pub name: String,
+    pub created_at: roost_core::Timestamp,
+    pub token: String,
+}
+
+impl CreatedJoinToken {
+    pub fn new(c: Credential, token: String) -> Self {
+        CreatedJoinToken {
+            id: c.id,
+            name: c.name,
+            created_at: c.created_at,
+            token,
+        }
+    }
+}

@@ -7,6 +7,7 @@ mod dto;
 mod extract;
 mod issues;
 mod runs;
+mod wakes;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
@@ -36,6 +37,7 @@ pub fn router(api: Api, max_body_bytes: usize) -> Router {
         )
         .route("/companies/{cid}/heartbeat-runs", get(runs::list))
         .route("/companies/{cid}/activity", get(runs::activity))
+        .route("/companies/{cid}/wakes", get(wakes::list))
         .route("/agents/me", get(admin::me))
         .route("/agents/me/inbox-lite", get(issues::inbox))
         .route(
@@ -47,6 +49,10 @@ pub fn router(api: Api, max_body_bytes: usize) -> Router {
         .route("/agents/{id}/terminate", post(admin::terminate_agent))
         .route("/agents/{id}/keys", post(admin::create_key))
         .route("/agents/{id}/runs", post(runs::start))
+        .route("/agents/{id}/wakeup", post(wakes::wakeup))
+        .route("/wakes/{id}", get(wakes::get))
+        .route("/workers", get(wakes::list_workers))
+        .route("/workers/join-tokens", post(wakes::create_join_token))
         .route("/issues/{id}", get(issues::get).patch(issues::update))
         .route("/issues/{id}/checkout", post(issues::checkout))
         .route("/issues/{id}/release", post(issues::release))

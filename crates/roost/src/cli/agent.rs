@@ -1,10 +1,10 @@
-//! `roost agent list|create|show|pause|resume|terminate|key create|me`.
+//! `roost agent list|create|show|pause|resume|terminate|wake|key create|me`.
 
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use roost_client::{CreatedKey, NewAgent};
-use roost_core::{AdapterType, Agent};
+use roost_client::{CreatedKey, NewAgent, WakeupRequest};
+use roost_core::{AdapterType, Agent, WakeReason};
 
 use super::output::{fields, or_dash, print_only, table};
 use super::{ClientOpts, Session};
@@ -65,6 +65,23 @@ enum AgentCommand {
         /// Agent id or name
         agent: String,
     },
+    /// Ask for a run of an agent; prints the wake (the run is assigned asynchronously)
+    Wake {
+        /// Agent id or name
+        agent: String,
+        /// The issue the run is about (id or identifier)
+        #[arg(long)]
+        issue: Option<String>,
+        /// on_demand or routine [default: on_demand]
+        #[arg(long, value_parser = parse_wakeup_reason)]
+        reason: Option<WakeReason>,
+        /// An idempotency key: a repeat with the same key returns the first wake
+        #[arg(long)]
+        key: Option<String>,
+        /// Print only the wake id
+        #[arg(short, long)]
+        quiet: bool,
+    },
     /// Manage an agent's API keys
     #[command(subcommand)]
     Key(KeyCommand),
@@ -102,6 +119,34 @@ pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode>
                 print_only(&key.token)?;
             } else {
                 out.show(&key, key_text)?;
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        AgentCommand::Wake {
+            agent,
+            issue,
+            reason,
+            key,
+            quiet,
+        } => {
+            // With an issue, its company is where the agent is looked for.
+            let company_id = match &issue {
+                Some(issue) => Some(client.get_issue(issue).await?.company_id),
+                None => None,
+            };
+            let agent_id = session.agent_id(&agent, company_id.as_deref()).await?;
+            let request = WakeupRequest {
+                issue_id: issue,
+                reason,
+                payload: None,
+                idempotency_key: key,
+            };
+            let result = client.wakeup(&agent_id, &request).await?;
+            if quiet {
+                print_only(&result.wake.wake.id)?;
+            } else {
+                let labels = super::wake::labels_for(session, &result.wake).await;
+                out.show(&result, |r| super::wake::wakeup_text(r, &labels))?;
             }
             return Ok(ExitCode::SUCCESS);
         }
@@ -148,6 +193,15 @@ pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode>
     };
     out.show(&agent, agent_fields)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The reasons a person may give a wakeup; the others belong to events and timers (the server
+/// refuses them too, but a usage error is the clearer answer).
+pub(super) fn parse_wakeup_reason(text: &str) -> Result<WakeReason, String> {
+    match text.parse::<WakeReason>()? {
+        reason @ (WakeReason::OnDemand | WakeReason::Routine) => Ok(reason),
+        other => Err(format!("a wakeup is on_demand or routine, not {other}")),
+    }
 }
 
 fn print_id(agent: &Agent) -> anyhow::Result<ExitCode> {

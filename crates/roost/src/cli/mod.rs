@@ -1,4 +1,4 @@
-//! The client commands: `roost company|agent|issue|run|activity|audit ...`, each a REST call
+//! The client commands: `roost company|agent|issue|run|wake|worker|activity|audit ...`, each a REST call
 //! (or a few) against a running cluster, with human output or `--json`.
 
 mod activity;
@@ -8,6 +8,8 @@ mod company;
 mod issue;
 mod output;
 mod run;
+mod wake;
+mod worker;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,7 +17,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
 use roost_client::RoostClient;
-use roost_core::{Agent, Company};
+use roost_core::{Agent, Company, Issue};
 
 use output::Output;
 
@@ -23,12 +25,16 @@ use output::Output;
 pub enum ClientCommand {
     /// Companies: the tenants that own agents, issues and runs
     Company(company::CompanyArgs),
-    /// Agents: list, create, pause, resume, terminate, and mint API keys
+    /// Agents: list, create, pause, resume, terminate, wake, and mint API keys
     Agent(agent::AgentArgs),
     /// Issues: the task board, comments, checkout and release
     Issue(issue::IssueArgs),
-    /// Heartbeat runs: start, finish, inspect
+    /// Heartbeat runs: start, finish, cancel, inspect
     Run(run::RunArgs),
+    /// Wakes: requests for a run, what became of them, and why an agent did not run
+    Wake(wake::WakeArgs),
+    /// Workers: the machines that run agents, and their join tokens
+    Worker(worker::WorkerArgs),
     /// A company's activity log, newest first
     Activity(activity::ActivityArgs),
     /// Check the tamper-evident activity chain
@@ -67,6 +73,8 @@ impl ClientCommand {
             ClientCommand::Agent(a) => &a.client,
             ClientCommand::Issue(a) => &a.client,
             ClientCommand::Run(a) => &a.client,
+            ClientCommand::Wake(a) => &a.client,
+            ClientCommand::Worker(a) => &a.client,
             ClientCommand::Activity(a) => &a.client,
             ClientCommand::Audit(a) => &a.client,
             ClientCommand::Cluster(a) => &a.client,
@@ -81,6 +89,8 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Agent(a) => agent::run(&session, a).await,
         ClientCommand::Issue(a) => issue::run(&session, a).await,
         ClientCommand::Run(a) => run::run(&session, a).await,
+        ClientCommand::Wake(a) => wake::run(&session, a).await,
+        ClientCommand::Worker(a) => worker::run(&session, a).await,
         ClientCommand::Activity(a) => activity::run_activity(&session, a).await,
         ClientCommand::Audit(a) => activity::run_audit(&session, a).await,
         ClientCommand::Cluster(a) => cluster::run(&session, a).await,
@@ -157,7 +167,25 @@ impl Session {
                 .unwrap_or_default(),
         )
     }
+
+    /// Issue identifiers by id for display, from one listing of the company's issues; on
+    /// failure the tables show ids, as with [`Session::agent_names`].
+    pub async fn issue_labels(&self, company_id: &str) -> IssueLabels {
+        let filter = roost_client::IssueFilter {
+            limit: Some(ISSUE_LABEL_LIMIT),
+            ..Default::default()
+        };
+        IssueLabels(
+            self.client
+                .list_issues(company_id, &filter)
+                .await
+                .unwrap_or_default(),
+        )
+    }
 }
+
+/// How many issues one look-up of identifiers fetches: the server's maximum page.
+const ISSUE_LABEL_LIMIT: usize = 5000;
 
 /// Where `roost dev` keeps its admin token: `$ROOST_DEV_DIR`, as `roost dev` reads it, or
 /// `./.roost`.
@@ -298,6 +326,24 @@ impl AgentNames {
                 .iter()
                 .find(|a| a.id == id)
                 .map(|a| a.name.clone())
+                .unwrap_or_else(|| id.to_string()),
+        }
+    }
+}
+
+/// Issues of one company, for showing identifiers (`RST-7`) where the API gives ids.
+#[derive(Default)]
+pub(crate) struct IssueLabels(Vec<Issue>);
+
+impl IssueLabels {
+    pub fn label(&self, issue_id: Option<&str>) -> String {
+        match issue_id {
+            None => "-".into(),
+            Some(id) => self
+                .0
+                .iter()
+                .find(|i| i.id == id)
+                .map(|i| i.identifier.clone())
                 .unwrap_or_else(|| id.to_string()),
         }
     }

@@ -156,6 +156,19 @@ pub fn when(t: Timestamp) -> String {
     }
 }
 
+/// How long ago `then` was, in the largest whole unit (`45s`, `3m`, `2h`, `5d`), for tables
+/// where the exact time matters less than how stale a thing is. A time in the future (a clock
+/// ahead of ours) counts as `0s`.
+pub fn age(now: Timestamp, then: Timestamp) -> String {
+    let secs = now.millis().saturating_sub(then.millis()).max(0) / 1000;
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,5 +235,17 @@ RST-10  in_progress  Fix it
     fn timestamps_are_shown_to_the_second() {
         assert_eq!(when(Timestamp(1_763_769_600_123)), "2025-11-22 00:00:00");
         assert_eq!(indented("a\nb", 2), "  a\n  b\n");
+    }
+
+    #[test]
+    fn ages_use_the_largest_whole_unit() {
+        let now = Timestamp(10 * 86_400_000);
+        let ago = |ms: i64| age(now, Timestamp(now.millis() - ms));
+        assert_eq!(ago(0), "0s");
+        assert_eq!(ago(59_999), "59s");
+        assert_eq!(ago(60_000), "1m");
+        assert_eq!(ago(3 * 3_600_000 + 5), "3h");
+        assert_eq!(ago(2 * 86_400_000), "2d");
+        assert_eq!(ago(-5_000), "0s", "a clock ahead of ours");
     }
 }

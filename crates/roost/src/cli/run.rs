@@ -1,4 +1,4 @@
-//! `roost run start|show|finish|list`.
+//! `roost run start|show|finish|cancel|list`.
 
 use std::process::ExitCode;
 
@@ -7,7 +7,7 @@ use roost_client::RunFilter;
 use roost_core::{Run, RunStatus};
 
 use super::output::{fields, or_dash, print_only, table, when};
-use super::{AgentNames, ClientOpts, Session};
+use super::{AgentNames, ClientOpts, IssueLabels, Session};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -43,6 +43,8 @@ enum RunCommand {
         #[arg(long)]
         error: Option<String>,
     },
+    /// Cancel a live run; its checkouts are released in the same change
+    Cancel { id: String },
     /// List a company's runs, newest first
     List {
         /// Company id, issue prefix or name [default: the only or oldest company]
@@ -90,6 +92,7 @@ pub async fn run(session: &Session, args: RunArgs) -> anyhow::Result<ExitCode> {
             &client.finish_run(&id, status, error.as_deref()).await?,
             run_fields,
         )?,
+        RunCommand::Cancel { id } => out.show(&client.cancel_run(&id).await?, run_fields)?,
         RunCommand::List {
             company,
             agent,
@@ -103,18 +106,28 @@ pub async fn run(session: &Session, args: RunArgs) -> anyhow::Result<ExitCode> {
             let runs = client
                 .list_runs(&company_id, &RunFilter { agent_id, limit })
                 .await?;
-            let names = if out.is_json() {
-                AgentNames::default()
+            let (names, issues) = if out.is_json() {
+                (AgentNames::default(), IssueLabels::default())
             } else {
-                session.agent_names(&company_id).await
+                (
+                    session.agent_names(&company_id).await,
+                    session.issue_labels(&company_id).await,
+                )
             };
-            out.show(&runs, |r| run_table(r, &names))?;
+            out.show(&runs, |r| run_table(r, &names, &issues))?;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_table(runs: &[Run], names: &AgentNames) -> String {
+/// Why the run exists: the reason of the wake it answers, or how it was started by hand.
+fn reason(r: &Run) -> String {
+    r.wake_reason
+        .map(|w| w.to_string())
+        .unwrap_or_else(|| r.invocation_source.clone())
+}
+
+pub(super) fn run_table(runs: &[Run], names: &AgentNames, issues: &IssueLabels) -> String {
     let rows: Vec<Vec<String>> = runs
         .iter()
         .map(|r| {
@@ -122,27 +135,42 @@ fn run_table(runs: &[Run], names: &AgentNames) -> String {
                 r.id.clone(),
                 r.status.to_string(),
                 names.label(Some(&r.agent_id)),
-                or_dash(r.issue_id.as_deref()),
+                issues.label(r.issue_id.as_deref()),
+                reason(r),
+                or_dash(r.worker_id.as_deref()),
                 when(r.created_at),
                 or_dash(r.error.as_deref()),
             ]
         })
         .collect();
     table(
-        &["ID", "STATUS", "AGENT", "ISSUE", "CREATED", "ERROR"],
+        &[
+            "ID", "STATUS", "AGENT", "ISSUE", "REASON", "WORKER", "CREATED", "ERROR",
+        ],
         &rows,
     )
 }
 
-fn run_fields(r: &Run) -> String {
+pub(super) fn run_fields(r: &Run) -> String {
+    let comments = if r.comment_ids.is_empty() {
+        "-".to_string()
+    } else {
+        r.comment_ids.join(",")
+    };
     fields(&[
         ("run", r.id.clone()),
         ("status", r.status.to_string()),
         ("agent", r.agent_id.clone()),
         ("issue", or_dash(r.issue_id.as_deref())),
         ("source", r.invocation_source.clone()),
+        ("wake", or_dash(r.wake_id.as_deref())),
+        ("reason", or_dash(r.wake_reason)),
+        ("comments", comments),
+        ("worker", or_dash(r.worker_id.as_deref())),
+        ("retry of", or_dash(r.retry_of_run_id.as_deref())),
         ("error", or_dash(r.error.as_deref())),
         ("created", r.created_at.to_string()),
+        ("assigned", or_dash(r.assigned_at)),
         ("started", or_dash(r.started_at)),
         ("finished", or_dash(r.finished_at)),
     ])

@@ -1,0 +1,194 @@
+//! Wakes and workers (`/api/agents/{id}/wakeup`, `/api/companies/{cid}/wakes`, `/api/wakes/*`,
+//! `/api/workers/*`) and their answers.
+
+use roost_core::{Run, Timestamp, Wake, WakeReason, WakeStatus, Worker};
+use serde::{Deserialize, Serialize};
+
+use crate::types::Query;
+use crate::{Result, RoostClient, API};
+
+/// Body of `POST /api/agents/{id}/wakeup`; absent fields are left out (the server refuses
+/// unknown ones and fills in `on_demand` for the reason).
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WakeupRequest {
+    /// An issue id or `PREFIX-N` identifier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issue_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<WakeReason>,
+    /// A JSON object handed to the agent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<serde_json::Value>,
+    /// A repeat with the same key returns the first wake.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+/// A wake and, while it is queued, what keeps it from becoming a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WakeView {
+    #[serde(flatten)]
+    pub wake: Wake,
+    #[serde(default)]
+    pub blocked_by: Option<String>,
+}
+
+impl WakeView {
+    /// The short answer to "why didn't my agent run?": what a queued wake waits for, else why
+    /// the wake ended as it did.
+    pub fn why(&self) -> Option<&str> {
+        self.blocked_by
+            .as_deref()
+            .or(self.wake.status_reason.as_deref())
+    }
+}
+
+/// The answer to a wakeup. `run` is usually absent: the dispatcher assigns runs after the
+/// wake is committed; `get_wake` shows its progress.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WakeupResult {
+    pub wake: WakeView,
+    #[serde(default)]
+    pub run: Option<Run>,
+}
+
+/// A worker and how many live runs it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerView {
+    #[serde(flatten)]
+    pub worker: Worker,
+    pub live_runs: usize,
+}
+
+/// A worker join token as returned once, at creation (`POST /api/workers/join-tokens`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedJoinToken {
+    pub id: String,
+    pub name: String,
+    pub created_at: Timestamp,
+    pub token: String,
+}
+
+/// Filters of `GET /api/companies/{cid}/wakes` (newest first); an empty `statuses` means all.
+#[derive(Clone, Debug, Default)]
+pub struct WakeFilter {
+    pub agent_id: Option<String>,
+    pub statuses: Vec<WakeStatus>,
+    /// An issue id or `PREFIX-N` identifier.
+    pub issue_id: Option<String>,
+    pub limit: Option<usize>,
+}
+
+impl WakeFilter {
+    pub(crate) fn query(&self) -> Query {
+        let mut q = Query::new();
+        if let Some(agent) = &self.agent_id {
+            q.push(("agentId", agent.clone()));
+        }
+        if !self.statuses.is_empty() {
+            let csv: Vec<&str> = self.statuses.iter().map(|s| s.as_str()).collect();
+            q.push(("status", csv.join(",")));
+        }
+        if let Some(issue) = &self.issue_id {
+            q.push(("issueId", issue.clone()));
+        }
+        if let Some(limit) = self.limit {
+            q.push(("limit", limit.to_string()));
+        }
+        q
+    }
+}
+
+#[derive(Serialize)]
+struct JoinTokenBody<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+}
+
+impl RoostClient {
+    /// Asks for a run of the agent. An agent key may wake only its own agent.
+    pub async fn wakeup(&self, agent_id: &str, request: &WakeupRequest) -> Result<WakeupResult> {
+        self.post(&[API, "agents", agent_id, "wakeup"], request)
+            .await
+    }
+
+    pub async fn list_wakes(&self, company_id: &str, filter: &WakeFilter) -> Result<Vec<WakeView>> {
+        self.get(&[API, "companies", company_id, "wakes"], &filter.query())
+            .await
+    }
+
+    pub async fn get_wake(&self, wake_id: &str) -> Result<WakeView> {
+        self.get(&[API, "wakes", wake_id], &[]).await
+    }
+
+    /// Every registered worker (administrators only).
+    pub async fn list_workers(&self) -> Result<Vec<WorkerView>> {
+        self.get(&[API, "workers"], &[]).await
+    }
+
+    /// Mints a worker join token; its secret is shown once (administrators only).
+    pub async fn create_worker_join_token(&self, name: Option<&str>) -> Result<CreatedJoinToken> {
+        self.post(&[API, "workers", "join-tokens"], &JoinTokenBody { name })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_wakeup_body_leaves_out_what_is_unset() {
+        let body = serde_json::to_value(WakeupRequest {
+            reason: Some(WakeReason::Routine),
+            idempotency_key: Some("k1".into()),
+            ..WakeupRequest::default()
+        })
+        .expect("serializable");
+        assert_eq!(body, json!({ "reason": "routine", "idempotencyKey": "k1" }));
+    }
+
+    #[test]
+    fn wake_filters_become_query_pairs() {
+        let filter = WakeFilter {
+            agent_id: Some("a1".into()),
+            statuses: vec![WakeStatus::Queued, WakeStatus::Deferred],
+            limit: Some(5),
+            ..WakeFilter::default()
+        };
+        let expected: Query = vec![
+            ("agentId", "a1".into()),
+            ("status", "queued,deferred".into()),
+            ("limit", "5".into()),
+        ];
+        assert_eq!(filter.query(), expected);
+        assert!(WakeFilter::default().query().is_empty());
+    }
+
+    #[test]
+    fn a_wake_view_reads_the_flattened_wake_and_says_why() {
+        let view: WakeView = serde_json::from_value(json!({
+            "id": "w1", "companyId": "c1", "agentId": "a1", "issueId": null,
+            "reason": "on_demand", "status": "queued", "statusReason": "promoted: run r1 ended",
+            "count": 1, "commentIds": [], "payload": null, "idempotencyKey": null,
+            "requestedByType": "user", "requestedById": "admin", "coalescedInto": null,
+            "runId": null, "retryOfRunId": null, "waitingOnRun": null, "seq": 7,
+            "createdAt": 0, "updatedAt": 0, "blockedBy": "waiting for a worker"
+        }))
+        .expect("wake view JSON");
+        assert_eq!(view.wake.seq, 7);
+        assert_eq!(view.why(), Some("waiting for a worker"));
+        let ended = WakeView {
+            blocked_by: None,
+            ..view
+        };
+        assert_eq!(ended.why(), Some("promoted: run r1 ended"));
+    }
+}

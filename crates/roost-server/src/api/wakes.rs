@@ -1,0 +1,296 @@
+//! Wakes and workers: asking for a run, seeing what became of each request and why, the worker
+//! fleet, and the join tokens workers register with (DESIGN.md sections 6 and 7).
+//!
+//! A wakeup only records a wake. The leader's dispatcher turns queued wakes into runs on
+//! workers later, asynchronously, so the answer to a wakeup usually carries no run yet; the wake
+//! view's `blockedBy` says what it is waiting for.
+
+use std::collections::BTreeMap;
+
+use roost_core::scheduling::claim_blocker;
+use roost_core::{
+    Command, Credential, CredentialKind, Outcome, Run, State, Wake, WakeReason, WakeStatus, Worker,
+    WorkerStatus,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{expect_outcome, new_id, Api};
+use crate::auth::{self, Caller};
+use crate::error::ApiError;
+
+/// What a worker join token starts with. It lives here rather than beside the other prefixes in
+/// `auth.rs` because join tokens are minted only by this module.
+pub const WORKER_JOIN_PREFIX: &str = "rst_join_";
+
+/// How many wakes a list returns when the caller does not say, and at most.
+const DEFAULT_WAKE_LIMIT: usize = 100;
+const MAX_WAKE_LIMIT: usize = 1000;
+
+/// `POST /api/agents/{id}/wakeup`.
+#[derive(Clone, Debug, Default)]
+pub struct WakeupRequest {
+    /// The issue the run is about: an id or a `PREFIX-N` identifier.
+    pub issue_id: Option<String>,
+    /// `on_demand` when absent.
+    pub reason: Option<WakeReason>,
+    /// Handed to the agent as `ROOST_WAKE_PAYLOAD_JSON`; a JSON object.
+    pub payload: Option<Value>,
+    /// A repeat with the same key returns the first wake instead of recording another.
+    pub idempotency_key: Option<String>,
+}
+
+/// A wake, and while it is queued, what keeps it from becoming a run.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WakeView {
+    #[serde(flatten)]
+    pub wake: Wake,
+    /// Only for a queued wake: the agent's state, its concurrency limit, a run of its own on the
+    /// issue, or the lack of a worker. Other statuses explain themselves in `statusReason`.
+    pub blocked_by: Option<String>,
+}
+
+/// The answer to a wakeup: the wake, and the run answering it if one exists already. That is
+/// rare at once: runs are assigned by the dispatcher after the wake is committed.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WakeupResult {
+    pub wake: WakeView,
+    pub run: Option<Run>,
+}
+
+/// Which wakes of a company to list.
+#[derive(Clone, Debug, Default)]
+pub struct WakeFilter {
+    pub agent_id: Option<String>,
+    /// Empty means every status.
+    pub statuses: Vec<WakeStatus>,
+    /// An issue id or `PREFIX-N` identifier.
+    pub issue_id: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// A worker and how many live runs it holds now.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerView {
+    #[serde(flatten)]
+    pub worker: Worker,
+    pub live_runs: usize,
+}
+
+/// Why a queued wake has not become a run; `None` for any other status.
+pub fn blocked_by(state: &State, wake: &Wake) -> Option<String> {
+    if wake.status != WakeStatus::Queued {
+        return None;
+    }
+    Some(claim_blocker(state, wake).unwrap_or_else(|| worker_wait(state, wake)))
+}
+
+/// Live runs per worker id.
+fn live_runs_by_worker(state: &State) -> BTreeMap<&str, usize> {
+    let mut counts = BTreeMap::new();
+    for run in state.live_runs() {
+        if let Some(worker) = run.worker_id.as_deref() {
+            *counts.entry(worker).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// A claimable wake waits for the dispatcher; say whether any worker could take it at all, so
+/// that a fleet without the agent's adapter or labels is visible rather than a silent wait.
+fn worker_wait(state: &State, wake: &Wake) -> String {
+    let Some(agent) = state.agents.get(&wake.agent_id) else {
+        return "waiting for a worker".into();
+    };
+    let able: Vec<&Worker> = state
+        .workers
+        .values()
+        .filter(|w| w.status == WorkerStatus::Online && w.adapters.contains(&agent.adapter_type))
+        .filter(|w| {
+            agent
+                .placement_labels
+                .iter()
+                .all(|(k, v)| w.labels.get(k) == Some(v))
+        })
+        .collect();
+    if able.is_empty() {
+        let labels: Vec<String> = agent
+            .placement_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let with_labels = if labels.is_empty() {
+            String::new()
+        } else {
+            format!(" with labels {}", labels.join(","))
+        };
+        return format!(
+            "waiting for a worker: none online runs the {} adapter{with_labels}",
+            agent.adapter_type
+        );
+    }
+    let busy = live_runs_by_worker(state);
+    let all_full = able
+        .iter()
+        .all(|w| busy.get(w.id.as_str()).copied().unwrap_or(0) >= w.slots as usize);
+    if all_full {
+        "waiting for a worker: every worker that can run it is full".into()
+    } else {
+        "waiting for a worker".into()
+    }
+}
+
+/// The run answering `wake`: its own, or for a wake merged into another, that one's.
+fn answering_run(state: &State, wake: &Wake) -> Option<Run> {
+    let answered = match &wake.coalesced_into {
+        Some(into) => state.wakes.get(into)?,
+        None => wake,
+    };
+    state.runs.get(answered.run_id.as_deref()?).cloned()
+}
+
+fn view(state: &State, wake: Wake) -> WakeView {
+    let blocked_by = blocked_by(state, &wake);
+    WakeView { wake, blocked_by }
+}
+
+impl Api {
+    /// Asks for a run of `agent_id`. An agent may wake only itself; the state machine refuses
+    /// anything else, and a wake it cannot act on is recorded with the reason (skipped,
+    /// coalesced, deferred) rather than refused.
+    pub async fn wakeup(
+        &self,
+        caller: &Caller,
+        agent_id: &str,
+        request: WakeupRequest,
+    ) -> Result<WakeupResult, ApiError> {
+        let payload = match request.payload {
+            None | Some(Value::Null) => Value::Null,
+            Some(object @ Value::Object(_)) => object,
+            Some(_) => return Err(ApiError::bad_request("payload must be a JSON object")),
+        };
+        let issue_id = match request.issue_id.as_deref() {
+            Some(issue) => Some(self.get_issue(caller, issue).await?.id),
+            None => None,
+        };
+        let command = Command::Wakeup {
+            id: new_id(),
+            agent_id: agent_id.into(),
+            issue_id,
+            reason: request.reason.unwrap_or(WakeReason::OnDemand),
+            payload,
+            wake_key: request.idempotency_key,
+        };
+        let wake = expect_outcome!(self.submit(caller, command).await?, Outcome::Wake(w) => w)?;
+        // This node has applied the write; show the wake as it is now (a repeated request's
+        // outcome may be older than the wake).
+        Ok(self.reader().read(|s| {
+            let wake = s.wakes.get(&wake.id).cloned().unwrap_or(wake);
+            let run = answering_run(s, &wake);
+            WakeupResult {
+                wake: view(s, wake),
+                run,
+            }
+        }))
+    }
+
+    /// A company's wakes, newest first (by the log index that created them).
+    pub async fn list_wakes(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        filter: &WakeFilter,
+    ) -> Result<Vec<WakeView>, ApiError> {
+        self.get_company(caller, company_id).await?;
+        let issue_id = match filter.issue_id.as_deref() {
+            Some(issue) => Some(self.get_issue(caller, issue).await?.id),
+            None => None,
+        };
+        let limit = filter
+            .limit
+            .unwrap_or(DEFAULT_WAKE_LIMIT)
+            .clamp(1, MAX_WAKE_LIMIT);
+        Ok(self.reader().read(|s| {
+            let mut wakes: Vec<&Wake> = s
+                .wakes
+                .values()
+                .filter(|w| w.company_id == company_id)
+                .filter(|w| filter.agent_id.as_ref().is_none_or(|a| &w.agent_id == a))
+                .filter(|w| filter.statuses.is_empty() || filter.statuses.contains(&w.status))
+                .filter(|w| issue_id.is_none() || w.issue_id == issue_id)
+                .collect();
+            // Wakes made by one command share a sequence number; the id keeps the order stable.
+            wakes.sort_by(|a, b| b.seq.cmp(&a.seq).then_with(|| b.id.cmp(&a.id)));
+            wakes.truncate(limit);
+            wakes.into_iter().map(|w| view(s, w.clone())).collect()
+        }))
+    }
+
+    pub async fn get_wake(&self, caller: &Caller, wake_id: &str) -> Result<WakeView, ApiError> {
+        self.barrier().await?;
+        let wake = self
+            .reader()
+            .read(|s| s.wakes.get(wake_id).map(|w| view(s, w.clone())))
+            .ok_or_else(|| ApiError::not_found("wake", wake_id))?;
+        caller.check_company(&wake.wake.company_id, "wake", wake_id)?;
+        Ok(wake)
+    }
+
+    /// "Why didn't my agent run?" for one wake: what a queued wake waits for, or `None` when it
+    /// is not queued (its `statusReason` then says what became of it).
+    pub async fn why_not_running(
+        &self,
+        caller: &Caller,
+        wake_id: &str,
+    ) -> Result<Option<String>, ApiError> {
+        Ok(self.get_wake(caller, wake_id).await?.blocked_by)
+    }
+
+    /// Every registered worker with its live runs (administrators only).
+    pub async fn list_workers(&self, caller: &Caller) -> Result<Vec<WorkerView>, ApiError> {
+        caller.require_admin()?;
+        self.barrier().await?;
+        let mut workers: Vec<WorkerView> = self.reader().read(|s| {
+            let busy = live_runs_by_worker(s);
+            s.workers
+                .values()
+                .map(|w| WorkerView {
+                    live_runs: busy.get(w.id.as_str()).copied().unwrap_or(0),
+                    worker: w.clone(),
+                })
+                .collect()
+        });
+        workers.sort_by(|a, b| {
+            a.worker
+                .registered_at
+                .cmp(&b.worker.registered_at)
+                .then_with(|| a.worker.id.cmp(&b.worker.id))
+        });
+        Ok(workers)
+    }
+
+    /// Mints a token a worker registers with. The secret is returned once and stored only as a
+    /// hash; it opens a worker session and nothing else (it cannot call the REST API).
+    pub async fn create_worker_join_token(
+        &self,
+        caller: &Caller,
+        name: &str,
+    ) -> Result<(Credential, String), ApiError> {
+        // Refused here too, so an agent's attempt costs no Raft entry.
+        caller.require_admin()?;
+        let token = auth::generate_token(WORKER_JOIN_PREFIX);
+        let command = Command::CreateCredential {
+            id: new_id(),
+            kind: CredentialKind::WorkerJoin,
+            name: name.into(),
+            agent_id: None,
+            token_hash: auth::hash_token(&token),
+        };
+        let cred =
+            expect_outcome!(self.submit(caller, command).await?, Outcome::Credential(c) => c)?;
+        Ok((cred, token))
+    }
+}

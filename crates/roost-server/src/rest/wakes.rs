@@ -1,0 +1,102 @@
+//! Wakes and workers: `POST /api/agents/{id}/wakeup`, the wake list, workers and join tokens.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use roost_core::WakeStatus;
+
+use super::created;
+use super::dto::{self, CreatedJoinToken};
+use super::extract::{JsonBody, QueryParams};
+use crate::api::{Api, WakeFilter, WakeView, WakeupRequest, WakeupResult, WorkerView};
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+/// The name a join token gets when the request names none.
+const DEFAULT_JOIN_TOKEN_NAME: &str = "worker";
+
+fn parse_statuses(csv: &str) -> Result<Vec<WakeStatus>> {
+    csv.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<WakeStatus>().map_err(ApiError::bad_request))
+        .collect()
+}
+
+/// `202 Accepted`: the wake is committed, the run (if any) comes later.
+pub async fn wakeup(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(agent_id): Path<String>,
+    JsonBody(body): JsonBody<dto::Wakeup>,
+) -> Result<(StatusCode, Json<WakeupResult>)> {
+    let request = WakeupRequest {
+        issue_id: body.issue_id,
+        reason: body.reason,
+        payload: body.payload,
+        idempotency_key: body.idempotency_key,
+    };
+    let result = api.wakeup(&caller, &agent_id, request).await?;
+    Ok((StatusCode::ACCEPTED, Json(result)))
+}
+
+pub async fn list(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+    QueryParams(q): QueryParams<dto::WakeListQuery>,
+) -> Result<Json<Vec<WakeView>>> {
+    let filter = WakeFilter {
+        agent_id: q.agent_id,
+        statuses: q
+            .status
+            .as_deref()
+            .map(parse_statuses)
+            .transpose()?
+            .unwrap_or_default(),
+        issue_id: q.issue_id,
+        limit: q.limit,
+    };
+    Ok(Json(api.list_wakes(&caller, &cid, &filter).await?))
+}
+
+pub async fn get(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<WakeView>> {
+    Ok(Json(api.get_wake(&caller, &id).await?))
+}
+
+pub async fn list_workers(State(api): State<Api>, caller: Caller) -> Result<Json<Vec<WorkerView>>> {
+    Ok(Json(api.list_workers(&caller).await?))
+}
+
+pub async fn create_join_token(
+    State(api): State<Api>,
+    caller: Caller,
+    JsonBody(body): JsonBody<dto::CreateJoinToken>,
+) -> Result<(StatusCode, Json<CreatedJoinToken>)> {
+    let name = body
+        .name
+        .unwrap_or_else(|| DEFAULT_JOIN_TOKEN_NAME.to_string());
+    let (cred, token) = api.create_worker_join_token(&caller, &name).await?;
+    Ok(created(CreatedJoinToken::new(cred, token)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_statuses;
+    use roost_core::WakeStatus;
+
+    #[test]
+    fn status_lists_are_comma_separated_and_strict() {
+        assert_eq!(
+            parse_statuses("queued, deferred,").expect("valid"),
+            vec![WakeStatus::Queued, WakeStatus::Deferred]
+        );
+        assert!(parse_statuses("queued,sleeping").is_err());
+    }
+}

@@ -1,0 +1,223 @@
+//! The worker plane on the leader: sessions and leases of workers, the dispatcher that turns
+//! queued wakes into runs on workers, and the timer that wakes agents on their interval.
+//! Followers keep none of it; they redirect workers to the leader.
+
+mod registry;
+mod scheduler;
+mod session;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use roost_core::scheduling::{claim_blocker, worker_fits};
+use roost_core::{Actor, Command, Outcome, Run, State, WorkerStatus};
+use roost_proto::v1::{server_message, Assignment};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+pub use scheduler::{Clock, Scheduler};
+
+use crate::api::{new_id, Api};
+use crate::auth::Caller;
+use registry::Registry;
+pub(crate) use session::WorkerService;
+
+/// Worker heartbeat and lease timing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerConfig {
+    pub heartbeat_interval_ms: u64,
+    /// A worker that has not heartbeated for this long is lost.
+    pub lease_ttl_ms: u64,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig { heartbeat_interval_ms: 1000, lease_ttl_ms: 5000 }
+    }
+}
+
+impl WorkerConfig {
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_millis(self.lease_ttl_ms)
+    }
+}
+
+/// The worker plane of one node: a cheap `Clone` handle.
+#[derive(Clone)]
+pub(crate) struct Workers {
+    api: Api,
+    registry: Registry,
+    config: WorkerConfig,
+}
+
+fn system() -> Caller {
+    Caller { actor: Actor::system(), idempotency_key: None }
+}
+
+/// What a worker needs to run `run`.
+pub(crate) fn assignment_for(state: &State, run: &Run) -> Option<Assignment> {
+    let agent = state.agents.get(&run.agent_id)?;
+    Some(Assignment {
+        run_id: run.id.clone(),
+        company_id: run.company_id.clone(),
+        agent_id: agent.id.clone(),
+        agent_name: agent.name.clone(),
+        issue_id: run.issue_id.clone(),
+        wake_reason: run.wake_reason.map(|r| r.as_str().to_string()).unwrap_or_default(),
+        comment_ids: run.comment_ids.clone(),
+        payload_json: run.payload.to_string(),
+        adapter_type: agent.adapter_type.as_str().into(),
+        adapter_config_json: agent.adapter_config.to_string(),
+    })
+}
+
+impl Workers {
+    pub(crate) fn new(api: Api, config: WorkerConfig) -> Self {
+        Workers { api, registry: Registry::default(), config }
+    }
+
+    /// The leader's gRPC address when another node leads.
+    fn leader_elsewhere(&self) -> Option<String> {
+        let report = self.api.node().report();
+        match report.leader_id {
+            Some(l) if l != report.id => report.members.iter().find(|m| m.id == l).map(|m| m.grpc_addr.clone()),
+            _ => None,
+        }
+    }
+
+    fn is_leader(&self) -> bool {
+        self.api.node().report().role == "leader"
+    }
+
+    /// Runs the leader's duties whenever this node leads, until `stop` flips.
+    pub(crate) async fn run(self, scheduler: Scheduler, mut stop: watch::Receiver<bool>) {
+        let mut metrics = self.api.node().raft().metrics();
+        loop {
+            if *stop.borrow() {
+                return;
+            }
+            if self.is_leader() {
+                self.become_leader();
+                tokio::select! {
+                    () = self.dispatch_loop() => {}
+                    () = self.lease_loop() => {}
+                    () = scheduler.run(self.api.clone()) => {}
+                    () = self.until_not_leader() => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+                let addr = self.leader_elsewhere().unwrap_or_default();
+                info!(node_id = self.api.node().id(), "leadership lost; redirecting workers");
+                self.registry.redirect_all(&addr);
+            }
+            tokio::select! {
+                changed = metrics.changed() => if changed.is_err() { return },
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        }
+    }
+
+    async fn until_not_leader(&self) {
+        let mut metrics = self.api.node().raft().metrics();
+        while self.is_leader() {
+            if metrics.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Every worker the state knows as online gets a full lease from now: a leader change
+    /// never expires a healthy worker.
+    fn become_leader(&self) {
+        let online: Vec<String> = self
+            .api
+            .reader()
+            .read(|s| s.workers.values().filter(|w| w.status == WorkerStatus::Online).map(|w| w.id.clone()).collect());
+        info!(node_id = self.api.node().id(), workers = online.len(), "leading: workers get a full lease");
+        self.registry.grant_full_leases(online, self.config.lease_ttl());
+    }
+
+    async fn lease_loop(&self) {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tick.tick().await;
+            for worker_id in self.registry.take_expired() {
+                warn!(worker_id, "worker lease expired; declaring it lost");
+                match self.api.submit(&system(), Command::WorkerLost { worker_id: worker_id.clone() }).await {
+                    Ok(_) => {}
+                    Err(e) => {
+                        warn!(worker_id, error = %e, "could not record a lost worker; retrying");
+                        self.registry.renew(&worker_id, Duration::from_millis(200));
+                    }
+                }
+            }
+        }
+    }
+
+    async fn dispatch_loop(&self) {
+        let mut applied = self.api.reader().applied_watch();
+        loop {
+            self.dispatch_once().await;
+            tokio::select! {
+                _ = applied.changed() => {}
+                () = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+        }
+    }
+
+    /// Assigns every queued wake that can run to a connected worker with room for it.
+    async fn dispatch_once(&self) {
+        let connected = self.registry.connected();
+        if connected.is_empty() {
+            return;
+        }
+        let plan: Vec<(String, String)> = self.api.reader().read(|s| {
+            let mut taken: BTreeMap<String, u32> = BTreeMap::new();
+            let mut plan = Vec::new();
+            for wake in s.queued_wakes().take(256) {
+                if claim_blocker(s, wake).is_some() {
+                    continue;
+                }
+                let Some(agent) = s.agents.get(&wake.agent_id) else { continue };
+                // Prefer the worker that ran this agent's last run on the same issue (its
+                // session files are there).
+                let previous = s
+                    .runs
+                    .values()
+                    .filter(|r| r.agent_id == agent.id && r.issue_id == wake.issue_id && r.worker_id.is_some())
+                    .max_by_key(|r| (r.created_at, r.id.clone()))
+                    .and_then(|r| r.worker_id.clone());
+                let mut candidates: Vec<&String> = connected.iter().collect();
+                candidates.sort_by_key(|w| (Some(*w) != previous.as_ref(), taken.get(*w).copied().unwrap_or(0), (*w).clone()));
+                let chosen = candidates.into_iter().find(|w| {
+                    s.workers.get(*w).is_some_and(|worker| {
+                        let extra = taken.get(*w).copied().unwrap_or(0);
+                        let busy = s.live_runs().filter(|r| r.worker_id.as_deref() == Some(w.as_str())).count() as u32;
+                        worker_fits(s, worker, agent).is_ok() && busy + extra < worker.slots
+                    })
+                });
+                if let Some(w) = chosen {
+                    *taken.entry(w.clone()).or_default() += 1;
+                    plan.push((wake.id.clone(), w.clone()));
+                }
+            }
+            plan
+        });
+        for (wake_id, worker_id) in plan {
+            let command = Command::AssignRun { wake_id: wake_id.clone(), run_id: new_id(), worker_id: worker_id.clone() };
+            match self.api.submit(&system(), command).await {
+                Ok(Outcome::Run(run)) => {
+                    let assignment = self.api.reader().read(|s| assignment_for(s, &run));
+                    if let Some(a) = assignment {
+                        if !self.registry.send(&worker_id, server_message::Body::Assignment(a)) {
+                            debug!(worker_id, run_id = %run.id, "worker not connected; the run is sent when it reconnects");
+                        }
+                    }
+                }
+                Ok(_) => debug!(wake_id, "wake deferred at claim"),
+                Err(e) => debug!(wake_id, error = %e, "wake not assigned"),
+            }
+        }
+    }
+}

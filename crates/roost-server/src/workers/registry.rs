@@ -1,0 +1,105 @@
+//! The leader's memory of its workers: open sessions and lease deadlines on a monotonic clock.
+//! Nothing here is replicated; only a lease's expiry is, as a `WorkerLost` command.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use roost_proto::v1::{server_message, ServerMessage};
+use tokio::sync::mpsc;
+use tokio::time::{Duration, Instant};
+use tonic::Status;
+
+pub(crate) type Outbox = mpsc::Sender<Result<ServerMessage, Status>>;
+
+struct Session {
+    outbox: Outbox,
+    generation: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    sessions: HashMap<String, Session>,
+    leases: HashMap<String, Instant>,
+    generation: u64,
+}
+
+/// A cheap `Clone` handle on the registry.
+#[derive(Clone, Default)]
+pub(crate) struct Registry {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records the worker's open session; returns its generation, so that a stale session
+    /// ending later does not detach a newer one.
+    pub fn attach(&self, worker_id: &str, outbox: Outbox) -> u64 {
+        let mut inner = self.lock();
+        inner.generation += 1;
+        let generation = inner.generation;
+        inner.sessions.insert(worker_id.to_string(), Session { outbox, generation });
+        generation
+    }
+
+    pub fn detach(&self, worker_id: &str, generation: u64) {
+        let mut inner = self.lock();
+        if inner.sessions.get(worker_id).is_some_and(|s| s.generation == generation) {
+            inner.sessions.remove(worker_id);
+        }
+    }
+
+    pub fn connected(&self) -> Vec<String> {
+        self.lock().sessions.keys().cloned().collect()
+    }
+
+    /// Extends the worker's lease to `ttl` from now.
+    pub fn renew(&self, worker_id: &str, ttl: Duration) {
+        self.lock().leases.insert(worker_id.to_string(), Instant::now() + ttl);
+    }
+
+    /// A new leader gives every worker it knows a full lease, whatever the old leader saw.
+    pub fn grant_full_leases(&self, workers: impl IntoIterator<Item = String>, ttl: Duration) {
+        let deadline = Instant::now() + ttl;
+        let mut inner = self.lock();
+        inner.leases.clear();
+        for w in workers {
+            inner.leases.insert(w, deadline);
+        }
+    }
+
+    /// Workers whose lease has run out; their leases are forgotten.
+    pub fn take_expired(&self) -> Vec<String> {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let expired: Vec<String> = inner.leases.iter().filter(|(_, d)| **d <= now).map(|(w, _)| w.clone()).collect();
+        for w in &expired {
+            inner.leases.remove(w);
+        }
+        expired
+    }
+
+    /// Queues a message for the worker's session; false if it has none (or it is full).
+    pub fn send(&self, worker_id: &str, message: server_message::Body) -> bool {
+        let outbox = self.lock().sessions.get(worker_id).map(|s| s.outbox.clone());
+        match outbox {
+            Some(o) => o.try_send(Ok(ServerMessage { body: Some(message) })).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Leadership moved: tell every worker where to go and close the sessions.
+    pub fn redirect_all(&self, leader_grpc_addr: &str) {
+        let sessions: Vec<(String, Session)> = self.lock().sessions.drain().collect();
+        for (_, s) in sessions {
+            let redirect = server_message::Body::Redirect(roost_proto::v1::Redirect {
+                leader_grpc_addr: leader_grpc_addr.to_string(),
+                message: "this node no longer leads".into(),
+            });
+            let _ = s.outbox.try_send(Ok(ServerMessage { body: Some(redirect) }));
+        }
+        self.lock().leases.clear();
+    }
+}

@@ -1,0 +1,184 @@
+//! The `roost.v1.Worker` service: one bidirectional session per worker.
+
+use std::pin::Pin;
+
+use roost_core::{Actor, ActorKind, AdapterType, Command, CredentialKind, Outcome, RunStatus};
+use roost_proto::v1::worker_server::Worker as WorkerRpc;
+use roost_proto::v1::{server_message, worker_message, Register, ServerMessage, WorkerMessage};
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{debug, info, warn};
+
+use super::{assignment_for, Workers};
+use crate::auth::{hash_token, Caller};
+use crate::error::ApiError;
+
+type Outbound = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send>>;
+
+pub(crate) struct WorkerService {
+    workers: Workers,
+}
+
+impl WorkerService {
+    pub(crate) fn new(workers: Workers) -> Self {
+        WorkerService { workers }
+    }
+}
+
+fn one_message(body: server_message::Body) -> Outbound {
+    Box::pin(tokio_stream::once(Ok(ServerMessage { body: Some(body) })))
+}
+
+impl Workers {
+    /// Checks the join token and returns the worker's identity as an actor.
+    fn admit(&self, register: &Register) -> Result<Caller, Status> {
+        if register.worker_id.is_empty() || register.worker_id.len() > 64 {
+            return Err(ApiError::bad_request("worker_id must be 1-64 characters").into());
+        }
+        let hash = hash_token(&register.join_token);
+        let credential = self.api.reader().read(|s| {
+            s.credential_by_token_hash(&hash)
+                .filter(|c| c.kind == CredentialKind::WorkerJoin && !c.revoked)
+                .map(|c| c.id.clone())
+        });
+        let credential_id = credential.ok_or_else(|| Status::from(ApiError::unauthorized("invalid worker join token")))?;
+        Ok(Caller {
+            actor: Actor {
+                kind: ActorKind::Worker,
+                id: register.worker_id.clone(),
+                credential_id: Some(credential_id),
+                run_id: None,
+                company_id: None,
+            },
+            idempotency_key: None,
+        })
+    }
+
+    async fn register(&self, caller: &Caller, register: &Register) -> Result<(), Status> {
+        let adapters = register
+            .adapters
+            .iter()
+            .map(|a| a.parse::<AdapterType>().map_err(ApiError::bad_request))
+            .collect::<Result<Vec<_>, _>>()?;
+        let command = Command::RegisterWorker {
+            worker_id: register.worker_id.clone(),
+            name: if register.name.is_empty() { register.worker_id.clone() } else { register.name.clone() },
+            adapters,
+            labels: register.labels.clone().into_iter().collect(),
+            slots: register.slots,
+            version: register.version.clone(),
+        };
+        self.api.submit(caller, command).await?;
+        Ok(())
+    }
+
+    /// After a (re)connect: send again the runs assigned to the worker that it does not run.
+    fn resend_assigned(&self, worker_id: &str, running: &[String]) {
+        let resend: Vec<_> = self.api.reader().read(|s| {
+            s.live_runs()
+                .filter(|r| r.worker_id.as_deref() == Some(worker_id) && !running.contains(&r.id))
+                .filter_map(|r| assignment_for(s, r))
+                .collect()
+        });
+        for a in resend {
+            self.registry.send(worker_id, server_message::Body::Assignment(a));
+        }
+    }
+
+    /// Tells the worker to stop the runs it runs that the cluster has ended (cancelled, or
+    /// lost and retried elsewhere). Checked on every heartbeat, so a cancel committed through
+    /// any node reaches the worker within one heartbeat interval.
+    fn cancel_ended(&self, worker_id: &str, running: &[String]) {
+        let cancel: Vec<String> = self.api.reader().read(|s| {
+            running
+                .iter()
+                .filter(|id| !s.runs.get(*id).is_some_and(|r| r.status.is_live() && r.worker_id.as_deref() == Some(worker_id)))
+                .cloned()
+                .collect()
+        });
+        for run_id in cancel {
+            let reason = "the cluster no longer considers this run live".to_string();
+            self.registry.send(worker_id, server_message::Body::Cancel(roost_proto::v1::Cancel { run_id, reason }));
+        }
+    }
+
+    async fn handle(&self, caller: &Caller, message: WorkerMessage) {
+        let worker_id = caller.actor.id.clone();
+        let result = match message.body {
+            Some(worker_message::Body::Heartbeat(h)) => {
+                self.registry.renew(&worker_id, self.config.lease_ttl());
+                self.cancel_ended(&worker_id, &h.running_run_ids);
+                self.registry.send(&worker_id, server_message::Body::HeartbeatAck(roost_proto::v1::HeartbeatAck { seq: h.seq }));
+                Ok(())
+            }
+            Some(worker_message::Body::RunStarted(s)) => {
+                self.api.submit(caller, Command::RunStarted { run_id: s.run_id }).await.map(|_| ())
+            }
+            Some(worker_message::Body::RunFinished(f)) => match f.status.parse::<RunStatus>() {
+                Ok(status) if !status.is_live() && status != RunStatus::Lost => {
+                    let error = (!f.error.is_empty()).then_some(f.error);
+                    let command = Command::FinishRun { run_id: f.run_id.clone(), status, error };
+                    self.api.submit(caller, command).await.map(|o| {
+                        if let Outcome::Run(r) = o {
+                            debug!(run_id = %r.id, status = %r.status, "run finished");
+                        }
+                    })
+                }
+                _ => Err(ApiError::bad_request(format!("a run cannot finish as `{}`", f.status))),
+            },
+            Some(worker_message::Body::Register(_)) | None => Err(ApiError::bad_request("unexpected message")),
+        };
+        if let Err(e) = result {
+            warn!(worker_id, code = e.code(), error = %e, "worker message refused");
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl WorkerRpc for WorkerService {
+    type SessionStream = Outbound;
+
+    async fn session(&self, request: Request<Streaming<WorkerMessage>>) -> Result<Response<Outbound>, Status> {
+        let mut inbound = request.into_inner();
+        let first = inbound.message().await?.ok_or_else(|| Status::invalid_argument("the session ended before it began"))?;
+        let Some(worker_message::Body::Register(register)) = first.body else {
+            return Err(ApiError::bad_request("the first message must be Register").into());
+        };
+        let workers = self.workers.clone();
+        let caller = workers.admit(&register)?;
+        if let Some(leader_addr) = workers.leader_elsewhere() {
+            let redirect = roost_proto::v1::Redirect { leader_grpc_addr: leader_addr, message: "dial the leader".into() };
+            return Ok(Response::new(one_message(server_message::Body::Redirect(redirect))));
+        }
+        workers.register(&caller, &register).await?;
+        let worker_id = register.worker_id.clone();
+        let (outbox, rx) = mpsc::channel(1024);
+        let generation = workers.registry.attach(&worker_id, outbox);
+        workers.registry.renew(&worker_id, workers.config.lease_ttl());
+        let registered = roost_proto::v1::Registered {
+            node_id: workers.api.node().id(),
+            heartbeat_interval_ms: workers.config.heartbeat_interval_ms,
+            lease_ttl_ms: workers.config.lease_ttl_ms,
+        };
+        workers.registry.send(&worker_id, server_message::Body::Registered(registered));
+        workers.resend_assigned(&worker_id, &register.running_run_ids);
+        workers.cancel_ended(&worker_id, &register.running_run_ids);
+        info!(worker_id, slots = register.slots, "worker session open");
+        tokio::spawn(async move {
+            loop {
+                match inbound.message().await {
+                    Ok(Some(message)) => workers.handle(&caller, message).await,
+                    Ok(None) => break,
+                    Err(e) => {
+                        debug!(worker_id, error = %e, "worker stream failed");
+                        break;
+                    }
+                }
+            }
+            workers.registry.detach(&worker_id, generation);
+            info!(worker_id, "worker session closed");
+        });
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+}

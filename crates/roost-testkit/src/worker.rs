@@ -1,0 +1,198 @@
+//! An in-process worker that speaks the real `roost.v1.Worker` protocol, for tests: it
+//! registers, heartbeats (until told to stop), records assignments and cancels, and finishes
+//! runs when the test says so. It follows redirects and reconnects like a real worker.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use roost_proto::v1::worker_client::WorkerClient;
+use roost_proto::v1::{
+    server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunStarted, WorkerMessage,
+};
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
+
+use crate::wait_for;
+
+#[derive(Default)]
+struct Inner {
+    assignments: Mutex<Vec<Assignment>>,
+    cancels: Mutex<Vec<String>>,
+    running: Mutex<BTreeSet<String>>,
+    outbox: Mutex<Option<mpsc::Sender<WorkerMessage>>>,
+    heartbeats_paused: AtomicBool,
+    sessions: AtomicU64,
+    changed: Notify,
+}
+
+pub struct TestWorker {
+    pub id: String,
+    inner: Arc<Inner>,
+    task: JoinHandle<()>,
+}
+
+fn body(b: worker_message::Body) -> WorkerMessage {
+    WorkerMessage { body: Some(b) }
+}
+
+impl TestWorker {
+    /// Connects to any of `grpc_addrs` (host:port) with `join_token`, offering the process
+    /// adapter and `slots` slots; returns once the first session is open.
+    pub async fn connect(grpc_addrs: Vec<String>, join_token: &str, id: &str, slots: u32) -> anyhow::Result<TestWorker> {
+        let inner = Arc::new(Inner::default());
+        let task = tokio::spawn(session_loop(grpc_addrs, join_token.to_string(), id.to_string(), slots, inner.clone()));
+        let worker = TestWorker { id: id.to_string(), inner, task };
+        let inner = worker.inner.clone();
+        wait_for("the worker's first session", Duration::from_secs(20), || {
+            let inner = inner.clone();
+            async move { (inner.sessions.load(Ordering::SeqCst) > 0).then_some(()) }
+        })
+        .await?;
+        Ok(worker)
+    }
+
+    /// Stops sending heartbeats (the process is frozen or cut off); the session stays open.
+    pub fn pause_heartbeats(&self) {
+        self.inner.heartbeats_paused.store(true, Ordering::SeqCst);
+    }
+
+    pub fn resume_heartbeats(&self) {
+        self.inner.heartbeats_paused.store(false, Ordering::SeqCst);
+    }
+
+    pub fn assignments(&self) -> Vec<Assignment> {
+        self.inner.assignments.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn cancels(&self) -> Vec<String> {
+        self.inner.cancels.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn running(&self) -> Vec<String> {
+        self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+    }
+
+    pub fn sessions(&self) -> u64 {
+        self.inner.sessions.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the worker has received at least `n` assignments; returns them all.
+    pub async fn wait_assignments(&self, n: usize, deadline: Duration) -> anyhow::Result<Vec<Assignment>> {
+        wait_for(&format!("{n} assignments on worker {}", self.id), deadline, || async {
+            let all = self.assignments();
+            (all.len() >= n).then_some(all)
+        })
+        .await
+    }
+
+    /// Reports a run finished with `status` (succeeded, failed, ...).
+    pub async fn finish(&self, run_id: &str, status: &str) -> anyhow::Result<()> {
+        self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).remove(run_id);
+        let message = body(worker_message::Body::RunFinished(RunFinished {
+            run_id: run_id.into(),
+            status: status.into(),
+            exit_code: Some(0),
+            error: String::new(),
+        }));
+        let outbox = self.inner.outbox.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match outbox {
+            Some(o) => o.send(message).await.map_err(|_| anyhow::anyhow!("the worker session is closed")),
+            None => anyhow::bail!("the worker has no session"),
+        }
+    }
+
+    /// Stops the worker at once (like SIGKILL): no more messages of any kind.
+    pub fn kill(&self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for TestWorker {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn session_loop(addrs: Vec<String>, token: String, id: String, slots: u32, inner: Arc<Inner>) {
+    let mut next = 0usize;
+    let mut redirect: Option<String> = None;
+    loop {
+        let addr = redirect.take().unwrap_or_else(|| {
+            next += 1;
+            addrs[(next - 1) % addrs.len().max(1)].clone()
+        });
+        redirect = run_session(&addr, &token, &id, slots, &inner).await;
+        *inner.outbox.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if redirect.is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// One session; returns the address to dial next if the server redirected.
+async fn run_session(addr: &str, token: &str, id: &str, slots: u32, inner: &Arc<Inner>) -> Option<String> {
+    let mut client = WorkerClient::connect(format!("http://{addr}")).await.ok()?;
+    let (tx, rx) = mpsc::channel(256);
+    let running: Vec<String> = inner.running.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
+    let register = Register {
+        worker_id: id.into(),
+        name: id.into(),
+        join_token: token.into(),
+        adapters: vec!["process".into()],
+        labels: Default::default(),
+        slots,
+        version: "testkit".into(),
+        running_run_ids: running,
+    };
+    tx.send(body(worker_message::Body::Register(register))).await.ok()?;
+    let mut inbound = client.session(tokio_stream::wrappers::ReceiverStream::new(rx)).await.ok()?.into_inner();
+    let mut heartbeat: Option<JoinHandle<()>> = None;
+    let result = loop {
+        let message = match inbound.message().await {
+            Ok(Some(m)) => m,
+            _ => break None,
+        };
+        match message.body {
+            Some(server_message::Body::Registered(r)) => {
+                *inner.outbox.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx.clone());
+                inner.sessions.fetch_add(1, Ordering::SeqCst);
+                let (tx, inner) = (tx.clone(), inner.clone());
+                let interval = Duration::from_millis(r.heartbeat_interval_ms.max(10));
+                heartbeat = Some(tokio::spawn(async move {
+                    for seq in 1.. {
+                        tokio::time::sleep(interval).await;
+                        if inner.heartbeats_paused.load(Ordering::SeqCst) {
+                            continue;
+                        }
+                        let running = inner.running.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
+                        let hb = body(worker_message::Body::Heartbeat(Heartbeat { seq, running_run_ids: running }));
+                        if tx.send(hb).await.is_err() {
+                            break;
+                        }
+                    }
+                }));
+            }
+            Some(server_message::Body::Assignment(a)) => {
+                let run_id = a.run_id.clone();
+                let fresh = inner.running.lock().unwrap_or_else(|p| p.into_inner()).insert(run_id.clone());
+                if fresh {
+                    inner.assignments.lock().unwrap_or_else(|p| p.into_inner()).push(a);
+                }
+                let _ = tx.send(body(worker_message::Body::RunStarted(RunStarted { run_id }))).await;
+            }
+            Some(server_message::Body::Cancel(c)) => {
+                inner.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.run_id);
+                inner.cancels.lock().unwrap_or_else(|p| p.into_inner()).push(c.run_id);
+            }
+            Some(server_message::Body::Redirect(r)) => break Some(r.leader_grpc_addr),
+            Some(server_message::Body::HeartbeatAck(_)) | None => {}
+        }
+        inner.changed.notify_waiters();
+    };
+    if let Some(h) = heartbeat {
+        h.abort();
+    }
+    result
+}
