@@ -131,7 +131,9 @@ impl State {
             .chain(rows.issues.into_iter().map(Change::Issue))
             .chain(rows.runs.into_iter().map(Change::Run))
             .chain(rows.credentials.into_iter().map(Change::Credential))
-            .chain(rows.remembered.into_iter().map(Change::Remembered));
+            .chain(rows.remembered.into_iter().map(Change::Remembered))
+            .chain(rows.wakes.into_iter().map(Change::Wake))
+            .chain(rows.workers.into_iter().map(Change::Worker));
         for change in puts {
             state.put(change);
         }

@@ -13,7 +13,7 @@ mod service;
 pub use config::RaftTiming;
 pub use error::Error;
 pub use faults::NetworkFaults;
-pub use membership::{ClusterStatus, MemberInfo, MemberStatus, NodeReport};
+pub use membership::{ClusterStatus, Leadership, MemberInfo, MemberStatus, NodeReport};
 pub use network::GrpcNetworkFactory;
 pub use node::{RaftNode, WriteOutcome};
 pub use roost_store::{ApplyResult, NodeInfo, StateReader, TypeConfig};

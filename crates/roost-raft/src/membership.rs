@@ -28,6 +28,14 @@ pub struct MemberInfo {
     pub voter: bool,
 }
 
+/// Who leads, as this node sees it: cheap (no state hash), for loops that poll it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leadership {
+    pub is_leader: bool,
+    pub leader_id: Option<u64>,
+    pub leader_grpc_addr: Option<String>,
+}
+
 /// A member as the leader sees it, with its own report when it answered.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -249,9 +257,27 @@ impl RaftNode {
         Ok(())
     }
 
+    /// Who leads, as this node sees it.
+    pub fn leadership(&self) -> Leadership {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let leader_grpc_addr = m.current_leader.and_then(|l| {
+            m.membership_config
+                .membership()
+                .get_node(&l)
+                .map(|n| n.grpc_addr.clone())
+        });
+        Leadership {
+            is_leader: m.state == ServerState::Leader,
+            leader_id: m.current_leader,
+            leader_grpc_addr,
+        }
+    }
+
     /// This node's view: role, term, indexes, the state hash with the index it belongs to.
+    /// The hash costs a pass over the whole state; it is cached per applied index.
     pub fn report(&self) -> NodeReport {
-        let (state_index, state_hash) = self.reader.read(|s| (s.applied_index, s.hash()));
+        let (state_index, state_hash) = self.reader.state_hash();
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         let membership = m.membership_config.membership();

@@ -119,11 +119,15 @@ impl Server {
         let control_service = grpc::control_service(api.clone());
         let cluster_service = grpc::cluster_service(api.clone());
         let worker_plane = workers::Workers::new(api.clone(), config.workers.clone());
-        let worker_service = roost_proto::v1::worker_server::WorkerServer::new(workers::WorkerService::new(worker_plane.clone()));
+        let worker_service = roost_proto::v1::worker_server::WorkerServer::new(
+            workers::WorkerService::new(worker_plane.clone()),
+        );
         let duties = tokio::spawn({
             let stop = stop_rx.clone();
             async move {
-                worker_plane.run(workers::Scheduler::new(workers::Clock::system()), stop).await;
+                worker_plane
+                    .run(workers::Scheduler::new(workers::Clock::system()), stop)
+                    .await;
                 Ok(())
             }
         });
@@ -215,10 +219,20 @@ impl Server {
     /// Stops at once, as close to a crash as a process can do to itself: request tasks are
     /// aborted mid-flight and Raft stops. (State is safe: every commit was fsynced.)
     pub async fn kill(self) {
+        // Open worker sessions would outlive aborted listeners inside this process (a real
+        // crash closes their connections): let the worker plane close them, briefly, first.
+        let _ = self.stop.send(true);
+        if let Some(duties) = self.tasks.get(2) {
+            let _ = tokio::time::timeout(Duration::from_millis(200), async {
+                while !duties.is_finished() {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await;
+        }
         for task in &self.tasks {
             task.abort();
         }
-        let _ = self.stop.send(true);
         self.api.node().shutdown().await;
     }
 

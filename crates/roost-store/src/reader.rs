@@ -17,6 +17,8 @@ use crate::rows::activity_from_row;
 #[derive(Clone)]
 pub struct StateReader {
     state: Arc<RwLock<State>>,
+    /// The last (applied index, state hash) computed: hashing walks the whole state.
+    hash_cache: Arc<std::sync::Mutex<Option<(u64, String)>>>,
     pool: SqlitePool,
     applied: watch::Receiver<u64>,
 }
@@ -38,6 +40,7 @@ impl StateReader {
     ) -> Self {
         StateReader {
             state,
+            hash_cache: Arc::default(),
             pool,
             applied,
         }
@@ -52,6 +55,20 @@ impl StateReader {
     /// The index of the last entry applied to this node's state machine.
     pub fn applied_index(&self) -> u64 {
         *self.applied.borrow()
+    }
+
+    /// The state hash and the applied index it belongs to, computed at most once per index.
+    pub fn state_hash(&self) -> (u64, String) {
+        let index = self.read(|s| s.applied_index);
+        let mut cache = self.hash_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((i, h)) = cache.as_ref() {
+            if *i == index {
+                return (*i, h.clone());
+            }
+        }
+        let fresh = self.read(|s| (s.applied_index, s.hash()));
+        *cache = Some(fresh.clone());
+        fresh
     }
 
     /// A watch of the applied index, for loops that act on every change.

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{
-    server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunStarted, WorkerMessage,
+    server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunStarted,
+    WorkerMessage,
 };
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
@@ -40,15 +41,34 @@ fn body(b: worker_message::Body) -> WorkerMessage {
 impl TestWorker {
     /// Connects to any of `grpc_addrs` (host:port) with `join_token`, offering the process
     /// adapter and `slots` slots; returns once the first session is open.
-    pub async fn connect(grpc_addrs: Vec<String>, join_token: &str, id: &str, slots: u32) -> anyhow::Result<TestWorker> {
+    pub async fn connect(
+        grpc_addrs: Vec<String>,
+        join_token: &str,
+        id: &str,
+        slots: u32,
+    ) -> anyhow::Result<TestWorker> {
         let inner = Arc::new(Inner::default());
-        let task = tokio::spawn(session_loop(grpc_addrs, join_token.to_string(), id.to_string(), slots, inner.clone()));
-        let worker = TestWorker { id: id.to_string(), inner, task };
+        let task = tokio::spawn(session_loop(
+            grpc_addrs,
+            join_token.to_string(),
+            id.to_string(),
+            slots,
+            inner.clone(),
+        ));
+        let worker = TestWorker {
+            id: id.to_string(),
+            inner,
+            task,
+        };
         let inner = worker.inner.clone();
-        wait_for("the worker's first session", Duration::from_secs(20), || {
-            let inner = inner.clone();
-            async move { (inner.sessions.load(Ordering::SeqCst) > 0).then_some(()) }
-        })
+        wait_for(
+            "the worker's first session",
+            Duration::from_secs(20),
+            || {
+                let inner = inner.clone();
+                async move { (inner.sessions.load(Ordering::SeqCst) > 0).then_some(()) }
+            },
+        )
         .await?;
         Ok(worker)
     }
@@ -63,15 +83,29 @@ impl TestWorker {
     }
 
     pub fn assignments(&self) -> Vec<Assignment> {
-        self.inner.assignments.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner
+            .assignments
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn cancels(&self) -> Vec<String> {
-        self.inner.cancels.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner
+            .cancels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn running(&self) -> Vec<String> {
-        self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect()
+        self.inner
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     pub fn sessions(&self) -> u64 {
@@ -79,26 +113,46 @@ impl TestWorker {
     }
 
     /// Waits until the worker has received at least `n` assignments; returns them all.
-    pub async fn wait_assignments(&self, n: usize, deadline: Duration) -> anyhow::Result<Vec<Assignment>> {
-        wait_for(&format!("{n} assignments on worker {}", self.id), deadline, || async {
-            let all = self.assignments();
-            (all.len() >= n).then_some(all)
-        })
+    pub async fn wait_assignments(
+        &self,
+        n: usize,
+        deadline: Duration,
+    ) -> anyhow::Result<Vec<Assignment>> {
+        wait_for(
+            &format!("{n} assignments on worker {}", self.id),
+            deadline,
+            || async {
+                let all = self.assignments();
+                (all.len() >= n).then_some(all)
+            },
+        )
         .await
     }
 
     /// Reports a run finished with `status` (succeeded, failed, ...).
     pub async fn finish(&self, run_id: &str, status: &str) -> anyhow::Result<()> {
-        self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).remove(run_id);
+        self.inner
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(run_id);
         let message = body(worker_message::Body::RunFinished(RunFinished {
             run_id: run_id.into(),
             status: status.into(),
             exit_code: Some(0),
             error: String::new(),
         }));
-        let outbox = self.inner.outbox.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let outbox = self
+            .inner
+            .outbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         match outbox {
-            Some(o) => o.send(message).await.map_err(|_| anyhow::anyhow!("the worker session is closed")),
+            Some(o) => o
+                .send(message)
+                .await
+                .map_err(|_| anyhow::anyhow!("the worker session is closed")),
             None => anyhow::bail!("the worker has no session"),
         }
     }
@@ -115,7 +169,13 @@ impl Drop for TestWorker {
     }
 }
 
-async fn session_loop(addrs: Vec<String>, token: String, id: String, slots: u32, inner: Arc<Inner>) {
+async fn session_loop(
+    addrs: Vec<String>,
+    token: String,
+    id: String,
+    slots: u32,
+    inner: Arc<Inner>,
+) {
     let mut next = 0usize;
     let mut redirect: Option<String> = None;
     loop {
@@ -132,10 +192,22 @@ async fn session_loop(addrs: Vec<String>, token: String, id: String, slots: u32,
 }
 
 /// One session; returns the address to dial next if the server redirected.
-async fn run_session(addr: &str, token: &str, id: &str, slots: u32, inner: &Arc<Inner>) -> Option<String> {
+async fn run_session(
+    addr: &str,
+    token: &str,
+    id: &str,
+    slots: u32,
+    inner: &Arc<Inner>,
+) -> Option<String> {
     let mut client = WorkerClient::connect(format!("http://{addr}")).await.ok()?;
     let (tx, rx) = mpsc::channel(256);
-    let running: Vec<String> = inner.running.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
+    let running: Vec<String> = inner
+        .running
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .cloned()
+        .collect();
     let register = Register {
         worker_id: id.into(),
         name: id.into(),
@@ -146,8 +218,14 @@ async fn run_session(addr: &str, token: &str, id: &str, slots: u32, inner: &Arc<
         version: "testkit".into(),
         running_run_ids: running,
     };
-    tx.send(body(worker_message::Body::Register(register))).await.ok()?;
-    let mut inbound = client.session(tokio_stream::wrappers::ReceiverStream::new(rx)).await.ok()?.into_inner();
+    tx.send(body(worker_message::Body::Register(register)))
+        .await
+        .ok()?;
+    let mut inbound = client
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .ok()?
+        .into_inner();
     let mut heartbeat: Option<JoinHandle<()>> = None;
     let result = loop {
         let message = match inbound.message().await {
@@ -166,8 +244,17 @@ async fn run_session(addr: &str, token: &str, id: &str, slots: u32, inner: &Arc<
                         if inner.heartbeats_paused.load(Ordering::SeqCst) {
                             continue;
                         }
-                        let running = inner.running.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
-                        let hb = body(worker_message::Body::Heartbeat(Heartbeat { seq, running_run_ids: running }));
+                        let running = inner
+                            .running
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .iter()
+                            .cloned()
+                            .collect();
+                        let hb = body(worker_message::Body::Heartbeat(Heartbeat {
+                            seq,
+                            running_run_ids: running,
+                        }));
                         if tx.send(hb).await.is_err() {
                             break;
                         }
@@ -176,17 +263,40 @@ async fn run_session(addr: &str, token: &str, id: &str, slots: u32, inner: &Arc<
             }
             Some(server_message::Body::Assignment(a)) => {
                 let run_id = a.run_id.clone();
-                let fresh = inner.running.lock().unwrap_or_else(|p| p.into_inner()).insert(run_id.clone());
+                let fresh = inner
+                    .running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(run_id.clone());
                 if fresh {
-                    inner.assignments.lock().unwrap_or_else(|p| p.into_inner()).push(a);
+                    inner
+                        .assignments
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(a);
                 }
-                let _ = tx.send(body(worker_message::Body::RunStarted(RunStarted { run_id }))).await;
+                let _ = tx
+                    .send(body(worker_message::Body::RunStarted(RunStarted {
+                        run_id,
+                    })))
+                    .await;
             }
             Some(server_message::Body::Cancel(c)) => {
-                inner.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&c.run_id);
-                inner.cancels.lock().unwrap_or_else(|p| p.into_inner()).push(c.run_id);
+                inner
+                    .running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&c.run_id);
+                inner
+                    .cancels
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(c.run_id);
             }
-            Some(server_message::Body::Redirect(r)) => break Some(r.leader_grpc_addr),
+            // An empty address: this node is stopping and knows no leader; try the others.
+            Some(server_message::Body::Redirect(r)) => {
+                break Some(r.leader_grpc_addr).filter(|a| !a.is_empty())
+            }
             Some(server_message::Body::HeartbeatAck(_)) | None => {}
         }
         inner.changed.notify_waiters();

@@ -138,7 +138,11 @@ pub(crate) fn finish(
 }
 
 /// Whether `worker` can take a run of `agent` now: online, the adapter, the labels, a free slot.
-pub fn worker_fits(state: &crate::state::State, worker: &Worker, agent: &Agent) -> Result<(), String> {
+pub fn worker_fits(
+    state: &crate::state::State,
+    worker: &Worker,
+    agent: &Agent,
+) -> Result<(), String> {
     if worker.status != WorkerStatus::Online {
         return Err(format!("worker {} is {}", worker.id, worker.status));
     }

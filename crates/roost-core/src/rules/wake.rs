@@ -361,7 +361,6 @@ pub(crate) fn wake_details(w: &Wake) -> Value {
     json!({ "wakeId": w.id, "agentId": w.agent_id, "reason": w.reason, "status": w.status, "statusReason": w.status_reason })
 }
 
-
 /// `Wakeup`: an operator, an agent (for itself) or a routine asks for a run.
 pub(crate) fn wakeup(
     ctx: &Ctx<'_>,

@@ -628,3 +628,33 @@ fn only_the_runs_worker_reports_it_started_or_finished() {
         },
     );
 }
+
+/// Regression: `State::from_rows` dropped wakes and workers, so a restarted node lost its
+/// queue, forgot wake keys and disagreed with its peers' state hash.
+#[test]
+fn wakes_and_workers_survive_a_reload_from_rows() {
+    let mut w = world();
+    assigned_issue(&mut w, "i1", "a1");
+    let rows = crate::state::StateRows {
+        companies: w.state.companies.values().cloned().collect(),
+        agents: w.state.agents.values().cloned().collect(),
+        issues: w.state.issues.values().cloned().collect(),
+        runs: w.state.runs.values().cloned().collect(),
+        credentials: w.state.credentials.values().cloned().collect(),
+        comments: w
+            .state
+            .comments
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        remembered: Vec::new(),
+        wakes: w.state.wakes.values().cloned().collect(),
+        workers: w.state.workers.values().cloned().collect(),
+        activity_seq: w.state.activity_seq,
+        activity_head: Some(w.state.activity_head.clone()),
+    };
+    let reloaded = crate::state::State::from_rows(rows);
+    assert_eq!(reloaded.hash(), w.state.hash());
+    assert_eq!(reloaded.queued_wakes().count(), 1);
+    assert_eq!(reloaded.workers.len(), 1);
+}

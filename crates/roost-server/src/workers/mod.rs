@@ -34,7 +34,10 @@ pub struct WorkerConfig {
 
 impl Default for WorkerConfig {
     fn default() -> Self {
-        WorkerConfig { heartbeat_interval_ms: 1000, lease_ttl_ms: 5000 }
+        WorkerConfig {
+            heartbeat_interval_ms: 1000,
+            lease_ttl_ms: 5000,
+        }
     }
 }
 
@@ -53,7 +56,10 @@ pub(crate) struct Workers {
 }
 
 fn system() -> Caller {
-    Caller { actor: Actor::system(), idempotency_key: None }
+    Caller {
+        actor: Actor::system(),
+        idempotency_key: None,
+    }
 }
 
 /// What a worker needs to run `run`.
@@ -65,7 +71,10 @@ pub(crate) fn assignment_for(state: &State, run: &Run) -> Option<Assignment> {
         agent_id: agent.id.clone(),
         agent_name: agent.name.clone(),
         issue_id: run.issue_id.clone(),
-        wake_reason: run.wake_reason.map(|r| r.as_str().to_string()).unwrap_or_default(),
+        wake_reason: run
+            .wake_reason
+            .map(|r| r.as_str().to_string())
+            .unwrap_or_default(),
         comment_ids: run.comment_ids.clone(),
         payload_json: run.payload.to_string(),
         adapter_type: agent.adapter_type.as_str().into(),
@@ -75,20 +84,24 @@ pub(crate) fn assignment_for(state: &State, run: &Run) -> Option<Assignment> {
 
 impl Workers {
     pub(crate) fn new(api: Api, config: WorkerConfig) -> Self {
-        Workers { api, registry: Registry::default(), config }
+        Workers {
+            api,
+            registry: Registry::default(),
+            config,
+        }
     }
 
     /// The leader's gRPC address when another node leads.
     fn leader_elsewhere(&self) -> Option<String> {
-        let report = self.api.node().report();
-        match report.leader_id {
-            Some(l) if l != report.id => report.members.iter().find(|m| m.id == l).map(|m| m.grpc_addr.clone()),
+        let leadership = self.api.node().leadership();
+        match leadership.leader_id {
+            Some(l) if l != self.api.node().id() => leadership.leader_grpc_addr,
             _ => None,
         }
     }
 
     fn is_leader(&self) -> bool {
-        self.api.node().report().role == "leader"
+        self.api.node().leadership().is_leader
     }
 
     /// Runs the leader's duties whenever this node leads, until `stop` flips.
@@ -105,15 +118,24 @@ impl Workers {
                     () = self.lease_loop() => {}
                     () = scheduler.run(self.api.clone()) => {}
                     () = self.until_not_leader() => {}
-                    _ = stop.wait_for(|s| *s) => return,
+                    _ = stop.wait_for(|s| *s) => {
+                        self.registry.redirect_all("");
+                        return;
+                    }
                 }
                 let addr = self.leader_elsewhere().unwrap_or_default();
-                info!(node_id = self.api.node().id(), "leadership lost; redirecting workers");
+                info!(
+                    node_id = self.api.node().id(),
+                    "leadership lost; redirecting workers"
+                );
                 self.registry.redirect_all(&addr);
             }
             tokio::select! {
                 changed = metrics.changed() => if changed.is_err() { return },
-                _ = stop.wait_for(|s| *s) => return,
+                _ = stop.wait_for(|s| *s) => {
+                    self.registry.redirect_all("");
+                    return;
+                }
             }
         }
     }
@@ -130,12 +152,20 @@ impl Workers {
     /// Every worker the state knows as online gets a full lease from now: a leader change
     /// never expires a healthy worker.
     fn become_leader(&self) {
-        let online: Vec<String> = self
-            .api
-            .reader()
-            .read(|s| s.workers.values().filter(|w| w.status == WorkerStatus::Online).map(|w| w.id.clone()).collect());
-        info!(node_id = self.api.node().id(), workers = online.len(), "leading: workers get a full lease");
-        self.registry.grant_full_leases(online, self.config.lease_ttl());
+        let online: Vec<String> = self.api.reader().read(|s| {
+            s.workers
+                .values()
+                .filter(|w| w.status == WorkerStatus::Online)
+                .map(|w| w.id.clone())
+                .collect()
+        });
+        info!(
+            node_id = self.api.node().id(),
+            workers = online.len(),
+            "leading: workers get a full lease"
+        );
+        self.registry
+            .grant_full_leases(online, self.config.lease_ttl());
     }
 
     async fn lease_loop(&self) {
@@ -144,7 +174,16 @@ impl Workers {
             tick.tick().await;
             for worker_id in self.registry.take_expired() {
                 warn!(worker_id, "worker lease expired; declaring it lost");
-                match self.api.submit(&system(), Command::WorkerLost { worker_id: worker_id.clone() }).await {
+                match self
+                    .api
+                    .submit(
+                        &system(),
+                        Command::WorkerLost {
+                            worker_id: worker_id.clone(),
+                        },
+                    )
+                    .await
+                {
                     Ok(_) => {}
                     Err(e) => {
                         warn!(worker_id, error = %e, "could not record a lost worker; retrying");
@@ -179,21 +218,36 @@ impl Workers {
                 if claim_blocker(s, wake).is_some() {
                     continue;
                 }
-                let Some(agent) = s.agents.get(&wake.agent_id) else { continue };
+                let Some(agent) = s.agents.get(&wake.agent_id) else {
+                    continue;
+                };
                 // Prefer the worker that ran this agent's last run on the same issue (its
                 // session files are there).
                 let previous = s
                     .runs
                     .values()
-                    .filter(|r| r.agent_id == agent.id && r.issue_id == wake.issue_id && r.worker_id.is_some())
+                    .filter(|r| {
+                        r.agent_id == agent.id
+                            && r.issue_id == wake.issue_id
+                            && r.worker_id.is_some()
+                    })
                     .max_by_key(|r| (r.created_at, r.id.clone()))
                     .and_then(|r| r.worker_id.clone());
                 let mut candidates: Vec<&String> = connected.iter().collect();
-                candidates.sort_by_key(|w| (Some(*w) != previous.as_ref(), taken.get(*w).copied().unwrap_or(0), (*w).clone()));
+                candidates.sort_by_key(|w| {
+                    (
+                        Some(*w) != previous.as_ref(),
+                        taken.get(*w).copied().unwrap_or(0),
+                        (*w).clone(),
+                    )
+                });
                 let chosen = candidates.into_iter().find(|w| {
                     s.workers.get(*w).is_some_and(|worker| {
                         let extra = taken.get(*w).copied().unwrap_or(0);
-                        let busy = s.live_runs().filter(|r| r.worker_id.as_deref() == Some(w.as_str())).count() as u32;
+                        let busy = s
+                            .live_runs()
+                            .filter(|r| r.worker_id.as_deref() == Some(w.as_str()))
+                            .count() as u32;
                         worker_fits(s, worker, agent).is_ok() && busy + extra < worker.slots
                     })
                 });
@@ -205,12 +259,19 @@ impl Workers {
             plan
         });
         for (wake_id, worker_id) in plan {
-            let command = Command::AssignRun { wake_id: wake_id.clone(), run_id: new_id(), worker_id: worker_id.clone() };
+            let command = Command::AssignRun {
+                wake_id: wake_id.clone(),
+                run_id: new_id(),
+                worker_id: worker_id.clone(),
+            };
             match self.api.submit(&system(), command).await {
                 Ok(Outcome::Run(run)) => {
                     let assignment = self.api.reader().read(|s| assignment_for(s, &run));
                     if let Some(a) = assignment {
-                        if !self.registry.send(&worker_id, server_message::Body::Assignment(a)) {
+                        if !self
+                            .registry
+                            .send(&worker_id, server_message::Body::Assignment(a))
+                        {
                             debug!(worker_id, run_id = %run.id, "worker not connected; the run is sent when it reconnects");
                         }
                     }

@@ -40,13 +40,19 @@ impl Registry {
         let mut inner = self.lock();
         inner.generation += 1;
         let generation = inner.generation;
-        inner.sessions.insert(worker_id.to_string(), Session { outbox, generation });
+        inner
+            .sessions
+            .insert(worker_id.to_string(), Session { outbox, generation });
         generation
     }
 
     pub fn detach(&self, worker_id: &str, generation: u64) {
         let mut inner = self.lock();
-        if inner.sessions.get(worker_id).is_some_and(|s| s.generation == generation) {
+        if inner
+            .sessions
+            .get(worker_id)
+            .is_some_and(|s| s.generation == generation)
+        {
             inner.sessions.remove(worker_id);
         }
     }
@@ -57,7 +63,9 @@ impl Registry {
 
     /// Extends the worker's lease to `ttl` from now.
     pub fn renew(&self, worker_id: &str, ttl: Duration) {
-        self.lock().leases.insert(worker_id.to_string(), Instant::now() + ttl);
+        self.lock()
+            .leases
+            .insert(worker_id.to_string(), Instant::now() + ttl);
     }
 
     /// A new leader gives every worker it knows a full lease, whatever the old leader saw.
@@ -74,7 +82,12 @@ impl Registry {
     pub fn take_expired(&self) -> Vec<String> {
         let now = Instant::now();
         let mut inner = self.lock();
-        let expired: Vec<String> = inner.leases.iter().filter(|(_, d)| **d <= now).map(|(w, _)| w.clone()).collect();
+        let expired: Vec<String> = inner
+            .leases
+            .iter()
+            .filter(|(_, d)| **d <= now)
+            .map(|(w, _)| w.clone())
+            .collect();
         for w in &expired {
             inner.leases.remove(w);
         }
@@ -83,9 +96,17 @@ impl Registry {
 
     /// Queues a message for the worker's session; false if it has none (or it is full).
     pub fn send(&self, worker_id: &str, message: server_message::Body) -> bool {
-        let outbox = self.lock().sessions.get(worker_id).map(|s| s.outbox.clone());
+        let outbox = self
+            .lock()
+            .sessions
+            .get(worker_id)
+            .map(|s| s.outbox.clone());
         match outbox {
-            Some(o) => o.try_send(Ok(ServerMessage { body: Some(message) })).is_ok(),
+            Some(o) => o
+                .try_send(Ok(ServerMessage {
+                    body: Some(message),
+                }))
+                .is_ok(),
             None => false,
         }
     }
@@ -98,7 +119,9 @@ impl Registry {
                 leader_grpc_addr: leader_grpc_addr.to_string(),
                 message: "this node no longer leads".into(),
             });
-            let _ = s.outbox.try_send(Ok(ServerMessage { body: Some(redirect) }));
+            let _ = s.outbox.try_send(Ok(ServerMessage {
+                body: Some(redirect),
+            }));
         }
         self.lock().leases.clear();
     }

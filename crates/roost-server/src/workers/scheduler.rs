@@ -21,7 +21,10 @@ pub struct Clock {
 
 impl Clock {
     pub fn starting_at(start_wall: Timestamp) -> Clock {
-        Clock { start_wall, start: tokio::time::Instant::now() }
+        Clock {
+            start_wall,
+            start: tokio::time::Instant::now(),
+        }
     }
 
     pub fn system() -> Clock {
@@ -42,7 +45,10 @@ pub struct Scheduler {
 
 impl Scheduler {
     pub fn new(clock: Clock) -> Self {
-        Scheduler { clock: Arc::new(clock), period: Duration::from_millis(250) }
+        Scheduler {
+            clock: Arc::new(clock),
+            period: Duration::from_millis(250),
+        }
     }
 
     /// The ticks due at `now`, as commands (pure: the state decides).
@@ -51,7 +57,10 @@ impl Scheduler {
             .agents
             .values()
             .filter(|a| next_tick(a).is_some_and(|due| due <= now))
-            .map(|a| Command::TimerTick { agent_id: a.id.clone(), wake_id: new_id() })
+            .map(|a| Command::TimerTick {
+                agent_id: a.id.clone(),
+                wake_id: new_id(),
+            })
             .collect()
     }
 
@@ -60,12 +69,91 @@ impl Scheduler {
             let now = self.clock.now();
             let due = api.reader().read(|s| Self::due(s, now));
             for command in due {
-                let envelope = Envelope { at: now, actor: Actor::system(), command, idempotency_key: None };
+                let envelope = Envelope {
+                    at: now,
+                    actor: Actor::system(),
+                    command,
+                    idempotency_key: None,
+                };
                 if let Err(e) = api.node().write(envelope).await {
                     debug!(error = %e, "timer tick not proposed");
                 }
             }
             tokio::time::sleep(self.period).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use roost_core::{AdapterType, HeartbeatPolicy, Outcome, State, WakeReason, WakeStatus};
+
+    use super::*;
+
+    fn apply(state: &mut State, index: &mut u64, at: Timestamp, command: Command) -> Outcome {
+        *index += 1;
+        let env = Envelope {
+            at,
+            actor: Actor::system(),
+            command,
+            idempotency_key: None,
+        };
+        match state.apply(*index, &env).outcome {
+            Ok(o) => o,
+            Err(e) => panic!("refused: {e}"),
+        }
+    }
+
+    /// On a paused tokio clock: an idle agent with a 60 s timer, for one simulated hour,
+    /// starts no run, and each of its 60 ticks is recorded as skipped for being idle.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_agent_with_a_60s_timer_for_an_hour_starts_no_run() {
+        let start = Timestamp(1_800_000_000_000);
+        let clock = Clock::starting_at(start);
+        let (mut state, mut index) = (State::new(), 0);
+        let company = Command::CreateCompany {
+            id: "c".into(),
+            name: "C".into(),
+            issue_prefix: "C".into(),
+        };
+        apply(&mut state, &mut index, start, company);
+        let policy = HeartbeatPolicy {
+            enabled: true,
+            interval_sec: 60,
+            skip_when_idle: true,
+            ..Default::default()
+        };
+        let agent = Command::CreateAgent {
+            id: "a".into(),
+            company_id: "c".into(),
+            name: "idler".into(),
+            role: "engineer".into(),
+            title: None,
+            adapter_type: AdapterType::Process,
+            adapter_config: serde_json::json!({}),
+            heartbeat: policy,
+            placement_labels: Default::default(),
+        };
+        apply(&mut state, &mut index, start, agent);
+        for _ in 0..3600 {
+            tokio::time::advance(Duration::from_secs(1)).await;
+            let now = clock.now();
+            for command in Scheduler::due(&state, now) {
+                apply(&mut state, &mut index, now, command);
+            }
+        }
+        let ticks: Vec<_> = state
+            .wakes
+            .values()
+            .filter(|w| w.reason == WakeReason::HeartbeatTimer)
+            .collect();
+        assert_eq!(ticks.len(), 60, "one tick a minute for an hour");
+        assert!(
+            ticks
+                .iter()
+                .all(|w| w.status == WakeStatus::Skipped
+                    && w.status_reason.as_deref() == Some("idle"))
+        );
+        assert!(state.runs.is_empty(), "an idle agent costs no run");
     }
 }

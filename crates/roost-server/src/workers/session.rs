@@ -42,7 +42,8 @@ impl Workers {
                 .filter(|c| c.kind == CredentialKind::WorkerJoin && !c.revoked)
                 .map(|c| c.id.clone())
         });
-        let credential_id = credential.ok_or_else(|| Status::from(ApiError::unauthorized("invalid worker join token")))?;
+        let credential_id = credential
+            .ok_or_else(|| Status::from(ApiError::unauthorized("invalid worker join token")))?;
         Ok(Caller {
             actor: Actor {
                 kind: ActorKind::Worker,
@@ -63,7 +64,11 @@ impl Workers {
             .collect::<Result<Vec<_>, _>>()?;
         let command = Command::RegisterWorker {
             worker_id: register.worker_id.clone(),
-            name: if register.name.is_empty() { register.worker_id.clone() } else { register.name.clone() },
+            name: if register.name.is_empty() {
+                register.worker_id.clone()
+            } else {
+                register.name.clone()
+            },
             adapters,
             labels: register.labels.clone().into_iter().collect(),
             slots: register.slots,
@@ -71,6 +76,37 @@ impl Workers {
         };
         self.api.submit(caller, command).await?;
         Ok(())
+    }
+
+    /// After a reconnect: a run the worker says it runs but the cluster still has as assigned
+    /// (its `RunStarted` died with the old leader) is marked running now.
+    async fn confirm_started(&self, caller: &Caller, running: &[String]) {
+        let worker_id = caller.actor.id.as_str();
+        let unconfirmed: Vec<String> = self.api.reader().read(|s| {
+            running
+                .iter()
+                .filter(|id| {
+                    s.runs.get(*id).is_some_and(|r| {
+                        r.status == RunStatus::Assigned && r.worker_id.as_deref() == Some(worker_id)
+                    })
+                })
+                .cloned()
+                .collect()
+        });
+        for run_id in unconfirmed {
+            if let Err(e) = self
+                .api
+                .submit(
+                    caller,
+                    Command::RunStarted {
+                        run_id: run_id.clone(),
+                    },
+                )
+                .await
+            {
+                warn!(worker_id, run_id, error = %e, "could not confirm a running run");
+            }
+        }
     }
 
     /// After a (re)connect: send again the runs assigned to the worker that it does not run.
@@ -82,7 +118,8 @@ impl Workers {
                 .collect()
         });
         for a in resend {
-            self.registry.send(worker_id, server_message::Body::Assignment(a));
+            self.registry
+                .send(worker_id, server_message::Body::Assignment(a));
         }
     }
 
@@ -93,13 +130,20 @@ impl Workers {
         let cancel: Vec<String> = self.api.reader().read(|s| {
             running
                 .iter()
-                .filter(|id| !s.runs.get(*id).is_some_and(|r| r.status.is_live() && r.worker_id.as_deref() == Some(worker_id)))
+                .filter(|id| {
+                    !s.runs.get(*id).is_some_and(|r| {
+                        r.status.is_live() && r.worker_id.as_deref() == Some(worker_id)
+                    })
+                })
                 .cloned()
                 .collect()
         });
         for run_id in cancel {
             let reason = "the cluster no longer considers this run live".to_string();
-            self.registry.send(worker_id, server_message::Body::Cancel(roost_proto::v1::Cancel { run_id, reason }));
+            self.registry.send(
+                worker_id,
+                server_message::Body::Cancel(roost_proto::v1::Cancel { run_id, reason }),
+            );
         }
     }
 
@@ -109,25 +153,41 @@ impl Workers {
             Some(worker_message::Body::Heartbeat(h)) => {
                 self.registry.renew(&worker_id, self.config.lease_ttl());
                 self.cancel_ended(&worker_id, &h.running_run_ids);
-                self.registry.send(&worker_id, server_message::Body::HeartbeatAck(roost_proto::v1::HeartbeatAck { seq: h.seq }));
+                self.registry.send(
+                    &worker_id,
+                    server_message::Body::HeartbeatAck(roost_proto::v1::HeartbeatAck {
+                        seq: h.seq,
+                    }),
+                );
                 Ok(())
             }
-            Some(worker_message::Body::RunStarted(s)) => {
-                self.api.submit(caller, Command::RunStarted { run_id: s.run_id }).await.map(|_| ())
-            }
+            Some(worker_message::Body::RunStarted(s)) => self
+                .api
+                .submit(caller, Command::RunStarted { run_id: s.run_id })
+                .await
+                .map(|_| ()),
             Some(worker_message::Body::RunFinished(f)) => match f.status.parse::<RunStatus>() {
                 Ok(status) if !status.is_live() && status != RunStatus::Lost => {
                     let error = (!f.error.is_empty()).then_some(f.error);
-                    let command = Command::FinishRun { run_id: f.run_id.clone(), status, error };
+                    let command = Command::FinishRun {
+                        run_id: f.run_id.clone(),
+                        status,
+                        error,
+                    };
                     self.api.submit(caller, command).await.map(|o| {
                         if let Outcome::Run(r) = o {
                             debug!(run_id = %r.id, status = %r.status, "run finished");
                         }
                     })
                 }
-                _ => Err(ApiError::bad_request(format!("a run cannot finish as `{}`", f.status))),
+                _ => Err(ApiError::bad_request(format!(
+                    "a run cannot finish as `{}`",
+                    f.status
+                ))),
             },
-            Some(worker_message::Body::Register(_)) | None => Err(ApiError::bad_request("unexpected message")),
+            Some(worker_message::Body::Register(_)) | None => {
+                Err(ApiError::bad_request("unexpected message"))
+            }
         };
         if let Err(e) = result {
             warn!(worker_id, code = e.code(), error = %e, "worker message refused");
@@ -139,29 +199,47 @@ impl Workers {
 impl WorkerRpc for WorkerService {
     type SessionStream = Outbound;
 
-    async fn session(&self, request: Request<Streaming<WorkerMessage>>) -> Result<Response<Outbound>, Status> {
+    async fn session(
+        &self,
+        request: Request<Streaming<WorkerMessage>>,
+    ) -> Result<Response<Outbound>, Status> {
         let mut inbound = request.into_inner();
-        let first = inbound.message().await?.ok_or_else(|| Status::invalid_argument("the session ended before it began"))?;
+        let first = inbound
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("the session ended before it began"))?;
         let Some(worker_message::Body::Register(register)) = first.body else {
             return Err(ApiError::bad_request("the first message must be Register").into());
         };
         let workers = self.workers.clone();
         let caller = workers.admit(&register)?;
         if let Some(leader_addr) = workers.leader_elsewhere() {
-            let redirect = roost_proto::v1::Redirect { leader_grpc_addr: leader_addr, message: "dial the leader".into() };
-            return Ok(Response::new(one_message(server_message::Body::Redirect(redirect))));
+            let redirect = roost_proto::v1::Redirect {
+                leader_grpc_addr: leader_addr,
+                message: "dial the leader".into(),
+            };
+            return Ok(Response::new(one_message(server_message::Body::Redirect(
+                redirect,
+            ))));
         }
         workers.register(&caller, &register).await?;
         let worker_id = register.worker_id.clone();
         let (outbox, rx) = mpsc::channel(1024);
         let generation = workers.registry.attach(&worker_id, outbox);
-        workers.registry.renew(&worker_id, workers.config.lease_ttl());
+        workers
+            .registry
+            .renew(&worker_id, workers.config.lease_ttl());
         let registered = roost_proto::v1::Registered {
             node_id: workers.api.node().id(),
             heartbeat_interval_ms: workers.config.heartbeat_interval_ms,
             lease_ttl_ms: workers.config.lease_ttl_ms,
         };
-        workers.registry.send(&worker_id, server_message::Body::Registered(registered));
+        workers
+            .registry
+            .send(&worker_id, server_message::Body::Registered(registered));
+        workers
+            .confirm_started(&caller, &register.running_run_ids)
+            .await;
         workers.resend_assigned(&worker_id, &register.running_run_ids);
         workers.cancel_ended(&worker_id, &register.running_run_ids);
         info!(worker_id, slots = register.slots, "worker session open");
@@ -179,6 +257,8 @@ impl WorkerRpc for WorkerService {
             workers.registry.detach(&worker_id, generation);
             info!(worker_id, "worker session closed");
         });
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 }

@@ -351,3 +351,5 @@ impl IssueLabels {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wake_tests;

@@ -183,7 +183,15 @@ pub(super) fn wakeup_text(result: &WakeupResult, labels: &WakeLabels) -> String 
             "\nNo run yet: a dispatcher assigns one to a worker. Follow it with `roost wake show {}`.\n",
             one_line(&result.wake.wake.id)
         )),
-        None => {}
+        // Merged into a pending wake of the same agent and issue: that one gets the run.
+        None => {
+            if let Some(into) = &result.wake.wake.coalesced_into {
+                text.push_str(&format!(
+                    "\nMerged into a waiting wake; follow it with `roost wake show {}`.\n",
+                    one_line(into)
+                ));
+            }
+        }
     }
     text
 }

@@ -21,7 +21,8 @@ async fn create_issue(http: &Http, c: &TestCluster, title: &str) -> anyhow::Resu
         .ok()
 }
 
-/// Writes `n` issues through `http`, `parallel` at a time; returns how many were acknowledged.
+/// Writes `n` issues through `http`, `parallel` at a time, each retried on 503 with its
+/// idempotency key as a client would; returns how many were acknowledged.
 async fn write_many(
     http: &Http,
     c: &TestCluster,
@@ -36,11 +37,22 @@ async fn write_many(
         handles.push(tokio::spawn(async move {
             let mut acked = 0usize;
             for i in (lane..n).step_by(parallel) {
-                let r = http
-                    .post(&path, json!({ "title": format!("{tag} {i}") }))
-                    .await?;
-                if r.status.is_success() {
-                    acked += 1;
+                let key = format!("{tag}-{i}");
+                let body = json!({ "title": format!("{tag} {i}") });
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                loop {
+                    let r = http.post_with_key(&path, body.clone(), &key).await?;
+                    if r.status.is_success() {
+                        acked += 1;
+                        break;
+                    }
+                    anyhow::ensure!(
+                        r.status.as_u16() == 503 && std::time::Instant::now() < deadline,
+                        "write {i}: {} {}",
+                        r.status,
+                        r.body
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
             anyhow::Ok(acked)
@@ -63,6 +75,7 @@ async fn issue_count(http: &Http, c: &TestCluster) -> anyhow::Result<usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_resume_through_a_new_leader_after_the_leader_is_killed() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let mut c = TestCluster::start(3).await?;
     let old = c.leader().await?;
     let follower = c.ids().into_iter().find(|i| *i != old).unwrap_or(1);
@@ -83,6 +96,7 @@ async fn writes_resume_through_a_new_leader_after_the_leader_is_killed() -> anyh
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_in_a_minority_acknowledges_nothing_and_steps_down_after_the_heal(
 ) -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let c = TestCluster::start(3).await?;
     let old = c.leader().await?;
     let majority: Vec<u64> = c.ids().into_iter().filter(|i| *i != old).collect();
@@ -147,6 +161,7 @@ async fn a_leader_in_a_minority_acknowledges_nothing_and_steps_down_after_the_he
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn five_nodes_keep_serving_with_two_down() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let mut c = TestCluster::start(5).await?;
     let leader = c.leader().await?;
     let down: Vec<u64> = c
@@ -179,6 +194,7 @@ async fn five_nodes_keep_serving_with_two_down() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_down_during_10000_writes_catches_up_when_restarted() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let mut c = TestCluster::start(3).await?;
     let leader = c.leader().await?;
     let down = c.ids().into_iter().find(|i| *i != leader).unwrap_or(1);
@@ -202,6 +218,7 @@ async fn a_node_down_during_10000_writes_catches_up_when_restarted() -> anyhow::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_wiped_node_readded_catches_up_from_a_snapshot() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let timing = roost_raft::RaftTiming {
         snapshot_after_entries: 100,
         keep_entries_after_snapshot: 10,
@@ -266,6 +283,7 @@ async fn a_wiped_node_readded_catches_up_from_a_snapshot() -> anyhow::Result<()>
 /// strictly increasing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_checkouts_through_every_node_have_one_winner_per_round() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let c = TestCluster::start(3).await?;
     let leader = c.leader().await?;
     let issue = str_field(
@@ -342,6 +360,7 @@ async fn concurrent_checkouts_through_every_node_have_one_winner_per_round() -> 
 /// write retried with the same idempotency key across a leader change is applied once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_retried_write_across_a_leader_change_is_applied_once() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let mut c = TestCluster::start(3).await?;
     let leader = c.leader().await?;
     let follower = c.ids().into_iter().find(|i| *i != leader).unwrap_or(1);
@@ -380,6 +399,7 @@ async fn a_retried_write_across_a_leader_change_is_applied_once() -> anyhow::Res
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_status_shows_every_member_and_matching_hashes() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let c = TestCluster::start(3).await?;
     let leader = c.leader().await?;
     create_issue(&c.admin(leader), &c, "x").await?;

@@ -9,3 +9,5 @@ mod grpc;
 mod processes;
 mod readme;
 mod support;
+mod wakes_api;
+mod workers;

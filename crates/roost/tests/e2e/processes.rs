@@ -63,6 +63,7 @@ fn stdout_json(out: &Output) -> anyhow::Result<Value> {
 /// address, keeps working after the leader is killed with SIGKILL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_server_processes_survive_kill_9_of_the_leader() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let dir = tempfile::tempdir()?;
     let mut nodes = Vec::new();
     let mut members = String::new();

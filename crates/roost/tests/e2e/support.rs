@@ -51,3 +51,12 @@ pub async fn todo_issue(node: &TestNode, title: &str) -> anyhow::Result<String> 
 pub fn str_field(v: &Value, field: &str) -> String {
     v[field].as_str().unwrap_or_default().to_string()
 }
+
+/// Tests that run a whole cluster take this lock, so that on a small machine (CI has 2 cores)
+/// they do not starve each other's Raft heartbeats into spurious elections.
+pub async fn one_cluster_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
+    LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
+        .lock()
+        .await
+}
