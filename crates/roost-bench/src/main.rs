@@ -5,10 +5,12 @@
 //!   single node or a 3-node cluster; throughput and checkout latency percentiles.
 //! - `failover`: a 3-node cluster; the leader is killed while a writer runs; the time from the
 //!   kill to the first acknowledged write, over many trials.
+//! - `wake`: a 3-node cluster and a worker; wake request to assignment received.
 
 mod checkout;
 mod failover;
 mod stats;
+mod wake;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +27,8 @@ enum Command {
     Checkout(checkout::CheckoutArgs),
     /// Leader failover time: kill of the leader to the first acknowledged write
     Failover(failover::FailoverArgs),
+    /// Wake request to assignment received by a worker
+    Wake(wake::WakeArgs),
 }
 
 #[tokio::main]
@@ -32,5 +36,6 @@ async fn main() -> anyhow::Result<()> {
     match Args::parse().command {
         Command::Checkout(a) => checkout::run(a).await,
         Command::Failover(a) => failover::run(a).await,
+        Command::Wake(a) => wake::run(a).await,
     }
 }
