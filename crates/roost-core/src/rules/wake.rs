@@ -356,6 +356,21 @@ pub(crate) fn wake_for_closed_issue(
     Ok(())
 }
 
+/// A command's decision that reports `wake` and audits it.
+fn wake_decision(wake: Wake, changes: Vec<Change>) -> crate::state::Decision {
+    let note = crate::state::ActivityNote {
+        company_id: Some(wake.company_id.clone()),
+        entity_type: "wake",
+        entity_id: wake.id.clone(),
+        details: wake_details(&wake),
+    };
+    crate::state::Decision {
+        outcome: crate::command::Outcome::Wake(wake),
+        changes,
+        note,
+    }
+}
+
 /// The details an activity entry keeps about a wake.
 pub(crate) fn wake_details(w: &Wake) -> Value {
     json!({ "wakeId": w.id, "agentId": w.agent_id, "reason": w.reason, "status": w.status, "statusReason": w.status_reason })
@@ -424,17 +439,7 @@ pub(crate) fn wakeup(
         },
         req,
     )?;
-    let note = crate::state::ActivityNote {
-        company_id: Some(wake.company_id.clone()),
-        entity_type: "wake",
-        entity_id: wake.id.clone(),
-        details: wake_details(&wake),
-    };
-    Ok(crate::state::Decision {
-        outcome: crate::command::Outcome::Wake(wake),
-        changes,
-        note,
-    })
+    Ok(wake_decision(wake, changes))
 }
 
 /// `TimerTick`: the agent's interval has passed since its last heartbeat. Refused when it has
@@ -481,17 +486,7 @@ pub(crate) fn timer_tick(
     let mut ticked = agent.clone();
     ticked.last_heartbeat_at = Some(ctx.now());
     changes.push(Change::Agent(ticked));
-    let note = crate::state::ActivityNote {
-        company_id: Some(wake.company_id.clone()),
-        entity_type: "wake",
-        entity_id: wake.id.clone(),
-        details: wake_details(&wake),
-    };
-    Ok(crate::state::Decision {
-        outcome: crate::command::Outcome::Wake(wake),
-        changes,
-        note,
-    })
+    Ok(wake_decision(wake, changes))
 }
 
 /// When the agent's next timer tick is due: its interval after its last heartbeat (or after

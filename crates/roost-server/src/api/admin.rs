@@ -25,6 +25,29 @@ pub struct NewAgent {
     pub placement_labels: BTreeMap<String, String>,
 }
 
+/// The issue prefix of a company created without one: the initials of its name, or its first
+/// letters ("Acme Corp" → "AC", "roost" → "ROO"), or "ISS" when the name has no letters.
+pub fn default_prefix(name: &str) -> String {
+    let initials: String = name
+        .split_whitespace()
+        .filter_map(|word| word.chars().find(|c| c.is_ascii_alphabetic()))
+        .take(4)
+        .collect();
+    let prefix = if initials.len() >= 2 {
+        initials
+    } else {
+        name.chars()
+            .filter(|c| c.is_ascii_alphabetic())
+            .take(3)
+            .collect()
+    };
+    if prefix.is_empty() {
+        "ISS".into()
+    } else {
+        prefix.to_ascii_uppercase()
+    }
+}
+
 /// An agent sees its own adapter configuration but not its peers': it may hold credentials.
 fn redact_for(caller: &Caller, mut agent: Agent) -> Agent {
     if caller.agent_id().is_some_and(|me| me != agent.id) {

@@ -16,7 +16,7 @@ use roost_core::{Command, Envelope, Outcome, Timestamp};
 use roost_raft::RaftNode;
 use roost_store::StateReader;
 
-pub use admin::NewAgent;
+pub use admin::{default_prefix, NewAgent};
 pub use cluster::NewMember;
 pub use issues::{HeartbeatContext, IssueFilter};
 pub use runs::AuditReport;

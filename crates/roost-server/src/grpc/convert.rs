@@ -233,33 +233,10 @@ fn heartbeat_from_proto(policy: pb::HeartbeatPolicy) -> HeartbeatPolicy {
     }
 }
 
-/// The same rule as the REST API's: the initials of a company name, or its first letters
-/// ("Acme Corp" → "AC", "roost" → "ROO"), or "ISS" when the name has no letters.
-pub(super) fn default_prefix(name: &str) -> String {
-    let initials: String = name
-        .split_whitespace()
-        .filter_map(|word| word.chars().find(|c| c.is_ascii_alphabetic()))
-        .take(4)
-        .collect();
-    let prefix = if initials.len() >= 2 {
-        initials
-    } else {
-        name.chars()
-            .filter(|c| c.is_ascii_alphabetic())
-            .take(3)
-            .collect()
-    };
-    if prefix.is_empty() {
-        "ISS".into()
-    } else {
-        prefix.to_ascii_uppercase()
-    }
-}
-
 /// The issue prefix to create a company with: the one asked for, or one derived from the name.
 pub(super) fn company_prefix(request: &pb::CreateCompanyRequest) -> String {
     if request.issue_prefix.is_empty() {
-        default_prefix(&request.name)
+        crate::api::default_prefix(&request.name)
     } else {
         request.issue_prefix.clone()
     }

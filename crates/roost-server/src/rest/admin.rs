@@ -13,28 +13,6 @@ use crate::error::ApiError;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
-/// A prefix from a company name: its initials, or its first letters ("Acme Corp" → "AC").
-fn default_prefix(name: &str) -> String {
-    let initials: String = name
-        .split_whitespace()
-        .filter_map(|w| w.chars().find(|c| c.is_ascii_alphabetic()))
-        .take(4)
-        .collect();
-    let prefix = if initials.len() >= 2 {
-        initials
-    } else {
-        name.chars()
-            .filter(|c| c.is_ascii_alphabetic())
-            .take(3)
-            .collect()
-    };
-    if prefix.is_empty() {
-        "ISS".into()
-    } else {
-        prefix.to_ascii_uppercase()
-    }
-}
-
 pub async fn create_company(
     State(api): State<Api>,
     caller: Caller,
@@ -42,7 +20,7 @@ pub async fn create_company(
 ) -> Result<(axum::http::StatusCode, Json<Company>)> {
     let prefix = body
         .issue_prefix
-        .unwrap_or_else(|| default_prefix(&body.name));
+        .unwrap_or_else(|| crate::api::default_prefix(&body.name));
     Ok(created(
         api.create_company(&caller, &body.name, &prefix).await?,
     ))
@@ -146,16 +124,4 @@ pub async fn create_key(
     let name = body.name.unwrap_or_else(|| "default".into());
     let (cred, token) = api.create_agent_key(&caller, &id, &name).await?;
     Ok(created(CreatedKey::new(cred, token)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::default_prefix;
-
-    #[test]
-    fn prefixes_come_from_initials() {
-        assert_eq!(default_prefix("Acme Corp"), "AC");
-        assert_eq!(default_prefix("roost"), "ROO");
-        assert_eq!(default_prefix("42"), "ISS");
-    }
 }

@@ -100,6 +100,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
 #[derive(Clone, Copy)]
 pub struct BodyLimit(pub usize);
 
+/// Parses a comma-separated list of enum values (`?status=todo,in_progress`).
+pub fn parse_csv<T: std::str::FromStr<Err = String>>(csv: &str) -> Result<Vec<T>, ApiError> {
+    csv.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<T>().map_err(ApiError::bad_request))
+        .collect()
+}
+
 /// Query parameters with JSON errors.
 pub struct QueryParams<T>(pub T);
 

@@ -16,11 +16,7 @@ use crate::error::ApiError;
 type Result<T> = std::result::Result<T, ApiError>;
 
 fn parse_statuses(csv: &str) -> Result<Vec<IssueStatus>> {
-    csv.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<IssueStatus>().map_err(ApiError::bad_request))
-        .collect()
+    super::extract::parse_csv(csv)
 }
 
 pub async fn create(

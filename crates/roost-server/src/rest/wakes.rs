@@ -18,11 +18,7 @@ type Result<T> = std::result::Result<T, ApiError>;
 const DEFAULT_JOIN_TOKEN_NAME: &str = "worker";
 
 fn parse_statuses(csv: &str) -> Result<Vec<WakeStatus>> {
-    csv.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<WakeStatus>().map_err(ApiError::bad_request))
-        .collect()
+    super::extract::parse_csv(csv)
 }
 
 /// `202 Accepted`: the wake is committed, the run (if any) comes later.

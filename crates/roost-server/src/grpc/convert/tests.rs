@@ -369,9 +369,9 @@ fn small_defaults_match_rest() {
     assert_eq!(key_name(String::new()), "default");
     assert_eq!(key_name("ci".into()), "ci");
     assert_eq!(optional_id(Some(String::new())), None);
-    assert_eq!(default_prefix("Acme Corp"), "AC");
-    assert_eq!(default_prefix("roost"), "ROO");
-    assert_eq!(default_prefix("42"), "ISS");
+    assert_eq!(crate::api::default_prefix("Acme Corp"), "AC");
+    assert_eq!(crate::api::default_prefix("roost"), "ROO");
+    assert_eq!(crate::api::default_prefix("42"), "ISS");
     let named = pb::CreateCompanyRequest {
         name: "Acme Corp".into(),
         issue_prefix: String::new(),
