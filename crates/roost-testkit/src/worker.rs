@@ -22,6 +22,8 @@ struct Inner {
     assignments: Mutex<Vec<Assignment>>,
     cancels: Mutex<Vec<String>>,
     running: Mutex<BTreeSet<String>>,
+    /// Runs this worker has ever been given: an assignment sent again is not a new one.
+    seen: Mutex<BTreeSet<String>>,
     outbox: Mutex<Option<mpsc::Sender<WorkerMessage>>>,
     heartbeats_paused: AtomicBool,
     sessions: AtomicU64,
@@ -264,11 +266,16 @@ async fn run_session(
             Some(server_message::Body::Assignment(a)) => {
                 let run_id = a.run_id.clone();
                 let fresh = inner
-                    .running
+                    .seen
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(run_id.clone());
                 if fresh {
+                    inner
+                        .running
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(run_id.clone());
                     inner
                         .assignments
                         .lock()

@@ -110,9 +110,38 @@ impl Workers {
     }
 
     /// After a (re)connect: send again the runs assigned to the worker that it does not run.
+    /// After a reconnect: a run the cluster has as running on this worker, which the worker
+    /// no longer runs (it restarted), has ended; its result is unknown, so it failed.
+    async fn fail_forgotten(&self, caller: &Caller, running: &[String]) {
+        let worker_id = caller.actor.id.as_str();
+        let forgotten: Vec<String> = self.api.reader().read(|s| {
+            s.live_runs()
+                .filter(|r| {
+                    r.status == RunStatus::Running && r.worker_id.as_deref() == Some(worker_id)
+                })
+                .filter(|r| !running.contains(&r.id))
+                .map(|r| r.id.clone())
+                .collect()
+        });
+        for run_id in forgotten {
+            let error = Some("the worker reconnected without this run".to_string());
+            let command = Command::FinishRun {
+                run_id: run_id.clone(),
+                status: RunStatus::Failed,
+                error,
+            };
+            if let Err(e) = self.api.submit(caller, command).await {
+                warn!(worker_id, run_id, error = %e, "could not end a forgotten run");
+            }
+        }
+    }
+
+    /// Only runs still `assigned`: a `running` run missing from the list has ended on the
+    /// worker and its result is on the way; sending it again would start it twice.
     fn resend_assigned(&self, worker_id: &str, running: &[String]) {
         let resend: Vec<_> = self.api.reader().read(|s| {
             s.live_runs()
+                .filter(|r| r.status == RunStatus::Assigned)
                 .filter(|r| r.worker_id.as_deref() == Some(worker_id) && !running.contains(&r.id))
                 .filter_map(|r| assignment_for(s, r))
                 .collect()
@@ -153,6 +182,9 @@ impl Workers {
             Some(worker_message::Body::Heartbeat(h)) => {
                 self.registry.renew(&worker_id, self.config.lease_ttl());
                 self.cancel_ended(&worker_id, &h.running_run_ids);
+                // An assignment lost on the way (a full outbox) is sent again; a worker
+                // ignores one it already runs.
+                self.resend_assigned(&worker_id, &h.running_run_ids);
                 self.registry.send(
                     &worker_id,
                     server_message::Body::HeartbeatAck(roost_proto::v1::HeartbeatAck {
@@ -239,6 +271,9 @@ impl WorkerRpc for WorkerService {
             .send(&worker_id, server_message::Body::Registered(registered));
         workers
             .confirm_started(&caller, &register.running_run_ids)
+            .await;
+        workers
+            .fail_forgotten(&caller, &register.running_run_ids)
             .await;
         workers.resend_assigned(&worker_id, &register.running_run_ids);
         workers.cancel_ended(&worker_id, &register.running_run_ids);

@@ -470,3 +470,45 @@ async fn a_run_whose_start_died_with_the_leader_is_confirmed_on_reconnect() -> a
     c.shutdown().await;
     Ok(())
 }
+
+/// A worker that comes back without a run the cluster has as running (it restarted) gets that
+/// run ended as failed, not left running forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_a_restarted_worker_no_longer_runs_is_ended_as_failed() -> anyhow::Result<()> {
+    use roost_proto::v1::server_message::Body;
+    use roost_proto::v1::{worker_message, RunStarted, WorkerMessage};
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let c = cluster().await?;
+    let token = join_token(&c).await?;
+    let leader = c.leader().await?;
+    let (a, _) = agent(&c, "forgotten", one_at_a_time()).await?;
+    let (tx, mut inbound) = raw_session(&c.grpc_addr(leader), &token, Vec::new()).await?;
+    assigned_issue(&c.admin(leader), &c, "lost in a restart", &a).await?;
+    let run_id = loop {
+        match inbound.message().await?.and_then(|m| m.body) {
+            Some(Body::Assignment(a)) => break a.run_id,
+            Some(_) => continue,
+            None => anyhow::bail!("the session ended before an assignment"),
+        }
+    };
+    let started = RunStarted {
+        run_id: run_id.clone(),
+    };
+    tx.send(WorkerMessage {
+        body: Some(worker_message::Body::RunStarted(started)),
+    })
+    .await?;
+    wait_for("the run to be running", WAIT, || async {
+        (run_status(&c.admin(leader), &run_id).await.ok()? == "running").then_some(())
+    })
+    .await?;
+    drop(tx);
+    drop(inbound);
+    let (_tx, _inbound) = raw_session(&c.grpc_addr(leader), &token, Vec::new()).await?;
+    wait_for("the run to be failed", WAIT, || async {
+        (run_status(&c.admin(leader), &run_id).await.ok()? == "failed").then_some(())
+    })
+    .await?;
+    c.shutdown().await;
+    Ok(())
+}
