@@ -128,7 +128,14 @@ mod tests {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "toml") {
                 let text = std::fs::read_to_string(&path).unwrap();
-                let parsed = toml::from_str::<ServerConfig>(&text);
+                let is_worker = path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("roost-worker"));
+                let parsed = if is_worker {
+                    toml::from_str::<roost_worker::WorkerConfig>(&text).map(|_| ())
+                } else {
+                    toml::from_str::<ServerConfig>(&text).map(|_| ())
+                };
                 assert!(parsed.is_ok(), "{}: {:?}", path.display(), parsed.err());
                 seen += 1;
             }

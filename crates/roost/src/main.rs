@@ -3,6 +3,7 @@
 mod cli;
 mod config;
 mod dev;
+mod worker_cmd;
 
 use std::process::ExitCode;
 
@@ -25,6 +26,9 @@ enum Command {
     Dev(dev::DevArgs),
     /// Run a cluster node from a TOML config file
     Server(config::ServerArgs),
+    /// Run agent heartbeats for a cluster on this machine (the `process` adapter)
+    #[command(name = "run-worker")]
+    RunWorker(worker_cmd::WorkerArgs),
     #[command(flatten)]
     Client(cli::ClientCommand),
 }
@@ -60,6 +64,10 @@ fn main() -> ExitCode {
             Command::Server(a) => {
                 init_tracing();
                 config::run_server(a).await
+            }
+            Command::RunWorker(a) => {
+                init_tracing();
+                worker_cmd::run(a).await
             }
             Command::Client(c) => cli::run(c).await,
         }

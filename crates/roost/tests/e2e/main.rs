@@ -10,4 +10,5 @@ mod processes;
 mod readme;
 mod support;
 mod wakes_api;
+mod worker_process;
 mod workers;

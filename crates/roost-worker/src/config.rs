@@ -1,0 +1,68 @@
+//! A worker's configuration (TOML, unknown keys refused).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerConfig {
+    /// Stable across restarts; the cluster knows the worker by it.
+    pub worker_id: String,
+    pub name: String,
+    /// gRPC addresses (host:port) of any server nodes; the worker finds the leader.
+    pub servers: Vec<String>,
+    /// The REST base URL agents call (ROOST_API_URL / PAPERCLIP_API_URL).
+    pub api_url: String,
+    /// A worker join token (`roost worker token create`).
+    pub join_token: String,
+    pub slots: u32,
+    pub labels: BTreeMap<String, String>,
+    /// Where agent processes run.
+    pub work_dir: PathBuf,
+    /// Seconds between SIGTERM and SIGKILL when a run is stopped.
+    pub grace_sec: u64,
+    /// Fraction of the lease after which a worker that cannot renew stops its agents, before
+    /// the cluster can declare it lost.
+    pub self_fence_fraction: f64,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            worker_id: String::new(),
+            name: String::new(),
+            servers: vec!["127.0.0.1:7481".into()],
+            api_url: "http://127.0.0.1:7480".into(),
+            join_token: String::new(),
+            slots: 4,
+            labels: BTreeMap::new(),
+            work_dir: PathBuf::from("."),
+            grace_sec: 10,
+            self_fence_fraction: 0.6,
+        }
+    }
+}
+
+impl WorkerConfig {
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        let bad = |m: &str| Err(crate::Error::Config(m.into()));
+        if self.worker_id.is_empty() {
+            return bad("worker_id is required");
+        }
+        if self.join_token.is_empty() {
+            return bad("join_token is required");
+        }
+        if self.servers.is_empty() {
+            return bad("name at least one server");
+        }
+        if self.slots == 0 {
+            return bad("slots must be at least 1");
+        }
+        if !(0.1..=0.9).contains(&self.self_fence_fraction) {
+            return bad("self_fence_fraction must be between 0.1 and 0.9");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,242 @@
+//! The worker's session with the cluster: dial any server, follow redirects to the leader,
+//! register, heartbeat, run assignments, report results (again after a reconnect if the
+//! session broke), and fence itself when it cannot renew its lease.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use roost_proto::v1::worker_client::WorkerClient;
+use roost_proto::v1::{
+    server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunStarted,
+    WorkerMessage,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::config::WorkerConfig;
+use crate::process;
+
+struct Shared {
+    running: HashMap<String, oneshot::Sender<&'static str>>,
+    outbox: Option<mpsc::Sender<WorkerMessage>>,
+    /// Results not yet handed to a session; sent on the next one.
+    unsent: Vec<WorkerMessage>,
+    last_ack: Instant,
+    lease_ttl: Duration,
+}
+
+type State = Arc<Mutex<Shared>>;
+
+fn lock(s: &State) -> std::sync::MutexGuard<'_, Shared> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn message(body: worker_message::Body) -> WorkerMessage {
+    WorkerMessage { body: Some(body) }
+}
+
+/// Sends now if a session is open, else keeps the message for the next session.
+fn deliver(state: &State, m: WorkerMessage) {
+    let mut s = lock(state);
+    let sent = s
+        .outbox
+        .as_ref()
+        .is_some_and(|o| o.try_send(m.clone()).is_ok());
+    if !sent {
+        s.unsent.push(m);
+    }
+}
+
+/// Runs the worker until `shutdown` completes; stops its agents on the way out.
+pub async fn run(
+    config: WorkerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), crate::Error> {
+    config.validate()?;
+    let state: State = Arc::new(Mutex::new(Shared {
+        running: HashMap::new(),
+        outbox: None,
+        unsent: Vec::new(),
+        last_ack: Instant::now(),
+        lease_ttl: Duration::from_secs(5),
+    }));
+    let sessions = tokio::spawn(session_loop(config.clone(), state.clone()));
+    let fence = tokio::spawn(self_fence(config.self_fence_fraction, state.clone()));
+    shutdown.await;
+    sessions.abort();
+    fence.abort();
+    stop_all(&state, "worker shutting down");
+    Ok(())
+}
+
+fn stop_all(state: &State, why: &'static str) -> usize {
+    let stops: Vec<_> = lock(state).running.drain().collect();
+    let n = stops.len();
+    for (_, stop) in stops {
+        let _ = stop.send(why);
+    }
+    n
+}
+
+/// Stops every agent once renewals have failed for longer than `fraction` of the lease, so a
+/// cut-off worker stops working before the cluster hands its tasks to someone else.
+async fn self_fence(fraction: f64, state: State) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (silent, limit) = {
+            let s = lock(&state);
+            (s.last_ack.elapsed(), s.lease_ttl.mul_f64(fraction))
+        };
+        if silent > limit {
+            let n = stop_all(&state, "self_fenced");
+            if n > 0 {
+                warn!(
+                    stopped = n,
+                    silent_ms = silent.as_millis() as u64,
+                    "lease not renewed: stopped every agent"
+                );
+            }
+        }
+    }
+}
+
+async fn session_loop(config: WorkerConfig, state: State) {
+    let mut next = 0usize;
+    let mut redirect: Option<String> = None;
+    loop {
+        let addr = redirect.take().unwrap_or_else(|| {
+            next += 1;
+            config.servers[(next - 1) % config.servers.len()].clone()
+        });
+        redirect = session(&addr, &config, &state).await;
+        lock(&state).outbox = None;
+        if redirect.is_none() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+/// One session; returns the leader's address when redirected.
+async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<String> {
+    let mut client = WorkerClient::connect(format!("http://{addr}")).await.ok()?;
+    let (tx, rx) = mpsc::channel(1024);
+    let running: Vec<String> = lock(state).running.keys().cloned().collect();
+    let register = Register {
+        worker_id: config.worker_id.clone(),
+        name: if config.name.is_empty() {
+            config.worker_id.clone()
+        } else {
+            config.name.clone()
+        },
+        join_token: config.join_token.clone(),
+        adapters: vec!["process".into()],
+        labels: config.labels.clone().into_iter().collect(),
+        slots: config.slots,
+        version: env!("CARGO_PKG_VERSION").into(),
+        running_run_ids: running,
+    };
+    tx.send(message(worker_message::Body::Register(register)))
+        .await
+        .ok()?;
+    let mut inbound = match client
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+    {
+        Ok(r) => r.into_inner(),
+        Err(e) => {
+            warn!(addr, error = %e, "session refused");
+            return None;
+        }
+    };
+    let mut heartbeat = None;
+    let redirect = loop {
+        let Ok(Some(m)) = inbound.message().await else {
+            break None;
+        };
+        match m.body {
+            Some(server_message::Body::Registered(r)) => {
+                info!(addr, node_id = r.node_id, "registered");
+                {
+                    let mut s = lock(state);
+                    s.last_ack = Instant::now();
+                    s.lease_ttl = Duration::from_millis(r.lease_ttl_ms);
+                    for m in s.unsent.drain(..) {
+                        let _ = tx.try_send(m);
+                    }
+                    s.outbox = Some(tx.clone());
+                }
+                heartbeat = Some(tokio::spawn(beat(
+                    tx.clone(),
+                    state.clone(),
+                    Duration::from_millis(r.heartbeat_interval_ms.max(50)),
+                )));
+            }
+            Some(server_message::Body::HeartbeatAck(_)) => lock(state).last_ack = Instant::now(),
+            Some(server_message::Body::Assignment(a)) => start(a, config, state),
+            Some(server_message::Body::Cancel(c)) => {
+                if let Some(stop) = lock(state).running.remove(&c.run_id) {
+                    let _ = stop.send("cancelled");
+                }
+            }
+            Some(server_message::Body::Redirect(r)) => {
+                break Some(r.leader_grpc_addr).filter(|a| !a.is_empty())
+            }
+            None => {}
+        }
+    };
+    if let Some(h) = heartbeat {
+        h.abort();
+    }
+    redirect
+}
+
+async fn beat(tx: mpsc::Sender<WorkerMessage>, state: State, every: Duration) {
+    for seq in 1.. {
+        tokio::time::sleep(every).await;
+        let running = lock(&state).running.keys().cloned().collect();
+        if tx
+            .send(message(worker_message::Body::Heartbeat(Heartbeat {
+                seq,
+                running_run_ids: running,
+            })))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+fn start(a: Assignment, config: &WorkerConfig, state: &State) {
+    let (stop_tx, stop_rx) = oneshot::channel();
+    {
+        let mut s = lock(state);
+        if s.running.contains_key(&a.run_id) {
+            return; // sent again; already running
+        }
+        s.running.insert(a.run_id.clone(), stop_tx);
+    }
+    deliver(
+        state,
+        message(worker_message::Body::RunStarted(RunStarted {
+            run_id: a.run_id.clone(),
+        })),
+    );
+    let (config, state) = (config.clone(), state.clone());
+    tokio::spawn(async move {
+        info!(run_id = %a.run_id, agent = %a.agent_name, "run started");
+        let ended = process::run(&a, &config, stop_rx).await;
+        lock(&state).running.remove(&a.run_id);
+        info!(run_id = %a.run_id, status = ended.status, "run ended");
+        let finished = RunFinished {
+            run_id: a.run_id.clone(),
+            status: ended.status.into(),
+            exit_code: ended.exit_code,
+            error: ended.error,
+        };
+        deliver(&state, message(worker_message::Body::RunFinished(finished)));
+    });
+}

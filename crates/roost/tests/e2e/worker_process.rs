@@ -1,0 +1,177 @@
+//! The real worker (`roost-worker`, the `process` adapter) against a 3-node cluster.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use roost_server::workers::WorkerConfig as LeaseConfig;
+use roost_testkit::{test_timing, wait_for, TestCluster};
+use roost_worker::WorkerConfig;
+
+use crate::support::str_field;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn setup(
+    c: &TestCluster,
+    dir: &std::path::Path,
+    script: &str,
+) -> anyhow::Result<(String, tokio::sync::oneshot::Sender<()>)> {
+    let leader = c.leader().await?;
+    let admin = c.admin(leader);
+    let token = str_field(
+        &admin
+            .post("/api/workers/join-tokens", json!({}))
+            .await?
+            .ok()?,
+        "token",
+    );
+    let config = WorkerConfig {
+        worker_id: "proc-worker".into(),
+        servers: c.grpc_addrs(),
+        api_url: admin.base().to_string(),
+        join_token: token,
+        work_dir: dir.to_path_buf(),
+        grace_sec: 1,
+        ..WorkerConfig::default()
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(roost_worker::run(config, async move {
+        let _ = stopped.await;
+    }));
+    let adapter = json!({ "command": "sh", "args": ["-c", script] });
+    let body = json!({ "name": "scripted", "adapterType": "process", "adapterConfig": adapter });
+    let agent = admin
+        .post(&format!("/api/companies/{}/agents", c.company_id), body)
+        .await?
+        .ok()?;
+    Ok((str_field(&agent, "id"), stop))
+}
+
+async fn runs(c: &TestCluster, agent: &str) -> anyhow::Result<Vec<Value>> {
+    let leader = c.leader().await?;
+    let list = c
+        .admin(leader)
+        .get(&format!(
+            "/api/companies/{}/heartbeat-runs?agentId={agent}",
+            c.company_id
+        ))
+        .await?
+        .ok()?;
+    Ok(list.as_array().cloned().unwrap_or_default())
+}
+
+fn pid_alive(pid: &str) -> bool {
+    std::process::Command::new("kill")
+        .args(["-0", pid.trim()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The worker runs the agent's command with the run environment under both names and reports
+/// its success.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_process_adapter_runs_the_agent_with_its_environment() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let c = TestCluster::start_with_workers(
+        3,
+        test_timing(),
+        LeaseConfig {
+            heartbeat_interval_ms: 200,
+            lease_ttl_ms: 1500,
+        },
+    )
+    .await?;
+    let dir = tempfile::tempdir()?;
+    let script = r#"test -n "$ROOST_RUN_ID" && test "$PAPERCLIP_RUN_ID" = "$ROOST_RUN_ID" && cat > prompt.txt"#;
+    let (agent, _stop) = setup(&c, dir.path(), script).await?;
+    c.admin(1)
+        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    let done = wait_for("a finished run", WAIT, || async {
+        runs(&c, &agent).await.ok()?.into_iter().find(|r| {
+            !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
+        })
+    })
+    .await?;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let prompt = std::fs::read_to_string(dir.path().join("prompt.txt"))?;
+    assert!(prompt.contains("on_demand"), "{prompt}");
+    c.shutdown().await;
+    Ok(())
+}
+
+/// Cancelling a run stops the agent's whole process group; a worker cut off from the cluster
+/// stops its agents itself, before its lease could be declared lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancel_and_self_fencing_stop_the_agent_process() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let mut c = TestCluster::start_with_workers(
+        3,
+        test_timing(),
+        LeaseConfig {
+            heartbeat_interval_ms: 200,
+            lease_ttl_ms: 2000,
+        },
+    )
+    .await?;
+    let dir = tempfile::tempdir()?;
+    let script = r#"echo $$ > "pid-$ROOST_RUN_ID"; exec sleep 60"#;
+    let (agent, _stop) = setup(&c, dir.path(), script).await?;
+    let pid_of = |run: &str| std::fs::read_to_string(dir.path().join(format!("pid-{run}"))).ok();
+
+    c.admin(1)
+        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    let run = wait_for("a running run", WAIT, || async {
+        runs(&c, &agent)
+            .await
+            .ok()?
+            .into_iter()
+            .find(|r| r["status"] == "running")
+            .map(|r| str_field(&r, "id"))
+    })
+    .await?;
+    let pid = wait_for("the agent's pid", WAIT, || async { pid_of(&run) }).await?;
+    assert!(pid_alive(&pid));
+    c.admin(2)
+        .post(&format!("/api/heartbeat-runs/{run}/cancel"), json!({}))
+        .await?
+        .ok()?;
+    wait_for("the cancelled agent to be gone", WAIT, || async {
+        (!pid_alive(&pid)).then_some(())
+    })
+    .await?;
+
+    c.admin(1)
+        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    let second = wait_for("a second running run", WAIT, || async {
+        runs(&c, &agent)
+            .await
+            .ok()?
+            .into_iter()
+            .find(|r| r["status"] == "running")
+            .map(|r| str_field(&r, "id"))
+    })
+    .await?;
+    let pid = wait_for("the second agent's pid", WAIT, || async { pid_of(&second) }).await?;
+    // Cut the worker off: every node stops.
+    let cut_at = std::time::Instant::now();
+    for id in c.ids() {
+        c.kill(id).await;
+    }
+    let gone = wait_for("the agent to stop itself", WAIT, || async {
+        (!pid_alive(&pid)).then(|| cut_at.elapsed())
+    })
+    .await?;
+    assert!(
+        gone < Duration::from_millis(2000),
+        "the agent ran {gone:?} after the cut, past the 2 s lease"
+    );
+    Ok(())
+}
