@@ -110,6 +110,7 @@ pub struct State {
     /// Deferred wakes by the run they wait for.
     pub(crate) deferred_on_run: BTreeMap<String, BTreeSet<String>>,
     pub(crate) live_runs: BTreeSet<String>,
+    pub(crate) comments_per_issue: BTreeMap<String, usize>,
 }
 
 impl State {
@@ -137,7 +138,13 @@ impl State {
         for change in puts {
             state.put(change);
         }
-        state.comments.extend(rows.comments);
+        for (id, comment) in rows.comments {
+            *state
+                .comments_per_issue
+                .entry(comment.issue_id.clone())
+                .or_default() += 1;
+            state.comments.insert(id, comment);
+        }
         state.activity_seq = rows.activity_seq;
         state.activity_head = rows
             .activity_head
@@ -298,6 +305,12 @@ impl State {
                 self.credentials.insert(c.id.clone(), c);
             }
             Change::Comment(c) => {
+                if !self.comments.contains_key(&c.id) {
+                    *self
+                        .comments_per_issue
+                        .entry(c.issue_id.clone())
+                        .or_default() += 1;
+                }
                 self.comments.insert(
                     c.id.clone(),
                     CommentRef {
@@ -375,6 +388,11 @@ impl State {
         self.queued_wakes
             .iter()
             .filter_map(|(_, id)| self.wakes.get(id))
+    }
+
+    /// How many comments an issue has.
+    pub fn comment_count(&self, issue_id: &str) -> usize {
+        self.comments_per_issue.get(issue_id).copied().unwrap_or(0)
     }
 
     /// Runs in `queued`, `assigned` or `running`.

@@ -590,3 +590,23 @@ fn the_state_hash_tracks_every_change() {
     a.issue("i1", "c1", IssuePatch::default());
     assert_ne!(a.state.hash(), b.state.hash());
 }
+
+#[test]
+fn comment_counts_follow_comments() {
+    let mut w = World::new();
+    w.issue("i1", "c1", IssuePatch::default());
+    for n in 0..3 {
+        w.ok(
+            admin(),
+            Command::AddComment {
+                issue_id: "i1".into(),
+                comment: NewComment {
+                    id: format!("cm{n}"),
+                    body: "x".into(),
+                },
+            },
+        );
+    }
+    assert_eq!(w.state.comment_count("i1"), 3);
+    assert_eq!(w.state.comment_count("nope"), 0);
+}

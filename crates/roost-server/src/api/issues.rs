@@ -298,11 +298,7 @@ impl Api {
                 .filter(|c| c.parent_id.as_deref() == Some(issue.id.as_str()))
                 .cloned()
                 .collect();
-            let total_comments = s
-                .comments
-                .values()
-                .filter(|c| c.issue_id == issue.id)
-                .count();
+            let total_comments = s.comment_count(&issue.id);
             let active_run = issue
                 .checkout
                 .as_ref()
