@@ -20,19 +20,22 @@ pub fn generate_token(prefix: &str) -> String {
 /// Reads the admin token kept in `path`, or creates one there (0600, written atomically and
 /// synced before its hash is committed, so a crash in between is repaired by the next start).
 /// Returns the token and whether it is new.
-pub fn load_or_create_token_file(path: &std::path::Path) -> std::io::Result<(String, bool)> {
+pub fn load_or_create_token_file(
+    path: &std::path::Path,
+    prefix: &str,
+) -> std::io::Result<(String, bool)> {
     use std::io::Write;
     if let Ok(text) = std::fs::read_to_string(path) {
         let token = text.trim().to_string();
-        if token.starts_with(ADMIN_TOKEN_PREFIX) {
+        if token.starts_with(prefix) {
             return Ok((token, false));
         }
         return Err(std::io::Error::other(format!(
-            "{} does not hold a Roost admin token; remove it to create a new one",
+            "{} does not hold a Roost token ({prefix}...); remove it to create a new one",
             path.display()
         )));
     }
-    let token = generate_token(ADMIN_TOKEN_PREFIX);
+    let token = generate_token(prefix);
     let tmp = path.with_extension("tmp");
     {
         let mut options = std::fs::OpenOptions::new();

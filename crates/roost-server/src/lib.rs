@@ -182,7 +182,7 @@ impl Server {
             if formed && !config.initial_members.is_empty() {
                 // A new multi-node cluster gets its first admin token, kept beside the data.
                 let path = config.data_dir.join(ADMIN_TOKEN_FILE);
-                let (token, _) = auth::load_or_create_token_file(&path)?;
+                let (token, _) = auth::load_or_create_token_file(&path, auth::ADMIN_TOKEN_PREFIX)?;
                 api.ensure_admin_token(&token, "cluster-admin")
                     .await
                     .map_err(|source| Error::Api {

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use roost_server::auth::load_or_create_token_file;
+use roost_core::CredentialKind;
+use roost_server::api::WORKER_JOIN_PREFIX;
+use roost_server::auth::{load_or_create_token_file, ADMIN_TOKEN_PREFIX};
 use roost_server::{Listeners, Server, ServerConfig};
 
 #[derive(Args)]
@@ -22,6 +24,8 @@ pub struct DevArgs {
 }
 
 pub const TOKEN_FILE: &str = "admin-token";
+/// The dev worker's join token, reused on every start.
+pub const WORKER_TOKEN_FILE: &str = "worker-token";
 
 pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&args.dir)
@@ -42,7 +46,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
             )
         })?;
     let server = Server::start(&config, listeners).await?;
-    let (token, fresh) = load_or_create_token_file(&args.dir.join(TOKEN_FILE))?;
+    let (token, fresh) = load_or_create_token_file(&args.dir.join(TOKEN_FILE), ADMIN_TOKEN_PREFIX)?;
     let api = server.api();
     api.ensure_admin_token(&token, "dev-admin")
         .await
@@ -51,6 +55,28 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         .ensure_default_company("My Company", "RST")
         .await
         .context("cannot create the default company")?;
+
+    // An in-process worker, so agents with the `process` adapter run on this machine.
+    let (join_token, _) =
+        load_or_create_token_file(&args.dir.join(WORKER_TOKEN_FILE), WORKER_JOIN_PREFIX)?;
+    api.ensure_token(&join_token, CredentialKind::WorkerJoin, "dev-worker")
+        .await
+        .context("cannot record the worker join token")?;
+    let work_dir = args.dir.join("work");
+    std::fs::create_dir_all(&work_dir)
+        .with_context(|| format!("cannot create {}", work_dir.display()))?;
+    let worker_config = roost_worker::WorkerConfig {
+        worker_id: "dev-worker".into(),
+        servers: vec![server.grpc_addr().to_string()],
+        api_url: format!("http://{}", server.http_addr()),
+        join_token,
+        work_dir: work_dir.clone(),
+        ..roost_worker::WorkerConfig::default()
+    };
+    let (stop_worker, worker_stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(roost_worker::run(worker_config, async move {
+        let _ = worker_stopped.await;
+    }));
 
     let url = format!("http://{}", server.http_addr());
     let token_path = args.dir.join(TOKEN_FILE);
@@ -76,6 +102,10 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         "  Company      {} ({})  id {}",
         company.name, company.issue_prefix, company.id
     ));
+    lines.push(format!(
+        "  Worker       dev-worker (process adapter), agents run in {}",
+        work_dir.display()
+    ));
     lines.push(String::new());
     lines.push("Next step, in another terminal:".to_string());
     lines.push(format!(
@@ -97,6 +127,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
 
     crate::shutdown_signal().await;
     let _ = writeln!(std::io::stderr(), "stopping...");
+    let _ = stop_worker.send(());
+    let _ = worker.await;
     server.shutdown().await?;
     Ok(ExitCode::SUCCESS)
 }

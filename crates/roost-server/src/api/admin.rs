@@ -232,6 +232,17 @@ impl Api {
     /// Makes sure an admin token with this hash exists (first start of `roost dev`, or a
     /// restart after a crash between writing the token file and committing its hash).
     pub async fn ensure_admin_token(&self, token: &str, name: &str) -> Result<(), ApiError> {
+        self.ensure_token(token, CredentialKind::Admin, name).await
+    }
+
+    /// Makes sure an instance-wide token of `kind` (admin or worker join) with this secret's
+    /// hash exists.
+    pub async fn ensure_token(
+        &self,
+        token: &str,
+        kind: CredentialKind,
+        name: &str,
+    ) -> Result<(), ApiError> {
         let hash = auth::hash_token(token);
         if self
             .reader()
@@ -245,7 +256,7 @@ impl Api {
         };
         let command = Command::CreateCredential {
             id: new_id(),
-            kind: CredentialKind::Admin,
+            kind,
             name: name.into(),
             agent_id: None,
             token_hash: hash,

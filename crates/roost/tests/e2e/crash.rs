@@ -209,3 +209,46 @@ async fn roost_dev_survives_a_closed_stdout() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// `roost dev` runs a worker in-process: an agent with the `process` adapter runs on a wake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roost_dev_runs_process_agents_with_its_own_worker() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let process = RoostProcess::spawn_dev(&roost_binary(), dir.path(), START_DEADLINE)?;
+    let admin = Http::new(process.base_url.clone()).with_token(&process.admin_token);
+    let adapter = json!({ "command": "sh", "args": ["-c", "echo \"$ROOST_WAKE_REASON\" > \"ran-$ROOST_RUN_ID\""] });
+    let agent = admin
+        .post(
+            &format!("/api/companies/{}/agents", process.company_id),
+            json!({ "name": "local", "adapterConfig": adapter }),
+        )
+        .await?
+        .ok()?;
+    let agent_id = str_field(&agent, "id");
+    admin
+        .post(&format!("/api/agents/{agent_id}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    let run = roost_testkit::wait_for("a succeeded run", START_DEADLINE, || {
+        let (admin, company, agent_id) =
+            (admin.clone(), process.company_id.clone(), agent_id.clone());
+        async move {
+            let runs = admin
+                .get(&format!(
+                    "/api/companies/{company}/heartbeat-runs?agentId={agent_id}"
+                ))
+                .await
+                .ok()?
+                .ok()
+                .ok()?;
+            runs.as_array()?
+                .iter()
+                .find(|r| r["status"] == "succeeded")
+                .map(|r| str_field(r, "id"))
+        }
+    })
+    .await?;
+    let written = std::fs::read_to_string(dir.path().join("work").join(format!("ran-{run}")))?;
+    assert_eq!(written.trim(), "on_demand");
+    Ok(())
+}
