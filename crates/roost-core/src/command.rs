@@ -227,6 +227,14 @@ pub enum Command {
         wake_id: String,
         run_id: String,
         worker_id: String,
+        /// The hash of the run-scoped API key the worker hands to the agent.
+        #[serde(default)]
+        token_hash: Option<String>,
+    },
+    /// Another run-scoped key for a run (its assignment was sent again).
+    AddRunToken {
+        run_id: String,
+        token_hash: String,
     },
     /// The worker started the agent process of an assigned run.
     RunStarted {
@@ -267,6 +275,7 @@ impl Command {
             Command::Wakeup { .. } => "wake.requested",
             Command::TimerTick { .. } => "agent.timer_tick",
             Command::AssignRun { .. } => "run.assigned",
+            Command::AddRunToken { .. } => "run.token_added",
             Command::RunStarted { .. } => "run.running",
             Command::RegisterWorker { .. } => "worker.registered",
             Command::WorkerLost { .. } => "worker.lost",

@@ -247,6 +247,10 @@ pub struct Run {
     /// Set on the retry of a run that was lost with its worker.
     #[serde(default)]
     pub retry_of_run_id: Option<String>,
+    /// Hashes of the run-scoped API keys handed to the agent process; they authenticate only
+    /// while the run is live.
+    #[serde(default)]
+    pub token_hashes: Vec<String>,
 }
 
 string_enum!(CredentialKind { Admin => "admin", AgentKey => "agent_key", WorkerJoin => "worker_join" });

@@ -111,6 +111,7 @@ pub struct State {
     pub(crate) deferred_on_run: BTreeMap<String, BTreeSet<String>>,
     pub(crate) live_runs: BTreeSet<String>,
     pub(crate) comments_per_issue: BTreeMap<String, usize>,
+    pub(crate) run_by_token: BTreeMap<String, String>,
 }
 
 impl State {
@@ -288,6 +289,9 @@ impl State {
                 self.issues.insert(i.id.clone(), i);
             }
             Change::Run(r) => {
+                for hash in &r.token_hashes {
+                    self.run_by_token.insert(hash.clone(), r.id.clone());
+                }
                 if r.status.is_live() {
                     self.live_runs.insert(r.id.clone());
                 } else {
@@ -388,6 +392,11 @@ impl State {
         self.queued_wakes
             .iter()
             .filter_map(|(_, id)| self.wakes.get(id))
+    }
+
+    /// The run a run-scoped API key belongs to (live or not: the caller checks).
+    pub fn run_by_token_hash(&self, hash: &str) -> Option<&Run> {
+        self.run_by_token.get(hash).and_then(|id| self.runs.get(id))
     }
 
     /// How many comments an issue has.

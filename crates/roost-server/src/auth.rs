@@ -108,6 +108,9 @@ pub fn authenticate(
         return Err(ApiError::bad_request("run id header is too long"));
     }
     reader.read(|state| {
+        if let Some(run) = state.run_by_token_hash(&hash) {
+            return run_caller(state, run, run_id);
+        }
         let cred = state
             .credential_by_token_hash(&hash)
             .filter(|c| !c.revoked)
@@ -146,6 +149,40 @@ pub fn authenticate(
             actor,
             idempotency_key: None,
         })
+    })
+}
+
+/// A run-scoped key acts as the run's agent, for that run only, while the run is live.
+fn run_caller(
+    state: &roost_core::State,
+    run: &roost_core::Run,
+    header_run: Option<String>,
+) -> Result<Caller, ApiError> {
+    if !run.status.is_live() {
+        return Err(ApiError::unauthorized(format!(
+            "the run this key belongs to is {}",
+            run.status
+        )));
+    }
+    if header_run.as_ref().is_some_and(|h| h != &run.id) {
+        return Err(ApiError::forbidden(
+            "a run-scoped key acts only for its own run",
+        ));
+    }
+    let agent = state
+        .agents
+        .get(&run.agent_id)
+        .filter(|a| a.status != AgentStatus::Terminated)
+        .ok_or_else(|| ApiError::unauthorized("invalid or revoked token"))?;
+    Ok(Caller {
+        actor: Actor {
+            kind: ActorKind::Agent,
+            id: agent.id.clone(),
+            credential_id: Some(format!("run:{}", run.id)),
+            run_id: Some(run.id.clone()),
+            company_id: Some(agent.company_id.clone()),
+        },
+        idempotency_key: None,
     })
 }
 

@@ -52,6 +52,7 @@ pub(crate) fn environment(a: &Assignment, api_url: &str) -> Vec<(String, String)
             a.comment_ids.last().cloned().unwrap_or_default(),
         ),
         ("WAKE_PAYLOAD_JSON", a.payload_json.clone()),
+        ("API_KEY", a.run_token.clone()),
     ];
     pairs
         .iter()

@@ -89,7 +89,9 @@ pub(crate) fn decide(state: &State, index: u64, env: &Envelope) -> Result<Decisi
             wake_id,
             run_id,
             worker_id,
-        } => run::assign(&ctx, wake_id, run_id, worker_id),
+            token_hash,
+        } => run::assign(&ctx, wake_id, run_id, worker_id, token_hash.as_deref()),
+        Command::AddRunToken { run_id, token_hash } => run::add_token(&ctx, run_id, token_hash),
         Command::RunStarted { run_id } => run::started(&ctx, run_id),
         Command::RegisterWorker {
             worker_id,

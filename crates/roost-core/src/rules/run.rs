@@ -61,6 +61,7 @@ pub(crate) fn start(
         worker_id: None,
         assigned_at: None,
         retry_of_run_id: None,
+        token_hashes: Vec::new(),
     };
     let note = ActivityNote {
         company_id: Some(run.company_id.clone()),
@@ -202,9 +203,13 @@ pub(crate) fn assign(
     wake_id: &str,
     run_id: &str,
     worker_id: &str,
+    token_hash: Option<&str>,
 ) -> Result<Decision, DomainError> {
     ctx.require_admin("assign runs")?;
     require_id("runId", run_id)?;
+    if let Some(hash) = token_hash {
+        require_token_hash(ctx, hash)?;
+    }
     let wake = ctx
         .state
         .wakes
@@ -278,6 +283,7 @@ pub(crate) fn assign(
         worker_id: Some(worker_id.into()),
         assigned_at: Some(ctx.now()),
         retry_of_run_id: wake.retry_of_run_id.clone(),
+        token_hashes: token_hash.map(|h| vec![h.to_string()]).unwrap_or_default(),
     };
     let mut claimed = wake.clone();
     claimed.status = WakeStatus::Claimed;
@@ -345,6 +351,59 @@ pub(crate) fn started(ctx: &Ctx<'_>, run_id: &str) -> Result<Decision, DomainErr
     Ok(Decision {
         outcome: Outcome::Run(running.clone()),
         changes: vec![Change::Run(running)],
+        note,
+    })
+}
+
+fn require_token_hash(ctx: &Ctx<'_>, hash: &str) -> Result<(), DomainError> {
+    if hash.len() != 64 || !hash.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(DomainError::invalid(
+            "tokenHash",
+            "must be a hex SHA-256 digest",
+        ));
+    }
+    if ctx.state.run_by_token_hash(hash).is_some()
+        || ctx.state.credential_by_token_hash(hash).is_some()
+    {
+        return Err(DomainError::AlreadyExists {
+            entity: "token".into(),
+            id: hash.chars().take(8).collect(),
+        });
+    }
+    Ok(())
+}
+
+/// `AddRunToken`: another run-scoped key for a live run (its assignment was sent again and the
+/// leader keeps no secrets, only hashes).
+pub(crate) fn add_token(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    token_hash: &str,
+) -> Result<Decision, DomainError> {
+    ctx.require_admin("mint run tokens")?;
+    require_token_hash(ctx, token_hash)?;
+    let run = ctx
+        .state
+        .runs
+        .get(run_id)
+        .ok_or_else(|| DomainError::not_found("run", run_id))?;
+    if !run.status.is_live() {
+        return Err(DomainError::StaleRun {
+            run_id: run_id.into(),
+            status: run.status.as_str().into(),
+        });
+    }
+    let mut next = run.clone();
+    next.token_hashes.push(token_hash.into());
+    let note = ActivityNote {
+        company_id: Some(run.company_id.clone()),
+        entity_type: "run",
+        entity_id: run.id.clone(),
+        details: json!({ "tokens": next.token_hashes.len() }),
+    };
+    Ok(Decision {
+        outcome: Outcome::Run(next.clone()),
+        changes: vec![Change::Run(next)],
         note,
     })
 }

@@ -92,6 +92,7 @@ fn claim(w: &mut World, agent: &str, run_id: &str) -> Result<Run, DomainError> {
             wake_id: wake,
             run_id: run_id.into(),
             worker_id: "wk1".into(),
+            token_hash: None,
         },
     )? {
         Outcome::Run(r) => Ok(r),
@@ -299,6 +300,7 @@ fn max_concurrent_runs_is_enforced_by_the_state_machine() {
             wake_id: second,
             run_id: "r2".into(),
             worker_id: "wk1".into(),
+            token_hash: None,
         },
     );
     assert!(
@@ -541,7 +543,8 @@ fn a_lost_worker_loses_its_runs_releases_their_checkouts_and_retries_once() {
             Command::AssignRun {
                 wake_id: retry.id.clone(),
                 run_id: "r2".into(),
-                worker_id: "wk1".into()
+                worker_id: "wk1".into(),
+                token_hash: None,
             }
         )
         .is_err(),
@@ -553,6 +556,7 @@ fn a_lost_worker_loses_its_runs_releases_their_checkouts_and_retries_once() {
             wake_id: retry.id,
             run_id: "r2".into(),
             worker_id: "wk2".into(),
+            token_hash: None,
         },
     );
     w.ok(

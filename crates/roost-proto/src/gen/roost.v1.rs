@@ -4118,6 +4118,10 @@ pub struct Assignment {
     pub adapter_type: ::prost::alloc::string::String,
     #[prost(string, tag = "10")]
     pub adapter_config_json: ::prost::alloc::string::String,
+    /// A run-scoped API key for the agent (ROOST_API_KEY): it acts as the agent for this run and
+    /// stops working when the run ends.
+    #[prost(string, tag = "11")]
+    pub run_token: ::prost::alloc::string::String,
 }
 /// Stop this run (cancelled, or the cluster no longer considers it live).
 #[allow(clippy::all)]

@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 pub use scheduler::{Clock, Scheduler};
 
 use crate::api::{new_id, Api};
-use crate::auth::Caller;
+use crate::auth::{generate_token, hash_token, Caller};
 use registry::Registry;
 pub(crate) use session::WorkerService;
 
@@ -63,7 +63,11 @@ fn system() -> Caller {
 }
 
 /// What a worker needs to run `run`.
-pub(crate) fn assignment_for(state: &State, run: &Run) -> Option<Assignment> {
+/// The prefix of run-scoped API keys.
+pub const RUN_TOKEN_PREFIX: &str = "rst_run_";
+
+/// What a worker needs to run `run`, with the run-scoped key `run_token` for the agent.
+pub(crate) fn assignment_for(state: &State, run: &Run, run_token: String) -> Option<Assignment> {
     let agent = state.agents.get(&run.agent_id)?;
     Some(Assignment {
         run_id: run.id.clone(),
@@ -79,6 +83,7 @@ pub(crate) fn assignment_for(state: &State, run: &Run) -> Option<Assignment> {
         payload_json: run.payload.to_string(),
         adapter_type: agent.adapter_type.as_str().into(),
         adapter_config_json: agent.adapter_config.to_string(),
+        run_token,
     })
 }
 
@@ -259,14 +264,17 @@ impl Workers {
             plan
         });
         for (wake_id, worker_id) in plan {
+            // The key exists only here and in the assignment: the state keeps its hash.
+            let token = generate_token(RUN_TOKEN_PREFIX);
             let command = Command::AssignRun {
                 wake_id: wake_id.clone(),
                 run_id: new_id(),
                 worker_id: worker_id.clone(),
+                token_hash: Some(hash_token(&token)),
             };
             match self.api.submit(&system(), command).await {
                 Ok(Outcome::Run(run)) => {
-                    let assignment = self.api.reader().read(|s| assignment_for(s, &run));
+                    let assignment = self.api.reader().read(|s| assignment_for(s, &run, token));
                     if let Some(a) = assignment {
                         if !self
                             .registry

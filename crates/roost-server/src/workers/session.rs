@@ -10,8 +10,8 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
-use super::{assignment_for, Workers};
-use crate::auth::{hash_token, Caller};
+use super::{assignment_for, Workers, RUN_TOKEN_PREFIX};
+use crate::auth::{generate_token, hash_token, Caller};
 use crate::error::ApiError;
 
 type Outbound = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send>>;
@@ -138,17 +138,35 @@ impl Workers {
 
     /// Only runs still `assigned`: a `running` run missing from the list has ended on the
     /// worker and its result is on the way; sending it again would start it twice.
-    fn resend_assigned(&self, worker_id: &str, running: &[String]) {
-        let resend: Vec<_> = self.api.reader().read(|s| {
+    /// Each resent assignment carries a fresh run-scoped key (the cluster keeps only hashes).
+    async fn resend_assigned(&self, worker_id: &str, running: &[String]) {
+        let resend: Vec<String> = self.api.reader().read(|s| {
             s.live_runs()
                 .filter(|r| r.status == RunStatus::Assigned)
                 .filter(|r| r.worker_id.as_deref() == Some(worker_id) && !running.contains(&r.id))
-                .filter_map(|r| assignment_for(s, r))
+                .map(|r| r.id.clone())
                 .collect()
         });
-        for a in resend {
-            self.registry
-                .send(worker_id, server_message::Body::Assignment(a));
+        for run_id in resend {
+            let token = generate_token(RUN_TOKEN_PREFIX);
+            let command = Command::AddRunToken {
+                run_id: run_id.clone(),
+                token_hash: hash_token(&token),
+            };
+            let system = Caller {
+                actor: Actor::system(),
+                idempotency_key: None,
+            };
+            match self.api.submit(&system, command).await {
+                Ok(Outcome::Run(run)) => {
+                    if let Some(a) = self.api.reader().read(|s| assignment_for(s, &run, token)) {
+                        self.registry
+                            .send(worker_id, server_message::Body::Assignment(a));
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => debug!(worker_id, run_id, error = %e, "assignment not sent again"),
+            }
         }
     }
 
@@ -184,7 +202,7 @@ impl Workers {
                 self.cancel_ended(&worker_id, &h.running_run_ids);
                 // An assignment lost on the way (a full outbox) is sent again; a worker
                 // ignores one it already runs.
-                self.resend_assigned(&worker_id, &h.running_run_ids);
+                self.resend_assigned(&worker_id, &h.running_run_ids).await;
                 self.registry.send(
                     &worker_id,
                     server_message::Body::HeartbeatAck(roost_proto::v1::HeartbeatAck {
@@ -275,7 +293,9 @@ impl WorkerRpc for WorkerService {
         workers
             .fail_forgotten(&caller, &register.running_run_ids)
             .await;
-        workers.resend_assigned(&worker_id, &register.running_run_ids);
+        workers
+            .resend_assigned(&worker_id, &register.running_run_ids)
+            .await;
         workers.cancel_ended(&worker_id, &register.running_run_ids);
         info!(worker_id, slots = register.slots, "worker session open");
         tokio::spawn(async move {

@@ -168,6 +168,7 @@ async fn a_claimed_wake_reports_its_run_and_the_worker_its_load() -> anyhow::Res
         wake_id: wake_id.clone(),
         run_id: "run-1".into(),
         worker_id: "wk-1".into(),
+        token_hash: None,
     };
     as_dispatcher(&node, assign).await?;
 

@@ -175,3 +175,75 @@ async fn cancel_and_self_fencing_stop_the_agent_process() -> anyhow::Result<()> 
     );
     Ok(())
 }
+
+/// The agent's `ROOST_API_KEY` is a run-scoped key: it acts as the agent for its run (writes are
+/// fenced on that run), and stops working when the run ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_run_scoped_key_works_during_the_run_and_dies_with_it() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let c = TestCluster::start_with_workers(
+        3,
+        test_timing(),
+        LeaseConfig {
+            heartbeat_interval_ms: 200,
+            lease_ttl_ms: 1500,
+        },
+    )
+    .await?;
+    let dir = tempfile::tempdir()?;
+    let script = r#"echo "$ROOST_API_KEY" > "key-$ROOST_RUN_ID"; exec sleep 60"#;
+    let (agent, _stop) = setup(&c, dir.path(), script).await?;
+    let leader = c.leader().await?;
+    let issue = c
+        .admin(leader)
+        .post(
+            &format!("/api/companies/{}/issues", c.company_id),
+            json!({ "title": "t" }),
+        )
+        .await?
+        .ok()?;
+    let issue = str_field(&issue, "id");
+    c.admin(1)
+        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    let run = wait_for("a running run", WAIT, || async {
+        runs(&c, &agent)
+            .await
+            .ok()?
+            .into_iter()
+            .find(|r| r["status"] == "running")
+            .map(|r| str_field(&r, "id"))
+    })
+    .await?;
+    let key = wait_for("the agent's key", WAIT, || async {
+        std::fs::read_to_string(dir.path().join(format!("key-{run}"))).ok()
+    })
+    .await?;
+    let key = key.trim().to_string();
+    assert!(key.starts_with("rst_run_"), "{key}");
+    let as_agent = c.http(2).with_token(&key);
+    let me = as_agent.get("/api/agents/me").await?.ok()?;
+    assert_eq!(me["id"], json!(agent));
+    let comment = as_agent
+        .post(
+            &format!("/api/issues/{issue}/comments"),
+            json!({ "body": "from the run" }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(comment["createdByRunId"], json!(run));
+    c.admin(3)
+        .post(&format!("/api/heartbeat-runs/{run}/cancel"), json!({}))
+        .await?
+        .ok()?;
+    let dead = as_agent.get("/api/agents/me").await?;
+    assert_eq!(
+        (dead.status.as_u16(), dead.code()),
+        (401, "unauthorized"),
+        "{}",
+        dead.body
+    );
+    c.shutdown().await;
+    Ok(())
+}

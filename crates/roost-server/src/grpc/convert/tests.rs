@@ -235,6 +235,7 @@ fn issue_status_and_priority_round_trip_for_every_variant() {
             worker_id: None,
             assigned_at: None,
             retry_of_run_id: None,
+            token_hashes: Vec::new(),
         };
         let proto = run_to_proto(run);
         assert_eq!(run_status(&proto.status).unwrap(), status);
