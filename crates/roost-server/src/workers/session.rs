@@ -198,6 +198,22 @@ impl Workers {
         let worker_id = caller.actor.id.clone();
         let result = match message.body {
             Some(worker_message::Body::Heartbeat(h)) => {
+                let declared_lost = self.api.reader().read(|s| {
+                    s.workers
+                        .get(&worker_id)
+                        .is_some_and(|w| w.status == roost_core::WorkerStatus::Lost)
+                });
+                if declared_lost {
+                    // Its lease ran out while it was silent: no ack, so it stops its agents, and
+                    // it must register again before it gets work.
+                    let redirect = roost_proto::v1::Redirect {
+                        leader_grpc_addr: String::new(),
+                        message: "this worker was declared lost; register again".into(),
+                    };
+                    self.registry
+                        .send(&worker_id, server_message::Body::Redirect(redirect));
+                    return;
+                }
                 self.registry.renew(&worker_id, self.config.lease_ttl());
                 self.cancel_ended(&worker_id, &h.running_run_ids);
                 // An assignment lost on the way (a full outbox) is sent again; a worker

@@ -286,6 +286,21 @@ async fn a_silent_worker_loses_its_runs_within_the_lease_and_the_retry_runs_else
         )
         .await?;
     assert_eq!((late.status.as_u16(), late.code()), (409, "stale_run"));
+    // When the lost worker speaks again it is told to register anew, and is online again.
+    let sessions = silent.sessions();
+    silent.resume_heartbeats();
+    wait_for("the lost worker to register again", WAIT, || async {
+        (silent.sessions() > sessions).then_some(())
+    })
+    .await?;
+    let workers = c.admin(leader).get("/api/workers").await?.ok()?;
+    let status = workers
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|w| w["id"] == "silent")
+        .map(|w| w["status"].clone());
+    assert_eq!(status, Some(json!("online")));
     c.shutdown().await;
     Ok(())
 }
