@@ -144,6 +144,23 @@ pub fn worker_fits(
     worker: &Worker,
     agent: &Agent,
 ) -> Result<(), String> {
+    worker_suits(worker, agent)?;
+    let busy = state
+        .live_runs()
+        .filter(|r| r.worker_id.as_deref() == Some(worker.id.as_str()))
+        .count();
+    if busy as u32 >= worker.slots {
+        return Err(format!(
+            "worker {} has no free slot ({busy} of {})",
+            worker.id, worker.slots
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `worker` could ever run `agent`: online, the adapter, the placement labels (free
+/// slots aside).
+pub fn worker_suits(worker: &Worker, agent: &Agent) -> Result<(), String> {
     if worker.status != WorkerStatus::Online {
         return Err(format!("worker {} is {}", worker.id, worker.status));
     }
@@ -159,16 +176,6 @@ pub fn worker_fits(
         .find(|(k, v)| worker.labels.get(*k) != Some(*v))
     {
         return Err(format!("worker {} lacks label {k}={v}", worker.id));
-    }
-    let busy = state
-        .live_runs()
-        .filter(|r| r.worker_id.as_deref() == Some(worker.id.as_str()))
-        .count();
-    if busy as u32 >= worker.slots {
-        return Err(format!(
-            "worker {} has no free slot ({busy} of {})",
-            worker.id, worker.slots
-        ));
     }
     Ok(())
 }

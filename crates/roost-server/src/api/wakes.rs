@@ -7,10 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use roost_core::scheduling::claim_blocker;
+use roost_core::scheduling::{claim_blocker, worker_suits};
 use roost_core::{
     Command, Credential, CredentialKind, Outcome, Run, State, Wake, WakeReason, WakeStatus, Worker,
-    WorkerStatus,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -108,13 +107,7 @@ fn worker_wait(state: &State, wake: &Wake) -> String {
     let able: Vec<&Worker> = state
         .workers
         .values()
-        .filter(|w| w.status == WorkerStatus::Online && w.adapters.contains(&agent.adapter_type))
-        .filter(|w| {
-            agent
-                .placement_labels
-                .iter()
-                .all(|(k, v)| w.labels.get(k) == Some(v))
-        })
+        .filter(|w| worker_suits(w, agent).is_ok())
         .collect();
     if able.is_empty() {
         let labels: Vec<String> = agent

@@ -9,7 +9,7 @@ mod session;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use roost_core::scheduling::{claim_blocker, worker_fits};
+use roost_core::scheduling::{claim_blocker, worker_suits};
 use roost_core::{Actor, Command, Outcome, Run, State, WorkerStatus};
 use roost_proto::v1::{server_message, Assignment};
 use serde::{Deserialize, Serialize};
@@ -253,7 +253,7 @@ impl Workers {
                             .live_runs()
                             .filter(|r| r.worker_id.as_deref() == Some(w.as_str()))
                             .count() as u32;
-                        worker_fits(s, worker, agent).is_ok() && busy + extra < worker.slots
+                        worker_suits(worker, agent).is_ok() && busy + extra < worker.slots
                     })
                 });
                 if let Some(w) = chosen {
