@@ -206,6 +206,14 @@ pub enum Command {
         run_id: String,
         status: RunStatus,
         error: Option<String>,
+        /// Usage, session and log tail, when a worker ends the run.
+        #[serde(default)]
+        report: RunReport,
+    },
+    /// A worker's heartbeat carried new usage for a running run.
+    ReportUsage {
+        run_id: String,
+        usage: Usage,
     },
     /// Asks for a run of an agent (`POST /api/agents/{id}/wakeup`, routines).
     Wakeup {
@@ -272,6 +280,7 @@ impl Command {
             Command::Release { .. } => "issue.released",
             Command::StartRun { .. } => "run.started",
             Command::FinishRun { .. } => "run.finished",
+            Command::ReportUsage { .. } => "run.usage_reported",
             Command::Wakeup { .. } => "wake.requested",
             Command::TimerTick { .. } => "agent.timer_tick",
             Command::AssignRun { .. } => "run.assigned",

@@ -153,6 +153,17 @@ pub struct Agent {
     /// base of its next timer tick, committed so a new leader continues from it.
     #[serde(default)]
     pub last_heartbeat_at: Option<Timestamp>,
+    /// Saved adapter sessions by `{adapterType}:{taskKey}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub task_sessions: BTreeMap<String, TaskSession>,
+}
+
+impl Agent {
+    /// The session a run on `task_key` would resume with the agent's current adapter.
+    pub fn task_session(&self, task_key: &str) -> Option<&TaskSession> {
+        self.task_sessions
+            .get(&format!("{}:{task_key}", self.adapter_type))
+    }
 }
 
 /// The lease a live run holds on an issue. `token` is the Raft log index of the checkout entry,
@@ -251,6 +262,86 @@ pub struct Run {
     /// while the run is live.
     #[serde(default)]
     pub token_hashes: Vec<String>,
+    /// Tokens and money used so far (cumulative, from the worker's heartbeats and the end).
+    #[serde(default)]
+    pub usage: Usage,
+    /// The adapter session the run was told to resume, and the one it ended in.
+    #[serde(default)]
+    pub session_id_before: Option<String>,
+    #[serde(default)]
+    pub session_id_after: Option<String>,
+    /// The saved session could not be resumed; the run started a fresh one.
+    #[serde(default)]
+    pub session_reset: bool,
+    /// The last bytes of the run's log (the worker keeps the whole log), its full length, and
+    /// the adapter's one-paragraph result.
+    #[serde(default)]
+    pub log_tail: String,
+    #[serde(default)]
+    pub log_bytes: u64,
+    #[serde(default)]
+    pub summary: Option<String>,
+}
+
+/// The most of a run's log the cluster keeps (the tail; the worker keeps the whole log).
+pub const LOG_TAIL_MAX_BYTES: usize = 16 * 1024;
+
+/// Tokens and money used by a run, as its adapter reported them. Cumulative: a report
+/// replaces the previous one and never goes down, so a lost heartbeat loses nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+    /// Millionths of a US dollar: adapters report fractions of a cent.
+    pub cost_micro_usd: u64,
+}
+
+impl Usage {
+    /// Whole cents, rounded up, so budgets never undercount.
+    pub fn cost_cents(&self) -> u64 {
+        self.cost_micro_usd.div_ceil(10_000)
+    }
+
+    /// Whether `next` can follow `self` (no counter goes down).
+    pub fn can_grow_to(&self, next: &Usage) -> bool {
+        next.input_tokens >= self.input_tokens
+            && next.cached_input_tokens >= self.cached_input_tokens
+            && next.output_tokens >= self.output_tokens
+            && next.cost_micro_usd >= self.cost_micro_usd
+    }
+}
+
+/// What a worker reports with a run's end, beyond its status.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RunReport {
+    pub usage: Usage,
+    /// The adapter session the run ended in, saved for the next run on the same task.
+    pub session_id: Option<String>,
+    pub session_reset: bool,
+    pub log_tail: String,
+    pub log_bytes: u64,
+    pub summary: Option<String>,
+}
+
+/// An agent's saved adapter session for one task (Paperclip's `agent_task_sessions`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSession {
+    pub task_key: String,
+    pub adapter_type: AdapterType,
+    pub session_id: String,
+    /// The worker whose disk holds the session: the dispatcher prefers it.
+    pub worker_id: Option<String>,
+    pub last_run_id: String,
+    pub updated_at: Timestamp,
+}
+
+/// The task a run works on, for sessions: its issue, or the agent's timer heartbeat.
+pub fn task_key(issue_id: Option<&str>) -> &str {
+    issue_id.unwrap_or("__heartbeat__")
 }
 
 string_enum!(CredentialKind { Admin => "admin", AgentKey => "agent_key", WorkerJoin => "worker_join" });

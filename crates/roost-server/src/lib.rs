@@ -6,6 +6,7 @@ pub mod auth;
 mod config;
 mod error;
 mod grpc;
+mod live_logs;
 mod rest;
 pub mod workers;
 

@@ -143,6 +143,7 @@ impl TestWorker {
             status: status.into(),
             exit_code: Some(0),
             error: String::new(),
+            ..Default::default()
         }));
         let outbox = self
             .inner
@@ -256,6 +257,7 @@ async fn run_session(
                         let hb = body(worker_message::Body::Heartbeat(Heartbeat {
                             seq,
                             running_run_ids: running,
+                            ..Default::default()
                         }));
                         if tx.send(hb).await.is_err() {
                             break;

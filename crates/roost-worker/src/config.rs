@@ -21,6 +21,8 @@ pub struct WorkerConfig {
     pub labels: BTreeMap<String, String>,
     /// Where agent processes run.
     pub work_dir: PathBuf,
+    /// Where full run logs are kept (`<run id>.log`); default `<work_dir>/.roost-logs`.
+    pub log_dir: Option<PathBuf>,
     /// Seconds between SIGTERM and SIGKILL when a run is stopped.
     pub grace_sec: u64,
     /// Fraction of the lease after which a worker that cannot renew stops its agents, before
@@ -39,6 +41,7 @@ impl Default for WorkerConfig {
             slots: 4,
             labels: BTreeMap::new(),
             work_dir: PathBuf::from("."),
+            log_dir: None,
             grace_sec: 10,
             self_fence_fraction: 0.6,
         }
@@ -46,6 +49,12 @@ impl Default for WorkerConfig {
 }
 
 impl WorkerConfig {
+    pub fn log_dir(&self) -> PathBuf {
+        self.log_dir
+            .clone()
+            .unwrap_or_else(|| self.work_dir.join(".roost-logs"))
+    }
+
     pub fn validate(&self) -> Result<(), crate::Error> {
         let bad = |m: &str| Err(crate::Error::Config(m.into()));
         if self.worker_id.is_empty() {

@@ -2,8 +2,10 @@
 //! is assigned as local processes, reports what they do, and stops them when it can no longer
 //! renew its lease (self-fencing). Links neither Raft nor SQLite.
 
+mod adapter;
 mod config;
-mod process;
+mod prompt;
+mod runlog;
 mod session;
 
 pub use config::WorkerConfig;

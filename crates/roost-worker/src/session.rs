@@ -9,18 +9,21 @@ use std::time::Duration;
 
 use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{
-    server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunStarted,
-    WorkerMessage,
+    server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunLog,
+    RunStarted, RunUsage, WorkerMessage,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use crate::adapter::{self, UsageCell};
 use crate::config::WorkerConfig;
-use crate::process;
+use crate::runlog::RunLog as LogFile;
 
 struct Shared {
     running: HashMap<String, oneshot::Sender<&'static str>>,
+    /// Usage of runs still going, reported with every heartbeat.
+    usage: HashMap<String, UsageCell>,
     outbox: Option<mpsc::Sender<WorkerMessage>>,
     /// Results not yet handed to a session; sent on the next one.
     unsent: Vec<WorkerMessage>,
@@ -58,6 +61,7 @@ pub async fn run(
     config.validate()?;
     let state: State = Arc::new(Mutex::new(Shared {
         running: HashMap::new(),
+        usage: HashMap::new(),
         outbox: None,
         unsent: Vec::new(),
         last_ack: Instant::now(),
@@ -132,7 +136,7 @@ async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<Str
             config.name.clone()
         },
         join_token: config.join_token.clone(),
-        adapters: vec!["process".into()],
+        adapters: adapter::ADAPTERS.map(String::from).to_vec(),
         labels: config.labels.clone().into_iter().collect(),
         slots: config.slots,
         version: env!("CARGO_PKG_VERSION").into(),
@@ -196,11 +200,24 @@ async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<Str
 async fn beat(tx: mpsc::Sender<WorkerMessage>, state: State, every: Duration) {
     for seq in 1.. {
         tokio::time::sleep(every).await;
-        let running = lock(&state).running.keys().cloned().collect();
+        let (running, usage) = {
+            let s = lock(&state);
+            let usage: Vec<RunUsage> = s
+                .usage
+                .iter()
+                .map(|(run_id, cell)| RunUsage {
+                    run_id: run_id.clone(),
+                    ..cell.lock().map(|u| u.clone()).unwrap_or_default()
+                })
+                .filter(|u| u.input_tokens + u.output_tokens + u.cost_micro_usd > 0)
+                .collect();
+            (s.running.keys().cloned().collect(), usage)
+        };
         if tx
             .send(message(worker_message::Body::Heartbeat(Heartbeat {
                 seq,
                 running_run_ids: running,
+                usage,
             })))
             .await
             .is_err()
@@ -208,6 +225,23 @@ async fn beat(tx: mpsc::Sender<WorkerMessage>, state: State, every: Duration) {
             return;
         }
     }
+}
+
+/// Live log chunks go to the leader while a session is open; otherwise they are dropped (the
+/// file has them, and the run's end carries the tail).
+fn live_sink(state: &State, run_id: &str) -> crate::runlog::LiveSink {
+    let (state, run_id) = (state.clone(), run_id.to_string());
+    Box::new(move |offset, data| {
+        let outbox = lock(&state).outbox.clone();
+        if let Some(o) = outbox {
+            let chunk = RunLog {
+                run_id: run_id.clone(),
+                offset,
+                data,
+            };
+            let _ = o.try_send(message(worker_message::Body::RunLog(chunk)));
+        }
+    })
 }
 
 fn start(a: Assignment, config: &WorkerConfig, state: &State) {
@@ -225,17 +259,41 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
             run_id: a.run_id.clone(),
         })),
     );
+    let usage = UsageCell::default();
+    lock(state).usage.insert(a.run_id.clone(), usage.clone());
     let (config, state) = (config.clone(), state.clone());
     tokio::spawn(async move {
-        info!(run_id = %a.run_id, agent = %a.agent_name, "run started");
-        let ended = process::run(&a, &config, stop_rx).await;
-        lock(&state).running.remove(&a.run_id);
+        info!(run_id = %a.run_id, agent = %a.agent_name, adapter = %a.adapter_type, "run started");
+        let log = LogFile::open(&config.log_dir(), &a.run_id, live_sink(&state, &a.run_id));
+        let mut run = adapter::Run {
+            assignment: &a,
+            config: &config,
+            stop: stop_rx,
+            log,
+            usage: usage.clone(),
+        };
+        let ended = adapter::run(&mut run).await;
+        {
+            let mut s = lock(&state);
+            s.running.remove(&a.run_id);
+            s.usage.remove(&a.run_id);
+        }
         info!(run_id = %a.run_id, status = ended.status, "run ended");
+        let final_usage = RunUsage {
+            run_id: a.run_id.clone(),
+            ..usage.lock().map(|u| u.clone()).unwrap_or_default()
+        };
         let finished = RunFinished {
             run_id: a.run_id.clone(),
             status: ended.status.into(),
             exit_code: ended.exit_code,
             error: ended.error,
+            usage: Some(final_usage),
+            session_id: ended.session_id.unwrap_or_default(),
+            session_reset: ended.session_reset,
+            log_tail: run.log.tail(),
+            log_bytes: run.log.bytes(),
+            summary: ended.summary.unwrap_or_default(),
         };
         deliver(&state, message(worker_message::Body::RunFinished(finished)));
     });

@@ -116,6 +116,7 @@ pub(crate) fn create(ctx: &Ctx<'_>, command: &Command) -> Result<Decision, Domai
         created_at: ctx.now(),
         updated_at: ctx.now(),
         last_heartbeat_at: None,
+        task_sessions: Default::default(),
     };
     let note = agent_note(
         &agent,

@@ -7,6 +7,8 @@ mod company;
 mod issue;
 pub(crate) mod run;
 #[cfg(test)]
+mod session_tests;
+#[cfg(test)]
 mod test_world;
 #[cfg(test)]
 mod tests;
@@ -106,7 +108,9 @@ pub(crate) fn decide(state: &State, index: u64, env: &Envelope) -> Result<Decisi
             run_id,
             status,
             error,
-        } => run::finish(&ctx, run_id, *status, error.as_deref()),
+            report,
+        } => run::finish(&ctx, run_id, *status, error.as_deref(), report),
+        Command::ReportUsage { run_id, usage } => run::report_usage(&ctx, run_id, usage),
     }
 }
 

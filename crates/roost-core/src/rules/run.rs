@@ -62,6 +62,13 @@ pub(crate) fn start(
         assigned_at: None,
         retry_of_run_id: None,
         token_hashes: Vec::new(),
+        usage: Usage::default(),
+        session_id_before: None,
+        session_id_after: None,
+        session_reset: false,
+        log_tail: String::new(),
+        log_bytes: 0,
+        summary: None,
     };
     let note = ActivityNote {
         company_id: Some(run.company_id.clone()),
@@ -81,7 +88,9 @@ pub(crate) fn finish(
     run_id: &str,
     status: RunStatus,
     error: Option<&str>,
+    report: &RunReport,
 ) -> Result<Decision, DomainError> {
+    check_report(report)?;
     let run = ctx
         .state
         .runs
@@ -117,11 +126,24 @@ pub(crate) fn finish(
         .issues_checked_out_by(run_id)
         .map(|i| i.id.clone())
         .collect();
-    let changes = end_run(ctx, run, status, error);
+    if !run.usage.can_grow_to(&report.usage) && report.usage != Usage::default() {
+        return Err(DomainError::invalid(
+            "usage",
+            "usage is cumulative and cannot go down",
+        ));
+    }
+    let mut changes = end_run(ctx, run, status, error);
+    for change in &mut changes {
+        match change {
+            Change::Run(r) if r.id == run.id => record_report(r, report),
+            Change::Agent(a) if a.id == run.agent_id => save_session(ctx, a, run, report),
+            _ => {}
+        }
+    }
     let ended = changes
         .iter()
         .find_map(|c| match c {
-            Change::Run(r) => Some(r.clone()),
+            Change::Run(r) if r.id == run.id => Some(r.clone()),
             _ => None,
         })
         .ok_or_else(|| DomainError::conflict("run could not be ended"))?;
@@ -133,6 +155,122 @@ pub(crate) fn finish(
     };
     Ok(Decision {
         outcome: Outcome::Run(ended),
+        changes,
+        note,
+    })
+}
+
+fn check_report(report: &RunReport) -> Result<(), DomainError> {
+    if report.log_tail.len() > LOG_TAIL_MAX_BYTES {
+        return Err(DomainError::invalid(
+            "logTail",
+            format!("at most {LOG_TAIL_MAX_BYTES} bytes"),
+        ));
+    }
+    if report.summary.as_ref().is_some_and(|s| s.len() > 4000) {
+        return Err(DomainError::invalid("summary", "at most 4000 bytes"));
+    }
+    if let Some(id) = &report.session_id {
+        if id.is_empty() || id.len() > 200 || id.chars().any(char::is_control) {
+            return Err(DomainError::invalid(
+                "sessionId",
+                "1-200 printable characters",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn record_report(run: &mut Run, report: &RunReport) {
+    if report.usage != Usage::default() {
+        run.usage = report.usage;
+    }
+    run.session_id_after = report.session_id.clone();
+    run.session_reset = report.session_reset;
+    run.log_tail = report.log_tail.clone();
+    run.log_bytes = report.log_bytes;
+    run.summary = report.summary.clone();
+}
+
+/// The session the run ended in becomes the agent's session for the task.
+fn save_session(ctx: &Ctx<'_>, agent: &mut Agent, run: &Run, report: &RunReport) {
+    let Some(session_id) = &report.session_id else {
+        return;
+    };
+    let task = task_key(run.issue_id.as_deref()).to_string();
+    agent.task_sessions.insert(
+        format!("{}:{task}", agent.adapter_type),
+        TaskSession {
+            task_key: task,
+            adapter_type: agent.adapter_type,
+            session_id: session_id.clone(),
+            worker_id: run.worker_id.clone(),
+            last_run_id: run.id.clone(),
+            updated_at: ctx.now(),
+        },
+    );
+}
+
+/// Which saved session a run for `wake` resumes: none for a timer or a new assignment (they
+/// start fresh, as in Paperclip), nor when the wake asks for `forceFreshSession`.
+pub fn session_to_resume<'a>(agent: &'a Agent, wake: &Wake) -> Option<&'a str> {
+    if matches!(
+        wake.reason,
+        WakeReason::HeartbeatTimer | WakeReason::IssueAssigned
+    ) || wake.payload["forceFreshSession"] == serde_json::Value::Bool(true)
+    {
+        return None;
+    }
+    agent
+        .task_session(task_key(wake.issue_id.as_deref()))
+        .map(|s| s.session_id.as_str())
+}
+
+/// `ReportUsage`: a running run's cumulative usage, from its worker's heartbeat.
+pub(crate) fn report_usage(
+    ctx: &Ctx<'_>,
+    run_id: &str,
+    usage: &Usage,
+) -> Result<Decision, DomainError> {
+    let run = ctx
+        .state
+        .runs
+        .get(run_id)
+        .ok_or_else(|| DomainError::not_found("run", run_id))?;
+    let by_its_worker = ctx.actor.kind == crate::command::ActorKind::Worker
+        && run.worker_id.as_deref() == Some(ctx.actor.id.as_str());
+    if !by_its_worker && !ctx.is_admin() {
+        return Err(DomainError::forbidden(
+            "only the run's worker reports its usage",
+        ));
+    }
+    if !run.status.is_live() {
+        return Err(DomainError::StaleRun {
+            run_id: run_id.into(),
+            status: run.status.as_str().into(),
+        });
+    }
+    if !run.usage.can_grow_to(usage) {
+        return Err(DomainError::invalid(
+            "usage",
+            "usage is cumulative and cannot go down",
+        ));
+    }
+    let mut next = run.clone();
+    next.usage = *usage;
+    let changes = if next.usage == run.usage {
+        Vec::new()
+    } else {
+        vec![Change::Run(next.clone())]
+    };
+    let note = ActivityNote {
+        company_id: Some(run.company_id.clone()),
+        entity_type: "run",
+        entity_id: run.id.clone(),
+        details: json!({ "usage": usage }),
+    };
+    Ok(Decision {
+        outcome: Outcome::Run(next),
         changes,
         note,
     })
@@ -291,6 +429,13 @@ pub(crate) fn assign(
         assigned_at: Some(ctx.now()),
         retry_of_run_id: wake.retry_of_run_id.clone(),
         token_hashes: token_hash.map(|h| vec![h.to_string()]).unwrap_or_default(),
+        usage: Usage::default(),
+        session_id_before: session_to_resume(agent, wake).map(str::to_string),
+        session_id_after: None,
+        session_reset: false,
+        log_tail: String::new(),
+        log_bytes: 0,
+        summary: None,
     };
     let mut claimed = wake.clone();
     claimed.status = WakeStatus::Claimed;

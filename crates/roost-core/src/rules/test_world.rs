@@ -5,6 +5,7 @@ use crate::entity::*;
 use crate::error::DomainError;
 use crate::state::State;
 use crate::time::Timestamp;
+use std::collections::BTreeMap;
 
 pub(crate) struct World {
     pub state: State,
@@ -171,4 +172,107 @@ pub(crate) fn token_of(outcome: Outcome) -> u64 {
         Outcome::Issue { issue, .. } => issue.checkout.expect("checked out").token,
         other => panic!("unexpected {other:?}"),
     }
+}
+
+pub(crate) fn worker_actor(id: &str) -> Actor {
+    Actor {
+        kind: ActorKind::Worker,
+        id: id.into(),
+        credential_id: None,
+        run_id: None,
+        company_id: None,
+    }
+}
+
+/// A world with worker `wk1` (process adapter, 4 slots) online.
+pub(crate) fn world() -> World {
+    let mut w = World::new();
+    w.ok(
+        admin(),
+        Command::RegisterWorker {
+            worker_id: "wk1".into(),
+            name: "worker one".into(),
+            adapters: vec![AdapterType::Process],
+            labels: BTreeMap::new(),
+            slots: 4,
+            version: "test".into(),
+        },
+    );
+    w
+}
+
+pub(crate) fn wakes_of<'a>(w: &'a World, agent: &str) -> Vec<&'a Wake> {
+    let mut v: Vec<&Wake> = w
+        .state
+        .wakes
+        .values()
+        .filter(|x| x.agent_id == agent)
+        .collect();
+    v.sort_by_key(|x| (x.seq, x.id.clone()));
+    v
+}
+
+pub(crate) fn pending<'a>(w: &'a World, agent: &str) -> Vec<&'a Wake> {
+    wakes_of(w, agent)
+        .into_iter()
+        .filter(|x| x.status.is_pending())
+        .collect()
+}
+
+/// Claims the agent's oldest queued wake on `wk1`; returns the run.
+pub(crate) fn claim(w: &mut World, agent: &str, run_id: &str) -> Result<Run, DomainError> {
+    let wake = pending(w, agent)
+        .into_iter()
+        .find(|x| x.status == WakeStatus::Queued)
+        .map(|x| x.id.clone());
+    let wake = wake.ok_or_else(|| DomainError::conflict("nothing queued"))?;
+    match w.run(
+        admin(),
+        Command::AssignRun {
+            wake_id: wake,
+            run_id: run_id.into(),
+            worker_id: "wk1".into(),
+            token_hash: None,
+        },
+    )? {
+        Outcome::Run(r) => Ok(r),
+        other => Err(DomainError::conflict(format!("not assigned: {other:?}"))),
+    }
+}
+
+pub(crate) fn finish(w: &mut World, run: &str) {
+    w.ok(
+        admin(),
+        Command::FinishRun {
+            run_id: run.into(),
+            status: RunStatus::Succeeded,
+            error: None,
+            report: Default::default(),
+        },
+    );
+}
+
+pub(crate) fn comment(w: &mut World, actor: Actor, issue: &str, id: &str, body: &str) {
+    w.ok(
+        actor,
+        Command::AddComment {
+            issue_id: issue.into(),
+            comment: NewComment {
+                id: id.into(),
+                body: body.into(),
+            },
+        },
+    );
+}
+
+pub(crate) fn assigned_issue(w: &mut World, id: &str, agent: &str) -> Issue {
+    w.issue(
+        id,
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            assignee_agent_id: Some(Some(agent.into())),
+            ..Default::default()
+        },
+    )
 }

@@ -105,6 +105,7 @@ fn tokens_strictly_increase_across_holders() {
                 run_id: run,
                 status: RunStatus::Succeeded,
                 error: None,
+                report: Default::default(),
             },
         );
         // The issue stays in_progress after its run ends; put it back for the next round.
@@ -141,6 +142,7 @@ fn ending_a_run_releases_its_checkout_so_a_dead_holder_blocks_nobody() {
             run_id: "r1".into(),
             status: RunStatus::Lost,
             error: None,
+            report: Default::default(),
         },
     );
     assert!(w.state.issues["i1"].checkout.is_none());
@@ -175,6 +177,7 @@ fn writes_for_a_finished_run_are_fenced_and_change_nothing() {
             run_id: "r1".into(),
             status: RunStatus::Succeeded,
             error: None,
+            report: Default::default(),
         },
     );
     let before = w.fingerprint();

@@ -9,108 +9,6 @@ use crate::rules::run::claim_blocker;
 
 use super::test_world::*;
 
-fn worker_actor(id: &str) -> Actor {
-    Actor {
-        kind: ActorKind::Worker,
-        id: id.into(),
-        credential_id: None,
-        run_id: None,
-        company_id: None,
-    }
-}
-
-/// A world with worker `wk1` (process adapter, 4 slots) online.
-fn world() -> World {
-    let mut w = World::new();
-    w.ok(
-        admin(),
-        Command::RegisterWorker {
-            worker_id: "wk1".into(),
-            name: "worker one".into(),
-            adapters: vec![AdapterType::Process],
-            labels: BTreeMap::new(),
-            slots: 4,
-            version: "test".into(),
-        },
-    );
-    w
-}
-
-fn wakes_of<'a>(w: &'a World, agent: &str) -> Vec<&'a Wake> {
-    let mut v: Vec<&Wake> = w
-        .state
-        .wakes
-        .values()
-        .filter(|x| x.agent_id == agent)
-        .collect();
-    v.sort_by_key(|x| (x.seq, x.id.clone()));
-    v
-}
-
-fn pending<'a>(w: &'a World, agent: &str) -> Vec<&'a Wake> {
-    wakes_of(w, agent)
-        .into_iter()
-        .filter(|x| x.status.is_pending())
-        .collect()
-}
-
-fn comment(w: &mut World, actor: Actor, issue: &str, id: &str, body: &str) {
-    w.ok(
-        actor,
-        Command::AddComment {
-            issue_id: issue.into(),
-            comment: NewComment {
-                id: id.into(),
-                body: body.into(),
-            },
-        },
-    );
-}
-
-fn assigned_issue(w: &mut World, id: &str, agent: &str) -> Issue {
-    w.issue(
-        id,
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            assignee_agent_id: Some(Some(agent.into())),
-            ..Default::default()
-        },
-    )
-}
-
-/// Claims the agent's oldest queued wake on `wk1`; returns the run.
-fn claim(w: &mut World, agent: &str, run_id: &str) -> Result<Run, DomainError> {
-    let wake = pending(w, agent)
-        .into_iter()
-        .find(|x| x.status == WakeStatus::Queued)
-        .map(|x| x.id.clone());
-    let wake = wake.ok_or_else(|| DomainError::conflict("nothing queued"))?;
-    match w.run(
-        admin(),
-        Command::AssignRun {
-            wake_id: wake,
-            run_id: run_id.into(),
-            worker_id: "wk1".into(),
-            token_hash: None,
-        },
-    )? {
-        Outcome::Run(r) => Ok(r),
-        other => Err(DomainError::conflict(format!("not assigned: {other:?}"))),
-    }
-}
-
-fn finish(w: &mut World, run: &str) {
-    w.ok(
-        admin(),
-        Command::FinishRun {
-            run_id: run.into(),
-            status: RunStatus::Succeeded,
-            error: None,
-        },
-    );
-}
-
 #[test]
 fn assignment_wakes_the_assignee_unless_the_issue_is_parked() {
     let mut w = world();
@@ -613,7 +511,8 @@ fn only_the_runs_worker_reports_it_started_or_finished() {
             Command::FinishRun {
                 run_id: run.id.clone(),
                 status: RunStatus::Succeeded,
-                error: None
+                error: None,
+                report: Default::default(),
             }
         )
         .is_err());
@@ -629,6 +528,7 @@ fn only_the_runs_worker_reports_it_started_or_finished() {
             run_id: run.id,
             status: RunStatus::Succeeded,
             error: None,
+            report: Default::default(),
         },
     );
 }

@@ -836,6 +836,29 @@ pub struct Comment {
 /// One heartbeat of one agent on one worker.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StreamRunLogRequest {
+    #[prost(string, tag = "1")]
+    pub run_id: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "2")]
+    pub offset: u64,
+    #[prost(bool, tag = "3")]
+    pub follow: bool,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RunLogChunk {
+    /// Byte offset of `data` in the run's log. A reader that asked for an offset the server no
+    /// longer holds gets the oldest bytes it has, and sees the gap in this offset.
+    #[prost(uint64, tag = "1")]
+    pub offset: u64,
+    #[prost(bytes = "vec", tag = "2")]
+    pub data: ::prost::alloc::vec::Vec<u8>,
+    /// Set on the last chunk: the run has ended and this is all of its log the cluster keeps.
+    #[prost(bool, tag = "3")]
+    pub ended: bool,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Run {
     #[prost(string, tag = "1")]
     pub id: ::prost::alloc::string::String,
@@ -1888,6 +1911,32 @@ pub mod control_client {
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "ListRuns"));
             self.inner.unary(req, path, codec).await
         }
+        /// A run's log from `offset`: the live output through the leader while the run runs, then
+        /// the tail the cluster keeps. With `follow`, the stream lasts until the run ends.
+        pub async fn stream_run_log(
+            &mut self,
+            request: impl tonic::IntoRequest<super::StreamRunLogRequest>,
+        ) -> std::result::Result<
+            tonic::Response<tonic::codec::Streaming<super::RunLogChunk>>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/StreamRunLog",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "StreamRunLog"));
+            self.inner.server_streaming(req, path, codec).await
+        }
         /// Lists the audit log of a company, newest first.
         pub async fn list_activity(
             &mut self,
@@ -2106,6 +2155,21 @@ pub mod control_server {
             request: tonic::Request<super::ListRunsRequest>,
         ) -> std::result::Result<
             tonic::Response<super::ListRunsResponse>,
+            tonic::Status,
+        >;
+        /// Server streaming response type for the StreamRunLog method.
+        type StreamRunLogStream: tonic::codegen::tokio_stream::Stream<
+                Item = std::result::Result<super::RunLogChunk, tonic::Status>,
+            >
+            + std::marker::Send
+            + 'static;
+        /// A run's log from `offset`: the live output through the leader while the run runs, then
+        /// the tail the cluster keeps. With `follow`, the stream lasts until the run ends.
+        async fn stream_run_log(
+            &self,
+            request: tonic::Request<super::StreamRunLogRequest>,
+        ) -> std::result::Result<
+            tonic::Response<Self::StreamRunLogStream>,
             tonic::Status,
         >;
         /// Lists the audit log of a company, newest first.
@@ -3226,6 +3290,52 @@ pub mod control_server {
                     };
                     Box::pin(fut)
                 }
+                "/roost.v1.Control/StreamRunLog" => {
+                    #[allow(non_camel_case_types)]
+                    struct StreamRunLogSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::ServerStreamingService<super::StreamRunLogRequest>
+                    for StreamRunLogSvc<T> {
+                        type Response = super::RunLogChunk;
+                        type ResponseStream = T::StreamRunLogStream;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::ResponseStream>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::StreamRunLogRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::stream_run_log(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = StreamRunLogSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.server_streaming(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
                 "/roost.v1.Control/ListActivity" => {
                     #[allow(non_camel_case_types)]
                     struct ListActivitySvc<T: Control>(pub Arc<T>);
@@ -3984,7 +4094,7 @@ pub mod raft_server {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct WorkerMessage {
-    #[prost(oneof = "worker_message::Body", tags = "1, 2, 3, 4")]
+    #[prost(oneof = "worker_message::Body", tags = "1, 2, 3, 4, 5")]
     pub body: ::core::option::Option<worker_message::Body>,
 }
 /// Nested message and enum types in `WorkerMessage`.
@@ -4000,6 +4110,8 @@ pub mod worker_message {
         RunStarted(super::RunStarted),
         #[prost(message, tag = "4")]
         RunFinished(super::RunFinished),
+        #[prost(message, tag = "5")]
+        RunLog(super::RunLog),
     }
 }
 /// The first message of every session.
@@ -4033,12 +4145,44 @@ pub struct Register {
 }
 /// Keeps the worker's lease; sent every `heartbeat_interval_ms`.
 #[allow(clippy::all)]
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Heartbeat {
     #[prost(uint64, tag = "1")]
     pub seq: u64,
     #[prost(string, repeated, tag = "2")]
     pub running_run_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Cumulative usage of running runs whose usage changed since the last heartbeat.
+    #[prost(message, repeated, tag = "3")]
+    pub usage: ::prost::alloc::vec::Vec<RunUsage>,
+}
+/// Tokens and cost a run has used so far; cumulative, never going down.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RunUsage {
+    #[prost(string, tag = "1")]
+    pub run_id: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "2")]
+    pub input_tokens: u64,
+    #[prost(uint64, tag = "3")]
+    pub cached_input_tokens: u64,
+    #[prost(uint64, tag = "4")]
+    pub output_tokens: u64,
+    /// Millionths of a US dollar.
+    #[prost(uint64, tag = "5")]
+    pub cost_micro_usd: u64,
+}
+/// Output of a live run, for `roost run log --follow`. Best effort: the worker keeps the full
+/// log, and the run's end carries its tail.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RunLog {
+    #[prost(string, tag = "1")]
+    pub run_id: ::prost::alloc::string::String,
+    /// Byte offset of `data` in the run's log.
+    #[prost(uint64, tag = "2")]
+    pub offset: u64,
+    #[prost(bytes = "vec", tag = "3")]
+    pub data: ::prost::alloc::vec::Vec<u8>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -4058,9 +4202,24 @@ pub struct RunFinished {
     pub exit_code: ::core::option::Option<i32>,
     #[prost(string, tag = "4")]
     pub error: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "5")]
+    pub usage: ::core::option::Option<RunUsage>,
+    /// The adapter session the run ended in (empty: none), saved for the next run on the task.
+    #[prost(string, tag = "6")]
+    pub session_id: ::prost::alloc::string::String,
+    /// The session the run was told to resume was refused; the run started a fresh one.
+    #[prost(bool, tag = "7")]
+    pub session_reset: bool,
+    /// The last 16 KiB of the log, its full length, and the adapter's result summary.
+    #[prost(string, tag = "8")]
+    pub log_tail: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "9")]
+    pub log_bytes: u64,
+    #[prost(string, tag = "10")]
+    pub summary: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ServerMessage {
     #[prost(oneof = "server_message::Body", tags = "1, 2, 3, 4, 5")]
     pub body: ::core::option::Option<server_message::Body>,
@@ -4068,7 +4227,7 @@ pub struct ServerMessage {
 /// Nested message and enum types in `ServerMessage`.
 pub mod server_message {
     #[allow(clippy::all)]
-    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
     pub enum Body {
         #[prost(message, tag = "1")]
         Registered(super::Registered),
@@ -4095,7 +4254,7 @@ pub struct Registered {
 }
 /// Run this: an agent heartbeat.
 #[allow(clippy::all)]
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Assignment {
     #[prost(string, tag = "1")]
     pub run_id: ::prost::alloc::string::String,
@@ -4122,6 +4281,45 @@ pub struct Assignment {
     /// stops working when the run ends.
     #[prost(string, tag = "11")]
     pub run_token: ::prost::alloc::string::String,
+    /// The saved session to resume (empty: start a fresh one), and the task it belongs to.
+    #[prost(string, tag = "12")]
+    pub session_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "13")]
+    pub task_key: ::prost::alloc::string::String,
+    /// What the wake is about, for the prompt.
+    #[prost(message, optional, tag = "14")]
+    pub issue: ::core::option::Option<IssueSummary>,
+    #[prost(message, repeated, tag = "15")]
+    pub comments: ::prost::alloc::vec::Vec<WakeComment>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct IssueSummary {
+    #[prost(string, tag = "1")]
+    pub identifier: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub title: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub status: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub priority: ::prost::alloc::string::String,
+    /// Cut to 4 KiB.
+    #[prost(string, tag = "5")]
+    pub description: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WakeComment {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    /// The agent's or user's id.
+    #[prost(string, tag = "2")]
+    pub author: ::prost::alloc::string::String,
+    /// Cut to 4 KiB.
+    #[prost(string, tag = "3")]
+    pub body: ::prost::alloc::string::String,
+    #[prost(int64, tag = "4")]
+    pub created_at_ms: i64,
 }
 /// Stop this run (cancelled, or the cluster no longer considers it live).
 #[allow(clippy::all)]

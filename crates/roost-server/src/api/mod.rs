@@ -7,6 +7,7 @@
 mod admin;
 mod cluster;
 mod issues;
+mod run_logs;
 mod runs;
 mod wakes;
 
@@ -19,6 +20,7 @@ use roost_store::StateReader;
 pub use admin::{default_prefix, NewAgent};
 pub use cluster::NewMember;
 pub use issues::{HeartbeatContext, IssueFilter};
+pub use run_logs::{LogChunk, LogStream};
 pub use runs::AuditReport;
 pub use wakes::{
     blocked_by, WakeFilter, WakeView, WakeupRequest, WakeupResult, WorkerView, WORKER_JOIN_PREFIX,
@@ -26,10 +28,12 @@ pub use wakes::{
 
 use crate::auth::{self, Caller};
 use crate::error::ApiError;
+use crate::live_logs::LiveLogs;
 
 #[derive(Clone)]
 pub struct Api {
     node: RaftNode,
+    live_logs: LiveLogs,
 }
 
 pub(crate) fn new_id() -> String {
@@ -42,7 +46,10 @@ pub(crate) fn now() -> Timestamp {
 
 impl Api {
     pub fn new(node: RaftNode) -> Self {
-        Api { node }
+        Api {
+            node,
+            live_logs: LiveLogs::default(),
+        }
     }
 
     pub fn node(&self) -> &RaftNode {
@@ -51,6 +58,10 @@ impl Api {
 
     pub fn reader(&self) -> &StateReader {
         self.node.reader()
+    }
+
+    pub(crate) fn live_logs(&self) -> &LiveLogs {
+        &self.live_logs
     }
 
     pub fn authenticate(

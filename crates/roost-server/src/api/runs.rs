@@ -50,6 +50,7 @@ impl Api {
             run_id: run_id.into(),
             status,
             error,
+            report: Default::default(),
         };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Run(r) => r)
     }
@@ -85,6 +86,10 @@ impl Api {
                     .then_with(|| b.id.cmp(&a.id))
             });
             runs.truncate(limit.clamp(1, 1000));
+            // Listings leave the log tails out; `GET /api/heartbeat-runs/{id}/log` has them.
+            for run in &mut runs {
+                run.log_tail.clear();
+            }
             runs
         }))
     }

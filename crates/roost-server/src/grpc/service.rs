@@ -336,6 +336,41 @@ impl Control for ControlService {
         Ok(Response::new(convert::run_to_proto(run)))
     }
 
+    type StreamRunLogStream = futures::stream::BoxStream<'static, Result<pb::RunLogChunk, Status>>;
+
+    async fn stream_run_log(
+        &self,
+        request: Request<pb::StreamRunLogRequest>,
+    ) -> Reply<Self::StreamRunLogStream> {
+        use futures::StreamExt;
+        let caller = self.caller(&request)?;
+        let credentials = Credentials::from_metadata(request.metadata())?;
+        let body = request.into_inner();
+        let stream = self
+            .api
+            .run_log(
+                &caller,
+                credentials.token.as_deref(),
+                &body.run_id,
+                body.offset,
+                body.follow,
+            )
+            .await?;
+        Ok(Response::new(
+            stream
+                .map(|chunk| {
+                    chunk
+                        .map(|c| pb::RunLogChunk {
+                            offset: c.offset,
+                            data: c.data,
+                            ended: c.ended,
+                        })
+                        .map_err(Status::from)
+                })
+                .boxed(),
+        ))
+    }
+
     async fn list_runs(
         &self,
         request: Request<pb::ListRunsRequest>,

@@ -229,6 +229,14 @@ pub struct HeartbeatContextQuery {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunLogQuery {
+    pub offset: Option<u64>,
+    pub limit_bytes: Option<usize>,
+    pub follow: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunListQuery {
     pub agent_id: Option<String>,
     pub limit: Option<usize>,

@@ -15,25 +15,36 @@ use crate::error::ApiError;
 /// Run id headers: Roost's name and Paperclip's, so Paperclip agents work unchanged.
 const RUN_HEADERS: [&str; 2] = ["x-roost-run-id", "x-paperclip-run-id"];
 
+fn bearer_token(parts: &Parts) -> Result<Option<String>, ApiError> {
+    let Some(v) = parts.headers.get(axum::http::header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let v = v
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
+    let token = v
+        .strip_prefix("Bearer ")
+        .or_else(|| v.strip_prefix("bearer "))
+        .ok_or_else(|| ApiError::unauthorized("Authorization must be `Bearer <token>`"))?;
+    Ok(Some(token.trim().to_string()))
+}
+
+/// The request's bearer token itself, for a node that must present it to the leader.
+pub struct Bearer(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Bearer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        bearer_token(parts).map(Bearer)
+    }
+}
+
 impl FromRequestParts<Api> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, api: &Api) -> Result<Self, Self::Rejection> {
-        let token = match parts.headers.get(axum::http::header::AUTHORIZATION) {
-            None => None,
-            Some(v) => {
-                let v = v
-                    .to_str()
-                    .map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
-                let token = v
-                    .strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-                    .ok_or_else(|| {
-                        ApiError::unauthorized("Authorization must be `Bearer <token>`")
-                    })?;
-                Some(token.trim().to_string())
-            }
-        };
+        let token = bearer_token(parts)?;
         let mut run_id = None;
         for name in RUN_HEADERS {
             if let Some(v) = parts.headers.get(name) {

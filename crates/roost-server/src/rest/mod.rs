@@ -71,6 +71,8 @@ pub fn router(api: Api, max_body_bytes: usize) -> Router {
         )
         .route("/issues/{id}/active-run", get(issues::active_run))
         .route("/heartbeat-runs/{id}", get(runs::get))
+        .route("/heartbeat-runs/{id}/log", get(runs::log))
+        .route("/agents/{id}/task-sessions", get(runs::task_sessions))
         .route("/heartbeat-runs/{id}/finish", post(runs::finish))
         .route("/heartbeat-runs/{id}/cancel", post(runs::cancel))
         .route("/audit/verify", get(runs::verify_audit))

@@ -1,14 +1,18 @@
 //! Runs, activity and the audit check.
 
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
+use futures::StreamExt;
 use roost_core::activity::ActivityEntry;
-use roost_core::{Run, RunStatus};
+use roost_core::{Run, RunStatus, TaskSession};
+use serde_json::json;
 
 use super::created;
 use super::dto;
-use super::extract::{JsonBody, QueryParams};
+use super::extract::{Bearer, JsonBody, QueryParams};
 use crate::api::{Api, AuditReport};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -57,6 +61,66 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<Run>> {
     Ok(Json(api.get_run(&caller, &id).await?))
+}
+
+/// Bytes of the log returned by one non-following read, unless `limitBytes` says otherwise.
+const LOG_READ_BYTES: usize = 256 * 1024;
+
+/// `GET /api/heartbeat-runs/{id}/log?offset&limitBytes`: a JSON page of the log, or with
+/// `follow=true` the raw log streamed as `text/plain` until the run ends.
+pub async fn log(
+    State(api): State<Api>,
+    caller: Caller,
+    Bearer(token): Bearer,
+    Path(id): Path<String>,
+    QueryParams(q): QueryParams<dto::RunLogQuery>,
+) -> Result<Response> {
+    let offset = q.offset.unwrap_or(0);
+    let follow = q.follow.unwrap_or(false);
+    let mut stream = api
+        .run_log(&caller, token.as_deref(), &id, offset, follow)
+        .await?;
+    if follow {
+        let body = Body::from_stream(stream.map(|c| c.map(|c| Bytes::from(c.data))));
+        return Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response());
+    }
+    let limit = q
+        .limit_bytes
+        .unwrap_or(LOG_READ_BYTES)
+        .clamp(1, 4 * LOG_READ_BYTES);
+    let mut start = None;
+    let mut data = Vec::new();
+    let mut ended = false;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        start.get_or_insert(chunk.offset);
+        ended = chunk.ended;
+        data.extend_from_slice(&chunk.data);
+        if data.len() >= limit {
+            break;
+        }
+    }
+    data.truncate(limit);
+    let start = start.unwrap_or(offset);
+    Ok(Json(json!({
+        "runId": id,
+        "store": "cluster",
+        "offset": start,
+        "content": String::from_utf8_lossy(&data),
+        "nextOffset": start + data.len() as u64,
+        "ended": ended,
+    }))
+    .into_response())
+}
+
+/// `GET /api/agents/{id}/task-sessions`: the agent's saved adapter sessions, one per task.
+pub async fn task_sessions(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<TaskSession>>> {
+    let agent = api.get_agent(&caller, &id).await?;
+    Ok(Json(agent.task_sessions.into_values().collect()))
 }
 
 pub async fn list(

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use roost_core::scheduling::{claim_blocker, worker_suits};
-use roost_core::{Actor, Command, Outcome, Run, State, WorkerStatus};
-use roost_proto::v1::{server_message, Assignment};
+use roost_core::{task_key, Actor, Command, Outcome, Run, State, WorkerStatus};
+use roost_proto::v1::{server_message, Assignment, IssueSummary, WakeComment};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -62,13 +62,49 @@ fn system() -> Caller {
     }
 }
 
-/// What a worker needs to run `run`.
 /// The prefix of run-scoped API keys.
 pub const RUN_TOKEN_PREFIX: &str = "rst_run_";
 
-/// What a worker needs to run `run`, with the run-scoped key `run_token` for the agent.
-pub(crate) fn assignment_for(state: &State, run: &Run, run_token: String) -> Option<Assignment> {
+/// Comments sent with an assignment, the newest (a coalesced wake can carry many; the agent
+/// reads the rest through the API).
+const ASSIGNMENT_COMMENTS: usize = 50;
+/// Issue descriptions and comment bodies are cut to this many bytes in an assignment.
+const ASSIGNMENT_TEXT_BYTES: usize = 4096;
+
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+/// What a worker needs to run `run`, with the run-scoped key `run_token` for the agent: the
+/// agent, its adapter, the session to resume, and what the wake is about (the issue and the
+/// comments that caused it, oldest first).
+pub(crate) async fn assignment_for(api: &Api, run: &Run, run_token: String) -> Option<Assignment> {
+    let mut assignment = api
+        .reader()
+        .read(|s| assignment_from_state(s, run, run_token))?;
+    let skip = run.comment_ids.len().saturating_sub(ASSIGNMENT_COMMENTS);
+    for id in &run.comment_ids[skip..] {
+        match api.reader().comment(id).await {
+            Ok(Some(c)) => assignment.comments.push(WakeComment {
+                id: c.id,
+                author: c.author_agent_id.or(c.author_user_id).unwrap_or_default(),
+                body: cut(&c.body, ASSIGNMENT_TEXT_BYTES),
+                created_at_ms: c.created_at.0,
+            }),
+            Ok(None) => {}
+            Err(e) => debug!(run_id = %run.id, comment_id = %id, error = %e, "comment not read"),
+        }
+    }
+    Some(assignment)
+}
+
+fn assignment_from_state(state: &State, run: &Run, run_token: String) -> Option<Assignment> {
     let agent = state.agents.get(&run.agent_id)?;
+    let issue = run.issue_id.as_ref().and_then(|i| state.issues.get(i));
     Some(Assignment {
         run_id: run.id.clone(),
         company_id: run.company_id.clone(),
@@ -84,6 +120,19 @@ pub(crate) fn assignment_for(state: &State, run: &Run, run_token: String) -> Opt
         adapter_type: agent.adapter_type.as_str().into(),
         adapter_config_json: agent.adapter_config.to_string(),
         run_token,
+        session_id: run.session_id_before.clone().unwrap_or_default(),
+        task_key: task_key(run.issue_id.as_deref()).to_string(),
+        issue: issue.map(|i| IssueSummary {
+            identifier: i.identifier.clone(),
+            title: i.title.clone(),
+            status: i.status.as_str().into(),
+            priority: i.priority.as_str().into(),
+            description: cut(
+                i.description.as_deref().unwrap_or(""),
+                ASSIGNMENT_TEXT_BYTES,
+            ),
+        }),
+        comments: Vec::new(),
     })
 }
 
@@ -226,18 +275,10 @@ impl Workers {
                 let Some(agent) = s.agents.get(&wake.agent_id) else {
                     continue;
                 };
-                // Prefer the worker that ran this agent's last run on the same issue (its
-                // session files are there).
-                let previous = s
-                    .runs
-                    .values()
-                    .filter(|r| {
-                        r.agent_id == agent.id
-                            && r.issue_id == wake.issue_id
-                            && r.worker_id.is_some()
-                    })
-                    .max_by_key(|r| (r.created_at, r.id.clone()))
-                    .and_then(|r| r.worker_id.clone());
+                // Prefer the worker whose disk holds the agent's session for this task.
+                let previous = agent
+                    .task_session(task_key(wake.issue_id.as_deref()))
+                    .and_then(|t| t.worker_id.clone());
                 let mut candidates: Vec<&String> = connected.iter().collect();
                 candidates.sort_by_key(|w| {
                     (
@@ -274,8 +315,7 @@ impl Workers {
             };
             match self.api.submit(&system(), command).await {
                 Ok(Outcome::Run(run)) => {
-                    let assignment = self.api.reader().read(|s| assignment_for(s, &run, token));
-                    if let Some(a) = assignment {
+                    if let Some(a) = assignment_for(&self.api, &run, token).await {
                         if !self
                             .registry
                             .send(&worker_id, server_message::Body::Assignment(a))

@@ -2,7 +2,9 @@
 
 use std::pin::Pin;
 
-use roost_core::{Actor, ActorKind, AdapterType, Command, CredentialKind, Outcome, RunStatus};
+use roost_core::{
+    Actor, ActorKind, AdapterType, Command, CredentialKind, Outcome, RunReport, RunStatus, Usage,
+};
 use roost_proto::v1::worker_server::Worker as WorkerRpc;
 use roost_proto::v1::{server_message, worker_message, Register, ServerMessage, WorkerMessage};
 use tokio::sync::mpsc;
@@ -13,6 +15,15 @@ use tracing::{debug, info, warn};
 use super::{assignment_for, Workers, RUN_TOKEN_PREFIX};
 use crate::auth::{generate_token, hash_token, Caller};
 use crate::error::ApiError;
+
+fn usage_of(u: &roost_proto::v1::RunUsage) -> Usage {
+    Usage {
+        input_tokens: u.input_tokens,
+        cached_input_tokens: u.cached_input_tokens,
+        output_tokens: u.output_tokens,
+        cost_micro_usd: u.cost_micro_usd,
+    }
+}
 
 type Outbound = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send>>;
 
@@ -129,6 +140,7 @@ impl Workers {
                 run_id: run_id.clone(),
                 status: RunStatus::Failed,
                 error,
+                report: Default::default(),
             };
             if let Err(e) = self.api.submit(caller, command).await {
                 warn!(worker_id, run_id, error = %e, "could not end a forgotten run");
@@ -159,7 +171,7 @@ impl Workers {
             };
             match self.api.submit(&system, command).await {
                 Ok(Outcome::Run(run)) => {
-                    if let Some(a) = self.api.reader().read(|s| assignment_for(s, &run, token)) {
+                    if let Some(a) = assignment_for(&self.api, &run, token).await {
                         self.registry
                             .send(worker_id, server_message::Body::Assignment(a));
                     }
@@ -194,6 +206,28 @@ impl Workers {
         }
     }
 
+    /// Commits the usage a heartbeat carries for runs whose usage changed.
+    async fn record_usage(&self, caller: &Caller, reports: &[roost_proto::v1::RunUsage]) {
+        for report in reports {
+            let usage = usage_of(report);
+            let changed = self.api.reader().read(|s| {
+                s.runs
+                    .get(&report.run_id)
+                    .is_some_and(|r| r.status.is_live() && r.usage != usage)
+            });
+            if !changed {
+                continue;
+            }
+            let command = Command::ReportUsage {
+                run_id: report.run_id.clone(),
+                usage,
+            };
+            if let Err(e) = self.api.submit(caller, command).await {
+                warn!(worker_id = %caller.actor.id, run_id = %report.run_id, code = e.code(), error = %e, "usage refused");
+            }
+        }
+    }
+
     async fn handle(&self, caller: &Caller, message: WorkerMessage) {
         let worker_id = caller.actor.id.clone();
         let result = match message.body {
@@ -215,6 +249,7 @@ impl Workers {
                     return;
                 }
                 self.registry.renew(&worker_id, self.config.lease_ttl());
+                self.record_usage(caller, &h.usage).await;
                 self.cancel_ended(&worker_id, &h.running_run_ids);
                 // An assignment lost on the way (a full outbox) is sent again; a worker
                 // ignores one it already runs.
@@ -232,13 +267,37 @@ impl Workers {
                 .submit(caller, Command::RunStarted { run_id: s.run_id })
                 .await
                 .map(|_| ()),
+            Some(worker_message::Body::RunLog(log)) => {
+                // Only the run's own worker feeds its live log.
+                let its_worker = self.api.reader().read(|s| {
+                    s.runs
+                        .get(&log.run_id)
+                        .is_some_and(|r| r.worker_id.as_deref() == Some(worker_id.as_str()))
+                });
+                if its_worker {
+                    self.api
+                        .live_logs()
+                        .append(&log.run_id, log.offset, &log.data);
+                }
+                Ok(())
+            }
             Some(worker_message::Body::RunFinished(f)) => match f.status.parse::<RunStatus>() {
                 Ok(status) if !status.is_live() && status != RunStatus::Lost => {
+                    self.api.live_logs().end(&f.run_id);
                     let error = (!f.error.is_empty()).then_some(f.error);
+                    let report = RunReport {
+                        usage: f.usage.as_ref().map(usage_of).unwrap_or_default(),
+                        session_id: (!f.session_id.is_empty()).then_some(f.session_id),
+                        session_reset: f.session_reset,
+                        log_tail: f.log_tail,
+                        log_bytes: f.log_bytes,
+                        summary: (!f.summary.is_empty()).then_some(f.summary),
+                    };
                     let command = Command::FinishRun {
                         run_id: f.run_id.clone(),
                         status,
                         error,
+                        report,
                     };
                     self.api.submit(caller, command).await.map(|o| {
                         if let Outcome::Run(r) = o {

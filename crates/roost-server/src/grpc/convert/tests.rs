@@ -28,6 +28,7 @@ fn sample_agent() -> Agent {
         created_at: Timestamp(1_000),
         updated_at: Timestamp(2_000),
         last_heartbeat_at: None,
+        task_sessions: BTreeMap::new(),
     }
 }
 
@@ -236,6 +237,13 @@ fn issue_status_and_priority_round_trip_for_every_variant() {
             assigned_at: None,
             retry_of_run_id: None,
             token_hashes: Vec::new(),
+            usage: Default::default(),
+            session_id_before: None,
+            session_id_after: None,
+            session_reset: false,
+            log_tail: String::new(),
+            log_bytes: 0,
+            summary: None,
         };
         let proto = run_to_proto(run);
         assert_eq!(run_status(&proto.status).unwrap(), status);

@@ -1,0 +1,174 @@
+//! Adapters run one agent heartbeat each: `process` (any command), `claude` (Claude Code's
+//! stream-json), `codex` (Codex's JSON events) and `http` (POST the wake to a URL). They share
+//! the run environment, the prompt, supervision and the run log; the CLI adapters also resume
+//! the agent's saved session and fall back to a fresh one when the CLI refuses it.
+
+mod child;
+mod claude;
+mod codex;
+mod http;
+mod process;
+mod session_cli;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use roost_proto::v1::{Assignment, RunUsage};
+use serde::Deserialize;
+use tokio::sync::oneshot;
+
+use crate::config::WorkerConfig;
+use crate::runlog::RunLog;
+
+/// How a run ended, as reported to the cluster.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ended {
+    pub status: &'static str,
+    pub exit_code: Option<i32>,
+    pub error: String,
+    /// The session the agent ended in, to be resumed by the next run on the task.
+    pub session_id: Option<String>,
+    /// The saved session was refused and a fresh one started.
+    pub session_reset: bool,
+    pub summary: Option<String>,
+}
+
+impl Ended {
+    pub(crate) fn failed(error: String) -> Ended {
+        Ended {
+            status: "failed",
+            error,
+            ..Default::default()
+        }
+    }
+
+    fn from_exit(exit: &child::Exit) -> Ended {
+        match exit {
+            child::Exit::Exited { code, success } => Ended {
+                status: if *success { "succeeded" } else { "failed" },
+                exit_code: *code,
+                error: if *success {
+                    String::new()
+                } else {
+                    format!("exited with code {}", code.unwrap_or(-1))
+                },
+                ..Default::default()
+            },
+            child::Exit::Stopped(why) => Ended {
+                status: "cancelled",
+                error: why.to_string(),
+                ..Default::default()
+            },
+            child::Exit::TimedOut => Ended {
+                status: "timed_out",
+                error: "timed out".into(),
+                ..Default::default()
+            },
+            child::Exit::NotStarted(e) => Ended::failed(e.clone()),
+        }
+    }
+}
+
+/// Usage so far, shared with the session, which reports it with heartbeats.
+pub(crate) type UsageCell = Arc<Mutex<RunUsage>>;
+
+/// Everything an adapter gets for one run.
+pub(crate) struct Run<'a> {
+    pub assignment: &'a Assignment,
+    pub config: &'a WorkerConfig,
+    pub stop: oneshot::Receiver<&'static str>,
+    pub log: RunLog,
+    pub usage: UsageCell,
+}
+
+/// Raises the run's usage to `totals`; counters never go down, whatever an agent printed.
+pub(crate) fn raise_usage(cell: &UsageCell, totals: &RunUsage) {
+    let mut u = cell.lock().unwrap_or_else(|p| p.into_inner());
+    u.input_tokens = u.input_tokens.max(totals.input_tokens);
+    u.cached_input_tokens = u.cached_input_tokens.max(totals.cached_input_tokens);
+    u.output_tokens = u.output_tokens.max(totals.output_tokens);
+    u.cost_micro_usd = u.cost_micro_usd.max(totals.cost_micro_usd);
+}
+
+/// Adapter settings every CLI adapter understands (`adapterConfig`, camelCase).
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct CommonConfig {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub timeout_sec: Option<u64>,
+    pub grace_sec: Option<u64>,
+    pub bootstrap_prompt: Option<String>,
+    pub model: Option<String>,
+}
+
+impl CommonConfig {
+    fn parse(json: &str) -> Result<CommonConfig, String> {
+        if json.trim().is_empty() {
+            return Ok(CommonConfig::default());
+        }
+        serde_json::from_str(json).map_err(|e| format!("adapterConfig: {e}"))
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        self.timeout_sec.filter(|s| *s > 0).map(Duration::from_secs)
+    }
+
+    fn grace(&self, worker: &WorkerConfig) -> Duration {
+        Duration::from_secs(self.grace_sec.unwrap_or(worker.grace_sec))
+    }
+}
+
+/// The run environment, under Roost's names and Paperclip's, so agents written for Paperclip
+/// work unchanged.
+pub(crate) fn environment(a: &Assignment, api_url: &str) -> Vec<(String, String)> {
+    let pairs = [
+        ("API_URL", api_url.to_string()),
+        ("RUN_ID", a.run_id.clone()),
+        ("AGENT_ID", a.agent_id.clone()),
+        ("COMPANY_ID", a.company_id.clone()),
+        ("TASK_ID", a.issue_id.clone().unwrap_or_default()),
+        ("WAKE_REASON", a.wake_reason.clone()),
+        (
+            "WAKE_COMMENT_ID",
+            a.comment_ids.last().cloned().unwrap_or_default(),
+        ),
+        ("WAKE_PAYLOAD_JSON", a.payload_json.clone()),
+        ("API_KEY", a.run_token.clone()),
+    ];
+    pairs
+        .iter()
+        .flat_map(|(k, v)| {
+            [
+                (format!("ROOST_{k}"), v.clone()),
+                (format!("PAPERCLIP_{k}"), v.clone()),
+            ]
+        })
+        .collect()
+}
+
+/// Runs the assignment with its adapter to its end, or until `run.stop` says why it must
+/// end early. The log's tail and length are the caller's to report.
+pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
+    let kind = run.assignment.adapter_type.clone();
+    let ended = match kind.as_str() {
+        "process" => process::run(run).await,
+        "claude" => session_cli::run(run, &claude::Claude).await,
+        "codex" => session_cli::run(run, &codex::Codex).await,
+        "http" => http::run(run).await,
+        other => Ended::failed(format!("this worker has no {other} adapter")),
+    };
+    if ended.status != "succeeded" {
+        run.log
+            .note(&format!("run {}: {}", ended.status, ended.error));
+    }
+    run.log.flush();
+    ended
+}
+
+/// The adapters this worker offers, as registered with the cluster.
+pub(crate) const ADAPTERS: [&str; 4] = ["process", "claude", "codex", "http"];

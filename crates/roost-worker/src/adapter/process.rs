@@ -1,0 +1,31 @@
+//! The `process` adapter: any command, the prompt on stdin, the run environment set.
+
+use super::child::{self, Spec};
+use super::{environment, CommonConfig, Ended, Run};
+use crate::prompt::{self, Session};
+
+pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
+    let a = run.assignment;
+    let config = match CommonConfig::parse(&a.adapter_config_json) {
+        Ok(c) => c,
+        Err(e) => return Ended::failed(e),
+    };
+    if config.command.is_empty() {
+        return Ended::failed("adapterConfig.command is empty".into());
+    }
+    let mut env = environment(a, &run.config.api_url);
+    env.extend(config.env.clone());
+    let spec = Spec {
+        program: &config.command,
+        args: config.args.clone(),
+        env,
+        cwd: &run.config.work_dir,
+        stdin: prompt::compose(a, Session::Fresh, config.bootstrap_prompt.as_deref()),
+        timeout: config.timeout(),
+        grace: config.grace(run.config),
+    };
+    let exit = child::run(spec, &mut run.stop, &mut run.log, &mut |_, _| {}).await;
+    let mut ended = Ended::from_exit(&exit);
+    ended.summary = run.log.last_line();
+    ended
+}
