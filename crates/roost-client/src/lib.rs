@@ -6,6 +6,7 @@
 
 mod cluster;
 mod error;
+mod logs;
 mod routes;
 mod types;
 mod wakes;
@@ -21,6 +22,7 @@ use serde::Serialize;
 
 pub use cluster::{ClusterStatus, Member, MemberStatus, NodeReport};
 pub use error::Error;
+pub use logs::LogPage;
 pub use types::{
     ActivityPage, AgentUpdate, AuditReport, CommentCursor, CommentPage, CreatedKey,
     HeartbeatContext, IssueFilter, IssueUpdate, IssueWithComment, NewAgent, NewCompany, NewIssue,
@@ -231,6 +233,19 @@ impl RoostClient {
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         }
+    }
+
+    /// A request to `url` with this client's credentials and no timeout (for streams).
+    fn request_to(&self, url: Url) -> reqwest::RequestBuilder {
+        let mut request = self
+            .inner
+            .http
+            .get(url)
+            .header(AUTHORIZATION, self.inner.authorization.clone());
+        if let Some(run_id) = &self.inner.run_id {
+            request = request.header(RUN_ID_HEADER, run_id.clone());
+        }
+        request
     }
 
     #[allow(clippy::too_many_arguments)]

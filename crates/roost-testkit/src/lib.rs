@@ -1,16 +1,19 @@
 //! Test harnesses for Roost: in-process nodes on pre-bound loopback ports, a raw HTTP client
-//! that keeps status codes, real `roost` processes, and waiting on observable state.
+//! that keeps status codes, real `roost` processes, a TCP proxy that can be cut, and waiting
+//! on observable state.
 
 mod cluster;
 mod http;
 mod node;
 mod process;
+mod proxy;
 mod worker;
 
 pub use cluster::{test_timing, TestCluster};
 pub use http::{Http, Reply};
 pub use node::TestNode;
 pub use process::RoostProcess;
+pub use proxy::CutProxy;
 pub use worker::TestWorker;
 
 use std::future::Future;

@@ -1,4 +1,4 @@
-//! `roost run start|show|finish|cancel|list`.
+//! `roost run start|show|finish|cancel|list|log`.
 
 use std::process::ExitCode;
 
@@ -45,6 +45,16 @@ enum RunCommand {
     },
     /// Cancel a live run; its checkouts are released in the same change
     Cancel { id: String },
+    /// Print a run's log (the live output while it runs, the kept tail once it ended)
+    Log {
+        id: String,
+        /// Keep printing as the run writes, until it ends
+        #[arg(short, long)]
+        follow: bool,
+        /// Start at this byte of the log
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+    },
     /// List a company's runs, newest first
     List {
         /// Company id, issue prefix or name [default: the only or oldest company]
@@ -93,6 +103,24 @@ pub async fn run(session: &Session, args: RunArgs) -> anyhow::Result<ExitCode> {
             run_fields,
         )?,
         RunCommand::Cancel { id } => out.show(&client.cancel_run(&id).await?, run_fields)?,
+        RunCommand::Log { id, follow, offset } => {
+            use std::io::Write;
+            if out.is_json() {
+                // One page; scripts follow by passing nextOffset back.
+                out.show(&client.run_log(&id, offset).await?, |p| p.content.clone())?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut stdout = std::io::stdout();
+            let mut print = |bytes: &[u8]| {
+                let _ = stdout.write_all(bytes);
+                let _ = stdout.flush();
+            };
+            if follow {
+                client.follow_run_log(&id, offset, &mut print).await?;
+            } else {
+                print(client.run_log(&id, offset).await?.content.as_bytes());
+            }
+        }
         RunCommand::List {
             company,
             agent,
@@ -151,6 +179,19 @@ pub(super) fn run_table(runs: &[Run], names: &AgentNames, issues: &IssueLabels) 
     )
 }
 
+fn session(r: &Run) -> String {
+    match (&r.session_id_before, &r.session_id_after) {
+        (None, None) => "-".into(),
+        (Some(b), Some(a)) if b == a => format!("resumed {a}"),
+        (Some(b), Some(a)) if r.session_reset => format!("{b} refused; fresh {a}"),
+        (before, after) => format!(
+            "{} -> {}",
+            or_dash(before.as_deref()),
+            or_dash(after.as_deref())
+        ),
+    }
+}
+
 pub(super) fn run_fields(r: &Run) -> String {
     let comments = if r.comment_ids.is_empty() {
         "-".to_string()
@@ -169,6 +210,22 @@ pub(super) fn run_fields(r: &Run) -> String {
         ("worker", or_dash(r.worker_id.as_deref())),
         ("retry of", or_dash(r.retry_of_run_id.as_deref())),
         ("error", or_dash(r.error.as_deref())),
+        ("summary", or_dash(r.summary.as_deref())),
+        ("session", session(r)),
+        (
+            "usage",
+            format!(
+                "{} in ({} cached), {} out, ${:.4}",
+                r.usage.input_tokens,
+                r.usage.cached_input_tokens,
+                r.usage.output_tokens,
+                r.usage.cost_micro_usd as f64 / 1e6
+            ),
+        ),
+        (
+            "log",
+            format!("{} bytes (roost run log {})", r.log_bytes, r.id),
+        ),
         ("created", r.created_at.to_string()),
         ("assigned", or_dash(r.assigned_at)),
         ("started", or_dash(r.started_at)),

@@ -17,6 +17,20 @@ async fn setup(
     dir: &std::path::Path,
     script: &str,
 ) -> anyhow::Result<(String, tokio::sync::oneshot::Sender<()>)> {
+    let stop = start_worker(c, dir, c.grpc_addrs(), None).await?;
+    let adapter = json!({ "command": "sh", "args": ["-c", script] });
+    let agent = create_agent(c, "process", adapter).await?;
+    Ok((agent, stop))
+}
+
+/// Runs the real worker in this process against `servers`, agents working in `dir` and calling
+/// `api_url` (default: the leader's), until the returned sender is dropped or fires.
+pub(crate) async fn start_worker(
+    c: &TestCluster,
+    dir: &std::path::Path,
+    servers: Vec<String>,
+    api_url: Option<String>,
+) -> anyhow::Result<tokio::sync::oneshot::Sender<()>> {
     let leader = c.leader().await?;
     let admin = c.admin(leader);
     let token = str_field(
@@ -28,8 +42,8 @@ async fn setup(
     );
     let config = WorkerConfig {
         worker_id: "proc-worker".into(),
-        servers: c.grpc_addrs(),
-        api_url: admin.base().to_string(),
+        servers,
+        api_url: api_url.unwrap_or_else(|| admin.base().to_string()),
         join_token: token,
         work_dir: dir.to_path_buf(),
         grace_sec: 1,
@@ -39,16 +53,26 @@ async fn setup(
     tokio::spawn(roost_worker::run(config, async move {
         let _ = stopped.await;
     }));
-    let adapter = json!({ "command": "sh", "args": ["-c", script] });
-    let body = json!({ "name": "scripted", "adapterType": "process", "adapterConfig": adapter });
-    let agent = admin
+    Ok(stop)
+}
+
+/// An agent of the test company with this adapter; returns its id.
+pub(crate) async fn create_agent(
+    c: &TestCluster,
+    adapter_type: &str,
+    adapter_config: Value,
+) -> anyhow::Result<String> {
+    let leader = c.leader().await?;
+    let body = json!({ "name": format!("{adapter_type}-agent"), "adapterType": adapter_type, "adapterConfig": adapter_config });
+    let agent = c
+        .admin(leader)
         .post(&format!("/api/companies/{}/agents", c.company_id), body)
         .await?
         .ok()?;
-    Ok((str_field(&agent, "id"), stop))
+    Ok(str_field(&agent, "id"))
 }
 
-async fn runs(c: &TestCluster, agent: &str) -> anyhow::Result<Vec<Value>> {
+pub(crate) async fn runs(c: &TestCluster, agent: &str) -> anyhow::Result<Vec<Value>> {
     let leader = c.leader().await?;
     let list = c
         .admin(leader)

@@ -1,0 +1,154 @@
+//! A worker cut off from the cluster (a TCP proxy between them is cut) stops its agent before
+//! the cluster declares its lease lost, and nothing from it lands after the heal.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use roost_server::workers::WorkerConfig as LeaseConfig;
+use roost_testkit::{test_timing, wait_for, CutProxy, TestCluster};
+
+use crate::support::str_field;
+use crate::worker_process::{create_agent, runs, start_worker};
+
+const WAIT: Duration = Duration::from_secs(30);
+const LEASE: Duration = Duration::from_millis(2000);
+
+/// The agent comments on its issue every 100 ms with its run-scoped key until it is stopped,
+/// and writes the time (ms since the epoch) it got SIGTERM. A retry of a lost run just exits.
+const AGENT: &str = r#"
+trap 'date +%s%3N > "stopped-$ROOST_RUN_ID"; exit 0' TERM
+[ "$ROOST_WAKE_REASON" = process_lost_retry ] && exit 0
+touch "started-$ROOST_RUN_ID"
+while true; do
+  curl -s -m 1 -o /dev/null -X POST -H "Authorization: Bearer $ROOST_API_KEY" \
+    -H 'Content-Type: application/json' -d '{"body":"tick"}' \
+    "$ROOST_API_URL/api/issues/$ROOST_TASK_ID/comments"
+  sleep 0.1
+done
+"#;
+
+/// Milliseconds since the epoch of an API timestamp (RFC 3339).
+fn millis(v: &Value) -> i64 {
+    v.as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.timestamp_millis())
+        .unwrap_or(i64::MAX)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cut_off_worker_stops_its_agent_before_the_cluster_declares_it_lost() -> anyhow::Result<()>
+{
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let c = TestCluster::start_with_workers(
+        3,
+        test_timing(),
+        LeaseConfig {
+            heartbeat_interval_ms: 200,
+            lease_ttl_ms: LEASE.as_millis() as u64,
+        },
+    )
+    .await?;
+    let leader = c.leader().await?;
+    // Everything between the worker's machine and the cluster goes through these two proxies:
+    // the worker's session and its agents' API calls.
+    let grpc = CutProxy::start(&c.grpc_addr(leader)).await?;
+    let api = CutProxy::start(c.admin(leader).base().trim_start_matches("http://")).await?;
+    let dir = tempfile::tempdir()?;
+    let _worker = start_worker(
+        &c,
+        dir.path(),
+        vec![grpc.addr()],
+        Some(format!("http://{}", api.addr())),
+    )
+    .await?;
+    let agent = create_agent(
+        &c,
+        "process",
+        json!({ "command": "sh", "args": ["-c", AGENT] }),
+    )
+    .await?;
+    let admin = c.admin(leader);
+    let issue = admin
+        .post(
+            &format!("/api/companies/{}/issues", c.company_id),
+            json!({ "title": "keep writing", "status": "todo", "assigneeAgentId": agent }),
+        )
+        .await?
+        .ok()?;
+    let issue = str_field(&issue, "id");
+    let run = wait_for("the agent to be writing", WAIT, || async {
+        let comments = admin
+            .get(&format!("/api/issues/{issue}/comments"))
+            .await
+            .ok()?
+            .ok()
+            .ok()?;
+        comments.as_array()?.first()?["createdByRunId"]
+            .as_str()
+            .map(String::from)
+    })
+    .await?;
+
+    let cut_at = tokio::time::Instant::now();
+    grpc.cut();
+    api.cut();
+    let lost = wait_for("the run to be declared lost", WAIT, || async {
+        let r = admin
+            .get(&format!("/api/heartbeat-runs/{run}"))
+            .await
+            .ok()?
+            .ok()
+            .ok()?;
+        (r["status"] == "lost").then_some(r)
+    })
+    .await?;
+    let lost_at = millis(&lost["finishedAt"]);
+    let stopped_at: i64 = std::fs::read_to_string(dir.path().join(format!("stopped-{run}")))?
+        .trim()
+        .parse()?;
+    assert!(
+        stopped_at < lost_at,
+        "the agent stopped at {stopped_at}, after the cluster declared the run lost at {lost_at}"
+    );
+    println!(
+        "agent stopped {} ms before the cluster declared its run lost",
+        lost_at - stopped_at
+    );
+
+    // Three lease lengths cut off (the scenario's length, not a wait for state), then heal.
+    tokio::time::sleep_until(cut_at + 3 * LEASE).await;
+    grpc.heal();
+    api.heal();
+    // The worker registers again and takes work: the lost run's retry runs and succeeds.
+    let retry = wait_for("the retry to succeed after the heal", WAIT, || async {
+        runs(&c, &agent)
+            .await
+            .ok()?
+            .into_iter()
+            .find(|r| r["retryOfRunId"] == json!(run) && r["status"] == "succeeded")
+    })
+    .await?;
+    assert_eq!(retry["workerId"], json!("proc-worker"));
+    let dead = admin
+        .get(&format!("/api/heartbeat-runs/{run}"))
+        .await?
+        .ok()?;
+    assert_eq!(
+        dead["status"], "lost",
+        "the worker's late report changed nothing: {dead}"
+    );
+    let comments = admin
+        .get(&format!("/api/issues/{issue}/comments?limit=1000"))
+        .await?
+        .ok()?;
+    let late: Vec<&Value> = comments
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|cm| cm["createdByRunId"] == json!(run) && millis(&cm["createdAt"]) >= stopped_at)
+        .collect();
+    assert!(late.is_empty(), "writes of the dead run landed: {late:?}");
+    c.shutdown().await;
+    Ok(())
+}
