@@ -4,6 +4,7 @@
 //! goes through one request path that sets the bearer token, the run id header and a timeout,
 //! and turns error responses into [`Error::Api`] with the server's code and message.
 
+mod budgets;
 mod cluster;
 mod error;
 mod logs;
@@ -20,6 +21,9 @@ use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use budgets::{
+    AgentSpend, BudgetOverview, CostSummary, NewBudgetPolicy, NewCostEvent, PolicyStatus,
+};
 pub use cluster::{ClusterStatus, Member, MemberStatus, NodeReport};
 pub use error::Error;
 pub use logs::LogPage;

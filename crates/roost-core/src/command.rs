@@ -210,6 +210,25 @@ pub enum Command {
         #[serde(default)]
         report: RunReport,
     },
+    /// Creates or replaces the budget of a scope and window.
+    SetBudgetPolicy {
+        id: String,
+        company_id: String,
+        scope_type: BudgetScopeType,
+        scope_id: String,
+        window_kind: BudgetWindow,
+        amount: u64,
+        warn_percent: u8,
+        hard_stop_enabled: bool,
+    },
+    RecordCostEvent {
+        event: NewCostEvent,
+    },
+    ResolveBudgetIncident {
+        incident_id: String,
+        action: IncidentAction,
+        amount: Option<u64>,
+    },
     /// A worker's heartbeat carried new usage for a running run.
     ReportUsage {
         run_id: String,
@@ -281,6 +300,9 @@ impl Command {
             Command::StartRun { .. } => "run.started",
             Command::FinishRun { .. } => "run.finished",
             Command::ReportUsage { .. } => "run.usage_reported",
+            Command::SetBudgetPolicy { .. } => "budget.policy_set",
+            Command::RecordCostEvent { .. } => "cost.recorded",
+            Command::ResolveBudgetIncident { .. } => "budget.incident_resolved",
             Command::Wakeup { .. } => "wake.requested",
             Command::TimerTick { .. } => "agent.timer_tick",
             Command::AssignRun { .. } => "run.assigned",
@@ -310,6 +332,28 @@ pub enum Outcome {
     Run(Run),
     Wake(Wake),
     Worker(Worker),
+    BudgetPolicy(BudgetPolicy),
+    CostEvent(CostEvent),
+    BudgetIncident(BudgetIncident),
+}
+
+/// A cost event as reported (`POST /api/companies/{cid}/cost-events`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewCostEvent {
+    pub id: String,
+    pub company_id: String,
+    pub agent_id: String,
+    pub issue_id: Option<String>,
+    pub heartbeat_run_id: Option<String>,
+    pub provider: String,
+    pub model: String,
+    pub input_tokens: u64,
+    pub cached_input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_cents: u64,
+    /// When it was spent (default: now); it counts in that time's window.
+    pub occurred_at: Option<Timestamp>,
 }
 
 #[cfg(test)]

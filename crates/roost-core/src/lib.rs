@@ -21,6 +21,7 @@ pub use time::Timestamp;
 
 /// Scheduling rules the leader's dispatcher and timer consult before proposing.
 pub mod scheduling {
+    pub use crate::rules::budget::{budget_blocker, exhausted, hard_incident_open};
     pub use crate::rules::run::{claim_blocker, session_to_resume, worker_fits, worker_suits};
     pub use crate::rules::wake::next_tick;
 }

@@ -14,6 +14,7 @@ use crate::entity::*;
 use crate::error::DomainError;
 use crate::idempotency::{IdempotencyTable, Remembered, MAX_KEY_LEN};
 use crate::rules;
+use crate::time::Timestamp;
 
 /// A row the store must write.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +34,9 @@ pub enum Change {
     Forgotten(String),
     Wake(Wake),
     Worker(Worker),
+    BudgetPolicy(BudgetPolicy),
+    CostEvent(CostEvent),
+    BudgetIncident(BudgetIncident),
 }
 
 /// The result of applying one entry.
@@ -77,6 +81,9 @@ pub struct StateRows {
     pub remembered: Vec<Remembered>,
     pub wakes: Vec<Wake>,
     pub workers: Vec<Worker>,
+    pub budget_policies: Vec<BudgetPolicy>,
+    pub cost_events: Vec<CostEvent>,
+    pub budget_incidents: Vec<BudgetIncident>,
     pub activity_seq: u64,
     pub activity_head: Option<String>,
 }
@@ -91,6 +98,9 @@ pub struct State {
     pub comments: BTreeMap<String, CommentRef>,
     pub wakes: BTreeMap<String, Wake>,
     pub workers: BTreeMap<String, Worker>,
+    pub budget_policies: BTreeMap<String, BudgetPolicy>,
+    pub cost_events: BTreeMap<String, CostEvent>,
+    pub budget_incidents: BTreeMap<String, BudgetIncident>,
     pub activity_seq: u64,
     pub activity_head: String,
     pub idempotency: IdempotencyTable,
@@ -112,9 +122,49 @@ pub struct State {
     pub(crate) live_runs: BTreeSet<String>,
     pub(crate) comments_per_issue: BTreeMap<String, usize>,
     pub(crate) run_by_token: BTreeMap<String, String>,
+    /// Cents spent per (scope key, window key): every cost event counts in its company's and
+    /// its agent's month and lifetime.
+    pub(crate) spend: BTreeMap<(String, i64), u64>,
+}
+
+/// The spend index entries a cost event adds to.
+fn spend_keys(e: &CostEvent) -> [(String, i64); 4] {
+    let month = BudgetWindow::CalendarMonthUtc.key(e.occurred_at);
+    let company = scope_key(BudgetScopeType::Company, &e.company_id);
+    let agent = scope_key(BudgetScopeType::Agent, &e.agent_id);
+    [
+        (company.clone(), month),
+        (company, LIFETIME_WINDOW),
+        (agent.clone(), month),
+        (agent, LIFETIME_WINDOW),
+    ]
 }
 
 impl State {
+    /// Cents spent in `policy`'s scope in the window `at` falls in.
+    pub fn spent(&self, policy: &BudgetPolicy, at: Timestamp) -> u64 {
+        self.spend
+            .get(&(policy.scope_key(), policy.window_kind.key(at)))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Cents reserved by live runs in `policy`'s scope, but `except` (a run being re-reserved).
+    pub fn reserved(&self, policy: &BudgetPolicy, except: Option<&str>) -> u64 {
+        self.live_runs()
+            .filter(|r| Some(r.id.as_str()) != except)
+            .filter(|r| policy.applies_to(&r.company_id, &r.agent_id))
+            .map(|r| r.reserved_cents)
+            .sum()
+    }
+
+    /// The hard-stop budgets that bind a run of `agent`.
+    pub fn hard_budgets<'a>(&'a self, agent: &'a Agent) -> impl Iterator<Item = &'a BudgetPolicy> {
+        self.budget_policies
+            .values()
+            .filter(|p| p.hard_stop_enabled && p.applies_to(&agent.company_id, &agent.id))
+    }
+
     pub fn new() -> Self {
         State {
             activity_head: GENESIS_HASH.to_string(),
@@ -135,7 +185,14 @@ impl State {
             .chain(rows.credentials.into_iter().map(Change::Credential))
             .chain(rows.remembered.into_iter().map(Change::Remembered))
             .chain(rows.wakes.into_iter().map(Change::Wake))
-            .chain(rows.workers.into_iter().map(Change::Worker));
+            .chain(rows.workers.into_iter().map(Change::Worker))
+            .chain(rows.budget_policies.into_iter().map(Change::BudgetPolicy))
+            .chain(rows.cost_events.into_iter().map(Change::CostEvent))
+            .chain(
+                rows.budget_incidents
+                    .into_iter()
+                    .map(Change::BudgetIncident),
+            );
         for change in puts {
             state.put(change);
         }
@@ -303,6 +360,21 @@ impl State {
             Change::Worker(w) => {
                 self.workers.insert(w.id.clone(), w);
             }
+            Change::BudgetPolicy(p) => {
+                self.budget_policies.insert(p.id.clone(), p);
+            }
+            Change::CostEvent(e) => {
+                // Cost events are written once, never changed.
+                if !self.cost_events.contains_key(&e.id) {
+                    for (scope, window) in spend_keys(&e) {
+                        *self.spend.entry((scope, window)).or_default() += e.cost_cents;
+                    }
+                    self.cost_events.insert(e.id.clone(), e);
+                }
+            }
+            Change::BudgetIncident(i) => {
+                self.budget_incidents.insert(i.id.clone(), i);
+            }
             Change::Credential(c) => {
                 self.credential_by_hash
                     .insert(c.token_hash.clone(), c.id.clone());
@@ -428,6 +500,9 @@ impl State {
         feed(serde_json::to_string(&self.comments));
         feed(serde_json::to_string(&self.wakes));
         feed(serde_json::to_string(&self.workers));
+        feed(serde_json::to_string(&self.budget_policies));
+        feed(serde_json::to_string(&self.cost_events));
+        feed(serde_json::to_string(&self.budget_incidents));
         feed(serde_json::to_string(&(
             self.activity_seq,
             &self.activity_head,

@@ -32,6 +32,10 @@ CREATE TABLE IF NOT EXISTS wakes (id TEXT PRIMARY KEY, company_id TEXT NOT NULL,
     status TEXT NOT NULL, data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS wakes_by_agent ON wakes (agent_id);
 CREATE TABLE IF NOT EXISTS workers (id TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS budget_policies (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cost_events (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+    data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS budget_incidents (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 ";
 
 /// Every table a snapshot carries, in the order they are copied.
@@ -47,6 +51,9 @@ pub(crate) const TABLES: &[&str] = &[
     "idempotency",
     "wakes",
     "workers",
+    "budget_policies",
+    "cost_events",
+    "budget_incidents",
 ];
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
@@ -123,6 +130,25 @@ pub(crate) async fn write_change(
         Change::Worker(w) => sqlx::query("INSERT OR REPLACE INTO workers (id, data) VALUES (?, ?)")
             .bind(w.id.clone())
             .bind(json(w)?),
+        Change::BudgetPolicy(b) => {
+            sqlx::query("INSERT OR REPLACE INTO budget_policies (id, company_id, data) VALUES (?, ?, ?)")
+                .bind(b.id.clone())
+                .bind(b.company_id.clone())
+                .bind(json(b)?)
+        }
+        Change::CostEvent(e) => sqlx::query(
+            "INSERT OR IGNORE INTO cost_events (id, company_id, agent_id, data) VALUES (?, ?, ?, ?)",
+        )
+        .bind(e.id.clone())
+        .bind(e.company_id.clone())
+        .bind(e.agent_id.clone())
+        .bind(json(e)?),
+        Change::BudgetIncident(i) => {
+            sqlx::query("INSERT OR REPLACE INTO budget_incidents (id, company_id, data) VALUES (?, ?, ?)")
+                .bind(i.id.clone())
+                .bind(i.company_id.clone())
+                .bind(json(i)?)
+        }
     };
     q.execute(&mut *conn)
         .await
@@ -156,6 +182,9 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
     let remembered = load_json(conn, "SELECT data FROM idempotency").await?;
     let wakes = load_json(conn, "SELECT data FROM wakes").await?;
     let workers = load_json(conn, "SELECT data FROM workers").await?;
+    let budget_policies = load_json(conn, "SELECT data FROM budget_policies").await?;
+    let cost_events = load_json(conn, "SELECT data FROM cost_events").await?;
+    let budget_incidents = load_json(conn, "SELECT data FROM budget_incidents").await?;
     let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
         .fetch_all(&mut *conn)
         .await
@@ -190,6 +219,9 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
         remembered,
         wakes,
         workers,
+        budget_policies,
+        cost_events,
+        budget_incidents,
         activity_seq: seq,
         activity_head: hash,
     }))

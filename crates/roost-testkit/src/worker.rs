@@ -10,7 +10,7 @@ use std::time::Duration;
 use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{
     server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunStarted,
-    WorkerMessage,
+    RunUsage, WorkerMessage,
 };
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
@@ -26,6 +26,8 @@ struct Inner {
     seen: Mutex<BTreeSet<String>>,
     outbox: Mutex<Option<mpsc::Sender<WorkerMessage>>>,
     heartbeats_paused: AtomicBool,
+    /// Cents each run has used so far, reported with every heartbeat.
+    usage: Mutex<std::collections::BTreeMap<String, u64>>,
     sessions: AtomicU64,
     changed: Notify,
 }
@@ -34,6 +36,19 @@ pub struct TestWorker {
     pub id: String,
     inner: Arc<Inner>,
     task: JoinHandle<()>,
+}
+
+fn usage_of(inner: &Inner, run_id: &str) -> Option<RunUsage> {
+    let cents = *inner
+        .usage
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(run_id)?;
+    Some(RunUsage {
+        run_id: run_id.to_string(),
+        cost_micro_usd: cents * 10_000,
+        ..Default::default()
+    })
 }
 
 fn body(b: worker_message::Body) -> WorkerMessage {
@@ -131,8 +146,29 @@ impl TestWorker {
         .await
     }
 
-    /// Reports a run finished with `status` (succeeded, failed, ...).
+    /// From the next heartbeat on, reports that `run_id` has used `cents` so far.
+    pub fn set_usage_cents(&self, run_id: &str, cents: u64) {
+        self.inner
+            .usage
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(run_id.to_string(), cents);
+    }
+
+    /// Reports a run finished with `status`, having cost `cents` in all.
+    pub async fn finish_costing(
+        &self,
+        run_id: &str,
+        status: &str,
+        cents: u64,
+    ) -> anyhow::Result<()> {
+        self.set_usage_cents(run_id, cents);
+        self.finish(run_id, status).await
+    }
+
+    /// Reports a run finished with `status` (succeeded, failed, ...), with the usage set for it.
     pub async fn finish(&self, run_id: &str, status: &str) -> anyhow::Result<()> {
+        let usage = usage_of(&self.inner, run_id);
         self.inner
             .running
             .lock()
@@ -143,6 +179,7 @@ impl TestWorker {
             status: status.into(),
             exit_code: Some(0),
             error: String::new(),
+            usage,
             ..Default::default()
         }));
         let outbox = self
@@ -254,10 +291,17 @@ async fn run_session(
                             .iter()
                             .cloned()
                             .collect();
+                        let usage = inner
+                            .running
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .iter()
+                            .filter_map(|r| usage_of(&inner, r))
+                            .collect();
                         let hb = body(worker_message::Body::Heartbeat(Heartbeat {
                             seq,
                             running_run_ids: running,
-                            ..Default::default()
+                            usage,
                         }));
                         if tx.send(hb).await.is_err() {
                             break;

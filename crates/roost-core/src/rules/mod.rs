@@ -2,6 +2,9 @@
 //! and returns the rows to write; none mutates the state itself.
 
 mod agent;
+pub(crate) mod budget;
+#[cfg(test)]
+mod budget_tests;
 mod checkout;
 mod company;
 mod issue;
@@ -111,6 +114,32 @@ pub(crate) fn decide(state: &State, index: u64, env: &Envelope) -> Result<Decisi
             report,
         } => run::finish(&ctx, run_id, *status, error.as_deref(), report),
         Command::ReportUsage { run_id, usage } => run::report_usage(&ctx, run_id, usage),
+        Command::SetBudgetPolicy {
+            id,
+            company_id,
+            scope_type,
+            scope_id,
+            window_kind,
+            amount,
+            warn_percent,
+            hard_stop_enabled,
+        } => budget::set_policy(
+            &ctx,
+            id,
+            company_id,
+            *scope_type,
+            scope_id,
+            *window_kind,
+            *amount,
+            *warn_percent,
+            *hard_stop_enabled,
+        ),
+        Command::RecordCostEvent { event } => budget::record_cost(&ctx, event),
+        Command::ResolveBudgetIncident {
+            incident_id,
+            action,
+            amount,
+        } => budget::resolve_incident(&ctx, incident_id, *action, *amount),
     }
 }
 
@@ -240,13 +269,13 @@ pub(crate) fn end_run(
         changes.push(Change::Issue(released));
     }
     changes.push(Change::Run(ended));
+    // Its usage becomes spend; its reservation ends with it.
+    budget::settle(ctx, run, &mut changes);
     // Wakes deferred while this run held their issue may run now.
     wake::promote_deferred(ctx, &run.id, None, &mut changes);
     // The next timer tick counts from the end of this heartbeat.
-    if let Some(agent) = ctx.state.agents.get(&run.agent_id) {
-        let mut agent = agent.clone();
-        agent.last_heartbeat_at = Some(ctx.now());
-        changes.push(Change::Agent(agent));
-    }
+    budget::upsert_agent(ctx, &mut changes, &run.agent_id, |a| {
+        a.last_heartbeat_at = Some(ctx.now())
+    });
     changes
 }

@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use super::agent::visible_agent;
-use super::{end_run, require_id, require_text, Ctx};
+use super::{budget, end_run, require_id, require_text, Ctx};
 use crate::command::Outcome;
 use crate::entity::*;
 use crate::error::DomainError;
@@ -69,6 +69,7 @@ pub(crate) fn start(
         log_tail: String::new(),
         log_bytes: 0,
         summary: None,
+        reserved_cents: 0,
     };
     let note = ActivityNote {
         company_id: Some(run.company_id.clone()),
@@ -132,7 +133,12 @@ pub(crate) fn finish(
             "usage is cumulative and cannot go down",
         ));
     }
-    let mut changes = end_run(ctx, run, status, error);
+    // The final usage is what gets settled.
+    let mut base = run.clone();
+    if report.usage != Usage::default() {
+        base.usage = report.usage;
+    }
+    let mut changes = end_run(ctx, &base, status, error);
     for change in &mut changes {
         match change {
             Change::Run(r) if r.id == run.id => record_report(r, report),
@@ -258,7 +264,41 @@ pub(crate) fn report_usage(
     }
     let mut next = run.clone();
     next.usage = *usage;
-    let changes = if next.usage == run.usage {
+    let cents = usage.cost_cents();
+    if cents > run.reserved_cents {
+        // Metering: the reservation grows by the agent's reserve while every budget has room;
+        // when one has none, the run is cancelled and what it used is settled.
+        let agent = ctx
+            .state
+            .agents
+            .get(&run.agent_id)
+            .ok_or_else(|| DomainError::not_found("agent", &run.agent_id))?;
+        let room = budget::room_for(ctx.state, agent, run_id, ctx.now());
+        if cents > room {
+            let why = format!("budget_exceeded: the run used {cents}¢ with room for {room}¢");
+            let changes = end_run(ctx, &next, RunStatus::Cancelled, Some(&why));
+            let ended = changes
+                .iter()
+                .find_map(|c| match c {
+                    Change::Run(r) if r.id == run.id => Some(r.clone()),
+                    _ => None,
+                })
+                .unwrap_or(next);
+            let note = ActivityNote {
+                company_id: Some(run.company_id.clone()),
+                entity_type: "run",
+                entity_id: run.id.clone(),
+                details: json!({ "usage": usage, "cancelled": why }),
+            };
+            return Ok(Decision {
+                outcome: Outcome::Run(ended),
+                changes,
+                note,
+            });
+        }
+        next.reserved_cents = (cents + agent.heartbeat.run_reserve_cents).min(room);
+    }
+    let changes = if next == *run {
         Vec::new()
     } else {
         vec![Change::Run(next.clone())]
@@ -410,6 +450,9 @@ pub(crate) fn assign(
         .get(worker_id)
         .ok_or_else(|| DomainError::not_found("worker", worker_id))?;
     worker_fits(ctx.state, worker, agent).map_err(DomainError::conflict)?;
+    if let Some(why) = budget::budget_blocker(ctx.state, agent, ctx.now()) {
+        return budget_blocked(ctx, wake, agent, why);
+    }
     let run = Run {
         id: run_id.into(),
         company_id: agent.company_id.clone(),
@@ -436,6 +479,7 @@ pub(crate) fn assign(
         log_tail: String::new(),
         log_bytes: 0,
         summary: None,
+        reserved_cents: agent.heartbeat.run_reserve_cents,
     };
     let mut claimed = wake.clone();
     claimed.status = WakeStatus::Claimed;
@@ -451,6 +495,42 @@ pub(crate) fn assign(
     Ok(Decision {
         outcome: Outcome::Run(run.clone()),
         changes: vec![Change::Wake(claimed), Change::Run(run)],
+        note,
+    })
+}
+
+/// A claim refused by a hard budget. The wake stays queued; when spend alone leaves no room
+/// for the run (no reservation will free enough), a hard incident opens and the scope pauses.
+fn budget_blocked(
+    ctx: &Ctx<'_>,
+    wake: &Wake,
+    agent: &Agent,
+    why: String,
+) -> Result<Decision, DomainError> {
+    let mut changes = Vec::new();
+    for policy in budget::exhausted(ctx.state, agent, ctx.now()) {
+        let spent = ctx.state.spent(policy, ctx.now());
+        budget::stop_scope(ctx, policy, spent, &why, &mut changes);
+    }
+    if changes.is_empty() {
+        return Err(DomainError::conflict(format!(
+            "wake {} waits: {why}",
+            wake.id
+        )));
+    }
+    let mut waiting = wake.clone();
+    waiting.status_reason = Some(why);
+    waiting.updated_at = ctx.now();
+    changes.push(Change::Wake(waiting.clone()));
+    let note = ActivityNote {
+        company_id: Some(wake.company_id.clone()),
+        entity_type: "wake",
+        entity_id: wake.id.clone(),
+        details: super::wake::wake_details(&waiting),
+    };
+    Ok(Decision {
+        outcome: Outcome::Wake(waiting),
+        changes,
         note,
     })
 }

@@ -554,6 +554,9 @@ fn wakes_and_workers_survive_a_reload_from_rows() {
         remembered: Vec::new(),
         wakes: w.state.wakes.values().cloned().collect(),
         workers: w.state.workers.values().cloned().collect(),
+        budget_policies: Vec::new(),
+        cost_events: Vec::new(),
+        budget_incidents: Vec::new(),
         activity_seq: w.state.activity_seq,
         activity_head: Some(w.state.activity_head.clone()),
     };

@@ -704,6 +704,9 @@ pub struct HeartbeatPolicy {
     pub max_concurrent_runs: u32,
     #[prost(bool, tag = "5")]
     pub skip_when_idle: bool,
+    /// Cents reserved against the agent's budgets per run (0 in a request: the default, 25).
+    #[prost(uint64, tag = "6")]
+    pub run_reserve_cents: u64,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]

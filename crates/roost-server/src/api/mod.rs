@@ -5,6 +5,7 @@
 //! sees every write acknowledged before it started.
 
 mod admin;
+mod budgets;
 mod cluster;
 mod issues;
 mod run_logs;
@@ -18,6 +19,10 @@ use roost_raft::RaftNode;
 use roost_store::StateReader;
 
 pub use admin::{default_prefix, NewAgent};
+pub use budgets::{
+    parse_action, AgentSpend, BudgetOverview, CostEventRequest, CostSummary, NewBudgetPolicy,
+    PolicyStatus,
+};
 pub use cluster::NewMember;
 pub use issues::{HeartbeatContext, IssueFilter};
 pub use run_logs::{LogChunk, LogStream};
@@ -64,12 +69,21 @@ impl Api {
         &self.live_logs
     }
 
-    pub fn authenticate(
+    /// Resolves a bearer token (and run id) to a caller. A token this node does not know yet
+    /// may have been created an instant ago through another node: before refusing it, the node
+    /// catches up with the leader (a read barrier) and looks again.
+    pub async fn authenticate(
         &self,
         token: Option<&str>,
         run_id: Option<&str>,
     ) -> Result<Caller, ApiError> {
-        auth::authenticate(self.reader(), token, run_id)
+        match auth::authenticate(self.reader(), token, run_id) {
+            Err(ApiError::Unauthorized { .. }) if token.is_some() => {
+                self.barrier().await?;
+                auth::authenticate(self.reader(), token, run_id)
+            }
+            other => other,
+        }
     }
 
     /// Proposes `command` as `caller` and waits for its committed outcome.

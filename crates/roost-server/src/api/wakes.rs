@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use roost_core::scheduling::{claim_blocker, worker_suits};
+use roost_core::scheduling::{budget_blocker, claim_blocker, worker_suits};
 use roost_core::{
     Command, Credential, CredentialKind, Outcome, Run, State, Wake, WakeReason, WakeStatus, Worker,
 };
@@ -84,7 +84,15 @@ pub fn blocked_by(state: &State, wake: &Wake) -> Option<String> {
     if wake.status != WakeStatus::Queued {
         return None;
     }
-    Some(claim_blocker(state, wake).unwrap_or_else(|| worker_wait(state, wake)))
+    let budget = || {
+        let agent = state.agents.get(&wake.agent_id)?;
+        budget_blocker(state, agent, super::now())
+    };
+    Some(
+        claim_blocker(state, wake)
+            .or_else(budget)
+            .unwrap_or_else(|| worker_wait(state, wake)),
+    )
 }
 
 /// Live runs per worker id.

@@ -73,21 +73,21 @@ fn member_from_proto(m: pb::Member) -> NewMember {
 #[tonic::async_trait]
 impl Cluster for ClusterService {
     async fn status(&self, request: Request<pb::ClusterStatusRequest>) -> Reply<pb::ClusterStatus> {
-        let caller = authenticate_request(&self.api, &request)?;
+        let caller = authenticate_request(&self.api, &request).await?;
         Ok(Response::new(status_to_proto(
             self.api.cluster_status(&caller).await?,
         )))
     }
 
     async fn node_status(&self, request: Request<pb::NodeStatusRequest>) -> Reply<pb::NodeReport> {
-        let caller = authenticate_request(&self.api, &request)?;
+        let caller = authenticate_request(&self.api, &request).await?;
         Ok(Response::new(report_to_proto(
             self.api.node_report(&caller),
         )))
     }
 
     async fn init(&self, request: Request<pb::InitRequest>) -> Reply<pb::ClusterStatus> {
-        let caller = authenticate_request(&self.api, &request)?;
+        let caller = authenticate_request(&self.api, &request).await?;
         let members: Vec<NewMember> = request
             .into_inner()
             .members
@@ -100,7 +100,7 @@ impl Cluster for ClusterService {
     }
 
     async fn add_node(&self, request: Request<pb::AddNodeRequest>) -> Reply<pb::ClusterStatus> {
-        let caller = authenticate_request(&self.api, &request)?;
+        let caller = authenticate_request(&self.api, &request).await?;
         let body = request.into_inner();
         let member = body.member.ok_or_else(|| {
             Status::from(crate::error::ApiError::bad_request("member is required"))
@@ -116,7 +116,7 @@ impl Cluster for ClusterService {
         &self,
         request: Request<pb::RemoveNodeRequest>,
     ) -> Reply<pb::ClusterStatus> {
-        let caller = authenticate_request(&self.api, &request)?;
+        let caller = authenticate_request(&self.api, &request).await?;
         let id = request.into_inner().id;
         Ok(Response::new(status_to_proto(
             self.api.remove_node(&caller, id).await?,

@@ -47,6 +47,7 @@ pub(super) fn heartbeat_to_proto(policy: HeartbeatPolicy) -> pb::HeartbeatPolicy
         wake_on_demand: policy.wake_on_demand,
         max_concurrent_runs: policy.max_concurrent_runs,
         skip_when_idle: policy.skip_when_idle,
+        run_reserve_cents: policy.run_reserve_cents,
     }
 }
 
@@ -230,6 +231,11 @@ fn heartbeat_from_proto(policy: pb::HeartbeatPolicy) -> HeartbeatPolicy {
         wake_on_demand: policy.wake_on_demand,
         max_concurrent_runs: policy.max_concurrent_runs,
         skip_when_idle: policy.skip_when_idle,
+        run_reserve_cents: if policy.run_reserve_cents == 0 {
+            HeartbeatPolicy::default().run_reserve_cents
+        } else {
+            policy.run_reserve_cents
+        },
     }
 }
 

@@ -28,16 +28,20 @@ impl ControlService {
         ControlService { api }
     }
 
-    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, ApiError> {
-        authenticate_request(&self.api, request)
+    async fn caller<T>(&self, request: &Request<T>) -> Result<Caller, ApiError> {
+        authenticate_request(&self.api, request).await
     }
 }
 
 /// Resolves the caller from `authorization` and `x-roost-run-id`, as REST does from headers.
-pub(super) fn authenticate_request<T>(api: &Api, request: &Request<T>) -> Result<Caller, ApiError> {
+pub(super) async fn authenticate_request<T>(
+    api: &Api,
+    request: &Request<T>,
+) -> Result<Caller, ApiError> {
     let credentials = Credentials::from_metadata(request.metadata())?;
-    let mut caller =
-        api.authenticate(credentials.token.as_deref(), credentials.run_id.as_deref())?;
+    let mut caller = api
+        .authenticate(credentials.token.as_deref(), credentials.run_id.as_deref())
+        .await?;
     if let Some(v) = request.metadata().get("idempotency-key") {
         let key = v
             .to_str()
@@ -92,7 +96,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::CreateCompanyRequest>,
     ) -> Reply<pb::Company> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.into_inner();
         let prefix = convert::company_prefix(&body);
         let company = self
@@ -106,7 +110,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::ListCompaniesRequest>,
     ) -> Reply<pb::ListCompaniesResponse> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let companies = self.api.list_companies(&caller).await?;
         Ok(Response::new(pb::ListCompaniesResponse {
             companies: companies
@@ -117,7 +121,7 @@ impl Control for ControlService {
     }
 
     async fn create_agent(&self, request: Request<pb::CreateAgentRequest>) -> Reply<pb::Agent> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let (company_id, new) = convert::new_agent(request.into_inner())?;
         let agent = self.api.create_agent(&caller, &company_id, new).await?;
         Ok(Response::new(convert::agent_to_proto(agent)))
@@ -127,7 +131,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::ListAgentsRequest>,
     ) -> Reply<pb::ListAgentsResponse> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let agents = self
             .api
             .list_agents(&caller, &request.get_ref().company_id)
@@ -138,7 +142,7 @@ impl Control for ControlService {
     }
 
     async fn get_agent(&self, request: Request<pb::GetAgentRequest>) -> Reply<pb::Agent> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let agent = self
             .api
             .get_agent(&caller, &request.get_ref().agent_id)
@@ -147,14 +151,14 @@ impl Control for ControlService {
     }
 
     async fn update_agent(&self, request: Request<pb::UpdateAgentRequest>) -> Reply<pb::Agent> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let (agent_id, patch) = convert::agent_patch(request.into_inner())?;
         let agent = self.api.update_agent(&caller, &agent_id, patch).await?;
         Ok(Response::new(convert::agent_to_proto(agent)))
     }
 
     async fn pause_agent(&self, request: Request<pb::PauseAgentRequest>) -> Reply<pb::Agent> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.get_ref();
         let reason = convert::pause_reason(body.reason.as_deref())?;
         let agent = self
@@ -165,7 +169,7 @@ impl Control for ControlService {
     }
 
     async fn resume_agent(&self, request: Request<pb::ResumeAgentRequest>) -> Reply<pb::Agent> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let agent = self
             .api
             .resume_agent(&caller, &request.get_ref().agent_id)
@@ -177,7 +181,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::TerminateAgentRequest>,
     ) -> Reply<pb::Agent> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let agent = self
             .api
             .terminate_agent(&caller, &request.get_ref().agent_id)
@@ -189,7 +193,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::CreateAgentKeyRequest>,
     ) -> Reply<pb::CreateAgentKeyResponse> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.into_inner();
         let name = convert::key_name(body.name);
         let (credential, token) = self
@@ -202,7 +206,7 @@ impl Control for ControlService {
     }
 
     async fn create_issue(&self, request: Request<pb::CreateIssueRequest>) -> Reply<pb::Issue> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let (company_id, fields) = convert::new_issue(request.into_inner())?;
         let issue = self.api.create_issue(&caller, &company_id, fields).await?;
         Ok(Response::new(convert::issue_to_proto(issue)))
@@ -212,7 +216,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::ListIssuesRequest>,
     ) -> Reply<pb::ListIssuesResponse> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.get_ref();
         let filter = convert::issue_filter(body)?;
         let issues = self
@@ -225,7 +229,7 @@ impl Control for ControlService {
     }
 
     async fn get_issue(&self, request: Request<pb::GetIssueRequest>) -> Reply<pb::Issue> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let issue = self
             .api
             .get_issue(&caller, &request.get_ref().issue_id)
@@ -237,7 +241,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::UpdateIssueRequest>,
     ) -> Reply<pb::UpdateIssueResponse> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let (issue_id, patch, comment) = convert::issue_patch(request.into_inner())?;
         let (issue, comment) = self
             .api
@@ -250,7 +254,7 @@ impl Control for ControlService {
     }
 
     async fn add_comment(&self, request: Request<pb::AddCommentRequest>) -> Reply<pb::Comment> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.into_inner();
         let comment = self
             .api
@@ -263,7 +267,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::ListCommentsRequest>,
     ) -> Reply<pb::ListCommentsResponse> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.get_ref();
         let query = convert::comment_query(body);
         let comments = self
@@ -279,7 +283,7 @@ impl Control for ControlService {
     }
 
     async fn get_comment(&self, request: Request<pb::GetCommentRequest>) -> Reply<pb::Comment> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.get_ref();
         let comment = self
             .api
@@ -289,7 +293,7 @@ impl Control for ControlService {
     }
 
     async fn checkout(&self, request: Request<pb::CheckoutRequest>) -> Reply<pb::Issue> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.get_ref();
         let expected = convert::expected_statuses(&body.expected_statuses)?;
         let issue = self
@@ -300,7 +304,7 @@ impl Control for ControlService {
     }
 
     async fn release(&self, request: Request<pb::ReleaseRequest>) -> Reply<pb::Issue> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let issue = self
             .api
             .release(&caller, &request.get_ref().issue_id)
@@ -309,7 +313,7 @@ impl Control for ControlService {
     }
 
     async fn start_run(&self, request: Request<pb::StartRunRequest>) -> Reply<pb::Run> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.into_inner();
         let issue_id = convert::optional_id(body.issue_id);
         let run = self
@@ -320,7 +324,7 @@ impl Control for ControlService {
     }
 
     async fn finish_run(&self, request: Request<pb::FinishRunRequest>) -> Reply<pb::Run> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.into_inner();
         let status = convert::run_status(&body.status)?;
         let run = self
@@ -331,7 +335,7 @@ impl Control for ControlService {
     }
 
     async fn get_run(&self, request: Request<pb::GetRunRequest>) -> Reply<pb::Run> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let run = self.api.get_run(&caller, &request.get_ref().run_id).await?;
         Ok(Response::new(convert::run_to_proto(run)))
     }
@@ -343,7 +347,7 @@ impl Control for ControlService {
         request: Request<pb::StreamRunLogRequest>,
     ) -> Reply<Self::StreamRunLogStream> {
         use futures::StreamExt;
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let credentials = Credentials::from_metadata(request.metadata())?;
         let body = request.into_inner();
         let stream = self
@@ -375,7 +379,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::ListRunsRequest>,
     ) -> Reply<pb::ListRunsResponse> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.into_inner();
         let agent_id = convert::optional_id(body.agent_id);
         let limit = convert::run_page_size(body.limit);
@@ -392,7 +396,7 @@ impl Control for ControlService {
         &self,
         request: Request<pb::ListActivityRequest>,
     ) -> Reply<pb::ListActivityResponse> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let body = request.get_ref();
         let limit = convert::activity_page_size(body.limit);
         let entries = self
@@ -411,13 +415,13 @@ impl Control for ControlService {
         &self,
         request: Request<pb::VerifyAuditRequest>,
     ) -> Reply<pb::VerifyAuditResponse> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let report = self.api.verify_audit(&caller).await?;
         Ok(Response::new(convert::audit_report_to_proto(report)))
     }
 
     async fn get_me(&self, request: Request<pb::GetMeRequest>) -> Reply<pb::Agent> {
-        let caller = self.caller(&request)?;
+        let caller = self.caller(&request).await?;
         let agent = self.api.me(&caller).await?;
         Ok(Response::new(convert::agent_to_proto(agent)))
     }

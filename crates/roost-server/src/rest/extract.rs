@@ -56,7 +56,9 @@ impl FromRequestParts<Api> for Caller {
                 break;
             }
         }
-        let mut caller = api.authenticate(token.as_deref(), run_id.as_deref())?;
+        let mut caller = api
+            .authenticate(token.as_deref(), run_id.as_deref())
+            .await?;
         if let Some(v) = parts.headers.get("idempotency-key") {
             let key = v
                 .to_str()

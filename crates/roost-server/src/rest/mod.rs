@@ -2,6 +2,7 @@
 //! agent loop, plus `/healthz` and `/readyz`.
 
 mod admin;
+mod budgets;
 mod cluster;
 mod dto;
 mod extract;
@@ -38,6 +39,17 @@ pub fn router(api: Api, max_body_bytes: usize) -> Router {
         .route("/companies/{cid}/heartbeat-runs", get(runs::list))
         .route("/companies/{cid}/activity", get(runs::activity))
         .route("/companies/{cid}/wakes", get(wakes::list))
+        .route("/companies/{cid}/cost-events", post(budgets::record_cost))
+        .route("/companies/{cid}/costs/summary", get(budgets::summary))
+        .route("/companies/{cid}/budgets/overview", get(budgets::overview))
+        .route(
+            "/companies/{cid}/budgets/policies",
+            post(budgets::set_policy),
+        )
+        .route(
+            "/companies/{cid}/budget-incidents/{id}/resolve",
+            post(budgets::resolve),
+        )
         .route("/agents/me", get(admin::me))
         .route("/agents/me/inbox-lite", get(issues::inbox))
         .route(

@@ -9,7 +9,9 @@ mod session;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use roost_core::scheduling::{claim_blocker, worker_suits};
+use roost_core::scheduling::{
+    budget_blocker, claim_blocker, exhausted, hard_incident_open, worker_suits,
+};
 use roost_core::{task_key, Actor, Command, Outcome, Run, State, WorkerStatus};
 use roost_proto::v1::{server_message, Assignment, IssueSummary, WakeComment};
 use serde::{Deserialize, Serialize};
@@ -265,6 +267,7 @@ impl Workers {
         if connected.is_empty() {
             return;
         }
+        let now = crate::api::now();
         let plan: Vec<(String, String)> = self.api.reader().read(|s| {
             let mut taken: BTreeMap<String, u32> = BTreeMap::new();
             let mut plan = Vec::new();
@@ -275,6 +278,15 @@ impl Workers {
                 let Some(agent) = s.agents.get(&wake.agent_id) else {
                     continue;
                 };
+                // A wake held back by a budget waits here, unless spend has used the budget
+                // up and the claim must open the incident and pause the scope.
+                if budget_blocker(s, agent, now).is_some()
+                    && exhausted(s, agent, now)
+                        .iter()
+                        .all(|p| hard_incident_open(s, p))
+                {
+                    continue;
+                }
                 // Prefer the worker whose disk holds the agent's session for this task.
                 let previous = agent
                     .task_session(task_key(wake.issue_id.as_deref()))

@@ -1,8 +1,10 @@
-//! The client commands: `roost company|agent|issue|run|wake|worker|activity|audit ...`, each a REST call
+//! The client commands: `roost company|agent|issue|run|wake|worker|budget|cost|activity|audit ...`,
+//! each a REST call
 //! (or a few) against a running cluster, with human output or `--json`.
 
 mod activity;
 mod agent;
+mod budget;
 mod cluster;
 mod company;
 mod issue;
@@ -41,6 +43,10 @@ pub enum ClientCommand {
     Audit(activity::AuditArgs),
     /// The cluster: status, formation, adding and removing nodes
     Cluster(cluster::ClusterArgs),
+    /// Budgets: limits per company or agent, where they stand, incident decisions
+    Budget(budget::BudgetArgs),
+    /// Costs: money spent, per agent
+    Cost(budget::CostArgs),
 }
 
 /// How to reach the cluster; accepted by every client command, before or after its verb.
@@ -78,6 +84,8 @@ impl ClientCommand {
             ClientCommand::Activity(a) => &a.client,
             ClientCommand::Audit(a) => &a.client,
             ClientCommand::Cluster(a) => &a.client,
+            ClientCommand::Budget(a) => &a.client,
+            ClientCommand::Cost(a) => &a.client,
         }
     }
 }
@@ -90,6 +98,8 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Issue(a) => issue::run(&session, a).await,
         ClientCommand::Run(a) => run::run(&session, a).await,
         ClientCommand::Wake(a) => wake::run(&session, a).await,
+        ClientCommand::Budget(a) => budget::run(&session, a).await,
+        ClientCommand::Cost(a) => budget::run_cost(&session, a).await,
         ClientCommand::Worker(a) => worker::run(&session, a).await,
         ClientCommand::Activity(a) => activity::run_activity(&session, a).await,
         ClientCommand::Audit(a) => activity::run_audit(&session, a).await,

@@ -425,3 +425,50 @@ async fn cluster_status_shows_every_member_and_matching_hashes() -> anyhow::Resu
     c.shutdown().await;
     Ok(())
 }
+
+/// Regression: a key created through the leader was refused (401) by a follower that had not
+/// applied it yet; a follower now catches up before it refuses an unknown token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_key_created_through_the_leader_works_at_once_on_a_follower() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let c = TestCluster::start_with(3, test_timing()).await?;
+    let leader = c.leader().await?;
+    let followers: Vec<u64> = c.ids().into_iter().filter(|id| *id != leader).collect();
+    let admin = c.admin(leader);
+    for round in 0..20 {
+        let agent = admin
+            .post(
+                &format!("/api/companies/{}/agents", c.company_id),
+                json!({ "name": format!("fresh-{round}") }),
+            )
+            .await?
+            .ok()?;
+        let id = str_field(&agent, "id");
+        let key = admin
+            .post(&format!("/api/agents/{id}/keys"), json!({}))
+            .await?
+            .ok()?;
+        let key = str_field(&key, "token");
+        for follower in &followers {
+            let me = c
+                .http(*follower)
+                .with_token(&key)
+                .get("/api/agents/me")
+                .await?;
+            assert_eq!(
+                me.status.as_u16(),
+                200,
+                "round {round}, node {follower}: {}",
+                me.body
+            );
+        }
+    }
+    let bad = c
+        .http(followers[0])
+        .with_token("rst_agent_nope")
+        .get("/api/agents/me")
+        .await?;
+    assert_eq!(bad.status.as_u16(), 401);
+    c.shutdown().await;
+    Ok(())
+}

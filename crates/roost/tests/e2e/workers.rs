@@ -20,11 +20,11 @@ fn fast_leases() -> WorkerConfig {
     }
 }
 
-async fn cluster() -> anyhow::Result<TestCluster> {
+pub(crate) async fn cluster() -> anyhow::Result<TestCluster> {
     TestCluster::start_with_workers(3, test_timing(), fast_leases()).await
 }
 
-async fn join_token(c: &TestCluster) -> anyhow::Result<String> {
+pub(crate) async fn join_token(c: &TestCluster) -> anyhow::Result<String> {
     let leader = c.leader().await?;
     let t = c
         .admin(leader)
@@ -35,7 +35,11 @@ async fn join_token(c: &TestCluster) -> anyhow::Result<String> {
 }
 
 /// An agent with a key; returns (id, key).
-async fn agent(c: &TestCluster, name: &str, policy: Value) -> anyhow::Result<(String, String)> {
+pub(crate) async fn agent(
+    c: &TestCluster,
+    name: &str,
+    policy: Value,
+) -> anyhow::Result<(String, String)> {
     let leader = c.leader().await?;
     let body = json!({ "name": name, "heartbeat": policy });
     let a = c
@@ -56,7 +60,7 @@ fn one_at_a_time() -> Value {
     json!({ "enabled": false, "intervalSec": 300, "wakeOnDemand": true, "maxConcurrentRuns": 1, "skipWhenIdle": true })
 }
 
-async fn assigned_issue(
+pub(crate) async fn assigned_issue(
     http: &Http,
     c: &TestCluster,
     title: &str,
@@ -72,7 +76,7 @@ async fn assigned_issue(
     ))
 }
 
-async fn run_status(http: &Http, run: &str) -> anyhow::Result<String> {
+pub(crate) async fn run_status(http: &Http, run: &str) -> anyhow::Result<String> {
     Ok(str_field(
         &http
             .get(&format!("/api/heartbeat-runs/{run}"))

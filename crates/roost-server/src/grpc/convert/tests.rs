@@ -23,6 +23,7 @@ fn sample_agent() -> Agent {
             wake_on_demand: false,
             max_concurrent_runs: 3,
             skip_when_idle: false,
+            run_reserve_cents: 40,
         },
         placement_labels: BTreeMap::from([("gpu".into(), "a100".into())]),
         created_at: Timestamp(1_000),

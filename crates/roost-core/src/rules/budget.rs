@@ -1,0 +1,468 @@
+//! Budgets (DESIGN.md section 8): policies, cost events, reservations and incidents.
+//!
+//! A run holds `reserved_cents` against every budget of its agent and company while it is
+//! live. A claim is refused while spent + reserved + the agent's per-run reserve would pass a
+//! hard limit: the wake waits. When spend alone leaves no room for one more run, or reaches the
+//! limit, a hard incident opens (once) and the scope pauses with reason `budget`. Usage reported
+//! during a run grows its reservation while the budget allows; when it does not, the run is
+//! cancelled. At the end the run's usage is settled as a cost event and its reservation goes.
+
+use serde_json::json;
+
+use super::agent::visible_agent;
+use super::{require_id, require_text, Ctx};
+use crate::command::{NewCostEvent, Outcome};
+use crate::entity::*;
+use crate::error::DomainError;
+use crate::state::{ActivityNote, Change, Decision, State};
+use crate::time::Timestamp;
+
+/// Why no run of `agent` may be claimed now at time `now`, if none may.
+pub fn budget_blocker(state: &State, agent: &Agent, now: Timestamp) -> Option<String> {
+    let reserve = agent.heartbeat.run_reserve_cents;
+    state.hard_budgets(agent).find_map(|p| {
+        let (spent, reserved) = (state.spent(p, now), state.reserved(p, None));
+        (spent + reserved + reserve > p.amount).then(|| {
+            format!(
+                "budget_blocked: {} budget {}: {spent}¢ spent + {reserved}¢ reserved + {reserve}¢ for this run > {}¢",
+                p.scope_type, p.id, p.amount
+            )
+        })
+    })
+}
+
+/// The hard budgets of `agent` where spend alone leaves no room for one more run.
+pub fn exhausted<'a>(state: &'a State, agent: &'a Agent, now: Timestamp) -> Vec<&'a BudgetPolicy> {
+    state
+        .hard_budgets(agent)
+        .filter(|p| {
+            let spent = state.spent(p, now);
+            spent >= p.amount || spent + agent.heartbeat.run_reserve_cents > p.amount
+        })
+        .collect()
+}
+
+/// Whether a hard incident for `policy` is open now (then its scope is already stopped).
+pub fn hard_incident_open(state: &State, policy: &BudgetPolicy) -> bool {
+    state.budget_incidents.values().any(|i| {
+        i.policy_id == policy.id && i.kind == IncidentKind::Hard && i.status == IncidentStatus::Open
+    })
+}
+
+/// How many more cents a run of `agent` may hold, over every hard budget (`u64::MAX` when
+/// none binds), not counting the run's own reservation.
+pub(crate) fn room_for(state: &State, agent: &Agent, run_id: &str, now: Timestamp) -> u64 {
+    state
+        .hard_budgets(agent)
+        .map(|p| {
+            p.amount
+                .saturating_sub(state.spent(p, now) + state.reserved(p, Some(run_id)))
+        })
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
+/// Applies `f` to agent `id` within `changes` (on the copy already there, if any).
+pub(crate) fn upsert_agent(
+    ctx: &Ctx<'_>,
+    changes: &mut Vec<Change>,
+    id: &str,
+    f: impl FnOnce(&mut Agent),
+) {
+    for change in changes.iter_mut() {
+        if let Change::Agent(a) = change {
+            if a.id == id {
+                f(a);
+                return;
+            }
+        }
+    }
+    if let Some(agent) = ctx.state.agents.get(id) {
+        let mut agent = agent.clone();
+        f(&mut agent);
+        changes.push(Change::Agent(agent));
+    }
+}
+
+fn pending_incident(changes: &[Change], policy: &str, kind: IncidentKind) -> bool {
+    changes.iter().any(|c| {
+        matches!(c, Change::BudgetIncident(i) if i.policy_id == policy && i.kind == kind && i.status == IncidentStatus::Open)
+    })
+}
+
+/// Opens a hard incident for `policy` (unless one is open) and pauses its scope.
+pub(crate) fn stop_scope(
+    ctx: &Ctx<'_>,
+    policy: &BudgetPolicy,
+    observed: u64,
+    why: &str,
+    changes: &mut Vec<Change>,
+) {
+    if hard_incident_open(ctx.state, policy)
+        || pending_incident(changes, &policy.id, IncidentKind::Hard)
+    {
+        return;
+    }
+    changes.push(Change::BudgetIncident(BudgetIncident {
+        id: format!("inc-{}-{}-hard", ctx.index, policy.id),
+        company_id: policy.company_id.clone(),
+        policy_id: policy.id.clone(),
+        kind: IncidentKind::Hard,
+        status: IncidentStatus::Open,
+        window_key: policy.window_kind.key(ctx.now()),
+        amount: policy.amount,
+        observed,
+        message: why.to_string(),
+        created_at: ctx.now(),
+        resolved_at: None,
+        resolution: None,
+    }));
+    let agents: Vec<String> = ctx
+        .state
+        .agents
+        .values()
+        .filter(|a| policy.applies_to(&a.company_id, &a.id) && a.status == AgentStatus::Active)
+        .map(|a| a.id.clone())
+        .collect();
+    for id in agents {
+        upsert_agent(ctx, changes, &id, |a| {
+            a.status = AgentStatus::Paused;
+            a.pause_reason = Some(PauseReason::Budget);
+            a.updated_at = ctx.now();
+        });
+    }
+}
+
+/// After `added` cents were spent by `agent_id` in `company_id`: a soft incident at the
+/// warning (once per policy, window and amount), a hard stop at the limit.
+pub(crate) fn after_spend(
+    ctx: &Ctx<'_>,
+    company_id: &str,
+    agent_id: &str,
+    added: u64,
+    changes: &mut Vec<Change>,
+) {
+    let now = ctx.now();
+    let policies: Vec<&BudgetPolicy> = ctx
+        .state
+        .budget_policies
+        .values()
+        .filter(|p| p.applies_to(company_id, agent_id) && p.amount > 0)
+        .collect();
+    for policy in policies {
+        let observed = ctx.state.spent(policy, now) + added;
+        let window = policy.window_kind.key(now);
+        let warn_at = (policy.amount * policy.warn_percent as u64).div_ceil(100);
+        let warned = ctx.state.budget_incidents.values().any(|i| {
+            i.policy_id == policy.id
+                && i.kind == IncidentKind::Soft
+                && i.window_key == window
+                && i.amount == policy.amount
+        }) || pending_incident(changes, &policy.id, IncidentKind::Soft);
+        if observed >= warn_at && !warned {
+            changes.push(Change::BudgetIncident(BudgetIncident {
+                id: format!("inc-{}-{}-soft", ctx.index, policy.id),
+                company_id: policy.company_id.clone(),
+                policy_id: policy.id.clone(),
+                kind: IncidentKind::Soft,
+                status: IncidentStatus::Open,
+                window_key: window,
+                amount: policy.amount,
+                observed,
+                message: format!(
+                    "{}% of the {} budget spent ({observed}¢ of {}¢)",
+                    policy.warn_percent, policy.scope_type, policy.amount
+                ),
+                created_at: now,
+                resolved_at: None,
+                resolution: None,
+            }));
+        }
+        if policy.hard_stop_enabled && observed >= policy.amount {
+            let why = format!("spent {observed}¢ of a {}¢ budget", policy.amount);
+            stop_scope(ctx, policy, observed, &why, changes);
+        }
+    }
+}
+
+/// A run's usage settled as a cost event at its end (its reservation ends with it).
+pub(crate) fn settle(ctx: &Ctx<'_>, run: &Run, changes: &mut Vec<Change>) {
+    let cents = run.usage.cost_cents();
+    if cents == 0 && run.usage == Usage::default() {
+        return;
+    }
+    let adapter = ctx.state.agents.get(&run.agent_id).map(|a| a.adapter_type);
+    let provider = match adapter {
+        Some(AdapterType::Claude) => "anthropic",
+        Some(AdapterType::Codex) => "openai",
+        _ => "unknown",
+    };
+    changes.push(Change::CostEvent(CostEvent {
+        id: format!("run-{}", run.id),
+        company_id: run.company_id.clone(),
+        agent_id: run.agent_id.clone(),
+        issue_id: run.issue_id.clone(),
+        heartbeat_run_id: Some(run.id.clone()),
+        provider: provider.into(),
+        model: String::new(),
+        input_tokens: run.usage.input_tokens,
+        cached_input_tokens: run.usage.cached_input_tokens,
+        output_tokens: run.usage.output_tokens,
+        cost_cents: cents,
+        occurred_at: ctx.now(),
+        created_at: ctx.now(),
+        source: "run".into(),
+    }));
+    after_spend(ctx, &run.company_id, &run.agent_id, cents, changes);
+}
+
+/// `SetBudgetPolicy`: creates or replaces the policy of a scope and window.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn set_policy(
+    ctx: &Ctx<'_>,
+    id: &str,
+    company_id: &str,
+    scope_type: BudgetScopeType,
+    scope_id: &str,
+    window_kind: BudgetWindow,
+    amount: u64,
+    warn_percent: u8,
+    hard_stop_enabled: bool,
+) -> Result<Decision, DomainError> {
+    ctx.require_admin("set budgets")?;
+    require_id("id", id)?;
+    ctx.require_company(company_id, "company", company_id)?;
+    if !ctx.state.companies.contains_key(company_id) {
+        return Err(DomainError::not_found("company", company_id));
+    }
+    match scope_type {
+        BudgetScopeType::Company if scope_id != company_id => {
+            return Err(DomainError::invalid(
+                "scopeId",
+                "a company budget's scopeId is the company's id",
+            ))
+        }
+        BudgetScopeType::Agent => {
+            let agent = visible_agent(ctx, scope_id)?;
+            if agent.company_id != company_id {
+                return Err(DomainError::not_found("agent", scope_id));
+            }
+        }
+        BudgetScopeType::Project => {
+            return Err(DomainError::invalid(
+                "scopeType",
+                "project budgets need projects, which Roost does not have yet",
+            ))
+        }
+        BudgetScopeType::Company => {}
+    }
+    if !(1..=100).contains(&warn_percent) {
+        return Err(DomainError::invalid("warnPercent", "between 1 and 100"));
+    }
+    let existing = ctx.state.budget_policies.values().find(|p| {
+        p.company_id == company_id
+            && p.scope_type == scope_type
+            && p.scope_id == scope_id
+            && p.window_kind == window_kind
+    });
+    if let Some(old) = existing {
+        let spent = ctx.state.spent(old, ctx.now());
+        if amount > old.amount && amount <= spent {
+            return Err(DomainError::invariant(
+                "budget_above_spend",
+                format!("raising the budget to {amount}¢ leaves it at or below the {spent}¢ already spent"),
+            ));
+        }
+    }
+    let policy = BudgetPolicy {
+        id: existing
+            .map(|p| p.id.clone())
+            .unwrap_or_else(|| id.to_string()),
+        company_id: company_id.into(),
+        scope_type,
+        scope_id: scope_id.into(),
+        window_kind,
+        amount,
+        warn_percent,
+        hard_stop_enabled,
+        created_at: existing.map(|p| p.created_at).unwrap_or(ctx.now()),
+        updated_at: ctx.now(),
+    };
+    let note = ActivityNote {
+        company_id: Some(company_id.into()),
+        entity_type: "budget_policy",
+        entity_id: policy.id.clone(),
+        details: json!({ "scopeType": scope_type, "scopeId": scope_id, "amount": amount, "windowKind": window_kind }),
+    };
+    Ok(Decision {
+        outcome: Outcome::BudgetPolicy(policy.clone()),
+        changes: vec![Change::BudgetPolicy(policy)],
+        note,
+    })
+}
+
+/// `RecordCostEvent`: money an agent reports spending (only its own), or an administrator
+/// records for it.
+pub(crate) fn record_cost(ctx: &Ctx<'_>, e: &NewCostEvent) -> Result<Decision, DomainError> {
+    require_id("id", &e.id)?;
+    ctx.require_company(&e.company_id, "company", &e.company_id)?;
+    if let Some(me) = ctx.actor.agent_id() {
+        if me != e.agent_id {
+            return Err(DomainError::forbidden(
+                "an agent may only report its own costs",
+            ));
+        }
+    } else if !ctx.is_admin() {
+        return Err(DomainError::forbidden(
+            "only agents and administrators report costs",
+        ));
+    }
+    let agent = visible_agent(ctx, &e.agent_id)?;
+    if agent.company_id != e.company_id {
+        return Err(DomainError::not_found("agent", &e.agent_id));
+    }
+    if let Some(issue) = &e.issue_id {
+        if ctx
+            .state
+            .issues
+            .get(issue)
+            .is_none_or(|i| i.company_id != e.company_id)
+        {
+            return Err(DomainError::not_found("issue", issue));
+        }
+    }
+    if let Some(run) = &e.heartbeat_run_id {
+        if ctx
+            .state
+            .runs
+            .get(run)
+            .is_none_or(|r| r.agent_id != e.agent_id)
+        {
+            return Err(DomainError::not_found("run", run));
+        }
+    }
+    if ctx.state.cost_events.contains_key(&e.id) {
+        return Err(DomainError::AlreadyExists {
+            entity: "cost event".into(),
+            id: e.id.clone(),
+        });
+    }
+    let event = CostEvent {
+        id: e.id.clone(),
+        company_id: e.company_id.clone(),
+        agent_id: e.agent_id.clone(),
+        issue_id: e.issue_id.clone(),
+        heartbeat_run_id: e.heartbeat_run_id.clone(),
+        provider: require_text("provider", &e.provider, 100)?,
+        model: require_text("model", &e.model, 200)?,
+        input_tokens: e.input_tokens,
+        cached_input_tokens: e.cached_input_tokens,
+        output_tokens: e.output_tokens,
+        cost_cents: e.cost_cents,
+        occurred_at: e.occurred_at.unwrap_or(ctx.now()),
+        created_at: ctx.now(),
+        source: "agent".into(),
+    };
+    let mut changes = vec![Change::CostEvent(event.clone())];
+    // The window of the event is where it counts; thresholds are checked for now's window.
+    after_spend(
+        ctx,
+        &event.company_id,
+        &event.agent_id,
+        event.cost_cents,
+        &mut changes,
+    );
+    let note = ActivityNote {
+        company_id: Some(event.company_id.clone()),
+        entity_type: "cost_event",
+        entity_id: event.id.clone(),
+        details: json!({ "agentId": event.agent_id, "costCents": event.cost_cents }),
+    };
+    Ok(Decision {
+        outcome: Outcome::CostEvent(event),
+        changes,
+        note,
+    })
+}
+
+/// `ResolveBudgetIncident`: the operator's decision, audited.
+pub(crate) fn resolve_incident(
+    ctx: &Ctx<'_>,
+    incident_id: &str,
+    action: IncidentAction,
+    amount: Option<u64>,
+) -> Result<Decision, DomainError> {
+    ctx.require_admin("resolve budget incidents")?;
+    let incident = ctx
+        .state
+        .budget_incidents
+        .get(incident_id)
+        .ok_or_else(|| DomainError::not_found("budget incident", incident_id))?;
+    ctx.require_company(&incident.company_id, "budget incident", incident_id)?;
+    if incident.status != IncidentStatus::Open {
+        return Err(DomainError::conflict(format!(
+            "incident {incident_id} is already {}",
+            incident.status
+        )));
+    }
+    let mut resolved = incident.clone();
+    resolved.resolved_at = Some(ctx.now());
+    resolved.resolution = Some(action);
+    resolved.status = if action == IncidentAction::Dismiss {
+        IncidentStatus::Dismissed
+    } else {
+        IncidentStatus::Resolved
+    };
+    let mut changes = Vec::new();
+    if action == IncidentAction::RaiseAndResume {
+        let policy = ctx
+            .state
+            .budget_policies
+            .get(&incident.policy_id)
+            .ok_or_else(|| DomainError::not_found("budget policy", &incident.policy_id))?;
+        let amount = amount.ok_or_else(|| {
+            DomainError::invalid("amount", "raise_and_resume needs the new amount")
+        })?;
+        let spent = ctx.state.spent(policy, ctx.now());
+        if amount <= spent {
+            return Err(DomainError::invariant(
+                "budget_above_spend",
+                format!("the new budget {amount}¢ must be above the {spent}¢ already spent"),
+            ));
+        }
+        let mut raised = policy.clone();
+        raised.amount = amount;
+        raised.updated_at = ctx.now();
+        changes.push(Change::BudgetPolicy(raised.clone()));
+        let paused: Vec<String> = ctx
+            .state
+            .agents
+            .values()
+            .filter(|a| {
+                raised.applies_to(&a.company_id, &a.id)
+                    && a.status == AgentStatus::Paused
+                    && a.pause_reason == Some(PauseReason::Budget)
+            })
+            .map(|a| a.id.clone())
+            .collect();
+        for id in paused {
+            upsert_agent(ctx, &mut changes, &id, |a| {
+                a.status = AgentStatus::Active;
+                a.pause_reason = None;
+                a.updated_at = ctx.now();
+            });
+        }
+    }
+    changes.push(Change::BudgetIncident(resolved.clone()));
+    let note = ActivityNote {
+        company_id: Some(incident.company_id.clone()),
+        entity_type: "budget_incident",
+        entity_id: incident.id.clone(),
+        details: json!({ "action": action, "amount": amount }),
+    };
+    Ok(Decision {
+        outcome: Outcome::BudgetIncident(resolved),
+        changes,
+        note,
+    })
+}
