@@ -245,6 +245,7 @@ fn issue_status_and_priority_round_trip_for_every_variant() {
             log_tail: String::new(),
             log_bytes: 0,
             summary: None,
+            reserved_cents: 0,
         };
         let proto = run_to_proto(run);
         assert_eq!(run_status(&proto.status).unwrap(), status);
