@@ -671,6 +671,182 @@ pub mod cluster_server {
         const NAME: &'static str = SERVICE_NAME;
     }
 }
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct BudgetPolicy {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    /// company or agent.
+    #[prost(string, tag = "3")]
+    pub scope_type: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub scope_id: ::prost::alloc::string::String,
+    /// calendar_month_utc or lifetime.
+    #[prost(string, tag = "5")]
+    pub window_kind: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "6")]
+    pub amount_cents: u64,
+    #[prost(uint32, tag = "7")]
+    pub warn_percent: u32,
+    #[prost(bool, tag = "8")]
+    pub hard_stop_enabled: bool,
+    #[prost(int64, tag = "9")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "10")]
+    pub updated_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct BudgetPolicyStatus {
+    #[prost(message, optional, tag = "1")]
+    pub policy: ::core::option::Option<BudgetPolicy>,
+    #[prost(uint64, tag = "2")]
+    pub spent_cents: u64,
+    #[prost(uint64, tag = "3")]
+    pub reserved_cents: u64,
+    #[prost(uint64, tag = "4")]
+    pub remaining_cents: u64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct BudgetIncident {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub policy_id: ::prost::alloc::string::String,
+    /// soft or hard.
+    #[prost(string, tag = "4")]
+    pub kind: ::prost::alloc::string::String,
+    /// open, resolved or dismissed.
+    #[prost(string, tag = "5")]
+    pub status: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "6")]
+    pub amount_cents: u64,
+    #[prost(uint64, tag = "7")]
+    pub observed_cents: u64,
+    #[prost(string, tag = "8")]
+    pub message: ::prost::alloc::string::String,
+    #[prost(int64, tag = "9")]
+    pub created_at_ms: i64,
+    #[prost(int64, optional, tag = "10")]
+    pub resolved_at_ms: ::core::option::Option<i64>,
+    #[prost(string, optional, tag = "11")]
+    pub resolution: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct BudgetOverview {
+    #[prost(message, repeated, tag = "1")]
+    pub policies: ::prost::alloc::vec::Vec<BudgetPolicyStatus>,
+    #[prost(message, repeated, tag = "2")]
+    pub incidents: ::prost::alloc::vec::Vec<BudgetIncident>,
+    #[prost(string, repeated, tag = "3")]
+    pub paused_agent_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CostEvent {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "4")]
+    pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "5")]
+    pub heartbeat_run_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, tag = "6")]
+    pub provider: ::prost::alloc::string::String,
+    #[prost(string, tag = "7")]
+    pub model: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "8")]
+    pub input_tokens: u64,
+    #[prost(uint64, tag = "9")]
+    pub cached_input_tokens: u64,
+    #[prost(uint64, tag = "10")]
+    pub output_tokens: u64,
+    #[prost(uint64, tag = "11")]
+    pub cost_cents: u64,
+    #[prost(int64, tag = "12")]
+    pub occurred_at_ms: i64,
+    /// agent (reported through the API) or run (a run's usage, settled at its end).
+    #[prost(string, tag = "13")]
+    pub source: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SetBudgetPolicyRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub scope_type: ::prost::alloc::string::String,
+    /// Required for an agent; a company budget's scope is the company.
+    #[prost(string, optional, tag = "3")]
+    pub scope_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Default calendar_month_utc.
+    #[prost(string, tag = "4")]
+    pub window_kind: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "5")]
+    pub amount_cents: u64,
+    /// Default 80.
+    #[prost(uint32, tag = "6")]
+    pub warn_percent: u32,
+    /// Default true.
+    #[prost(bool, optional, tag = "7")]
+    pub hard_stop_enabled: ::core::option::Option<bool>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetBudgetOverviewRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResolveBudgetIncidentRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub incident_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub action: ::prost::alloc::string::String,
+    /// The new limit, for raise_and_resume.
+    #[prost(uint64, optional, tag = "4")]
+    pub amount_cents: ::core::option::Option<u64>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RecordCostEventRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    /// Default: the calling agent.
+    #[prost(string, optional, tag = "2")]
+    pub agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "3")]
+    pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub heartbeat_run_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, tag = "5")]
+    pub provider: ::prost::alloc::string::String,
+    #[prost(string, tag = "6")]
+    pub model: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "7")]
+    pub input_tokens: u64,
+    #[prost(uint64, tag = "8")]
+    pub cached_input_tokens: u64,
+    #[prost(uint64, tag = "9")]
+    pub output_tokens: u64,
+    #[prost(uint64, tag = "10")]
+    pub cost_cents: u64,
+    /// RFC 3339; default now.
+    #[prost(string, optional, tag = "11")]
+    pub occurred_at: ::core::option::Option<::prost::alloc::string::String>,
+}
 /// A tenant. Every other record belongs to exactly one company.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -2009,6 +2185,94 @@ pub mod control_client {
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetMe"));
             self.inner.unary(req, path, codec).await
         }
+        /// Budgets (DESIGN.md section 8): creates or replaces the budget of a scope and window.
+        pub async fn set_budget_policy(
+            &mut self,
+            request: impl tonic::IntoRequest<super::SetBudgetPolicyRequest>,
+        ) -> std::result::Result<tonic::Response<super::BudgetPolicy>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/SetBudgetPolicy",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "SetBudgetPolicy"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Budgets with their spend and reservations, and incidents, open first.
+        pub async fn get_budget_overview(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetBudgetOverviewRequest>,
+        ) -> std::result::Result<tonic::Response<super::BudgetOverview>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetBudgetOverview",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetBudgetOverview"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// The operator's decision on an incident: raise_and_resume, keep_paused or dismiss.
+        pub async fn resolve_budget_incident(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ResolveBudgetIncidentRequest>,
+        ) -> std::result::Result<tonic::Response<super::BudgetIncident>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ResolveBudgetIncident",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ResolveBudgetIncident"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Money spent; an agent may report only its own.
+        pub async fn record_cost_event(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RecordCostEventRequest>,
+        ) -> std::result::Result<tonic::Response<super::CostEvent>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/RecordCostEvent",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "RecordCostEvent"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -2196,6 +2460,26 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::GetMeRequest>,
         ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status>;
+        /// Budgets (DESIGN.md section 8): creates or replaces the budget of a scope and window.
+        async fn set_budget_policy(
+            &self,
+            request: tonic::Request<super::SetBudgetPolicyRequest>,
+        ) -> std::result::Result<tonic::Response<super::BudgetPolicy>, tonic::Status>;
+        /// Budgets with their spend and reservations, and incidents, open first.
+        async fn get_budget_overview(
+            &self,
+            request: tonic::Request<super::GetBudgetOverviewRequest>,
+        ) -> std::result::Result<tonic::Response<super::BudgetOverview>, tonic::Status>;
+        /// The operator's decision on an incident: raise_and_resume, keep_paused or dismiss.
+        async fn resolve_budget_incident(
+            &self,
+            request: tonic::Request<super::ResolveBudgetIncidentRequest>,
+        ) -> std::result::Result<tonic::Response<super::BudgetIncident>, tonic::Status>;
+        /// Money spent; an agent may report only its own.
+        async fn record_cost_event(
+            &self,
+            request: tonic::Request<super::RecordCostEventRequest>,
+        ) -> std::result::Result<tonic::Response<super::CostEvent>, tonic::Status>;
     }
     /// The client API.
     #[derive(Debug)]
@@ -3457,6 +3741,187 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetMeSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/SetBudgetPolicy" => {
+                    #[allow(non_camel_case_types)]
+                    struct SetBudgetPolicySvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::SetBudgetPolicyRequest>
+                    for SetBudgetPolicySvc<T> {
+                        type Response = super::BudgetPolicy;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::SetBudgetPolicyRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::set_budget_policy(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = SetBudgetPolicySvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetBudgetOverview" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetBudgetOverviewSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetBudgetOverviewRequest>
+                    for GetBudgetOverviewSvc<T> {
+                        type Response = super::BudgetOverview;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetBudgetOverviewRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_budget_overview(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetBudgetOverviewSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ResolveBudgetIncident" => {
+                    #[allow(non_camel_case_types)]
+                    struct ResolveBudgetIncidentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ResolveBudgetIncidentRequest>
+                    for ResolveBudgetIncidentSvc<T> {
+                        type Response = super::BudgetIncident;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ResolveBudgetIncidentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::resolve_budget_incident(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ResolveBudgetIncidentSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/RecordCostEvent" => {
+                    #[allow(non_camel_case_types)]
+                    struct RecordCostEventSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::RecordCostEventRequest>
+                    for RecordCostEventSvc<T> {
+                        type Response = super::CostEvent;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RecordCostEventRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::record_cost_event(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RecordCostEventSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -340,6 +340,42 @@ impl Control for ControlService {
         Ok(Response::new(convert::run_to_proto(run)))
     }
 
+    async fn set_budget_policy(
+        &self,
+        request: Request<pb::SetBudgetPolicyRequest>,
+    ) -> Reply<pb::BudgetPolicy> {
+        let caller = self.caller(&request).await?;
+        let reply = super::budgets::set_policy(&self.api, &caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn get_budget_overview(
+        &self,
+        request: Request<pb::GetBudgetOverviewRequest>,
+    ) -> Reply<pb::BudgetOverview> {
+        let caller = self.caller(&request).await?;
+        let reply = super::budgets::overview(&self.api, &caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn resolve_budget_incident(
+        &self,
+        request: Request<pb::ResolveBudgetIncidentRequest>,
+    ) -> Reply<pb::BudgetIncident> {
+        let caller = self.caller(&request).await?;
+        let reply = super::budgets::resolve(&self.api, &caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn record_cost_event(
+        &self,
+        request: Request<pb::RecordCostEventRequest>,
+    ) -> Reply<pb::CostEvent> {
+        let caller = self.caller(&request).await?;
+        let reply = super::budgets::record_cost(&self.api, &caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
+    }
+
     type StreamRunLogStream = futures::stream::BoxStream<'static, Result<pb::RunLogChunk, Status>>;
 
     async fn stream_run_log(

@@ -138,3 +138,74 @@ async fn clearing_a_field_survives_the_raft_log() -> anyhow::Result<()> {
     assert_eq!(fetched["assigneeAgentId"], Value::Null);
     node.shutdown().await
 }
+
+/// Budgets over gRPC: the same rules as REST (an agent reports only its own cost; a bad scope
+/// is INVALID_ARGUMENT), and the overview shows what was spent.
+#[tokio::test]
+async fn grpc_budgets_meter_costs_like_rest() -> anyhow::Result<()> {
+    use roost_proto::v1::{
+        GetBudgetOverviewRequest, RecordCostEventRequest, SetBudgetPolicyRequest,
+    };
+    let node = TestNode::start().await?;
+    let mut grpc = control(&node).await?;
+    let (me, key) = node.agent("grpc-spender").await?;
+    let (other, _) = node.agent("grpc-other").await?;
+    let policy = grpc
+        .set_budget_policy(authed(
+            &node.admin_token,
+            None,
+            SetBudgetPolicyRequest {
+                company_id: node.company_id.clone(),
+                scope_type: "agent".into(),
+                scope_id: Some(me.clone()),
+                amount_cents: 500,
+                ..Default::default()
+            },
+        )?)
+        .await?
+        .into_inner();
+    assert_eq!((policy.warn_percent, policy.hard_stop_enabled), (80, true));
+    let cost = |agent: Option<String>| RecordCostEventRequest {
+        company_id: node.company_id.clone(),
+        agent_id: agent,
+        provider: "anthropic".into(),
+        model: "claude".into(),
+        cost_cents: 120,
+        ..Default::default()
+    };
+    grpc.record_cost_event(authed(&key, None, cost(None))?)
+        .await?;
+    let stranger = grpc
+        .record_cost_event(authed(&key, None, cost(Some(other)))?)
+        .await
+        .expect_err("another agent's cost");
+    assert_eq!(stranger.code(), tonic::Code::PermissionDenied);
+    let bad = grpc
+        .set_budget_policy(authed(
+            &node.admin_token,
+            None,
+            SetBudgetPolicyRequest {
+                company_id: node.company_id.clone(),
+                scope_type: "team".into(),
+                amount_cents: 1,
+                ..Default::default()
+            },
+        )?)
+        .await
+        .expect_err("unknown scope type");
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
+    let overview = grpc
+        .get_budget_overview(authed(
+            &node.admin_token,
+            None,
+            GetBudgetOverviewRequest {
+                company_id: node.company_id.clone(),
+            },
+        )?)
+        .await?
+        .into_inner();
+    assert_eq!(overview.policies.len(), 1);
+    assert_eq!(overview.policies[0].spent_cents, 120);
+    assert_eq!(overview.policies[0].remaining_cents, 380);
+    Ok(())
+}
