@@ -81,7 +81,12 @@ pub(crate) fn checkout(
             ),
         ));
     }
-    if !expected.contains(&issue.status) {
+    // An issue left in progress by this agent's run that ended (lost with its worker, failed)
+    // is the agent's own abandoned work: its next run adopts it whatever statuses it expects,
+    // as Paperclip adopts a stale checkout, so a retry following the agent loop can finish it.
+    let abandoned_by_self = issue.status == IssueStatus::InProgress
+        && issue.assignee_agent_id.as_deref() == Some(agent_id);
+    if !expected.contains(&issue.status) && !abandoned_by_self {
         return Err(DomainError::StatusConflict {
             issue_id: issue.id.clone(),
             status: issue.status.as_str().into(),

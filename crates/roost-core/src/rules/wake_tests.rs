@@ -565,3 +565,72 @@ fn wakes_and_workers_survive_a_reload_from_rows() {
     assert_eq!(reloaded.queued_wakes().count(), 1);
     assert_eq!(reloaded.workers.len(), 1);
 }
+
+/// Regression: after a run was lost with its worker, the issue stayed `in_progress` with no
+/// checkout, and the retry, checking out with Paperclip's `["todo", "backlog"]`, got
+/// `status_conflict` and never finished it. The agent's next run now adopts its own abandoned
+/// issue; another agent still cannot take it that way.
+#[test]
+fn a_retry_adopts_its_agents_abandoned_in_progress_issue() {
+    let mut w = world();
+    assigned_issue(&mut w, "i1", "a1");
+    claim(&mut w, "a1", "r1").expect("claimed");
+    let checkout = |agent: &str, run: &str| {
+        (
+            agent_actor(agent, "c1", Some(run)),
+            Command::Checkout {
+                issue_id: "i1".into(),
+                agent_id: agent.into(),
+                expected_statuses: vec![IssueStatus::Todo, IssueStatus::Backlog],
+            },
+        )
+    };
+    let (actor, command) = checkout("a1", "r1");
+    w.ok(actor, command);
+    w.ok(
+        admin(),
+        Command::WorkerLost {
+            worker_id: "wk1".into(),
+        },
+    );
+    assert_eq!(w.state.issues["i1"].status, IssueStatus::InProgress);
+    assert!(w.state.issues["i1"].checkout.is_none());
+    // Another agent's run (started by hand) may not take the abandoned issue this way.
+    w.start_run("r-other", "a2");
+    let (actor, command) = checkout("a2", "r-other");
+    assert!(matches!(
+        w.run(actor, command),
+        Err(DomainError::StatusConflict { .. })
+    ));
+    w.ok(
+        admin(),
+        Command::RegisterWorker {
+            worker_id: "wk2".into(),
+            name: "two".into(),
+            adapters: vec![AdapterType::Process],
+            labels: BTreeMap::new(),
+            slots: 1,
+            version: "t".into(),
+        },
+    );
+    let retry = pending(&w, "a1")[0].id.clone();
+    w.ok(
+        admin(),
+        Command::AssignRun {
+            wake_id: retry,
+            run_id: "r2".into(),
+            worker_id: "wk2".into(),
+            token_hash: None,
+        },
+    );
+    let (actor, command) = checkout("a1", "r2");
+    let token = token_of(w.ok(actor, command));
+    assert!(token > 0);
+    assert_eq!(
+        w.state.issues["i1"]
+            .checkout
+            .as_ref()
+            .map(|c| c.run_id.as_str()),
+        Some("r2")
+    );
+}

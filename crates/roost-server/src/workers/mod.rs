@@ -269,7 +269,12 @@ impl Workers {
         }
         let now = crate::api::now();
         let plan: Vec<(String, String)> = self.api.reader().read(|s| {
-            let mut taken: BTreeMap<String, u32> = BTreeMap::new();
+            let mut load: BTreeMap<String, u32> = BTreeMap::new();
+            for run in s.live_runs() {
+                if let Some(w) = &run.worker_id {
+                    *load.entry(w.clone()).or_default() += 1;
+                }
+            }
             let mut plan = Vec::new();
             for wake in s.queued_wakes().take(256) {
                 if claim_blocker(s, wake).is_some() {
@@ -291,26 +296,23 @@ impl Workers {
                 let previous = agent
                     .task_session(task_key(wake.issue_id.as_deref()))
                     .and_then(|t| t.worker_id.clone());
+                // Then the least loaded worker (live runs plus those planned in this pass).
                 let mut candidates: Vec<&String> = connected.iter().collect();
                 candidates.sort_by_key(|w| {
                     (
                         Some(*w) != previous.as_ref(),
-                        taken.get(*w).copied().unwrap_or(0),
+                        load.get(w.as_str()).copied().unwrap_or(0),
                         (*w).clone(),
                     )
                 });
                 let chosen = candidates.into_iter().find(|w| {
                     s.workers.get(*w).is_some_and(|worker| {
-                        let extra = taken.get(*w).copied().unwrap_or(0);
-                        let busy = s
-                            .live_runs()
-                            .filter(|r| r.worker_id.as_deref() == Some(w.as_str()))
-                            .count() as u32;
-                        worker_suits(worker, agent).is_ok() && busy + extra < worker.slots
+                        let load = load.get(w.as_str()).copied().unwrap_or(0);
+                        worker_suits(worker, agent).is_ok() && load < worker.slots
                     })
                 });
                 if let Some(w) = chosen {
-                    *taken.entry(w.clone()).or_default() += 1;
+                    *load.entry(w.clone()).or_default() += 1;
                     plan.push((wake.id.clone(), w.clone()));
                 }
             }

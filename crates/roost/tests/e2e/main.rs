@@ -2,13 +2,17 @@
 //! crashes and the CLI. Regression tests are named after the bug they pin.
 
 mod bad_input;
+mod budgets;
 mod checkout;
 mod cluster;
 mod crash;
+mod fleet;
 mod grpc;
 mod processes;
 mod readme;
 mod support;
 mod wakes_api;
+mod worker_fencing;
 mod worker_process;
+mod worker_sessions;
 mod workers;
