@@ -80,9 +80,9 @@ enum CostCommand {
 /// and anything else.
 pub(super) fn parse_usd(text: &str) -> anyhow::Result<u64> {
     let t = text.trim().trim_start_matches('$');
-    let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
+    let (whole, frac) = t.split_once('.').unwrap_or((t, "0"));
     let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
-    if !digits(whole) || (!frac.is_empty() && !digits(frac)) || frac.len() > 2 {
+    if !digits(whole) || !digits(frac) || frac.len() > 2 {
         bail!("`{text}` is not an amount in dollars (e.g. 25 or 0.50)");
     }
     let cents = format!("{frac:0<2}").parse::<u64>()?;
