@@ -4,6 +4,7 @@
 
 mod cluster;
 mod http;
+mod netns;
 mod node;
 mod process;
 mod proxy;
@@ -11,6 +12,7 @@ mod worker;
 
 pub use cluster::{test_timing, TestCluster};
 pub use http::{Http, Reply};
+pub use netns::{NetCluster, Signal};
 pub use node::TestNode;
 pub use process::RoostProcess;
 pub use proxy::CutProxy;

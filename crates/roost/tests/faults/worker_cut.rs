@@ -1,0 +1,143 @@
+//! The worker cut-off scenario: a `roost run-worker` in its own namespace runs an agent that
+//! keeps writing; the worker is cut off from every node for three lease lengths, again and
+//! again. Each time its agent must have stopped before the cluster declared the run lost, and
+//! nothing the lost run wrote may land after that.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use roost_testkit::{wait_for, NetCluster};
+use serde_json::{json, Value};
+
+/// The servers' `[workers] lease_ttl_ms` in the fault cluster.
+const LEASE: Duration = Duration::from_millis(2000);
+const WAIT: Duration = Duration::from_secs(30);
+
+const AGENT: &str = r#"
+trap 'date +%s%3N > "stopped-$ROOST_RUN_ID"; exit 0' TERM
+[ "$ROOST_WAKE_REASON" = process_lost_retry ] && exit 0
+while true; do
+  curl -s -m 1 -o /dev/null -X POST -H "Authorization: Bearer $ROOST_API_KEY" \
+    -H 'Content-Type: application/json' -d '{"body":"tick"}' \
+    "$ROOST_API_URL/api/issues/$ROOST_TASK_ID/comments"
+  sleep 0.1
+done
+"#;
+
+fn millis(v: &Value) -> i64 {
+    v.as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.timestamp_millis())
+        .unwrap_or(i64::MAX)
+}
+
+/// Runs cut-off cycles until `deadline`; returns how many, or the first violation.
+pub async fn cycles(
+    cluster: &NetCluster,
+    work_dir: &Path,
+    deadline: Instant,
+) -> anyhow::Result<usize> {
+    let admin = cluster.http(1);
+    let cid = cluster.company_id.clone();
+    let agent = admin
+        .post(
+            &format!("/api/companies/{cid}/agents"),
+            json!({ "name": "cut-agent", "adapterType": "process",
+                    "adapterConfig": { "command": "sh", "args": ["-c", AGENT] } }),
+        )
+        .await?
+        .ok()?;
+    let agent = agent["id"].as_str().unwrap_or_default().to_string();
+    let issue = admin
+        .post(
+            &format!("/api/companies/{cid}/issues"),
+            json!({ "title": "written by a worker" }),
+        )
+        .await?
+        .ok()?;
+    let issue = issue["id"].as_str().unwrap_or_default().to_string();
+    let mut done = 0;
+    while Instant::now() + 4 * LEASE + Duration::from_secs(4) < deadline {
+        admin
+            .post(
+                &format!("/api/agents/{agent}/wakeup"),
+                json!({ "issueId": issue }),
+            )
+            .await?
+            .ok()?;
+        let run = wait_for("the agent to be writing", WAIT, || async {
+            let comments = admin
+                .get(&format!("/api/issues/{issue}/comments?order=desc&limit=1"))
+                .await
+                .ok()?
+                .ok()
+                .ok()?;
+            let run = comments.as_array()?.first()?["createdByRunId"]
+                .as_str()?
+                .to_string();
+            let r = admin
+                .get(&format!("/api/heartbeat-runs/{run}"))
+                .await
+                .ok()?
+                .ok()
+                .ok()?;
+            (r["status"] == "running").then_some(run)
+        })
+        .await?;
+        let cut_at = Instant::now();
+        cluster.cut_worker()?;
+        let lost = wait_for("the run to be declared lost", WAIT, || async {
+            let r = admin
+                .get(&format!("/api/heartbeat-runs/{run}"))
+                .await
+                .ok()?
+                .ok()
+                .ok()?;
+            (r["status"] == "lost").then_some(r)
+        })
+        .await?;
+        tokio::time::sleep_until((cut_at + 3 * LEASE).into()).await;
+        cluster.heal();
+        let lost_at = millis(&lost["finishedAt"]);
+        let stopped: i64 = std::fs::read_to_string(work_dir.join(format!("stopped-{run}")))
+            .map_err(|e| anyhow::anyhow!("the agent of run {run} never got SIGTERM: {e}"))?
+            .trim()
+            .parse()?;
+        anyhow::ensure!(
+            stopped < lost_at,
+            "run {run}: the agent stopped at {stopped}, after the run was declared lost at {lost_at}"
+        );
+        // The worker comes back and is given work again (the retry exits at once).
+        wait_for("the worker to be back online", WAIT, || async {
+            let workers = admin.get("/api/workers").await.ok()?.ok().ok()?;
+            workers
+                .as_array()?
+                .iter()
+                .any(|w| w["status"] == "online")
+                .then_some(())
+        })
+        .await?;
+        let comments = admin
+            .get(&format!(
+                "/api/issues/{issue}/comments?limit=1000&order=desc"
+            ))
+            .await?
+            .ok()?;
+        let late: Vec<&Value> = comments
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["createdByRunId"] == json!(run) && millis(&c["createdAt"]) >= lost_at)
+            .collect();
+        anyhow::ensure!(
+            late.is_empty(),
+            "run {run} wrote after it was lost: {late:?}"
+        );
+        done += 1;
+        println!(
+            "cut-off {done}: run {run} stopped {} ms before it was declared lost",
+            lost_at - stopped
+        );
+    }
+    Ok(done)
+}

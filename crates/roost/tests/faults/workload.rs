@@ -1,0 +1,242 @@
+//! The workload: clients that check out issues, comment and end their runs through random
+//! nodes with timeouts, recording every operation (call and return time, outcome) for the
+//! checkers.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use roost_check::{Action, OkResult, Op, Outcome};
+use roost_testkit::{Http, Reply};
+use serde_json::{json, Value};
+
+/// One request's budget before its outcome counts as unknown.
+const OP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Every operation of every client, on one monotonic clock.
+pub struct Recorder {
+    start: Instant,
+    next_id: AtomicU64,
+    ops: Mutex<Vec<Op>>,
+}
+
+impl Recorder {
+    pub fn new() -> Arc<Recorder> {
+        Arc::new(Recorder {
+            start: Instant::now(),
+            next_id: AtomicU64::new(1),
+            ops: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn now_ns(&self) -> i64 {
+        self.start.elapsed().as_nanos() as i64
+    }
+
+    pub fn record(&self, process: u64, call_ns: i64, action: Action, outcome: Outcome) {
+        let op = Op {
+            id: self.next_id.fetch_add(1, Ordering::SeqCst),
+            process,
+            call_ns,
+            return_ns: self.now_ns(),
+            action,
+            outcome,
+        };
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).push(op);
+    }
+
+    pub fn ops(&self) -> Vec<Op> {
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// What the clients work on.
+#[derive(Clone)]
+pub struct Target {
+    pub urls: Vec<String>,
+    pub admin_token: String,
+    pub agent_id: String,
+    pub agent_key: String,
+    pub issues: Vec<String>,
+}
+
+/// ok with the body, failed (a definite 4xx), or unknown (timeout, connection, 5xx).
+fn classify(
+    reply: Result<Result<Reply, anyhow::Error>, tokio::time::error::Elapsed>,
+) -> Result<Value, Outcome> {
+    match reply {
+        Err(_) => Err(Outcome::Unknown {
+            reason: Some("timeout".into()),
+        }),
+        Ok(Err(e)) => Err(Outcome::Unknown {
+            reason: Some(format!("transport: {e}")),
+        }),
+        Ok(Ok(r)) if r.status.is_success() => Ok(r.body),
+        Ok(Ok(r)) if r.status.is_client_error() => Err(Outcome::Failed {
+            status: Some(r.status.as_u16()),
+            error: Some(r.code().to_string()),
+        }),
+        Ok(Ok(r)) => Err(Outcome::Unknown {
+            reason: Some(format!("HTTP {}", r.status.as_u16())),
+        }),
+    }
+}
+
+fn ok(result: OkResult) -> Outcome {
+    Outcome::Ok(result)
+}
+
+/// One client: start a run, check out a random issue, comment, end the run; until `deadline`.
+pub async fn client(
+    process: u64,
+    target: Target,
+    seed: u64,
+    deadline: Instant,
+    rec: Arc<Recorder>,
+) {
+    let mut rng = StdRng::seed_from_u64(seed ^ (process * 0x9E37_79B9));
+    let mut n = 0u64;
+    while Instant::now() < deadline {
+        n += 1;
+        let url = &target.urls[rng.gen_range(0..target.urls.len())];
+        let admin = Http::new(url.clone()).with_token(&target.admin_token);
+        let call = rec.now_ns();
+        let started = classify(
+            tokio::time::timeout(
+                OP_TIMEOUT,
+                admin.post(&format!("/api/agents/{}/runs", target.agent_id), json!({})),
+            )
+            .await,
+        );
+        let start_action = Action::Other {
+            name: "start_run".into(),
+            write: true,
+        };
+        let run_id = match started {
+            Ok(body) => {
+                rec.record(process, call, start_action, ok(OkResult::default()));
+                body["id"].as_str().unwrap_or_default().to_string()
+            }
+            Err(outcome) => {
+                rec.record(process, call, start_action, outcome);
+                // Give an election time rather than spin.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let issue = target.issues[rng.gen_range(0..target.issues.len())].clone();
+        let as_agent = Http::new(url.clone())
+            .with_token(&target.agent_key)
+            .with_run(&run_id);
+        let call = rec.now_ns();
+        let checkout = classify(
+            tokio::time::timeout(
+                OP_TIMEOUT,
+                as_agent.post(
+                    &format!("/api/issues/{issue}/checkout"),
+                    json!({ "agentId": target.agent_id, "expectedStatuses": ["todo", "in_progress"] }),
+                ),
+            )
+            .await,
+        );
+        let action = Action::Checkout {
+            issue_id: issue.clone(),
+            agent_id: target.agent_id.clone(),
+            run_id: run_id.clone(),
+        };
+        let holds = match checkout {
+            Ok(body) => {
+                let token = body["checkout"]["token"].as_u64();
+                rec.record(
+                    process,
+                    call,
+                    action,
+                    ok(OkResult {
+                        token,
+                        ..OkResult::default()
+                    }),
+                );
+                true
+            }
+            Err(outcome) => {
+                let unknown = matches!(outcome, Outcome::Unknown { .. });
+                rec.record(process, call, action, outcome);
+                unknown
+            }
+        };
+        if holds {
+            let call = rec.now_ns();
+            let comment = classify(
+                tokio::time::timeout(
+                    OP_TIMEOUT,
+                    as_agent.post(
+                        &format!("/api/issues/{issue}/comments"),
+                        json!({ "body": format!("p{process}-{n}") }),
+                    ),
+                )
+                .await,
+            );
+            let action = Action::Comment {
+                issue_id: issue.clone(),
+                run_id: Some(run_id.clone()),
+            };
+            match comment {
+                Ok(body) => rec.record(
+                    process,
+                    call,
+                    action,
+                    ok(OkResult {
+                        comment_id: body["id"].as_str().map(String::from),
+                        ..OkResult::default()
+                    }),
+                ),
+                Err(outcome) => rec.record(process, call, action, outcome),
+            }
+        }
+        end_run(process, &target, &run_id, &mut rng, &rec).await;
+    }
+}
+
+/// Ends the run, retrying with one idempotency key through other nodes (one operation).
+async fn end_run(process: u64, target: &Target, run_id: &str, rng: &mut StdRng, rec: &Recorder) {
+    let key = format!("end-{run_id}");
+    let call = rec.now_ns();
+    let mut outcome = Outcome::Unknown { reason: None };
+    for _attempt in 0..4 {
+        let url = &target.urls[rng.gen_range(0..target.urls.len())];
+        let admin = Http::new(url.clone()).with_token(&target.admin_token);
+        let reply = classify(
+            tokio::time::timeout(
+                OP_TIMEOUT,
+                admin.post_with_key(
+                    &format!("/api/heartbeat-runs/{run_id}/finish"),
+                    json!({ "status": "succeeded" }),
+                    &key,
+                ),
+            )
+            .await,
+        );
+        match reply {
+            Ok(_) => {
+                outcome = ok(OkResult::default());
+                break;
+            }
+            Err(o @ Outcome::Failed { .. }) => {
+                outcome = o;
+                break;
+            }
+            Err(o) => outcome = o,
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    rec.record(
+        process,
+        call,
+        Action::RunEnd {
+            run_id: run_id.to_string(),
+        },
+        outcome,
+    );
+}
