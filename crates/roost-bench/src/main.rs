@@ -6,11 +6,18 @@
 //! - `failover`: a 3-node cluster; the leader is killed while a writer runs; the time from the
 //!   kill to the first acknowledged write, over many trials.
 //! - `wake`: a 3-node cluster and a worker; wake request to assignment received.
+//! - `etcd-checkout`: the checkout workload and leader failover on 3 etcd processes and 3
+//!   `roost server` processes, side by side (bench/etcd-vs-roost.sh).
+//! - `workers`: a 3-node cluster of real `roost server` processes and many simulated workers;
+//!   the leader's CPU and memory per worker, and wake-to-assignment latency under that load.
 
 mod checkout;
+mod etcd;
 mod failover;
+mod procs;
 mod stats;
 mod wake;
+mod workers;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +36,12 @@ enum Command {
     Failover(failover::FailoverArgs),
     /// Wake request to assignment received by a worker
     Wake(wake::WakeArgs),
+    /// The checkout workload and failover on a 3-member etcd cluster and a 3-node Roost
+    /// cluster (processes on loopback), side by side
+    EtcdCheckout(etcd::EtcdArgs),
+    /// Leader CPU and memory per connected worker, and assignment latency, on `roost server`
+    /// processes with many simulated workers
+    Workers(workers::WorkersArgs),
 }
 
 #[tokio::main]
@@ -37,5 +50,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Checkout(a) => checkout::run(a).await,
         Command::Failover(a) => failover::run(a).await,
         Command::Wake(a) => wake::run(a).await,
+        Command::EtcdCheckout(a) => etcd::run(a).await,
+        Command::Workers(a) => workers::run(a).await,
     }
 }

@@ -1,0 +1,307 @@
+//! A 3-node cluster of real `roost server` processes in a temporary directory, and what
+//! `/proc` says about them (CPU time, resident memory). The processes are killed when the
+//! cluster is dropped, also on an error or an interrupt.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use roost_testkit::{wait_for, Http};
+use serde_json::Value;
+
+pub struct ServerNode {
+    pub id: u64,
+    pub http: String,
+    pub grpc: String,
+    child: Child,
+}
+
+impl ServerNode {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+pub struct ProcessCluster {
+    pub nodes: Vec<ServerNode>,
+    pub admin_token: String,
+    /// Configs, data and the servers' logs (`node-N.log`); removed when the cluster is
+    /// dropped unless `keep_dir` was called.
+    pub dir: tempfile::TempDir,
+    keep: bool,
+}
+
+impl Drop for ProcessCluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            let _ = n.child.kill();
+            let _ = n.child.wait();
+        }
+        if self.keep {
+            // Swap in an empty directory (removed as usual) to take the real one out.
+            if let Ok(empty) = tempfile::tempdir() {
+                let _ = std::mem::replace(&mut self.dir, empty).keep();
+            }
+        }
+    }
+}
+
+/// The `roost` binary next to this executable (both are built into `target/release`).
+pub fn roost_binary(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let path = match explicit {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()?
+            .parent()
+            .ok_or_else(|| anyhow::anyhow!("roost-bench has no parent directory"))?
+            .join("roost"),
+    };
+    anyhow::ensure!(
+        path.is_file(),
+        "no roost binary at {}: build it with `cargo build --release -p roost` (or pass --roost-bin)",
+        path.display()
+    );
+    Ok(path)
+}
+
+fn free_addr() -> anyhow::Result<String> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .to_string())
+}
+
+impl ProcessCluster {
+    /// Starts three `roost server` processes with default Raft and worker timing (the configs
+    /// set only ids, addresses and `initial_members`) and waits for a leader and the first
+    /// admin token.
+    pub async fn start(binary: &Path) -> anyhow::Result<ProcessCluster> {
+        let dir = tempfile::Builder::new()
+            .prefix("roost-bench-workers-")
+            .tempdir()?;
+        let mut addrs = Vec::new();
+        let mut members = String::new();
+        for id in 1..=3u64 {
+            let (http, grpc) = (free_addr()?, free_addr()?);
+            members.push_str(&format!(
+                "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\n\n"
+            ));
+            addrs.push((id, http, grpc));
+        }
+        let root = dir.path().to_path_buf();
+        let mut cluster = ProcessCluster {
+            nodes: Vec::new(),
+            admin_token: String::new(),
+            dir,
+            keep: false,
+        };
+        for (id, http, grpc) in addrs {
+            let data = root.join(format!("node-{id}"));
+            let config = format!(
+                "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\n\n{members}",
+                data.display()
+            );
+            let path = root.join(format!("node-{id}.toml"));
+            std::fs::write(&path, config)?;
+            let log = std::fs::File::create(root.join(format!("node-{id}.log")))?;
+            let mut command = Command::new(binary);
+            command
+                .args(["server", "--config"])
+                .arg(&path)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log);
+            // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the server
+            // if this process dies without running its destructors (SIGKILL, abort).
+            unsafe {
+                command.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            let child = command.spawn()?;
+            cluster.nodes.push(ServerNode {
+                id,
+                http: format!("http://{http}"),
+                grpc,
+                child,
+            });
+        }
+        let token_file = root.join("node-1").join("admin-token");
+        cluster.admin_token = wait_for(
+            "node 1 to write the first admin token",
+            Duration::from_secs(60),
+            || {
+                let f = token_file.clone();
+                async move {
+                    std::fs::read_to_string(&f)
+                        .ok()
+                        .map(|t| t.trim().to_string())
+                        .filter(|t| !t.is_empty())
+                }
+            },
+        )
+        .await
+        .map_err(|e| {
+            cluster.keep_dir();
+            anyhow::anyhow!("{e} (server logs kept in {})", root.display())
+        })?;
+        Ok(cluster)
+    }
+
+    /// The directory with the configs, data and logs.
+    pub fn dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// Leaves the directory behind when the cluster is dropped (to read the logs after a
+    /// failure).
+    pub fn keep_dir(&mut self) {
+        self.keep = true;
+    }
+
+    pub fn admin(&self, id: u64) -> Http {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.id == id)
+            .unwrap_or(&self.nodes[0]);
+        Http::new(node.http.clone()).with_token(&self.admin_token)
+    }
+
+    pub fn grpc_addrs(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.grpc.clone()).collect()
+    }
+
+    pub fn node(&self, id: u64) -> Option<&ServerNode> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+
+    /// The cluster status as the leader reports it, once every member is healthy.
+    pub async fn healthy_status(&self, deadline: Duration) -> anyhow::Result<Value> {
+        wait_for("every member healthy", deadline, || async {
+            for n in &self.nodes {
+                let Ok(reply) = self.admin(n.id).get("/api/cluster/status").await else {
+                    continue;
+                };
+                let Ok(s) = reply.ok() else { continue };
+                let healthy = s["members"].as_array().is_some_and(|ms| {
+                    ms.len() == 3
+                        && ms.iter().all(|m| {
+                            ["leader", "healthy"].contains(&m["health"].as_str().unwrap_or(""))
+                        })
+                });
+                if healthy && s["leaderId"].as_u64().is_some() {
+                    return Some(s);
+                }
+            }
+            None
+        })
+        .await
+    }
+
+    /// The leader's id as any node reports it (cheap: no state hash).
+    pub async fn leader(&self) -> Option<u64> {
+        for n in &self.nodes {
+            if let Ok(Ok(s)) = self
+                .admin(n.id)
+                .get("/api/cluster/node")
+                .await
+                .map(|r| r.ok())
+            {
+                if let Some(l) = s["leaderId"].as_u64() {
+                    return Some(l);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// CPU time and memory of one process, from `/proc/<pid>/stat` and `/proc/<pid>/status`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcSample {
+    /// utime + stime, in clock ticks.
+    pub cpu_ticks: u64,
+    pub rss_kib: u64,
+    pub threads: u64,
+}
+
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// Reads `/proc/<pid>` (`pid` "self" for this process).
+pub fn sample(pid: &str) -> anyhow::Result<ProcSample> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) may contain spaces: count fields after its closing paren.
+    let after = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| anyhow::anyhow!("unexpected /proc/{pid}/stat"))?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    let num = |i: usize| -> u64 { fields.get(i - 3).and_then(|v| v.parse().ok()).unwrap_or(0) };
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let kib = |key: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok(ProcSample {
+        cpu_ticks: num(14) + num(15),
+        rss_kib: kib("VmRSS:"),
+        threads: kib("Threads:"),
+    })
+}
+
+/// The machine's busy and total jiffies (all CPUs) from `/proc/stat`.
+pub fn machine_jiffies() -> anyhow::Result<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let line = stat
+        .lines()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("empty /proc/stat"))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest is counted in user already)
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    Ok((total - idle, total))
+}
+
+/// Raises this process's open-file limit to its hard limit (children inherit it); returns
+/// the new soft limit.
+pub fn raise_nofile() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read only the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                return raised.rlim_cur;
+            }
+        }
+    }
+    lim.rlim_cur
+}
