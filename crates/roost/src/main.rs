@@ -43,6 +43,30 @@ fn init_tracing() {
         .init();
 }
 
+/// A server holds one socket per worker and per client: it raises its soft open-file limit to
+/// the hard limit, as nginx and etcd do. At the usual soft limit of 1024 a leader with a thousand
+/// workers ran out, and tonic's accept loop retrying at once kept a core busy until the leader
+/// lost its leadership.
+fn raise_open_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write only the struct we pass.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && {
+            let before = limit.rlim_cur;
+            limit.rlim_cur = limit.rlim_max;
+            before == limit.rlim_max || libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0
+        }
+    };
+    if raised {
+        tracing::info!(open_files = limit.rlim_cur, "open-file limit");
+    } else {
+        tracing::warn!("could not raise the open-file limit; many workers may exhaust it");
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -59,10 +83,12 @@ fn main() -> ExitCode {
         match args.command {
             Command::Dev(a) => {
                 init_tracing();
+                raise_open_file_limit();
                 dev::run(a).await
             }
             Command::Server(a) => {
                 init_tracing();
+                raise_open_file_limit();
                 config::run_server(a).await
             }
             Command::RunWorker(a) => {

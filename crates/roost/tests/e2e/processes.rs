@@ -175,3 +175,63 @@ async fn three_server_processes_survive_kill_9_of_the_leader() -> anyhow::Result
     assert_ne!(status["leaderId"].as_u64(), Some(leader), "{status}");
     Ok(())
 }
+
+/// The soft and hard "Max open files" of process `pid`.
+fn open_file_limits(pid: u32) -> Option<(String, String)> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let mut words = line.split_whitespace().skip(3);
+    Some((words.next()?.to_string(), words.next()?.to_string()))
+}
+
+/// Regression: `roost server` kept the usual soft limit of 1024 open files; a leader with about
+/// a thousand workers ran out of sockets, spun in tonic's accept loop and lost its leadership.
+/// It now raises the soft limit to the hard limit at start.
+#[tokio::test]
+async fn a_server_raises_its_open_file_limit_to_the_hard_limit() -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir()?;
+    let config = dir.path().join("node.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "node_id = 1\ndata_dir = \"{}\"\nhttp_listen = \"{}\"\ngrpc_listen = \"{}\"\n",
+            dir.path().join("data").display(),
+            free_addr()?,
+            free_addr()?
+        ),
+    )?;
+    let mut command = Command::new(roost_binary());
+    command
+        .args(["server", "--config"])
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setrlimit in the child before exec touches only the child's limits.
+    unsafe {
+        command.pre_exec(|| {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+            limit.rlim_cur = 256.min(limit.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn()?;
+    let pid = child.id();
+    let limits = wait_for(
+        "the server's raised limit",
+        Duration::from_secs(20),
+        || async { open_file_limits(pid).filter(|(soft, hard)| soft == hard && soft != "256") },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}: limits now {:?}", open_file_limits(pid)));
+    let _ = child.kill();
+    let _ = child.wait();
+    let (soft, hard) = limits?;
+    assert_eq!(soft, hard);
+    Ok(())
+}
