@@ -8,9 +8,8 @@
 //! 10 minutes. Needs root (network namespaces). The history, the snapshots and every node's
 //! config and log are kept under `target/tmp/faults/<scenario>-<seed>/`.
 //!
-//! What is not covered yet (issue 7): bridge and flapping partitions, `tc netem` in a
-//! schedule (the harness has it), membership changes under load, cost reports in the
-//! workload and the reservation checker over it.
+//! What is not covered yet (issue 7): membership changes under load, cost reports and wakes
+//! in the workload (and the reservation and wake checkers over them).
 
 mod observe;
 mod worker_cut;
@@ -43,6 +42,9 @@ enum Fault {
     LeaderPause,
     /// A worker cut off from every node mid-run for three lease lengths.
     WorkerCutOff,
+    /// Overlapping faults: delay and loss on one node's link while another is killed, paused
+    /// or partitioned; a bridge (two majorities sharing one node); a flapping link.
+    Mixed,
 }
 
 fn seconds() -> u64 {
@@ -155,11 +157,66 @@ async fn inject(
                 cluster.signal(leader, Signal::Cont);
             }
             Fault::WorkerCutOff => anyhow::bail!("the worker scenario has its own schedule"),
+            Fault::Mixed => {
+                victim = mixed_step(cluster, rng, leader, hold).await?;
+            }
         }
         injected += 1;
         println!("fault {injected}: {fault:?} on node {victim} for {hold:?}");
     }
     Ok(injected)
+}
+
+/// One step of the mixed schedule; returns the node it hit. Every node is up and every link
+/// healed when it returns.
+async fn mixed_step(
+    cluster: &mut NetCluster,
+    rng: &mut StdRng,
+    leader: u64,
+    hold: Duration,
+) -> anyhow::Result<u64> {
+    let ids = cluster.ids();
+    let other = ids[rng.gen_range(0..ids.len())];
+    let slow = ids[rng.gen_range(0..ids.len())];
+    // Under everything else: 30-80 ms of delay and up to 10% loss on one node's link, where
+    // the kernel has netem (sch_netem); a kernel without it gets the other faults only.
+    if let Err(e) = cluster.netem(slow, rng.gen_range(30..80), rng.gen_range(0..10)) {
+        println!("no delay/loss this step: {e}");
+    }
+    let victim = match rng.gen_range(0..4) {
+        0 => {
+            cluster.signal(other, Signal::Kill);
+            tokio::time::sleep(hold).await;
+            cluster.restart(other)?;
+            other
+        }
+        1 => {
+            cluster.signal(leader, Signal::Stop);
+            tokio::time::sleep(hold).await;
+            cluster.signal(leader, Signal::Cont);
+            leader
+        }
+        2 => {
+            // A bridge: the leader's side and another side share one node.
+            let rest: Vec<u64> = ids.iter().copied().filter(|id| *id != leader).collect();
+            cluster.partition(&[&[leader], &[rest[1]]])?;
+            tokio::time::sleep(hold).await;
+            rest[0]
+        }
+        _ => {
+            // A flapping link: the leader isolated and healed every 300-700 ms.
+            let until = Instant::now() + hold;
+            while Instant::now() < until {
+                cluster.isolate(leader)?;
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(300..700))).await;
+                cluster.heal();
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(300..700))).await;
+            }
+            leader
+        }
+    };
+    cluster.heal();
+    Ok(victim)
 }
 
 /// After the heal: one write must succeed within the liveness window (recorded).
@@ -353,4 +410,9 @@ async fn leader_pause() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn worker_cut_off() -> anyhow::Result<()> {
     scenario("worker_cut_off", Fault::WorkerCutOff, 45).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mixed_faults() -> anyhow::Result<()> {
+    scenario("mixed_faults", Fault::Mixed, 46).await
 }
