@@ -1,7 +1,7 @@
 //! Roost side by side with etcd (issue 8): the same checkout/release workload and the same
 //! failover measurement on a 3-member etcd cluster and a 3-node Roost cluster, both run as
-//! separate OS processes on loopback with their data in the same temporary directory (one
-//! disk), one after the other per point, from this one load generator.
+//! separate OS processes on loopback with their data in temporary directories under `$TMPDIR`
+//! (one disk), one after the other per point, from this one load generator.
 //!
 //! - etcd checkout = a lease-guarded compare-and-set: one `KV.Txn`
 //!   `if create_revision(task key) == 0 then put(task key, holder, lease)`; the revision of the
