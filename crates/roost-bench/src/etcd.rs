@@ -27,7 +27,6 @@
 //! fields in replies are skipped), so no JSON gateway sits between the client and etcd.
 
 use std::collections::HashMap;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,154 +80,14 @@ pub struct EtcdArgs {
 // ---------------------------------------------------------------------------------------
 // The etcdserverpb subset (field numbers from etcd's api/etcdserverpb/rpc.proto).
 
-mod pb {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ResponseHeader {
-        #[prost(uint64, tag = "1")]
-        pub cluster_id: u64,
-        #[prost(uint64, tag = "2")]
-        pub member_id: u64,
-        #[prost(int64, tag = "3")]
-        pub revision: i64,
-        #[prost(uint64, tag = "4")]
-        pub raft_term: u64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct PutRequest {
-        #[prost(bytes = "vec", tag = "1")]
-        pub key: Vec<u8>,
-        #[prost(bytes = "vec", tag = "2")]
-        pub value: Vec<u8>,
-        #[prost(int64, tag = "3")]
-        pub lease: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct DeleteRangeRequest {
-        #[prost(bytes = "vec", tag = "1")]
-        pub key: Vec<u8>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct DeleteRangeResponse {
-        #[prost(message, optional, tag = "1")]
-        pub header: Option<ResponseHeader>,
-        #[prost(int64, tag = "2")]
-        pub deleted: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct RequestOp {
-        #[prost(oneof = "Request", tags = "2, 3")]
-        pub request: Option<Request>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum Request {
-        #[prost(message, tag = "2")]
-        RequestPut(PutRequest),
-        #[prost(message, tag = "3")]
-        RequestDeleteRange(DeleteRangeRequest),
-    }
-
-    /// `Compare.CompareResult.EQUAL`.
-    pub const EQUAL: i32 = 0;
-    /// `Compare.CompareTarget.CREATE`.
-    pub const CREATE: i32 = 1;
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Compare {
-        #[prost(int32, tag = "1")]
-        pub result: i32,
-        #[prost(int32, tag = "2")]
-        pub target: i32,
-        #[prost(bytes = "vec", tag = "3")]
-        pub key: Vec<u8>,
-        #[prost(oneof = "TargetUnion", tags = "5")]
-        pub target_union: Option<TargetUnion>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Oneof)]
-    pub enum TargetUnion {
-        #[prost(int64, tag = "5")]
-        CreateRevision(i64),
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TxnRequest {
-        #[prost(message, repeated, tag = "1")]
-        pub compare: Vec<Compare>,
-        #[prost(message, repeated, tag = "2")]
-        pub success: Vec<RequestOp>,
-        #[prost(message, repeated, tag = "3")]
-        pub failure: Vec<RequestOp>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TxnResponse {
-        #[prost(message, optional, tag = "1")]
-        pub header: Option<ResponseHeader>,
-        #[prost(bool, tag = "2")]
-        pub succeeded: bool,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct LeaseGrantRequest {
-        #[prost(int64, tag = "1")]
-        pub ttl: i64,
-        #[prost(int64, tag = "2")]
-        pub id: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct LeaseGrantResponse {
-        #[prost(message, optional, tag = "1")]
-        pub header: Option<ResponseHeader>,
-        #[prost(int64, tag = "2")]
-        pub id: i64,
-        #[prost(int64, tag = "3")]
-        pub ttl: i64,
-        #[prost(string, tag = "4")]
-        pub error: String,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct LeaseRevokeRequest {
-        #[prost(int64, tag = "1")]
-        pub id: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct LeaseRevokeResponse {
-        #[prost(message, optional, tag = "1")]
-        pub header: Option<ResponseHeader>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct StatusRequest {}
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct StatusResponse {
-        #[prost(message, optional, tag = "1")]
-        pub header: Option<ResponseHeader>,
-        #[prost(string, tag = "2")]
-        pub version: String,
-        #[prost(uint64, tag = "4")]
-        pub leader: u64,
-        #[prost(uint64, tag = "5")]
-        pub raft_index: u64,
-    }
-
-    pub const TXN: &str = "/etcdserverpb.KV/Txn";
-    pub const DELETE_RANGE: &str = "/etcdserverpb.KV/DeleteRange";
-    pub const LEASE_GRANT: &str = "/etcdserverpb.Lease/LeaseGrant";
-    pub const LEASE_REVOKE: &str = "/etcdserverpb.Lease/LeaseRevoke";
-    pub const STATUS: &str = "/etcdserverpb.Maintenance/Status";
-}
+use crate::etcd_pb as pb;
 
 /// One unary etcd call.
-async fn call<Req, Resp>(ch: &Channel, path: &'static str, req: Req) -> Result<Resp, tonic::Status>
+pub(crate) async fn call<Req, Resp>(
+    ch: &Channel,
+    path: &'static str,
+    req: Req,
+) -> Result<Resp, tonic::Status>
 where
     Req: prost::Message + Send + Sync + 'static,
     Resp: prost::Message + Default + Send + Sync + 'static,
@@ -276,14 +135,14 @@ async fn grant(ch: &Channel, ttl: i64) -> anyhow::Result<i64> {
     Ok(r.id)
 }
 
-fn lazy_channel(url: &str) -> anyhow::Result<Channel> {
+pub(crate) fn lazy_channel(url: &str) -> anyhow::Result<Channel> {
     Ok(Endpoint::from_shared(url.to_string())?
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(1))
         .connect_lazy())
 }
 
-async fn connect(url: &str) -> anyhow::Result<Channel> {
+pub(crate) async fn connect(url: &str) -> anyhow::Result<Channel> {
     Endpoint::from_shared(url.to_string())?
         .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(5))
@@ -292,208 +151,7 @@ async fn connect(url: &str) -> anyhow::Result<Channel> {
         .with_context(|| format!("connect {url}"))
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// Asks the kernel to kill `command`'s process if this one dies without its destructors.
-fn die_with_parent(command: &mut Command) {
-    // SAFETY: prctl is async-signal-safe; it only sets the child's parent-death signal.
-    unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-}
-
-fn sigkill(pid: u32) {
-    // SAFETY: kill has no memory preconditions; the pid is one of our own children.
-    unsafe {
-        libc::kill(pid as libc::pid_t, libc::SIGKILL);
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// A 3-member etcd cluster of child processes.
-
-struct EtcdMember {
-    name: String,
-    client_url: String,
-    args: Vec<String>,
-    child: Option<Child>,
-}
-
-struct EtcdCluster {
-    binary: PathBuf,
-    dir: tempfile::TempDir,
-    members: Vec<EtcdMember>,
-}
-
-impl Drop for EtcdCluster {
-    fn drop(&mut self) {
-        for m in &mut self.members {
-            if let Some(mut c) = m.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-}
-
-impl EtcdCluster {
-    async fn start(binary: &Path) -> anyhow::Result<EtcdCluster> {
-        let dir = tempfile::Builder::new()
-            .prefix("roost-bench-etcd-")
-            .tempdir()?;
-        let ports: Vec<(u16, u16)> = (0..3)
-            .map(|_| Ok((free_port()?, free_port()?)))
-            .collect::<anyhow::Result<_>>()?;
-        let initial = ports
-            .iter()
-            .enumerate()
-            .map(|(i, (_, peer))| format!("etcd-{}=http://127.0.0.1:{peer}", i + 1))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut cluster = EtcdCluster {
-            binary: binary.to_path_buf(),
-            dir,
-            members: Vec::new(),
-        };
-        for (i, (client, peer)) in ports.iter().enumerate() {
-            let name = format!("etcd-{}", i + 1);
-            let client_url = format!("http://127.0.0.1:{client}");
-            let peer_url = format!("http://127.0.0.1:{peer}");
-            let data = cluster.dir.path().join(&name);
-            let args: Vec<String> = vec![
-                "--name".into(),
-                name.clone(),
-                "--data-dir".into(),
-                data.display().to_string(),
-                "--listen-client-urls".into(),
-                client_url.clone(),
-                "--advertise-client-urls".into(),
-                client_url.clone(),
-                "--listen-peer-urls".into(),
-                peer_url.clone(),
-                "--initial-advertise-peer-urls".into(),
-                peer_url,
-                "--initial-cluster".into(),
-                initial.clone(),
-                "--initial-cluster-state".into(),
-                "new".into(),
-                "--initial-cluster-token".into(),
-                "roost-bench".into(),
-                "--logger".into(),
-                "zap".into(),
-            ];
-            cluster.members.push(EtcdMember {
-                name,
-                client_url,
-                args,
-                child: None,
-            });
-        }
-        for i in 0..3 {
-            cluster.spawn(i)?;
-        }
-        eprintln!(
-            "etcd: {} {}",
-            binary.display(),
-            cluster.members[0].args.join(" ")
-        );
-        cluster.wait_healthy(Duration::from_secs(60)).await?;
-        Ok(cluster)
-    }
-
-    fn spawn(&mut self, i: usize) -> anyhow::Result<()> {
-        let m = &mut self.members[i];
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join(format!("{}.log", m.name)))?;
-        let mut command = Command::new(&self.binary);
-        command
-            .args(&m.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
-        die_with_parent(&mut command);
-        m.child = Some(
-            command
-                .spawn()
-                .with_context(|| format!("start {}", self.binary.display()))?,
-        );
-        Ok(())
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        self.members
-            .iter()
-            .filter_map(|m| m.child.as_ref().map(|c| c.id()))
-            .collect()
-    }
-
-    fn kill(&mut self, i: usize) {
-        if let Some(mut c) = self.members[i].child.take() {
-            sigkill(c.id());
-            let _ = c.wait();
-        }
-    }
-
-    /// Each member's (own id, leader id) from `Maintenance.Status`, `None` if it did not answer.
-    async fn statuses(&self) -> Vec<Option<(u64, u64)>> {
-        let mut out = Vec::new();
-        for m in &self.members {
-            let status = async {
-                let ch = lazy_channel(&m.client_url).ok()?;
-                let r: pb::StatusResponse = tokio::time::timeout(
-                    Duration::from_secs(1),
-                    call(&ch, pb::STATUS, pb::StatusRequest {}),
-                )
-                .await
-                .ok()?
-                .ok()?;
-                Some((r.header?.member_id, r.leader))
-            };
-            out.push(if m.child.is_some() {
-                status.await
-            } else {
-                None
-            });
-        }
-        out
-    }
-
-    /// The index of the leader, once every running member names the same one.
-    async fn wait_healthy(&self, deadline: Duration) -> anyhow::Result<usize> {
-        wait_for(
-            "every etcd member to agree on a leader",
-            deadline,
-            || async {
-                let s = self.statuses().await;
-                let running = self.members.iter().filter(|m| m.child.is_some()).count();
-                let answers: Vec<(usize, u64, u64)> = s
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, x)| x.map(|(id, l)| (i, id, l)))
-                    .collect();
-                if answers.len() < running {
-                    return None;
-                }
-                let leader = answers.first()?.2;
-                if leader == 0 || answers.iter().any(|a| a.2 != leader) {
-                    return None;
-                }
-                answers.iter().find(|a| a.1 == leader).map(|a| a.0)
-            },
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("{e} (etcd logs in {})", self.dir.path().display()))
-    }
-}
+use crate::etcd_cluster::{die_with_parent, sigkill, EtcdCluster};
 
 // ---------------------------------------------------------------------------------------
 // The Roost side: `roost server` processes (procs.rs), restarted here after a kill.

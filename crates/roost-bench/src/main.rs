@@ -13,6 +13,8 @@
 
 mod checkout;
 mod etcd;
+mod etcd_cluster;
+mod etcd_pb;
 mod failover;
 mod procs;
 mod stats;

@@ -1,0 +1,214 @@
+//! The etcd side of the etcd benchmark: three etcd members as processes on loopback, each
+//! member restartable after a SIGKILL, all killed with the benchmark.
+
+use crate::etcd::{call, lazy_channel};
+use crate::etcd_pb as pb;
+use anyhow::Context;
+use roost_testkit::wait_for;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub(crate) fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Asks the kernel to kill `command`'s process if this one dies without its destructors.
+pub(crate) fn die_with_parent(command: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; it only sets the child's parent-death signal.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+pub(crate) fn sigkill(pid: u32) {
+    // SAFETY: kill has no memory preconditions; the pid is one of our own children.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// A 3-member etcd cluster of child processes.
+
+pub(crate) struct EtcdMember {
+    pub(crate) name: String,
+    pub(crate) client_url: String,
+    pub(crate) args: Vec<String>,
+    pub(crate) child: Option<Child>,
+}
+
+pub(crate) struct EtcdCluster {
+    pub(crate) binary: PathBuf,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) members: Vec<EtcdMember>,
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            if let Some(mut c) = m.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+impl EtcdCluster {
+    pub(crate) async fn start(binary: &Path) -> anyhow::Result<EtcdCluster> {
+        let dir = tempfile::Builder::new()
+            .prefix("roost-bench-etcd-")
+            .tempdir()?;
+        let ports: Vec<(u16, u16)> = (0..3)
+            .map(|_| Ok((free_port()?, free_port()?)))
+            .collect::<anyhow::Result<_>>()?;
+        let initial = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("etcd-{}=http://127.0.0.1:{peer}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = EtcdCluster {
+            binary: binary.to_path_buf(),
+            dir,
+            members: Vec::new(),
+        };
+        for (i, (client, peer)) in ports.iter().enumerate() {
+            let name = format!("etcd-{}", i + 1);
+            let client_url = format!("http://127.0.0.1:{client}");
+            let peer_url = format!("http://127.0.0.1:{peer}");
+            let data = cluster.dir.path().join(&name);
+            let args: Vec<String> = vec![
+                "--name".into(),
+                name.clone(),
+                "--data-dir".into(),
+                data.display().to_string(),
+                "--listen-client-urls".into(),
+                client_url.clone(),
+                "--advertise-client-urls".into(),
+                client_url.clone(),
+                "--listen-peer-urls".into(),
+                peer_url.clone(),
+                "--initial-advertise-peer-urls".into(),
+                peer_url,
+                "--initial-cluster".into(),
+                initial.clone(),
+                "--initial-cluster-state".into(),
+                "new".into(),
+                "--initial-cluster-token".into(),
+                "roost-bench".into(),
+                "--logger".into(),
+                "zap".into(),
+            ];
+            cluster.members.push(EtcdMember {
+                name,
+                client_url,
+                args,
+                child: None,
+            });
+        }
+        for i in 0..3 {
+            cluster.spawn(i)?;
+        }
+        eprintln!(
+            "etcd: {} {}",
+            binary.display(),
+            cluster.members[0].args.join(" ")
+        );
+        cluster.wait_healthy(Duration::from_secs(60)).await?;
+        Ok(cluster)
+    }
+
+    pub(crate) fn spawn(&mut self, i: usize) -> anyhow::Result<()> {
+        let m = &mut self.members[i];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{}.log", m.name)))?;
+        let mut command = Command::new(&self.binary);
+        command
+            .args(&m.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        die_with_parent(&mut command);
+        m.child = Some(
+            command
+                .spawn()
+                .with_context(|| format!("start {}", self.binary.display()))?,
+        );
+        Ok(())
+    }
+
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        self.members
+            .iter()
+            .filter_map(|m| m.child.as_ref().map(|c| c.id()))
+            .collect()
+    }
+
+    pub(crate) fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.members[i].child.take() {
+            sigkill(c.id());
+            let _ = c.wait();
+        }
+    }
+
+    /// Each member's (own id, leader id) from `Maintenance.Status`, `None` if it did not answer.
+    pub(crate) async fn statuses(&self) -> Vec<Option<(u64, u64)>> {
+        let mut out = Vec::new();
+        for m in &self.members {
+            let status = async {
+                let ch = lazy_channel(&m.client_url).ok()?;
+                let r: pb::StatusResponse = tokio::time::timeout(
+                    Duration::from_secs(1),
+                    call(&ch, pb::STATUS, pb::StatusRequest {}),
+                )
+                .await
+                .ok()?
+                .ok()?;
+                Some((r.header?.member_id, r.leader))
+            };
+            out.push(if m.child.is_some() {
+                status.await
+            } else {
+                None
+            });
+        }
+        out
+    }
+
+    /// The index of the leader, once every running member names the same one.
+    pub(crate) async fn wait_healthy(&self, deadline: Duration) -> anyhow::Result<usize> {
+        wait_for(
+            "every etcd member to agree on a leader",
+            deadline,
+            || async {
+                let s = self.statuses().await;
+                let running = self.members.iter().filter(|m| m.child.is_some()).count();
+                let answers: Vec<(usize, u64, u64)> = s
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, x)| x.map(|(id, l)| (i, id, l)))
+                    .collect();
+                if answers.len() < running {
+                    return None;
+                }
+                let leader = answers.first()?.2;
+                if leader == 0 || answers.iter().any(|a| a.2 != leader) {
+                    return None;
+                }
+                answers.iter().find(|a| a.1 == leader).map(|a| a.0)
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e} (etcd logs in {})", self.dir.path().display()))
+    }
+}
