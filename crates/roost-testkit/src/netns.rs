@@ -167,25 +167,7 @@ impl NetCluster {
         let host_veth = format!("rv{tag}n{id}");
         let peer = format!("rp{tag}n{id}");
         let ip = format!("10.213.{tag}.{id}");
-        run("ip", &["netns", "add", &ns])?;
-        run(
-            "ip",
-            &[
-                "link", "add", &host_veth, "type", "veth", "peer", "name", &peer,
-            ],
-        )?;
-        run("ip", &["link", "set", &peer, "netns", &ns])?;
-        run("ip", &["link", "set", &host_veth, "master", &self.bridge])?;
-        run("ip", &["link", "set", &host_veth, "up"])?;
-        let in_ns = |args: &[&str]| {
-            let mut all = vec!["netns", "exec", ns.as_str(), "ip"];
-            all.extend_from_slice(args);
-            run("ip", &all)
-        };
-        in_ns(&["link", "set", "lo", "up"])?;
-        in_ns(&["link", "set", &peer, "name", "eth0"])?;
-        in_ns(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
-        in_ns(&["link", "set", "eth0", "up"])?;
+        self.add_namespace(&ns, &host_veth, &peer, &ip)?;
         let node_dir = self.dir.join(format!("node-{id}"));
         std::fs::create_dir_all(&node_dir)?;
         Ok(NetNode {
@@ -197,6 +179,32 @@ impl NetCluster {
             log: node_dir.join("node.log"),
             data: node_dir.join("data"),
         })
+    }
+
+    /// A namespace `ns` whose `eth0` (the peer of `host_veth`, on the bridge) has address `ip`.
+    fn add_namespace(&self, ns: &str, host_veth: &str, peer: &str, ip: &str) -> anyhow::Result<()> {
+        run("ip", &["netns", "add", ns])?;
+        run(
+            "ip",
+            &[
+                "link", "add", host_veth, "type", "veth", "peer", "name", peer,
+            ],
+        )?;
+        run("ip", &["link", "set", peer, "netns", ns])?;
+        run("ip", &["link", "set", host_veth, "master", &self.bridge])?;
+        run("ip", &["link", "set", host_veth, "up"])?;
+        let address = format!("{ip}/24");
+        for args in [
+            &["link", "set", "lo", "up"][..],
+            &["link", "set", peer, "name", "eth0"],
+            &["addr", "add", &address, "dev", "eth0"],
+            &["link", "set", "eth0", "up"],
+        ] {
+            let mut all = vec!["netns", "exec", ns, "ip"];
+            all.extend_from_slice(args);
+            run("ip", &all)?;
+        }
+        Ok(())
     }
 
     fn node(&self, id: u64) -> &NetNode {
@@ -351,26 +359,7 @@ impl NetCluster {
         let host_veth = format!("rv{tag}w");
         let peer = format!("rp{tag}w");
         let ip = format!("10.213.{tag}.100");
-        run("ip", &["netns", "add", &ns])?;
-        run(
-            "ip",
-            &[
-                "link", "add", &host_veth, "type", "veth", "peer", "name", &peer,
-            ],
-        )?;
-        run("ip", &["link", "set", &peer, "netns", &ns])?;
-        run("ip", &["link", "set", &host_veth, "master", &self.bridge])?;
-        run("ip", &["link", "set", &host_veth, "up"])?;
-        for args in [
-            vec!["link", "set", "lo", "up"],
-            vec!["link", "set", peer.as_str(), "name", "eth0"],
-            vec!["addr", "add", &format!("{ip}/24"), "dev", "eth0"],
-            vec!["link", "set", "eth0", "up"],
-        ] {
-            let mut all = vec!["netns", "exec", ns.as_str(), "ip"];
-            all.extend(args.iter().map(|s| &**s));
-            run("ip", &all)?;
-        }
+        self.add_namespace(&ns, &host_veth, &peer, &ip)?;
         let dir = self.dir.join("worker");
         let work_dir = dir.join("work");
         std::fs::create_dir_all(&work_dir)?;

@@ -14,19 +14,10 @@ use crate::worker_process::{create_agent, runs, start_worker};
 const WAIT: Duration = Duration::from_secs(30);
 const LEASE: Duration = Duration::from_millis(2000);
 
-/// The agent comments on its issue every 100 ms with its run-scoped key until it is stopped,
-/// and writes the time (ms since the epoch) it got SIGTERM. A retry of a lost run just exits.
-const AGENT: &str = r#"
-trap 'date +%s%3N > "stopped-$ROOST_RUN_ID"; exit 0' TERM
-[ "$ROOST_WAKE_REASON" = process_lost_retry ] && exit 0
-touch "started-$ROOST_RUN_ID"
-while true; do
-  curl -s -m 1 -o /dev/null -X POST -H "Authorization: Bearer $ROOST_API_KEY" \
-    -H 'Content-Type: application/json' -d '{"body":"tick"}' \
-    "$ROOST_API_URL/api/issues/$ROOST_TASK_ID/comments"
-  sleep 0.1
-done
-"#;
+/// The agent: comments every 100 ms until stopped, and records when it got SIGTERM.
+fn agent_script() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/keep-writing.sh").to_string()
+}
 
 /// Milliseconds since the epoch of an API timestamp (RFC 3339).
 fn millis(v: &Value) -> i64 {
@@ -65,7 +56,7 @@ async fn a_cut_off_worker_stops_its_agent_before_the_cluster_declares_it_lost() 
     let agent = create_agent(
         &c,
         "process",
-        json!({ "command": "sh", "args": ["-c", AGENT] }),
+        json!({ "command": "sh", "args": [agent_script()] }),
     )
     .await?;
     let admin = c.admin(leader);

@@ -85,6 +85,23 @@ pub(crate) async fn runs(c: &TestCluster, agent: &str) -> anyhow::Result<Vec<Val
     Ok(list.as_array().cloned().unwrap_or_default())
 }
 
+/// Wakes `agent` (through node 1) and waits for its run to be running; returns the run id.
+pub(crate) async fn wake_and_wait_running(c: &TestCluster, agent: &str) -> anyhow::Result<String> {
+    c.admin(1)
+        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    wait_for("a running run", WAIT, || async {
+        runs(c, agent)
+            .await
+            .ok()?
+            .into_iter()
+            .find(|r| r["status"] == "running")
+            .map(|r| str_field(&r, "id"))
+    })
+    .await
+}
+
 fn pid_alive(pid: &str) -> bool {
     std::process::Command::new("kill")
         .args(["-0", pid.trim()])
@@ -146,19 +163,7 @@ async fn cancel_and_self_fencing_stop_the_agent_process() -> anyhow::Result<()> 
     let (agent, _stop) = setup(&c, dir.path(), script).await?;
     let pid_of = |run: &str| std::fs::read_to_string(dir.path().join(format!("pid-{run}"))).ok();
 
-    c.admin(1)
-        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
-        .await?
-        .ok()?;
-    let run = wait_for("a running run", WAIT, || async {
-        runs(&c, &agent)
-            .await
-            .ok()?
-            .into_iter()
-            .find(|r| r["status"] == "running")
-            .map(|r| str_field(&r, "id"))
-    })
-    .await?;
+    let run = wake_and_wait_running(&c, &agent).await?;
     let pid = wait_for("the agent's pid", WAIT, || async { pid_of(&run) }).await?;
     assert!(pid_alive(&pid));
     c.admin(2)
@@ -170,19 +175,7 @@ async fn cancel_and_self_fencing_stop_the_agent_process() -> anyhow::Result<()> 
     })
     .await?;
 
-    c.admin(1)
-        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
-        .await?
-        .ok()?;
-    let second = wait_for("a second running run", WAIT, || async {
-        runs(&c, &agent)
-            .await
-            .ok()?
-            .into_iter()
-            .find(|r| r["status"] == "running")
-            .map(|r| str_field(&r, "id"))
-    })
-    .await?;
+    let second = wake_and_wait_running(&c, &agent).await?;
     let pid = wait_for("the second agent's pid", WAIT, || async { pid_of(&second) }).await?;
     // Cut the worker off: every node stops.
     let cut_at = std::time::Instant::now();
@@ -227,19 +220,7 @@ async fn the_run_scoped_key_works_during_the_run_and_dies_with_it() -> anyhow::R
         .await?
         .ok()?;
     let issue = str_field(&issue, "id");
-    c.admin(1)
-        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
-        .await?
-        .ok()?;
-    let run = wait_for("a running run", WAIT, || async {
-        runs(&c, &agent)
-            .await
-            .ok()?
-            .into_iter()
-            .find(|r| r["status"] == "running")
-            .map(|r| str_field(&r, "id"))
-    })
-    .await?;
+    let run = wake_and_wait_running(&c, &agent).await?;
     let key = wait_for("the agent's key", WAIT, || async {
         std::fs::read_to_string(dir.path().join(format!("key-{run}"))).ok()
     })

@@ -12,7 +12,7 @@ use roost_server::workers::WorkerConfig as LeaseConfig;
 use roost_testkit::{test_timing, wait_for, TestCluster};
 
 use crate::support::str_field;
-use crate::worker_process::{create_agent, runs, start_worker};
+use crate::worker_process::{create_agent, runs, start_worker, wake_and_wait_running};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -228,19 +228,7 @@ async fn a_live_run_log_streams_through_a_follower_until_the_run_ends() -> anyho
         json!({ "command": "sh", "args": ["-c", script] }),
     )
     .await?;
-    c.admin(1)
-        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
-        .await?
-        .ok()?;
-    let run = wait_for("a running run", WAIT, || async {
-        runs(&c, &agent)
-            .await
-            .ok()?
-            .into_iter()
-            .find(|r| r["status"] == "running")
-            .map(|r| str_field(&r, "id"))
-    })
-    .await?;
+    let run = wake_and_wait_running(&c, &agent).await?;
     let leader = c.leader().await?;
     let follower = c.ids().into_iter().find(|id| *id != leader).unwrap_or(1);
     let admin = c.admin(follower);

@@ -13,16 +13,10 @@ use serde_json::{json, Value};
 const LEASE: Duration = Duration::from_millis(2000);
 const WAIT: Duration = Duration::from_secs(30);
 
-const AGENT: &str = r#"
-trap 'date +%s%3N > "stopped-$ROOST_RUN_ID"; exit 0' TERM
-[ "$ROOST_WAKE_REASON" = process_lost_retry ] && exit 0
-while true; do
-  curl -s -m 1 -o /dev/null -X POST -H "Authorization: Bearer $ROOST_API_KEY" \
-    -H 'Content-Type: application/json' -d '{"body":"tick"}' \
-    "$ROOST_API_URL/api/issues/$ROOST_TASK_ID/comments"
-  sleep 0.1
-done
-"#;
+/// The agent: comments every 100 ms until stopped, and records when it got SIGTERM.
+fn agent_script() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/keep-writing.sh").to_string()
+}
 
 fn millis(v: &Value) -> i64 {
     v.as_str()
@@ -43,7 +37,7 @@ pub async fn cycles(
         .post(
             &format!("/api/companies/{cid}/agents"),
             json!({ "name": "cut-agent", "adapterType": "process",
-                    "adapterConfig": { "command": "sh", "args": ["-c", AGENT] } }),
+                    "adapterConfig": { "command": "sh", "args": [agent_script()] } }),
         )
         .await?
         .ok()?;
