@@ -13,6 +13,8 @@ pub enum Error {
         context: &'static str,
         source: sqlx::Error,
     },
+    #[error("writing the raft log failed: {message}")]
+    LogWrite { message: String },
     #[error("corrupt {what}: {message}")]
     Corrupt { what: &'static str, message: String },
     #[error("io error on {path}: {source}")]

@@ -1,6 +1,7 @@
 //! Roost's storage: the Raft log and the state machine, each in its own SQLite file (sqlx).
 //!
-//! The log (`raft-log.db`) is fsynced before an append is acknowledged. The state machine
+//! The log (`raft-log.db`) is fsynced before an append is acknowledged (one fsync per batch of
+//! queued appends: group commit). The state machine
 //! (`state.db`) holds every entity as a row and records the last applied log id in the same
 //! transaction as the effects, so a restart resumes exactly where apply stopped. A copy of the
 //! entities is kept in memory ([`roost_core::State`]) for the rules and for fast reads.
@@ -8,6 +9,9 @@
 mod db;
 mod error;
 mod log_store;
+mod log_writer;
+#[cfg(test)]
+mod log_writer_tests;
 mod reader;
 mod rows;
 mod state_machine;

@@ -1,17 +1,22 @@
-//! The Raft log and vote in `raft-log.db`. Appends are committed (fsynced, `synchronous=FULL`)
-//! before openraft is told they are durable.
+//! The Raft log and vote in `raft-log.db`. Writes go through one writer task that commits
+//! whatever is queued in one fsynced transaction (`synchronous=FULL`, see [`crate::log_writer`]);
+//! openraft is told an append is durable only after its transaction is on disk. Reads use their
+//! own connections and see appended-but-not-yet-durable entries from memory.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{Entry, LogId, OptionalSend, RaftLogId, RaftLogReader, StorageError, Vote};
+use openraft::{Entry, LogId, OptionalSend, RaftLogReader, StorageError, Vote};
 use sqlx::sqlite::SqlitePool;
 use sqlx::Row;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::db;
 use crate::error::{log_err, read_log_err, vote_err, Error};
+use crate::log_writer::{self, Pending, WriteOp, WriterStats};
 use crate::types::TypeConfig;
 
 type NodeId = u64;
@@ -21,9 +26,17 @@ CREATE TABLE IF NOT EXISTS log (idx INTEGER PRIMARY KEY, entry TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 ";
 
+/// Read connections to the log file.
+const LOG_READERS: u32 = 4;
+
 #[derive(Clone)]
 pub struct LogStore {
-    pool: SqlitePool,
+    readers: SqlitePool,
+    pub(crate) pending: Pending,
+    pub(crate) writer: mpsc::UnboundedSender<WriteOp>,
+    stats: WriterStats,
+    /// The last committed id handed to `save_committed`, which is written without waiting.
+    committed: Arc<Mutex<Option<Option<LogId<NodeId>>>>>,
 }
 
 impl LogStore {
@@ -33,13 +46,36 @@ impl LogStore {
             .execute(&pool)
             .await
             .map_err(Error::sql("create log schema"))?;
-        Ok(LogStore { pool })
+        let readers = db::open_readers(path, LOG_READERS).await?;
+        let pending = Pending::default();
+        let (writer, stats) = log_writer::spawn(pool, pending.clone());
+        Ok(LogStore {
+            readers,
+            pending,
+            writer,
+            stats,
+            committed: Arc::default(),
+        })
+    }
+
+    /// Queues `op` for the writer and waits until it is durable.
+    async fn write_and_wait(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<(), String>>) -> WriteOp,
+    ) -> Result<(), Error> {
+        let (done, wait) = oneshot::channel();
+        self.writer.send(make(done)).map_err(|_| writer_gone())?;
+        match wait.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(message)) => Err(Error::LogWrite { message }),
+            Err(_) => Err(writer_gone()),
+        }
     }
 
     async fn meta<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
         let row = sqlx::query("SELECT value FROM meta WHERE key = ?")
             .bind(key)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await
             .map_err(Error::sql("read log meta"))?;
         match row {
@@ -53,15 +89,29 @@ impl LogStore {
         }
     }
 
-    async fn set_meta<T: serde::Serialize>(&self, key: &str, value: &T) -> Result<(), Error> {
-        let text = serde_json::to_string(value).map_err(|e| Error::corrupt("log meta", e))?;
-        sqlx::query("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
-            .bind(key)
-            .bind(text)
-            .execute(&self.pool)
+    async fn set_meta<T: serde::Serialize>(
+        &self,
+        key: &'static str,
+        value: &T,
+        wait: bool,
+    ) -> Result<(), Error> {
+        let value = serde_json::to_string(value).map_err(|e| Error::corrupt("log meta", e))?;
+        if wait {
+            self.write_and_wait(|done| WriteOp::Meta {
+                key,
+                value,
+                done: Some(done),
+            })
             .await
-            .map_err(Error::sql("write log meta"))?;
-        Ok(())
+        } else {
+            self.writer
+                .send(WriteOp::Meta {
+                    key,
+                    value,
+                    done: None,
+                })
+                .map_err(|_| writer_gone())
+        }
     }
 
     async fn read_range(
@@ -69,49 +119,59 @@ impl LogStore {
         start: u64,
         end_exclusive: Option<u64>,
     ) -> Result<Vec<Entry<TypeConfig>>, Error> {
-        let end = end_exclusive.map(|e| e as i64).unwrap_or(i64::MAX);
+        let end = end_exclusive
+            .unwrap_or(i64::MAX as u64)
+            .min(i64::MAX as u64);
+        // Pending first: an entry that leaves it afterwards is already committed to the file,
+        // so the query below sees it.
+        let pending = self.pending.range(start, end);
         let rows = sqlx::query("SELECT entry FROM log WHERE idx >= ? AND idx < ? ORDER BY idx")
             .bind(start as i64)
-            .bind(end)
-            .fetch_all(&self.pool)
+            .bind(end as i64)
+            .fetch_all(&self.readers)
             .await
             .map_err(Error::sql("read log"))?;
-        rows.iter()
-            .map(|row| {
-                let text: &str = row.get(0);
-                serde_json::from_str(text).map_err(|e| Error::corrupt("log entry", e))
-            })
-            .collect()
+        let mut entries = std::collections::BTreeMap::new();
+        for row in &rows {
+            let text: &str = row.get(0);
+            let entry: Entry<TypeConfig> =
+                serde_json::from_str(text).map_err(|e| Error::corrupt("log entry", e))?;
+            entries.insert(entry.log_id.index, entry);
+        }
+        for entry in pending {
+            entries.insert(entry.log_id.index, entry);
+        }
+        Ok(entries.into_values().collect())
     }
 
-    async fn last_entry(&self) -> Result<Option<Entry<TypeConfig>>, Error> {
+    async fn last_entry_id(&self) -> Result<Option<LogId<NodeId>>, Error> {
+        if let Some(last) = self.pending.last() {
+            return Ok(Some(last));
+        }
         let row = sqlx::query("SELECT entry FROM log ORDER BY idx DESC LIMIT 1")
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.readers)
             .await
             .map_err(Error::sql("read last log entry"))?;
         row.map(|row| {
             let text: &str = row.get(0);
-            serde_json::from_str(text).map_err(|e| Error::corrupt("log entry", e))
+            serde_json::from_str::<Entry<TypeConfig>>(text)
+                .map(|e| e.log_id)
+                .map_err(|e| Error::corrupt("log entry", e))
         })
         .transpose()
     }
+}
 
-    async fn append_entries(&self, entries: Vec<Entry<TypeConfig>>) -> Result<(), Error> {
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(Error::sql("begin append"))?;
-        for entry in &entries {
-            let text = serde_json::to_string(entry).map_err(|e| Error::corrupt("log entry", e))?;
-            sqlx::query("INSERT OR REPLACE INTO log (idx, entry) VALUES (?, ?)")
-                .bind(entry.get_log_id().index as i64)
-                .bind(text)
-                .execute(&mut *tx)
-                .await
-                .map_err(Error::sql("append"))?;
-        }
-        tx.commit().await.map_err(Error::sql("commit append"))
+impl LogStore {
+    /// Transactions committed and entries appended since open (for tests and benchmarks).
+    pub fn write_stats(&self) -> (u64, u64) {
+        (self.stats.transactions(), self.stats.entries())
+    }
+}
+
+fn writer_gone() -> Error {
+    Error::LogWrite {
+        message: "the log writer has stopped".into(),
     }
 }
 
@@ -145,11 +205,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
         let last_purged: Option<LogId<NodeId>> =
             self.meta("last_purged").await.map_err(read_log_err)?;
-        let last = self
-            .last_entry()
-            .await
-            .map_err(read_log_err)?
-            .map(|e| *e.get_log_id());
+        let last = self.last_entry_id().await.map_err(read_log_err)?;
         Ok(LogState {
             last_purged_log_id: last_purged,
             last_log_id: last.or(last_purged),
@@ -161,7 +217,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
-        self.set_meta("vote", vote).await.map_err(vote_err)
+        // A vote must be on disk before the reply that grants it.
+        self.set_meta("vote", vote, true).await.map_err(vote_err)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
@@ -172,12 +229,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         &mut self,
         committed: Option<LogId<NodeId>>,
     ) -> Result<(), StorageError<NodeId>> {
-        self.set_meta("committed", &committed)
+        // Optional in openraft and only read at start-up: queued behind the appends, not awaited.
+        *self.committed.lock().unwrap_or_else(|p| p.into_inner()) = Some(committed);
+        self.set_meta("committed", &committed, false)
             .await
             .map_err(log_err)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
+        if let Some(saved) = *self.committed.lock().unwrap_or_else(|p| p.into_inner()) {
+            return Ok(saved);
+        }
         Ok(self
             .meta::<Option<LogId<NodeId>>>("committed")
             .await
@@ -194,53 +256,38 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let result = self.append_entries(entries.into_iter().collect()).await;
-        match result {
-            Ok(()) => {
-                callback.log_io_completed(Ok(()));
-                Ok(())
-            }
-            Err(e) => {
-                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
-                Err(log_err(e))
-            }
-        }
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        self.pending.insert(&entries);
+        self.writer
+            .send(WriteOp::Append {
+                entries,
+                flushed: Box::new(move |result| {
+                    callback.log_io_completed(result.map_err(std::io::Error::other))
+                }),
+            })
+            .map_err(|_| log_err(writer_gone()))
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        sqlx::query("DELETE FROM log WHERE idx >= ?")
-            .bind(log_id.index as i64)
-            .execute(&self.pool)
-            .await
-            .map_err(Error::sql("truncate"))
-            .map_err(log_err)?;
-        Ok(())
+        self.pending.remove_from(log_id.index);
+        self.write_and_wait(|done| WriteOp::Truncate {
+            since: log_id.index,
+            done,
+        })
+        .await
+        .map_err(log_err)
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let text =
+        let log_id_json =
             serde_json::to_string(&log_id).map_err(|e| log_err(Error::corrupt("log id", e)))?;
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(Error::sql("begin purge"))
-            .map_err(log_err)?;
-        sqlx::query("INSERT INTO meta (key, value) VALUES ('last_purged', ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
-            .bind(text)
-            .execute(&mut *tx)
-            .await
-            .map_err(Error::sql("record purge"))
-            .map_err(log_err)?;
-        sqlx::query("DELETE FROM log WHERE idx <= ?")
-            .bind(log_id.index as i64)
-            .execute(&mut *tx)
-            .await
-            .map_err(Error::sql("purge"))
-            .map_err(log_err)?;
-        tx.commit()
-            .await
-            .map_err(Error::sql("commit purge"))
-            .map_err(log_err)
+        self.pending.remove_upto(log_id.index);
+        self.write_and_wait(|done| WriteOp::Purge {
+            upto: log_id.index,
+            log_id_json,
+            done,
+        })
+        .await
+        .map_err(log_err)
     }
 }

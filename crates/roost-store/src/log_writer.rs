@@ -1,0 +1,292 @@
+//! The log's single writer task: group commit. Every change to `raft-log.db` goes through one
+//! queue; the writer takes everything queued, writes it in one SQLite transaction and fsyncs once,
+//! then tells each caller. While one fsync runs, the next appends pile up behind it, so under load
+//! a leader makes one fsync per batch of client writes instead of one per write (etcd's WAL does
+//! the same).
+//!
+//! Appended entries stay readable in [`Pending`] until their transaction is on disk; openraft
+//! requires entries to be readable as soon as `append` returns, and must learn of durability only
+//! through the flush callback.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use openraft::{Entry, LogId, RaftLogId};
+use sqlx::sqlite::SqlitePool;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::Error;
+use crate::types::TypeConfig;
+
+/// Entries written per transaction at most; the rest wait for the next one.
+const MAX_BATCH_ENTRIES: usize = 4096;
+/// Rows per multi-row INSERT (two bound values each, far below SQLite's variable limit).
+const ROWS_PER_INSERT: usize = 256;
+
+/// Entries appended but not yet durable, by index: the tail of the log.
+#[derive(Clone, Default)]
+pub(crate) struct Pending(Arc<Mutex<BTreeMap<u64, Entry<TypeConfig>>>>);
+
+impl Pending {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Entry<TypeConfig>>> {
+        // The map is only read and written whole-entry at a time; a panic elsewhere cannot leave
+        // it half-updated.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn insert(&self, entries: &[Entry<TypeConfig>]) {
+        let mut map = self.lock();
+        for e in entries {
+            map.insert(e.get_log_id().index, e.clone());
+        }
+    }
+
+    pub(crate) fn range(&self, start: u64, end_exclusive: u64) -> Vec<Entry<TypeConfig>> {
+        if start >= end_exclusive {
+            return Vec::new();
+        }
+        self.lock()
+            .range(start..end_exclusive)
+            .map(|(_, e)| e.clone())
+            .collect()
+    }
+
+    pub(crate) fn last(&self) -> Option<LogId<u64>> {
+        self.lock().values().next_back().map(|e| *e.get_log_id())
+    }
+
+    /// Drops entries at `since` and after (a truncation).
+    pub(crate) fn remove_from(&self, since: u64) {
+        let _ = self.lock().split_off(&since);
+    }
+
+    /// Drops entries at `upto` and before (a purge).
+    pub(crate) fn remove_upto(&self, upto: u64) {
+        let mut map = self.lock();
+        let rest = map.split_off(&upto.saturating_add(1));
+        *map = rest;
+    }
+
+    /// Forgets entries once they are durable, unless a newer entry took their index meanwhile.
+    fn settle(&self, written: &[LogId<u64>]) {
+        let mut map = self.lock();
+        for id in written {
+            if map.get(&id.index).map(|e| e.get_log_id()) == Some(id) {
+                map.remove(&id.index);
+            }
+        }
+    }
+}
+
+/// One change to the log file, in the order openraft asked for it.
+pub(crate) enum WriteOp {
+    Append {
+        entries: Vec<Entry<TypeConfig>>,
+        /// Called once the entries are on disk (openraft's flush callback).
+        flushed: Box<dyn FnOnce(Result<(), String>) + Send + Sync>,
+    },
+    /// A `meta` row; `done` is told once it is durable (none: nobody waits).
+    Meta {
+        key: &'static str,
+        value: String,
+        done: Option<oneshot::Sender<Result<(), String>>>,
+    },
+    Truncate {
+        since: u64,
+        done: oneshot::Sender<Result<(), String>>,
+    },
+    Purge {
+        upto: u64,
+        log_id_json: String,
+        done: oneshot::Sender<Result<(), String>>,
+    },
+}
+
+impl WriteOp {
+    fn entries(&self) -> usize {
+        match self {
+            WriteOp::Append { entries, .. } => entries.len(),
+            _ => 1,
+        }
+    }
+}
+
+/// How many transactions the writer committed, and the entries in them.
+#[derive(Clone, Default)]
+pub(crate) struct WriterStats(Arc<(AtomicU64, AtomicU64)>);
+
+impl WriterStats {
+    pub(crate) fn transactions(&self) -> u64 {
+        self.0 .0.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn entries(&self) -> u64 {
+        self.0 .1.load(Ordering::Relaxed)
+    }
+}
+
+/// Starts the writer on `pool` (the file's only writing connection). It stops when every
+/// sender is dropped, after finishing what was queued.
+pub(crate) fn spawn(
+    pool: SqlitePool,
+    pending: Pending,
+) -> (mpsc::UnboundedSender<WriteOp>, WriterStats) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let stats = WriterStats::default();
+    tokio::spawn(run(pool, pending, rx, stats.clone()));
+    (tx, stats)
+}
+
+async fn run(
+    pool: SqlitePool,
+    pending: Pending,
+    mut rx: mpsc::UnboundedReceiver<WriteOp>,
+    stats: WriterStats,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut queued = first.entries();
+        let mut batch = vec![first];
+        while queued < MAX_BATCH_ENTRIES {
+            match rx.try_recv() {
+                Ok(op) => {
+                    queued += op.entries();
+                    batch.push(op);
+                }
+                Err(_) => break,
+            }
+        }
+        let result = write_batch(&pool, &batch).await;
+        if result.is_ok() {
+            let appended: usize = batch
+                .iter()
+                .map(|op| match op {
+                    WriteOp::Append { entries, .. } => entries.len(),
+                    _ => 0,
+                })
+                .sum();
+            stats.0 .0.fetch_add(1, Ordering::Relaxed);
+            stats.0 .1.fetch_add(appended as u64, Ordering::Relaxed);
+        }
+        if let Err(e) = &result {
+            tracing::error!(error = %e, ops = batch.len(), "raft log write failed");
+        }
+        finish(batch, result.map_err(|e| e.to_string()), &pending);
+    }
+}
+
+async fn write_batch(pool: &SqlitePool, batch: &[WriteOp]) -> Result<(), Error> {
+    let mut tx = pool.begin().await.map_err(Error::sql("begin log batch"))?;
+    let mut rows: Vec<(i64, String)> = Vec::new();
+    for op in batch {
+        match op {
+            WriteOp::Append { entries, .. } => {
+                for entry in entries {
+                    let text =
+                        serde_json::to_string(entry).map_err(|e| Error::corrupt("log entry", e))?;
+                    rows.push((entry.get_log_id().index as i64, text));
+                }
+            }
+            other => {
+                // Keep the file's order of effects: rows queued before a delete go in first.
+                insert_rows(&mut tx, &mut rows).await?;
+                apply_other(&mut tx, other).await?;
+            }
+        }
+    }
+    insert_rows(&mut tx, &mut rows).await?;
+    tx.commit().await.map_err(Error::sql("commit log batch"))
+}
+
+async fn insert_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    rows: &mut Vec<(i64, String)>,
+) -> Result<(), Error> {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        let mut sql = String::from("INSERT OR REPLACE INTO log (idx, entry) VALUES ");
+        for i in 0..chunk.len() {
+            sql.push_str(if i == 0 { "(?, ?)" } else { ", (?, ?)" });
+        }
+        let mut query = sqlx::query(&sql);
+        for (idx, text) in chunk {
+            query = query.bind(*idx).bind(text.as_str());
+        }
+        query
+            .execute(&mut **tx)
+            .await
+            .map_err(Error::sql("append"))?;
+    }
+    rows.clear();
+    Ok(())
+}
+
+async fn apply_other(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    op: &WriteOp,
+) -> Result<(), Error> {
+    match op {
+        WriteOp::Append { .. } => Ok(()),
+        WriteOp::Meta { key, value, .. } => upsert_meta(tx, key, value).await,
+        WriteOp::Truncate { since, .. } => {
+            sqlx::query("DELETE FROM log WHERE idx >= ?")
+                .bind(*since as i64)
+                .execute(&mut **tx)
+                .await
+                .map_err(Error::sql("truncate"))?;
+            Ok(())
+        }
+        WriteOp::Purge {
+            upto, log_id_json, ..
+        } => {
+            upsert_meta(tx, "last_purged", log_id_json).await?;
+            sqlx::query("DELETE FROM log WHERE idx <= ?")
+                .bind(*upto as i64)
+                .execute(&mut **tx)
+                .await
+                .map_err(Error::sql("purge"))?;
+            Ok(())
+        }
+    }
+}
+
+async fn upsert_meta(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    key: &str,
+    value: &str,
+) -> Result<(), Error> {
+    sqlx::query(
+        "INSERT INTO meta (key, value) VALUES (?, ?) \
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+    )
+    .bind(key)
+    .bind(value)
+    .execute(&mut **tx)
+    .await
+    .map_err(Error::sql("write log meta"))?;
+    Ok(())
+}
+
+/// Tells every caller of the batch how it went; durable entries leave [`Pending`].
+fn finish(batch: Vec<WriteOp>, result: Result<(), String>, pending: &Pending) {
+    for op in batch {
+        match op {
+            WriteOp::Append { entries, flushed } => match &result {
+                Ok(()) => {
+                    let ids: Vec<LogId<u64>> = entries.iter().map(|e| *e.get_log_id()).collect();
+                    pending.settle(&ids);
+                    flushed(Ok(()));
+                }
+                Err(e) => flushed(Err(e.clone())),
+            },
+            WriteOp::Meta { done, .. } => {
+                if let Some(done) = done {
+                    let _ = done.send(result.clone());
+                }
+            }
+            WriteOp::Truncate { done, .. } | WriteOp::Purge { done, .. } => {
+                let _ = done.send(result.clone());
+            }
+        }
+    }
+}
