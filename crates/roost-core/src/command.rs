@@ -137,6 +137,11 @@ pub struct NewComment {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Command {
+    /// Several clients' envelopes committed in one log entry (group commit on the leader).
+    /// Each is applied on its own, in order, at its own slot ([`crate::state::slot`]).
+    Batch {
+        envelopes: Vec<Envelope>,
+    },
     CreateCompany {
         id: String,
         name: String,
@@ -285,6 +290,7 @@ impl Command {
     /// The name recorded as the activity log's action.
     pub fn name(&self) -> &'static str {
         match self {
+            Command::Batch { .. } => "batch",
             Command::CreateCompany { .. } => "company.created",
             Command::CreateCredential { .. } => "credential.created",
             Command::CreateAgent { .. } => "agent.created",

@@ -170,8 +170,9 @@ impl Agent {
     }
 }
 
-/// The lease a live run holds on an issue. `token` is the Raft log index of the checkout entry,
-/// so it strictly increases per issue.
+/// The lease a live run holds on an issue. `token` is the checkout command's slot (its Raft log
+/// index × 1000 + its position in the entry, see [`crate::state::slot`]), so it strictly
+/// increases per issue.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Checkout {

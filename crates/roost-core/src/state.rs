@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::activity::{ActivityEntry, GENESIS_HASH};
-use crate::command::{Envelope, Outcome};
+use crate::command::{Command, Envelope, Outcome};
 use crate::entity::*;
 use crate::error::DomainError;
 use crate::idempotency::{IdempotencyTable, Remembered, MAX_KEY_LEN};
@@ -39,7 +39,19 @@ pub enum Change {
     BudgetIncident(BudgetIncident),
 }
 
-/// The result of applying one entry.
+/// Commands one log entry carries at most. The command at `position` in the entry at log
+/// index `index` has the slot `index * SLOTS_PER_ENTRY + position`: slots order every command
+/// ever applied, and fencing tokens and generated ids are slots.
+pub const SLOTS_PER_ENTRY: u64 = 1000;
+
+/// The slot of the command at `position` in the entry at `index`.
+pub fn slot(index: u64, position: u64) -> u64 {
+    index
+        .saturating_mul(SLOTS_PER_ENTRY)
+        .saturating_add(position)
+}
+
+/// The result of applying one command.
 #[derive(Clone, Debug)]
 pub struct Applied {
     pub outcome: Result<Outcome, DomainError>,
@@ -210,10 +222,40 @@ impl State {
         state
     }
 
-    /// Applies the command in `env`, committed at Raft log index `index`. A refused command
-    /// changes nothing and records nothing; a keyed command seen before returns its first
-    /// outcome and changes nothing.
+    /// Applies the entry committed at Raft log index `index`: one envelope, or each envelope
+    /// of a [`Command::Batch`] in order. One [`Applied`] per envelope.
+    pub fn apply_entry(&mut self, index: u64, env: &Envelope) -> Vec<Applied> {
+        let Command::Batch { envelopes } = &env.command else {
+            return vec![self.apply(index, env)];
+        };
+        envelopes
+            .iter()
+            .enumerate()
+            .map(|(position, inner)| {
+                if position as u64 >= SLOTS_PER_ENTRY {
+                    self.applied_index = index;
+                    return Applied {
+                        outcome: Err(DomainError::invalid(
+                            "batch",
+                            format!("at most {SLOTS_PER_ENTRY} commands per log entry"),
+                        )),
+                        changes: Vec::new(),
+                    };
+                }
+                self.apply_at(index, position as u64, inner)
+            })
+            .collect()
+    }
+
+    /// Applies the command in `env`, alone in the entry at Raft log index `index`. A refused
+    /// command changes nothing and records nothing; a keyed command seen before returns its
+    /// first outcome and changes nothing.
     pub fn apply(&mut self, index: u64, env: &Envelope) -> Applied {
+        self.apply_at(index, 0, env)
+    }
+
+    fn apply_at(&mut self, index: u64, position: u64, env: &Envelope) -> Applied {
+        let slot = slot(index, position);
         self.applied_index = index;
         let mut changes: Vec<Change> = self
             .idempotency
@@ -225,7 +267,7 @@ impl State {
             self.put(change.clone());
         }
         let Some(key) = &env.idempotency_key else {
-            let mut applied = self.apply_command(index, env);
+            let mut applied = self.apply_command(index, slot, env);
             changes.append(&mut applied.changes);
             return Applied {
                 outcome: applied.outcome,
@@ -248,7 +290,7 @@ impl State {
                 changes,
             };
         }
-        let mut applied = self.apply_command(index, env);
+        let mut applied = self.apply_command(index, slot, env);
         changes.append(&mut applied.changes);
         let remembered = Change::Remembered(Remembered {
             key: key.clone(),
@@ -264,8 +306,8 @@ impl State {
         }
     }
 
-    fn apply_command(&mut self, index: u64, env: &Envelope) -> Applied {
-        match rules::decide(self, index, env) {
+    fn apply_command(&mut self, index: u64, slot: u64, env: &Envelope) -> Applied {
+        match rules::decide(self, slot, env) {
             Err(e) => Applied {
                 outcome: Err(e),
                 changes: Vec::new(),

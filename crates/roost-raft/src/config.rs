@@ -4,6 +4,13 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// Entries per AppendEntries message (openraft's default is 300). An entry may carry up to
+/// `proposer::MAX_BATCH` writes, and openraft gives each message one heartbeat interval to be
+/// sent, decoded and fsynced by the follower: 16 × 64 writes (about 0.5 MB of JSON) fits; 300
+/// full batches did not, and a follower catching up timed out on every message for ever
+/// (regression test `cluster::a_node_down_during_10000_writes_catches_up_when_restarted`).
+pub(crate) const MAX_ENTRIES_PER_APPEND: u64 = 16;
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RaftTiming {
@@ -44,6 +51,7 @@ impl RaftTiming {
             install_snapshot_timeout: self.install_snapshot_timeout_ms,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_after_entries),
             max_in_snapshot_log_to_keep: self.keep_entries_after_snapshot,
+            max_payload_entries: MAX_ENTRIES_PER_APPEND,
             ..Default::default()
         };
         config.validate().map_err(|e| crate::Error::Config {

@@ -8,6 +8,7 @@ mod faults;
 mod membership;
 mod network;
 mod node;
+mod proposer;
 mod service;
 
 pub use config::RaftTiming;

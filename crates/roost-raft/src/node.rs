@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, RaftError};
 use openraft::Raft;
 use roost_core::{DomainError, Envelope, Outcome};
 use roost_proto::v1::RaftPayload;
@@ -16,6 +16,7 @@ use crate::config::RaftTiming;
 use crate::error::Error;
 use crate::faults::NetworkFaults;
 use crate::network::{encode, GrpcNetworkFactory, PeerError, Rpc};
+use crate::proposer::Proposer;
 
 /// The committed result of one write: where it landed in the log and what it produced.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -116,6 +117,7 @@ pub struct RaftNode {
     /// Membership changes go one at a time (parallel changes can leave a joint config).
     pub(crate) membership_lock: Arc<tokio::sync::Mutex<()>>,
     pub(crate) timing: RaftTiming,
+    proposer: Proposer,
 }
 
 fn leader_unknown() -> Error {
@@ -152,9 +154,11 @@ impl RaftNode {
             .map_err(|e| Error::Fatal {
                 message: e.to_string(),
             })?;
+        let proposer = Proposer::spawn(raft.clone(), timing.write_timeout());
         Ok(RaftNode {
             id,
             info,
+            proposer,
             raft,
             reader,
             network,
@@ -208,45 +212,12 @@ impl RaftNode {
         }
     }
 
-    /// Proposes on this node only; fails with `NotLeader` on a follower.
+    /// Proposes on this node only (through the group-commit queue); fails with `NotLeader`
+    /// on a follower.
     pub(crate) async fn write_local(&self, envelope: Envelope) -> Result<WriteOutcome, Error> {
-        let timeout = self.timing.write_timeout();
-        let written = match tokio::time::timeout(timeout, self.raft.client_write(envelope)).await {
-            Ok(w) => w,
-            Err(_) => {
-                return Err(Error::Unavailable {
-                    message: format!(
-                        "the write was not committed within {timeout:?} (no quorum?); its outcome is unknown: \
-                         retry with the same idempotency key"
-                    ),
-                })
-            }
-        };
-        match written {
-            Ok(resp) => match resp.data.result {
-                Some(result) => Ok(WriteOutcome {
-                    index: resp.log_id.index,
-                    result,
-                }),
-                None => Err(Error::Fatal {
-                    message: "a command entry produced no result".into(),
-                }),
-            },
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                Err(Error::NotLeader {
-                    leader_id: f.leader_id,
-                    leader_addr: f.leader_node.map(|n| n.grpc_addr),
-                })
-            }
-            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
-                Err(Error::Unavailable {
-                    message: e.to_string(),
-                })
-            }
-            Err(RaftError::Fatal(f)) => Err(Error::Fatal {
-                message: f.to_string(),
-            }),
-        }
+        self.proposer
+            .propose(envelope, self.timing.write_timeout())
+            .await
     }
 
     async fn forward_write(

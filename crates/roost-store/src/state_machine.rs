@@ -79,6 +79,7 @@ impl StateMachineStore {
             .map_err(Error::sql("begin apply"))?;
         for entry in entries {
             let index = entry.log_id.index;
+            let mut batch = Vec::new();
             let result = match entry.payload {
                 EntryPayload::Blank => {
                     self.state
@@ -98,16 +99,26 @@ impl StateMachineStore {
                 EntryPayload::Normal(envelope) => {
                     let applied = {
                         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-                        state.apply(index, &envelope)
+                        state.apply_entry(index, &envelope)
                     };
-                    for change in &applied.changes {
+                    for change in applied.iter().flat_map(|a| &a.changes) {
                         rows::write_change(&mut tx, change).await?;
                     }
-                    Some(applied.outcome)
+                    let mut outcomes: Vec<_> = applied.into_iter().map(|a| a.outcome).collect();
+                    if matches!(envelope.command, roost_core::Command::Batch { .. }) {
+                        batch = outcomes;
+                        None
+                    } else {
+                        outcomes.pop()
+                    }
                 }
             };
             self.last_applied = Some(entry.log_id);
-            responses.push(ApplyResult { index, result });
+            responses.push(ApplyResult {
+                index,
+                result,
+                batch,
+            });
         }
         write_applied(&mut tx, self.last_applied, &self.membership).await?;
         tx.commit().await.map_err(Error::sql("commit apply"))?;

@@ -20,11 +20,13 @@ impl fmt::Display for NodeInfo {
 }
 
 /// What applying one entry returned. `result` is `None` for Raft's own entries (blank,
-/// membership).
+/// membership) and for a batch, whose results are in `batch`, one per envelope in order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApplyResult {
     pub index: u64,
     pub result: Option<Result<Outcome, DomainError>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batch: Vec<Result<Outcome, DomainError>>,
 }
 
 openraft::declare_raft_types!(

@@ -2,7 +2,7 @@
 //! register, heartbeat, run assignments, report results (again after a reconnect if the
 //! session broke), and fence itself when it cannot renew its lease.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,10 +25,42 @@ struct Shared {
     /// Usage of runs still going, reported with every heartbeat.
     usage: HashMap<String, UsageCell>,
     outbox: Option<mpsc::Sender<WorkerMessage>>,
-    /// Results not yet handed to a session; sent on the next one.
+    /// Results not yet handed to a session: sent before the session's next heartbeat (the
+    /// outbox was full) or on the next session.
     unsent: Vec<WorkerMessage>,
+    /// Runs this process has started, so an assignment sent again after the run ended is not
+    /// run a second time.
+    started: RecentRuns,
     last_ack: Instant,
     lease_ttl: Duration,
+}
+
+/// Outbox slots live log chunks leave free, so a chatty agent cannot crowd out results.
+const LOG_HEADROOM: usize = 256;
+/// Started runs remembered; far more than a worker's slots times its runs per lease.
+const STARTED_REMEMBERED: usize = 4096;
+
+/// A bounded set of run ids, oldest forgotten first.
+#[derive(Default)]
+struct RecentRuns {
+    order: VecDeque<String>,
+    ids: HashSet<String>,
+}
+
+impl RecentRuns {
+    /// False if `run_id` was seen already.
+    fn insert(&mut self, run_id: &str) -> bool {
+        if !self.ids.insert(run_id.to_string()) {
+            return false;
+        }
+        self.order.push_back(run_id.to_string());
+        if self.order.len() > STARTED_REMEMBERED {
+            if let Some(old) = self.order.pop_front() {
+                self.ids.remove(&old);
+            }
+        }
+        true
+    }
 }
 
 type State = Arc<Mutex<Shared>>;
@@ -43,7 +75,10 @@ fn message(body: worker_message::Body) -> WorkerMessage {
 
 /// Sends now if a session is open, else keeps the message for the next session.
 fn deliver(state: &State, m: WorkerMessage) {
-    let mut s = lock(state);
+    queue(&mut lock(state), m);
+}
+
+fn queue(s: &mut Shared, m: WorkerMessage) {
     let sent = s
         .outbox
         .as_ref()
@@ -53,20 +88,25 @@ fn deliver(state: &State, m: WorkerMessage) {
     }
 }
 
+fn new_state() -> State {
+    Arc::new(Mutex::new(Shared {
+        running: HashMap::new(),
+        usage: HashMap::new(),
+        outbox: None,
+        unsent: Vec::new(),
+        started: RecentRuns::default(),
+        last_ack: Instant::now(),
+        lease_ttl: Duration::from_secs(5),
+    }))
+}
+
 /// Runs the worker until `shutdown` completes; stops its agents on the way out.
 pub async fn run(
     config: WorkerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), crate::Error> {
     config.validate()?;
-    let state: State = Arc::new(Mutex::new(Shared {
-        running: HashMap::new(),
-        usage: HashMap::new(),
-        outbox: None,
-        unsent: Vec::new(),
-        last_ack: Instant::now(),
-        lease_ttl: Duration::from_secs(5),
-    }));
+    let state = new_state();
     let sessions = tokio::spawn(session_loop(config.clone(), state.clone()));
     let fence = tokio::spawn(self_fence(config.self_fence_fraction, state.clone()));
     shutdown.await;
@@ -200,31 +240,42 @@ async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<Str
 async fn beat(tx: mpsc::Sender<WorkerMessage>, state: State, every: Duration) {
     for seq in 1.. {
         tokio::time::sleep(every).await;
-        let (running, usage) = {
-            let s = lock(&state);
-            let usage: Vec<RunUsage> = s
-                .usage
-                .iter()
-                .map(|(run_id, cell)| RunUsage {
-                    run_id: run_id.clone(),
-                    ..cell.lock().map(|u| u.clone()).unwrap_or_default()
-                })
-                .filter(|u| u.input_tokens + u.output_tokens + u.cost_micro_usd > 0)
-                .collect();
-            (s.running.keys().cloned().collect(), usage)
-        };
-        if tx
-            .send(message(worker_message::Body::Heartbeat(Heartbeat {
-                seq,
-                running_run_ids: running,
-                usage,
-            })))
-            .await
-            .is_err()
-        {
+        if beat_once(&tx, &state, seq).await.is_err() {
             return;
         }
     }
+}
+
+/// One heartbeat, after every result that did not fit in the outbox: the cluster must never
+/// see a heartbeat without a run before that run's result (it would send the run again).
+async fn beat_once(
+    tx: &mpsc::Sender<WorkerMessage>,
+    state: &State,
+    seq: u64,
+) -> Result<(), mpsc::error::SendError<WorkerMessage>> {
+    let unsent = std::mem::take(&mut lock(state).unsent);
+    for m in unsent {
+        tx.send(m).await?;
+    }
+    let (running, usage) = {
+        let s = lock(state);
+        let usage: Vec<RunUsage> = s
+            .usage
+            .iter()
+            .map(|(run_id, cell)| RunUsage {
+                run_id: run_id.clone(),
+                ..cell.lock().map(|u| u.clone()).unwrap_or_default()
+            })
+            .filter(|u| u.input_tokens + u.output_tokens + u.cost_micro_usd > 0)
+            .collect();
+        (s.running.keys().cloned().collect(), usage)
+    };
+    tx.send(message(worker_message::Body::Heartbeat(Heartbeat {
+        seq,
+        running_run_ids: running,
+        usage,
+    })))
+    .await
 }
 
 /// Live log chunks go to the leader while a session is open; otherwise they are dropped (the
@@ -239,7 +290,9 @@ fn live_sink(state: &State, run_id: &str) -> crate::runlog::LiveSink {
                 offset,
                 data,
             };
-            let _ = o.try_send(message(worker_message::Body::RunLog(chunk)));
+            if o.capacity() > LOG_HEADROOM {
+                let _ = o.try_send(message(worker_message::Body::RunLog(chunk)));
+            }
         }
     })
 }
@@ -248,8 +301,9 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
     let (stop_tx, stop_rx) = oneshot::channel();
     {
         let mut s = lock(state);
-        if s.running.contains_key(&a.run_id) {
-            return; // sent again; already running
+        if s.running.contains_key(&a.run_id) || !s.started.insert(&a.run_id) {
+            // Sent again: already running, or already ran (its result is on the way).
+            return;
         }
         s.running.insert(a.run_id.clone(), stop_tx);
     }
@@ -273,11 +327,6 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
             usage: usage.clone(),
         };
         let ended = adapter::run(&mut run).await;
-        {
-            let mut s = lock(&state);
-            s.running.remove(&a.run_id);
-            s.usage.remove(&a.run_id);
-        }
         info!(run_id = %a.run_id, status = ended.status, "run ended");
         let final_usage = RunUsage {
             run_id: a.run_id.clone(),
@@ -295,6 +344,15 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
             log_bytes: run.log.bytes(),
             summary: ended.summary.unwrap_or_default(),
         };
-        deliver(&state, message(worker_message::Body::RunFinished(finished)));
+        // One critical section: no heartbeat can leave the run out before its result is
+        // queued ahead of that heartbeat.
+        let mut s = lock(&state);
+        s.running.remove(&a.run_id);
+        s.usage.remove(&a.run_id);
+        queue(&mut s, message(worker_message::Body::RunFinished(finished)));
     });
 }
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

@@ -104,7 +104,7 @@ pub(crate) fn stop_scope(
         return;
     }
     changes.push(Change::BudgetIncident(BudgetIncident {
-        id: format!("inc-{}-{}-hard", ctx.index, policy.id),
+        id: format!("inc-{}-{}-hard", ctx.slot, policy.id),
         company_id: policy.company_id.clone(),
         policy_id: policy.id.clone(),
         kind: IncidentKind::Hard,
@@ -161,7 +161,7 @@ pub(crate) fn after_spend(
         }) || pending_incident(changes, &policy.id, IncidentKind::Soft);
         if observed >= warn_at && !warned {
             changes.push(Change::BudgetIncident(BudgetIncident {
-                id: format!("inc-{}-{}-soft", ctx.index, policy.id),
+                id: format!("inc-{}-{}-soft", ctx.slot, policy.id),
                 company_id: policy.company_id.clone(),
                 policy_id: policy.id.clone(),
                 kind: IncidentKind::Soft,

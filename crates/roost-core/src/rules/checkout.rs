@@ -1,5 +1,5 @@
-//! Checkout and release (DESIGN.md section 5): a lease held by a live run, with the Raft log
-//! index of the checkout entry as its fencing token.
+//! Checkout and release (DESIGN.md section 5): a lease held by a live run, with the
+//! slot of the checkout command (log index × 1000 + position in its entry) as its fencing token.
 
 use serde_json::json;
 
@@ -100,14 +100,14 @@ pub(crate) fn checkout(
     next.set_checkout(Some(Checkout {
         agent_id: agent_id.into(),
         run_id: run_id.into(),
-        token: ctx.index,
+        token: ctx.slot,
         at: ctx.now(),
     }));
     if next.started_at.is_none() {
         next.started_at = Some(ctx.now());
     }
     next.updated_at = ctx.now();
-    Ok(decision(next, "new", ctx.index))
+    Ok(decision(next, "new", ctx.slot))
 }
 
 fn decision(issue: Issue, kind: &str, token: u64) -> Decision {

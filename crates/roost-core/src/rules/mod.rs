@@ -2,6 +2,8 @@
 //! and returns the rows to write; none mutates the state itself.
 
 mod agent;
+#[cfg(test)]
+mod batch_tests;
 pub(crate) mod budget;
 #[cfg(test)]
 mod budget_tests;
@@ -25,14 +27,18 @@ use crate::entity::{Run, RunStatus};
 use crate::error::DomainError;
 use crate::state::{Decision, State};
 
-pub(crate) fn decide(state: &State, index: u64, env: &Envelope) -> Result<Decision, DomainError> {
+pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decision, DomainError> {
     let ctx = Ctx {
         state,
-        index,
+        slot,
         env,
         actor: &env.actor,
     };
     match &env.command {
+        Command::Batch { .. } => Err(DomainError::invalid(
+            "batch",
+            "a batch is only valid as a whole log entry",
+        )),
         Command::CreateCompany {
             id,
             name,
@@ -146,7 +152,8 @@ pub(crate) fn decide(state: &State, index: u64, env: &Envelope) -> Result<Decisi
 /// What every rule sees.
 pub(crate) struct Ctx<'a> {
     pub state: &'a State,
-    pub index: u64,
+    /// This command's slot ([`crate::state::slot`]): fencing tokens and generated ids.
+    pub slot: u64,
     pub env: &'a Envelope,
     pub actor: &'a Actor,
 }

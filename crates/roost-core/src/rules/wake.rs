@@ -148,7 +148,7 @@ pub(crate) fn enqueue(
         run_id: None,
         retry_of_run_id: req.retry_of_run_id.clone(),
         waiting_on_run: None,
-        seq: ctx.index,
+        seq: ctx.slot,
         created_at: ctx.now(),
         updated_at: ctx.now(),
     };
@@ -264,7 +264,7 @@ pub(crate) fn wake_for_issue_event(
     let mut n = 0usize;
     let mut next_id = |ctx: &Ctx<'_>| {
         n += 1;
-        format!("w{}-{}", ctx.index, n)
+        format!("w{}-{}", ctx.slot, n)
     };
     if let (Some(reason), Some(agent)) = (reason, issue.assignee_agent_id.as_deref()) {
         let req = WakeRequest::event(

@@ -228,38 +228,45 @@ impl Workers {
         }
     }
 
+    /// The in-memory part of a heartbeat, done as soon as it arrives: renew the lease and ack.
+    /// False if the worker was declared lost meanwhile (it is told to register again and its
+    /// heartbeat goes no further). Acks never wait behind replicated writes: the worker fences
+    /// itself when acks stop coming, and a loaded cluster made workers stop their agents for
+    /// nothing (regression: the fault suite's worker_cut_off scenario).
+    fn renew_lease(&self, worker_id: &str, seq: u64) -> bool {
+        let declared_lost = self.api.reader().read(|s| {
+            s.workers
+                .get(worker_id)
+                .is_some_and(|w| w.status == roost_core::WorkerStatus::Lost)
+        });
+        if declared_lost {
+            let redirect = roost_proto::v1::Redirect {
+                leader_grpc_addr: String::new(),
+                message: "this worker was declared lost; register again".into(),
+            };
+            self.registry
+                .send(worker_id, server_message::Body::Redirect(redirect));
+            return false;
+        }
+        self.registry.renew(worker_id, self.config.lease_ttl());
+        self.registry.send(
+            worker_id,
+            server_message::Body::HeartbeatAck(roost_proto::v1::HeartbeatAck { seq }),
+        );
+        true
+    }
+
     async fn handle(&self, caller: &Caller, message: WorkerMessage) {
         let worker_id = caller.actor.id.clone();
         let result = match message.body {
             Some(worker_message::Body::Heartbeat(h)) => {
-                let declared_lost = self.api.reader().read(|s| {
-                    s.workers
-                        .get(&worker_id)
-                        .is_some_and(|w| w.status == roost_core::WorkerStatus::Lost)
-                });
-                if declared_lost {
-                    // Its lease ran out while it was silent: no ack, so it stops its agents, and
-                    // it must register again before it gets work.
-                    let redirect = roost_proto::v1::Redirect {
-                        leader_grpc_addr: String::new(),
-                        message: "this worker was declared lost; register again".into(),
-                    };
-                    self.registry
-                        .send(&worker_id, server_message::Body::Redirect(redirect));
-                    return;
-                }
-                self.registry.renew(&worker_id, self.config.lease_ttl());
+                // Renewed and acked already (`renew_lease`); the replicated part follows here,
+                // in order with the worker's other messages.
                 self.record_usage(caller, &h.usage).await;
                 self.cancel_ended(&worker_id, &h.running_run_ids);
                 // An assignment lost on the way (a full outbox) is sent again; a worker
-                // ignores one it already runs.
+                // ignores one it already runs or ran.
                 self.resend_assigned(&worker_id, &h.running_run_ids).await;
-                self.registry.send(
-                    &worker_id,
-                    server_message::Body::HeartbeatAck(roost_proto::v1::HeartbeatAck {
-                        seq: h.seq,
-                    }),
-                );
                 Ok(())
             }
             Some(worker_message::Body::RunStarted(s)) => self
@@ -373,10 +380,29 @@ impl WorkerRpc for WorkerService {
             .await;
         workers.cancel_ended(&worker_id, &register.running_run_ids);
         info!(worker_id, slots = register.slots, "worker session open");
+        // Messages are handled in order on their own task; heartbeats are acked on arrival.
+        // Bounded: a worker that sends faster than its messages commit is slowed down.
+        let (work, mut queued) = mpsc::channel::<WorkerMessage>(1024);
+        let handler = workers.clone();
+        let handler_caller = caller.clone();
+        tokio::spawn(async move {
+            while let Some(message) = queued.recv().await {
+                handler.handle(&handler_caller, message).await;
+            }
+        });
         tokio::spawn(async move {
             loop {
                 match inbound.message().await {
-                    Ok(Some(message)) => workers.handle(&caller, message).await,
+                    Ok(Some(message)) => {
+                        if let Some(worker_message::Body::Heartbeat(h)) = &message.body {
+                            if !workers.renew_lease(&worker_id, h.seq) {
+                                continue;
+                            }
+                        }
+                        if work.send(message).await.is_err() {
+                            break;
+                        }
+                    }
                     Ok(None) => break,
                     Err(e) => {
                         debug!(worker_id, error = %e, "worker stream failed");

@@ -202,8 +202,8 @@ async fn a_node_down_during_10000_writes_catches_up_when_restarted() -> anyhow::
     let acked = write_many(&c.admin(leader), &c, 10_000, 64, "while down").await?;
     assert_eq!(acked, 10_000);
     c.restart(down).await?;
-    let (index, _) = c.converged(Duration::from_secs(120)).await?;
-    assert!(index >= 10_000);
+    // Group commit puts many of the 10,000 writes in one entry: count issues, not entries.
+    c.converged(Duration::from_secs(120)).await?;
     let company = c
         .admin(down)
         .get(&format!("/api/companies/{}", c.company_id))

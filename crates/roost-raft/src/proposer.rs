@@ -1,0 +1,211 @@
+//! Group commit of client writes. openraft 0.9 appends and fsyncs each proposal on its own and
+//! waits for that fsync before it takes the next one (`RaftCore::append_to_log`), so a leader
+//! proposing every write separately makes one serial fsync per write. Writes go through this
+//! queue instead: at most [`MAX_IN_FLIGHT`] proposals are in flight, and whatever arrives
+//! meanwhile goes out together as one `Command::Batch` entry: one append, one fsync, one
+//! replication message and one apply transaction for all of them. A lone write is proposed as
+//! it is, so an idle cluster answers as fast as before.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::Raft;
+use roost_core::{Actor, Command, DomainError, Envelope, Outcome};
+use roost_store::TypeConfig;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+use crate::error::Error;
+use crate::node::WriteOutcome;
+
+/// Proposals in flight at once. Two let one batch's leader fsync overlap the previous batch's
+/// replication; more would only queue inside openraft, one fsync each.
+const MAX_IN_FLIGHT: usize = 2;
+/// Writes per entry at most (well below `roost_core::state::SLOTS_PER_ENTRY`). With
+/// `crate::config::MAX_ENTRIES_PER_APPEND` it bounds an AppendEntries message, which must cross
+/// the network and be fsynced within openraft's RPC timeout (one heartbeat interval).
+pub(crate) const MAX_BATCH: usize = 64;
+
+struct Queued {
+    envelope: Envelope,
+    reply: oneshot::Sender<Result<WriteOutcome, Error>>,
+}
+
+/// The queue in front of `Raft::client_write`; a cheap handle.
+#[derive(Clone)]
+pub(crate) struct Proposer {
+    queue: mpsc::UnboundedSender<Queued>,
+}
+
+impl Proposer {
+    /// Starts the proposing task; it ends when every handle is dropped.
+    pub(crate) fn spawn(raft: Raft<TypeConfig>, timeout: Duration) -> Proposer {
+        let (queue, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(raft, rx, timeout));
+        Proposer { queue }
+    }
+
+    /// Proposes `envelope` on this node and waits until it is committed and applied here;
+    /// `NotLeader` on a follower.
+    pub(crate) async fn propose(
+        &self,
+        envelope: Envelope,
+        timeout: Duration,
+    ) -> Result<WriteOutcome, Error> {
+        let (reply, wait) = oneshot::channel();
+        self.queue
+            .send(Queued { envelope, reply })
+            .map_err(|_| stopped())?;
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(stopped()),
+            Err(_) => Err(not_committed_in(timeout)),
+        }
+    }
+}
+
+async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Queued>, timeout: Duration) {
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    while let Some(first) = rx.recv().await {
+        // Wait for a slot first: what queues up meanwhile joins this batch.
+        let Ok(permit) = in_flight.clone().acquire_owned().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(q) => batch.push(q),
+                Err(_) => break,
+            }
+        }
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            propose_batch(&raft, batch, timeout).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn propose_batch(raft: &Raft<TypeConfig>, mut batch: Vec<Queued>, timeout: Duration) {
+    if batch.len() == 1 {
+        if let Some(one) = batch.pop() {
+            let result = write(raft, one.envelope, timeout).await.and_then(|r| {
+                let index = r.index;
+                r.single.map(|result| WriteOutcome { index, result })
+            });
+            let _ = one.reply.send(result);
+        }
+        return;
+    }
+    let (envelopes, replies): (Vec<Envelope>, Vec<_>) =
+        batch.into_iter().map(|q| (q.envelope, q.reply)).unzip();
+    let at = envelopes.iter().map(|e| e.at).max().unwrap_or_default();
+    let entry = Envelope {
+        at,
+        actor: Actor::system(),
+        command: Command::Batch { envelopes },
+        idempotency_key: None,
+    };
+    match write(raft, entry, timeout).await {
+        Ok(written) if written.batch.len() == replies.len() => {
+            for (reply, result) in replies.into_iter().zip(written.batch) {
+                let _ = reply.send(Ok(WriteOutcome {
+                    index: written.index,
+                    result,
+                }));
+            }
+        }
+        Ok(written) => {
+            for reply in replies {
+                let _ = reply.send(Err(Error::Fatal {
+                    message: format!(
+                        "a batch entry at {} produced {} results",
+                        written.index,
+                        written.batch.len()
+                    ),
+                }));
+            }
+        }
+        Err(e) => {
+            for reply in replies {
+                let _ = reply.send(Err(same_error(&e)));
+            }
+        }
+    }
+}
+
+/// One committed entry's results.
+struct Written {
+    index: u64,
+    single: Result<Result<Outcome, DomainError>, Error>,
+    batch: Vec<Result<Outcome, DomainError>>,
+}
+
+async fn write(
+    raft: &Raft<TypeConfig>,
+    entry: Envelope,
+    timeout: Duration,
+) -> Result<Written, Error> {
+    let written = match tokio::time::timeout(timeout, raft.client_write(entry)).await {
+        Ok(w) => w,
+        Err(_) => return Err(not_committed_in(timeout)),
+    };
+    match written {
+        Ok(resp) => Ok(Written {
+            index: resp.log_id.index,
+            single: resp.data.result.ok_or_else(|| Error::Fatal {
+                message: "a command entry produced no result".into(),
+            }),
+            batch: resp.data.batch,
+        }),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(Error::NotLeader {
+            leader_id: f.leader_id,
+            leader_addr: f.leader_node.map(|n| n.grpc_addr),
+        }),
+        Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+            Err(Error::Unavailable {
+                message: e.to_string(),
+            })
+        }
+        Err(RaftError::Fatal(f)) => Err(Error::Fatal {
+            message: f.to_string(),
+        }),
+    }
+}
+
+fn not_committed_in(timeout: Duration) -> Error {
+    Error::Unavailable {
+        message: format!(
+            "the write was not committed within {timeout:?} (no quorum?); its outcome is unknown: \
+             retry with the same idempotency key"
+        ),
+    }
+}
+
+fn stopped() -> Error {
+    Error::Fatal {
+        message: "raft stopped".into(),
+    }
+}
+
+/// The batch's failure, for each of its writers.
+fn same_error(e: &Error) -> Error {
+    match e {
+        Error::NotLeader {
+            leader_id,
+            leader_addr,
+        } => Error::NotLeader {
+            leader_id: *leader_id,
+            leader_addr: leader_addr.clone(),
+        },
+        Error::Unavailable { message } => Error::Unavailable {
+            message: message.clone(),
+        },
+        Error::Membership { message } => Error::Membership {
+            message: message.clone(),
+        },
+        other => Error::Fatal {
+            message: other.to_string(),
+        },
+    }
+}

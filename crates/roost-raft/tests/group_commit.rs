@@ -1,0 +1,106 @@
+//! Group commit through `RaftNode::write`: concurrent writes share log entries, and each
+//! still gets its own outcome, as if it had been proposed alone.
+
+use std::time::Duration;
+
+use roost_core::{Actor, Command, DomainError, Envelope, Outcome, Timestamp};
+use roost_raft::{NodeInfo, RaftNode, RaftTiming};
+
+fn create_company(id: &str) -> Envelope {
+    Envelope {
+        at: Timestamp(1_700_000_000_000),
+        actor: Actor::system(),
+        command: Command::CreateCompany {
+            id: id.into(),
+            name: format!("company {id}"),
+            // Prefixes are unique too: letters only, derived from the id.
+            issue_prefix: id
+                .bytes()
+                .filter(u8::is_ascii_alphanumeric)
+                .map(|b| (b'A' + b % 26) as char)
+                .collect(),
+        },
+        idempotency_key: None,
+    }
+}
+
+async fn single_node(dir: &std::path::Path) -> anyhow::Result<RaftNode> {
+    let info = NodeInfo {
+        grpc_addr: "127.0.0.1:1".into(),
+        http_addr: "127.0.0.1:2".into(),
+    };
+    let node = RaftNode::start(1, info, dir, &RaftTiming::default()).await?;
+    node.initialize_single().await?;
+    node.wait_for_leader(Duration::from_secs(10)).await?;
+    // The leader's first (blank) entry is applied once it can take writes.
+    node.write(create_company("warm-up")).await?;
+    Ok(node)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_share_entries_and_each_gets_its_own_outcome() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let node = single_node(dir.path()).await?;
+    let before = node.reader().applied_index();
+
+    // 300 writers at once, each company id twice: exactly one of each pair is created.
+    let writes: Vec<_> = (0..300)
+        .map(|i| {
+            let node = node.clone();
+            tokio::spawn(async move {
+                let id = format!("co-{}", i % 150);
+                (id.clone(), node.write(create_company(&id)).await)
+            })
+        })
+        .collect();
+    let mut created = std::collections::BTreeMap::new();
+    let mut refused = 0;
+    for w in writes {
+        let (id, written) = w.await?;
+        match written?.result {
+            Ok(Outcome::Company(c)) => {
+                assert_eq!(c.id, id, "a writer got another writer's outcome");
+                *created.entry(id).or_insert(0) += 1;
+            }
+            Err(DomainError::AlreadyExists { .. }) => refused += 1,
+            other => anyhow::bail!("unexpected outcome {other:?}"),
+        }
+    }
+    assert_eq!(created.len(), 150);
+    assert!(created.values().all(|n| *n == 1), "{created:?}");
+    assert_eq!(refused, 150);
+    let companies = node.reader().read(|s| s.companies.len());
+    assert_eq!(companies, 151);
+
+    let entries = node.reader().applied_index() - before;
+    println!("300 concurrent writes took {entries} log entries");
+    assert!(
+        entries < 300 / 2,
+        "300 concurrent writes took {entries} log entries: no group commit"
+    );
+    node.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_write_is_proposed_as_its_own_entry_and_survives_a_restart() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let node = single_node(dir.path()).await?;
+    let written = node.write(create_company("alone")).await?;
+    assert!(written.result.is_ok(), "{:?}", written.result);
+    let hash = node.reader().state_hash();
+    node.shutdown().await;
+    drop(node);
+
+    let info = NodeInfo {
+        grpc_addr: "127.0.0.1:1".into(),
+        http_addr: "127.0.0.1:2".into(),
+    };
+    let again = RaftNode::start(1, info, dir.path(), &RaftTiming::default()).await?;
+    again.wait_for_leader(Duration::from_secs(10)).await?;
+    assert!(again.reader().read(|s| s.companies.contains_key("alone")));
+    assert!(again.reader().applied_index() >= written.index);
+    assert_eq!(again.reader().state_hash().1, hash.1);
+    again.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! Regression tests for the session's delivery of results, found by the fault suite's
+//! `worker_cut_off` scenario: a chatty agent's live log filled the outbox, the run's results
+//! waited for the next session, heartbeats without the run kept going out, and the leader sent
+//! the ended run again on every heartbeat, which the worker ran again, dozens of times.
+
+use std::time::Duration;
+
+use roost_proto::v1::{worker_message, Assignment, RunFinished, WorkerMessage};
+use tokio::sync::mpsc;
+
+use super::{beat_once, deliver, lock, message, new_state, start};
+use crate::config::WorkerConfig;
+
+fn finished(run_id: &str) -> WorkerMessage {
+    message(worker_message::Body::RunFinished(RunFinished {
+        run_id: run_id.into(),
+        status: "succeeded".into(),
+        ..Default::default()
+    }))
+}
+
+fn kind(m: &WorkerMessage) -> String {
+    match &m.body {
+        Some(worker_message::Body::RunStarted(s)) => format!("started {}", s.run_id),
+        Some(worker_message::Body::RunFinished(f)) => format!("finished {}", f.run_id),
+        Some(worker_message::Body::Heartbeat(h)) => format!("heartbeat {:?}", h.running_run_ids),
+        Some(worker_message::Body::RunLog(l)) => format!("log {}", l.run_id),
+        other => format!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_result_the_full_outbox_refused_goes_out_before_the_next_heartbeat() {
+    let state = new_state();
+    let (tx, mut rx) = mpsc::channel(1);
+    assert!(tx.try_send(finished("filler")).is_ok());
+    lock(&state).outbox = Some(tx.clone());
+    deliver(&state, finished("r1"));
+
+    let beat_state = state.clone();
+    let beat = tokio::spawn(async move { beat_once(&tx, &beat_state, 1).await.is_ok() });
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let m = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .expect("a message within 5 s")
+            .expect("channel open");
+        seen.push(kind(&m));
+    }
+    assert!(beat.await.expect("beat task"));
+    assert_eq!(
+        seen,
+        ["finished filler", "finished r1", "heartbeat []"],
+        "the heartbeat that leaves r1 out must follow r1's result"
+    );
+    assert!(lock(&state).unsent.is_empty());
+}
+
+#[tokio::test]
+async fn an_assignment_sent_again_after_its_run_ended_is_not_run_twice() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = WorkerConfig {
+        work_dir: dir.path().to_path_buf(),
+        grace_sec: 1,
+        ..WorkerConfig::default()
+    };
+    let state = new_state();
+    let (tx, mut rx) = mpsc::channel(64);
+    lock(&state).outbox = Some(tx);
+    let assignment = Assignment {
+        run_id: "run-once".into(),
+        agent_id: "a1".into(),
+        agent_name: "once".into(),
+        adapter_type: "process".into(),
+        adapter_config_json: r#"{"command":"true"}"#.into(),
+        ..Default::default()
+    };
+    start(assignment.clone(), &config, &state);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|k: &String| k.starts_with("finished")) {
+        let m = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("the run ends within 10 s")
+            .expect("channel open");
+        seen.push(kind(&m));
+    }
+    assert_eq!(seen.first().map(String::as_str), Some("started run-once"));
+
+    // The leader, not yet aware of the end, sends the same run again.
+    start(assignment, &config, &state);
+    // A start reports itself synchronously: nothing queued means nothing started.
+    assert!(rx.try_recv().is_err(), "the ended run was started again");
+    assert!(lock(&state).running.is_empty());
+}
