@@ -10,6 +10,9 @@
 //!   `roost server` processes, side by side (bench/etcd-vs-roost.sh).
 //! - `workers`: a 3-node cluster of real `roost server` processes and many simulated workers;
 //!   the leader's CPU and memory per worker, and wake-to-assignment latency under that load.
+//! - `scale`: a 3-node cluster of real `roost server` processes whose issues grow step by step
+//!   (10^3 to 10^6); at each step creation rate, checkout throughput and latency on random
+//!   issues, leader and follower memory, database sizes, list latency, follower catch-up.
 
 mod checkout;
 mod etcd;
@@ -17,6 +20,8 @@ mod etcd_cluster;
 mod etcd_pb;
 mod failover;
 mod procs;
+mod scale;
+mod scale_load;
 mod stats;
 mod wake;
 mod workers;
@@ -44,6 +49,9 @@ enum Command {
     /// Leader CPU and memory per connected worker, and assignment latency, on `roost server`
     /// processes with many simulated workers
     Workers(workers::WorkersArgs),
+    /// Throughput, latency, memory and storage as the number of issues grows (10^3 to 10^6),
+    /// on `roost server` processes
+    Scale(scale::ScaleArgs),
 }
 
 #[tokio::main]
@@ -54,5 +62,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Wake(a) => wake::run(a).await,
         Command::EtcdCheckout(a) => etcd::run(a).await,
         Command::Workers(a) => workers::run(a).await,
+        Command::Scale(a) => scale::run(a).await,
     }
 }

@@ -30,6 +30,8 @@ pub struct ProcessCluster {
     /// dropped unless `keep_dir` was called.
     pub dir: tempfile::TempDir,
     keep: bool,
+    /// The `roost` binary, to restart a killed node.
+    binary: PathBuf,
 }
 
 impl Drop for ProcessCluster {
@@ -93,6 +95,7 @@ impl ProcessCluster {
             admin_token: String::new(),
             dir,
             keep: false,
+            binary: binary.to_path_buf(),
         };
         for (id, http, grpc) in addrs {
             let data = root.join(format!("node-{id}"));
@@ -100,25 +103,8 @@ impl ProcessCluster {
                 "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\n\n{members}",
                 data.display()
             );
-            let path = root.join(format!("node-{id}.toml"));
-            std::fs::write(&path, config)?;
-            let log = std::fs::File::create(root.join(format!("node-{id}.log")))?;
-            let mut command = Command::new(binary);
-            command
-                .args(["server", "--config"])
-                .arg(&path)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log);
-            // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the server
-            // if this process dies without running its destructors (SIGKILL, abort).
-            unsafe {
-                command.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
-            let child = command.spawn()?;
+            std::fs::write(root.join(format!("node-{id}.toml")), config)?;
+            let child = cluster.spawn(id)?;
             cluster.nodes.push(ServerNode {
                 id,
                 http: format!("http://{http}"),
@@ -146,6 +132,60 @@ impl ProcessCluster {
             anyhow::anyhow!("{e} (server logs kept in {})", root.display())
         })?;
         Ok(cluster)
+    }
+
+    /// Starts node `id`'s `roost server` from its config, appending to its log.
+    fn spawn(&self, id: u64) -> anyhow::Result<Child> {
+        let root = self.dir.path();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(root.join(format!("node-{id}.log")))?;
+        let mut command = Command::new(&self.binary);
+        command
+            .args(["server", "--config"])
+            .arg(root.join(format!("node-{id}.toml")))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the server
+        // if this process dies without running its destructors (SIGKILL, abort).
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        Ok(command.spawn()?)
+    }
+
+    /// Kills node `id` with SIGKILL (no shutdown: as a crash) and reaps it.
+    pub fn kill(&mut self, id: u64) -> anyhow::Result<()> {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .ok_or_else(|| anyhow::anyhow!("no node {id}"))?;
+        node.child.kill()?;
+        node.child.wait()?;
+        Ok(())
+    }
+
+    /// Starts node `id` again (after `kill`) with the same config, addresses and data.
+    pub fn restart(&mut self, id: u64) -> anyhow::Result<()> {
+        let child = self.spawn(id)?;
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .ok_or_else(|| anyhow::anyhow!("no node {id}"))?;
+        node.child = child;
+        Ok(())
+    }
+
+    /// Node `id`'s data directory (`state.db`, `raft-log.db`, `snapshots/`).
+    pub fn data_dir(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("node-{id}"))
     }
 
     /// The directory with the configs, data and logs.
@@ -199,7 +239,8 @@ impl ProcessCluster {
         .await
     }
 
-    /// The leader's id as any node reports it (cheap: no state hash).
+    /// The leader's id as any node reports it (the report hashes the whole state, cached per
+    /// applied index: not free on a large state).
     pub async fn leader(&self) -> Option<u64> {
         for n in &self.nodes {
             if let Ok(Ok(s)) = self

@@ -130,6 +130,10 @@ impl Http {
             .await
     }
 
+    pub async fn delete(&self, path: &str) -> anyhow::Result<Reply> {
+        self.raw(Method::DELETE, path, None).await
+    }
+
     pub async fn patch(&self, path: &str, body: Value) -> anyhow::Result<Reply> {
         self.raw(Method::PATCH, path, Some(serde_json::to_vec(&body)?))
             .await

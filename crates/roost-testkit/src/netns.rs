@@ -46,6 +46,9 @@ pub enum Signal {
 
 struct NetNode {
     id: u64,
+    /// Counted among the cluster's nodes ([`NetCluster::ids`]); a spare or a removed node is
+    /// not (its namespace stays, for a later [`NetCluster::join`]).
+    member: bool,
     ns: String,
     ip: String,
     child: Option<Child>,
@@ -76,13 +79,16 @@ pub struct NetCluster {
 impl NetCluster {
     /// Whether this machine can run the harness: root, and network namespaces that work.
     pub fn available() -> bool {
-        let probe = "rnprobe";
+        // A name of its own per call: tests probe concurrently.
+        static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let probe = format!("rnprobe{}-{n}", std::process::id());
         let ok = Command::new("ip")
-            .args(["netns", "add", probe])
+            .args(["netns", "add", &probe])
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
-        quietly("ip", &["netns", "del", probe]);
+        quietly("ip", &["netns", "del", &probe]);
         ok
     }
 
@@ -118,22 +124,8 @@ impl NetCluster {
             let node = cluster.create_node(id)?;
             cluster.nodes.push(node);
         }
-        let members: String = (1..=n)
-            .map(|id| {
-                format!(
-                    "\n[[initial_members]]\nid = {id}\ngrpc_addr = \"10.213.{tag}.{id}:{GRPC_PORT}\"\nhttp_addr = \"10.213.{tag}.{id}:{HTTP_PORT}\"\n"
-                )
-            })
-            .collect();
-        for node in &cluster.nodes {
-            let config = format!(
-                "node_id = {id}\ndata_dir = \"{data}\"\nhttp_listen = \"{ip}:{HTTP_PORT}\"\ngrpc_listen = \"{ip}:{GRPC_PORT}\"\n\n[raft]\nheartbeat_interval_ms = 100\nelection_timeout_min_ms = 500\nelection_timeout_max_ms = 1000\nwrite_timeout_ms = 3000\nsnapshot_after_entries = 500\nkeep_entries_after_snapshot = 100\n\n[workers]\nheartbeat_interval_ms = 200\nlease_ttl_ms = 2000\n{members}",
-                id = node.id,
-                data = node.data.display(),
-                ip = node.ip,
-            );
-            std::fs::create_dir_all(&node.data)?;
-            std::fs::write(&node.config, config)?;
+        for id in 1..=n {
+            cluster.write_config(id, n)?;
         }
         for id in 1..=n {
             cluster.restart(id)?;
@@ -161,6 +153,85 @@ impl NetCluster {
         Ok(cluster)
     }
 
+    /// Writes node `id`'s config: one of the `initial` voters 1..=`initial` of a new cluster,
+    /// or (`initial` = 0) a node that waits to be added (`bootstrap = false`, no members).
+    fn write_config(&self, id: u64, initial: u64) -> anyhow::Result<()> {
+        let tag = self.tag;
+        let members: String = (1..=initial)
+            .map(|id| {
+                format!(
+                    "\n[[initial_members]]\nid = {id}\ngrpc_addr = \"10.213.{tag}.{id}:{GRPC_PORT}\"\nhttp_addr = \"10.213.{tag}.{id}:{HTTP_PORT}\"\n"
+                )
+            })
+            .collect();
+        let node = self.node(id);
+        let bootstrap = if initial == 0 {
+            "bootstrap = false\n"
+        } else {
+            ""
+        };
+        let config = format!(
+            "node_id = {id}\ndata_dir = \"{data}\"\nhttp_listen = \"{ip}:{HTTP_PORT}\"\ngrpc_listen = \"{ip}:{GRPC_PORT}\"\n{bootstrap}\n[raft]\nheartbeat_interval_ms = 100\nelection_timeout_min_ms = 500\nelection_timeout_max_ms = 1000\nwrite_timeout_ms = 3000\nsnapshot_after_entries = 500\nkeep_entries_after_snapshot = 100\n\n[workers]\nheartbeat_interval_ms = 200\nlease_ttl_ms = 2000\n{members}",
+            data = node.data.display(),
+            ip = node.ip,
+        );
+        std::fs::create_dir_all(&node.data)?;
+        std::fs::write(&node.config, config)?;
+        Ok(())
+    }
+
+    /// Creates node `id`'s namespace and directory without starting it: a spare that
+    /// [`join`](Self::join) starts later. Ids must stay below 100 (the worker's address).
+    pub fn add_spare(&mut self, id: u64) -> anyhow::Result<()> {
+        anyhow::ensure!(id < 100, "node ids stop at 99");
+        anyhow::ensure!(
+            !self.nodes.iter().any(|n| n.id == id),
+            "node {id} exists already"
+        );
+        let mut node = self.create_node(id)?;
+        node.member = false;
+        self.nodes.push(node);
+        Ok(())
+    }
+
+    /// Starts node `id` (a spare or a removed node) with empty data and a config that waits to
+    /// be added, and counts it among the cluster's nodes; the caller then adds it to the
+    /// cluster (`POST /api/cluster/nodes`). Its earlier data and log are moved aside.
+    pub fn join(&mut self, id: u64) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.is_running(id), "node {id} is running");
+        let node = self.node(id);
+        if node.data.exists() {
+            let mut n = 1;
+            let mut aside = node.data.with_file_name(format!("data-removed-{n}"));
+            while aside.exists() {
+                n += 1;
+                aside = node.data.with_file_name(format!("data-removed-{n}"));
+            }
+            std::fs::rename(&node.data, &aside)?;
+        }
+        self.write_config(id, 0)?;
+        self.restart(id)?;
+        self.node_mut(id).member = true;
+        Ok(())
+    }
+
+    /// Stops node `id` (SIGKILL) after the cluster removed it, and stops counting it among
+    /// the cluster's nodes. Its namespace and directory stay for a later [`join`](Self::join).
+    pub fn leave(&mut self, id: u64) {
+        self.signal(id, Signal::Kill);
+        self.node_mut(id).member = false;
+    }
+
+    /// The gRPC address of node `id`, as members name each other.
+    pub fn grpc_addr(&self, id: u64) -> String {
+        format!("{}:{GRPC_PORT}", self.node(id).ip)
+    }
+
+    /// The REST address of node `id` (no scheme).
+    pub fn http_addr(&self, id: u64) -> String {
+        format!("{}:{HTTP_PORT}", self.node(id).ip)
+    }
+
     fn create_node(&self, id: u64) -> anyhow::Result<NetNode> {
         let tag = self.tag;
         let ns = format!("rn{tag}n{id}");
@@ -172,6 +243,7 @@ impl NetCluster {
         std::fs::create_dir_all(&node_dir)?;
         Ok(NetNode {
             id,
+            member: true,
             ns,
             ip,
             child: None,
@@ -207,16 +279,28 @@ impl NetCluster {
         Ok(())
     }
 
+    /// Node `id`; ids come from this harness only, so an unknown one is a bug in the caller.
     fn node(&self, id: u64) -> &NetNode {
-        &self.nodes[(id - 1) as usize]
+        self.nodes
+            .iter()
+            .find(|n| n.id == id)
+            .unwrap_or_else(|| panic!("no node {id} in this cluster"))
     }
 
     fn node_mut(&mut self, id: u64) -> &mut NetNode {
-        &mut self.nodes[(id - 1) as usize]
+        self.nodes
+            .iter_mut()
+            .find(|n| n.id == id)
+            .unwrap_or_else(|| panic!("no node {id} in this cluster"))
     }
 
+    /// The nodes counted as the cluster's (spares and removed nodes are not).
     pub fn ids(&self) -> Vec<u64> {
-        self.nodes.iter().map(|n| n.id).collect()
+        self.nodes
+            .iter()
+            .filter(|n| n.member)
+            .map(|n| n.id)
+            .collect()
     }
 
     pub fn dir(&self) -> &Path {

@@ -1,9 +1,9 @@
-//! The workload: clients that check out issues, comment and end their runs through random
-//! nodes with timeouts, recording every operation (call and return time, outcome) for the
-//! checkers.
+//! The checkout workload: clients that check out issues, comment and end their runs through
+//! random nodes with timeouts, recording every operation (call and return time, outcome) for
+//! the checkers; and the [`Recorder`] and [`Target`] every client of the suite shares.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -13,7 +13,7 @@ use roost_testkit::{Http, Reply};
 use serde_json::{json, Value};
 
 /// One request's budget before its outcome counts as unknown.
-const OP_TIMEOUT: Duration = Duration::from_secs(2);
+pub const OP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Every operation of every client, on one monotonic clock.
 pub struct Recorder {
@@ -55,15 +55,63 @@ impl Recorder {
 /// What the clients work on.
 #[derive(Clone)]
 pub struct Target {
-    pub urls: Vec<String>,
+    /// The REST URLs of the cluster's current nodes (a membership change updates them).
+    urls: Arc<RwLock<Vec<String>>>,
+    pub company_id: String,
     pub admin_token: String,
+    /// The agent whose runs check out the contended issues (runs started over the API).
     pub agent_id: String,
     pub agent_key: String,
     pub issues: Vec<String>,
+    /// The agent woken and run by the worker, under a hard budget.
+    pub waker: crate::wakes_costs::Waker,
 }
 
-/// ok with the body, failed (a definite 4xx), or unknown (timeout, connection, 5xx).
-fn classify(
+impl Target {
+    pub fn new(
+        urls: Vec<String>,
+        company_id: String,
+        admin_token: String,
+        agent: (String, String),
+        issues: Vec<String>,
+        waker: crate::wakes_costs::Waker,
+    ) -> Target {
+        Target {
+            urls: Arc::new(RwLock::new(urls)),
+            company_id,
+            admin_token,
+            agent_id: agent.0,
+            agent_key: agent.1,
+            issues,
+            waker,
+        }
+    }
+
+    /// The current nodes' URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.urls.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub fn set_urls(&self, urls: Vec<String>) {
+        *self.urls.write().unwrap_or_else(|p| p.into_inner()) = urls;
+    }
+
+    /// One current node's URL, at random.
+    pub fn pick_url(&self, rng: &mut StdRng) -> String {
+        let urls = self.urls();
+        urls[rng.gen_range(0..urls.len())].clone()
+    }
+
+    /// An administrator's client of one current node, at random.
+    pub fn admin(&self, rng: &mut StdRng) -> Http {
+        Http::new(self.pick_url(rng)).with_token(&self.admin_token)
+    }
+}
+
+/// ok with the body, failed (a definite 4xx), or unknown (timeout, connection, 5xx). The
+/// outcome goes straight into the history, so it is returned as is, not boxed.
+#[allow(clippy::result_large_err)]
+pub fn classify(
     reply: Result<Result<Reply, anyhow::Error>, tokio::time::error::Elapsed>,
 ) -> Result<Value, Outcome> {
     match reply {
@@ -84,7 +132,7 @@ fn classify(
     }
 }
 
-fn ok(result: OkResult) -> Outcome {
+pub fn ok(result: OkResult) -> Outcome {
     Outcome::Ok(result)
 }
 
@@ -100,7 +148,7 @@ pub async fn client(
     let mut n = 0u64;
     while Instant::now() < deadline {
         n += 1;
-        let url = &target.urls[rng.gen_range(0..target.urls.len())];
+        let url = target.pick_url(&mut rng);
         let admin = Http::new(url.clone()).with_token(&target.admin_token);
         let call = rec.now_ns();
         let started = classify(
@@ -205,8 +253,7 @@ async fn end_run(process: u64, target: &Target, run_id: &str, rng: &mut StdRng, 
     let call = rec.now_ns();
     let mut outcome = Outcome::Unknown { reason: None };
     for _attempt in 0..4 {
-        let url = &target.urls[rng.gen_range(0..target.urls.len())];
-        let admin = Http::new(url.clone()).with_token(&target.admin_token);
+        let admin = target.admin(rng);
         let reply = classify(
             tokio::time::timeout(
                 OP_TIMEOUT,

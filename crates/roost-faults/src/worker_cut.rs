@@ -13,9 +13,15 @@ use serde_json::{json, Value};
 const LEASE: Duration = Duration::from_millis(2000);
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The agent: comments every 100 ms until stopped, and records when it got SIGTERM.
-fn agent_script() -> String {
-    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/agents/keep-writing.sh").to_string()
+/// The agent: comments every 100 ms until stopped, and records when it got SIGTERM. The same
+/// script as the e2e worker-fencing test's, built into this binary.
+const KEEP_WRITING: &str = include_str!("../../roost/tests/agents/keep-writing.sh");
+
+/// Writes the agent script into the scenario's directory; returns its path.
+fn agent_script(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("keep-writing.sh");
+    std::fs::write(&path, KEEP_WRITING)?;
+    Ok(path.display().to_string())
 }
 
 fn millis(v: &Value) -> i64 {
@@ -33,11 +39,12 @@ pub async fn cycles(
 ) -> anyhow::Result<usize> {
     let admin = cluster.http(1);
     let cid = cluster.company_id.clone();
+    let script = agent_script(cluster.dir())?;
     let agent = admin
         .post(
             &format!("/api/companies/{cid}/agents"),
             json!({ "name": "cut-agent", "adapterType": "process",
-                    "adapterConfig": { "command": "sh", "args": [agent_script()] } }),
+                    "adapterConfig": { "command": "sh", "args": [script] } }),
         )
         .await?
         .ok()?;
@@ -52,6 +59,37 @@ pub async fn cycles(
     let issue = issue["id"].as_str().unwrap_or_default().to_string();
     let mut done = 0;
     while Instant::now() + 4 * LEASE + Duration::from_secs(4) < deadline {
+        // The previous cycle's retry (a wake, then a run that exits at once) must be over: a
+        // wake now would be coalesced into it, and no run would start to write.
+        wait_for(
+            "the agent to have no pending wake or live run",
+            WAIT,
+            || async {
+                let runs = admin
+                    .get(&format!(
+                        "/api/companies/{cid}/heartbeat-runs?agentId={agent}&limit=20"
+                    ))
+                    .await
+                    .ok()?
+                    .ok()
+                    .ok()?;
+                let wakes = admin
+                    .get(&format!(
+                        "/api/companies/{cid}/wakes?agentId={agent}&status=queued,deferred"
+                    ))
+                    .await
+                    .ok()?
+                    .ok()
+                    .ok()?;
+                let live = ["queued", "assigned", "running"];
+                let busy = runs
+                    .as_array()?
+                    .iter()
+                    .any(|r| live.iter().any(|s| r["status"] == *s));
+                (!busy && wakes.as_array()?.is_empty()).then_some(())
+            },
+        )
+        .await?;
         admin
             .post(
                 &format!("/api/agents/{agent}/wakeup"),

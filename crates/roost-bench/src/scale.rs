@@ -1,0 +1,571 @@
+//! Scaling with the number of issues (issue 8): a 3-node cluster of real `roost server`
+//! processes whose population of issues grows step by step (10^3 to 10^6 by default). At each
+//! step: the creation rate, checkout+release throughput and checkout latency on random issues
+//! of the whole population, leader and follower memory, the leader's database sizes, the
+//! latency of a list read and of a node report, and the time a killed follower takes to
+//! restart and catch up.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+use roost_testkit::{wait_for, Http};
+use serde_json::{json, Value};
+use tonic::transport::Channel;
+
+use crate::procs::{self, ProcessCluster};
+use crate::scale_load::{self, Cycles};
+use crate::stats::{ms, percentile, us};
+
+#[derive(Args)]
+pub struct ScaleArgs {
+    /// Populations of issues to measure at, comma-separated, grown in increasing order
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1000,10000,100000,1000000"
+    )]
+    issues: Vec<u64>,
+    /// Concurrent checkout/release clients (one agent with a key and a run each)
+    #[arg(long, default_value_t = 64)]
+    clients: usize,
+    /// Seconds of checkout/release measurement per step
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Seconds of checkout/release before the measurement (not counted)
+    #[arg(long, default_value_t = 1)]
+    warmup: u64,
+    /// Concurrent callers creating issues
+    #[arg(long, default_value_t = 64)]
+    create_clients: usize,
+    /// gRPC connections to the leader, shared by the clients
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Bytes of description per created issue
+    #[arg(long, default_value_t = 256)]
+    description_bytes: usize,
+    /// `limit` of the list-issues read
+    #[arg(long, default_value_t = 50)]
+    list_limit: u32,
+    /// List-issues reads per step (one at a time)
+    #[arg(long, default_value_t = 20)]
+    list_samples: usize,
+    /// Checkout/release cycles written while the killed follower is down (0: none)
+    #[arg(long, default_value_t = 500)]
+    catchup_cycles: u64,
+    /// Skip the follower kill-and-restart at each step
+    #[arg(long)]
+    no_restart: bool,
+    /// Seconds between progress lines while creating
+    #[arg(long, default_value_t = 5)]
+    progress_sec: u64,
+    /// The roost binary [default: `roost` next to this executable]
+    #[arg(long)]
+    roost_bin: Option<PathBuf>,
+    /// One JSON object per step instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+const PREFIX: &str = "SCL";
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// A file's size plus its `-wal` companion's, in bytes (0 if absent).
+fn db_bytes(path: &Path) -> u64 {
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    size(path) + size(Path::new(&wal))
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn rss_kib(cluster: &ProcessCluster, id: u64) -> u64 {
+    cluster
+        .node(id)
+        .and_then(|n| procs::sample(&n.pid().to_string()).ok())
+        .map(|s| s.rss_kib)
+        .unwrap_or(0)
+}
+
+/// The process's peak resident memory so far (`VmHWM`), in KiB.
+fn peak_rss_kib(cluster: &ProcessCluster, id: u64) -> u64 {
+    cluster
+        .node(id)
+        .and_then(|n| std::fs::read_to_string(format!("/proc/{}/status", n.pid())).ok())
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// `/api/cluster/node` of one node, and how long it took.
+async fn node_report(http: &Http) -> anyhow::Result<(Value, Duration)> {
+    let start = Instant::now();
+    let report = http.get("/api/cluster/node").await?.ok()?;
+    Ok((report, start.elapsed()))
+}
+
+pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
+    let mut targets = args.issues.clone();
+    targets.sort_unstable();
+    targets.dedup();
+    anyhow::ensure!(
+        targets.first().is_some_and(|t| *t > 0) && args.clients > 0 && args.connections > 0,
+        "--issues, --clients and --connections must be positive"
+    );
+    let binary = procs::roost_binary(args.roost_bin.as_deref())?;
+    procs::raise_nofile();
+    eprintln!("starting 3 roost server processes...");
+    let mut cluster = ProcessCluster::start(&binary).await?;
+    let logs = cluster.dir().display().to_string();
+    eprintln!("data and logs in {logs} (removed at the end unless the run fails)");
+    let result = tokio::select! {
+        r = on_cluster(&args, &mut cluster, &targets) => r,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
+    if result.is_err() {
+        cluster.keep_dir();
+    }
+    let rows = result.with_context(|| format!("server logs kept in {logs}"))?;
+    if !args.json && rows.len() > 1 {
+        print_markdown(&rows);
+    }
+    Ok(())
+}
+
+/// What stays the same across steps.
+struct Setup {
+    leader: u64,
+    followers: Vec<u64>,
+    admin: Http,
+    company_id: String,
+    channels: Vec<Channel>,
+    baseline_rss_kib: u64,
+}
+
+async fn on_cluster(
+    args: &ScaleArgs,
+    cluster: &mut ProcessCluster,
+    targets: &[u64],
+) -> anyhow::Result<Vec<Value>> {
+    let status = cluster.healthy_status(Duration::from_secs(60)).await?;
+    let leader = status["leaderId"]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("no leader in the cluster status: {status}"))?;
+    let followers: Vec<u64> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.id)
+        .filter(|i| *i != leader)
+        .collect();
+    let admin = cluster.admin(leader);
+    let company = admin
+        .post(
+            "/api/companies",
+            json!({ "name": "Scale", "issuePrefix": PREFIX }),
+        )
+        .await?
+        .ok()?;
+    let company_id = company["id"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("company without an id: {company}"))?
+        .to_string();
+    let grpc = cluster
+        .node(leader)
+        .map(|n| n.grpc.clone())
+        .ok_or_else(|| anyhow::anyhow!("no leader node"))?;
+    let mut channels = Vec::new();
+    for _ in 0..args.connections {
+        channels.push(scale_load::connect(&grpc).await?);
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let setup = Setup {
+        baseline_rss_kib: rss_kib(cluster, leader),
+        leader,
+        followers,
+        admin,
+        company_id,
+        channels,
+    };
+    eprintln!(
+        "leader is node {leader}; leader RSS {:.1} MiB with an empty company",
+        mib(setup.baseline_rss_kib)
+    );
+    if !args.json {
+        print_header();
+    }
+    let description: String = "x".repeat(args.description_bytes);
+    let (mut population, mut max_number) = (0u64, 0u64);
+    let mut rows = Vec::new();
+    for (step, &target) in targets.iter().enumerate() {
+        let label = format!("{target} issues");
+        let growth = scale_load::grow(
+            &setup.channels,
+            &cluster.admin_token,
+            &setup.company_id,
+            target.saturating_sub(population),
+            args.create_clients,
+            &description,
+            Duration::from_secs(args.progress_sec.max(1)),
+            &label,
+            population,
+        )
+        .await
+        .with_context(|| format!("growing to {target} issues"))?;
+        population += growth.created;
+        max_number = max_number.max(growth.max_number);
+        eprintln!(
+            "[{label}] created {} in {:.1} s ({:.0}/s); population {population}",
+            growth.created,
+            growth.elapsed.as_secs_f64(),
+            growth.created as f64 / growth.elapsed.as_secs_f64().max(1e-9)
+        );
+        let row = measure_step(args, cluster, &setup, step, population, max_number, &growth)
+            .await
+            .with_context(|| format!("measuring at {target} issues"))?;
+        if args.json {
+            println!("{row}");
+        } else {
+            print_row(&row);
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+async fn list_latencies(
+    args: &ScaleArgs,
+    setup: &Setup,
+    population: u64,
+) -> anyhow::Result<Vec<u64>> {
+    let path = format!(
+        "/api/companies/{}/issues?limit={}",
+        setup.company_id, args.list_limit
+    );
+    let expected = population.min(args.list_limit.max(1) as u64) as usize;
+    let mut samples = Vec::new();
+    for _ in 0..args.list_samples.max(1) {
+        let start = Instant::now();
+        let listed = setup.admin.get(&path).await?.ok()?;
+        samples.push(us(start.elapsed()));
+        let n = listed.as_array().map(|a| a.len()).unwrap_or(0);
+        anyhow::ensure!(
+            n == expected,
+            "the list returned {n} issues, not {expected}"
+        );
+    }
+    samples.sort_unstable();
+    Ok(samples)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure_step(
+    args: &ScaleArgs,
+    cluster: &mut ProcessCluster,
+    setup: &Setup,
+    step: usize,
+    population: u64,
+    max_number: u64,
+    growth: &scale_load::Growth,
+) -> anyhow::Result<Value> {
+    let label = format!("{population} issues");
+    let leader = setup.leader;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Memory before the reads and the load, whose transient allocations glibc may keep.
+    let leader_rss = rss_kib(cluster, leader);
+    let follower_rss: Vec<f64> = setup
+        .followers
+        .iter()
+        .map(|f| mib(rss_kib(cluster, *f)))
+        .collect();
+
+    eprintln!(
+        "[{label}] {} list reads (limit {})...",
+        args.list_samples, args.list_limit
+    );
+    let list = list_latencies(args, setup, population).await?;
+
+    eprintln!(
+        "[{label}] making {} agents with a key and a run each...",
+        args.clients
+    );
+    let agents = scale_load::make_agents(
+        &setup.admin,
+        &setup.company_id,
+        args.clients,
+        &step.to_string(),
+    )
+    .await?;
+    eprintln!(
+        "[{label}] checkout+release on random issues, {} clients, {} s (+{} s warm-up)...",
+        args.clients, args.seconds, args.warmup
+    );
+    let load = scale_load::cycles(
+        &setup.channels,
+        &agents,
+        PREFIX,
+        max_number,
+        Duration::from_secs(args.warmup),
+        Duration::from_secs(args.seconds.max(1)),
+        None,
+    )
+    .await?;
+    if load.errors > 0 {
+        eprintln!(
+            "[{label}] {} failed calls during the load; first: {}",
+            load.errors,
+            load.first_error.as_deref().unwrap_or("")
+        );
+    }
+    let rss_after_load = rss_kib(cluster, leader);
+    let data = cluster.data_dir(leader);
+    let (state_db, log_db, snapshots) = (
+        db_bytes(&data.join("state.db")),
+        db_bytes(&data.join("raft-log.db")),
+        dir_bytes(&data.join("snapshots")),
+    );
+    // The first node report after writes hashes the whole state (cached per applied index).
+    let (report, report_took) = node_report(&setup.admin).await?;
+    let leader_peak = peak_rss_kib(cluster, leader);
+    anyhow::ensure!(
+        report["role"] == "leader",
+        "node {leader} is no longer the leader ({}); the steps would mix two leaders",
+        report["role"]
+    );
+
+    let restart = if args.no_restart {
+        Value::Null
+    } else {
+        follower_restart(args, cluster, setup, &agents, max_number, &label).await?
+    };
+
+    let secs = load.elapsed.as_secs_f64().max(1e-9);
+    let l = &load.latencies_us;
+    Ok(json!({
+        "issues": population,
+        "created": growth.created,
+        "createSec": growth.elapsed.as_secs_f64(),
+        "createPerSec": growth.created as f64 / growth.elapsed.as_secs_f64().max(1e-9),
+        "createRetries": growth.retries,
+        "clients": args.clients,
+        "checkoutsPerSec": load.checkouts as f64 / secs,
+        "conflictsPerSec": load.conflicts as f64 / secs,
+        "checkouts": load.checkouts,
+        "conflicts": load.conflicts,
+        "errors": load.errors,
+        "p50Ms": ms(percentile(l, 50.0)),
+        "p90Ms": ms(percentile(l, 90.0)),
+        "p99Ms": ms(percentile(l, 99.0)),
+        "maxMs": ms(l.last().copied().unwrap_or(0)),
+        "leaderRssMiB": mib(leader_rss),
+        "leaderRssAfterLoadMiB": mib(rss_after_load),
+        "leaderPeakRssMiB": mib(leader_peak),
+        "leaderKiBPerIssue": leader_rss.saturating_sub(setup.baseline_rss_kib) as f64 / population.max(1) as f64,
+        "followerRssMiB": follower_rss,
+        "stateDbMiB": state_db as f64 / 1048576.0,
+        "raftLogDbMiB": log_db as f64 / 1048576.0,
+        "snapshotsMiB": snapshots as f64 / 1048576.0,
+        "listLimit": args.list_limit,
+        "listP50Ms": ms(percentile(&list, 50.0)),
+        "listMaxMs": ms(list.last().copied().unwrap_or(0)),
+        "nodeReportMs": report_took.as_secs_f64() * 1000.0,
+        "lastLogIndex": report["lastLogIndex"],
+        "snapshotIndex": report["snapshotIndex"],
+        "restart": restart,
+    }))
+}
+
+/// Kills a follower with SIGKILL, writes `--catchup-cycles` checkout/release cycles while it
+/// is down, restarts it and times its way back: until it answers `/healthz` (its state loaded)
+/// and until it has applied everything the leader has.
+async fn follower_restart(
+    args: &ScaleArgs,
+    cluster: &mut ProcessCluster,
+    setup: &Setup,
+    agents: &[scale_load::Agent],
+    max_number: u64,
+    label: &str,
+) -> anyhow::Result<Value> {
+    let Some(&follower) = setup.followers.first() else {
+        return Ok(Value::Null);
+    };
+    let leader_http = setup.admin.clone();
+    let (before, _) = node_report(&leader_http).await?;
+    let matched_before = before["matched"][follower.to_string()]
+        .as_u64()
+        .unwrap_or(0);
+    eprintln!(
+        "[{label}] kill -9 of follower {follower}; {} cycles while it is down...",
+        args.catchup_cycles
+    );
+    cluster.kill(follower)?;
+    let mut written = Cycles::default();
+    if args.catchup_cycles > 0 {
+        let few = &agents[..agents.len().min(16)];
+        written = scale_load::cycles(
+            &setup.channels,
+            few,
+            PREFIX,
+            max_number,
+            Duration::ZERO,
+            Duration::ZERO,
+            Some(args.catchup_cycles),
+        )
+        .await?;
+    }
+    let (after, _) = node_report(&leader_http).await?;
+    let target = after["lastLogIndex"].as_u64().unwrap_or(0);
+    let purged = after["purgedIndex"].as_u64().unwrap_or(0);
+    eprintln!("[{label}] restarting follower {follower}; it must reach log index {target}...");
+    cluster.restart(follower)?;
+    let started = Instant::now();
+    let node = cluster
+        .node(follower)
+        .ok_or_else(|| anyhow::anyhow!("no node {follower}"))?;
+    let follower_http = Http::new(node.http.clone()).with_token(&cluster.admin_token);
+    let deadline = Duration::from_secs(3600);
+    wait_for(
+        "the restarted follower to answer /healthz",
+        deadline,
+        || async {
+            let r = follower_http.get("/healthz").await.ok()?;
+            r.status.is_success().then_some(())
+        },
+    )
+    .await?;
+    let up = started.elapsed();
+    // Poll the leader's view first (its report is cached while nothing is written), then the
+    // follower's own applied index (each new index costs the follower a state hash).
+    wait_for(
+        "the leader to see the follower's log caught up",
+        deadline,
+        || async {
+            let (r, _) = node_report(&leader_http).await.ok()?;
+            (r["matched"][follower.to_string()].as_u64()? >= target).then_some(())
+        },
+    )
+    .await?;
+    let matched = started.elapsed();
+    wait_for(
+        "the follower to apply up to the leader's index",
+        deadline,
+        || async {
+            let (r, _) = node_report(&follower_http).await.ok()?;
+            (r["appliedIndex"].as_u64()? >= target).then_some(())
+        },
+    )
+    .await?;
+    let caught_up = started.elapsed();
+    eprintln!(
+        "[{label}] follower {follower}: up after {:.2} s, caught up after {:.2} s",
+        up.as_secs_f64(),
+        caught_up.as_secs_f64()
+    );
+    Ok(json!({
+        "follower": follower,
+        "cyclesWhileDown": written.checkouts,
+        "conflictsWhileDown": written.conflicts,
+        "entriesBehind": target.saturating_sub(matched_before),
+        "leaderPurgedIndex": purged,
+        "snapshotNeeded": purged > matched_before,
+        "upSec": up.as_secs_f64(),
+        "logMatchedSec": matched.as_secs_f64(),
+        "caughtUpSec": caught_up.as_secs_f64(),
+    }))
+}
+
+fn print_header() {
+    println!(
+        "{:>8} {:>8} {:>9} {:>6} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>13} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}",
+        "issues", "create/s", "checkout/s", "409/s", "p50 ms", "p90 ms", "p99 ms", "max ms",
+        "ldr MiB", "KiB/iss", "fol MiB", "state MB", "log MB", "list ms", "node ms", "up s", "sync s"
+    );
+}
+
+fn f(v: &Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or(0.0)
+}
+
+fn followers_mib(r: &Value) -> String {
+    r["followerRssMiB"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|v| format!("{:.0}", v.as_f64().unwrap_or(0.0)))
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .unwrap_or_default()
+}
+
+fn print_row(r: &Value) {
+    let restart = &r["restart"];
+    println!(
+        "{:>8} {:>8.0} {:>9.0} {:>6.1} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.1} {:>7.2} {:>13} {:>8.1} {:>8.1} {:>8.2} {:>8.1} {:>7.2} {:>7.2}",
+        r["issues"].as_u64().unwrap_or(0),
+        f(r, "createPerSec"),
+        f(r, "checkoutsPerSec"),
+        f(r, "conflictsPerSec"),
+        f(r, "p50Ms"),
+        f(r, "p90Ms"),
+        f(r, "p99Ms"),
+        f(r, "maxMs"),
+        f(r, "leaderRssMiB"),
+        f(r, "leaderKiBPerIssue"),
+        followers_mib(r),
+        f(r, "stateDbMiB"),
+        f(r, "raftLogDbMiB"),
+        f(r, "listP50Ms"),
+        f(r, "nodeReportMs"),
+        f(restart, "upSec"),
+        f(restart, "caughtUpSec"),
+    );
+}
+
+fn print_markdown(rows: &[Value]) {
+    println!("\n| issues | create/s | checkouts/s | 409/s | p50 / p90 / p99 / max ms | leader RSS (peak) MiB | KiB/issue | follower RSS MiB | state.db MiB | raft-log.db MiB | list p50 ms | node report ms | restart: up / caught up s |");
+    println!("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    for r in rows {
+        let restart = &r["restart"];
+        println!(
+            "| {} | {:.0} | {:.0} | {:.1} | {:.1} / {:.1} / {:.1} / {:.1} | {:.1} ({:.1}) | {:.2} | {} | {:.1} | {:.1} | {:.2} | {:.1} | {:.2} / {:.2} |",
+            r["issues"].as_u64().unwrap_or(0),
+            f(r, "createPerSec"),
+            f(r, "checkoutsPerSec"),
+            f(r, "conflictsPerSec"),
+            f(r, "p50Ms"),
+            f(r, "p90Ms"),
+            f(r, "p99Ms"),
+            f(r, "maxMs"),
+            f(r, "leaderRssMiB"),
+            f(r, "leaderPeakRssMiB"),
+            f(r, "leaderKiBPerIssue"),
+            followers_mib(r),
+            f(r, "stateDbMiB"),
+            f(r, "raftLogDbMiB"),
+            f(r, "listP50Ms"),
+            f(r, "nodeReportMs"),
+            f(restart, "upSec"),
+            f(restart, "caughtUpSec"),
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! The fault-injection suite (DESIGN.md section 11, tier 4): real `roost server` processes,
+//! each in its own network namespace, and a `roost run-worker`, under a seeded schedule of
+//! faults while clients check out, comment, end runs, wake an agent the worker runs and report
+//! its costs against a hard budget through random nodes; then the heal, and the checkers of
+//! `roost-check` over the recorded history, budget samples and every replica's final state.
+//!
+//! Used by the `roost-faults` binary (`roost-faults run <scenario> --seed N`) and by the
+//! `faults` test of the `roost` crate. Needs root and iproute2 (network namespaces). The
+//! history, the snapshots and every node's config and log are kept in the scenario's
+//! directory (`<root>/<scenario>-<seed>/`).
+
+mod membership;
+mod observe;
+mod scenario;
+mod schedule;
+mod wakes_costs;
+mod worker_cut;
+mod workload;
+
+use std::path::PathBuf;
+
+pub use scenario::{run, Report};
+
+/// The scenarios, each a fault schedule over the same workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    LeaderPartition,
+    FollowerIsolation,
+    LeaderKillLoop,
+    LeaderPause,
+    WorkerCutOff,
+    MixedFaults,
+    MembershipChange,
+    MinorityKill,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 8] = [
+        Scenario::LeaderPartition,
+        Scenario::FollowerIsolation,
+        Scenario::LeaderKillLoop,
+        Scenario::LeaderPause,
+        Scenario::WorkerCutOff,
+        Scenario::MixedFaults,
+        Scenario::MembershipChange,
+        Scenario::MinorityKill,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::LeaderPartition => "leader_partition",
+            Scenario::FollowerIsolation => "follower_isolation",
+            Scenario::LeaderKillLoop => "leader_kill_loop",
+            Scenario::LeaderPause => "leader_pause",
+            Scenario::WorkerCutOff => "worker_cut_off",
+            Scenario::MixedFaults => "mixed_faults",
+            Scenario::MembershipChange => "membership_change",
+            Scenario::MinorityKill => "minority_kill",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Scenario::LeaderPartition => "the leader partitioned from both followers, repeatedly",
+            Scenario::FollowerIsolation => "one follower cut off from the others, repeatedly",
+            Scenario::LeaderKillLoop => "SIGKILL of the leader, restarted seconds later",
+            Scenario::LeaderPause => "SIGSTOP of the leader past the election timeout",
+            Scenario::WorkerCutOff => "the worker cut off from every node mid-run",
+            Scenario::MixedFaults => "kills, pauses, bridges, flapping links under delay/loss",
+            Scenario::MembershipChange => {
+                "a node added as learner, promoted, a voter (often the leader) removed"
+            }
+            Scenario::MinorityKill => "SIGKILL of two of five nodes at once, then restart",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Scenario> {
+        Scenario::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Distinct per scenario: the namespaces, bridge and subnet carry it.
+    fn tag(self) -> u8 {
+        41 + Scenario::ALL.iter().position(|s| *s == self).unwrap_or(0) as u8
+    }
+
+    /// The voters the cluster starts with.
+    fn nodes(self) -> u64 {
+        match self {
+            Scenario::MinorityKill => 5,
+            _ => 3,
+        }
+    }
+}
+
+/// One run of one scenario.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub scenario: Scenario,
+    pub seed: u64,
+    /// How long the faults and the workload last.
+    pub secs: u64,
+    /// The `roost` binary the nodes and the worker run.
+    pub roost_bin: PathBuf,
+    /// The scenario's directory goes under it: `<root>/<scenario>-<seed>/`.
+    pub root: PathBuf,
+}
+
+impl RunOptions {
+    /// The options of the `faults` test: `ROOST_FAULT_SEED` (default: from the clock),
+    /// `ROOST_FAULT_SECS` (default 60) and `ROOST_SOAK=1` (600 s).
+    pub fn from_env(scenario: Scenario, roost_bin: PathBuf, root: PathBuf) -> RunOptions {
+        let var = |name: &str| std::env::var(name).ok();
+        let secs = if var("ROOST_SOAK").is_some_and(|v| v == "1") {
+            600
+        } else {
+            var("ROOST_FAULT_SECS")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(60)
+        };
+        RunOptions {
+            scenario,
+            seed: var("ROOST_FAULT_SEED")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(clock_seed),
+            secs,
+            roost_bin,
+            root,
+        }
+    }
+
+    /// The scenario's directory.
+    pub fn dir(&self) -> PathBuf {
+        self.root
+            .join(format!("{}-{}", self.scenario.name(), self.seed))
+    }
+}
+
+/// A seed from the clock, below a million (short enough to type back).
+pub fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64 % 1_000_000)
+        .unwrap_or(1)
+}
