@@ -107,25 +107,24 @@ pub struct RunOptions {
 
 impl RunOptions {
     /// The options of the `faults` test: `ROOST_FAULT_SEED` (default: from the clock),
-    /// `ROOST_FAULT_SECS` (default 60) and `ROOST_SOAK=1` (600 s).
-    pub fn from_env(scenario: Scenario, roost_bin: PathBuf, root: PathBuf) -> RunOptions {
-        let var = |name: &str| std::env::var(name).ok();
-        let secs = if var("ROOST_SOAK").is_some_and(|v| v == "1") {
-            600
-        } else {
-            var("ROOST_FAULT_SECS")
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(60)
-        };
-        RunOptions {
+    /// `ROOST_FAULT_SECS` (default 60) and `ROOST_SOAK=1` (600 s). A variable that is set but
+    /// not a number (an empty one counts as unset) is an error, not a silent default.
+    pub fn from_env(
+        scenario: Scenario,
+        roost_bin: PathBuf,
+        root: PathBuf,
+    ) -> anyhow::Result<RunOptions> {
+        let seed = env_number("ROOST_FAULT_SEED")?.unwrap_or_else(clock_seed);
+        let secs = env_number("ROOST_FAULT_SECS")?.unwrap_or(60);
+        anyhow::ensure!(secs > 0, "ROOST_FAULT_SECS must be at least 1");
+        let soak = std::env::var("ROOST_SOAK").is_ok_and(|v| v == "1");
+        Ok(RunOptions {
             scenario,
-            seed: var("ROOST_FAULT_SEED")
-                .and_then(|s| s.parse().ok())
-                .unwrap_or_else(clock_seed),
-            secs,
+            seed,
+            secs: if soak { 600 } else { secs },
             roost_bin,
             root,
-        }
+        })
     }
 
     /// The scenario's directory.
@@ -133,6 +132,31 @@ impl RunOptions {
         self.root
             .join(format!("{}-{}", self.scenario.name(), self.seed))
     }
+}
+
+/// The number in environment variable `name`: `None` when unset or empty, an error when it is
+/// not a non-negative integer.
+fn env_number(name: &str) -> anyhow::Result<Option<u64>> {
+    match std::env::var(name) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            anyhow::bail!("{name}={v:?} is not a number")
+        }
+        Ok(v) if v.trim().is_empty() => Ok(None),
+        Ok(v) => v.trim().parse().map(Some).map_err(|e| {
+            anyhow::anyhow!(
+                "{name}={v:?} is not a non-negative integer ({e}); unset it for the default"
+            )
+        }),
+    }
+}
+
+/// Field `field` of a reply, a string; an error naming the reply when it is missing.
+pub(crate) fn text(v: &serde_json::Value, field: &str) -> anyhow::Result<String> {
+    v[field]
+        .as_str()
+        .map(String::from)
+        .ok_or_else(|| anyhow::anyhow!("no `{field}` in {v}"))
 }
 
 /// A seed from the clock, below a million (short enough to type back).

@@ -1,5 +1,7 @@
 //! `roost-faults`: runs one fault-injection scenario by name and seed outside `cargo test`,
 //! prints the verdict and where the history is, and exits non-zero when a checker failed.
+//! Ctrl-C (or SIGTERM) stops the run and drops its cluster: the nodes and the worker are
+//! killed and the network namespaces removed before the command exits.
 //!
 //! ```text
 //! roost-faults list
@@ -109,6 +111,37 @@ async fn run_one(
     Ok(())
 }
 
+/// Resolves on Ctrl-C or SIGTERM. If neither can be listened for, says so and never resolves
+/// (the run then goes on without that cleanup).
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!("cannot listen for SIGTERM: {e}");
+            None
+        }
+    };
+    let term = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            eprintln!("cannot listen for Ctrl-C: {e}");
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        () = ctrl_c => "Ctrl-C",
+        () = term => "SIGTERM",
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -125,7 +158,16 @@ async fn main() -> ExitCode {
             secs,
             roost_bin,
             dir,
-        } => run_one(&scenario, seed, secs, roost_bin, dir).await,
+        } => {
+            // On a signal the run's future is dropped here, and with it the cluster (its
+            // processes killed, its namespaces removed).
+            tokio::select! {
+                r = run_one(&scenario, seed, secs, roost_bin, dir) => r,
+                why = interrupted() => Err(anyhow::anyhow!(
+                    "interrupted ({why}): the cluster was stopped and its namespaces removed"
+                )),
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,6 +12,7 @@ use roost_check::{Action, OkResult, Outcome};
 use roost_testkit::{wait_for, Http, NetCluster};
 use serde_json::{json, Value};
 
+use crate::schedule::Done;
 use crate::workload::{classify, Recorder, Target};
 
 /// Node slots of the scenario: three voters at any time, and one spare.
@@ -38,10 +39,13 @@ async fn standing(cluster: &NetCluster, asked: u64, id: u64) -> Result<Option<bo
         .map(|m| m["voter"].as_bool().unwrap_or(false)))
 }
 
-/// The current leader, if it is one of `ids`.
+/// The current leader, if it is one of `ids`, as the first of `ids` that answers and knows
+/// one reports it (an unreachable node is skipped).
 async fn leader_among(cluster: &NetCluster, ids: &[u64]) -> Option<u64> {
     for id in ids {
-        let r = cluster.http(*id).get("/api/cluster/node").await.ok()?;
+        let Ok(r) = cluster.http(*id).get("/api/cluster/node").await else {
+            continue;
+        };
         if let Some(l) = r.body["leaderId"].as_u64() {
             if ids.contains(&l) {
                 return Some(l);
@@ -161,15 +165,17 @@ async fn apply(
     }
 }
 
-/// Runs membership cycles until `deadline`; returns how many changes were made.
+/// Runs membership cycles until `deadline`; returns how many changes were made and when the
+/// last removed node was stopped.
 pub async fn cycles(
     cluster: &mut NetCluster,
     target: &Target,
     rec: &Recorder,
     rng: &mut StdRng,
     deadline: Instant,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<Done> {
     let mut changes = 0;
+    let mut healed_ns = None;
     while Instant::now() + Duration::from_secs(12) < deadline {
         tokio::time::sleep(Duration::from_millis(rng.gen_range(1000..2500))).await;
         let members = cluster.ids();
@@ -199,6 +205,8 @@ pub async fn cycles(
         let rest: Vec<u64> = cluster.ids().into_iter().filter(|i| *i != victim).collect();
         target.set_urls(rest.iter().map(|i| cluster.base_url(*i)).collect());
         cluster.leave(victim);
+        // The cycle's last fault: from here on the members are whole (an election may follow).
+        healed_ns = Some(rec.now_ns());
         wait_for("a leader among the members", STEP_DEADLINE, || {
             leader_among(cluster, &rest)
         })
@@ -213,5 +221,8 @@ pub async fn cycles(
             }
         );
     }
-    Ok(changes)
+    Ok(Done {
+        faults: changes,
+        healed_ns,
+    })
 }

@@ -14,6 +14,7 @@ use roost_check::{
 use roost_testkit::{wait_for, Http, NetCluster};
 use serde_json::Value;
 
+use crate::text;
 use crate::workload::Target;
 
 /// Waits until every node reports the same applied index and state hash; returns them.
@@ -46,10 +47,10 @@ async fn comments(http: &Http, issue: &str) -> anyhow::Result<Vec<String>> {
             path.push_str(&format!("&after={a}"));
         }
         let page = http.get(&path).await?.ok()?;
-        let page = page.as_array().cloned().unwrap_or_default();
+        let page = array(page)?;
         let n = page.len();
         for c in page {
-            ids.push(c["id"].as_str().unwrap_or_default().to_string());
+            ids.push(text(&c, "id")?);
         }
         if n < 500 {
             return Ok(ids);
@@ -68,10 +69,10 @@ async fn cost_event_ids(http: &Http, company_id: &str) -> anyhow::Result<BTreeSe
             path.push_str(&format!("&before={b}"));
         }
         let page = http.get(&path).await?.ok()?;
-        let page = page.as_array().cloned().unwrap_or_default();
+        let page = array(page)?;
         for entry in &page {
             if entry["entityType"] == "cost_event" {
-                ids.insert(entry["entityId"].as_str().unwrap_or_default().to_string());
+                ids.insert(text(entry, "entityId")?);
             }
         }
         match page.last().and_then(|e| e["seq"].as_u64()) {
@@ -81,12 +82,27 @@ async fn cost_event_ids(http: &Http, company_id: &str) -> anyhow::Result<BTreeSe
     }
 }
 
+/// A reply that must be a JSON array.
+fn array(v: Value) -> anyhow::Result<Vec<Value>> {
+    match v {
+        Value::Array(items) => Ok(items),
+        other => anyhow::bail!("not a list: {other}"),
+    }
+}
+
+/// Field `field` of a reply, a number; an error naming the reply when it is missing.
+fn number(v: &Value, field: &str) -> anyhow::Result<u64> {
+    v[field]
+        .as_u64()
+        .ok_or_else(|| anyhow::anyhow!("no number `{field}` in {v}"))
+}
+
 fn parse<T: serde::de::DeserializeOwned>(v: &Value, what: &str) -> anyhow::Result<T> {
     serde_json::from_value(v.clone()).map_err(|e| anyhow::anyhow!("{what} {v}: {e}"))
 }
 
 fn wake_snapshot(w: &Value) -> anyhow::Result<(String, WakeSnapshot)> {
-    let id = w["id"].as_str().unwrap_or_default().to_string();
+    let id = text(w, "id")?;
     let snapshot = WakeSnapshot {
         status: parse(&w["status"], "wake status")?,
         run_id: w["runId"].as_str().map(String::from),
@@ -96,12 +112,12 @@ fn wake_snapshot(w: &Value) -> anyhow::Result<(String, WakeSnapshot)> {
 }
 
 fn run_snapshot(r: &Value) -> anyhow::Result<(String, RunSnapshot)> {
-    let id = r["id"].as_str().unwrap_or_default().to_string();
+    let id = text(r, "id")?;
     let snapshot = RunSnapshot {
-        agent_id: r["agentId"].as_str().unwrap_or_default().into(),
-        company_id: r["companyId"].as_str().unwrap_or_default().into(),
+        agent_id: text(r, "agentId")?,
+        company_id: text(r, "companyId")?,
         status: parse(&r["status"], "run status")?,
-        reserved_cents: r["reservedCents"].as_u64().unwrap_or(0),
+        reserved_cents: number(r, "reservedCents")?,
     };
     Ok((id, snapshot))
 }
@@ -143,9 +159,16 @@ async fn wakes_and_runs(
                 continue; // missing: the wake checker reports it
             }
             let (id, wake) = wake_snapshot(&reply.body)?;
+            anyhow::ensure!(
+                id == wake_id,
+                "asked for wake {wake_id}, got wake {id}: {}",
+                reply.body
+            );
             snap.wakes.insert(id, wake);
         }
-        let wake = &snap.wakes[&wake_id];
+        let Some(wake) = snap.wakes.get(&wake_id) else {
+            anyhow::bail!("wake {wake_id} vanished from the snapshot");
+        };
         if let Some(into) = wake.coalesced_into.clone() {
             todo.push(into);
         }
@@ -171,20 +194,18 @@ async fn budgets(http: &Http, target: &Target, snap: &mut ReplicaSnapshot) -> an
         ))
         .await?
         .ok()?;
-    for p in overview["policies"].as_array().into_iter().flatten() {
-        let scope = format!(
-            "{}:{}",
-            p["scopeType"].as_str().unwrap_or_default(),
-            p["scopeId"].as_str().unwrap_or_default()
-        );
-        snap.spent_cents
-            .insert(scope.clone(), p["spent"].as_u64().unwrap_or(0));
+    for p in array(overview["policies"].clone())? {
+        let scope = format!("{}:{}", text(&p, "scopeType")?, text(&p, "scopeId")?);
+        snap.spent_cents.insert(scope.clone(), number(&p, "spent")?);
+        let hard_stop = p["hardStopEnabled"]
+            .as_bool()
+            .ok_or_else(|| anyhow::anyhow!("no `hardStopEnabled` in {p}"))?;
         snap.budget_policies.insert(
-            p["id"].as_str().unwrap_or_default().to_string(),
+            text(&p, "id")?,
             PolicySnapshot {
                 scope,
-                amount_cents: p["amount"].as_u64().unwrap_or(0),
-                hard_stop: p["hardStopEnabled"].as_bool().unwrap_or(false),
+                amount_cents: number(&p, "amount")?,
+                hard_stop,
             },
         );
     }
@@ -210,18 +231,21 @@ pub async fn snapshot(
     let report = http.get("/api/cluster/node").await?.ok()?;
     let mut snap = ReplicaSnapshot {
         node: format!("n{node}"),
-        applied_index: report["stateIndex"].as_u64().unwrap_or(0),
-        state_hash: report["stateHash"].as_str().unwrap_or_default().to_string(),
+        applied_index: number(&report, "stateIndex")?,
+        state_hash: text(&report, "stateHash")?,
         ..ReplicaSnapshot::default()
     };
     let mut by_issue = BTreeMap::new();
     for issue in &target.issues {
         let body: Value = http.get(&format!("/api/issues/{issue}")).await?.ok()?;
-        let checkout = body["checkout"].as_object().map(|c| CheckoutSnapshot {
-            agent_id: c["agentId"].as_str().unwrap_or_default().into(),
-            run_id: c["runId"].as_str().unwrap_or_default().into(),
-            token: c["token"].as_u64().unwrap_or(0),
-        });
+        let checkout = match &body["checkout"] {
+            Value::Null => None,
+            c => Some(CheckoutSnapshot {
+                agent_id: text(c, "agentId")?,
+                run_id: text(c, "runId")?,
+                token: number(c, "token")?,
+            }),
+        };
         by_issue.insert(
             issue.clone(),
             IssueSnapshot {

@@ -1,20 +1,25 @@
 //! One scenario from start to verdict: the cluster and the worker, the workload's clients, the
-//! fault schedule, the heal, the liveness probe, the settling of the wakes, then the snapshots
-//! and the checkers. Everything is written to the scenario's directory as it goes.
+//! fault schedule, the liveness probe from the schedule's last heal (while the clients drain),
+//! the settling of the wakes, then the snapshots and the checkers. Everything is written to
+//! the scenario's directory as it goes; a green run then removes the nodes' and the worker's
+//! data and keeps the logs, the history, the snapshots and the verdict.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use rand::rngs::StdRng;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use roost_check::{BudgetObservation, Op};
 use roost_testkit::{Http, NetCluster};
 use serde_json::json;
+use tokio::task::JoinHandle;
 
 use crate::schedule::{inject, Fault};
 use crate::wakes_costs::{self, Waker};
 use crate::workload::{self, Recorder, Target};
-use crate::{membership, observe, worker_cut, RunOptions, Scenario};
+use crate::{membership, observe, text, worker_cut, RunOptions, Scenario};
 
 /// Checkout clients (processes 0..6 in the history); the wake client, the cost client and the
 /// operator are processes 10, 11 and 12; the membership changes 20.
@@ -22,6 +27,11 @@ const CLIENTS: u64 = 6;
 const ISSUES: usize = 5;
 /// How long queued wakes may take to run after the heal.
 const SETTLE: Duration = Duration::from_secs(60);
+/// The process of the liveness probe's operations in the history.
+const PROBE: u64 = u64::MAX;
+/// How long the liveness probe tries (the checker's window is shorter: a later success is
+/// reported as too late rather than as none).
+const PROBE_FOR: Duration = Duration::from_secs(10);
 
 /// A green scenario: where its files are and what it did.
 #[derive(Debug)]
@@ -48,13 +58,6 @@ fn fault_of(scenario: Scenario) -> Fault {
         Scenario::MembershipChange => Fault::MembershipChange,
         Scenario::MinorityKill => Fault::MinorityKill,
     }
-}
-
-fn text(v: &serde_json::Value, field: &str) -> anyhow::Result<String> {
-    v[field]
-        .as_str()
-        .map(String::from)
-        .ok_or_else(|| anyhow::anyhow!("no `{field}` in {v}"))
 }
 
 /// The agents, issues, budget and keys the clients work with.
@@ -101,9 +104,12 @@ async fn setup(cluster: &NetCluster) -> anyhow::Result<Target> {
     ))
 }
 
-/// After the heal: one write must succeed within the liveness window (recorded).
-async fn liveness_probe(target: &Target, rec: &Recorder) {
-    let give_up = Instant::now() + Duration::from_secs(10);
+/// From the schedule's last heal: one write must succeed within the liveness window
+/// (recorded). Tries every node in turn, 100-200 ms between rounds; the run it starts is
+/// ended (recorded too).
+async fn liveness_probe(target: Target, rec: Arc<Recorder>, seed: u64) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x11FE_9B0B);
+    let give_up = Instant::now() + PROBE_FOR;
     while Instant::now() < give_up {
         for url in target.urls() {
             let admin = Http::new(url).with_token(&target.admin_token);
@@ -120,14 +126,62 @@ async fn liveness_probe(target: &Target, rec: &Recorder) {
             if let Ok(Ok(r)) = reply {
                 if r.status.is_success() {
                     let ok = roost_check::Outcome::Ok(Default::default());
-                    rec.record(u64::MAX, call, action, ok);
-                    return;
+                    rec.record(PROBE, call, action, ok);
+                    let run = text(&r.body, "id").context("the liveness probe's run")?;
+                    workload::end_run(PROBE, &target, &run, &mut rng, &rec).await;
+                    return Ok(());
                 }
             }
             let unknown = roost_check::Outcome::Unknown { reason: None };
-            rec.record(u64::MAX, call, action, unknown);
+            rec.record(PROBE, call, action, unknown);
+        }
+        // Pacing: a node that refuses connections answers at once.
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(100..200))).await;
+    }
+    println!("liveness probe: no write succeeded within {PROBE_FOR:?} of the last heal");
+    Ok(())
+}
+
+/// Removes what a green run need not keep: every node's data directories (`node-*/data*`) and
+/// the worker's work directory. Logs, configs, the history, the snapshots and the verdict stay.
+fn remove_data(dir: &Path) -> anyhow::Result<()> {
+    let mut doomed = vec![dir.join("worker/work")];
+    for node in std::fs::read_dir(dir)? {
+        let node = node?;
+        if !(node.file_name().to_string_lossy().starts_with("node-") && node.file_type()?.is_dir())
+        {
+            continue;
+        }
+        for entry in std::fs::read_dir(node.path())? {
+            let entry = entry?;
+            if entry.file_name().to_string_lossy().starts_with("data")
+                && entry.file_type()?.is_dir()
+            {
+                doomed.push(entry.path());
+            }
         }
     }
+    for d in doomed {
+        if d.exists() {
+            std::fs::remove_dir_all(&d)
+                .with_context(|| format!("cannot remove {}", d.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Waits for every task, then fails with every task that failed or panicked.
+async fn join_all(tasks: Vec<(String, JoinHandle<anyhow::Result<()>>)>) -> anyhow::Result<()> {
+    let mut failed = Vec::new();
+    for (name, task) in tasks {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failed.push(format!("{name}: {e:#}")),
+            Err(e) => failed.push(format!("{name}: the task failed: {e}")),
+        }
+    }
+    anyhow::ensure!(failed.is_empty(), "{}", failed.join("\n"));
+    Ok(())
 }
 
 /// Runs one scenario to its verdict: `Ok` when every checker is green and had data to check.
@@ -161,7 +215,11 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
                 "scenario {name}: {faults} faults, all checkers green (seed {seed}, {:.0?})",
                 started.elapsed()
             );
-            let _ = std::fs::remove_dir_all(dir.join("node-1/data"));
+            // The processes go first: then nothing writes into the data being removed.
+            drop(cluster);
+            if let Err(e) = remove_data(&dir) {
+                println!("could not remove the data of {}: {e:#}", dir.display());
+            }
             Ok(Report {
                 dir,
                 faults,
@@ -202,37 +260,49 @@ async fn drive(
     let work_dir = cluster.start_worker(&text(&token, "token")?)?;
     let rec = Recorder::new();
     let deadline = Instant::now() + Duration::from_secs(options.secs);
-    let mut clients: Vec<_> = (0..CLIENTS)
+    let mut clients: Vec<(String, JoinHandle<anyhow::Result<()>>)> = (0..CLIENTS)
         .map(|p| {
             let client = workload::client(p, target.clone(), seed, deadline, rec.clone());
-            tokio::spawn(client)
+            (format!("checkout client {p}"), tokio::spawn(client))
         })
         .collect();
     let wake = wakes_costs::wake_client(10, target.clone(), seed, deadline, rec.clone());
-    clients.push(tokio::spawn(wake));
+    clients.push(("wake client".into(), tokio::spawn(wake)));
     let cost = wakes_costs::cost_client(11, target.clone(), seed, deadline, rec.clone());
-    clients.push(tokio::spawn(cost));
+    clients.push(("cost client".into(), tokio::spawn(cost)));
     let operator = wakes_costs::operator(12, target.clone(), seed, deadline, rec.clone());
-    clients.push(tokio::spawn(operator));
+    clients.push(("operator".into(), tokio::spawn(operator)));
     let sampler = tokio::spawn(wakes_costs::sample_budget(target.clone(), seed, deadline));
     let mut rng = StdRng::seed_from_u64(seed);
-    let faults = match fault_of(scenario) {
-        Fault::WorkerCutOff => worker_cut::cycles(cluster, &work_dir, deadline).await,
+    let done = match fault_of(scenario) {
+        Fault::WorkerCutOff => worker_cut::cycles(cluster, &work_dir, &rec, deadline).await,
         Fault::MembershipChange => {
             membership::cycles(cluster, &target, &rec, &mut rng, deadline).await
         }
-        fault => inject(cluster, fault, &mut rng, deadline).await,
+        fault => inject(cluster, fault, &rec, &mut rng, deadline).await,
     }?;
-    for c in clients {
-        let _ = c.await;
-    }
-    let samples = sampler.await.unwrap_or_default();
+    anyhow::ensure!(
+        done.faults > 0,
+        "the schedule made no fault in {} s: nothing was tested (a longer run is needed)",
+        options.secs
+    );
+    let healed_ns = done
+        .healed_ns
+        .context("the schedule made faults but reported no heal")?;
+    // The schedules heal as they go; this only makes sure.
     cluster.heal();
-    let heal_ns = rec.now_ns();
-    liveness_probe(&target, &rec).await;
+    // From the last heal on, while the clients drain.
+    let probe = tokio::spawn(liveness_probe(target.clone(), rec.clone(), seed));
+    clients.push(("liveness probe".into(), probe));
+    let clients = join_all(clients).await;
+    let samples = sampler
+        .await
+        .map_err(|e| anyhow::anyhow!("the budget sampler failed: {e}"));
+    clients?;
+    let samples = samples?;
     wakes_costs::settle(&target, &rec, SETTLE).await;
-    verify(cluster, &target, &rec.ops(), &samples, heal_ns, dir).await?;
-    Ok(faults)
+    verify(cluster, &target, &rec.ops(), &samples, healed_ns, dir).await?;
+    Ok(done.faults)
 }
 
 async fn verify(

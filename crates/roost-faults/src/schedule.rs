@@ -1,11 +1,25 @@
 //! The seeded fault schedules: which fault, on which node, for how long. Every schedule
-//! leaves every node up and every link healed when it returns.
+//! leaves every node up and every link healed when it returns, and reports when (on the
+//! recorder's clock) it last healed, continued or restarted a node: the liveness checker's
+//! heal.
 
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::Rng;
 use roost_testkit::{NetCluster, Signal};
+
+use crate::workload::Recorder;
+
+/// What a fault schedule did.
+#[derive(Clone, Copy, Debug)]
+pub struct Done {
+    /// How many faults (or membership changes) it made.
+    pub faults: usize,
+    /// When its last fault ended (link healed, node continued, restarted or removed), on the
+    /// recorder's clock; `None` if it made none.
+    pub healed_ns: Option<i64>,
+}
 
 /// The faults a scenario injects, one every few seconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,10 +49,12 @@ pub enum Fault {
 pub async fn inject(
     cluster: &mut NetCluster,
     fault: Fault,
+    rec: &Recorder,
     rng: &mut StdRng,
     deadline: Instant,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<Done> {
     let mut injected = 0;
+    let mut healed_ns = None;
     while Instant::now() + Duration::from_secs(8) < deadline {
         let calm = Duration::from_millis(rng.gen_range(1500..3500));
         tokio::time::sleep(calm).await;
@@ -82,10 +98,15 @@ pub async fn inject(
                 victim = mixed_step(cluster, rng, leader, hold).await?;
             }
         }
+        // Every arm above ends with the heal, the SIGCONT or the restart.
+        healed_ns = Some(rec.now_ns());
         injected += 1;
         println!("fault {injected}: {fault:?} on node {victim} for {hold:?}");
     }
-    Ok(injected)
+    Ok(Done {
+        faults: injected,
+        healed_ns,
+    })
 }
 
 /// One step of the mixed schedule; returns the node it hit. Every node is up and every link
@@ -100,7 +121,7 @@ async fn mixed_step(
     let other = ids[rng.gen_range(0..ids.len())];
     let slow = ids[rng.gen_range(0..ids.len())];
     // Under everything else: 30-80 ms of delay and up to 10% loss on one node's link, where
-    // the kernel has netem (sch_netem); a kernel without it gets the other faults only.
+    // the kernel has netem (sch_netem); a kernel without it gets the loss alone (nftables).
     if let Err(e) = cluster.netem(slow, rng.gen_range(30..80), rng.gen_range(0..10)) {
         println!("no delay/loss this step: {e}");
     }

@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use roost_check::{Action, BudgetObservation, OkResult};
+use roost_check::{Action, BudgetObservation, OkResult, Outcome};
 use roost_testkit::{wait_for, Http};
 use serde_json::{json, Value};
 
+use crate::text;
 use crate::workload::{classify, ok, Recorder, Target, OP_TIMEOUT};
 
 /// The waker's hard budget at the start, in cents: spent in roughly ten seconds of costs.
@@ -35,13 +36,6 @@ impl Waker {
     pub fn scope(&self) -> String {
         format!("agent:{}", self.agent_id)
     }
-}
-
-fn text(v: &Value, field: &str) -> anyhow::Result<String> {
-    v[field]
-        .as_str()
-        .map(String::from)
-        .ok_or_else(|| anyhow::anyhow!("no `{field}` in {v}"))
 }
 
 /// Creates the waker (a `process` agent that sleeps a moment and succeeds), its key, and a
@@ -78,14 +72,15 @@ pub async fn create_waker(admin: &Http, company_id: &str) -> anyhow::Result<Wake
 }
 
 /// Wakes the waker every 150-450 ms through a random node, on no issue or on one of the
-/// contended issues (a wake on an issue another agent's run holds is deferred).
+/// contended issues (a wake on an issue another agent's run holds is deferred). An
+/// acknowledged wake without its id ends the client with an error.
 pub async fn wake_client(
     process: u64,
     target: Target,
     seed: u64,
     deadline: Instant,
     rec: Arc<Recorder>,
-) {
+) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(seed ^ (process * 0x51_7CC1));
     let mut n = 0u64;
     while Instant::now() < deadline {
@@ -117,24 +112,26 @@ pub async fn wake_client(
         };
         let outcome = match reply {
             Ok(body) => ok(OkResult {
-                wake_id: body["wake"]["id"].as_str().map(String::from),
+                wake_id: Some(text(&body["wake"], "id")?),
                 ..OkResult::default()
             }),
             Err(outcome) => outcome,
         };
         rec.record(process, call, action, outcome);
     }
+    Ok(())
 }
 
 /// Reports 1-5 cents of the waker's cost every 200-400 ms through a random node, with the
-/// waker's key (an agent's cost report is never refused for the budget).
+/// waker's key (an agent's cost report is never refused for the budget). An acknowledged
+/// report without its event's id ends the client with an error.
 pub async fn cost_client(
     process: u64,
     target: Target,
     seed: u64,
     deadline: Instant,
     rec: Arc<Recorder>,
-) {
+) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(seed ^ (process * 0xC0_57));
     let mut n = 0u64;
     while Instant::now() < deadline {
@@ -161,46 +158,71 @@ pub async fn cost_client(
         };
         let outcome = match reply {
             Ok(body) => ok(OkResult {
-                cost_event_id: body["id"].as_str().map(String::from),
+                cost_event_id: Some(text(&body, "id")?),
                 ..OkResult::default()
             }),
             Err(outcome) => outcome,
         };
         rec.record(process, call, action, outcome);
     }
+    Ok(())
 }
 
-/// The open hard incident of the waker's policy and the amount to raise it to, if the budget
-/// stopped the agent.
-async fn open_hard_incident(admin: &Http, target: &Target) -> Option<(String, u64)> {
-    let overview = tokio::time::timeout(
-        OP_TIMEOUT,
-        admin.get(&format!(
-            "/api/companies/{}/budgets/overview",
-            target.company_id
-        )),
-    )
-    .await
-    .ok()?
-    .ok()?
-    .ok()
-    .ok()?;
-    let incident = overview["incidents"].as_array()?.iter().find(|i| {
-        i["kind"] == "hard" && i["status"] == "open" && i["policyId"] == target.waker.policy_id
-    })?;
-    let policy = overview["policies"]
+/// The company's budget overview through `admin`, or `None` if it did not answer in time or
+/// refused.
+async fn budget_overview(admin: &Http, target: &Target) -> Option<Value> {
+    let path = format!("/api/companies/{}/budgets/overview", target.company_id);
+    tokio::time::timeout(OP_TIMEOUT, admin.get(&path))
+        .await
+        .ok()?
+        .ok()?
+        .ok()
+        .ok()
+}
+
+/// The waker's policy in a budget overview.
+fn waker_policy<'a>(overview: &'a Value, target: &Target) -> Option<&'a Value> {
+    overview["policies"]
         .as_array()?
         .iter()
-        .find(|p| p["id"] == target.waker.policy_id)?;
-    let used = policy["spent"].as_u64()? + policy["reserved"].as_u64()?;
-    Some((incident["id"].as_str()?.to_string(), used + RAISE_CENTS))
+        .find(|p| p["id"] == target.waker.policy_id)
+}
+
+/// The open hard incident of the waker's policy and the amount to raise it to: `Ok(None)` if
+/// the budget does not stop the agent, `Err(())` if the overview could not be read.
+async fn open_hard_incident(admin: &Http, target: &Target) -> Result<Option<(String, u64)>, ()> {
+    let overview = budget_overview(admin, target).await.ok_or(())?;
+    let incidents = overview["incidents"].as_array().ok_or(())?;
+    let Some(incident) = incidents.iter().find(|i| {
+        i["kind"] == "hard" && i["status"] == "open" && i["policyId"] == target.waker.policy_id
+    }) else {
+        return Ok(None);
+    };
+    let policy = waker_policy(&overview, target).ok_or(())?;
+    let used = policy["spent"].as_u64().ok_or(())? + policy["reserved"].as_u64().ok_or(())?;
+    let id = incident["id"].as_str().ok_or(())?;
+    Ok(Some((id.to_string(), used + RAISE_CENTS)))
+}
+
+/// What one raise attempt came to.
+#[derive(Debug)]
+enum Raise {
+    /// The budget does not stop the agent: nothing to raise.
+    NotStopped,
+    Raised,
+    /// A definite refusal (4xx).
+    Refused(Outcome),
+    /// The overview could not be read, or the raise's outcome is unknown.
+    Unknown,
 }
 
 /// One raise: resolves the open hard incident with `raise_and_resume`, recorded.
-async fn raise_once(process: u64, target: &Target, rng: &mut StdRng, rec: &Recorder) -> bool {
+async fn raise_once(process: u64, target: &Target, rng: &mut StdRng, rec: &Recorder) -> Raise {
     let admin = target.admin(rng);
-    let Some((incident, amount)) = open_hard_incident(&admin, target).await else {
-        return false;
+    let (incident, amount) = match open_hard_incident(&admin, target).await {
+        Ok(Some(found)) => found,
+        Ok(None) => return Raise::NotStopped,
+        Err(()) => return Raise::Unknown,
     };
     let call = rec.now_ns();
     let reply = classify(
@@ -220,12 +242,13 @@ async fn raise_once(process: u64, target: &Target, rng: &mut StdRng, rec: &Recor
         name: "raise_budget".into(),
         write: true,
     };
-    let outcome = match reply {
-        Ok(_) => ok(OkResult::default()),
-        Err(outcome) => outcome,
+    let (outcome, raise) = match reply {
+        Ok(_) => (ok(OkResult::default()), Raise::Raised),
+        Err(o @ Outcome::Failed { .. }) => (o.clone(), Raise::Refused(o)),
+        Err(o) => (o, Raise::Unknown),
     };
     rec.record(process, call, action, outcome);
-    true
+    raise
 }
 
 /// The operator: about once a second, raises the waker's budget if it stopped the agent.
@@ -235,12 +258,14 @@ pub async fn operator(
     seed: u64,
     deadline: Instant,
     rec: Arc<Recorder>,
-) {
+) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(seed ^ (process * 0x0_BEEF));
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(rng.gen_range(700..1300))).await;
+        // Whatever this attempt came to, the next one looks again.
         raise_once(process, &target, &mut rng, &rec).await;
     }
+    Ok(())
 }
 
 /// Reads the waker's budget on random nodes until `deadline`, a sample every 100-300 ms. A
@@ -273,26 +298,12 @@ async fn node_index(admin: &Http) -> Option<(u64, u64)> {
 
 async fn budget_at_one_index(admin: &Http, target: &Target) -> Option<BudgetObservation> {
     let (node, before) = node_index(admin).await?;
-    let overview = tokio::time::timeout(
-        OP_TIMEOUT,
-        admin.get(&format!(
-            "/api/companies/{}/budgets/overview",
-            target.company_id
-        )),
-    )
-    .await
-    .ok()?
-    .ok()?
-    .ok()
-    .ok()?;
+    let overview = budget_overview(admin, target).await?;
     let (_, after) = node_index(admin).await?;
     if before != after {
         return None;
     }
-    let policy = overview["policies"]
-        .as_array()?
-        .iter()
-        .find(|p| p["id"] == target.waker.policy_id)?;
+    let policy = waker_policy(&overview, target)?;
     Some(BudgetObservation {
         node: format!("n{node}"),
         applied_index: before,
@@ -303,13 +314,29 @@ async fn budget_at_one_index(admin: &Http, target: &Target) -> Option<BudgetObse
     })
 }
 
-/// After the heal: the operator's last raise, if the budget still stops the agent, then a
-/// wait until none of the waker's wakes is queued. A wake still queued after `patience` is
-/// left for the wake checker to report.
+/// After the heal: the operator's last raise, if the budget still stops the agent (retried
+/// every 200 ms while its outcome is unknown; a refusal ends it), then a wait until none of
+/// the waker's wakes is queued. A wake still queued after `patience` is left for the wake
+/// checker to report.
 pub async fn settle(target: &Target, rec: &Recorder, patience: Duration) {
     let mut rng = StdRng::seed_from_u64(0x5E771E);
     let give_up = Instant::now() + patience;
-    while Instant::now() < give_up && raise_once(u64::MAX - 1, target, &mut rng, rec).await {}
+    loop {
+        match raise_once(u64::MAX - 1, target, &mut rng, rec).await {
+            Raise::NotStopped => break,
+            Raise::Refused(o) => {
+                println!("the last raise of the waker's budget was refused: {o:?}");
+                break;
+            }
+            Raise::Raised | Raise::Unknown => {}
+        }
+        if Instant::now() >= give_up {
+            println!("the waker's budget still stops it after {patience:?}");
+            break;
+        }
+        // Backoff: after a raise, look again whether the budget still stops the agent.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let queued = format!(
         "/api/companies/{}/wakes?agentId={}&status=queued&limit=1000",
         target.company_id, target.waker.agent_id

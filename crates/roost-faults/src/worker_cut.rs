@@ -6,8 +6,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use roost_testkit::{wait_for, NetCluster};
+use roost_testkit::{wait_for, Http, NetCluster};
 use serde_json::{json, Value};
+
+use crate::schedule::Done;
+use crate::text;
+use crate::workload::Recorder;
 
 /// The servers' `[workers] lease_ttl_ms` in the fault cluster.
 const LEASE: Duration = Duration::from_millis(2000);
@@ -24,19 +28,36 @@ fn agent_script(dir: &Path) -> anyhow::Result<String> {
     Ok(path.display().to_string())
 }
 
-fn millis(v: &Value) -> i64 {
-    v.as_str()
-        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+/// A reply's RFC 3339 timestamp `field` in Unix milliseconds; an error when it is missing or
+/// does not parse (a fencing check against a made-up time would pass vacuously).
+fn millis(v: &Value, field: &str) -> anyhow::Result<i64> {
+    let t = v[field]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("no `{field}` in {v}"))?;
+    chrono::DateTime::parse_from_rfc3339(t)
         .map(|t| t.timestamp_millis())
-        .unwrap_or(i64::MAX)
+        .map_err(|e| anyhow::anyhow!("`{field}` {t:?} is not an RFC 3339 time ({e}) in {v}"))
 }
 
-/// Runs cut-off cycles until `deadline`; returns how many, or the first violation.
+/// A successful GET's body, or `None` (unreachable, an error status): for polling.
+async fn poll(admin: &Http, path: &str) -> Option<Value> {
+    admin.get(path).await.ok()?.ok().ok()
+}
+
+/// Run `run` if its status is `status`.
+async fn run_in(admin: &Http, run: &str, status: &str) -> Option<Value> {
+    let r = poll(admin, &format!("/api/heartbeat-runs/{run}")).await?;
+    (r["status"] == status).then_some(r)
+}
+
+/// Runs cut-off cycles until `deadline`; returns how many and when the worker was last let
+/// back in, or the first violation.
 pub async fn cycles(
     cluster: &NetCluster,
     work_dir: &Path,
+    rec: &Recorder,
     deadline: Instant,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<Done> {
     let admin = cluster.http(1);
     let cid = cluster.company_id.clone();
     let script = agent_script(cluster.dir())?;
@@ -48,7 +69,7 @@ pub async fn cycles(
         )
         .await?
         .ok()?;
-    let agent = agent["id"].as_str().unwrap_or_default().to_string();
+    let agent = text(&agent, "id")?;
     let issue = admin
         .post(
             &format!("/api/companies/{cid}/issues"),
@@ -56,8 +77,9 @@ pub async fn cycles(
         )
         .await?
         .ok()?;
-    let issue = issue["id"].as_str().unwrap_or_default().to_string();
+    let issue = text(&issue, "id")?;
     let mut done = 0;
+    let mut healed_ns = None;
     while Instant::now() + 4 * LEASE + Duration::from_secs(4) < deadline {
         // The previous cycle's retry (a wake, then a run that exits at once) must be over: a
         // wake now would be coalesced into it, and no run would start to write.
@@ -65,22 +87,16 @@ pub async fn cycles(
             "the agent to have no pending wake or live run",
             WAIT,
             || async {
-                let runs = admin
-                    .get(&format!(
-                        "/api/companies/{cid}/heartbeat-runs?agentId={agent}&limit=20"
-                    ))
-                    .await
-                    .ok()?
-                    .ok()
-                    .ok()?;
-                let wakes = admin
-                    .get(&format!(
-                        "/api/companies/{cid}/wakes?agentId={agent}&status=queued,deferred"
-                    ))
-                    .await
-                    .ok()?
-                    .ok()
-                    .ok()?;
+                let runs = poll(
+                    &admin,
+                    &format!("/api/companies/{cid}/heartbeat-runs?agentId={agent}&limit=20"),
+                )
+                .await?;
+                let wakes = poll(
+                    &admin,
+                    &format!("/api/companies/{cid}/wakes?agentId={agent}&status=queued,deferred"),
+                )
+                .await?;
                 let live = ["queued", "assigned", "running"];
                 let busy = runs
                     .as_array()?
@@ -98,39 +114,24 @@ pub async fn cycles(
             .await?
             .ok()?;
         let run = wait_for("the agent to be writing", WAIT, || async {
-            let comments = admin
-                .get(&format!("/api/issues/{issue}/comments?order=desc&limit=1"))
-                .await
-                .ok()?
-                .ok()
-                .ok()?;
+            let path = format!("/api/issues/{issue}/comments?order=desc&limit=1");
+            let comments = poll(&admin, &path).await?;
             let run = comments.as_array()?.first()?["createdByRunId"]
                 .as_str()?
                 .to_string();
-            let r = admin
-                .get(&format!("/api/heartbeat-runs/{run}"))
-                .await
-                .ok()?
-                .ok()
-                .ok()?;
-            (r["status"] == "running").then_some(run)
+            run_in(&admin, &run, "running").await.map(|_| run)
         })
         .await?;
         let cut_at = Instant::now();
         cluster.cut_worker()?;
-        let lost = wait_for("the run to be declared lost", WAIT, || async {
-            let r = admin
-                .get(&format!("/api/heartbeat-runs/{run}"))
-                .await
-                .ok()?
-                .ok()
-                .ok()?;
-            (r["status"] == "lost").then_some(r)
+        let lost = wait_for("the run to be declared lost", WAIT, || {
+            run_in(&admin, &run, "lost")
         })
         .await?;
         tokio::time::sleep_until((cut_at + 3 * LEASE).into()).await;
         cluster.heal();
-        let lost_at = millis(&lost["finishedAt"]);
+        healed_ns = Some(rec.now_ns());
+        let lost_at = millis(&lost, "finishedAt")?;
         let stopped: i64 = std::fs::read_to_string(work_dir.join(format!("stopped-{run}")))
             .map_err(|e| anyhow::anyhow!("the agent of run {run} never got SIGTERM: {e}"))?
             .trim()
@@ -141,7 +142,7 @@ pub async fn cycles(
         );
         // The worker comes back and is given work again (the retry exits at once).
         wait_for("the worker to be back online", WAIT, || async {
-            let workers = admin.get("/api/workers").await.ok()?.ok().ok()?;
+            let workers = poll(&admin, "/api/workers").await?;
             workers
                 .as_array()?
                 .iter()
@@ -155,12 +156,12 @@ pub async fn cycles(
             ))
             .await?
             .ok()?;
-        let late: Vec<&Value> = comments
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["createdByRunId"] == json!(run) && millis(&c["createdAt"]) >= lost_at)
-            .collect();
+        let mut late = Vec::new();
+        for c in comments.as_array().into_iter().flatten() {
+            if c["createdByRunId"] == json!(run) && millis(c, "createdAt")? >= lost_at {
+                late.push(c);
+            }
+        }
         anyhow::ensure!(
             late.is_empty(),
             "run {run} wrote after it was lost: {late:?}"
@@ -171,5 +172,8 @@ pub async fn cycles(
             lost_at - stopped
         );
     }
-    Ok(done)
+    Ok(Done {
+        faults: done,
+        healed_ns,
+    })
 }

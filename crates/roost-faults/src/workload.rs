@@ -12,6 +12,8 @@ use roost_check::{Action, OkResult, Op, Outcome};
 use roost_testkit::{Http, Reply};
 use serde_json::{json, Value};
 
+use crate::text;
+
 /// One request's budget before its outcome counts as unknown.
 pub const OP_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -137,13 +139,14 @@ pub fn ok(result: OkResult) -> Outcome {
 }
 
 /// One client: start a run, check out a random issue, comment, end the run; until `deadline`.
+/// An acknowledged reply without the id it must carry ends the client with an error.
 pub async fn client(
     process: u64,
     target: Target,
     seed: u64,
     deadline: Instant,
     rec: Arc<Recorder>,
-) {
+) -> anyhow::Result<()> {
     let mut rng = StdRng::seed_from_u64(seed ^ (process * 0x9E37_79B9));
     let mut n = 0u64;
     while Instant::now() < deadline {
@@ -165,7 +168,7 @@ pub async fn client(
         let run_id = match started {
             Ok(body) => {
                 rec.record(process, call, start_action, ok(OkResult::default()));
-                body["id"].as_str().unwrap_or_default().to_string()
+                text(&body, "id")?
             }
             Err(outcome) => {
                 rec.record(process, call, start_action, outcome);
@@ -231,28 +234,41 @@ pub async fn client(
                 run_id: Some(run_id.clone()),
             };
             match comment {
-                Ok(body) => rec.record(
-                    process,
-                    call,
-                    action,
-                    ok(OkResult {
-                        comment_id: body["id"].as_str().map(String::from),
+                Ok(body) => {
+                    let comment_id = text(&body, "id")?;
+                    let result = OkResult {
+                        comment_id: Some(comment_id),
                         ..OkResult::default()
-                    }),
-                ),
+                    };
+                    rec.record(process, call, action, ok(result));
+                }
                 Err(outcome) => rec.record(process, call, action, outcome),
             }
         }
         end_run(process, &target, &run_id, &mut rng, &rec).await;
     }
+    Ok(())
 }
 
-/// Ends the run, retrying with one idempotency key through other nodes (one operation).
-async fn end_run(process: u64, target: &Target, run_id: &str, rng: &mut StdRng, rec: &Recorder) {
+/// Ends the run, retrying with one idempotency key through other nodes (one operation). Once
+/// an attempt's outcome is unknown the run may have ended, so only a later success changes
+/// that: a later refusal (say, the run is already finished) keeps the operation unknown.
+pub async fn end_run(
+    process: u64,
+    target: &Target,
+    run_id: &str,
+    rng: &mut StdRng,
+    rec: &Recorder,
+) {
     let key = format!("end-{run_id}");
     let call = rec.now_ns();
-    let mut outcome = Outcome::Unknown { reason: None };
-    for _attempt in 0..4 {
+    let mut unknown: Option<Outcome> = None;
+    let mut outcome = None;
+    for attempt in 0..4 {
+        if attempt > 0 {
+            // Backoff before a retry (an election may be under way).
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         let admin = target.admin(rng);
         let reply = classify(
             tokio::time::timeout(
@@ -267,17 +283,20 @@ async fn end_run(process: u64, target: &Target, run_id: &str, rng: &mut StdRng, 
         );
         match reply {
             Ok(_) => {
-                outcome = ok(OkResult::default());
+                outcome = Some(ok(OkResult::default()));
                 break;
             }
             Err(o @ Outcome::Failed { .. }) => {
-                outcome = o;
+                // Failed only if no earlier attempt may have ended the run.
+                outcome = Some(unknown.take().unwrap_or(o));
                 break;
             }
-            Err(o) => outcome = o,
+            Err(o) => unknown = Some(o),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let outcome = outcome
+        .or(unknown)
+        .unwrap_or(Outcome::Unknown { reason: None });
     rec.record(
         process,
         call,

@@ -2,12 +2,23 @@
 //! for fault injection the way Jepsen does it: partitions are blackhole routes inside the
 //! namespaces, delay and loss are `tc netem`, crashes and pauses are signals. Needs root and
 //! iproute2. Everything it creates carries its tag (`rn<tag>n<i>`, `rv<tag>n<i>`, `rb<tag>`),
-//! and only that is removed on drop; the node directories (configs, data, logs) are kept when
-//! the caller asks (a failed scenario).
+//! and only that is removed on drop; the node directories (configs, data, logs) are kept for
+//! the caller to read or remove.
+//!
+//! One cluster per tag at a time on the machine: a cluster holds an exclusive lock on
+//! `/run/roost-faults-<tag>.lock` (or the same name under the temporary directory) from before
+//! it sweeps a crashed run's leftovers until its namespaces are gone, so a second run with the
+//! same tag waits instead of deleting the first one's namespaces. Every process it starts gets
+//! SIGKILL if the harness dies without dropping the cluster.
 
+use std::fs::{File, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use anyhow::Context;
 
 use crate::{wait_for, Http};
 
@@ -34,6 +45,108 @@ fn quietly(program: &str, args: &[&str]) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
+}
+
+/// The nftables table that carries injected packet loss in a namespace.
+const LOSS_TABLE: &str = "roost_loss";
+
+/// Drops `percent`% of the packets in and out of namespace `ns` (replacing earlier loss).
+fn drop_randomly(ns: &str, percent: u32) -> anyhow::Result<()> {
+    quietly(
+        "ip",
+        &[
+            "netns", "exec", ns, "nft", "delete", "table", "inet", LOSS_TABLE,
+        ],
+    );
+    let rules = format!(
+        "table inet {LOSS_TABLE} {{\n\
+         chain input {{ type filter hook input priority 0; numgen random mod 100 < {percent} drop; }}\n\
+         chain output {{ type filter hook output priority 0; numgen random mod 100 < {percent} drop; }}\n\
+         }}\n"
+    );
+    let path = std::env::temp_dir().join(format!("{ns}-loss.nft"));
+    std::fs::write(&path, rules)?;
+    let file = path.display().to_string();
+    let applied = run("ip", &["netns", "exec", ns, "nft", "-f", &file]);
+    let _ = std::fs::remove_file(&path);
+    applied
+}
+
+/// Makes the process `command` starts get SIGKILL when the harness thread that started it
+/// ends (the harness was killed, or ended without dropping the cluster), so no `roost server`
+/// or `roost run-worker` outlives it. `ip netns exec` execs the command in place (no fork), so
+/// the flag reaches the roost process itself. The harness starts processes from its runtime's
+/// threads, which live as long as the cluster.
+fn die_with_harness(command: &mut Command) -> &mut Command {
+    let harness = std::process::id();
+    // SAFETY: between fork and exec this calls only prctl, getppid and _exit, which are
+    // async-signal-safe and allocate nothing (as crates/roost-worker/src/adapter/child.rs).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The harness died before the flag was set: nobody will signal this process.
+            if libc::getppid() as u32 != harness {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+    command
+}
+
+/// The exclusive lock of `tag`, held for a cluster's lifetime (released when the file is
+/// closed). Waits, and says so, while another run holds it.
+async fn lock_tag(tag: u8) -> anyhow::Result<File> {
+    let name = format!("roost-faults-{tag}.lock");
+    let open = |path: &Path| {
+        File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+    };
+    let mut path = Path::new("/run").join(&name);
+    let mut file = match open(&path) {
+        Ok(f) => f,
+        Err(_) => {
+            path = std::env::temp_dir().join(&name);
+            open(&path).with_context(|| format!("cannot open the lock file {}", path.display()))?
+        }
+    };
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            println!(
+                "another run with network tag {tag} holds {} (pid {}): waiting for it to end",
+                path.display(),
+                holder.trim()
+            );
+            // A thread of its own, not the runtime's blocking pool: if the caller gives up
+            // (Ctrl-C), nothing waits for this thread.
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(file.lock().map(|()| file));
+            });
+            file = rx
+                .await
+                .context("the lock waiter ended")?
+                .with_context(|| format!("cannot lock {}", path.display()))?;
+            println!("got {}", path.display());
+        }
+        Err(TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+        }
+    }
+    // Who holds it, for a run that waits (diagnostics only).
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
+    Ok(file)
 }
 
 /// How to stop or freeze a node.
@@ -74,6 +187,8 @@ pub struct NetCluster {
     nodes: Vec<NetNode>,
     pub admin_token: String,
     pub company_id: String,
+    /// The tag's lock; the last field, so it is released after [`Drop`] removed the network.
+    _lock: File,
 }
 
 impl NetCluster {
@@ -96,6 +211,7 @@ impl NetCluster {
     /// and starts `n` nodes of `binary` that form a cluster, in `dir`.
     pub async fn start(binary: &Path, n: u64, tag: u8, dir: &Path) -> anyhow::Result<NetCluster> {
         let bridge = format!("rb{tag}");
+        let lock = lock_tag(tag).await?;
         let mut cluster = NetCluster {
             worker: None,
             tag,
@@ -105,9 +221,11 @@ impl NetCluster {
             nodes: Vec::new(),
             admin_token: String::new(),
             company_id: String::new(),
+            _lock: lock,
         };
-        // Leftovers of a crashed earlier run with the same tag go first.
-        cluster.teardown_network(n);
+        // Leftovers of a crashed earlier run with the same tag go first (under the lock: no
+        // live run has this tag).
+        cluster.teardown_network();
         run("ip", &["link", "add", &bridge, "type", "bridge"])?;
         run(
             "ip",
@@ -149,7 +267,10 @@ impl NetCluster {
             )
             .await?
             .ok()?;
-        cluster.company_id = company["id"].as_str().unwrap_or_default().to_string();
+        cluster.company_id = company["id"]
+            .as_str()
+            .with_context(|| format!("no company id in {company}"))?
+            .to_string();
         Ok(cluster)
     }
 
@@ -336,7 +457,7 @@ impl NetCluster {
             .create(true)
             .append(true)
             .open(&node.log)?;
-        let child = Command::new("ip")
+        let child = die_with_harness(&mut Command::new("ip"))
             .args(["netns", "exec", &node.ns])
             .arg(&binary)
             .arg("server")
@@ -411,28 +532,22 @@ impl NetCluster {
         self.partition(&[&[id], &rest])
     }
 
-    /// Delay and loss on node `id`'s link (`tc netem`).
+    /// Delay and loss on node `id`'s link with `tc netem`. A kernel without `sch_netem` (this
+    /// project's CI VMs have no kernel modules) gets the loss alone, in both directions, from
+    /// an nftables table in the node's namespace (`numgen random` drop); `heal` removes both.
     pub fn netem(&self, id: u64, delay_ms: u32, loss_percent: u32) -> anyhow::Result<()> {
         let ns = &self.node(id).ns;
-        run(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                ns,
-                "tc",
-                "qdisc",
-                "replace",
-                "dev",
-                "eth0",
-                "root",
-                "netem",
-                "delay",
-                &format!("{delay_ms}ms"),
-                "loss",
-                &format!("{loss_percent}%"),
-            ],
-        )
+        let delay = format!("{delay_ms}ms");
+        let loss = format!("{loss_percent}%");
+        let netem = [
+            "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", "delay",
+            &delay, "loss", &loss,
+        ];
+        let Err(no_netem) = run("ip", &netem) else {
+            return Ok(());
+        };
+        drop_randomly(ns, loss_percent)
+            .map_err(|e| anyhow::anyhow!("no tc netem ({no_netem}) and no nftables loss ({e})"))
     }
 
     /// Starts a worker (`worker_id` `w<tag>`, 4 slots) in its own namespace, joined with
@@ -461,7 +576,7 @@ impl NetCluster {
         let config_path = dir.join("worker.toml");
         std::fs::write(&config_path, config)?;
         let log = std::fs::File::create(dir.join("worker.log"))?;
-        let child = Command::new("ip")
+        let child = die_with_harness(&mut Command::new("ip"))
             .args(["netns", "exec", &ns])
             .arg(&self.binary)
             .arg("run-worker")
@@ -561,6 +676,12 @@ impl NetCluster {
                     "netns", "exec", &node.ns, "tc", "qdisc", "del", "dev", "eth0", "root",
                 ],
             );
+            quietly(
+                "ip",
+                &[
+                    "netns", "exec", &node.ns, "nft", "delete", "table", "inet", LOSS_TABLE,
+                ],
+            );
         }
     }
 
@@ -599,13 +720,32 @@ impl NetCluster {
             .join("\n")
     }
 
-    fn teardown_network(&self, n: u64) {
-        for id in 1..=n.max(self.nodes.len() as u64) {
-            quietly("ip", &["netns", "del", &format!("rn{}n{id}", self.tag)]);
-            quietly("ip", &["link", "del", &format!("rv{}n{id}", self.tag)]);
+    /// Removes every namespace, veth and the bridge of this tag: this cluster's, and any a
+    /// crashed run left (whatever its node count). Called only under the tag's lock.
+    fn teardown_network(&self) {
+        let tag = self.tag;
+        let mut ids: Vec<String> = self.nodes.iter().map(|n| n.id.to_string()).collect();
+        // Node namespaces are `rn<tag>n<id>`; the `n` after the tag keeps tag 4 from 41.
+        let prefix = format!("rn{tag}n");
+        if let Ok(out) = Command::new("ip").args(["netns", "list"]).output() {
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let name = line.split_whitespace().next().unwrap_or_default();
+                if let Some(id) = name.strip_prefix(&prefix) {
+                    if !id.is_empty()
+                        && id.chars().all(|c| c.is_ascii_digit())
+                        && !ids.iter().any(|i| i == id)
+                    {
+                        ids.push(id.to_string());
+                    }
+                }
+            }
         }
-        quietly("ip", &["netns", "del", &format!("rn{}w", self.tag)]);
-        quietly("ip", &["link", "del", &format!("rv{}w", self.tag)]);
+        for id in ids {
+            quietly("ip", &["netns", "del", &format!("rn{tag}n{id}")]);
+            quietly("ip", &["link", "del", &format!("rv{tag}n{id}")]);
+        }
+        quietly("ip", &["netns", "del", &format!("rn{tag}w")]);
+        quietly("ip", &["link", "del", &format!("rv{tag}w")]);
         quietly("ip", &["link", "del", &self.bridge]);
     }
 }
@@ -626,6 +766,6 @@ impl Drop for NetCluster {
                 let _ = c.wait();
             }
         }
-        self.teardown_network(self.nodes.len() as u64);
+        self.teardown_network();
     }
 }

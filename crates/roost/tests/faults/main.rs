@@ -30,7 +30,7 @@ async fn scenario(scenario: Scenario) -> anyhow::Result<()> {
         scenario,
         PathBuf::from(env!("CARGO_BIN_EXE_roost")),
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("faults"),
-    );
+    )?;
     roost_faults::run(&options).await.map(|_| ())
 }
 
