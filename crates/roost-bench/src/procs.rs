@@ -239,9 +239,12 @@ impl ProcessCluster {
         .await
     }
 
-    /// The leader's id as any node reports it (the report hashes the whole state, cached per
-    /// applied index: not free on a large state).
+    /// The leader's id, once a majority of the nodes report the same leader and that node
+    /// reports itself as leader. One node's word is not enough: a node that has just restarted
+    /// can still name an old leader (and a failover trial would then kill a follower). Each
+    /// report hashes the whole state (cached per applied index): not free on a large state.
     pub async fn leader(&self) -> Option<u64> {
+        let mut named: Vec<(u64, u64)> = Vec::new();
         for n in &self.nodes {
             if let Ok(Ok(s)) = self
                 .admin(n.id)
@@ -250,11 +253,15 @@ impl ProcessCluster {
                 .map(|r| r.ok())
             {
                 if let Some(l) = s["leaderId"].as_u64() {
-                    return Some(l);
+                    named.push((n.id, l));
                 }
             }
         }
-        None
+        let majority = self.nodes.len() / 2 + 1;
+        named.iter().map(|(_, l)| *l).find(|l| {
+            named.iter().filter(|(_, m)| m == l).count() >= majority
+                && named.iter().any(|(by, m)| by == l && m == l)
+        })
     }
 }
 
