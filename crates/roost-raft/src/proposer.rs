@@ -91,7 +91,11 @@ async fn propose_batch(raft: &Raft<TypeConfig>, mut batch: Vec<Queued>, timeout:
         if let Some(one) = batch.pop() {
             let result = write(raft, one.envelope, timeout).await.and_then(|r| {
                 let index = r.index;
-                r.single.map(|result| WriteOutcome { index, result })
+                r.single
+                    .map(|result| WriteOutcome { index, result })
+                    .ok_or_else(|| Error::Fatal {
+                        message: "a command entry produced no result".into(),
+                    })
             });
             let _ = one.reply.send(result);
         }
@@ -137,7 +141,8 @@ async fn propose_batch(raft: &Raft<TypeConfig>, mut batch: Vec<Queued>, timeout:
 /// One committed entry's results.
 struct Written {
     index: u64,
-    single: Result<Result<Outcome, DomainError>, Error>,
+    /// A lone envelope's result (`None` for a batch).
+    single: Option<Result<Outcome, DomainError>>,
     batch: Vec<Result<Outcome, DomainError>>,
 }
 
@@ -153,9 +158,7 @@ async fn write(
     match written {
         Ok(resp) => Ok(Written {
             index: resp.log_id.index,
-            single: resp.data.result.ok_or_else(|| Error::Fatal {
-                message: "a command entry produced no result".into(),
-            }),
+            single: resp.data.result,
             batch: resp.data.batch,
         }),
         Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(Error::NotLeader {

@@ -47,17 +47,32 @@ fn quietly(program: &str, args: &[&str]) {
         .status();
 }
 
+/// `ip netns exec ns <args>`.
+fn run_in(ns: &str, args: &[&str]) -> anyhow::Result<()> {
+    let all: Vec<&str> = ["netns", "exec", ns]
+        .iter()
+        .copied()
+        .chain(args.iter().copied())
+        .collect();
+    run("ip", &all)
+}
+
+/// Like [`run_in`], for cleanup: failures are ignored.
+fn quietly_in(ns: &str, args: &[&str]) {
+    let all: Vec<&str> = ["netns", "exec", ns]
+        .iter()
+        .copied()
+        .chain(args.iter().copied())
+        .collect();
+    quietly("ip", &all)
+}
+
 /// The nftables table that carries injected packet loss in a namespace.
 const LOSS_TABLE: &str = "roost_loss";
 
 /// Drops `percent`% of the packets in and out of namespace `ns` (replacing earlier loss).
 fn drop_randomly(ns: &str, percent: u32) -> anyhow::Result<()> {
-    quietly(
-        "ip",
-        &[
-            "netns", "exec", ns, "nft", "delete", "table", "inet", LOSS_TABLE,
-        ],
-    );
+    quietly_in(ns, &["nft", "delete", "table", "inet", LOSS_TABLE]);
     let rules = format!(
         "table inet {LOSS_TABLE} {{\n\
          chain input {{ type filter hook input priority 0; numgen random mod 100 < {percent} drop; }}\n\
@@ -67,7 +82,7 @@ fn drop_randomly(ns: &str, percent: u32) -> anyhow::Result<()> {
     let path = std::env::temp_dir().join(format!("{ns}-loss.nft"));
     std::fs::write(&path, rules)?;
     let file = path.display().to_string();
-    let applied = run("ip", &["netns", "exec", ns, "nft", "-f", &file]);
+    let applied = run_in(ns, &["nft", "-f", &file]);
     let _ = std::fs::remove_file(&path);
     applied
 }
@@ -393,9 +408,8 @@ impl NetCluster {
             &["addr", "add", &address, "dev", "eth0"],
             &["link", "set", "eth0", "up"],
         ] {
-            let mut all = vec!["netns", "exec", ns, "ip"];
-            all.extend_from_slice(args);
-            run("ip", &all)?;
+            let all: Vec<&str> = ["ip"].iter().copied().chain(args.iter().copied()).collect();
+            run_in(ns, &all)?;
         }
         Ok(())
     }
@@ -506,19 +520,7 @@ impl NetCluster {
                     for b in other.iter() {
                         let ns = &self.node(*a).ns;
                         let target = format!("{}/32", self.node(*b).ip);
-                        run(
-                            "ip",
-                            &[
-                                "netns",
-                                "exec",
-                                ns,
-                                "ip",
-                                "route",
-                                "replace",
-                                "blackhole",
-                                &target,
-                            ],
-                        )?;
+                        run_in(ns, &["ip", "route", "replace", "blackhole", &target])?;
                     }
                 }
             }
@@ -540,10 +542,10 @@ impl NetCluster {
         let delay = format!("{delay_ms}ms");
         let loss = format!("{loss_percent}%");
         let netem = [
-            "netns", "exec", ns, "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", "delay",
-            &delay, "loss", &loss,
+            "tc", "qdisc", "replace", "dev", "eth0", "root", "netem", "delay", &delay, "loss",
+            &loss,
         ];
-        let Err(no_netem) = run("ip", &netem) else {
+        let Err(no_netem) = run_in(ns, &netem) else {
             return Ok(());
         };
         drop_randomly(ns, loss_percent)
@@ -605,31 +607,10 @@ impl NetCluster {
         for node in &self.nodes {
             let to_node = format!("{}/32", node.ip);
             let to_worker = format!("{}/32", w.ip);
-            run(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &w.ns,
-                    "ip",
-                    "route",
-                    "replace",
-                    "blackhole",
-                    &to_node,
-                ],
-            )?;
-            run(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &node.ns,
-                    "ip",
-                    "route",
-                    "replace",
-                    "blackhole",
-                    &to_worker,
-                ],
+            run_in(&w.ns, &["ip", "route", "replace", "blackhole", &to_node])?;
+            run_in(
+                &node.ns,
+                &["ip", "route", "replace", "blackhole", &to_worker],
             )?;
         }
         Ok(())
@@ -642,46 +623,12 @@ impl NetCluster {
     /// Removes every partition and netem rule.
     pub fn heal(&self) {
         if let Some(w) = &self.worker {
-            quietly(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &w.ns,
-                    "ip",
-                    "route",
-                    "flush",
-                    "type",
-                    "blackhole",
-                ],
-            );
+            quietly_in(&w.ns, &["ip", "route", "flush", "type", "blackhole"]);
         }
         for node in &self.nodes {
-            quietly(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &node.ns,
-                    "ip",
-                    "route",
-                    "flush",
-                    "type",
-                    "blackhole",
-                ],
-            );
-            quietly(
-                "ip",
-                &[
-                    "netns", "exec", &node.ns, "tc", "qdisc", "del", "dev", "eth0", "root",
-                ],
-            );
-            quietly(
-                "ip",
-                &[
-                    "netns", "exec", &node.ns, "nft", "delete", "table", "inet", LOSS_TABLE,
-                ],
-            );
+            quietly_in(&node.ns, &["ip", "route", "flush", "type", "blackhole"]);
+            quietly_in(&node.ns, &["tc", "qdisc", "del", "dev", "eth0", "root"]);
+            quietly_in(&node.ns, &["nft", "delete", "table", "inet", LOSS_TABLE]);
         }
     }
 
