@@ -258,7 +258,8 @@ async fn session(
                             }
                         }
                     }
-                    None => {}
+                    // Simulated runs report once; the measurement ends at the first ack.
+                    Some(server_message::Body::RunFinishedAck(_)) | None => {}
                 }
             }
             _ = heartbeat.tick(), if registered => {

@@ -85,6 +85,15 @@ impl ApiError {
         Codes { http, grpc }
     }
 
+    /// True if the same request may succeed later (no leader, a timeout, a storage fault);
+    /// false if the answer is final.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ApiError::Unavailable { .. } | ApiError::Internal { .. }
+        )
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::Domain(d) => d.code(),

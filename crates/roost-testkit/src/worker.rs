@@ -257,6 +257,7 @@ async fn run_session(
         slots,
         version: "testkit".into(),
         running_run_ids: running,
+        unacknowledged_run_ids: Vec::new(),
     };
     tx.send(body(worker_message::Body::Register(register)))
         .await
@@ -302,6 +303,7 @@ async fn run_session(
                             seq,
                             running_run_ids: running,
                             usage,
+                            unacknowledged_run_ids: Vec::new(),
                         }));
                         if tx.send(hb).await.is_err() {
                             break;
@@ -350,7 +352,10 @@ async fn run_session(
             Some(server_message::Body::Redirect(r)) => {
                 break Some(r.leader_grpc_addr).filter(|a| !a.is_empty())
             }
-            Some(server_message::Body::HeartbeatAck(_)) | None => {}
+            // This test worker sends each result once; the test drives what happens next.
+            Some(server_message::Body::HeartbeatAck(_))
+            | Some(server_message::Body::RunFinishedAck(_))
+            | None => {}
         }
         inner.changed.notify_waiters();
     };

@@ -1,6 +1,7 @@
 //! The worker's session with the cluster: dial any server, follow redirects to the leader,
-//! register, heartbeat, run assignments, report results (again after a reconnect if the
-//! session broke), and fence itself when it cannot renew its lease.
+//! register, heartbeat, run assignments, report results until the cluster acknowledges them
+//! (across broken sessions and leader changes), and fence itself when it cannot renew its
+//! lease.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -25,14 +26,27 @@ struct Shared {
     /// Usage of runs still going, reported with every heartbeat.
     usage: HashMap<String, UsageCell>,
     outbox: Option<mpsc::Sender<WorkerMessage>>,
-    /// Results not yet handed to a session: sent before the session's next heartbeat (the
+    /// Messages not yet handed to a session: sent before the session's next heartbeat (the
     /// outbox was full) or on the next session.
     unsent: Vec<WorkerMessage>,
+    /// Results of ended runs the cluster has not acknowledged, by run id: sent again until it
+    /// does, since a result handed to a session can still be lost (the session broke, or the
+    /// node lost its leadership before committing it).
+    unacknowledged: HashMap<String, Unacknowledged>,
+    /// How long a sent result may go unacknowledged before it is sent again.
+    resend_after: Duration,
     /// Runs this process has started, so an assignment sent again after the run ended is not
     /// run a second time.
     started: RecentRuns,
     last_ack: Instant,
     lease_ttl: Duration,
+}
+
+struct Unacknowledged {
+    result: WorkerMessage,
+    ended_at: Instant,
+    /// None: not handed to any session yet.
+    sent_at: Option<Instant>,
 }
 
 /// Outbox slots live log chunks leave free, so a chatty agent cannot crowd out results.
@@ -88,12 +102,66 @@ fn queue(s: &mut Shared, m: WorkerMessage) {
     }
 }
 
+/// Keeps `result` until it is acknowledged and sends it now if the outbox has room; if not,
+/// the next heartbeat sends it first.
+fn hold_result(s: &mut Shared, run_id: &str, result: WorkerMessage) {
+    if s.unacknowledged.len() >= STARTED_REMEMBERED {
+        // A cluster that never acknowledges (an old server): forget the oldest.
+        let oldest = s
+            .unacknowledged
+            .iter()
+            .min_by_key(|(_, u)| u.ended_at)
+            .map(|(id, _)| id.clone());
+        if let Some(id) = oldest {
+            warn!(run_id = %id, "result never acknowledged: forgotten");
+            s.unacknowledged.remove(&id);
+        }
+    }
+    let sent = s
+        .outbox
+        .as_ref()
+        .is_some_and(|o| o.try_send(result.clone()).is_ok());
+    let now = Instant::now();
+    s.unacknowledged.insert(
+        run_id.to_string(),
+        Unacknowledged {
+            result,
+            ended_at: now,
+            sent_at: sent.then_some(now),
+        },
+    );
+}
+
+fn acknowledge(state: &State, run_id: &str) {
+    lock(state).unacknowledged.remove(run_id);
+}
+
+/// A session is open: everything held back goes out first, then the session takes new
+/// messages. Unacknowledged results are all sent again; the cluster acknowledges a copy of
+/// one it has already.
+fn on_registered(state: &State, tx: &mpsc::Sender<WorkerMessage>, lease_ttl: Duration) {
+    let mut s = lock(state);
+    s.last_ack = Instant::now();
+    s.lease_ttl = lease_ttl;
+    s.resend_after = lease_ttl / 2;
+    for m in std::mem::take(&mut s.unsent) {
+        let _ = tx.try_send(m);
+    }
+    let now = Instant::now();
+    for u in s.unacknowledged.values_mut() {
+        u.sent_at = tx.try_send(u.result.clone()).is_ok().then_some(now);
+    }
+    s.outbox = Some(tx.clone());
+}
+
 fn new_state() -> State {
     Arc::new(Mutex::new(Shared {
         running: HashMap::new(),
         usage: HashMap::new(),
         outbox: None,
         unsent: Vec::new(),
+        unacknowledged: HashMap::new(),
+        resend_after: Duration::from_millis(2500),
         started: RecentRuns::default(),
         last_ack: Instant::now(),
         lease_ttl: Duration::from_secs(5),
@@ -167,7 +235,12 @@ async fn session_loop(config: WorkerConfig, state: State) {
 async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<String> {
     let mut client = WorkerClient::connect(format!("http://{addr}")).await.ok()?;
     let (tx, rx) = mpsc::channel(1024);
-    let running: Vec<String> = lock(state).running.keys().cloned().collect();
+    let (running, unacknowledged) = {
+        let s = lock(state);
+        let running: Vec<String> = s.running.keys().cloned().collect();
+        let unacknowledged: Vec<String> = s.unacknowledged.keys().cloned().collect();
+        (running, unacknowledged)
+    };
     let register = Register {
         worker_id: config.worker_id.clone(),
         name: if config.name.is_empty() {
@@ -181,6 +254,7 @@ async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<Str
         slots: config.slots,
         version: env!("CARGO_PKG_VERSION").into(),
         running_run_ids: running,
+        unacknowledged_run_ids: unacknowledged,
     };
     tx.send(message(worker_message::Body::Register(register)))
         .await
@@ -203,15 +277,7 @@ async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<Str
         match m.body {
             Some(server_message::Body::Registered(r)) => {
                 info!(addr, node_id = r.node_id, "registered");
-                {
-                    let mut s = lock(state);
-                    s.last_ack = Instant::now();
-                    s.lease_ttl = Duration::from_millis(r.lease_ttl_ms);
-                    for m in s.unsent.drain(..) {
-                        let _ = tx.try_send(m);
-                    }
-                    s.outbox = Some(tx.clone());
-                }
+                on_registered(state, &tx, Duration::from_millis(r.lease_ttl_ms));
                 heartbeat = Some(tokio::spawn(beat(
                     tx.clone(),
                     state.clone(),
@@ -219,6 +285,7 @@ async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<Str
                 )));
             }
             Some(server_message::Body::HeartbeatAck(_)) => lock(state).last_ack = Instant::now(),
+            Some(server_message::Body::RunFinishedAck(a)) => acknowledge(state, &a.run_id),
             Some(server_message::Body::Assignment(a)) => start(a, config, state),
             Some(server_message::Body::Cancel(c)) => {
                 if let Some(stop) = lock(state).running.remove(&c.run_id) {
@@ -246,18 +313,35 @@ async fn beat(tx: mpsc::Sender<WorkerMessage>, state: State, every: Duration) {
     }
 }
 
-/// One heartbeat, after every result that did not fit in the outbox: the cluster must never
-/// see a heartbeat without a run before that run's result (it would send the run again).
+/// One heartbeat, after every message that did not fit in the outbox and every result
+/// unacknowledged for `resend_after`: the cluster must never see a heartbeat without a run
+/// before that run's result (it would send the run again).
 async fn beat_once(
     tx: &mpsc::Sender<WorkerMessage>,
     state: &State,
     seq: u64,
 ) -> Result<(), mpsc::error::SendError<WorkerMessage>> {
-    let unsent = std::mem::take(&mut lock(state).unsent);
+    let (unsent, due) = {
+        let mut s = lock(state);
+        let resend_after = s.resend_after;
+        let due: Vec<(String, WorkerMessage)> = s
+            .unacknowledged
+            .iter()
+            .filter(|(_, u)| u.sent_at.is_none_or(|t| t.elapsed() >= resend_after))
+            .map(|(id, u)| (id.clone(), u.result.clone()))
+            .collect();
+        (std::mem::take(&mut s.unsent), due)
+    };
     for m in unsent {
         tx.send(m).await?;
     }
-    let (running, usage) = {
+    for (run_id, result) in due {
+        tx.send(result).await?;
+        if let Some(u) = lock(state).unacknowledged.get_mut(&run_id) {
+            u.sent_at = Some(Instant::now());
+        }
+    }
+    let (running, unacknowledged, usage) = {
         let s = lock(state);
         let usage: Vec<RunUsage> = s
             .usage
@@ -268,12 +352,14 @@ async fn beat_once(
             })
             .filter(|u| u.input_tokens + u.output_tokens + u.cost_micro_usd > 0)
             .collect();
-        (s.running.keys().cloned().collect(), usage)
+        let unacknowledged = s.unacknowledged.keys().cloned().collect();
+        (s.running.keys().cloned().collect(), unacknowledged, usage)
     };
     tx.send(message(worker_message::Body::Heartbeat(Heartbeat {
         seq,
         running_run_ids: running,
         usage,
+        unacknowledged_run_ids: unacknowledged,
     })))
     .await
 }
@@ -349,7 +435,11 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
         let mut s = lock(&state);
         s.running.remove(&a.run_id);
         s.usage.remove(&a.run_id);
-        queue(&mut s, message(worker_message::Body::RunFinished(finished)));
+        hold_result(
+            &mut s,
+            &a.run_id,
+            message(worker_message::Body::RunFinished(finished)),
+        );
     });
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use roost_proto::v1::{worker_message, Assignment, RunFinished, WorkerMessage};
 use tokio::sync::mpsc;
 
-use super::{beat_once, deliver, lock, message, new_state, start};
+use super::{acknowledge, beat_once, hold_result, lock, message, new_state, on_registered, start};
 use crate::config::WorkerConfig;
 
 fn finished(run_id: &str) -> WorkerMessage {
@@ -23,7 +23,13 @@ fn kind(m: &WorkerMessage) -> String {
     match &m.body {
         Some(worker_message::Body::RunStarted(s)) => format!("started {}", s.run_id),
         Some(worker_message::Body::RunFinished(f)) => format!("finished {}", f.run_id),
-        Some(worker_message::Body::Heartbeat(h)) => format!("heartbeat {:?}", h.running_run_ids),
+        Some(worker_message::Body::Heartbeat(h)) if h.unacknowledged_run_ids.is_empty() => {
+            format!("heartbeat {:?}", h.running_run_ids)
+        }
+        Some(worker_message::Body::Heartbeat(h)) => format!(
+            "heartbeat {:?} unacknowledged {:?}",
+            h.running_run_ids, h.unacknowledged_run_ids
+        ),
         Some(worker_message::Body::RunLog(l)) => format!("log {}", l.run_id),
         other => format!("{other:?}"),
     }
@@ -35,7 +41,7 @@ async fn a_result_the_full_outbox_refused_goes_out_before_the_next_heartbeat() {
     let (tx, mut rx) = mpsc::channel(1);
     assert!(tx.try_send(finished("filler")).is_ok());
     lock(&state).outbox = Some(tx.clone());
-    deliver(&state, finished("r1"));
+    hold_result(&mut lock(&state), "r1", finished("r1"));
 
     let beat_state = state.clone();
     let beat = tokio::spawn(async move { beat_once(&tx, &beat_state, 1).await.is_ok() });
@@ -50,10 +56,60 @@ async fn a_result_the_full_outbox_refused_goes_out_before_the_next_heartbeat() {
     assert!(beat.await.expect("beat task"));
     assert_eq!(
         seen,
-        ["finished filler", "finished r1", "heartbeat []"],
+        [
+            "finished filler",
+            "finished r1",
+            "heartbeat [] unacknowledged [\"r1\"]"
+        ],
         "the heartbeat that leaves r1 out must follow r1's result"
     );
     assert!(lock(&state).unsent.is_empty());
+}
+
+/// Drains what is queued on `rx` right now.
+fn queued(rx: &mut mpsc::Receiver<WorkerMessage>) -> Vec<String> {
+    std::iter::from_fn(|| rx.try_recv().ok())
+        .map(|m| kind(&m))
+        .collect()
+}
+
+/// Regression (fault suite, `membership_change` seed 30545): a run's start and result went to a
+/// node that was being removed from the cluster and never committed them. The worker had
+/// handed them to the session, so it thought them delivered; the run stayed `assigned` for
+/// good, and every later wake of the agent for that issue waited behind it. Results are now
+/// kept and sent again until the cluster acknowledges them.
+#[tokio::test]
+async fn a_result_sent_to_a_node_that_never_committed_it_is_sent_again_until_acknowledged() {
+    let state = new_state();
+    let (old_session, mut old_rx) = mpsc::channel(16);
+    on_registered(&state, &old_session, Duration::from_secs(5));
+    hold_result(&mut lock(&state), "r1", finished("r1"));
+    assert_eq!(queued(&mut old_rx), ["finished r1"]);
+
+    // The session breaks before any acknowledgement; the next one gets the result first.
+    drop(old_rx);
+    lock(&state).outbox = None;
+    let (tx, mut rx) = mpsc::channel(16);
+    on_registered(&state, &tx, Duration::from_secs(5));
+    assert_eq!(queued(&mut rx), ["finished r1"]);
+
+    // Within resend_after, a heartbeat only names it; after, the result goes again first.
+    assert!(beat_once(&tx, &state, 1).await.is_ok());
+    assert_eq!(queued(&mut rx), ["heartbeat [] unacknowledged [\"r1\"]"]);
+    lock(&state).resend_after = Duration::ZERO;
+    assert!(beat_once(&tx, &state, 2).await.is_ok());
+    assert_eq!(
+        queued(&mut rx),
+        ["finished r1", "heartbeat [] unacknowledged [\"r1\"]"]
+    );
+
+    // Acknowledged: never sent or named again.
+    acknowledge(&state, "r1");
+    assert!(beat_once(&tx, &state, 3).await.is_ok());
+    assert_eq!(queued(&mut rx), ["heartbeat []"]);
+    let (next, mut next_rx) = mpsc::channel(16);
+    on_registered(&state, &next, Duration::from_secs(5));
+    assert!(queued(&mut next_rx).is_empty());
 }
 
 #[tokio::test]

@@ -4610,6 +4610,10 @@ pub struct Register {
     /// sent again.
     #[prost(string, repeated, tag = "8")]
     pub running_run_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Runs that ended on this worker whose RunFinished the cluster has not acknowledged; their
+    /// results follow in this session. They are neither sent again nor ended as failed.
+    #[prost(string, repeated, tag = "9")]
+    pub unacknowledged_run_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// Keeps the worker's lease; sent every `heartbeat_interval_ms`.
 #[allow(clippy::all)]
@@ -4622,6 +4626,9 @@ pub struct Heartbeat {
     /// Cumulative usage of running runs whose usage changed since the last heartbeat.
     #[prost(message, repeated, tag = "3")]
     pub usage: ::prost::alloc::vec::Vec<RunUsage>,
+    /// As in Register: ended runs whose results are not acknowledged yet.
+    #[prost(string, repeated, tag = "4")]
+    pub unacknowledged_run_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
 /// Tokens and cost a run has used so far; cumulative, never going down.
 #[allow(clippy::all)]
@@ -4658,6 +4665,9 @@ pub struct RunStarted {
     #[prost(string, tag = "1")]
     pub run_id: ::prost::alloc::string::String,
 }
+/// A run's result. The worker keeps it until the cluster answers with RunFinishedAck, and
+/// sends it again (before a later heartbeat, and at the start of every new session) until then:
+/// a result sent to a leader that lost its leadership, or on a session that broke, is not lost.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RunFinished {
@@ -4689,7 +4699,7 @@ pub struct RunFinished {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ServerMessage {
-    #[prost(oneof = "server_message::Body", tags = "1, 2, 3, 4, 5")]
+    #[prost(oneof = "server_message::Body", tags = "1, 2, 3, 4, 5, 6")]
     pub body: ::core::option::Option<server_message::Body>,
 }
 /// Nested message and enum types in `ServerMessage`.
@@ -4707,7 +4717,17 @@ pub mod server_message {
         Redirect(super::Redirect),
         #[prost(message, tag = "5")]
         HeartbeatAck(super::HeartbeatAck),
+        #[prost(message, tag = "6")]
+        RunFinishedAck(super::RunFinishedAck),
     }
+}
+/// The cluster has the run's result: committed now, or the run had ended already (a result sent
+/// twice) or can never take it (unknown run, reassigned). The worker may forget the result.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RunFinishedAck {
+    #[prost(string, tag = "1")]
+    pub run_id: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]

@@ -25,6 +25,11 @@ fn usage_of(u: &roost_proto::v1::RunUsage) -> Usage {
     }
 }
 
+/// The runs a worker still answers for: those it runs and those whose results it still holds.
+fn owned_runs(running: &[String], unacknowledged: &[String]) -> Vec<String> {
+    running.iter().chain(unacknowledged).cloned().collect()
+}
+
 type Outbound = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send>>;
 
 pub(crate) struct WorkerService {
@@ -120,17 +125,17 @@ impl Workers {
         }
     }
 
-    /// After a (re)connect: send again the runs assigned to the worker that it does not run.
     /// After a reconnect: a run the cluster has as running on this worker, which the worker
-    /// no longer runs (it restarted), has ended; its result is unknown, so it failed.
-    async fn fail_forgotten(&self, caller: &Caller, running: &[String]) {
+    /// neither runs nor holds a result for (it restarted), has ended; its result is unknown,
+    /// so it failed.
+    async fn fail_forgotten(&self, caller: &Caller, owned: &[String]) {
         let worker_id = caller.actor.id.as_str();
         let forgotten: Vec<String> = self.api.reader().read(|s| {
             s.live_runs()
                 .filter(|r| {
                     r.status == RunStatus::Running && r.worker_id.as_deref() == Some(worker_id)
                 })
-                .filter(|r| !running.contains(&r.id))
+                .filter(|r| !owned.contains(&r.id))
                 .map(|r| r.id.clone())
                 .collect()
         });
@@ -148,14 +153,16 @@ impl Workers {
         }
     }
 
+    /// After a (re)connect and on every heartbeat: send again the runs assigned to the worker
+    /// that it neither runs nor has a result for (`owned`: running plus unacknowledged).
     /// Only runs still `assigned`: a `running` run missing from the list has ended on the
     /// worker and its result is on the way; sending it again would start it twice.
     /// Each resent assignment carries a fresh run-scoped key (the cluster keeps only hashes).
-    async fn resend_assigned(&self, worker_id: &str, running: &[String]) {
+    async fn resend_assigned(&self, worker_id: &str, owned: &[String]) {
         let resend: Vec<String> = self.api.reader().read(|s| {
             s.live_runs()
                 .filter(|r| r.status == RunStatus::Assigned)
-                .filter(|r| r.worker_id.as_deref() == Some(worker_id) && !running.contains(&r.id))
+                .filter(|r| r.worker_id.as_deref() == Some(worker_id) && !owned.contains(&r.id))
                 .map(|r| r.id.clone())
                 .collect()
         });
@@ -264,9 +271,12 @@ impl Workers {
                 // in order with the worker's other messages.
                 self.record_usage(caller, &h.usage).await;
                 self.cancel_ended(&worker_id, &h.running_run_ids);
+                // A `RunStarted` refused on the way (a leader change) is confirmed now.
+                self.confirm_started(caller, &h.running_run_ids).await;
                 // An assignment lost on the way (a full outbox) is sent again; a worker
                 // ignores one it already runs or ran.
-                self.resend_assigned(&worker_id, &h.running_run_ids).await;
+                let owned = owned_runs(&h.running_run_ids, &h.unacknowledged_run_ids);
+                self.resend_assigned(&worker_id, &owned).await;
                 Ok(())
             }
             Some(worker_message::Body::RunStarted(s)) => self
@@ -306,7 +316,15 @@ impl Workers {
                         error,
                         report,
                     };
-                    self.api.submit(caller, command).await.map(|o| {
+                    let result = self.api.submit(caller, command).await;
+                    // Acked unless the answer may change: the worker sends the result again
+                    // until it is acked.
+                    if result.as_ref().map_or_else(|e| !e.is_retryable(), |_| true) {
+                        let ack = roost_proto::v1::RunFinishedAck { run_id: f.run_id };
+                        self.registry
+                            .send(&worker_id, server_message::Body::RunFinishedAck(ack));
+                    }
+                    result.map(|o| {
                         if let Outcome::Run(r) = o {
                             debug!(run_id = %r.id, status = %r.status, "run finished");
                         }
@@ -372,12 +390,9 @@ impl WorkerRpc for WorkerService {
         workers
             .confirm_started(&caller, &register.running_run_ids)
             .await;
-        workers
-            .fail_forgotten(&caller, &register.running_run_ids)
-            .await;
-        workers
-            .resend_assigned(&worker_id, &register.running_run_ids)
-            .await;
+        let owned = owned_runs(&register.running_run_ids, &register.unacknowledged_run_ids);
+        workers.fail_forgotten(&caller, &owned).await;
+        workers.resend_assigned(&worker_id, &owned).await;
         workers.cancel_ended(&worker_id, &register.running_run_ids);
         info!(worker_id, slots = register.slots, "worker session open");
         // Messages are handled in order on their own task; heartbeats are acked on arrival.

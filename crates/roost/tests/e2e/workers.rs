@@ -429,6 +429,7 @@ async fn raw_session(
     addr: &str,
     token: &str,
     running: Vec<String>,
+    unacknowledged: Vec<String>,
 ) -> anyhow::Result<(
     tokio::sync::mpsc::Sender<roost_proto::v1::WorkerMessage>,
     tonic::Streaming<roost_proto::v1::ServerMessage>,
@@ -446,6 +447,7 @@ async fn raw_session(
         slots: 2,
         version: "test".into(),
         running_run_ids: running,
+        unacknowledged_run_ids: unacknowledged,
     };
     tx.send(WorkerMessage {
         body: Some(worker_message::Body::Register(register)),
@@ -458,30 +460,44 @@ async fn raw_session(
     Ok((tx, inbound))
 }
 
+/// Waits on a raw session for its next assignment; returns the run id.
+async fn next_assignment(
+    inbound: &mut tonic::Streaming<roost_proto::v1::ServerMessage>,
+) -> anyhow::Result<String> {
+    use roost_proto::v1::server_message::Body;
+    loop {
+        match inbound.message().await?.and_then(|m| m.body) {
+            Some(Body::Assignment(a)) => return Ok(a.run_id),
+            Some(_) => continue,
+            None => anyhow::bail!("the session ended before an assignment"),
+        }
+    }
+}
+
 /// Regression: a worker's `RunStarted` sent to a leader that died before committing it left the
 /// run `assigned` forever, though the worker ran it and said so when it reconnected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_whose_start_died_with_the_leader_is_confirmed_on_reconnect() -> anyhow::Result<()> {
-    use roost_proto::v1::server_message::Body;
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let c = cluster().await?;
     let token = join_token(&c).await?;
     let leader = c.leader().await?;
     let (a, _) = agent(&c, "raw-agent", one_at_a_time()).await?;
-    let (tx, mut inbound) = raw_session(&c.grpc_addr(leader), &token, Vec::new()).await?;
+    let (tx, mut inbound) =
+        raw_session(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
     assigned_issue(&c.admin(leader), &c, "started unseen", &a).await?;
-    let run_id = loop {
-        match inbound.message().await?.and_then(|m| m.body) {
-            Some(Body::Assignment(a)) => break a.run_id,
-            Some(_) => continue,
-            None => anyhow::bail!("the session ended before an assignment"),
-        }
-    };
+    let run_id = next_assignment(&mut inbound).await?;
     // The worker starts the agent but its RunStarted is lost: the session just ends.
     drop(tx);
     drop(inbound);
     assert_eq!(run_status(&c.admin(leader), &run_id).await?, "assigned");
-    let (_tx, _inbound) = raw_session(&c.grpc_addr(leader), &token, vec![run_id.clone()]).await?;
+    let (_tx, _inbound) = raw_session(
+        &c.grpc_addr(leader),
+        &token,
+        vec![run_id.clone()],
+        Vec::new(),
+    )
+    .await?;
     wait_for("the run to be running", WAIT, || async {
         (run_status(&c.admin(leader), &run_id).await.ok()? == "running").then_some(())
     })
@@ -494,22 +510,16 @@ async fn a_run_whose_start_died_with_the_leader_is_confirmed_on_reconnect() -> a
 /// run ended as failed, not left running forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_run_a_restarted_worker_no_longer_runs_is_ended_as_failed() -> anyhow::Result<()> {
-    use roost_proto::v1::server_message::Body;
     use roost_proto::v1::{worker_message, RunStarted, WorkerMessage};
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let c = cluster().await?;
     let token = join_token(&c).await?;
     let leader = c.leader().await?;
     let (a, _) = agent(&c, "forgotten", one_at_a_time()).await?;
-    let (tx, mut inbound) = raw_session(&c.grpc_addr(leader), &token, Vec::new()).await?;
+    let (tx, mut inbound) =
+        raw_session(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
     assigned_issue(&c.admin(leader), &c, "lost in a restart", &a).await?;
-    let run_id = loop {
-        match inbound.message().await?.and_then(|m| m.body) {
-            Some(Body::Assignment(a)) => break a.run_id,
-            Some(_) => continue,
-            None => anyhow::bail!("the session ended before an assignment"),
-        }
-    };
+    let run_id = next_assignment(&mut inbound).await?;
     let started = RunStarted {
         run_id: run_id.clone(),
     };
@@ -523,11 +533,75 @@ async fn a_run_a_restarted_worker_no_longer_runs_is_ended_as_failed() -> anyhow:
     .await?;
     drop(tx);
     drop(inbound);
-    let (_tx, _inbound) = raw_session(&c.grpc_addr(leader), &token, Vec::new()).await?;
+    let (_tx, _inbound) = raw_session(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
     wait_for("the run to be failed", WAIT, || async {
         (run_status(&c.admin(leader), &run_id).await.ok()? == "failed").then_some(())
     })
     .await?;
+    c.shutdown().await;
+    Ok(())
+}
+
+/// The server's half of the regression above (fault suite, `membership_change` seed 30545): a
+/// worker that reconnects holding an unacknowledged result gets that run neither failed nor
+/// sent again; the result it then sends is committed and acknowledged, and a second copy of it
+/// (the first ack was lost) is acknowledged too, so the worker can forget it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_result_lost_with_its_session_is_taken_and_acknowledged_when_sent_again(
+) -> anyhow::Result<()> {
+    use roost_proto::v1::server_message::Body;
+    use roost_proto::v1::{worker_message, RunFinished, WorkerMessage};
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let c = cluster().await?;
+    let token = join_token(&c).await?;
+    let leader = c.leader().await?;
+    let (a, _) = agent(&c, "unacknowledged", one_at_a_time()).await?;
+    let (tx, mut inbound) =
+        raw_session(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
+    assigned_issue(&c.admin(leader), &c, "result lost", &a).await?;
+    let run_id = next_assignment(&mut inbound).await?;
+    // The run starts and ends on the worker, but its messages die with the session.
+    drop(tx);
+    drop(inbound);
+    let (tx, mut inbound) = raw_session(
+        &c.grpc_addr(leader),
+        &token,
+        Vec::new(),
+        vec![run_id.clone()],
+    )
+    .await?;
+    let finished = || WorkerMessage {
+        body: Some(worker_message::Body::RunFinished(RunFinished {
+            run_id: run_id.clone(),
+            status: "succeeded".into(),
+            ..Default::default()
+        })),
+    };
+    // Two copies: the second finds the run ended and must be acknowledged all the same.
+    tx.send(finished()).await?;
+    tx.send(finished()).await?;
+    let mut acks = 0;
+    while acks < 2 {
+        let body = tokio::time::timeout(WAIT, inbound.message())
+            .await
+            .map_err(|_| anyhow::anyhow!("no acknowledgement within {WAIT:?}"))??
+            .and_then(|m| m.body);
+        match body {
+            Some(Body::RunFinishedAck(ack)) => {
+                assert_eq!(ack.run_id, run_id);
+                acks += 1;
+            }
+            Some(Body::Assignment(a)) => {
+                anyhow::bail!(
+                    "run {} was sent again though its result was on the way",
+                    a.run_id
+                )
+            }
+            Some(_) => continue,
+            None => anyhow::bail!("the session ended before the acknowledgements"),
+        }
+    }
+    assert_eq!(run_status(&c.admin(leader), &run_id).await?, "succeeded");
     c.shutdown().await;
     Ok(())
 }
