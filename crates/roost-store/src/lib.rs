@@ -9,10 +9,12 @@
 mod db;
 mod error;
 mod log_store;
+mod log_tail;
 mod log_writer;
 #[cfg(test)]
 mod log_writer_tests;
 mod reader;
+mod row_batch;
 mod rows;
 mod state_machine;
 mod types;

@@ -1,7 +1,8 @@
 //! The Raft log and vote in `raft-log.db`. Writes go through one writer task that commits
 //! whatever is queued in one fsynced transaction (`synchronous=FULL`, see [`crate::log_writer`]);
-//! openraft is told an append is durable only after its transaction is on disk. Reads use their
-//! own connections and see appended-but-not-yet-durable entries from memory.
+//! openraft is told an append is durable only after its transaction is on disk. Reads of the
+//! recent tail of the log (appended, durable or not) are served from memory
+//! ([`crate::log_tail`]); older ones use their own read connections.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -16,7 +17,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::db;
 use crate::error::{log_err, read_log_err, vote_err, Error};
-use crate::log_writer::{self, Pending, WriteOp, WriterStats};
+use crate::log_tail::LogTail;
+use crate::log_writer::{self, WriteOp, WriterStats};
 use crate::types::TypeConfig;
 
 type NodeId = u64;
@@ -32,7 +34,7 @@ const LOG_READERS: u32 = 4;
 #[derive(Clone)]
 pub struct LogStore {
     readers: SqlitePool,
-    pub(crate) pending: Pending,
+    pub(crate) tail: LogTail,
     pub(crate) writer: mpsc::UnboundedSender<WriteOp>,
     stats: WriterStats,
     /// The last committed id handed to `save_committed`, which is written without waiting.
@@ -47,11 +49,11 @@ impl LogStore {
             .await
             .map_err(Error::sql("create log schema"))?;
         let readers = db::open_readers(path, LOG_READERS).await?;
-        let pending = Pending::default();
-        let (writer, stats) = log_writer::spawn(pool, pending.clone());
+        let tail = LogTail::default();
+        let (writer, stats) = log_writer::spawn(pool, tail.clone());
         Ok(LogStore {
             readers,
-            pending,
+            tail,
             writer,
             stats,
             committed: Arc::default(),
@@ -122,9 +124,12 @@ impl LogStore {
         let end = end_exclusive
             .unwrap_or(i64::MAX as u64)
             .min(i64::MAX as u64);
-        // Pending first: an entry that leaves it afterwards is already committed to the file,
+        if let Some(entries) = self.tail.covering(start, end) {
+            return Ok(entries);
+        }
+        // The tail first: an entry that leaves it afterwards is already committed to the file,
         // so the query below sees it.
-        let pending = self.pending.range(start, end);
+        let recent = self.tail.range(start, end);
         let rows = sqlx::query("SELECT entry FROM log WHERE idx >= ? AND idx < ? ORDER BY idx")
             .bind(start as i64)
             .bind(end as i64)
@@ -138,14 +143,14 @@ impl LogStore {
                 serde_json::from_str(text).map_err(|e| Error::corrupt("log entry", e))?;
             entries.insert(entry.log_id.index, entry);
         }
-        for entry in pending {
+        for entry in recent {
             entries.insert(entry.log_id.index, entry);
         }
         Ok(entries.into_values().collect())
     }
 
     async fn last_entry_id(&self) -> Result<Option<LogId<NodeId>>, Error> {
-        if let Some(last) = self.pending.last() {
+        if let Some(last) = self.tail.last() {
             return Ok(Some(last));
         }
         let row = sqlx::query("SELECT entry FROM log ORDER BY idx DESC LIMIT 1")
@@ -257,7 +262,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I::IntoIter: OptionalSend,
     {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
-        self.pending.insert(&entries);
+        self.tail.insert(&entries);
         self.writer
             .send(WriteOp::Append {
                 entries,
@@ -269,7 +274,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        self.pending.remove_from(log_id.index);
+        self.tail.remove_from(log_id.index);
         self.write_and_wait(|done| WriteOp::Truncate {
             since: log_id.index,
             done,
@@ -281,7 +286,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         let log_id_json =
             serde_json::to_string(&log_id).map_err(|e| log_err(Error::corrupt("log id", e)))?;
-        self.pending.remove_upto(log_id.index);
+        self.tail.remove_upto(log_id.index);
         self.write_and_wait(|done| WriteOp::Purge {
             upto: log_id.index,
             log_id_json,

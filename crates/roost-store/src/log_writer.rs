@@ -4,81 +4,25 @@
 //! a leader makes one fsync per batch of client writes instead of one per write (etcd's WAL does
 //! the same).
 //!
-//! Appended entries stay readable in [`Pending`] until their transaction is on disk; openraft
-//! requires entries to be readable as soon as `append` returns, and must learn of durability only
-//! through the flush callback.
-
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+//! Appended entries are readable from the [`LogTail`] before their transaction is on disk;
+//! openraft requires entries to be readable as soon as `append` returns, and must learn of
+//! durability only through the flush callback.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use openraft::{Entry, LogId, RaftLogId};
 use sqlx::sqlite::SqlitePool;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::Error;
+use crate::log_tail::LogTail;
 use crate::types::TypeConfig;
 
 /// Entries written per transaction at most; the rest wait for the next one.
 const MAX_BATCH_ENTRIES: usize = 4096;
 /// Rows per multi-row INSERT (two bound values each, far below SQLite's variable limit).
 const ROWS_PER_INSERT: usize = 256;
-
-/// Entries appended but not yet durable, by index: the tail of the log.
-#[derive(Clone, Default)]
-pub(crate) struct Pending(Arc<Mutex<BTreeMap<u64, Entry<TypeConfig>>>>);
-
-impl Pending {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Entry<TypeConfig>>> {
-        // The map is only read and written whole-entry at a time; a panic elsewhere cannot leave
-        // it half-updated.
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn insert(&self, entries: &[Entry<TypeConfig>]) {
-        let mut map = self.lock();
-        for e in entries {
-            map.insert(e.get_log_id().index, e.clone());
-        }
-    }
-
-    pub(crate) fn range(&self, start: u64, end_exclusive: u64) -> Vec<Entry<TypeConfig>> {
-        if start >= end_exclusive {
-            return Vec::new();
-        }
-        self.lock()
-            .range(start..end_exclusive)
-            .map(|(_, e)| e.clone())
-            .collect()
-    }
-
-    pub(crate) fn last(&self) -> Option<LogId<u64>> {
-        self.lock().values().next_back().map(|e| *e.get_log_id())
-    }
-
-    /// Drops entries at `since` and after (a truncation).
-    pub(crate) fn remove_from(&self, since: u64) {
-        let _ = self.lock().split_off(&since);
-    }
-
-    /// Drops entries at `upto` and before (a purge).
-    pub(crate) fn remove_upto(&self, upto: u64) {
-        let mut map = self.lock();
-        let rest = map.split_off(&upto.saturating_add(1));
-        *map = rest;
-    }
-
-    /// Forgets entries once they are durable, unless a newer entry took their index meanwhile.
-    fn settle(&self, written: &[LogId<u64>]) {
-        let mut map = self.lock();
-        for id in written {
-            if map.get(&id.index).map(|e| e.get_log_id()) == Some(id) {
-                map.remove(&id.index);
-            }
-        }
-    }
-}
 
 /// One change to the log file, in the order openraft asked for it.
 pub(crate) enum WriteOp {
@@ -131,17 +75,17 @@ impl WriterStats {
 /// sender is dropped, after finishing what was queued.
 pub(crate) fn spawn(
     pool: SqlitePool,
-    pending: Pending,
+    tail: LogTail,
 ) -> (mpsc::UnboundedSender<WriteOp>, WriterStats) {
     let (tx, rx) = mpsc::unbounded_channel();
     let stats = WriterStats::default();
-    tokio::spawn(run(pool, pending, rx, stats.clone()));
+    tokio::spawn(run(pool, tail, rx, stats.clone()));
     (tx, stats)
 }
 
 async fn run(
     pool: SqlitePool,
-    pending: Pending,
+    tail: LogTail,
     mut rx: mpsc::UnboundedReceiver<WriteOp>,
     stats: WriterStats,
 ) {
@@ -172,7 +116,7 @@ async fn run(
         if let Err(e) = &result {
             tracing::error!(error = %e, ops = batch.len(), "raft log write failed");
         }
-        finish(batch, result.map_err(|e| e.to_string()), &pending);
+        finish(batch, result.map_err(|e| e.to_string()), &tail);
     }
 }
 
@@ -267,14 +211,14 @@ async fn upsert_meta(
     Ok(())
 }
 
-/// Tells every caller of the batch how it went; durable entries leave [`Pending`].
-fn finish(batch: Vec<WriteOp>, result: Result<(), String>, pending: &Pending) {
+/// Tells every caller of the batch how it went, after marking its entries durable in the tail.
+fn finish(batch: Vec<WriteOp>, result: Result<(), String>, tail: &LogTail) {
     for op in batch {
         match op {
             WriteOp::Append { entries, flushed } => match &result {
                 Ok(()) => {
                     let ids: Vec<LogId<u64>> = entries.iter().map(|e| *e.get_log_id()).collect();
-                    pending.settle(&ids);
+                    tail.settle(&ids);
                     flushed(Ok(()));
                 }
                 Err(e) => flushed(Err(e.clone())),

@@ -21,7 +21,7 @@ fn queue_append(
     entries: Vec<Entry<TypeConfig>>,
     flushed: &mpsc::UnboundedSender<Result<(), String>>,
 ) {
-    store.pending.insert(&entries);
+    store.tail.insert(&entries);
     let flushed = flushed.clone();
     let op = WriteOp::Append {
         entries,
@@ -65,7 +65,7 @@ async fn appends_queued_together_are_written_in_one_transaction_and_survive_a_re
         transactions < 200 / 10,
         "200 queued appends took {transactions} transactions: no group commit"
     );
-    assert_eq!(store.pending.last(), None, "durable entries leave memory");
+    assert_eq!(store.tail.not_durable(), 0, "every entry marked durable");
     drop(store);
 
     let reopened = LogStore::open(&path).await.expect("reopen");
@@ -82,7 +82,7 @@ async fn a_truncation_between_two_queued_appends_keeps_the_newer_entry() {
     let (flushed_tx, mut flushed) = mpsc::unbounded_channel();
     queue_append(&store, (1..=5).map(|i| entry(1, i)).collect(), &flushed_tx);
     // A new leader's entry replaces index 3 onwards, all in the writer's queue at once.
-    store.pending.remove_from(3);
+    store.tail.remove_from(3);
     let (done, truncated) = oneshot::channel();
     assert!(store
         .writer

@@ -1,8 +1,8 @@
-//! The state machine's tables: writing [`Change`]s and loading a [`State`] back.
+//! The state machine's tables: their schema and loading a [`State`] back (writing: [`crate::row_batch`]).
 
 use roost_core::activity::ActivityEntry;
 use roost_core::state::CommentRef;
-use roost_core::{Change, State, StateRows, Timestamp};
+use roost_core::{State, StateRows, Timestamp};
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection};
 
@@ -55,106 +55,6 @@ pub(crate) const TABLES: &[&str] = &[
     "cost_events",
     "budget_incidents",
 ];
-
-fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
-    serde_json::to_string(value).map_err(|e| Error::corrupt("entity", e))
-}
-
-pub(crate) async fn write_change(
-    conn: &mut SqliteConnection,
-    change: &Change,
-) -> Result<(), Error> {
-    let q = match change {
-        Change::Company(c) => sqlx::query("INSERT OR REPLACE INTO companies (id, data) VALUES (?, ?)")
-            .bind(c.id.clone())
-            .bind(json(c)?),
-        Change::Agent(a) => sqlx::query("INSERT OR REPLACE INTO agents (id, company_id, data) VALUES (?, ?, ?)")
-            .bind(a.id.clone())
-            .bind(a.company_id.clone())
-            .bind(json(a)?),
-        Change::Issue(i) => sqlx::query(
-            "INSERT OR REPLACE INTO issues (id, company_id, identifier, status, data) VALUES (?, ?, ?, ?, ?)",
-        )
-        .bind(i.id.clone())
-        .bind(i.company_id.clone())
-        .bind(i.identifier.clone())
-        .bind(i.status.as_str())
-        .bind(json(i)?),
-        Change::Run(r) => {
-            sqlx::query("INSERT OR REPLACE INTO runs (id, company_id, agent_id, status, data) VALUES (?, ?, ?, ?, ?)")
-                .bind(r.id.clone())
-                .bind(r.company_id.clone())
-                .bind(r.agent_id.clone())
-                .bind(r.status.as_str())
-                .bind(json(r)?)
-        }
-        Change::Credential(c) => sqlx::query("INSERT OR REPLACE INTO credentials (id, data) VALUES (?, ?)")
-            .bind(c.id.clone())
-            .bind(json(c)?),
-        Change::Comment(c) => sqlx::query("INSERT INTO comments (id, company_id, issue_id, data) VALUES (?, ?, ?, ?)")
-            .bind(c.id.clone())
-            .bind(c.company_id.clone())
-            .bind(c.issue_id.clone())
-            .bind(json(c)?),
-        Change::Activity(a) => sqlx::query(
-            "INSERT INTO activity (seq, log_index, company_id, at, actor_type, actor_id, credential_id, run_id, \
-             action, entity_type, entity_id, details, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(a.seq as i64)
-        .bind(a.log_index as i64)
-        .bind(a.company_id.clone())
-        .bind(a.at.millis())
-        .bind(a.actor_type.clone())
-        .bind(a.actor_id.clone())
-        .bind(a.credential_id.clone())
-        .bind(a.run_id.clone())
-        .bind(a.action.clone())
-        .bind(a.entity_type.clone())
-        .bind(a.entity_id.clone())
-        .bind(json(&a.details)?)
-        .bind(a.prev_hash.clone())
-        .bind(a.hash.clone()),
-        Change::Remembered(r) => sqlx::query("INSERT OR REPLACE INTO idempotency (key, at, data) VALUES (?, ?, ?)")
-            .bind(r.key.clone())
-            .bind(r.at.millis())
-            .bind(json(r)?),
-        Change::Forgotten(key) => sqlx::query("DELETE FROM idempotency WHERE key = ?").bind(key.clone()),
-        Change::Wake(w) => sqlx::query(
-            "INSERT OR REPLACE INTO wakes (id, company_id, agent_id, status, data) VALUES (?, ?, ?, ?, ?)",
-        )
-        .bind(w.id.clone())
-        .bind(w.company_id.clone())
-        .bind(w.agent_id.clone())
-        .bind(w.status.as_str())
-        .bind(json(w)?),
-        Change::Worker(w) => sqlx::query("INSERT OR REPLACE INTO workers (id, data) VALUES (?, ?)")
-            .bind(w.id.clone())
-            .bind(json(w)?),
-        Change::BudgetPolicy(b) => {
-            sqlx::query("INSERT OR REPLACE INTO budget_policies (id, company_id, data) VALUES (?, ?, ?)")
-                .bind(b.id.clone())
-                .bind(b.company_id.clone())
-                .bind(json(b)?)
-        }
-        Change::CostEvent(e) => sqlx::query(
-            "INSERT OR IGNORE INTO cost_events (id, company_id, agent_id, data) VALUES (?, ?, ?, ?)",
-        )
-        .bind(e.id.clone())
-        .bind(e.company_id.clone())
-        .bind(e.agent_id.clone())
-        .bind(json(e)?),
-        Change::BudgetIncident(i) => {
-            sqlx::query("INSERT OR REPLACE INTO budget_incidents (id, company_id, data) VALUES (?, ?, ?)")
-                .bind(i.id.clone())
-                .bind(i.company_id.clone())
-                .bind(json(i)?)
-        }
-    };
-    q.execute(&mut *conn)
-        .await
-        .map_err(Error::sql("write change"))?;
-    Ok(())
-}
 
 async fn load_json<T: serde::de::DeserializeOwned>(
     conn: &mut SqliteConnection,

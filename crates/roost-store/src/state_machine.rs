@@ -18,6 +18,7 @@ use tokio::sync::watch;
 use crate::db;
 use crate::error::{read_sm_err, sm_err, snapshot_err, Error};
 use crate::reader::StateReader;
+use crate::row_batch::RowBatch;
 use crate::rows;
 use crate::types::{ApplyResult, NodeInfo, TypeConfig};
 
@@ -72,6 +73,7 @@ impl StateMachineStore {
         entries: Vec<Entry<TypeConfig>>,
     ) -> Result<Vec<ApplyResult>, Error> {
         let mut responses = Vec::with_capacity(entries.len());
+        let mut rows = RowBatch::default();
         let mut tx = self
             .writer
             .begin()
@@ -102,7 +104,7 @@ impl StateMachineStore {
                         state.apply_entry(index, &envelope)
                     };
                     for change in applied.iter().flat_map(|a| &a.changes) {
-                        rows::write_change(&mut tx, change).await?;
+                        rows.add(change)?;
                     }
                     let mut outcomes: Vec<_> = applied.into_iter().map(|a| a.outcome).collect();
                     if matches!(envelope.command, roost_core::Command::Batch { .. }) {
@@ -120,6 +122,7 @@ impl StateMachineStore {
                 batch,
             });
         }
+        rows.write(&mut tx).await?;
         write_applied(&mut tx, self.last_applied, &self.membership).await?;
         tx.commit().await.map_err(Error::sql("commit apply"))?;
         if let Some(last) = self.last_applied {

@@ -1,0 +1,320 @@
+//! The rows one apply writes, gathered per table and written with a few multi-row statements
+//! instead of one statement per change. Each sqlx statement is a round trip to SQLite's worker
+//! thread; a batch of 64 checkouts used to make several hundred of them.
+//!
+//! Only the last write of a row survives (a run assigned, started and finished in one apply is
+//! written once), which is what the row-at-a-time writes left in the file too. Tables have no
+//! foreign keys, so the order between tables does not matter.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use roost_core::Change;
+use sqlx::SqliteConnection;
+
+use crate::error::Error;
+
+/// Statement sizes, largest first: a fixed few, so the prepared-statement cache holds them all.
+const ROWS_PER_STATEMENT: [usize; 4] = [64, 16, 4, 1];
+
+#[derive(Clone, Debug)]
+enum Cell {
+    Text(String),
+    MaybeText(Option<String>),
+    Int(i64),
+}
+
+/// What a second write of the same key does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OnConflict {
+    /// The later write wins (`INSERT OR REPLACE`).
+    Replace,
+    /// The first write wins, a row already in the file too (`INSERT OR IGNORE`).
+    Ignore,
+    /// Appended rows with unique keys (`INSERT`): a duplicate is an error, as before.
+    Fail,
+}
+
+struct Table {
+    name: &'static str,
+    columns: &'static str,
+    width: usize,
+    on_conflict: OnConflict,
+    /// Replace/Ignore rows by key; Fail rows keyed by their position.
+    keyed: BTreeMap<String, Vec<Cell>>,
+    appended: Vec<Vec<Cell>>,
+}
+
+impl Table {
+    fn insert(&mut self, key: String, row: Vec<Cell>) {
+        debug_assert_eq!(row.len(), self.width);
+        match self.on_conflict {
+            OnConflict::Replace => {
+                self.keyed.insert(key, row);
+            }
+            OnConflict::Ignore => {
+                self.keyed.entry(key).or_insert(row);
+            }
+            OnConflict::Fail => self.appended.push(row),
+        }
+    }
+
+    fn rows(&self) -> Vec<&Vec<Cell>> {
+        self.keyed.values().chain(self.appended.iter()).collect()
+    }
+
+    fn verb(&self) -> &'static str {
+        match self.on_conflict {
+            OnConflict::Replace => "INSERT OR REPLACE",
+            OnConflict::Ignore => "INSERT OR IGNORE",
+            OnConflict::Fail => "INSERT",
+        }
+    }
+}
+
+/// The rows of one apply, ready to be written in one go.
+#[derive(Default)]
+pub(crate) struct RowBatch {
+    tables: BTreeMap<&'static str, Table>,
+    /// Idempotency keys whose last change was `Forgotten`.
+    forgotten: BTreeSet<String>,
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(|e| Error::corrupt("entity", e))
+}
+
+fn text(s: &str) -> Cell {
+    Cell::Text(s.to_string())
+}
+
+impl RowBatch {
+    fn table(
+        &mut self,
+        name: &'static str,
+        columns: &'static str,
+        on_conflict: OnConflict,
+    ) -> &mut Table {
+        self.tables.entry(name).or_insert_with(|| Table {
+            name,
+            columns,
+            width: columns.split(',').count(),
+            on_conflict,
+            keyed: BTreeMap::new(),
+            appended: Vec::new(),
+        })
+    }
+
+    fn put(
+        &mut self,
+        name: &'static str,
+        columns: &'static str,
+        on_conflict: OnConflict,
+        row: Vec<Cell>,
+    ) {
+        let key = match row.first() {
+            Some(Cell::Text(k)) => k.clone(),
+            _ => String::new(),
+        };
+        self.table(name, columns, on_conflict).insert(key, row);
+    }
+
+    /// Adds one change; the last change of a row wins.
+    pub(crate) fn add(&mut self, change: &Change) -> Result<(), Error> {
+        use OnConflict::*;
+        match change {
+            Change::Company(c) => self.put(
+                "companies",
+                "id, data",
+                Replace,
+                vec![text(&c.id), Cell::Text(json(c)?)],
+            ),
+            Change::Agent(a) => self.put(
+                "agents",
+                "id, company_id, data",
+                Replace,
+                vec![text(&a.id), text(&a.company_id), Cell::Text(json(a)?)],
+            ),
+            Change::Issue(i) => self.put(
+                "issues",
+                "id, company_id, identifier, status, data",
+                Replace,
+                vec![
+                    text(&i.id),
+                    text(&i.company_id),
+                    text(&i.identifier),
+                    text(i.status.as_str()),
+                    Cell::Text(json(i)?),
+                ],
+            ),
+            Change::Run(r) => self.put(
+                "runs",
+                "id, company_id, agent_id, status, data",
+                Replace,
+                vec![
+                    text(&r.id),
+                    text(&r.company_id),
+                    text(&r.agent_id),
+                    text(r.status.as_str()),
+                    Cell::Text(json(r)?),
+                ],
+            ),
+            Change::Credential(c) => self.put(
+                "credentials",
+                "id, data",
+                Replace,
+                vec![text(&c.id), Cell::Text(json(c)?)],
+            ),
+            Change::Comment(c) => self.put(
+                "comments",
+                "id, company_id, issue_id, data",
+                Fail,
+                vec![
+                    text(&c.id),
+                    text(&c.company_id),
+                    text(&c.issue_id),
+                    Cell::Text(json(c)?),
+                ],
+            ),
+            Change::Activity(a) => self.put(
+                "activity",
+                "seq, log_index, company_id, at, actor_type, actor_id, credential_id, run_id, \
+                 action, entity_type, entity_id, details, prev_hash, hash",
+                Fail,
+                vec![
+                    Cell::Int(a.seq as i64),
+                    Cell::Int(a.log_index as i64),
+                    Cell::MaybeText(a.company_id.clone()),
+                    Cell::Int(a.at.millis()),
+                    text(&a.actor_type),
+                    text(&a.actor_id),
+                    Cell::MaybeText(a.credential_id.clone()),
+                    Cell::MaybeText(a.run_id.clone()),
+                    text(&a.action),
+                    text(&a.entity_type),
+                    text(&a.entity_id),
+                    Cell::Text(json(&a.details)?),
+                    text(&a.prev_hash),
+                    text(&a.hash),
+                ],
+            ),
+            Change::Remembered(r) => {
+                self.forgotten.remove(&r.key);
+                self.put(
+                    "idempotency",
+                    "key, at, data",
+                    Replace,
+                    vec![text(&r.key), Cell::Int(r.at.millis()), Cell::Text(json(r)?)],
+                );
+            }
+            Change::Forgotten(key) => {
+                if let Some(t) = self.tables.get_mut("idempotency") {
+                    t.keyed.remove(key);
+                }
+                self.forgotten.insert(key.clone());
+            }
+            Change::Wake(w) => self.put(
+                "wakes",
+                "id, company_id, agent_id, status, data",
+                Replace,
+                vec![
+                    text(&w.id),
+                    text(&w.company_id),
+                    text(&w.agent_id),
+                    text(w.status.as_str()),
+                    Cell::Text(json(w)?),
+                ],
+            ),
+            Change::Worker(w) => self.put(
+                "workers",
+                "id, data",
+                Replace,
+                vec![text(&w.id), Cell::Text(json(w)?)],
+            ),
+            Change::BudgetPolicy(b) => self.put(
+                "budget_policies",
+                "id, company_id, data",
+                Replace,
+                vec![text(&b.id), text(&b.company_id), Cell::Text(json(b)?)],
+            ),
+            Change::CostEvent(e) => self.put(
+                "cost_events",
+                "id, company_id, agent_id, data",
+                Ignore,
+                vec![
+                    text(&e.id),
+                    text(&e.company_id),
+                    text(&e.agent_id),
+                    Cell::Text(json(e)?),
+                ],
+            ),
+            Change::BudgetIncident(i) => self.put(
+                "budget_incidents",
+                "id, company_id, data",
+                Replace,
+                vec![text(&i.id), text(&i.company_id), Cell::Text(json(i)?)],
+            ),
+        }
+        Ok(())
+    }
+
+    /// Writes every row on `conn` (inside the caller's transaction) and empties the batch.
+    pub(crate) async fn write(&mut self, conn: &mut SqliteConnection) -> Result<(), Error> {
+        let forgotten: Vec<String> = std::mem::take(&mut self.forgotten).into_iter().collect();
+        for keys in forgotten.chunks(ROWS_PER_STATEMENT[0]) {
+            let marks = vec!["?"; keys.len()].join(", ");
+            let sql = format!("DELETE FROM idempotency WHERE key IN ({marks})");
+            let mut query = sqlx::query(&sql);
+            for key in keys {
+                query = query.bind(key.as_str());
+            }
+            query
+                .execute(&mut *conn)
+                .await
+                .map_err(Error::sql("write change"))?;
+        }
+        for table in std::mem::take(&mut self.tables).into_values() {
+            write_table(conn, &table).await?;
+        }
+        Ok(())
+    }
+}
+
+async fn write_table(conn: &mut SqliteConnection, table: &Table) -> Result<(), Error> {
+    let rows = table.rows();
+    let mut rest = &rows[..];
+    while !rest.is_empty() {
+        let size = ROWS_PER_STATEMENT
+            .into_iter()
+            .find(|n| *n <= rest.len())
+            .unwrap_or(1);
+        let (chunk, after) = rest.split_at(size);
+        rest = after;
+        let one = format!("({})", vec!["?"; table.width].join(", "));
+        let sql = format!(
+            "{} INTO {} ({}) VALUES {}",
+            table.verb(),
+            table.name,
+            table.columns,
+            vec![one; chunk.len()].join(", ")
+        );
+        let mut query = sqlx::query(&sql);
+        for row in chunk {
+            for cell in row.iter() {
+                query = match cell {
+                    Cell::Text(s) => query.bind(s.as_str()),
+                    Cell::MaybeText(s) => query.bind(s.as_deref()),
+                    Cell::Int(n) => query.bind(*n),
+                };
+            }
+        }
+        query
+            .execute(&mut *conn)
+            .await
+            .map_err(Error::sql("write change"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "row_batch_tests.rs"]
+mod tests;
