@@ -122,6 +122,12 @@ pub struct State {
     // Indexes derived from the maps above; rebuilt on load, never persisted.
     pub(crate) credential_by_hash: BTreeMap<String, String>,
     pub(crate) issue_by_identifier: BTreeMap<String, String>,
+    /// Issue ids by (company, issue number): lists read a page without scanning every issue.
+    pub(crate) issues_by_number: BTreeMap<(String, u64), String>,
+    /// Issue ids by (assignee agent, issue number): an agent's inbox.
+    pub(crate) issues_by_assignee: BTreeMap<(String, u64), String>,
+    /// Issue ids by (parent issue, issue number): an issue's children.
+    pub(crate) issues_by_parent: BTreeMap<(String, u64), String>,
     pub(crate) checkouts_by_run: BTreeMap<String, BTreeSet<String>>,
     pub(crate) company_by_prefix: BTreeMap<String, String>,
     /// The one pending (queued or deferred) wake per (agent, issue).
@@ -368,6 +374,14 @@ impl State {
             }
             Change::Issue(i) => {
                 if let Some(old) = self.issues.get(&i.id) {
+                    if let Some(agent) = &old.assignee_agent_id {
+                        self.issues_by_assignee
+                            .remove(&(agent.clone(), old.issue_number));
+                    }
+                    if let Some(parent) = &old.parent_id {
+                        self.issues_by_parent
+                            .remove(&(parent.clone(), old.issue_number));
+                    }
                     if let Some(c) = &old.checkout {
                         if let Some(set) = self.checkouts_by_run.get_mut(&c.run_id) {
                             set.remove(&old.id);
@@ -385,6 +399,16 @@ impl State {
                 }
                 self.issue_by_identifier
                     .insert(i.identifier.clone(), i.id.clone());
+                self.issues_by_number
+                    .insert((i.company_id.clone(), i.issue_number), i.id.clone());
+                if let Some(agent) = &i.assignee_agent_id {
+                    self.issues_by_assignee
+                        .insert((agent.clone(), i.issue_number), i.id.clone());
+                }
+                if let Some(parent) = &i.parent_id {
+                    self.issues_by_parent
+                        .insert((parent.clone(), i.issue_number), i.id.clone());
+                }
                 self.issues.insert(i.id.clone(), i);
             }
             Change::Run(r) => {
@@ -568,6 +592,30 @@ impl State {
                 .get(&id_or_identifier.to_ascii_uppercase())
                 .and_then(|id| self.issues.get(id))
         })
+    }
+
+    /// A company's issues in issue-number order, without scanning other issues.
+    pub fn issues_of_company<'a>(&'a self, company_id: &str) -> impl Iterator<Item = &'a Issue> {
+        let range = (company_id.to_string(), 0)..=(company_id.to_string(), u64::MAX);
+        self.issues_by_number
+            .range(range)
+            .filter_map(|(_, id)| self.issues.get(id))
+    }
+
+    /// The issues assigned to `agent_id`, in issue-number order.
+    pub fn issues_assigned_to<'a>(&'a self, agent_id: &str) -> impl Iterator<Item = &'a Issue> {
+        let range = (agent_id.to_string(), 0)..=(agent_id.to_string(), u64::MAX);
+        self.issues_by_assignee
+            .range(range)
+            .filter_map(|(_, id)| self.issues.get(id))
+    }
+
+    /// The children of `issue_id`, in issue-number order.
+    pub fn children_of<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = &'a Issue> {
+        let range = (issue_id.to_string(), 0)..=(issue_id.to_string(), u64::MAX);
+        self.issues_by_parent
+            .range(range)
+            .filter_map(|(_, id)| self.issues.get(id))
     }
 
     /// Issues whose checkout is held by `run_id`.

@@ -31,8 +31,11 @@ impl Default for RaftTiming {
     fn default() -> Self {
         RaftTiming {
             heartbeat_interval_ms: 100,
-            election_timeout_min_ms: 500,
-            election_timeout_max_ms: 1000,
+            // openraft 0.9 followers refuse votes for `max` after the last heartbeat (the
+            // leader lease) and stand for election `max + rand(min, max)` after it: 950-1200 ms
+            // here, etcd's silence window (1000 ms at its defaults) rather than 1500-2000 ms.
+            election_timeout_min_ms: 350,
+            election_timeout_max_ms: 600,
             snapshot_after_entries: 10_000,
             keep_entries_after_snapshot: 1_000,
             install_snapshot_timeout_ms: 10_000,

@@ -10,6 +10,8 @@ mod budget_tests;
 mod checkout;
 mod company;
 mod issue;
+#[cfg(test)]
+mod issue_index_tests;
 pub(crate) mod run;
 #[cfg(test)]
 mod session_tests;

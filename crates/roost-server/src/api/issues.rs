@@ -109,29 +109,33 @@ impl Api {
     ) -> Result<Vec<Issue>, ApiError> {
         self.get_company(caller, company_id).await?;
         let limit = filter.limit.unwrap_or(500).clamp(1, 5000);
+        // Both indexes are in issue-number order: a page stops at `limit` matches and clones
+        // only those (the read lock holds off apply meanwhile).
         Ok(self.reader().read(|s| {
-            let mut issues: Vec<Issue> = s
-                .issues
-                .values()
+            let candidates: Box<dyn Iterator<Item = &Issue>> =
+                match (&filter.assignee_agent_id, &filter.parent_id) {
+                    (Some(agent), _) => Box::new(s.issues_assigned_to(agent)),
+                    (None, Some(parent)) => Box::new(s.children_of(parent)),
+                    (None, None) => Box::new(s.issues_of_company(company_id)),
+                };
+            candidates
                 .filter(|i| i.company_id == company_id)
-                .filter(|i| filter.statuses.is_empty() || filter.statuses.contains(&i.status))
                 .filter(|i| {
                     filter
                         .assignee_agent_id
                         .as_ref()
                         .is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a))
                 })
+                .filter(|i| filter.statuses.is_empty() || filter.statuses.contains(&i.status))
                 .filter(|i| {
                     filter
                         .parent_id
                         .as_ref()
                         .is_none_or(|p| i.parent_id.as_ref() == Some(p))
                 })
+                .take(limit)
                 .cloned()
-                .collect();
-            issues.sort_by_key(|i| i.issue_number);
-            issues.truncate(limit);
-            issues
+                .collect()
         }))
     }
 
@@ -228,12 +232,8 @@ impl Api {
         ];
         Ok(self.reader().read(|s| {
             let mut issues: Vec<Issue> = s
-                .issues
-                .values()
-                .filter(|i| {
-                    i.assignee_agent_id.as_deref() == Some(agent.id.as_str())
-                        && open.contains(&i.status)
-                })
+                .issues_assigned_to(&agent.id)
+                .filter(|i| open.contains(&i.status))
                 .cloned()
                 .collect();
             issues.sort_by_key(|i| (i.priority, i.issue_number));
@@ -292,12 +292,7 @@ impl Api {
                 .iter()
                 .filter_map(|b| s.issues.get(b).cloned())
                 .collect();
-            let children = s
-                .issues
-                .values()
-                .filter(|c| c.parent_id.as_deref() == Some(issue.id.as_str()))
-                .cloned()
-                .collect();
+            let children = s.children_of(&issue.id).cloned().collect();
             let total_comments = s.comment_count(&issue.id);
             let active_run = issue
                 .checkout
