@@ -324,6 +324,12 @@ impl SnapshotDir {
         Ok(path)
     }
 
+    /// fsync of a file or a directory (after a rename in it): openraft purges the log up to a
+    /// snapshot once it is current, so the snapshot must survive a power loss by then.
+    fn sync(&self, path: &Path) -> Result<(), Error> {
+        self.io(path, std::fs::File::open(path).and_then(|f| f.sync_all()))
+    }
+
     fn promote_incoming(&self, meta: &Meta) -> Result<(), Error> {
         self.promote(&self.dir.join("incoming.db"), meta)
     }
@@ -334,8 +340,11 @@ impl SnapshotDir {
         let text = serde_json::to_vec(meta).map_err(|e| Error::corrupt("snapshot meta", e))?;
         let tmp_meta = self.dir.join("current.meta.json.tmp");
         self.io(&tmp_meta, std::fs::write(&tmp_meta, text))?;
+        self.sync(file)?;
+        self.sync(&tmp_meta)?;
         self.io(&current, std::fs::rename(file, &current))?;
-        self.io(&meta_path, std::fs::rename(&tmp_meta, &meta_path))
+        self.io(&meta_path, std::fs::rename(&tmp_meta, &meta_path))?;
+        self.sync(&self.dir)
     }
 
     fn current(&self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
