@@ -8,6 +8,7 @@ mod cluster;
 mod crash;
 mod fleet;
 mod grpc;
+mod issue_lists;
 mod processes;
 mod readme;
 mod support;

@@ -1,0 +1,92 @@
+//! Issue lists, filters and the agent inbox read pages in issue-number order from indexes that
+//! follow creation, reassignment and re-parenting.
+
+use serde_json::{json, Value};
+
+use roost_testkit::{Http, TestNode};
+
+use crate::support::str_field;
+
+async fn ids(http: &Http, path: &str) -> anyhow::Result<Vec<String>> {
+    let list = http.get(path).await?.ok()?;
+    Ok(list
+        .as_array()
+        .map(|a| a.iter().map(|i| str_field(i, "id")).collect())
+        .unwrap_or_default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lists_and_the_inbox_follow_issue_order_limits_filters_and_reassignment(
+) -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let (a, a_key) = node.agent("lister-a").await?;
+    let (b, _) = node.agent("lister-b").await?;
+    let mut made = Vec::new();
+    for n in 0..12 {
+        let assignee = if n % 2 == 0 { &a } else { &b };
+        let status = if n == 10 { "done" } else { "todo" };
+        let body =
+            json!({ "title": format!("issue {n}"), "status": status, "assigneeAgentId": assignee });
+        made.push(str_field(&node.issue(body).await?, "id"));
+    }
+    let child_body = json!({ "title": "child", "status": "todo", "parentId": made[1] });
+    let child = str_field(&node.issue(child_body).await?, "id");
+    let base = format!("/api/companies/{}/issues", node.company_id);
+    let admin = &node.admin;
+
+    assert_eq!(ids(admin, &format!("{base}?limit=5")).await?, made[..5]);
+    let a_todo: Vec<String> = [0, 2, 4, 6, 8].iter().map(|n| made[*n].clone()).collect();
+    assert_eq!(
+        ids(admin, &format!("{base}?assigneeAgentId={a}&status=todo")).await?,
+        a_todo,
+        "issue 10 is done and b's are not a's"
+    );
+    assert_eq!(
+        ids(
+            admin,
+            &format!("{base}?assigneeAgentId={a}&status=todo&limit=2")
+        )
+        .await?,
+        a_todo[..2]
+    );
+    assert_eq!(
+        ids(admin, &format!("{base}?parentId={}", made[1])).await?,
+        [child.clone()]
+    );
+
+    // Issue 0 moves to b and the child moves under issue 3: every list follows.
+    let moved = json!({ "assigneeAgentId": b });
+    admin
+        .patch(&format!("/api/issues/{}", made[0]), moved)
+        .await?
+        .ok()?;
+    let reparented = json!({ "parentId": made[3] });
+    admin
+        .patch(&format!("/api/issues/{child}"), reparented)
+        .await?
+        .ok()?;
+    assert_eq!(
+        ids(admin, &format!("{base}?assigneeAgentId={a}&status=todo")).await?,
+        a_todo[1..]
+    );
+    assert!(ids(admin, &format!("{base}?parentId={}", made[1]))
+        .await?
+        .is_empty());
+    assert_eq!(
+        ids(admin, &format!("{base}?parentId={}", made[3])).await?,
+        [child]
+    );
+    let inbox: Value = node
+        .http()
+        .with_token(&a_key)
+        .get("/api/agents/me/inbox-lite")
+        .await?
+        .ok()?;
+    let inbox_ids: Vec<String> = inbox
+        .as_array()
+        .map(|v| v.iter().map(|i| str_field(i, "id")).collect())
+        .unwrap_or_default();
+    assert_eq!(inbox_ids, a_todo[1..], "a's open issues, in order");
+    node.shutdown().await?;
+    Ok(())
+}
