@@ -11,6 +11,7 @@ pub mod error;
 pub mod idempotency;
 mod rules;
 pub mod state;
+mod state_hash;
 pub mod time;
 
 pub use command::{Actor, ActorKind, Command, Envelope, Outcome};

@@ -411,6 +411,20 @@ impl RaftNode {
         &self.faults
     }
 
+    /// Resolves when this node's Raft core has stopped on its own (a fatal error; openraft
+    /// then answers nothing again), with the reason. Never resolves while Raft runs.
+    pub async fn stopped(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(fatal) = &metrics.borrow().running_state {
+                return fatal.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "the Raft core is gone".to_string();
+            }
+        }
+    }
+
     pub async fn shutdown(&self) {
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(node_id = self.id, error = %e, "raft shutdown failed");

@@ -56,6 +56,8 @@ pub enum Error {
     },
     #[error("server task failed: {0}")]
     Task(String),
+    #[error("the Raft core stopped: {reason}; restart the node (it resumes from its data)")]
+    RaftStopped { reason: String },
 }
 
 /// A running node. Stop it with [`Server::shutdown`].
@@ -260,6 +262,16 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let server = Server::start(&config, listeners).await?;
-    shutdown.await;
-    server.shutdown().await
+    let node = server.api.node().clone();
+    tokio::select! {
+        () = shutdown => server.shutdown().await,
+        // A node whose Raft core died would serve nothing for good: exit with an error, so a
+        // supervisor restarts it from its data. (openraft 0.9 can stop its core when a
+        // leader steps down while it starts sending a snapshot.)
+        reason = node.stopped() => {
+            tracing::error!(reason = %reason, "raft stopped: exiting");
+            let _ = server.shutdown().await;
+            Err(Error::RaftStopped { reason })
+        }
+    }
 }

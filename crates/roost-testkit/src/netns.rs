@@ -510,6 +510,24 @@ impl NetCluster {
         self.node(id).child.is_some()
     }
 
+    /// Restarts, as a supervisor would, every node whose process exited on its own (a node
+    /// exits when its Raft core stops); returns their ids and exit statuses.
+    pub fn restart_exited(&mut self) -> anyhow::Result<Vec<(u64, String)>> {
+        let mut exited = Vec::new();
+        for node in self.nodes.iter_mut() {
+            if let Some(child) = node.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    node.child = None;
+                    exited.push((node.id, status.to_string()));
+                }
+            }
+        }
+        for (id, _) in &exited {
+            self.restart(*id)?;
+        }
+        Ok(exited)
+    }
+
     /// Cuts every link between nodes in different groups, both ways (blackhole routes).
     pub fn partition(&self, groups: &[&[u64]]) -> anyhow::Result<()> {
         for (gi, group) in groups.iter().enumerate() {

@@ -16,6 +16,8 @@ pub(crate) mod run;
 #[cfg(test)]
 mod session_tests;
 #[cfg(test)]
+mod state_hash_tests;
+#[cfg(test)]
 mod test_world;
 #[cfg(test)]
 mod tests;
