@@ -291,9 +291,7 @@ async fn drive(
         .context("the schedule made faults but reported no heal")?;
     // The schedules heal as they go; this only makes sure.
     cluster.heal();
-    for (id, status) in cluster.restart_exited()? {
-        println!("node {id} had exited on its own ({status}); restarted, as a supervisor would");
-    }
+    crate::schedule::supervise(cluster)?;
     // From the last heal on, while the clients drain.
     let probe = tokio::spawn(liveness_probe(target.clone(), rec.clone(), seed));
     clients.push(("liveness probe".into(), probe));

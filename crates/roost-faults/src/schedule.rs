@@ -45,6 +45,15 @@ pub enum Fault {
     MinorityKill,
 }
 
+/// Restarts, as a supervisor would, every node that exited on its own since the last look
+/// (`roost server` exits when its Raft core stops), and says so.
+pub fn supervise(cluster: &mut NetCluster) -> anyhow::Result<()> {
+    for (id, status) in cluster.restart_exited()? {
+        println!("node {id} had exited on its own ({status}); restarted, as a supervisor would");
+    }
+    Ok(())
+}
+
 /// Injects `fault` on a seeded schedule until `deadline`; the cluster is healed on return.
 pub async fn inject(
     cluster: &mut NetCluster,
@@ -58,6 +67,7 @@ pub async fn inject(
     while Instant::now() + Duration::from_secs(8) < deadline {
         let calm = Duration::from_millis(rng.gen_range(1500..3500));
         tokio::time::sleep(calm).await;
+        supervise(cluster)?;
         let hold = Duration::from_millis(rng.gen_range(2500..5000));
         let leader = cluster.leader().await?;
         let mut victim = leader;

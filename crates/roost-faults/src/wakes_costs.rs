@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use roost_check::{Action, BudgetObservation, OkResult, Outcome};
-use roost_testkit::{wait_for, Http};
+use roost_testkit::Http;
 use serde_json::{json, Value};
 
 use crate::text;
@@ -314,41 +314,39 @@ async fn budget_at_one_index(admin: &Http, target: &Target) -> Option<BudgetObse
     })
 }
 
-/// After the heal: the operator's last raise, if the budget still stops the agent (retried
-/// every 200 ms while its outcome is unknown; a refusal ends it), then a wait until none of
-/// the waker's wakes is queued. A wake still queued after `patience` is left for the wake
-/// checker to report.
+/// After the heal, every 200 ms until none of the waker's wakes is queued: the operator raises
+/// the budget if it stops the agent (a refusal ends it). A wake still queued after `patience`
+/// is left for the wake checker to report.
 pub async fn settle(target: &Target, rec: &Recorder, patience: Duration) {
     let mut rng = StdRng::seed_from_u64(0x5E771E);
     let give_up = Instant::now() + patience;
-    loop {
-        match raise_once(u64::MAX - 1, target, &mut rng, rec).await {
-            Raise::NotStopped => break,
-            Raise::Refused(o) => {
-                println!("the last raise of the waker's budget was refused: {o:?}");
-                break;
-            }
-            Raise::Raised | Raise::Unknown => {}
-        }
-        if Instant::now() >= give_up {
-            println!("the waker's budget still stops it after {patience:?}");
-            break;
-        }
-        // Backoff: after a raise, look again whether the budget still stops the agent.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
     let queued = format!(
         "/api/companies/{}/wakes?agentId={}&status=queued&limit=1000",
         target.company_id, target.waker.agent_id
     );
-    let drained = wait_for("the waker's queued wakes to run", patience, || async {
-        let admin = target.admin(&mut StdRng::from_entropy());
-        let wakes = admin.get(&queued).await.ok()?.ok().ok()?;
-        wakes.as_array()?.is_empty().then_some(())
-    })
-    .await;
-    if let Err(e) = drained {
-        println!("{e}");
+    // Raise and wait in one loop: a queued wake the scheduler tries while the drain is under
+    // way can stop the agent again (regression: worker_cut_off seed 269793, a hard incident
+    // opened after the last raise and the wake behind it never ran).
+    loop {
+        if let Raise::Refused(o) = raise_once(u64::MAX - 1, target, &mut rng, rec).await {
+            println!("the last raise of the waker's budget was refused: {o:?}");
+            break;
+        }
+        let admin = target.admin(&mut rng);
+        let drained = async {
+            let wakes = admin.get(&queued).await.ok()?.ok().ok()?;
+            Some(wakes.as_array()?.is_empty())
+        }
+        .await;
+        if drained == Some(true) {
+            return;
+        }
+        if Instant::now() >= give_up {
+            println!("the waker's wakes are still queued after {patience:?}");
+            return;
+        }
+        // Backoff: look again whether the budget stops the agent and the wakes ran.
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
