@@ -637,26 +637,27 @@ impl State {
 
     /// A company's issues in issue-number order, without scanning other issues.
     pub fn issues_of_company<'a>(&'a self, company_id: &str) -> impl Iterator<Item = &'a Issue> {
-        let range = (company_id.to_string(), 0)..=(company_id.to_string(), u64::MAX);
-        self.issues_by_number
-            .range(range)
-            .filter_map(|(_, id)| self.issues.get(id))
+        self.issues_in(&self.issues_by_number, company_id)
     }
 
     /// The issues assigned to `agent_id`, in issue-number order.
     pub fn issues_assigned_to<'a>(&'a self, agent_id: &str) -> impl Iterator<Item = &'a Issue> {
-        let range = (agent_id.to_string(), 0)..=(agent_id.to_string(), u64::MAX);
-        self.issues_by_assignee
-            .range(range)
-            .filter_map(|(_, id)| self.issues.get(id))
+        self.issues_in(&self.issues_by_assignee, agent_id)
     }
 
     /// The children of `issue_id`, in issue-number order.
     pub fn children_of<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = &'a Issue> {
-        let range = (issue_id.to_string(), 0)..=(issue_id.to_string(), u64::MAX);
-        self.issues_by_parent
-            .range(range)
-            .filter_map(|(_, id)| self.issues.get(id))
+        self.issues_in(&self.issues_by_parent, issue_id)
+    }
+
+    /// The issues one index lists under `owner`, in issue-number order.
+    fn issues_in<'a>(
+        &'a self,
+        index: &'a BTreeMap<(String, u64), String>,
+        owner: &str,
+    ) -> impl Iterator<Item = &'a Issue> {
+        let range = (owner.to_string(), 0)..=(owner.to_string(), u64::MAX);
+        index.range(range).filter_map(|(_, id)| self.issues.get(id))
     }
 
     /// Issues whose checkout is held by `run_id`.

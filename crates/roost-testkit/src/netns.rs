@@ -47,24 +47,22 @@ fn quietly(program: &str, args: &[&str]) {
         .status();
 }
 
+/// The arguments of `ip` that run `args` inside namespace `ns`.
+fn in_ns<'a>(ns: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    ["netns", "exec", ns]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect()
+}
+
 /// `ip netns exec ns <args>`.
 fn run_in(ns: &str, args: &[&str]) -> anyhow::Result<()> {
-    let all: Vec<&str> = ["netns", "exec", ns]
-        .iter()
-        .copied()
-        .chain(args.iter().copied())
-        .collect();
-    run("ip", &all)
+    run("ip", &in_ns(ns, args))
 }
 
 /// Like [`run_in`], for cleanup: failures are ignored.
 fn quietly_in(ns: &str, args: &[&str]) {
-    let all: Vec<&str> = ["netns", "exec", ns]
-        .iter()
-        .copied()
-        .chain(args.iter().copied())
-        .collect();
-    quietly("ip", &all)
+    quietly("ip", &in_ns(ns, args))
 }
 
 /// The nftables table that carries injected packet loss in a namespace.

@@ -33,8 +33,6 @@ struct Shared {
     /// does, since a result handed to a session can still be lost (the session broke, or the
     /// node lost its leadership before committing it).
     unacknowledged: HashMap<String, Unacknowledged>,
-    /// How long a sent result may go unacknowledged before it is sent again.
-    resend_after: Duration,
     /// Runs this process has started, so an assignment sent again after the run ended is not
     /// run a second time.
     started: RecentRuns,
@@ -143,7 +141,6 @@ fn on_registered(state: &State, tx: &mpsc::Sender<WorkerMessage>, lease_ttl: Dur
     let mut s = lock(state);
     s.last_ack = Instant::now();
     s.lease_ttl = lease_ttl;
-    s.resend_after = lease_ttl / 2;
     for m in std::mem::take(&mut s.unsent) {
         let _ = tx.try_send(m);
     }
@@ -161,7 +158,6 @@ fn new_state() -> State {
         outbox: None,
         unsent: Vec::new(),
         unacknowledged: HashMap::new(),
-        resend_after: Duration::from_millis(2500),
         started: RecentRuns::default(),
         last_ack: Instant::now(),
         lease_ttl: Duration::from_secs(5),
@@ -314,7 +310,7 @@ async fn beat(tx: mpsc::Sender<WorkerMessage>, state: State, every: Duration) {
 }
 
 /// One heartbeat, after every message that did not fit in the outbox and every result
-/// unacknowledged for `resend_after`: the cluster must never see a heartbeat without a run
+/// unacknowledged for half a lease: the cluster must never see a heartbeat without a run
 /// before that run's result (it would send the run again).
 async fn beat_once(
     tx: &mpsc::Sender<WorkerMessage>,
@@ -323,7 +319,7 @@ async fn beat_once(
 ) -> Result<(), mpsc::error::SendError<WorkerMessage>> {
     let (unsent, due) = {
         let mut s = lock(state);
-        let resend_after = s.resend_after;
+        let resend_after = s.lease_ttl / 2;
         let due: Vec<(String, WorkerMessage)> = s
             .unacknowledged
             .iter()

@@ -93,10 +93,10 @@ async fn a_result_sent_to_a_node_that_never_committed_it_is_sent_again_until_ack
     on_registered(&state, &tx, Duration::from_secs(5));
     assert_eq!(queued(&mut rx), ["finished r1"]);
 
-    // Within resend_after, a heartbeat only names it; after, the result goes again first.
+    // Within half a lease, a heartbeat only names it; after, the result goes again first.
     assert!(beat_once(&tx, &state, 1).await.is_ok());
     assert_eq!(queued(&mut rx), ["heartbeat [] unacknowledged [\"r1\"]"]);
-    lock(&state).resend_after = Duration::ZERO;
+    lock(&state).lease_ttl = Duration::ZERO;
     assert!(beat_once(&tx, &state, 2).await.is_ok());
     assert_eq!(
         queued(&mut rx),
