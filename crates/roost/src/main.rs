@@ -9,6 +9,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// glibc's allocator spent a fifth of the servers' CPU at 64 clients (malloc, free and their
+/// consolidation; BENCHMARKS.md, "Profile"): the write path allocates many small short-lived
+/// buffers on several threads, which mimalloc's per-thread free lists serve without locks.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "roost",
