@@ -399,6 +399,14 @@ impl State {
                 self.agents.insert(a.id.clone(), a);
             }
             Change::Issue(i) => {
+                // Most writes (checkout, release, status) keep the issue's identity: its
+                // identifier and number indexes are then already right, and re-inserting them
+                // would allocate four keys per write.
+                let same_identity = self.issues.get(&i.id).is_some_and(|old| {
+                    old.identifier == i.identifier
+                        && old.company_id == i.company_id
+                        && old.issue_number == i.issue_number
+                });
                 if let Some(old) = self.issues.get(&i.id) {
                     if let Some(agent) = &old.assignee_agent_id {
                         self.issues_by_assignee
@@ -423,10 +431,12 @@ impl State {
                         .or_default()
                         .insert(i.id.clone());
                 }
-                self.issue_by_identifier
-                    .insert(i.identifier.clone(), i.id.clone());
-                self.issues_by_number
-                    .insert((i.company_id.clone(), i.issue_number), i.id.clone());
+                if !same_identity {
+                    self.issue_by_identifier
+                        .insert(i.identifier.clone(), i.id.clone());
+                    self.issues_by_number
+                        .insert((i.company_id.clone(), i.issue_number), i.id.clone());
+                }
                 if let Some(agent) = &i.assignee_agent_id {
                     self.issues_by_assignee
                         .insert((agent.clone(), i.issue_number), i.id.clone());
@@ -435,7 +445,12 @@ impl State {
                     self.issues_by_parent
                         .insert((parent.clone(), i.issue_number), i.id.clone());
                 }
-                self.issues.insert(i.id.clone(), i);
+                match self.issues.get_mut(&i.id) {
+                    Some(slot) => *slot = i,
+                    None => {
+                        self.issues.insert(i.id.clone(), i);
+                    }
+                }
             }
             Change::Run(r) => {
                 for hash in &r.token_hashes {

@@ -421,3 +421,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         self.snapshots.current().map_err(read_sm_err)
     }
 }
+
+#[cfg(test)]
+#[path = "state_machine_tests.rs"]
+mod tests;

@@ -1,0 +1,103 @@
+//! The state machine's promises to readers and to openraft: rows are in `state.db` once the
+//! applied index moves, snapshots hold what was applied, a reopen resumes from the file.
+
+use openraft::storage::RaftStateMachine;
+use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
+use roost_core::{Actor, Command, Envelope, Timestamp};
+use sqlx::{Connection, Row, SqliteConnection};
+use std::time::Duration;
+
+use super::StateMachineStore;
+use crate::types::TypeConfig;
+
+fn company_entry(index: u64, id: &str, prefix: &str) -> Entry<TypeConfig> {
+    Entry {
+        log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+        payload: EntryPayload::Normal(Envelope {
+            at: Timestamp(1_000 + index as i64),
+            actor: Actor::system(),
+            command: Command::CreateCompany {
+                id: id.into(),
+                name: id.into(),
+                issue_prefix: prefix.into(),
+            },
+            idempotency_key: None,
+        }),
+    }
+}
+
+async fn companies_in_file(dir: &std::path::Path) -> (i64, Option<String>) {
+    let url = format!("sqlite://{}?mode=ro", dir.join("state.db").display());
+    let mut conn = SqliteConnection::connect(&url)
+        .await
+        .expect("open state.db");
+    let count = sqlx::query("SELECT count(*) FROM companies")
+        .fetch_one(&mut conn)
+        .await
+        .expect("count")
+        .get::<i64, _>(0);
+    let applied = sqlx::query("SELECT value FROM sm_meta WHERE key = 'last_applied'")
+        .fetch_optional(&mut conn)
+        .await
+        .expect("last_applied")
+        .map(|r| r.get::<String, _>(0));
+    (count, applied)
+}
+
+#[tokio::test]
+async fn rows_are_in_state_db_once_the_applied_index_moves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut sm, reader) = StateMachineStore::open(dir.path()).await.expect("open");
+    for round in 0..20u64 {
+        let entries: Vec<_> = (1..=3)
+            .map(|k| {
+                let index = round * 3 + k;
+                company_entry(index, &format!("c{index}"), &format!("P{index}"))
+            })
+            .collect();
+        sm.apply(entries).await.expect("apply");
+        let index = round * 3 + 3;
+        assert!(
+            reader.wait_applied(index, Duration::from_secs(10)).await,
+            "applied index never reached {index}"
+        );
+        let (count, applied) = companies_in_file(dir.path()).await;
+        assert_eq!(count, index as i64, "rows of index {index} not in state.db");
+        let applied = applied.expect("last_applied written");
+        assert!(applied.contains(&format!("\"index\":{index}")), "{applied}");
+    }
+}
+
+#[tokio::test]
+async fn a_snapshot_holds_everything_applied_before_it_was_asked_for() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
+    let entries: Vec<_> = (1..=50)
+        .map(|i| company_entry(i, &format!("c{i}"), &format!("P{i}")))
+        .collect();
+    for entry in entries {
+        sm.apply([entry]).await.expect("apply");
+    }
+    let mut builder = sm.get_snapshot_builder().await;
+    let snapshot = openraft::RaftSnapshotBuilder::build_snapshot(&mut builder)
+        .await
+        .expect("snapshot");
+    assert_eq!(snapshot.meta.last_log_id.map(|l| l.index), Some(50));
+}
+
+#[tokio::test]
+async fn reopening_resumes_from_what_the_file_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut sm, reader) = StateMachineStore::open(dir.path()).await.expect("open");
+        sm.apply([company_entry(1, "c1", "A"), company_entry(2, "c2", "B")])
+            .await
+            .expect("apply");
+        assert!(reader.wait_applied(2, Duration::from_secs(10)).await);
+    }
+    let (mut sm, reader) = StateMachineStore::open(dir.path()).await.expect("reopen");
+    let (applied, _) = sm.applied_state().await.expect("applied state");
+    assert_eq!(applied.map(|l| l.index), Some(2));
+    assert_eq!(reader.applied_index(), 2);
+    assert_eq!(reader.read(|s| s.companies.len()), 2);
+}
