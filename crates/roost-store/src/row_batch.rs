@@ -26,7 +26,9 @@ enum Cell {
 /// What a second write of the same key does.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum OnConflict {
-    /// The later write wins (`INSERT OR REPLACE`).
+    /// The later write wins: an upsert on the first column, the table's primary key. Unlike
+    /// `INSERT OR REPLACE` (a delete, then an insert into the table and its key index), it
+    /// rewrites the row in place and leaves the key index alone.
     Replace,
     /// The first write wins, a row already in the file too (`INSERT OR IGNORE`).
     Ignore,
@@ -62,11 +64,25 @@ impl Table {
         self.keyed.values().chain(self.appended.iter()).collect()
     }
 
-    fn verb(&self) -> &'static str {
+    /// The statement writing `rows` rows at once.
+    fn statement(&self, rows: usize) -> String {
+        let one = format!("({})", vec!["?"; self.width].join(", "));
+        let values = vec![one; rows].join(", ");
+        let (name, columns) = (self.name, self.columns);
         match self.on_conflict {
-            OnConflict::Replace => "INSERT OR REPLACE",
-            OnConflict::Ignore => "INSERT OR IGNORE",
-            OnConflict::Fail => "INSERT",
+            OnConflict::Replace => {
+                let mut names = columns.split(',').map(str::trim);
+                let key = names.next().unwrap_or("id");
+                let updates: Vec<String> = names.map(|c| format!("{c} = excluded.{c}")).collect();
+                format!(
+                    "INSERT INTO {name} ({columns}) VALUES {values} ON CONFLICT({key}) DO UPDATE SET {}",
+                    updates.join(", ")
+                )
+            }
+            OnConflict::Ignore => {
+                format!("INSERT OR IGNORE INTO {name} ({columns}) VALUES {values}")
+            }
+            OnConflict::Fail => format!("INSERT INTO {name} ({columns}) VALUES {values}"),
         }
     }
 }
@@ -289,14 +305,7 @@ async fn write_table(conn: &mut SqliteConnection, table: &Table) -> Result<(), E
             .unwrap_or(1);
         let (chunk, after) = rest.split_at(size);
         rest = after;
-        let one = format!("({})", vec!["?"; table.width].join(", "));
-        let sql = format!(
-            "{} INTO {} ({}) VALUES {}",
-            table.verb(),
-            table.name,
-            table.columns,
-            vec![one; chunk.len()].join(", ")
-        );
+        let sql = table.statement(chunk.len());
         let mut query = sqlx::query(&sql);
         for row in chunk {
             for cell in row.iter() {

@@ -135,3 +135,32 @@ async fn a_cost_event_written_twice_keeps_its_first_version() {
     .await;
     assert_eq!(cents, ["e1:5", "e2:3"]);
 }
+
+#[tokio::test]
+async fn a_row_already_in_the_file_is_rewritten_by_a_later_apply() {
+    let mut conn = db().await;
+    let mut first = RowBatch::default();
+    first
+        .add(&Change::Company(company("c1", "first")))
+        .expect("add");
+    first
+        .add(&Change::Company(company("c2", "other")))
+        .expect("add");
+    first.add(&remembered("k", "first")).expect("add");
+    first.write(&mut conn).await.expect("write");
+    let mut later = RowBatch::default();
+    later
+        .add(&Change::Company(company("c1", "second")))
+        .expect("add");
+    later.add(&remembered("k", "second")).expect("add");
+    later.write(&mut conn).await.expect("write");
+    let names = strings(
+        &mut conn,
+        "SELECT id || '=' || json_extract(data, '$.name') FROM companies ORDER BY id",
+    )
+    .await;
+    assert_eq!(names, ["c1=second", "c2=other"]);
+    let kept = strings(&mut conn, "SELECT data FROM idempotency").await;
+    assert_eq!(kept.len(), 1, "one row per key");
+    assert!(kept[0].contains("\"second\""), "{}", kept[0]);
+}
