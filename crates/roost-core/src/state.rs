@@ -592,7 +592,20 @@ impl State {
     /// the same hash; tests and `roost cluster status` compare it across nodes. Only the rows
     /// changed since the last call are rehashed (`state_hash.rs`).
     pub fn hash(&self) -> String {
-        let sum = self.row_digests.sum(self);
+        self.hash_from(self.row_digests.sum(self))
+    }
+
+    /// One step of [`State::hash`]: rehashes at most `rows` rows and returns the hash once no
+    /// row is left. The first hash of a large state rehashes every row; a caller that releases
+    /// the state's lock between steps keeps apply (and every reader queued behind it) from
+    /// waiting seconds for it.
+    pub fn hash_step(&self, rows: usize) -> Option<String> {
+        self.row_digests
+            .sum_step(self, rows.max(1))
+            .map(|sum| self.hash_from(sum))
+    }
+
+    fn hash_from(&self, sum: [u64; 4]) -> String {
         let mut hasher = Sha256::new();
         for lane in sum {
             hasher.update(lane.to_le_bytes());

@@ -54,7 +54,11 @@ type Lanes = [u64; 4];
 struct Inner {
     /// Until the first sum (and after too many marks): every row must be hashed.
     rebuild: bool,
+    /// Rows to rehash before the sum is right: those changed since, and during a rebuild
+    /// every row not hashed yet.
     dirty: HashSet<(Table, String)>,
+    /// Marks since the last complete sum; past [`MAX_DIRTY`] the digests are dropped.
+    marks: usize,
     digests: HashMap<(Table, String), Lanes>,
     sum: Lanes,
 }
@@ -67,6 +71,7 @@ impl Default for RowDigests {
         RowDigests(Mutex::new(Inner {
             rebuild: true,
             dirty: HashSet::new(),
+            marks: 0,
             digests: HashMap::new(),
             sum: [0; 4],
         }))
@@ -104,7 +109,8 @@ impl RowDigests {
             return;
         }
         inner.dirty.insert((table, key.to_string()));
-        if inner.dirty.len() > MAX_DIRTY {
+        inner.marks += 1;
+        if inner.marks > MAX_DIRTY {
             inner.rebuild = true;
             inner.dirty = HashSet::new();
             inner.digests = HashMap::new();
@@ -114,28 +120,42 @@ impl RowDigests {
     /// The sum of every row's digest in `state`, rehashing only the rows changed since the
     /// last call (all of them on the first).
     pub(crate) fn sum(&self, state: &State) -> Lanes {
+        loop {
+            if let Some(sum) = self.sum_step(state, usize::MAX) {
+                return sum;
+            }
+        }
+    }
+
+    /// Rehashes at most `budget` rows; the sum once none is left. A caller that releases the
+    /// state's lock between steps lets apply run meanwhile: rows it changes after they were
+    /// hashed are marked again, so the steps still end on the sum of the rows as they are.
+    pub(crate) fn sum_step(&self, state: &State, budget: usize) -> Option<Lanes> {
         let mut inner = self.lock();
         if inner.rebuild {
-            let mut digests = HashMap::new();
-            let mut sum = [0; 4];
+            // Start over: every row is to be hashed, from an empty sum.
+            let mut dirty = HashSet::new();
             for table in TABLES {
-                for key in keys(state, table) {
-                    if let Some(d) = row_digest(state, table, &key) {
-                        add(&mut sum, d);
-                        digests.insert((table, key), d);
-                    }
-                }
+                dirty.extend(keys(state, table).into_iter().map(|key| (table, key)));
             }
             *inner = Inner {
                 rebuild: false,
-                dirty: HashSet::new(),
-                digests,
-                sum,
+                dirty,
+                marks: 0,
+                digests: HashMap::new(),
+                sum: [0; 4],
             };
-            return sum;
         }
-        let dirty = std::mem::take(&mut inner.dirty);
-        for (table, key) in dirty {
+        let batch: Vec<(Table, String)> = if inner.dirty.len() <= budget {
+            inner.dirty.drain().collect()
+        } else {
+            let some: Vec<_> = inner.dirty.iter().take(budget).cloned().collect();
+            for row in &some {
+                inner.dirty.remove(row);
+            }
+            some
+        };
+        for (table, key) in batch {
             if let Some(old) = inner.digests.remove(&(table, key.clone())) {
                 sub(&mut inner.sum, old);
             }
@@ -144,7 +164,11 @@ impl RowDigests {
                 inner.digests.insert((table, key), new);
             }
         }
-        inner.sum
+        if !inner.dirty.is_empty() {
+            return None;
+        }
+        inner.marks = 0;
+        Some(inner.sum)
     }
 }
 

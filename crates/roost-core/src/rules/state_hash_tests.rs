@@ -70,3 +70,45 @@ fn marks_past_the_limit_are_dropped_and_the_next_hash_rebuilds_from_the_rows() {
     assert_ne!(after, before);
     assert_eq!(after, from_scratch(&w));
 }
+
+/// Regression (node report at 10^6 issues stalled the leader): the first hash is now taken in
+/// steps that release the state's lock, so apply runs between them. It must still end on the
+/// rows as they are when it finishes.
+#[test]
+fn a_first_hash_taken_in_steps_while_apply_runs_ends_on_the_rows_as_they_are() {
+    let mut w = World::new();
+    for n in 0..40 {
+        assigned_issue(&mut w, &format!("i{n}"), "a1");
+    }
+    let mut steps = 0;
+    let mut next = 40;
+    let stepwise = loop {
+        if let Some(hash) = w.state.hash_step(7) {
+            break hash;
+        }
+        steps += 1;
+        assert!(steps < 1000, "the steps never finish");
+        // Apply between steps: a new issue, which also changes its company's counter.
+        assigned_issue(&mut w, &format!("i{next}"), "a2");
+        next += 1;
+    };
+    assert!(
+        steps > 3,
+        "taken in {steps} steps: the budget was not applied"
+    );
+    assert_eq!(stepwise, from_scratch(&w));
+    assert_eq!(
+        stepwise,
+        w.state.hash(),
+        "nothing changed since: the same hash"
+    );
+    w.start_run("r1", "a1");
+    w.checkout("i3", "a1", "r1").expect("checkout");
+    let after = loop {
+        if let Some(hash) = w.state.hash_step(2) {
+            break hash;
+        }
+    };
+    assert_ne!(after, stepwise);
+    assert_eq!(after, from_scratch(&w));
+}
