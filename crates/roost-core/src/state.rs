@@ -402,12 +402,11 @@ impl State {
                 // Most writes (checkout, release, status) keep the issue's identity: its
                 // identifier and number indexes are then already right, and re-inserting them
                 // would allocate four keys per write.
-                let same_identity = self.issues.get(&i.id).is_some_and(|old| {
-                    old.identifier == i.identifier
-                        && old.company_id == i.company_id
-                        && old.issue_number == i.issue_number
-                });
+                let mut same_identity = false;
                 if let Some(old) = self.issues.get(&i.id) {
+                    same_identity = old.identifier == i.identifier
+                        && old.company_id == i.company_id
+                        && old.issue_number == i.issue_number;
                     if let Some(agent) = &old.assignee_agent_id {
                         self.issues_by_assignee
                             .remove(&(agent.clone(), old.issue_number));

@@ -57,7 +57,8 @@ struct Inner {
     /// Rows to rehash before the sum is right: those changed since, and during a rebuild
     /// every row not hashed yet.
     dirty: HashSet<(Table, String)>,
-    /// Marks since the last complete sum; past [`MAX_DIRTY`] the digests are dropped.
+    /// Rows newly marked since the last complete sum; past [`MAX_DIRTY`] the digests are
+    /// dropped.
     marks: usize,
     digests: HashMap<(Table, String), Lanes>,
     sum: Lanes,
@@ -108,8 +109,11 @@ impl RowDigests {
         if inner.rebuild {
             return;
         }
-        inner.dirty.insert((table, key.to_string()));
-        inner.marks += 1;
+        // Count rows newly marked, not touches: a hot row written a million times between
+        // two reports is one row to rehash.
+        if inner.dirty.insert((table, key.to_string())) {
+            inner.marks += 1;
+        }
         if inner.marks > MAX_DIRTY {
             inner.rebuild = true;
             inner.dirty = HashSet::new();
