@@ -513,6 +513,9 @@ struct Point {
     leader_cpu_pct: f64,
     /// The whole machine's busy share over the window (both cores), in percent.
     machine_busy_pct: f64,
+    /// Roost only: writes (a checkout or a release) per Raft log entry over the window, from
+    /// the leader's log index; how much the group commit batched.
+    writes_per_entry: Option<f64>,
 }
 
 impl Point {
@@ -523,6 +526,7 @@ impl Point {
             "p50Ms": ms(self.p50), "p90Ms": ms(self.p90), "p99Ms": ms(self.p99), "maxMs": ms(self.max),
             "errors": self.errors, "serverCpuMsPerCheckout": self.server_cpu_ms_per_checkout,
             "leaderCpuPct": self.leader_cpu_pct, "machineBusyPct": self.machine_busy_pct,
+            "writesPerLogEntry": self.writes_per_entry,
             "leasePerCheckout": self.system == "etcd" && args.lease_per_checkout,
         })
     }
@@ -544,7 +548,7 @@ fn cpu_snapshot(pids: &[u32]) -> (Vec<u64>, (u64, u64)) {
 async fn measure(sys: &System, clients: usize, args: &EtcdArgs) -> anyhow::Result<Point> {
     let tag = format!("{}-{clients}", sys.name());
     // Setup (not measured): identities, leases, a connection to the leader.
-    let (channel, leader_pid, identities) = match sys {
+    let (channel, leader_pid, leader_admin, identities) = match sys {
         System::Etcd(c) => {
             let leader = c.wait_healthy(Duration::from_secs(30)).await?;
             let ch = connect(&c.members[leader].client_url).await?;
@@ -570,7 +574,7 @@ async fn measure(sys: &System, clients: usize, args: &EtcdArgs) -> anyhow::Resul
                 .as_ref()
                 .map(|x| x.id())
                 .unwrap_or(0);
-            (ch, pid, Identities::Etcd(identities))
+            (ch, pid, None, Identities::Etcd(identities))
         }
         System::Roost(r) => {
             r.cluster.healthy_status(Duration::from_secs(60)).await?;
@@ -579,7 +583,8 @@ async fn measure(sys: &System, clients: usize, args: &EtcdArgs) -> anyhow::Resul
             let identities =
                 roost_clients(&r.cluster.admin(leader), &r.company_id, clients, 2, &tag).await?;
             let pid = r.pids.get(&leader).copied().unwrap_or(0);
-            (ch, pid, Identities::Roost(identities))
+            let admin = r.cluster.admin(leader);
+            (ch, pid, Some(admin), Identities::Roost(identities))
         }
     };
     let now = Instant::now();
@@ -608,6 +613,8 @@ async fn measure(sys: &System, clients: usize, args: &EtcdArgs) -> anyhow::Resul
     let leader0 = procs::sample(&leader_pid.to_string())
         .map(|s| s.cpu_ticks)
         .unwrap_or(0);
+    let done0 = load.done.load(Ordering::Relaxed);
+    let log0 = last_log_index(leader_admin.as_ref()).await;
     let t0 = Instant::now();
     let mut next = t0;
     while Instant::now() + Duration::from_millis(1) < load.until {
@@ -629,6 +636,12 @@ async fn measure(sys: &System, clients: usize, args: &EtcdArgs) -> anyhow::Resul
     let leader1 = procs::sample(&leader_pid.to_string())
         .map(|s| s.cpu_ticks)
         .unwrap_or(0);
+    let done1 = load.done.load(Ordering::Relaxed);
+    let log1 = last_log_index(leader_admin.as_ref()).await;
+    // Each counted checkout is two writes (the checkout and its release).
+    let writes_per_entry = log0.zip(log1).and_then(|(a, b)| {
+        (b > a).then(|| 2.0 * done1.saturating_sub(done0) as f64 / (b - a) as f64)
+    });
     let window = t0.elapsed().as_secs_f64();
 
     let mut latencies = Vec::new();
@@ -672,7 +685,14 @@ async fn measure(sys: &System, clients: usize, args: &EtcdArgs) -> anyhow::Resul
         machine_busy_pct: (m1.0.saturating_sub(m0.0)) as f64
             / (m1.1.saturating_sub(m0.1)).max(1) as f64
             * 100.0,
+        writes_per_entry,
     })
+}
+
+/// The leader's last log index, from its cluster status (`None` for etcd or on an error).
+async fn last_log_index(admin: Option<&Http>) -> Option<u64> {
+    let status = admin?.get("/api/cluster/status").await.ok()?.ok().ok()?;
+    status["lastLogIndex"].as_u64()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -844,7 +864,7 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
     }
     if !args.json {
         println!(
-            "{:<6} {:>5} {:>7} {:>12} {:>8} {:>8} {:>8} {:>8} {:>6} {:>12} {:>8} {:>8}",
+            "{:<6} {:>5} {:>7} {:>12} {:>8} {:>8} {:>8} {:>8} {:>6} {:>12} {:>8} {:>8} {:>9}",
             "system",
             "nodes",
             "clients",
@@ -856,7 +876,8 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
             "errors",
             "cpu ms/ckout",
             "leader%",
-            "busy%"
+            "busy%",
+            "writes/entry"
         );
     }
     let mut points = Vec::new();
@@ -873,9 +894,10 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
                 println!("{}", p.json(&args));
             } else {
                 println!(
-                    "{:<6} {:>5} {:>7} {:>12.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6} {:>12.3} {:>8.0} {:>8.0}",
+                    "{:<6} {:>5} {:>7} {:>12.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6} {:>12.3} {:>8.0} {:>8.0} {:>9}",
                     p.system, 3, p.clients, p.rate, ms(p.p50), ms(p.p90), ms(p.p99), ms(p.max),
-                    p.errors, p.server_cpu_ms_per_checkout, p.leader_cpu_pct, p.machine_busy_pct
+                    p.errors, p.server_cpu_ms_per_checkout, p.leader_cpu_pct, p.machine_busy_pct,
+                    p.writes_per_entry.map(|w| format!("{w:.1}")).unwrap_or_else(|| "-".into())
                 );
             }
             points.push(p);

@@ -1,4 +1,11 @@
 //! Opening SQLite files with the settings Roost relies on.
+//!
+//! Each file has one write connection, driven synchronously through rusqlite by its one writer
+//! (the log's writer thread, the state machine's apply), and a pool of read-only sqlx
+//! connections for async readers. The writers left sqlx because every sqlx statement is a round
+//! trip to the connection's own thread (two context switches): an apply made about ten, a log
+//! append four, on every node for every entry, and the handoffs were 14% of the CPU of a loaded
+//! cluster (BENCHMARKS.md). Both crates link the same SQLite (libsqlite3-sys).
 
 use std::path::Path;
 use std::str::FromStr;
@@ -10,16 +17,34 @@ use sqlx::sqlite::{
 
 use crate::error::Error;
 
-/// One writer connection: every write to a file is serialized through it.
-pub(crate) async fn open_writer(path: &Path) -> Result<SqlitePool, Error> {
-    let options = base_options(path)?.create_if_missing(true);
-    SqlitePoolOptions::new()
-        .max_connections(1)
-        .min_connections(1)
-        .acquire_timeout(Duration::from_secs(60))
-        .connect_with(options)
-        .await
-        .map_err(Error::sql("open writer"))
+/// Prepared statements a write connection keeps (the row batches use a few per table).
+const CACHED_STATEMENTS: usize = 128;
+
+/// The file's one write connection (created if missing), in WAL mode with `synchronous=FULL`:
+/// a commit is on disk before it returns. The log needs it for Raft's promise; `state.db` uses
+/// it too (with `NORMAL`, WAL checkpoints flushing many unsynced commits at once stalled apply:
+/// p90 at 256 clients 70 → 105 ms, BENCHMARKS.md).
+pub(crate) fn open_write_connection(path: &Path) -> Result<rusqlite::Connection, Error> {
+    let conn = rusqlite::Connection::open(path).map_err(Error::write("open writer"))?;
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(Error::write("set busy timeout"))?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = OFF;",
+    )
+    .map_err(Error::write("set pragmas"))?;
+    conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
+    Ok(conn)
+}
+
+/// Runs blocking SQLite work from async code: on a multi-thread runtime the worker hands its
+/// other tasks to another thread first (`block_in_place`); elsewhere (tests on a current-thread
+/// runtime, plain threads) it just runs.
+pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 /// Read-only connections for queries, which never wait on the writer in WAL mode.
@@ -38,8 +63,6 @@ fn base_options(path: &Path) -> Result<SqliteConnectOptions, Error> {
     Ok(SqliteConnectOptions::from_str(&url)
         .map_err(Error::sql("parse sqlite path"))?
         .journal_mode(SqliteJournalMode::Wal)
-        // FULL: a commit is on disk before it returns. The log needs it for Raft's promise; the
-        // state machine uses it too so its applied index never runs behind a purged log.
         .synchronous(SqliteSynchronous::Full)
         .busy_timeout(Duration::from_secs(10))
         .foreign_keys(false))

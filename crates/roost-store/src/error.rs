@@ -13,6 +13,11 @@ pub enum Error {
         context: &'static str,
         source: sqlx::Error,
     },
+    #[error("sqlite error during {context}: {source}")]
+    SqliteWrite {
+        context: &'static str,
+        source: rusqlite::Error,
+    },
     #[error("writing the raft log failed: {message}")]
     LogWrite { message: String },
     #[error("corrupt {what}: {message}")]
@@ -33,6 +38,10 @@ pub enum Error {
 impl Error {
     pub(crate) fn sql(context: &'static str) -> impl FnOnce(sqlx::Error) -> Error {
         move |source| Error::Sqlite { context, source }
+    }
+
+    pub(crate) fn write(context: &'static str) -> impl FnOnce(rusqlite::Error) -> Error {
+        move |source| Error::SqliteWrite { context, source }
     }
 
     pub(crate) fn corrupt(what: &'static str, e: impl std::fmt::Display) -> Error {

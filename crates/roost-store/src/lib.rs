@@ -1,4 +1,5 @@
-//! Roost's storage: the Raft log and the state machine, each in its own SQLite file (sqlx).
+//! Roost's storage: the Raft log and the state machine, each in its own SQLite file (written
+//! through rusqlite, read through sqlx: see `db.rs`).
 //!
 //! The log (`raft-log.db`) is fsynced before an append is acknowledged (one fsync per batch of
 //! queued appends: group commit). The state machine

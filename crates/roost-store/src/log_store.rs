@@ -1,4 +1,4 @@
-//! The Raft log and vote in `raft-log.db`. Writes go through one writer task that commits
+//! The Raft log and vote in `raft-log.db`. Writes go through one writer thread that commits
 //! whatever is queued in one fsynced transaction (`synchronous=FULL`, see [`crate::log_writer`]);
 //! openraft is told an append is durable only after its transaction is on disk. Reads of the
 //! recent tail of the log (appended, durable or not) are served from memory
@@ -43,14 +43,15 @@ pub struct LogStore {
 
 impl LogStore {
     pub async fn open(path: &Path) -> Result<Self, Error> {
-        let pool = db::open_writer(path).await?;
-        sqlx::raw_sql(SCHEMA)
-            .execute(&pool)
-            .await
-            .map_err(Error::sql("create log schema"))?;
+        let conn = db::blocking(|| -> Result<_, Error> {
+            let conn = db::open_write_connection(path)?;
+            conn.execute_batch(SCHEMA)
+                .map_err(Error::write("create log schema"))?;
+            Ok(conn)
+        })?;
         let readers = db::open_readers(path, LOG_READERS).await?;
         let tail = LogTail::default();
-        let (writer, stats) = log_writer::spawn(pool, tail.clone());
+        let (writer, stats) = log_writer::spawn(conn, tail.clone())?;
         Ok(LogStore {
             readers,
             tail,

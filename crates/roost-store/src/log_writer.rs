@@ -1,4 +1,4 @@
-//! The log's single writer task: group commit. Every change to `raft-log.db` goes through one
+//! The log's single writer thread: group commit. Every change to `raft-log.db` goes through one
 //! queue; the writer takes everything queued, writes it in one SQLite transaction and fsyncs once,
 //! then tells each caller. While one fsync runs, the next appends pile up behind it, so under load
 //! a leader makes one fsync per batch of client writes instead of one per write (etcd's WAL does
@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use openraft::{Entry, LogId, RaftLogId};
-use sqlx::sqlite::SqlitePool;
+use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::Error;
@@ -71,25 +71,33 @@ impl WriterStats {
     }
 }
 
-/// Starts the writer on `pool` (the file's only writing connection). It stops when every
-/// sender is dropped, after finishing what was queued.
+/// Starts the writer thread on `conn` (the file's only writing connection). It stops when every
+/// sender is dropped, after finishing what was queued. A thread, not a task: it blocks in SQLite
+/// and fsync, and one wake-up per batch is all the handoff an append costs.
 pub(crate) fn spawn(
-    pool: SqlitePool,
+    conn: Connection,
     tail: LogTail,
-) -> (mpsc::UnboundedSender<WriteOp>, WriterStats) {
+) -> Result<(mpsc::UnboundedSender<WriteOp>, WriterStats), Error> {
     let (tx, rx) = mpsc::unbounded_channel();
     let stats = WriterStats::default();
-    tokio::spawn(run(pool, tail, rx, stats.clone()));
-    (tx, stats)
+    let thread_stats = stats.clone();
+    std::thread::Builder::new()
+        .name("raft-log-writer".into())
+        .spawn(move || run(conn, tail, rx, thread_stats))
+        .map_err(|source| Error::Io {
+            path: "raft log writer thread".into(),
+            source,
+        })?;
+    Ok((tx, stats))
 }
 
-async fn run(
-    pool: SqlitePool,
+fn run(
+    mut conn: Connection,
     tail: LogTail,
     mut rx: mpsc::UnboundedReceiver<WriteOp>,
     stats: WriterStats,
 ) {
-    while let Some(first) = rx.recv().await {
+    while let Some(first) = rx.blocking_recv() {
         let mut queued = first.entries();
         let mut batch = vec![first];
         while queued < MAX_BATCH_ENTRIES {
@@ -101,7 +109,7 @@ async fn run(
                 Err(_) => break,
             }
         }
-        let result = write_batch(&pool, &batch).await;
+        let result = write_batch(&mut conn, &batch);
         if result.is_ok() {
             let appended: usize = batch
                 .iter()
@@ -120,8 +128,10 @@ async fn run(
     }
 }
 
-async fn write_batch(pool: &SqlitePool, batch: &[WriteOp]) -> Result<(), Error> {
-    let mut tx = pool.begin().await.map_err(Error::sql("begin log batch"))?;
+fn write_batch(conn: &mut Connection, batch: &[WriteOp]) -> Result<(), Error> {
+    let tx = conn
+        .transaction()
+        .map_err(Error::write("begin log batch"))?;
     let mut rows: Vec<(i64, String)> = Vec::new();
     for op in batch {
         match op {
@@ -134,80 +144,59 @@ async fn write_batch(pool: &SqlitePool, batch: &[WriteOp]) -> Result<(), Error> 
             }
             other => {
                 // Keep the file's order of effects: rows queued before a delete go in first.
-                insert_rows(&mut tx, &mut rows).await?;
-                apply_other(&mut tx, other).await?;
+                insert_rows(&tx, &mut rows)?;
+                apply_other(&tx, other)?;
             }
         }
     }
-    insert_rows(&mut tx, &mut rows).await?;
-    tx.commit().await.map_err(Error::sql("commit log batch"))
+    insert_rows(&tx, &mut rows)?;
+    tx.commit().map_err(Error::write("commit log batch"))
 }
 
-async fn insert_rows(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    rows: &mut Vec<(i64, String)>,
-) -> Result<(), Error> {
+fn insert_rows(tx: &Connection, rows: &mut Vec<(i64, String)>) -> Result<(), Error> {
     for chunk in rows.chunks(ROWS_PER_INSERT) {
         let mut sql = String::from("INSERT OR REPLACE INTO log (idx, entry) VALUES ");
         for i in 0..chunk.len() {
             sql.push_str(if i == 0 { "(?, ?)" } else { ", (?, ?)" });
         }
-        let mut query = sqlx::query(&sql);
-        for (idx, text) in chunk {
-            query = query.bind(*idx).bind(text.as_str());
-        }
-        query
-            .execute(&mut **tx)
-            .await
-            .map_err(Error::sql("append"))?;
+        let values = chunk
+            .iter()
+            .flat_map(|(idx, text)| [idx as &dyn rusqlite::ToSql, text]);
+        tx.prepare_cached(&sql)
+            .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(values)))
+            .map_err(Error::write("append"))?;
     }
     rows.clear();
     Ok(())
 }
 
-async fn apply_other(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    op: &WriteOp,
-) -> Result<(), Error> {
+fn apply_other(tx: &Connection, op: &WriteOp) -> Result<(), Error> {
     match op {
         WriteOp::Append { .. } => Ok(()),
-        WriteOp::Meta { key, value, .. } => upsert_meta(tx, key, value).await,
+        WriteOp::Meta { key, value, .. } => upsert_meta(tx, key, value),
         WriteOp::Truncate { since, .. } => {
-            sqlx::query("DELETE FROM log WHERE idx >= ?")
-                .bind(*since as i64)
-                .execute(&mut **tx)
-                .await
-                .map_err(Error::sql("truncate"))?;
+            tx.execute("DELETE FROM log WHERE idx >= ?1", [*since as i64])
+                .map_err(Error::write("truncate"))?;
             Ok(())
         }
         WriteOp::Purge {
             upto, log_id_json, ..
         } => {
-            upsert_meta(tx, "last_purged", log_id_json).await?;
-            sqlx::query("DELETE FROM log WHERE idx <= ?")
-                .bind(*upto as i64)
-                .execute(&mut **tx)
-                .await
-                .map_err(Error::sql("purge"))?;
+            upsert_meta(tx, "last_purged", log_id_json)?;
+            tx.execute("DELETE FROM log WHERE idx <= ?1", [*upto as i64])
+                .map_err(Error::write("purge"))?;
             Ok(())
         }
     }
 }
 
-async fn upsert_meta(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    key: &str,
-    value: &str,
-) -> Result<(), Error> {
-    sqlx::query(
-        "INSERT INTO meta (key, value) VALUES (?, ?) \
+fn upsert_meta(tx: &Connection, key: &str, value: &str) -> Result<(), Error> {
+    tx.prepare_cached(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2) \
          ON CONFLICT(key) DO UPDATE SET value = excluded.value",
     )
-    .bind(key)
-    .bind(value)
-    .execute(&mut **tx)
-    .await
-    .map_err(Error::sql("write log meta"))?;
+    .and_then(|mut statement| statement.execute([key, value]))
+    .map_err(Error::write("write log meta"))?;
     Ok(())
 }
 

@@ -68,7 +68,7 @@ impl StateReader {
         }
         // A step at a time, releasing the state's lock in between: apply, and every reader
         // queued behind a waiting apply, never wait for more than one step.
-        let fresh = off_the_runtime(|| loop {
+        let fresh = crate::db::blocking(|| loop {
             let step = self.read(|s| {
                 s.hash_step(HASH_ROWS_PER_STEP)
                     .map(|h| (s.applied_index, h))
@@ -198,17 +198,3 @@ impl StateReader {
 
 /// Rows rehashed per hold of the state's read lock (tens of milliseconds).
 const HASH_ROWS_PER_STEP: usize = 10_000;
-
-/// Runs `f`, which may take seconds (the first state hash at 10^6 issues), without stalling the
-/// async runtime: on a multi-thread runtime the worker hands its other tasks to another thread
-/// first. The first hash at 10^6 issues used to hold the state's read lock for seconds on a
-/// runtime thread while apply, waiting for the write lock, held the other one (and with it
-/// every reader queued behind it): on a 2-core node no heartbeat went out and the followers
-/// elected a new leader (`roost-bench scale`, 2026-11-23).
-fn off_the_runtime<R>(f: impl FnOnce() -> R) -> R {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-        _ => f(),
-    }
-}

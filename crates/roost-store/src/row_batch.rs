@@ -1,6 +1,6 @@
 //! The rows one apply writes, gathered per table and written with a few multi-row statements
-//! instead of one statement per change. Each sqlx statement is a round trip to SQLite's worker
-//! thread; a batch of 64 checkouts used to make several hundred of them.
+//! instead of one statement per change (a batch of 64 checkouts used to make several hundred),
+//! each prepared once and kept in the write connection's statement cache.
 //!
 //! Only the last write of a row survives (a run assigned, started and finished in one apply is
 //! written once), which is what the row-at-a-time writes left in the file too. Tables have no
@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use roost_core::Change;
-use sqlx::SqliteConnection;
+use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use crate::error::Error;
 
@@ -21,6 +21,16 @@ enum Cell {
     Text(String),
     MaybeText(Option<String>),
     Int(i64),
+}
+
+impl rusqlite::ToSql for Cell {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(match self {
+            Cell::Text(s) | Cell::MaybeText(Some(s)) => ValueRef::Text(s.as_bytes()),
+            Cell::MaybeText(None) => ValueRef::Null,
+            Cell::Int(n) => ValueRef::Integer(*n),
+        }))
+    }
 }
 
 /// What a second write of the same key does.
@@ -274,28 +284,25 @@ impl RowBatch {
     }
 
     /// Writes every row on `conn` (inside the caller's transaction) and empties the batch.
-    pub(crate) async fn write(&mut self, conn: &mut SqliteConnection) -> Result<(), Error> {
+    pub(crate) fn write(&mut self, conn: &rusqlite::Connection) -> Result<(), Error> {
         let forgotten: Vec<String> = std::mem::take(&mut self.forgotten).into_iter().collect();
         for keys in forgotten.chunks(ROWS_PER_STATEMENT[0]) {
             let marks = vec!["?"; keys.len()].join(", ");
             let sql = format!("DELETE FROM idempotency WHERE key IN ({marks})");
-            let mut query = sqlx::query(&sql);
-            for key in keys {
-                query = query.bind(key.as_str());
-            }
-            query
-                .execute(&mut *conn)
-                .await
-                .map_err(Error::sql("write change"))?;
+            conn.prepare_cached(&sql)
+                .and_then(|mut statement| {
+                    statement.execute(rusqlite::params_from_iter(keys.iter()))
+                })
+                .map_err(Error::write("write change"))?;
         }
         for table in std::mem::take(&mut self.tables).into_values() {
-            write_table(conn, &table).await?;
+            write_table(conn, &table)?;
         }
         Ok(())
     }
 }
 
-async fn write_table(conn: &mut SqliteConnection, table: &Table) -> Result<(), Error> {
+fn write_table(conn: &rusqlite::Connection, table: &Table) -> Result<(), Error> {
     let rows = table.rows();
     let mut rest = &rows[..];
     while !rest.is_empty() {
@@ -305,21 +312,10 @@ async fn write_table(conn: &mut SqliteConnection, table: &Table) -> Result<(), E
             .unwrap_or(1);
         let (chunk, after) = rest.split_at(size);
         rest = after;
-        let sql = table.statement(chunk.len());
-        let mut query = sqlx::query(&sql);
-        for row in chunk {
-            for cell in row.iter() {
-                query = match cell {
-                    Cell::Text(s) => query.bind(s.as_str()),
-                    Cell::MaybeText(s) => query.bind(s.as_deref()),
-                    Cell::Int(n) => query.bind(*n),
-                };
-            }
-        }
-        query
-            .execute(&mut *conn)
-            .await
-            .map_err(Error::sql("write change"))?;
+        let cells = chunk.iter().flat_map(|row| row.iter());
+        conn.prepare_cached(&table.statement(chunk.len()))
+            .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(cells)))
+            .map_err(Error::write("write change"))?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{
@@ -11,6 +11,7 @@ use openraft::{
     StorageError, StoredMembership,
 };
 use roost_core::State;
+use rusqlite::OptionalExtension;
 use sqlx::sqlite::SqlitePool;
 use sqlx::{Connection, Row, SqliteConnection};
 use tokio::sync::watch;
@@ -27,7 +28,10 @@ type Membership = StoredMembership<NodeId, NodeInfo>;
 type Meta = SnapshotMeta<NodeId, NodeInfo>;
 
 pub struct StateMachineStore {
-    writer: SqlitePool,
+    /// The file's one write connection (see [`crate::db`]); the mutex is never contended (only
+    /// apply and install use it, both through `&mut self`), it makes the store `Sync`.
+    writer: Mutex<rusqlite::Connection>,
+    readers: SqlitePool,
     state: Arc<RwLock<State>>,
     applied_tx: watch::Sender<u64>,
     last_applied: Option<LogId<NodeId>>,
@@ -36,28 +40,46 @@ pub struct StateMachineStore {
 }
 
 impl StateMachineStore {
-    /// Opens `dir/state.db` and loads its state into memory.
+    /// Opens `dir/state.db` and loads its state into memory. A `state.db` behind the current
+    /// snapshot (commits lost to a disk that acknowledged an fsync it had not done, a file
+    /// restored from a backup or deleted) is first restored from that snapshot, as the log
+    /// entries between the two may be purged already; openraft replays the log from there.
     pub async fn open(dir: &Path) -> Result<(Self, StateReader), Error> {
         let path = dir.join("state.db");
-        let writer = db::open_writer(&path).await?;
-        sqlx::raw_sql(rows::SCHEMA)
-            .execute(&writer)
-            .await
-            .map_err(Error::sql("create state schema"))?;
-        let mut conn = writer.acquire().await.map_err(Error::sql("acquire"))?;
-        check_schema(&mut conn, &path).await?;
+        let mut writer = db::blocking(|| -> Result<_, Error> {
+            let writer = db::open_write_connection(&path)?;
+            writer
+                .execute_batch(rows::SCHEMA)
+                .map_err(Error::write("create state schema"))?;
+            check_schema(&writer, &path)?;
+            Ok(writer)
+        })?;
+        let readers = db::open_readers(&path, 4).await?;
+        let snapshots = Arc::new(SnapshotDir::new(dir.join("snapshots"), readers.clone())?);
+        let mut conn = readers.acquire().await.map_err(Error::sql("acquire"))?;
+        let (mut last_applied, mut membership) = read_applied(&mut conn).await?;
+        if let Some(snapshot) = snapshots.current_meta()? {
+            if snapshot.last_log_id > last_applied {
+                tracing::warn!(
+                    state_db = ?last_applied,
+                    snapshot = ?snapshot.last_log_id,
+                    "state.db is behind the current snapshot; restoring it from the snapshot"
+                );
+                let file = snapshots.current_file();
+                db::blocking(|| copy_from_snapshot_file(&mut writer, &file))?;
+                (last_applied, membership) = read_applied(&mut conn).await?;
+            }
+        }
         let mut state = rows::load_state(&mut conn).await?;
-        let (last_applied, membership) = read_applied(&mut conn).await?;
         state.applied_index = last_applied.map(|l| l.index).unwrap_or(0);
         drop(conn);
         let state = Arc::new(RwLock::new(state));
         let (applied_tx, applied_rx) = watch::channel(last_applied.map(|l| l.index).unwrap_or(0));
-        let readers = db::open_readers(&path, 4).await?;
-        let snapshots = Arc::new(SnapshotDir::new(dir.join("snapshots"), readers.clone())?);
-        let reader = StateReader::new(state.clone(), readers, applied_rx);
+        let reader = StateReader::new(state.clone(), readers.clone(), applied_rx);
         Ok((
             StateMachineStore {
-                writer,
+                writer: Mutex::new(writer),
+                readers,
                 state,
                 applied_tx,
                 last_applied,
@@ -74,11 +96,7 @@ impl StateMachineStore {
     ) -> Result<Vec<ApplyResult>, Error> {
         let mut responses = Vec::with_capacity(entries.len());
         let mut rows = RowBatch::default();
-        let mut tx = self
-            .writer
-            .begin()
-            .await
-            .map_err(Error::sql("begin apply"))?;
+        let mut membership_changed = false;
         for entry in entries {
             let index = entry.log_id.index;
             let mut batch = Vec::new();
@@ -92,6 +110,7 @@ impl StateMachineStore {
                 }
                 EntryPayload::Membership(m) => {
                     self.membership = StoredMembership::new(Some(entry.log_id), m);
+                    membership_changed = true;
                     self.state
                         .write()
                         .unwrap_or_else(|p| p.into_inner())
@@ -122,9 +141,15 @@ impl StateMachineStore {
                 batch,
             });
         }
-        rows.write(&mut tx).await?;
-        write_applied(&mut tx, self.last_applied, &self.membership).await?;
-        tx.commit().await.map_err(Error::sql("commit apply"))?;
+        let membership = membership_changed.then_some(&self.membership);
+        let (writer, last_applied) = (&mut self.writer, self.last_applied);
+        db::blocking(|| -> Result<(), Error> {
+            let writer = writer.get_mut().unwrap_or_else(|p| p.into_inner());
+            let tx = writer.transaction().map_err(Error::write("begin apply"))?;
+            rows.write(&tx)?;
+            write_applied(&tx, last_applied, membership)?;
+            tx.commit().map_err(Error::write("commit apply"))
+        })?;
         if let Some(last) = self.last_applied {
             self.applied_tx.send_replace(last.index);
         }
@@ -133,18 +158,13 @@ impl StateMachineStore {
 
     async fn install(&mut self, meta: &Meta, data: Vec<u8>) -> Result<(), Error> {
         let incoming = self.snapshots.write_incoming(&data)?;
-        let mut conn = self.writer.acquire().await.map_err(Error::sql("acquire"))?;
-        sqlx::query("ATTACH DATABASE ? AS snap")
-            .bind(incoming.display().to_string())
-            .execute(&mut *conn)
+        let writer = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
+        db::blocking(|| copy_from_snapshot_file(writer, &incoming))?;
+        let mut conn = self
+            .readers
+            .acquire()
             .await
-            .map_err(Error::sql("attach snapshot"))?;
-        let copied = copy_from_attached(&mut conn).await;
-        sqlx::query("DETACH DATABASE snap")
-            .execute(&mut *conn)
-            .await
-            .map_err(Error::sql("detach snapshot"))?;
-        copied?;
+            .map_err(Error::sql("acquire"))?;
         let mut state = rows::load_state(&mut conn).await?;
         let (last_applied, membership) = read_applied(&mut conn).await?;
         state.applied_index = last_applied.map(|l| l.index).unwrap_or(0);
@@ -169,36 +189,43 @@ impl StateMachineStore {
     }
 }
 
-async fn copy_from_attached(conn: &mut SqliteConnection) -> Result<(), Error> {
-    let mut tx = conn.begin().await.map_err(Error::sql("begin install"))?;
-    for table in rows::TABLES {
-        sqlx::query(&format!("DELETE FROM main.{table}"))
-            .execute(&mut *tx)
-            .await
-            .map_err(Error::sql("clear table"))?;
-        sqlx::query(&format!(
-            "INSERT INTO main.{table} SELECT * FROM snap.{table}"
-        ))
-        .execute(&mut *tx)
-        .await
-        .map_err(Error::sql("copy snapshot table"))?;
-    }
-    tx.commit().await.map_err(Error::sql("commit install"))
+/// Replaces every table's rows with those of the snapshot file `file`, in one transaction.
+fn copy_from_snapshot_file(writer: &mut rusqlite::Connection, file: &Path) -> Result<(), Error> {
+    writer
+        .execute("ATTACH DATABASE ?1 AS snap", [file.display().to_string()])
+        .map_err(Error::write("attach snapshot"))?;
+    let copied = (|| {
+        let tx = writer
+            .transaction()
+            .map_err(Error::write("begin install"))?;
+        for table in rows::TABLES {
+            tx.execute_batch(&format!(
+                "DELETE FROM main.{table}; INSERT INTO main.{table} SELECT * FROM snap.{table};"
+            ))
+            .map_err(Error::write("copy snapshot table"))?;
+        }
+        tx.commit().map_err(Error::write("commit install"))
+    })();
+    writer
+        .execute("DETACH DATABASE snap", [])
+        .map_err(Error::write("detach snapshot"))?;
+    copied
 }
 
-async fn check_schema(conn: &mut SqliteConnection, path: &Path) -> Result<(), Error> {
-    let found = sqlx::query("SELECT value FROM sm_meta WHERE key = 'schema'")
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(Error::sql("read schema version"))?
-        .map(|r| r.get::<String, _>(0));
+fn check_schema(conn: &rusqlite::Connection, path: &Path) -> Result<(), Error> {
+    let found: Option<String> = conn
+        .query_row("SELECT value FROM sm_meta WHERE key = 'schema'", [], |r| {
+            r.get(0)
+        })
+        .optional()
+        .map_err(Error::write("read schema version"))?;
     match found {
         None => {
-            sqlx::query("INSERT INTO sm_meta (key, value) VALUES ('schema', ?)")
-                .bind(rows::SCHEMA_VERSION)
-                .execute(&mut *conn)
-                .await
-                .map_err(Error::sql("write schema version"))?;
+            conn.execute(
+                "INSERT INTO sm_meta (key, value) VALUES ('schema', ?1)",
+                [rows::SCHEMA_VERSION],
+            )
+            .map_err(Error::write("write schema version"))?;
             Ok(())
         }
         Some(v) if v == rows::SCHEMA_VERSION => Ok(()),
@@ -237,22 +264,28 @@ async fn read_applied(
     Ok((last_applied, membership))
 }
 
-async fn write_applied(
-    conn: &mut SqliteConnection,
+/// The applied log id, and the membership when it changed, in the apply's transaction.
+fn write_applied(
+    conn: &rusqlite::Connection,
     last_applied: Option<LogId<NodeId>>,
-    membership: &Membership,
+    membership: Option<&Membership>,
 ) -> Result<(), Error> {
-    for (key, value) in [
-        ("last_applied", serde_json::to_string(&last_applied)),
-        ("membership", serde_json::to_string(membership)),
-    ] {
-        let value = value.map_err(|e| Error::corrupt("applied state", e))?;
-        sqlx::query("INSERT INTO sm_meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value")
-            .bind(key)
-            .bind(value)
-            .execute(&mut *conn)
-            .await
-            .map_err(Error::sql("write applied state"))?;
+    const UPSERT: &str = "INSERT INTO sm_meta (key, value) VALUES (?1, ?2) \
+                          ON CONFLICT(key) DO UPDATE SET value = excluded.value";
+    let mut statement = conn
+        .prepare_cached(UPSERT)
+        .map_err(Error::write("write applied state"))?;
+    let applied =
+        serde_json::to_string(&last_applied).map_err(|e| Error::corrupt("applied state", e))?;
+    statement
+        .execute(["last_applied", applied.as_str()])
+        .map_err(Error::write("write applied state"))?;
+    if let Some(membership) = membership {
+        let value =
+            serde_json::to_string(membership).map_err(|e| Error::corrupt("membership", e))?;
+        statement
+            .execute(["membership", value.as_str()])
+            .map_err(Error::write("write membership"))?;
     }
     Ok(())
 }
@@ -347,14 +380,26 @@ impl SnapshotDir {
         self.sync(&self.dir)
     }
 
-    fn current(&self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
+    fn current_file(&self) -> PathBuf {
+        self.dir.join("current.db")
+    }
+
+    fn current_meta(&self) -> Result<Option<Meta>, Error> {
         let meta_path = self.dir.join("current.meta.json");
         if !meta_path.exists() {
             return Ok(None);
         }
-        let meta: Meta = serde_json::from_slice(&self.io(&meta_path, std::fs::read(&meta_path))?)
-            .map_err(|e| Error::corrupt("snapshot meta", e))?;
-        let current = self.dir.join("current.db");
+        let text = self.io(&meta_path, std::fs::read(&meta_path))?;
+        serde_json::from_slice(&text)
+            .map(Some)
+            .map_err(|e| Error::corrupt("snapshot meta", e))
+    }
+
+    fn current(&self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
+        let Some(meta) = self.current_meta()? else {
+            return Ok(None);
+        };
+        let current = self.current_file();
         let data = self.io(&current, std::fs::read(&current))?;
         Ok(Some(Snapshot {
             meta,
