@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 
 /// Entries per AppendEntries message (openraft's default is 300). An entry may carry up to
 /// `proposer::MAX_BATCH` writes, and openraft gives each message one heartbeat interval to be
-/// sent, decoded and fsynced by the follower: 16 × 64 writes (about 0.5 MB of JSON) fits; 300
-/// full batches did not, and a follower catching up timed out on every message for ever
+/// sent, decoded and fsynced by the follower: 8 × 256 writes (about 1 MB of JSON) fits; 300
+/// entries of 64 did not, and a follower catching up timed out on every message for ever
 /// (regression test `cluster::a_node_down_during_10000_writes_catches_up_when_restarted`).
-pub(crate) const MAX_ENTRIES_PER_APPEND: u64 = 16;
+pub(crate) const MAX_ENTRIES_PER_APPEND: u64 = 8;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

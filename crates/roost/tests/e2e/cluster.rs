@@ -199,7 +199,9 @@ async fn a_node_down_during_10000_writes_catches_up_when_restarted() -> anyhow::
     let leader = c.leader().await?;
     let down = c.ids().into_iter().find(|i| *i != leader).unwrap_or(1);
     c.kill(down).await;
-    let acked = write_many(&c.admin(leader), &c, 10_000, 64, "while down").await?;
+    // 256 writers: entries as full as the proposer makes them (`MAX_BATCH`), so the follower
+    // catches up through the largest AppendEntries messages there are.
+    let acked = write_many(&c.admin(leader), &c, 10_000, 256, "while down").await?;
     assert_eq!(acked, 10_000);
     c.restart(down).await?;
     // Group commit puts many of the 10,000 writes in one entry: count issues, not entries.
