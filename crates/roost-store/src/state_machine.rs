@@ -56,23 +56,20 @@ impl StateMachineStore {
         })?;
         let readers = db::open_readers(&path, 4).await?;
         let snapshots = Arc::new(SnapshotDir::new(dir.join("snapshots"), readers.clone())?);
-        let mut conn = readers.acquire().await.map_err(Error::sql("acquire"))?;
-        let (mut last_applied, mut membership) = read_applied(&mut conn).await?;
         if let Some(snapshot) = snapshots.current_meta()? {
-            if snapshot.last_log_id > last_applied {
+            let mut conn = readers.acquire().await.map_err(Error::sql("acquire"))?;
+            let (in_file, _) = read_applied(&mut conn).await?;
+            if snapshot.last_log_id > in_file {
                 tracing::warn!(
-                    state_db = ?last_applied,
+                    state_db = ?in_file,
                     snapshot = ?snapshot.last_log_id,
                     "state.db is behind the current snapshot; restoring it from the snapshot"
                 );
                 let file = snapshots.current_file();
                 db::blocking(|| copy_from_snapshot_file(&mut writer, &file))?;
-                (last_applied, membership) = read_applied(&mut conn).await?;
             }
         }
-        let mut state = rows::load_state(&mut conn).await?;
-        state.applied_index = last_applied.map(|l| l.index).unwrap_or(0);
-        drop(conn);
+        let (state, last_applied, membership) = load(&readers).await?;
         let state = Arc::new(RwLock::new(state));
         let (applied_tx, applied_rx) = watch::channel(last_applied.map(|l| l.index).unwrap_or(0));
         let reader = StateReader::new(state.clone(), readers.clone(), applied_rx);
@@ -160,15 +157,7 @@ impl StateMachineStore {
         let incoming = self.snapshots.write_incoming(&data)?;
         let writer = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
         db::blocking(|| copy_from_snapshot_file(writer, &incoming))?;
-        let mut conn = self
-            .readers
-            .acquire()
-            .await
-            .map_err(Error::sql("acquire"))?;
-        let mut state = rows::load_state(&mut conn).await?;
-        let (last_applied, membership) = read_applied(&mut conn).await?;
-        state.applied_index = last_applied.map(|l| l.index).unwrap_or(0);
-        drop(conn);
+        let (state, last_applied, membership) = load(&self.readers).await?;
         if last_applied != meta.last_log_id {
             return Err(Error::Corrupt {
                 what: "snapshot",
@@ -187,6 +176,15 @@ impl StateMachineStore {
         }
         Ok(())
     }
+}
+
+/// The state in `state.db` as it is now, with its applied log id and membership.
+async fn load(readers: &SqlitePool) -> Result<(State, Option<LogId<NodeId>>, Membership), Error> {
+    let mut conn = readers.acquire().await.map_err(Error::sql("acquire"))?;
+    let mut state = rows::load_state(&mut conn).await?;
+    let (last_applied, membership) = read_applied(&mut conn).await?;
+    state.applied_index = last_applied.map(|l| l.index).unwrap_or(0);
+    Ok((state, last_applied, membership))
 }
 
 /// Replaces every table's rows with those of the snapshot file `file`, in one transaction.
@@ -368,7 +366,7 @@ impl SnapshotDir {
     }
 
     fn promote(&self, file: &Path, meta: &Meta) -> Result<(), Error> {
-        let current = self.dir.join("current.db");
+        let current = self.current_file();
         let meta_path = self.dir.join("current.meta.json");
         let text = serde_json::to_vec(meta).map_err(|e| Error::corrupt("snapshot meta", e))?;
         let tmp_meta = self.dir.join("current.meta.json.tmp");
