@@ -20,17 +20,22 @@ use crate::error::Error;
 /// Prepared statements a write connection keeps (the row batches use a few per table).
 const CACHED_STATEMENTS: usize = 128;
 
+/// Largest WAL file kept after SQLite restarts the log from its start.
+const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
+
 /// The file's one write connection (created if missing), in WAL mode with `synchronous=FULL`:
-/// a commit is on disk before it returns. The log needs it for Raft's promise; `state.db` uses
-/// it too (with `NORMAL`, WAL checkpoints flushing many unsynced commits at once stalled apply:
-/// p90 at 256 clients 70 → 105 ms, BENCHMARKS.md).
+/// a commit is on disk before it returns. The log needs it for Raft's promise; `state.db`
+/// commits seldom (`state_writer.rs`), so it costs little there. The connection never
+/// checkpoints: [`crate::checkpoint::Checkpointer`] does, on its own thread.
 pub(crate) fn open_write_connection(path: &Path) -> Result<rusqlite::Connection, Error> {
     let conn = rusqlite::Connection::open(path).map_err(Error::write("open writer"))?;
     conn.busy_timeout(Duration::from_secs(10))
         .map_err(Error::write("set busy timeout"))?;
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = OFF;",
-    )
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+         PRAGMA foreign_keys = OFF; PRAGMA wal_autocheckpoint = 0; \
+         PRAGMA journal_size_limit = {WAL_SIZE_LIMIT};"
+    ))
     .map_err(Error::write("set pragmas"))?;
     conn.set_prepared_statement_cache_capacity(CACHED_STATEMENTS);
     Ok(conn)

@@ -18,6 +18,8 @@ pub enum Error {
         context: &'static str,
         source: rusqlite::Error,
     },
+    #[error("an earlier write to state.db failed ({message}); the node must restart")]
+    StateWriterFailed { message: String },
     #[error("writing the raft log failed: {message}")]
     LogWrite { message: String },
     #[error("corrupt {what}: {message}")]

@@ -7,6 +7,7 @@
 //! transaction as the effects, so a restart resumes exactly where apply stopped. A copy of the
 //! entities is kept in memory ([`roost_core::State`]) for the rules and for fast reads.
 
+mod checkpoint;
 mod db;
 mod error;
 mod log_store;
@@ -18,6 +19,7 @@ mod reader;
 mod row_batch;
 mod rows;
 mod state_machine;
+mod state_writer;
 mod types;
 
 pub use error::Error;

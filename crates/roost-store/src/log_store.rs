@@ -7,6 +7,7 @@
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
@@ -15,6 +16,7 @@ use sqlx::sqlite::SqlitePool;
 use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::checkpoint::Checkpointer;
 use crate::db;
 use crate::error::{log_err, read_log_err, vote_err, Error};
 use crate::log_tail::LogTail;
@@ -39,6 +41,10 @@ pub struct LogStore {
     stats: WriterStats,
     /// The last committed id handed to `save_committed`, which is written without waiting.
     committed: Arc<Mutex<Option<Option<LogId<NodeId>>>>>,
+    /// The first index not purged: rows below it may still be in the file until the writer
+    /// deletes them, and readers skip them.
+    first_kept: Arc<AtomicU64>,
+    _checkpointer: Checkpointer,
 }
 
 impl LogStore {
@@ -52,13 +58,29 @@ impl LogStore {
         let readers = db::open_readers(path, LOG_READERS).await?;
         let tail = LogTail::default();
         let (writer, stats) = log_writer::spawn(conn, tail.clone())?;
-        Ok(LogStore {
+        let checkpointer = Checkpointer::spawn(path)?;
+        let store = LogStore {
             readers,
             tail,
             writer,
             stats,
             committed: Arc::default(),
-        })
+            first_kept: Arc::default(),
+            _checkpointer: checkpointer,
+        };
+        let purged: Option<LogId<NodeId>> = store.meta("last_purged").await?;
+        store.set_purged(purged);
+        Ok(store)
+    }
+
+    fn set_purged(&self, purged: Option<LogId<NodeId>>) {
+        if let Some(id) = purged {
+            self.first_kept.fetch_max(id.index + 1, Ordering::SeqCst);
+        }
+    }
+
+    fn first_kept(&self) -> u64 {
+        self.first_kept.load(Ordering::SeqCst)
     }
 
     /// Queues `op` for the writer and waits until it is durable.
@@ -125,6 +147,10 @@ impl LogStore {
         let end = end_exclusive
             .unwrap_or(i64::MAX as u64)
             .min(i64::MAX as u64);
+        let start = start.max(self.first_kept());
+        if start >= end {
+            return Ok(Vec::new());
+        }
         if let Some(entries) = self.tail.covering(start, end) {
             return Ok(entries);
         }
@@ -154,7 +180,8 @@ impl LogStore {
         if let Some(last) = self.tail.last() {
             return Ok(Some(last));
         }
-        let row = sqlx::query("SELECT entry FROM log ORDER BY idx DESC LIMIT 1")
+        let row = sqlx::query("SELECT entry FROM log WHERE idx >= ? ORDER BY idx DESC LIMIT 1")
+            .bind(self.first_kept() as i64)
             .fetch_optional(&self.readers)
             .await
             .map_err(Error::sql("read last log entry"))?;
@@ -294,6 +321,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             done,
         })
         .await
-        .map_err(log_err)
+        .map_err(log_err)?;
+        self.set_purged(Some(log_id));
+        Ok(())
     }
 }

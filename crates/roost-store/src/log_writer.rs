@@ -23,6 +23,12 @@ use crate::types::TypeConfig;
 const MAX_BATCH_ENTRIES: usize = 4096;
 /// Rows per multi-row INSERT (two bound values each, far below SQLite's variable limit).
 const ROWS_PER_INSERT: usize = 256;
+/// Purged rows deleted per transaction. A purge records its bound at once (openraft's core
+/// waits for it) and the rows go a few at a time while the writer has nothing queued: deleting
+/// 9,000 entries in one transaction held every append, and the core, for hundreds of ms.
+const PURGE_ROWS_PER_TRANSACTION: i64 = 16;
+/// Batches after which a purge chunk goes in even if appends are queued, so it ends under load.
+const BATCHES_PER_FORCED_PURGE: u32 = 32;
 
 /// One change to the log file, in the order openraft asked for it.
 pub(crate) enum WriteOp {
@@ -97,7 +103,31 @@ fn run(
     mut rx: mpsc::UnboundedReceiver<WriteOp>,
     stats: WriterStats,
 ) {
-    while let Some(first) = rx.blocking_recv() {
+    // Rows left behind by a purge before a restart are deleted like any other.
+    let mut purge_upto = read_last_purged(&conn);
+    let mut batches_since_purge = 0u32;
+    loop {
+        if purge_upto.is_some() && batches_since_purge >= BATCHES_PER_FORCED_PURGE {
+            purge_chunk(&mut conn, &mut purge_upto);
+            batches_since_purge = 0;
+        }
+        let first = if purge_upto.is_some() {
+            match rx.try_recv() {
+                Ok(op) => op,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    purge_chunk(&mut conn, &mut purge_upto);
+                    batches_since_purge = 0;
+                    continue;
+                }
+                Err(mpsc::error::TryRecvError::Disconnected) => return,
+            }
+        } else {
+            match rx.blocking_recv() {
+                Some(op) => op,
+                None => return,
+            }
+        };
+        batches_since_purge += 1;
         let mut queued = first.entries();
         let mut batch = vec![first];
         while queued < MAX_BATCH_ENTRIES {
@@ -111,6 +141,11 @@ fn run(
         }
         let result = write_batch(&mut conn, &batch);
         if result.is_ok() {
+            for op in &batch {
+                if let WriteOp::Purge { upto, .. } = op {
+                    purge_upto = Some(purge_upto.map_or(*upto, |p| p.max(*upto)));
+                }
+            }
             let appended: usize = batch
                 .iter()
                 .map(|op| match op {
@@ -179,13 +214,42 @@ fn apply_other(tx: &Connection, op: &WriteOp) -> Result<(), Error> {
                 .map_err(Error::write("truncate"))?;
             Ok(())
         }
-        WriteOp::Purge {
-            upto, log_id_json, ..
-        } => {
-            upsert_meta(tx, "last_purged", log_id_json)?;
-            tx.execute("DELETE FROM log WHERE idx <= ?1", [*upto as i64])
-                .map_err(Error::write("purge"))?;
-            Ok(())
+        // The rows themselves go later, a few at a time (`purge_chunk`); readers skip them.
+        WriteOp::Purge { log_id_json, .. } => upsert_meta(tx, "last_purged", log_id_json),
+    }
+}
+
+/// The index of the last purged entry recorded in the file.
+fn read_last_purged(conn: &Connection) -> Option<u64> {
+    let text: String = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'last_purged'",
+            [],
+            |r| r.get(0),
+        )
+        .ok()?;
+    serde_json::from_str::<Option<LogId<u64>>>(&text)
+        .ok()
+        .flatten()
+        .map(|id| id.index)
+}
+
+/// Deletes a few purged rows; clears `upto` once none are left.
+fn purge_chunk(conn: &mut Connection, upto: &mut Option<u64>) {
+    let Some(bound) = *upto else {
+        return;
+    };
+    let deleted = conn.execute(
+        "DELETE FROM log WHERE idx IN (SELECT idx FROM log WHERE idx <= ?1 ORDER BY idx LIMIT ?2)",
+        [bound as i64, PURGE_ROWS_PER_TRANSACTION],
+    );
+    match deleted {
+        Ok(n) if (n as i64) < PURGE_ROWS_PER_TRANSACTION => *upto = None,
+        Ok(_) => {}
+        Err(error) => {
+            // Harmless to leave: readers skip purged rows, the next purge retries.
+            tracing::warn!(%error, "deleting purged log rows failed");
+            *upto = None;
         }
     }
 }

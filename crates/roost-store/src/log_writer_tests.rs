@@ -104,3 +104,63 @@ async fn a_truncation_between_two_queued_appends_keeps_the_newer_entry() {
     let reopened = LogStore::open(&path).await.expect("reopen");
     assert_eq!(read_all(&reopened).await, expected);
 }
+
+fn rows_in_file(path: &std::path::Path, upto: u64) -> i64 {
+    rusqlite::Connection::open(path)
+        .and_then(|c| {
+            c.query_row(
+                "SELECT count(*) FROM log WHERE idx <= ?1",
+                [upto as i64],
+                |r| r.get(0),
+            )
+        })
+        .expect("count rows")
+}
+
+/// Regression: a purge deleted every purged row in one transaction, and openraft's core waits
+/// for a purge: after a snapshot of 10,000 entries every append and the core stalled for
+/// hundreds of ms (p99 at 256 clients 50 → 150 ms). Now a purge records its bound, its rows
+/// are unreadable at once, and they leave the file a few at a time, across a restart too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_hides_its_entries_at_once_and_deletes_the_rows_later() {
+    use openraft::storage::RaftLogStorage;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("raft-log.db");
+    let mut store = LogStore::open(&path).await.expect("open");
+    let (flushed_tx, mut flushed) = mpsc::unbounded_channel();
+    queue_append(
+        &store,
+        (1..=1000).map(|i| entry(1, i)).collect(),
+        &flushed_tx,
+    );
+    assert_eq!(flushed.recv().await.expect("flush outcome"), Ok(()));
+
+    let purged = LogId::new(CommittedLeaderId::new(1, 1), 900);
+    store.purge(purged).await.expect("purge");
+    let ids = read_all(&store).await;
+    assert_eq!(ids.first().map(|l| l.index), Some(901));
+    assert_eq!(ids.len(), 100);
+    let state = store.get_log_state().await.expect("log state");
+    assert_eq!(state.last_purged_log_id, Some(purged));
+    assert_eq!(state.last_log_id.map(|l| l.index), Some(1000));
+    // Appends go on while the rows are deleted.
+    queue_append(&store, vec![entry(1, 1001)], &flushed_tx);
+    assert_eq!(flushed.recv().await.expect("flush outcome"), Ok(()));
+    drop(store);
+
+    let mut reopened = LogStore::open(&path).await.expect("reopen");
+    let ids = read_all(&reopened).await;
+    assert_eq!(ids.first().map(|l| l.index), Some(901));
+    assert_eq!(ids.len(), 101);
+    let state = reopened.get_log_state().await.expect("log state");
+    assert_eq!(state.last_purged_log_id, Some(purged));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while rows_in_file(&path, 900) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "purged rows still in the file"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(read_all(&reopened).await.len(), 101);
+}

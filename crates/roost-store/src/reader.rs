@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use crate::error::Error;
 use crate::rows::activity_from_row;
+use crate::state_writer::StateWriter;
 
 /// A cheap, cloneable handle for reading a node's state.
 #[derive(Clone)]
@@ -20,6 +21,8 @@ pub struct StateReader {
     /// The last (applied index, state hash) computed: hashing walks the whole state.
     hash_cache: Arc<std::sync::Mutex<Option<(u64, String)>>>,
     pool: SqlitePool,
+    /// Flushed before a query, so SQL sees every applied write (`state_writer.rs`).
+    writer: StateWriter,
     applied: watch::Receiver<u64>,
 }
 
@@ -36,12 +39,14 @@ impl StateReader {
     pub(crate) fn new(
         state: Arc<RwLock<State>>,
         pool: SqlitePool,
+        writer: StateWriter,
         applied: watch::Receiver<u64>,
     ) -> Self {
         StateReader {
             state,
             hash_cache: Arc::default(),
             pool,
+            writer,
             applied,
         }
     }
@@ -50,6 +55,12 @@ impl StateReader {
     pub fn read<R>(&self, f: impl FnOnce(&State) -> R) -> R {
         let guard = self.state.read().unwrap_or_else(|p| p.into_inner());
         f(&guard)
+    }
+
+    /// The pool for SQL reads, after committing what apply left in the open transaction.
+    fn flushed(&self) -> Result<&SqlitePool, Error> {
+        self.writer.flush()?;
+        Ok(&self.pool)
     }
 
     /// The index of the last entry applied to this node's state machine.
@@ -99,11 +110,12 @@ impl StateReader {
         issue_id: &str,
         query: &CommentQuery,
     ) -> Result<Vec<Comment>, Error> {
+        let pool = self.flushed()?;
         let after_seq: i64 = match &query.after {
             Some(id) => sqlx::query("SELECT seq FROM comments WHERE id = ? AND issue_id = ?")
                 .bind(id)
                 .bind(issue_id)
-                .fetch_optional(&self.pool)
+                .fetch_optional(pool)
                 .await
                 .map_err(Error::sql("find comment cursor"))?
                 .map(|r| r.get::<i64, _>(0))
@@ -118,7 +130,7 @@ impl StateReader {
             .bind(issue_id)
             .bind(after_seq)
             .bind(query.limit.clamp(1, 1000) as i64)
-            .fetch_all(&self.pool)
+            .fetch_all(pool)
             .await
             .map_err(Error::sql("list comments"))?;
         rows.iter()
@@ -129,9 +141,10 @@ impl StateReader {
     }
 
     pub async fn comment(&self, comment_id: &str) -> Result<Option<Comment>, Error> {
+        let pool = self.flushed()?;
         let row = sqlx::query("SELECT data FROM comments WHERE id = ?")
             .bind(comment_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(pool)
             .await
             .map_err(Error::sql("get comment"))?;
         row.map(|r| {
@@ -147,6 +160,7 @@ impl StateReader {
         before_seq: Option<u64>,
         limit: u32,
     ) -> Result<Vec<ActivityEntry>, Error> {
+        let pool = self.flushed()?;
         let before = before_seq.map(|s| s as i64).unwrap_or(i64::MAX);
         let limit = limit.clamp(1, 1000) as i64;
         let rows = match company_id {
@@ -156,13 +170,13 @@ impl StateReader {
             .bind(c)
             .bind(before)
             .bind(limit)
-            .fetch_all(&self.pool)
+            .fetch_all(pool)
             .await,
             None => {
                 sqlx::query("SELECT * FROM activity WHERE seq < ? ORDER BY seq DESC LIMIT ?")
                     .bind(before)
                     .bind(limit)
-                    .fetch_all(&self.pool)
+                    .fetch_all(pool)
                     .await
             }
         }
@@ -172,6 +186,7 @@ impl StateReader {
 
     /// Verifies the whole activity chain from the stored rows, page by page.
     pub async fn verify_activity(&self) -> Result<Result<ChainSummary, ChainBreak>, Error> {
+        let pool = self.flushed()?;
         const PAGE: i64 = 2000;
         let mut verifier = ChainVerifier::default();
         let mut after = 0i64;
@@ -179,7 +194,7 @@ impl StateReader {
             let rows = sqlx::query("SELECT * FROM activity WHERE seq > ? ORDER BY seq ASC LIMIT ?")
                 .bind(after)
                 .bind(PAGE)
-                .fetch_all(&self.pool)
+                .fetch_all(pool)
                 .await
                 .map_err(Error::sql("read activity"))?;
             for row in &rows {

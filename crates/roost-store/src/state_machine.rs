@@ -3,7 +3,7 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{
@@ -16,11 +16,13 @@ use sqlx::sqlite::SqlitePool;
 use sqlx::{Connection, Row, SqliteConnection};
 use tokio::sync::watch;
 
+use crate::checkpoint::Checkpointer;
 use crate::db;
 use crate::error::{read_sm_err, sm_err, snapshot_err, Error};
 use crate::reader::StateReader;
 use crate::row_batch::RowBatch;
 use crate::rows;
+use crate::state_writer::StateWriter;
 use crate::types::{ApplyResult, NodeInfo, TypeConfig};
 
 type NodeId = u64;
@@ -28,15 +30,15 @@ type Membership = StoredMembership<NodeId, NodeInfo>;
 type Meta = SnapshotMeta<NodeId, NodeInfo>;
 
 pub struct StateMachineStore {
-    /// The file's one write connection (see [`crate::db`]); the mutex is never contended (only
-    /// apply and install use it, both through `&mut self`), it makes the store `Sync`.
-    writer: Mutex<rusqlite::Connection>,
+    /// The file's one write connection, its applies committed in batches (`state_writer.rs`).
+    writer: StateWriter,
     readers: SqlitePool,
     state: Arc<RwLock<State>>,
     applied_tx: watch::Sender<u64>,
     last_applied: Option<LogId<NodeId>>,
     membership: Membership,
     snapshots: Arc<SnapshotDir>,
+    _checkpointer: Checkpointer,
 }
 
 impl StateMachineStore {
@@ -55,6 +57,7 @@ impl StateMachineStore {
             Ok(writer)
         })?;
         let readers = db::open_readers(&path, 4).await?;
+        let checkpointer = Checkpointer::spawn(&path)?;
         let snapshots = Arc::new(SnapshotDir::new(dir.join("snapshots"), readers.clone())?);
         if let Some(snapshot) = snapshots.current_meta()? {
             let mut conn = readers.acquire().await.map_err(Error::sql("acquire"))?;
@@ -70,18 +73,20 @@ impl StateMachineStore {
             }
         }
         let (state, last_applied, membership) = load(&readers).await?;
+        let writer = StateWriter::spawn(writer)?;
         let state = Arc::new(RwLock::new(state));
         let (applied_tx, applied_rx) = watch::channel(last_applied.map(|l| l.index).unwrap_or(0));
-        let reader = StateReader::new(state.clone(), readers.clone(), applied_rx);
+        let reader = StateReader::new(state.clone(), readers.clone(), writer.clone(), applied_rx);
         Ok((
             StateMachineStore {
-                writer: Mutex::new(writer),
+                writer,
                 readers,
                 state,
                 applied_tx,
                 last_applied,
                 membership,
                 snapshots,
+                _checkpointer: checkpointer,
             },
             reader,
         ))
@@ -139,13 +144,10 @@ impl StateMachineStore {
             });
         }
         let membership = membership_changed.then_some(&self.membership);
-        let (writer, last_applied) = (&mut self.writer, self.last_applied);
-        db::blocking(|| -> Result<(), Error> {
-            let writer = writer.get_mut().unwrap_or_else(|p| p.into_inner());
-            let tx = writer.transaction().map_err(Error::write("begin apply"))?;
-            rows.write(&tx)?;
-            write_applied(&tx, last_applied, membership)?;
-            tx.commit().map_err(Error::write("commit apply"))
+        let last_applied = self.last_applied;
+        self.writer.write(|conn| {
+            rows.write(conn)?;
+            write_applied(conn, last_applied, membership)
         })?;
         if let Some(last) = self.last_applied {
             self.applied_tx.send_replace(last.index);
@@ -155,8 +157,8 @@ impl StateMachineStore {
 
     async fn install(&mut self, meta: &Meta, data: Vec<u8>) -> Result<(), Error> {
         let incoming = self.snapshots.write_incoming(&data)?;
-        let writer = self.writer.get_mut().unwrap_or_else(|p| p.into_inner());
-        db::blocking(|| copy_from_snapshot_file(writer, &incoming))?;
+        self.writer
+            .with_connection(|conn| copy_from_snapshot_file(conn, &incoming))?;
         let (state, last_applied, membership) = load(&self.readers).await?;
         if last_applied != meta.last_log_id {
             return Err(Error::Corrupt {
@@ -409,10 +411,13 @@ impl SnapshotDir {
 /// Builds snapshots off the apply path, from read connections.
 pub struct SnapshotBuilder {
     snapshots: Arc<SnapshotDir>,
+    writer: StateWriter,
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        // The snapshot holds what is committed: commit what was applied, so it is all there.
+        self.writer.flush().map_err(snapshot_err)?;
         self.snapshots.build().await.map_err(snapshot_err)
     }
 }
@@ -439,6 +444,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
         SnapshotBuilder {
             snapshots: self.snapshots.clone(),
+            writer: self.writer.clone(),
         }
     }
 

@@ -1,5 +1,4 @@
-//! The state machine's promises to readers and to openraft: rows are in `state.db` once the
-//! applied index moves, snapshots hold what was applied, a reopen resumes from the file.
+//! The state machine's promises to readers and to openraft: SQL reads see every applied write, snapshots hold what was applied, a reopen resumes from the file.
 
 use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
@@ -44,8 +43,10 @@ async fn companies_in_file(dir: &std::path::Path) -> (i64, Option<String>) {
     (count, applied)
 }
 
+/// Applies are committed in batches, but a reader of what lives only in SQLite (activity,
+/// comments) sees every write applied before it asked.
 #[tokio::test]
-async fn rows_are_in_state_db_once_the_applied_index_moves() {
+async fn sql_reads_see_every_write_applied_before_them() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut sm, reader) = StateMachineStore::open(dir.path()).await.expect("open");
     for round in 0..20u64 {
@@ -61,10 +62,34 @@ async fn rows_are_in_state_db_once_the_applied_index_moves() {
             reader.wait_applied(index, Duration::from_secs(10)).await,
             "applied index never reached {index}"
         );
+        let activity = reader.activity(None, None, 1000).await.expect("activity");
+        assert_eq!(
+            activity.len() as u64,
+            index,
+            "activity of index {index} not read"
+        );
         let (count, applied) = companies_in_file(dir.path()).await;
         assert_eq!(count, index as i64, "rows of index {index} not in state.db");
         let applied = applied.expect("last_applied written");
         assert!(applied.contains(&format!("\"index\":{index}")), "{applied}");
+    }
+}
+
+/// With no reader asking, applied rows still reach the file within the commit interval.
+#[tokio::test]
+async fn applied_rows_are_committed_without_a_reader_asking() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
+    sm.apply([company_entry(1, "c1", "A"), company_entry(2, "c2", "B")])
+        .await
+        .expect("apply");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while companies_in_file(dir.path()).await.0 < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not committed within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -115,6 +140,7 @@ async fn a_state_db_behind_the_current_snapshot_is_restored_from_it_on_open() {
             .map(|i| company_entry(i, &format!("c{i}"), &format!("P{i}")))
             .collect();
         sm.apply(first).await.expect("apply");
+        sm.writer.flush().expect("commit entries 1-5");
         sqlx::query("VACUUM INTO ?")
             .bind(older.display().to_string())
             .execute(&sm.readers)

@@ -1,0 +1,218 @@
+//! `state.db`'s one write connection, with applies gathered into one transaction that commits
+//! every [`COMMIT_EVERY`] or when a reader needs it (etcd's backend batches the same way).
+//!
+//! Every apply rewrites the page of each row it touches; committing each apply on its own wrote
+//! those pages to the WAL again and again (an apply of 19 checkouts rewrote ~19 issue pages, on
+//! each node, hundreds of times a second). Inside one open transaction the pages change in
+//! SQLite's cache and reach the WAL once per commit.
+//!
+//! Nothing is lost by committing late: the log holds every applied entry, `state.db` records the
+//! applied index in the same transaction as the rows, and a restart replays the log from the
+//! index `state.db` has. Snapshots read committed data only, and are taken after a flush, so
+//! openraft never purges log entries `state.db` has not committed. Readers of what lives only in
+//! SQLite (comments, activity) flush first, so they see every applied write.
+
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use crate::db;
+use crate::error::Error;
+
+/// How long applied rows may wait in the open transaction before a commit. Longer gathers more
+/// rewrites of a page into one; a commit holds apply for as long as it writes.
+pub(crate) const COMMIT_EVERY: Duration = Duration::from_millis(50);
+
+/// Cache for the open transaction's pages (negative: KiB), so a large batch does not spill
+/// pages to the WAL before it commits.
+const WRITER_CACHE_KIB: i64 = 64 * 1024;
+
+struct Inner {
+    conn: rusqlite::Connection,
+    /// A transaction is open and holds applied rows not yet committed.
+    open: bool,
+    /// A commit or a write failed: the open transaction is gone, and `state.db` no longer
+    /// matches what was applied. Every later use fails; the node must restart and replay.
+    failed: Option<String>,
+}
+
+/// Cheap handle to the writer; the commit thread stops when the last handle is dropped.
+#[derive(Clone)]
+pub(crate) struct StateWriter {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl StateWriter {
+    /// Takes over `conn` and starts the thread that commits every [`COMMIT_EVERY`].
+    pub(crate) fn spawn(conn: rusqlite::Connection) -> Result<Self, Error> {
+        conn.execute_batch(&format!("PRAGMA cache_size = -{WRITER_CACHE_KIB}"))
+            .map_err(Error::write("set writer cache"))?;
+        let inner = Arc::new(Mutex::new(Inner {
+            conn,
+            open: false,
+            failed: None,
+        }));
+        let weak = Arc::downgrade(&inner);
+        std::thread::Builder::new()
+            .name("state-db-commit".into())
+            .spawn(move || commit_periodically(weak))
+            .map_err(|source| Error::Io {
+                path: "state.db commit thread".into(),
+                source,
+            })?;
+        Ok(StateWriter { inner })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` inside the open transaction (beginning one if none is open). If `f` fails, the
+    /// transaction is rolled back and the writer refuses every later use.
+    pub(crate) fn write<R>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        db::blocking(|| {
+            let mut inner = self.lock();
+            inner.usable()?;
+            if !inner.open {
+                let begun = inner.conn.execute_batch("BEGIN");
+                begun.map_err(|e| inner.fail(Error::write("begin apply")(e)))?;
+                inner.open = true;
+            }
+            f(&inner.conn).map_err(|e| inner.fail(e))
+        })
+    }
+
+    /// Commits the open transaction, if any: afterwards readers see every write made so far.
+    pub(crate) fn flush(&self) -> Result<(), Error> {
+        db::blocking(|| self.lock().commit())
+    }
+
+    /// Commits, then runs `f` on the connection outside any transaction (snapshot install).
+    pub(crate) fn with_connection<R>(
+        &self,
+        f: impl FnOnce(&mut rusqlite::Connection) -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        db::blocking(|| {
+            let mut inner = self.lock();
+            inner.commit()?;
+            f(&mut inner.conn)
+        })
+    }
+}
+
+impl Inner {
+    fn usable(&self) -> Result<(), Error> {
+        match &self.failed {
+            Some(message) => Err(Error::StateWriterFailed {
+                message: message.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records `error` as fatal for this writer and drops the open transaction.
+    fn fail(&mut self, error: Error) -> Error {
+        if self.open {
+            // Whatever state the transaction is in, none of it may be committed now.
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.open = false;
+        }
+        tracing::error!(%error, "state.db write failed; this node must restart");
+        self.failed = Some(error.to_string());
+        error
+    }
+
+    fn commit(&mut self) -> Result<(), Error> {
+        self.usable()?;
+        if !self.open {
+            return Ok(());
+        }
+        match self.conn.execute_batch("COMMIT") {
+            Ok(()) => {
+                self.open = false;
+                Ok(())
+            }
+            Err(e) => Err(self.fail(Error::write("commit apply")(e))),
+        }
+    }
+}
+
+impl Drop for Inner {
+    /// A clean shutdown keeps what was applied (a crash would replay it from the log).
+    fn drop(&mut self) {
+        if self.failed.is_none() && self.open {
+            if let Err(error) = self.conn.execute_batch("COMMIT") {
+                tracing::warn!(%error, "state.db: final commit failed; the log will replay it");
+            }
+        }
+    }
+}
+
+fn commit_periodically(inner: Weak<Mutex<Inner>>) {
+    loop {
+        std::thread::sleep(COMMIT_EVERY);
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let mut inner = inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.failed.is_some() {
+            return;
+        }
+        // A failure is recorded in the writer, which the next apply reports to openraft.
+        let _ = inner.commit();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer() -> (tempfile::TempDir, StateWriter) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = db::open_write_connection(&dir.path().join("s.db")).expect("open");
+        conn.execute_batch("CREATE TABLE t (v INTEGER)")
+            .expect("schema");
+        (dir, StateWriter::spawn(conn).expect("spawn"))
+    }
+
+    /// A failed apply leaves rows that match no applied index: none of the open transaction
+    /// may be committed, and the writer must refuse to go on (the node restarts and replays).
+    #[test]
+    fn a_failed_write_discards_the_open_transaction_and_refuses_later_writes() {
+        let (_dir, writer) = writer();
+        writer
+            .write(|c| {
+                c.execute_batch("INSERT INTO t VALUES (1)")
+                    .map_err(Error::write("insert"))
+            })
+            .expect("first write");
+        let failed = writer.write(|c| {
+            c.execute_batch("INSERT INTO t VALUES (2)")
+                .map_err(Error::write("insert"))?;
+            Err::<(), _>(Error::corrupt("test", "refused"))
+        });
+        assert!(failed.is_err());
+        let later = writer.write(|c| {
+            c.execute_batch("INSERT INTO t VALUES (3)")
+                .map_err(Error::write("insert"))
+        });
+        assert!(
+            matches!(later, Err(Error::StateWriterFailed { .. })),
+            "{later:?}"
+        );
+        assert!(matches!(
+            writer.flush(),
+            Err(Error::StateWriterFailed { .. })
+        ));
+        let rows: i64 = writer
+            .inner
+            .lock()
+            .unwrap()
+            .conn
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(rows, 0, "rows of the failed transaction were committed");
+    }
+}
