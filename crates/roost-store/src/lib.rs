@@ -7,7 +7,6 @@
 //! transaction as the effects, so a restart resumes exactly where apply stopped. A copy of the
 //! entities is kept in memory ([`roost_core::State`]) for the rules and for fast reads.
 
-mod checkpoint;
 mod db;
 mod error;
 mod log_store;

@@ -16,7 +16,6 @@ use sqlx::sqlite::SqlitePool;
 use sqlx::Row;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::checkpoint::Checkpointer;
 use crate::db;
 use crate::error::{log_err, read_log_err, vote_err, Error};
 use crate::log_tail::LogTail;
@@ -44,7 +43,6 @@ pub struct LogStore {
     /// The first index not purged: rows below it may still be in the file until the writer
     /// deletes them, and readers skip them.
     first_kept: Arc<AtomicU64>,
-    _checkpointer: Checkpointer,
 }
 
 impl LogStore {
@@ -58,7 +56,6 @@ impl LogStore {
         let readers = db::open_readers(path, LOG_READERS).await?;
         let tail = LogTail::default();
         let (writer, stats) = log_writer::spawn(conn, tail.clone())?;
-        let checkpointer = Checkpointer::spawn(path)?;
         let store = LogStore {
             readers,
             tail,
@@ -66,7 +63,6 @@ impl LogStore {
             stats,
             committed: Arc::default(),
             first_kept: Arc::default(),
-            _checkpointer: checkpointer,
         };
         let purged: Option<LogId<NodeId>> = store.meta("last_purged").await?;
         store.set_purged(purged);

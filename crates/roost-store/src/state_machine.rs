@@ -16,7 +16,6 @@ use sqlx::sqlite::SqlitePool;
 use sqlx::{Connection, Row, SqliteConnection};
 use tokio::sync::watch;
 
-use crate::checkpoint::Checkpointer;
 use crate::db;
 use crate::error::{read_sm_err, sm_err, snapshot_err, Error};
 use crate::reader::StateReader;
@@ -38,7 +37,6 @@ pub struct StateMachineStore {
     last_applied: Option<LogId<NodeId>>,
     membership: Membership,
     snapshots: Arc<SnapshotDir>,
-    _checkpointer: Checkpointer,
 }
 
 impl StateMachineStore {
@@ -57,7 +55,6 @@ impl StateMachineStore {
             Ok(writer)
         })?;
         let readers = db::open_readers(&path, 4).await?;
-        let checkpointer = Checkpointer::spawn(&path)?;
         let snapshots = Arc::new(SnapshotDir::new(dir.join("snapshots"), readers.clone())?);
         if let Some(snapshot) = snapshots.current_meta()? {
             let mut conn = readers.acquire().await.map_err(Error::sql("acquire"))?;
@@ -86,7 +83,6 @@ impl StateMachineStore {
                 last_applied,
                 membership,
                 snapshots,
-                _checkpointer: checkpointer,
             },
             reader,
         ))

@@ -1,4 +1,5 @@
-//! The state machine's promises to readers and to openraft: SQL reads see every applied write, snapshots hold what was applied, a reopen resumes from the file.
+//! The state machine's promises to readers and to openraft: SQL reads see every applied write,
+//! snapshots hold what was applied, a reopen resumes from the file.
 
 use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
