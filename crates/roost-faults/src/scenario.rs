@@ -25,9 +25,10 @@ use crate::{membership, observe, text, worker_cut, RunOptions, Scenario};
 /// operator are processes 10, 11 and 12; the membership changes 20.
 const CLIENTS: u64 = 6;
 /// Contended issues. Enough that no issue's history outgrows the linearizability checker's
-/// `max_ops` (1,000) in a 60 s scenario: with 5, faster writes (2026-11-24) gave 1,100-1,160
-/// operations per issue and an inconclusive verdict.
-const ISSUES: usize = 8;
+/// `max_ops` (1,000) in a 60 s scenario: faster writes gave 1,100-1,160 operations per issue
+/// with 5 issues, and again 1,004-1,056 with 8 (both 2026-11-24), each an inconclusive verdict.
+/// With 12, ~700; six clients still meet on them.
+const ISSUES: usize = 12;
 /// How long queued wakes may take to run after the heal.
 const SETTLE: Duration = Duration::from_secs(60);
 /// The process of the liveness probe's operations in the history.

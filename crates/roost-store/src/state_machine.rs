@@ -3,7 +3,7 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{
@@ -291,6 +291,9 @@ struct SnapshotDir {
     dir: PathBuf,
     readers: SqlitePool,
     builds: AtomicU64,
+    /// Held while the current pair (file, meta) is replaced or read: the two are separate files,
+    /// and a snapshot read between the two renames paired a new file with the old meta.
+    current_pair: Mutex<()>,
 }
 
 impl SnapshotDir {
@@ -299,11 +302,67 @@ impl SnapshotDir {
             path: dir.display().to_string(),
             source,
         })?;
-        Ok(SnapshotDir {
+        let snapshots = SnapshotDir {
             dir,
             readers,
             builds: AtomicU64::new(0),
-        })
+            current_pair: Mutex::new(()),
+        };
+        snapshots.repair_current_meta()?;
+        Ok(snapshots)
+    }
+
+    /// A crash between the two renames of [`Self::promote`] leaves a new `current.db` beside the
+    /// old meta; a follower sent that pair refuses it. The file's own `sm_meta` decides.
+    fn repair_current_meta(&self) -> Result<(), Error> {
+        let file = self.current_file();
+        if !file.exists() {
+            return Ok(());
+        }
+        let conn = rusqlite::Connection::open_with_flags(
+            &file,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .map_err(Error::write("open current snapshot"))?;
+        let value = |key: &str| -> Result<Option<String>, Error> {
+            conn.query_row("SELECT value FROM sm_meta WHERE key = ?1", [key], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(Error::write("read current snapshot's applied state"))
+        };
+        let last_log_id: Option<LogId<NodeId>> = match value("last_applied")? {
+            Some(text) => {
+                serde_json::from_str(&text).map_err(|e| Error::corrupt("last_applied", e))?
+            }
+            None => None,
+        };
+        let last_membership: Membership = match value("membership")? {
+            Some(text) => {
+                serde_json::from_str(&text).map_err(|e| Error::corrupt("membership", e))?
+            }
+            None => Membership::default(),
+        };
+        let recorded = self.current_meta()?;
+        if recorded
+            .as_ref()
+            .map(|m| (&m.last_log_id, &m.last_membership))
+            == Some((&last_log_id, &last_membership))
+        {
+            return Ok(());
+        }
+        tracing::warn!(
+            recorded = ?recorded.map(|m| m.last_log_id),
+            in_file = ?last_log_id,
+            "the current snapshot's meta does not match its file; rewriting it from the file"
+        );
+        let meta = Meta {
+            last_log_id,
+            last_membership,
+            snapshot_id: format!("{}-repaired", last_log_id.map(|l| l.index).unwrap_or(0)),
+        };
+        self.write_meta(&meta)?;
+        self.sync(&self.dir)
     }
 
     fn io<T>(&self, path: &Path, r: std::io::Result<T>) -> Result<T, Error> {
@@ -364,16 +423,22 @@ impl SnapshotDir {
     }
 
     fn promote(&self, file: &Path, meta: &Meta) -> Result<(), Error> {
+        let _pair = self.current_pair.lock().unwrap_or_else(|p| p.into_inner());
         let current = self.current_file();
+        self.sync(file)?;
+        self.io(&current, std::fs::rename(file, &current))?;
+        self.write_meta(meta)?;
+        self.sync(&self.dir)
+    }
+
+    /// Replaces `current.meta.json` atomically (a synced temporary file, renamed).
+    fn write_meta(&self, meta: &Meta) -> Result<(), Error> {
         let meta_path = self.dir.join("current.meta.json");
         let text = serde_json::to_vec(meta).map_err(|e| Error::corrupt("snapshot meta", e))?;
         let tmp_meta = self.dir.join("current.meta.json.tmp");
         self.io(&tmp_meta, std::fs::write(&tmp_meta, text))?;
-        self.sync(file)?;
         self.sync(&tmp_meta)?;
-        self.io(&current, std::fs::rename(file, &current))?;
-        self.io(&meta_path, std::fs::rename(&tmp_meta, &meta_path))?;
-        self.sync(&self.dir)
+        self.io(&meta_path, std::fs::rename(&tmp_meta, &meta_path))
     }
 
     fn current_file(&self) -> PathBuf {
@@ -392,6 +457,7 @@ impl SnapshotDir {
     }
 
     fn current(&self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
+        let _pair = self.current_pair.lock().unwrap_or_else(|p| p.into_inner());
         let Some(meta) = self.current_meta()? else {
             return Ok(None);
         };

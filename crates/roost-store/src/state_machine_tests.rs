@@ -174,3 +174,103 @@ async fn a_state_db_behind_the_current_snapshot_is_restored_from_it_on_open() {
     assert_eq!(reader.read(|s| s.companies.len()), 20);
     assert_eq!(companies_in_file(dir.path()).await.0, 20);
 }
+
+/// The applied id recorded inside a snapshot's bytes (its `sm_meta` table).
+fn applied_in_snapshot_bytes(data: &[u8]) -> Option<LogId<u64>> {
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(file.path(), data).expect("write snapshot bytes");
+    let text: String = rusqlite::Connection::open(file.path())
+        .and_then(|c| {
+            c.query_row(
+                "SELECT value FROM sm_meta WHERE key = 'last_applied'",
+                [],
+                |r| r.get(0),
+            )
+        })
+        .expect("last_applied in the snapshot");
+    serde_json::from_str(&text).expect("a log id")
+}
+
+/// Regression: the current snapshot was read as its meta file, then its data file, while a
+/// build replaced both; a new file went out with the old meta and the follower installing it
+/// stopped ("holds state up to 5999 but claims 5499", fault scenario membership_change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_read_during_a_build_pairs_the_meta_with_its_own_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
+    let mut builder = sm.get_snapshot_builder().await;
+    sm.apply([company_entry(1, "c1", "P1")])
+        .await
+        .expect("apply");
+    openraft::RaftSnapshotBuilder::build_snapshot(&mut builder)
+        .await
+        .expect("first snapshot");
+    let snapshots = sm.snapshots.clone();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reading = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut checked = 0u32;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let snapshot = snapshots.current().expect("read").expect("a snapshot");
+                let data = snapshot.snapshot.into_inner();
+                assert_eq!(
+                    applied_in_snapshot_bytes(&data),
+                    snapshot.meta.last_log_id,
+                    "a snapshot's meta paired with another snapshot's file"
+                );
+                checked += 1;
+            }
+            checked
+        })
+    };
+    for i in 2..=80u64 {
+        sm.apply([company_entry(i, &format!("c{i}"), &format!("P{i}"))])
+            .await
+            .expect("apply");
+        openraft::RaftSnapshotBuilder::build_snapshot(&mut builder)
+            .await
+            .expect("snapshot");
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let checked = reading.join().expect("no mismatched snapshot");
+    assert!(checked > 0, "the reader never read a snapshot");
+}
+
+/// A crash between `current.db`'s rename and its meta's leaves a pair that disagrees; on open
+/// the meta is rewritten from the file.
+#[tokio::test]
+async fn a_snapshot_meta_that_disagrees_with_its_file_is_rewritten_on_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta_path = dir.path().join("snapshots").join("current.meta.json");
+    {
+        let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
+        let mut builder = sm.get_snapshot_builder().await;
+        sm.apply([company_entry(1, "c1", "P1")])
+            .await
+            .expect("apply");
+        openraft::RaftSnapshotBuilder::build_snapshot(&mut builder)
+            .await
+            .expect("snapshot at 1");
+        let older = std::fs::read(&meta_path).expect("meta at 1");
+        sm.apply([company_entry(2, "c2", "P2")])
+            .await
+            .expect("apply");
+        openraft::RaftSnapshotBuilder::build_snapshot(&mut builder)
+            .await
+            .expect("snapshot at 2");
+        // As if the process died after the new file's rename, before the meta's.
+        std::fs::write(&meta_path, older).expect("put the older meta back");
+    }
+    let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("reopen");
+    let snapshot = sm
+        .get_current_snapshot()
+        .await
+        .expect("read")
+        .expect("a snapshot");
+    assert_eq!(snapshot.meta.last_log_id.map(|l| l.index), Some(2));
+    assert_eq!(
+        applied_in_snapshot_bytes(&snapshot.snapshot.into_inner()),
+        snapshot.meta.last_log_id
+    );
+}
