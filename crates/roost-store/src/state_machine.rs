@@ -241,11 +241,19 @@ async fn read_applied(
             .fetch_all(&mut *conn)
             .await
             .map_err(Error::sql("read applied state"))?;
+    parse_applied(
+        rows.iter()
+            .map(|row| (row.get::<String, _>(0), row.get::<String, _>(1))),
+    )
+}
+
+/// The applied id and membership from `sm_meta`'s (key, value) rows; absent keys mean none yet.
+fn parse_applied(
+    rows: impl Iterator<Item = (String, String)>,
+) -> Result<(Option<LogId<NodeId>>, Membership), Error> {
     let mut last_applied = None;
     let mut membership = Membership::default();
-    for row in rows {
-        let key: String = row.get(0);
-        let value: String = row.get(1);
+    for (key, value) in rows {
         match key.as_str() {
             "last_applied" => {
                 last_applied =
@@ -324,25 +332,15 @@ impl SnapshotDir {
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
         )
         .map_err(Error::write("open current snapshot"))?;
-        let value = |key: &str| -> Result<Option<String>, Error> {
-            conn.query_row("SELECT value FROM sm_meta WHERE key = ?1", [key], |r| {
-                r.get(0)
+        let rows: Vec<(String, String)> = conn
+            .prepare("SELECT key, value FROM sm_meta WHERE key IN ('last_applied', 'membership')")
+            .and_then(|mut statement| {
+                statement
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()
             })
-            .optional()
-            .map_err(Error::write("read current snapshot's applied state"))
-        };
-        let last_log_id: Option<LogId<NodeId>> = match value("last_applied")? {
-            Some(text) => {
-                serde_json::from_str(&text).map_err(|e| Error::corrupt("last_applied", e))?
-            }
-            None => None,
-        };
-        let last_membership: Membership = match value("membership")? {
-            Some(text) => {
-                serde_json::from_str(&text).map_err(|e| Error::corrupt("membership", e))?
-            }
-            None => Membership::default(),
-        };
+            .map_err(Error::write("read current snapshot's applied state"))?;
+        let (last_log_id, last_membership) = parse_applied(rows.into_iter())?;
         let recorded = self.current_meta()?;
         if recorded
             .as_ref()

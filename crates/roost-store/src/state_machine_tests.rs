@@ -175,6 +175,24 @@ async fn a_state_db_behind_the_current_snapshot_is_restored_from_it_on_open() {
     assert_eq!(companies_in_file(dir.path()).await.0, 20);
 }
 
+/// Applies the company entry at `index`, then builds a snapshot.
+async fn apply_and_snapshot(
+    sm: &mut StateMachineStore,
+    builder: &mut super::SnapshotBuilder,
+    index: u64,
+) {
+    sm.apply([company_entry(
+        index,
+        &format!("c{index}"),
+        &format!("P{index}"),
+    )])
+    .await
+    .expect("apply");
+    openraft::RaftSnapshotBuilder::build_snapshot(builder)
+        .await
+        .expect("snapshot");
+}
+
 /// The applied id recorded inside a snapshot's bytes (its `sm_meta` table).
 fn applied_in_snapshot_bytes(data: &[u8]) -> Option<LogId<u64>> {
     let file = tempfile::NamedTempFile::new().expect("temp file");
@@ -199,12 +217,7 @@ async fn a_snapshot_read_during_a_build_pairs_the_meta_with_its_own_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
     let mut builder = sm.get_snapshot_builder().await;
-    sm.apply([company_entry(1, "c1", "P1")])
-        .await
-        .expect("apply");
-    openraft::RaftSnapshotBuilder::build_snapshot(&mut builder)
-        .await
-        .expect("first snapshot");
+    apply_and_snapshot(&mut sm, &mut builder, 1).await;
     let snapshots = sm.snapshots.clone();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reading = {
@@ -224,13 +237,8 @@ async fn a_snapshot_read_during_a_build_pairs_the_meta_with_its_own_file() {
             checked
         })
     };
-    for i in 2..=80u64 {
-        sm.apply([company_entry(i, &format!("c{i}"), &format!("P{i}"))])
-            .await
-            .expect("apply");
-        openraft::RaftSnapshotBuilder::build_snapshot(&mut builder)
-            .await
-            .expect("snapshot");
+    for index in 2..=80u64 {
+        apply_and_snapshot(&mut sm, &mut builder, index).await;
     }
     done.store(true, std::sync::atomic::Ordering::SeqCst);
     let checked = reading.join().expect("no mismatched snapshot");
@@ -246,19 +254,9 @@ async fn a_snapshot_meta_that_disagrees_with_its_file_is_rewritten_on_open() {
     {
         let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
         let mut builder = sm.get_snapshot_builder().await;
-        sm.apply([company_entry(1, "c1", "P1")])
-            .await
-            .expect("apply");
-        openraft::RaftSnapshotBuilder::build_snapshot(&mut builder)
-            .await
-            .expect("snapshot at 1");
+        apply_and_snapshot(&mut sm, &mut builder, 1).await;
         let older = std::fs::read(&meta_path).expect("meta at 1");
-        sm.apply([company_entry(2, "c2", "P2")])
-            .await
-            .expect("apply");
-        openraft::RaftSnapshotBuilder::build_snapshot(&mut builder)
-            .await
-            .expect("snapshot at 2");
+        apply_and_snapshot(&mut sm, &mut builder, 2).await;
         // As if the process died after the new file's rename, before the meta's.
         std::fs::write(&meta_path, older).expect("put the older meta back");
     }
