@@ -1,4 +1,5 @@
-//! The Raft state machine on `state.db`, with snapshots as consistent copies of that file.
+//! The Raft state machine on `state.db`; a snapshot records its durable applied id, and the
+//! file is copied only when a snapshot is sent.
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use openraft::{
 use roost_core::State;
 use rusqlite::OptionalExtension;
 use sqlx::sqlite::SqlitePool;
-use sqlx::{Connection, Row, SqliteConnection};
+use sqlx::{Row, SqliteConnection};
 use tokio::sync::watch;
 
 use crate::db;
@@ -40,10 +41,10 @@ pub struct StateMachineStore {
 }
 
 impl StateMachineStore {
-    /// Opens `dir/state.db` and loads its state into memory. A `state.db` behind the current
-    /// snapshot (commits lost to a disk that acknowledged an fsync it had not done, a file
-    /// restored from a backup or deleted) is first restored from that snapshot, as the log
-    /// entries between the two may be purged already; openraft replays the log from there.
+    /// Opens `dir/state.db` and loads its state into memory. A `state.db` behind the last copy
+    /// in `snapshots/` (commits lost to a disk that acknowledged an fsync it had not done, a file
+    /// restored from a backup or deleted) is first restored from that copy, as the log entries
+    /// between the two may be purged already; openraft replays the log from there.
     pub async fn open(dir: &Path) -> Result<(Self, StateReader), Error> {
         let path = dir.join("state.db");
         let mut writer = db::blocking(|| -> Result<_, Error> {
@@ -55,18 +56,29 @@ impl StateMachineStore {
             Ok(writer)
         })?;
         let readers = db::open_readers(&path, 4).await?;
-        let snapshots = Arc::new(SnapshotDir::new(dir.join("snapshots"), readers.clone())?);
-        if let Some(snapshot) = snapshots.current_meta()? {
+        let snapshots = Arc::new(SnapshotDir::new(dir.join("snapshots"), path.clone())?);
+        let in_file = {
             let mut conn = readers.acquire().await.map_err(Error::sql("acquire"))?;
-            let (in_file, _) = read_applied(&mut conn).await?;
-            if snapshot.last_log_id > in_file {
+            read_applied(&mut conn).await?.0
+        };
+        let copy = snapshots.current_file_log_id()?;
+        if copy > in_file {
+            tracing::warn!(
+                state_db = ?in_file,
+                snapshot = ?copy,
+                "state.db is behind the current snapshot; restoring it from the snapshot"
+            );
+            let file = snapshots.current_file();
+            db::blocking(|| copy_from_snapshot_file(&mut writer, &file))?;
+        }
+        if let Some(recorded) = snapshots.recorded()? {
+            if recorded.last_log_id > in_file.max(copy) {
                 tracing::warn!(
-                    state_db = ?in_file,
-                    snapshot = ?snapshot.last_log_id,
-                    "state.db is behind the current snapshot; restoring it from the snapshot"
+                    state_db = ?in_file.max(copy),
+                    snapshot = ?recorded.last_log_id,
+                    "state.db is behind the last snapshot and no copy holds it; the log is \
+                     replayed from state.db, which fails if those entries were purged"
                 );
-                let file = snapshots.current_file();
-                db::blocking(|| copy_from_snapshot_file(&mut writer, &file))?;
             }
         }
         let (state, last_applied, membership) = load(&readers).await?;
@@ -168,7 +180,8 @@ impl StateMachineStore {
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = state;
         self.last_applied = last_applied;
         self.membership = membership;
-        self.snapshots.promote_incoming(meta)?;
+        self.snapshots.promote_incoming()?;
+        self.snapshots.record(meta)?;
         if let Some(last) = last_applied {
             self.applied_tx.send_replace(last.index);
         }
@@ -294,73 +307,54 @@ fn write_applied(
     Ok(())
 }
 
-/// `snapshots/`: the current snapshot (`current.db` + `current.meta.json`) and files in flight.
+/// `snapshots/`: the snapshot openraft was last told of (`current.meta.json`) and the last copy
+/// of `state.db` (`current.db`), made only when a snapshot is to be sent.
+///
+/// A build records the applied id `state.db` holds on disk and copies nothing: `state.db` is
+/// durable, so the log may be purged up to that id. Copying the file at each build (every
+/// 10,000 entries, on every node at once) cost each node a full `VACUUM INTO` of a file that
+/// grows with the activity log: a 2 s dip in a loaded cluster's throughput (BENCHMARKS.md).
+/// `current.db` is refreshed when a snapshot is read (a follower behind the purged log needs
+/// one) and it is older than the last build. Its meta is read from its own `sm_meta`, so a sent
+/// snapshot always carries the meta of its own bytes.
 struct SnapshotDir {
     dir: PathBuf,
-    readers: SqlitePool,
-    builds: AtomicU64,
-    /// Held while the current pair (file, meta) is replaced or read: the two are separate files,
-    /// and a snapshot read between the two renames paired a new file with the old meta.
-    current_pair: Mutex<()>,
+    state_db: PathBuf,
+    copies: AtomicU64,
+    /// Held while `current.db` is replaced or read, so a reader never sees half a replacement.
+    current_file: Mutex<()>,
 }
 
 impl SnapshotDir {
-    fn new(dir: PathBuf, readers: SqlitePool) -> Result<Self, Error> {
+    fn new(dir: PathBuf, state_db: PathBuf) -> Result<Self, Error> {
         std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
             path: dir.display().to_string(),
             source,
         })?;
         let snapshots = SnapshotDir {
             dir,
-            readers,
-            builds: AtomicU64::new(0),
-            current_pair: Mutex::new(()),
+            state_db,
+            copies: AtomicU64::new(0),
+            current_file: Mutex::new(()),
         };
-        snapshots.repair_current_meta()?;
+        snapshots.remove_unfinished_copies();
         Ok(snapshots)
     }
 
-    /// A crash between the two renames of [`Self::promote`] leaves a new `current.db` beside the
-    /// old meta; a follower sent that pair refuses it. The file's own `sm_meta` decides.
-    fn repair_current_meta(&self) -> Result<(), Error> {
-        let file = self.current_file();
-        if !file.exists() {
-            return Ok(());
-        }
-        let conn = rusqlite::Connection::open_with_flags(
-            &file,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .map_err(Error::write("open current snapshot"))?;
-        let rows: Vec<(String, String)> = conn
-            .prepare("SELECT key, value FROM sm_meta WHERE key IN ('last_applied', 'membership')")
-            .and_then(|mut statement| {
-                statement
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<Result<_, _>>()
-            })
-            .map_err(Error::write("read current snapshot's applied state"))?;
-        let (last_log_id, last_membership) = parse_applied(rows.into_iter())?;
-        let recorded = self.current_meta()?;
-        if recorded
-            .as_ref()
-            .map(|m| (&m.last_log_id, &m.last_membership))
-            == Some((&last_log_id, &last_membership))
-        {
-            return Ok(());
-        }
-        tracing::warn!(
-            recorded = ?recorded.map(|m| m.last_log_id),
-            in_file = ?last_log_id,
-            "the current snapshot's meta does not match its file; rewriting it from the file"
-        );
-        let meta = Meta {
-            last_log_id,
-            last_membership,
-            snapshot_id: format!("{}-repaired", last_log_id.map(|l| l.index).unwrap_or(0)),
+    /// A copy or an incoming snapshot cut short by a crash is never resumed.
+    fn remove_unfinished_copies(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
         };
-        self.write_meta(&meta)?;
-        self.sync(&self.dir)
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("copy-") || name == "incoming.db" {
+                if let Err(error) = std::fs::remove_file(entry.path()) {
+                    tracing::warn!(file = %name, %error, "could not remove an unfinished snapshot file");
+                }
+            }
+        }
     }
 
     fn io<T>(&self, path: &Path, r: std::io::Result<T>) -> Result<T, Error> {
@@ -370,37 +364,11 @@ impl SnapshotDir {
         })
     }
 
-    /// Copies the live database into a new file (SQLite's `VACUUM INTO` reads one consistent
-    /// snapshot of it) and makes that the current snapshot.
-    async fn build(&self) -> Result<Snapshot<TypeConfig>, Error> {
-        let n = self.builds.fetch_add(1, Ordering::Relaxed);
-        let tmp = self.dir.join(format!("build-{n}.db"));
-        let _ = std::fs::remove_file(&tmp);
-        sqlx::query("VACUUM INTO ?")
-            .bind(tmp.display().to_string())
-            .execute(&self.readers)
-            .await
-            .map_err(Error::sql("vacuum into snapshot"))?;
-        let (last_log_id, last_membership) = {
-            let url = format!("sqlite://{}?mode=ro", tmp.display());
-            let mut conn = SqliteConnection::connect(&url)
-                .await
-                .map_err(Error::sql("open snapshot"))?;
-            let applied = read_applied(&mut conn).await?;
-            conn.close().await.map_err(Error::sql("close snapshot"))?;
-            applied
-        };
-        let meta = Meta {
-            last_log_id,
-            last_membership,
-            snapshot_id: format!("{}-{n}", last_log_id.map(|l| l.index).unwrap_or(0)),
-        };
-        let data = self.io(&tmp, std::fs::read(&tmp))?;
-        self.promote(&tmp, &meta)?;
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(data)),
-        })
+    /// Records `meta` as the current snapshot: its log id is durable in `state.db` (a build) or
+    /// in `current.db` (an install).
+    fn record(&self, meta: &Meta) -> Result<(), Error> {
+        self.write_meta(meta)?;
+        self.sync(&self.dir)
     }
 
     fn write_incoming(&self, data: &[u8]) -> Result<PathBuf, Error> {
@@ -416,16 +384,16 @@ impl SnapshotDir {
         self.io(path, std::fs::File::open(path).and_then(|f| f.sync_all()))
     }
 
-    fn promote_incoming(&self, meta: &Meta) -> Result<(), Error> {
-        self.promote(&self.dir.join("incoming.db"), meta)
+    fn promote_incoming(&self) -> Result<(), Error> {
+        let _file = self.current_file.lock().unwrap_or_else(|p| p.into_inner());
+        self.promote(&self.dir.join("incoming.db"))
     }
 
-    fn promote(&self, file: &Path, meta: &Meta) -> Result<(), Error> {
-        let _pair = self.current_pair.lock().unwrap_or_else(|p| p.into_inner());
+    /// Makes `file` the current copy; the caller holds `current_file`.
+    fn promote(&self, file: &Path) -> Result<(), Error> {
         let current = self.current_file();
         self.sync(file)?;
         self.io(&current, std::fs::rename(file, &current))?;
-        self.write_meta(meta)?;
         self.sync(&self.dir)
     }
 
@@ -443,7 +411,8 @@ impl SnapshotDir {
         self.dir.join("current.db")
     }
 
-    fn current_meta(&self) -> Result<Option<Meta>, Error> {
+    /// The snapshot openraft was last told of, if any.
+    fn recorded(&self) -> Result<Option<Meta>, Error> {
         let meta_path = self.dir.join("current.meta.json");
         if !meta_path.exists() {
             return Ok(None);
@@ -454,13 +423,87 @@ impl SnapshotDir {
             .map_err(|e| Error::corrupt("snapshot meta", e))
     }
 
+    /// The meta of the copy `file`, from its own `sm_meta`.
+    fn meta_of(&self, file: &Path) -> Result<Meta, Error> {
+        let conn =
+            rusqlite::Connection::open_with_flags(file, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .map_err(Error::write("open snapshot copy"))?;
+        let rows: Vec<(String, String)> = conn
+            .prepare("SELECT key, value FROM sm_meta WHERE key IN ('last_applied', 'membership')")
+            .and_then(|mut statement| {
+                statement
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()
+            })
+            .map_err(Error::write("read snapshot copy's applied state"))?;
+        let (last_log_id, last_membership) = parse_applied(rows.into_iter())?;
+        Ok(meta_at(last_log_id, last_membership))
+    }
+
+    /// The applied id of `current.db`, if there is one.
+    fn current_file_log_id(&self) -> Result<Option<LogId<NodeId>>, Error> {
+        let _file = self.current_file.lock().unwrap_or_else(|p| p.into_inner());
+        let file = self.current_file();
+        if !file.exists() {
+            return Ok(None);
+        }
+        Ok(self.meta_of(&file)?.last_log_id)
+    }
+
+    /// A copy of committed `state.db` (SQLite's `VACUUM INTO` reads one consistent snapshot of
+    /// it); the caller holds `current_file`.
+    fn copy_state_db(&self) -> Result<PathBuf, Error> {
+        let n = self.copies.fetch_add(1, Ordering::Relaxed);
+        let copy = self.dir.join(format!("copy-{n}.db"));
+        let _ = std::fs::remove_file(&copy);
+        let conn = rusqlite::Connection::open_with_flags(
+            &self.state_db,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .map_err(Error::write("open state.db to copy it"))?;
+        conn.execute("VACUUM INTO ?1", [copy.display().to_string()])
+            .map_err(Error::write("copy state.db into a snapshot"))?;
+        Ok(copy)
+    }
+
+    /// The current snapshot: `current.db` if it holds at least what the last build recorded,
+    /// else a fresh copy of `state.db`, which holds that (the build recorded a durable id).
     fn current(&self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
-        let _pair = self.current_pair.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(meta) = self.current_meta()? else {
+        let Some(recorded) = self.recorded()? else {
             return Ok(None);
         };
-        let current = self.current_file();
-        let data = self.io(&current, std::fs::read(&current))?;
+        let _file = self.current_file.lock().unwrap_or_else(|p| p.into_inner());
+        let file = self.current_file();
+        let mut meta = match file.exists() {
+            true => Some(self.meta_of(&file)?),
+            false => None,
+        };
+        if meta.as_ref().map(|m| m.last_log_id) < Some(recorded.last_log_id) {
+            let started = std::time::Instant::now();
+            let copy = self.copy_state_db()?;
+            let copied = self.meta_of(&copy)?;
+            if copied.last_log_id < recorded.last_log_id {
+                let _ = std::fs::remove_file(&copy);
+                return Err(Error::Corrupt {
+                    what: "state.db",
+                    message: format!(
+                        "holds state up to {:?}, behind the snapshot recorded at {:?}",
+                        copied.last_log_id, recorded.last_log_id
+                    ),
+                });
+            }
+            self.promote(&copy)?;
+            tracing::info!(
+                last_log_id = ?copied.last_log_id,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "copied state.db into the current snapshot"
+            );
+            meta = Some(copied);
+        }
+        let Some(meta) = meta else {
+            return Ok(None);
+        };
+        let data = self.io(&file, std::fs::read(&file))?;
         Ok(Some(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -468,17 +511,53 @@ impl SnapshotDir {
     }
 }
 
-/// Builds snapshots off the apply path, from read connections.
+/// A snapshot's meta, its id named after its log id: a build and the copy made of it later hold
+/// the same state, so they carry the same meta.
+fn meta_at(last_log_id: Option<LogId<NodeId>>, last_membership: Membership) -> Meta {
+    let snapshot_id = match last_log_id {
+        Some(id) => format!(
+            "{}-{}-{}",
+            id.index, id.leader_id.term, id.leader_id.node_id
+        ),
+        None => "0".into(),
+    };
+    Meta {
+        last_log_id,
+        last_membership,
+        snapshot_id,
+    }
+}
+
+/// Builds snapshots off the apply path: records what `state.db` holds on disk.
 pub struct SnapshotBuilder {
     snapshots: Arc<SnapshotDir>,
     writer: StateWriter,
+    readers: SqlitePool,
+}
+
+impl SnapshotBuilder {
+    async fn build(&self) -> Result<Snapshot<TypeConfig>, Error> {
+        // Commit what was applied, so the id recorded is on disk with its rows.
+        self.writer.flush()?;
+        let mut conn = self
+            .readers
+            .acquire()
+            .await
+            .map_err(Error::sql("acquire"))?;
+        let (last_log_id, last_membership) = read_applied(&mut conn).await?;
+        let meta = meta_at(last_log_id, last_membership);
+        self.snapshots.record(&meta)?;
+        // openraft keeps only the meta of a build; the bytes are copied when one is sent.
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(Vec::new())),
+        })
+    }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
-        // The snapshot holds what is committed: commit what was applied, so it is all there.
-        self.writer.flush().map_err(snapshot_err)?;
-        self.snapshots.build().await.map_err(snapshot_err)
+        self.build().await.map_err(snapshot_err)
     }
 }
 
@@ -505,6 +584,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         SnapshotBuilder {
             snapshots: self.snapshots.clone(),
             writer: self.writer.clone(),
+            readers: self.readers.clone(),
         }
     }
 
@@ -527,7 +607,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
-        self.snapshots.current().map_err(read_sm_err)
+        let snapshots = self.snapshots.clone();
+        db::blocking(move || snapshots.current()).map_err(read_sm_err)
     }
 }
 
