@@ -61,7 +61,7 @@ impl StateMachineStore {
             let mut conn = readers.acquire().await.map_err(Error::sql("acquire"))?;
             read_applied(&mut conn).await?.0
         };
-        let copy = snapshots.current_file_log_id()?;
+        let copy = snapshots.current_file_log_id();
         if copy > in_file {
             tracing::warn!(
                 state_db = ?in_file,
@@ -440,14 +440,26 @@ impl SnapshotDir {
         Ok(meta_at(last_log_id, last_membership))
     }
 
-    /// The applied id of `current.db`, if there is one.
-    fn current_file_log_id(&self) -> Result<Option<LogId<NodeId>>, Error> {
-        let _file = self.current_file.lock().unwrap_or_else(|p| p.into_inner());
+    /// The meta of `current.db`, if there is one that can be read; the caller holds
+    /// `current_file`. An unreadable copy is only a lost cache of `state.db`: it is copied anew.
+    fn current_file_meta(&self) -> Option<Meta> {
         let file = self.current_file();
         if !file.exists() {
-            return Ok(None);
+            return None;
         }
-        Ok(self.meta_of(&file)?.last_log_id)
+        match self.meta_of(&file) {
+            Ok(meta) => Some(meta),
+            Err(error) => {
+                tracing::warn!(%error, "the current snapshot copy cannot be read; ignoring it");
+                None
+            }
+        }
+    }
+
+    /// The applied id of `current.db`, if there is one.
+    fn current_file_log_id(&self) -> Option<LogId<NodeId>> {
+        let _file = self.current_file.lock().unwrap_or_else(|p| p.into_inner());
+        self.current_file_meta().and_then(|m| m.last_log_id)
     }
 
     /// A copy of committed `state.db` (SQLite's `VACUUM INTO` reads one consistent snapshot of
@@ -474,10 +486,7 @@ impl SnapshotDir {
         };
         let _file = self.current_file.lock().unwrap_or_else(|p| p.into_inner());
         let file = self.current_file();
-        let mut meta = match file.exists() {
-            true => Some(self.meta_of(&file)?),
-            false => None,
-        };
+        let mut meta = self.current_file_meta();
         if meta.as_ref().map(|m| m.last_log_id) < Some(recorded.last_log_id) {
             let started = std::time::Instant::now();
             let copy = self.copy_state_db()?;

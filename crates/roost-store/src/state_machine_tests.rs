@@ -337,3 +337,22 @@ async fn a_snapshot_sent_to_another_node_installs_there() {
     assert_eq!(companies_in_file(follower_dir.path()).await.0, 5);
     assert_eq!(current_snapshot_index(&mut follower).await, Some(5));
 }
+
+/// `current.db` is a copy of `state.db` kept to be sent: one that cannot be read (a disk
+/// fault) neither stops the node from opening nor goes out; a new copy is made.
+#[tokio::test]
+async fn an_unreadable_snapshot_copy_is_copied_anew() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = dir.path().join("snapshots").join("current.db");
+    {
+        let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
+        let mut builder = sm.get_snapshot_builder().await;
+        apply_and_snapshot(&mut sm, &mut builder, 1).await;
+        apply_and_snapshot(&mut sm, &mut builder, 2).await;
+        assert_eq!(current_snapshot_index(&mut sm).await, Some(2));
+    }
+    std::fs::write(&copy, b"not a database").expect("damage the copy");
+    let (mut sm, reader) = StateMachineStore::open(dir.path()).await.expect("reopen");
+    assert_eq!(reader.read(|s| s.companies.len()), 2);
+    assert_eq!(current_snapshot_index(&mut sm).await, Some(2));
+}
