@@ -177,11 +177,13 @@ impl StateMachineStore {
                 ),
             });
         }
+        // state.db holds the snapshot now: record it before anything else can fail, so a
+        // restart never sees an applied id past the recorded snapshot with a purged log.
+        self.snapshots.record(meta)?;
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = state;
         self.last_applied = last_applied;
         self.membership = membership;
         self.snapshots.promote_incoming()?;
-        self.snapshots.record(meta)?;
         if let Some(last) = last_applied {
             self.applied_tx.send_replace(last.index);
         }
@@ -323,6 +325,9 @@ struct SnapshotDir {
     copies: AtomicU64,
     /// Held while `current.db` is replaced or read, so a reader never sees half a replacement.
     current_file: Mutex<()>,
+    /// Held while `current.meta.json` is replaced: a build (openraft runs it in its own task)
+    /// and an install may record at the same time.
+    recording: Mutex<()>,
 }
 
 impl SnapshotDir {
@@ -336,6 +341,7 @@ impl SnapshotDir {
             state_db,
             copies: AtomicU64::new(0),
             current_file: Mutex::new(()),
+            recording: Mutex::new(()),
         };
         snapshots.remove_unfinished_copies();
         Ok(snapshots)
@@ -364,9 +370,21 @@ impl SnapshotDir {
         })
     }
 
-    /// Records `meta` as the current snapshot: its log id is durable in `state.db` (a build) or
-    /// in `current.db` (an install).
+    /// Records `meta` as the current snapshot: its log id is durable in `state.db`. The record
+    /// never goes back: a build that read the applied id before an install recorded a later one
+    /// records nothing (openraft ignores a built snapshot older than its current one too).
     fn record(&self, meta: &Meta) -> Result<(), Error> {
+        let _recording = self.recording.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(recorded) = self.recorded()? {
+            if recorded.last_log_id >= meta.last_log_id {
+                tracing::debug!(
+                    recorded = ?recorded.last_log_id,
+                    offered = ?meta.last_log_id,
+                    "snapshot not recorded: one as recent is"
+                );
+                return Ok(());
+            }
+        }
         self.write_meta(meta)?;
         self.sync(&self.dir)
     }
@@ -397,7 +415,8 @@ impl SnapshotDir {
         self.sync(&self.dir)
     }
 
-    /// Replaces `current.meta.json` atomically (a synced temporary file, renamed).
+    /// Replaces `current.meta.json` atomically (a synced temporary file, renamed); the caller
+    /// holds `recording`.
     fn write_meta(&self, meta: &Meta) -> Result<(), Error> {
         let meta_path = self.dir.join("current.meta.json");
         let text = serde_json::to_vec(meta).map_err(|e| Error::corrupt("snapshot meta", e))?;
@@ -411,16 +430,22 @@ impl SnapshotDir {
         self.dir.join("current.db")
     }
 
-    /// The snapshot openraft was last told of, if any.
+    /// The snapshot openraft was last told of, if any. A record that cannot be parsed (it is
+    /// replaced by rename, so only a disk fault garbles it) counts as none: openraft then builds
+    /// a snapshot anew on start if its log was purged.
     fn recorded(&self) -> Result<Option<Meta>, Error> {
         let meta_path = self.dir.join("current.meta.json");
         if !meta_path.exists() {
             return Ok(None);
         }
         let text = self.io(&meta_path, std::fs::read(&meta_path))?;
-        serde_json::from_slice(&text)
-            .map(Some)
-            .map_err(|e| Error::corrupt("snapshot meta", e))
+        match serde_json::from_slice(&text) {
+            Ok(meta) => Ok(Some(meta)),
+            Err(error) => {
+                tracing::warn!(%error, "the snapshot record cannot be parsed; ignoring it");
+                Ok(None)
+            }
+        }
     }
 
     /// The meta of the copy `file`, from its own `sm_meta`.
@@ -468,31 +493,31 @@ impl SnapshotDir {
         let n = self.copies.fetch_add(1, Ordering::Relaxed);
         let copy = self.dir.join(format!("copy-{n}.db"));
         let _ = std::fs::remove_file(&copy);
-        let conn = rusqlite::Connection::open_with_flags(
+        let copied = rusqlite::Connection::open_with_flags(
             &self.state_db,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
         )
-        .map_err(Error::write("open state.db to copy it"))?;
-        conn.execute("VACUUM INTO ?1", [copy.display().to_string()])
-            .map_err(Error::write("copy state.db into a snapshot"))?;
-        Ok(copy)
+        .map_err(Error::write("open state.db to copy it"))
+        .and_then(|conn| {
+            conn.execute("VACUUM INTO ?1", [copy.display().to_string()])
+                .map_err(Error::write("copy state.db into a snapshot"))
+        });
+        match copied {
+            Ok(_) => Ok(copy),
+            Err(error) => {
+                let _ = std::fs::remove_file(&copy);
+                Err(error)
+            }
+        }
     }
 
-    /// The current snapshot: `current.db` if it holds at least what the last build recorded,
-    /// else a fresh copy of `state.db`, which holds that (the build recorded a durable id).
-    fn current(&self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
-        let Some(recorded) = self.recorded()? else {
-            return Ok(None);
-        };
-        let _file = self.current_file.lock().unwrap_or_else(|p| p.into_inner());
-        let file = self.current_file();
-        let mut meta = self.current_file_meta();
-        if meta.as_ref().map(|m| m.last_log_id) < Some(recorded.last_log_id) {
-            let started = std::time::Instant::now();
-            let copy = self.copy_state_db()?;
-            let copied = self.meta_of(&copy)?;
+    /// A fresh copy of `state.db` made `current.db`, if it holds at least `recorded`; the caller
+    /// holds `current_file`. A copy that does not become current is removed.
+    fn refresh_current_file(&self, recorded: &Meta) -> Result<Meta, Error> {
+        let started = std::time::Instant::now();
+        let copy = self.copy_state_db()?;
+        let promoted = self.meta_of(&copy).and_then(|copied| {
             if copied.last_log_id < recorded.last_log_id {
-                let _ = std::fs::remove_file(&copy);
                 return Err(Error::Corrupt {
                     what: "state.db",
                     message: format!(
@@ -502,15 +527,38 @@ impl SnapshotDir {
                 });
             }
             self.promote(&copy)?;
-            tracing::info!(
-                last_log_id = ?copied.last_log_id,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "copied state.db into the current snapshot"
-            );
-            meta = Some(copied);
+            Ok(copied)
+        });
+        match promoted {
+            Ok(copied) => {
+                tracing::info!(
+                    last_log_id = ?copied.last_log_id,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "copied state.db into the current snapshot"
+                );
+                Ok(copied)
+            }
+            Err(error) => {
+                let _ = std::fs::remove_file(&copy);
+                Err(error)
+            }
         }
-        let Some(meta) = meta else {
+    }
+
+    /// The current snapshot: `current.db` if it holds at least what the last build recorded,
+    /// else a fresh copy of `state.db`, which holds that (the build recorded a durable id, and
+    /// the caller committed what was replayed into `state.db` since a restart). A failed copy
+    /// is an error, as etcd's failed snapshot save is: an older copy would only send the
+    /// follower back for log entries that are purged.
+    fn current(&self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
+        let _file = self.current_file.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(recorded) = self.recorded()? else {
             return Ok(None);
+        };
+        let file = self.current_file();
+        let meta = match self.current_file_meta() {
+            Some(meta) if meta.last_log_id >= recorded.last_log_id => meta,
+            _ => self.refresh_current_file(&recorded)?,
         };
         let data = self.io(&file, std::fs::read(&file))?;
         Ok(Some(Snapshot {
@@ -616,6 +664,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        // After a restart, openraft replays the log into the open transaction before it asks;
+        // the copy reads only what is committed.
+        self.writer.flush().map_err(read_sm_err)?;
         let snapshots = self.snapshots.clone();
         db::blocking(move || snapshots.current()).map_err(read_sm_err)
     }

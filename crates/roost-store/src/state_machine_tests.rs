@@ -5,6 +5,7 @@ use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
 use roost_core::{Actor, Command, Envelope, Timestamp};
 use sqlx::{Connection, Row, SqliteConnection};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::StateMachineStore;
@@ -128,6 +129,32 @@ async fn reopening_resumes_from_what_the_file_holds() {
     assert_eq!(reader.read(|s| s.companies.len()), 2);
 }
 
+/// Applies companies 1 to `upto`, commits them, and copies `state.db` as it is then to `copy`.
+async fn apply_companies_and_copy_state_db(
+    sm: &mut StateMachineStore,
+    upto: u64,
+    copy: &std::path::Path,
+) {
+    let entries: Vec<_> = (1..=upto)
+        .map(|i| company_entry(i, &format!("c{i}"), &format!("P{i}")))
+        .collect();
+    sm.apply(entries).await.expect("apply");
+    sm.writer.flush().expect("commit");
+    sqlx::query("VACUUM INTO ?")
+        .bind(copy.display().to_string())
+        .execute(&sm.readers)
+        .await
+        .expect("copy of state.db");
+}
+
+/// Replaces `dir/state.db` with `older`, as a power loss after its last commit could leave it.
+fn put_back_as_state_db(dir: &std::path::Path, older: &std::path::Path) {
+    for stale in ["state.db-wal", "state.db-shm"] {
+        let _ = std::fs::remove_file(dir.join(stale));
+    }
+    std::fs::rename(older, dir.join("state.db")).expect("put the older file back");
+}
+
 /// A `state.db` older than the last snapshot copy (a disk that lost acknowledged commits, a file
 /// put back from a backup) must not be resumed from: the log may no longer hold the entries
 /// between the two, as it is purged up to the snapshot.
@@ -137,16 +164,7 @@ async fn a_state_db_behind_the_current_snapshot_is_restored_from_it_on_open() {
     let older = dir.path().join("older.db");
     {
         let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
-        let first: Vec<_> = (1..=5)
-            .map(|i| company_entry(i, &format!("c{i}"), &format!("P{i}")))
-            .collect();
-        sm.apply(first).await.expect("apply");
-        sm.writer.flush().expect("commit entries 1-5");
-        sqlx::query("VACUUM INTO ?")
-            .bind(older.display().to_string())
-            .execute(&sm.readers)
-            .await
-            .expect("copy of state.db after entry 5");
+        apply_companies_and_copy_state_db(&mut sm, 5, &older).await;
         let later: Vec<_> = (6..=20)
             .map(|i| company_entry(i, &format!("c{i}"), &format!("P{i}")))
             .collect();
@@ -163,10 +181,7 @@ async fn a_state_db_behind_the_current_snapshot_is_restored_from_it_on_open() {
         sm.readers.close().await;
     }
     // The file as a power loss after entry 5's commit could leave it.
-    for stale in ["state.db-wal", "state.db-shm"] {
-        let _ = std::fs::remove_file(dir.path().join(stale));
-    }
-    std::fs::rename(&older, dir.path().join("state.db")).expect("put the older file back");
+    put_back_as_state_db(dir.path(), &older);
     let in_older: i64 = rusqlite::Connection::open(dir.path().join("state.db"))
         .and_then(|c| c.query_row("SELECT count(*) FROM companies", [], |r| r.get(0)))
         .expect("count in the older file");
@@ -216,9 +231,10 @@ fn applied_in_snapshot_bytes(data: &[u8]) -> Option<LogId<u64>> {
 
 /// Regression: the current snapshot was read as its meta file, then its data file, while a
 /// build replaced both; a new file went out with the old meta and the follower installing it
-/// stopped ("holds state up to 5999 but claims 5499", fault scenario membership_change).
+/// stopped ("holds state up to 5999 but claims 5499", fault scenario membership_change). Builds
+/// no longer write the file, but reads still copy it while entries are applied and built.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_snapshot_read_during_a_build_pairs_the_meta_with_its_own_file() {
+async fn a_snapshot_read_while_entries_are_applied_and_built_pairs_the_meta_with_its_own_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
     let mut builder = sm.get_snapshot_builder().await;
@@ -269,21 +285,28 @@ async fn a_build_copies_nothing_and_a_read_copies_state_db_once_per_build() {
     let dir = tempfile::tempdir().expect("tempdir");
     let copy = dir.path().join("snapshots").join("current.db");
     let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
+    let copies = |sm: &StateMachineStore| sm.snapshots.copies.load(Ordering::SeqCst);
     assert_eq!(current_snapshot_index(&mut sm).await, None);
     let mut builder = sm.get_snapshot_builder().await;
     apply_and_snapshot(&mut sm, &mut builder, 1).await;
     assert!(!copy.exists(), "a build copied state.db");
+    assert_eq!(copies(&sm), 0, "a build copied state.db");
     assert_eq!(current_snapshot_index(&mut sm).await, Some(1));
     assert!(copy.exists());
+    assert_eq!(copies(&sm), 1);
 
-    // Applied but not built: the copy at 1 still holds what the last build recorded.
+    // Applied and committed but not built: the copy at 1 still holds what the last build
+    // recorded, and is sent again without copying.
     sm.apply([company_entry(2, "c2", "B")])
         .await
         .expect("apply");
+    sm.writer.flush().expect("commit entry 2");
     assert_eq!(current_snapshot_index(&mut sm).await, Some(1));
+    assert_eq!(copies(&sm), 1, "state.db copied again with no build since");
 
     apply_and_snapshot(&mut sm, &mut builder, 3).await;
     assert_eq!(current_snapshot_index(&mut sm).await, Some(3));
+    assert_eq!(copies(&sm), 2);
 }
 
 /// The build's record survives a restart (openraft reads it on start), and a copy left half
@@ -331,6 +354,14 @@ async fn a_snapshot_sent_to_another_node_installs_there() {
         .install_snapshot(&sent.meta, sent.snapshot)
         .await
         .expect("install");
+    assert!(
+        follower_dir
+            .path()
+            .join("snapshots")
+            .join("current.db")
+            .exists(),
+        "the installed snapshot is not kept to be sent on"
+    );
     let (applied, _) = follower.applied_state().await.expect("applied state");
     assert_eq!(applied.map(|l| l.index), Some(5));
     assert_eq!(reader.read(|s| s.companies.len()), 5);
@@ -355,4 +386,78 @@ async fn an_unreadable_snapshot_copy_is_copied_anew() {
     let (mut sm, reader) = StateMachineStore::open(dir.path()).await.expect("reopen");
     assert_eq!(reader.read(|s| s.companies.len()), 2);
     assert_eq!(current_snapshot_index(&mut sm).await, Some(2));
+}
+
+/// Regression: a build (openraft runs it in its own task) and an install recorded at the same
+/// time through one temporary file: one rename found it gone, an error that stops the node, or
+/// the older record landed last and openraft started from a snapshot behind `state.db`.
+#[test]
+fn concurrent_records_never_fail_and_never_go_backwards() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let snapshots = std::sync::Arc::new(
+        super::SnapshotDir::new(dir.path().join("snapshots"), dir.path().join("state.db"))
+            .expect("snapshot dir"),
+    );
+    let recorders: Vec<_> = (0..4u64)
+        .map(|thread| {
+            let snapshots = snapshots.clone();
+            std::thread::spawn(move || {
+                for round in 0..50u64 {
+                    // Threads interleave old and new ids: 4 * round + thread.
+                    let id = LogId::new(CommittedLeaderId::new(1, 1), 4 * round + thread + 1);
+                    snapshots
+                        .record(&super::meta_at(Some(id), Default::default()))
+                        .expect("record");
+                    let recorded = snapshots.recorded().expect("read").expect("recorded");
+                    assert!(
+                        recorded.last_log_id >= Some(id),
+                        "the record went back from {id} to {:?}",
+                        recorded.last_log_id
+                    );
+                }
+            })
+        })
+        .collect();
+    for recorder in recorders {
+        recorder.join().expect("no failed record");
+    }
+    let recorded = snapshots.recorded().expect("read").expect("recorded");
+    assert_eq!(recorded.last_log_id.map(|l| l.index), Some(200));
+
+    // An install's older offer after a later build is ignored as well.
+    let older = LogId::new(CommittedLeaderId::new(1, 1), 7);
+    snapshots
+        .record(&super::meta_at(Some(older), Default::default()))
+        .expect("record");
+    let recorded = snapshots.recorded().expect("read").expect("recorded");
+    assert_eq!(recorded.last_log_id.map(|l| l.index), Some(200));
+}
+
+/// Regression: after a restart with a `state.db` behind the recorded snapshot (and no copy
+/// holding it), openraft replays the log into the open transaction and then reads the current
+/// snapshot; the copy saw only committed rows, came out behind the record, and the node stopped.
+#[tokio::test]
+async fn a_snapshot_read_after_replay_into_a_lagging_state_db_holds_the_replayed_entries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let older = dir.path().join("older.db");
+    {
+        let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
+        apply_companies_and_copy_state_db(&mut sm, 5, &older).await;
+        let mut builder = sm.get_snapshot_builder().await;
+        for index in 6..=20 {
+            apply_and_snapshot(&mut sm, &mut builder, index).await;
+        }
+        sm.readers.close().await;
+    }
+    // A disk that lost the commits after entry 5; the log still holds 6-20.
+    put_back_as_state_db(dir.path(), &older);
+
+    let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("reopen");
+    let (applied, _) = sm.applied_state().await.expect("applied state");
+    assert_eq!(applied.map(|l| l.index), Some(5));
+    let replayed: Vec<_> = (6..=20)
+        .map(|i| company_entry(i, &format!("c{i}"), &format!("P{i}")))
+        .collect();
+    sm.apply(replayed).await.expect("replay");
+    assert_eq!(current_snapshot_index(&mut sm).await, Some(20));
 }
