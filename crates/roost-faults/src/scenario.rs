@@ -24,11 +24,6 @@ use crate::{membership, observe, text, worker_cut, RunOptions, Scenario};
 /// Checkout clients (processes 0..6 in the history); the wake client, the cost client and the
 /// operator are processes 10, 11 and 12; the membership changes 20.
 const CLIENTS: u64 = 6;
-/// Contended issues. Enough that no issue's history outgrows the linearizability checker's
-/// `max_ops` (1,000) in a 60 s scenario: faster writes gave 1,100-1,160 operations per issue
-/// with 5 issues, and again 1,004-1,056 with 8 (both 2026-11-24), each an inconclusive verdict.
-/// With 12, ~700; six clients still meet on them.
-const ISSUES: usize = 12;
 /// How long queued wakes may take to run after the heal.
 const SETTLE: Duration = Duration::from_secs(60);
 /// The process of the liveness probe's operations in the history.
@@ -65,7 +60,7 @@ fn fault_of(scenario: Scenario) -> Fault {
 }
 
 /// The agents, issues, budget and keys the clients work with.
-async fn setup(cluster: &NetCluster) -> anyhow::Result<Target> {
+async fn setup(cluster: &NetCluster, secs: u64) -> anyhow::Result<Target> {
     let leader = cluster.leader().await?;
     let admin = cluster.http(leader);
     let cid = cluster.company_id.clone();
@@ -82,7 +77,7 @@ async fn setup(cluster: &NetCluster) -> anyhow::Result<Target> {
         .await?
         .ok()?;
     let mut issues = Vec::new();
-    for i in 0..ISSUES {
+    for i in 0..workload::windows_for(secs) * workload::ISSUES_PER_WINDOW {
         let issue = admin
             .post(
                 &format!("/api/companies/{cid}/issues"),
@@ -255,7 +250,7 @@ async fn drive(
     if scenario == Scenario::MembershipChange {
         cluster.add_spare(membership::SLOTS)?;
     }
-    let target = setup(cluster).await?;
+    let target = setup(cluster, options.secs).await?;
     let token = cluster
         .http(cluster.leader().await?)
         .post("/api/workers/join-tokens", json!({ "name": "faults" }))

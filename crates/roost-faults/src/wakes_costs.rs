@@ -14,7 +14,7 @@ use roost_testkit::Http;
 use serde_json::{json, Value};
 
 use crate::text;
-use crate::workload::{classify, ok, Recorder, Target, OP_TIMEOUT};
+use crate::workload::{self, classify, ok, Recorder, Target, OP_TIMEOUT};
 
 /// The waker's hard budget at the start, in cents: spent in roughly ten seconds of costs.
 pub const INITIAL_LIMIT_CENTS: u64 = 100;
@@ -86,9 +86,9 @@ pub async fn wake_client(
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(rng.gen_range(150..450))).await;
         n += 1;
-        let issue = match rng.gen_range(0..=target.issues.len()) {
+        let issue = match rng.gen_range(0..=workload::ISSUES_PER_WINDOW) {
             0 => None,
-            i => Some(target.issues[i - 1].clone()),
+            _ => Some(target.contended_issue(&mut rng)),
         };
         let mut body = json!({ "idempotencyKey": format!("wake-{process}-{n}") });
         if let Some(i) = &issue {

@@ -64,9 +64,26 @@ pub struct Target {
     /// The agent whose runs check out the contended issues (runs started over the API).
     pub agent_id: String,
     pub agent_key: String,
+    /// Every issue the clients contend for, `ISSUES_PER_WINDOW` at a time (`contended_issue`).
     pub issues: Vec<String>,
+    /// When the first window of contended issues opened.
+    windows_from: Instant,
     /// The agent woken and run by the worker, under a hard budget.
     pub waker: crate::wakes_costs::Waker,
+}
+
+/// Issues contended at once: six clients still meet on them.
+pub const ISSUES_PER_WINDOW: usize = 12;
+/// How long a window of contended issues lasts before the clients move to the next one. The
+/// linearizability checker gives up on an issue with more than `max_ops` (1,000) operations;
+/// contending for the same issues the whole run made that count grow with the machine's speed
+/// (1,004-1,088 per issue in a 60 s run with 12 issues, 2026-11-24, each an inconclusive
+/// verdict). A window bounds it by its length: about 250 per issue here.
+pub const WINDOW: Duration = Duration::from_secs(15);
+
+/// The windows a run of `secs` seconds passes through, one more for the drain after it.
+pub fn windows_for(secs: u64) -> usize {
+    secs.div_ceil(WINDOW.as_secs()) as usize + 1
 }
 
 impl Target {
@@ -85,8 +102,20 @@ impl Target {
             agent_id: agent.0,
             agent_key: agent.1,
             issues,
+            windows_from: Instant::now(),
             waker,
         }
+    }
+
+    /// One of the issues of the current window, at random; the last window stays open after
+    /// its time.
+    pub fn contended_issue(&self, rng: &mut StdRng) -> String {
+        let windows = self.issues.len().div_ceil(ISSUES_PER_WINDOW).max(1);
+        let window =
+            ((self.windows_from.elapsed().as_secs() / WINDOW.as_secs()) as usize).min(windows - 1);
+        let first = window * ISSUES_PER_WINDOW;
+        let last = (first + ISSUES_PER_WINDOW).min(self.issues.len());
+        self.issues[rng.gen_range(first..last)].clone()
     }
 
     /// The current nodes' URLs.
@@ -177,7 +206,7 @@ pub async fn client(
                 continue;
             }
         };
-        let issue = target.issues[rng.gen_range(0..target.issues.len())].clone();
+        let issue = target.contended_issue(&mut rng);
         let as_agent = Http::new(url.clone())
             .with_token(&target.agent_key)
             .with_run(&run_id);
