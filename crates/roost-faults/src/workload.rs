@@ -86,6 +86,14 @@ pub fn windows_for(secs: u64) -> usize {
     secs.div_ceil(WINDOW.as_secs()) as usize + 1
 }
 
+/// The issues contended `elapsed` after the first window opened; `issues` is not empty.
+fn issues_of_window(issues: &[String], elapsed: Duration) -> &[String] {
+    let windows = issues.len().div_ceil(ISSUES_PER_WINDOW).max(1);
+    let window = ((elapsed.as_secs() / WINDOW.as_secs()) as usize).min(windows - 1);
+    let first = window * ISSUES_PER_WINDOW;
+    &issues[first..(first + ISSUES_PER_WINDOW).min(issues.len())]
+}
+
 impl Target {
     pub fn new(
         urls: Vec<String>,
@@ -110,12 +118,8 @@ impl Target {
     /// One of the issues of the current window, at random; the last window stays open after
     /// its time.
     pub fn contended_issue(&self, rng: &mut StdRng) -> String {
-        let windows = self.issues.len().div_ceil(ISSUES_PER_WINDOW).max(1);
-        let window =
-            ((self.windows_from.elapsed().as_secs() / WINDOW.as_secs()) as usize).min(windows - 1);
-        let first = window * ISSUES_PER_WINDOW;
-        let last = (first + ISSUES_PER_WINDOW).min(self.issues.len());
-        self.issues[rng.gen_range(first..last)].clone()
+        let window = issues_of_window(&self.issues, self.windows_from.elapsed());
+        window[rng.gen_range(0..window.len())].clone()
     }
 
     /// The current nodes' URLs.
@@ -334,4 +338,42 @@ pub async fn end_run(
         },
         outcome,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{issues_of_window, windows_for, ISSUES_PER_WINDOW, WINDOW};
+
+    /// Regression: the clients contended for the same twelve issues for the whole run, and on a
+    /// faster machine an issue's history passed the linearizability checker's 1,000 operations
+    /// (INCONCLUSIVE in membership_change and worker_cut_off). Each window's issues are new and
+    /// every second of the run, and of the drain after it, falls in one.
+    #[test]
+    fn each_window_contends_for_issues_no_other_window_touches() {
+        let secs = 60;
+        let issues: Vec<String> = (0..windows_for(secs) * ISSUES_PER_WINDOW)
+            .map(|i| format!("issue-{i}"))
+            .collect();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut previous: Option<&[String]> = None;
+        for second in 0..secs + WINDOW.as_secs() {
+            let window = issues_of_window(&issues, Duration::from_secs(second));
+            assert_eq!(window.len(), ISSUES_PER_WINDOW, "at {second} s");
+            if previous != Some(window) {
+                for issue in window {
+                    assert!(
+                        seen.insert(issue.clone()),
+                        "{issue} contended in two windows"
+                    );
+                }
+                previous = Some(window);
+            }
+        }
+        assert_eq!(seen.len(), issues.len(), "some issues were never contended");
+        // Past the planned windows the last one stays open rather than going back.
+        let late = issues_of_window(&issues, Duration::from_secs(10 * secs));
+        assert_eq!(late, &issues[issues.len() - ISSUES_PER_WINDOW..]);
+    }
 }
