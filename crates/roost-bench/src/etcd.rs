@@ -38,43 +38,42 @@ use clap::Args;
 use roost_proto::v1::control_client::ControlClient;
 use roost_proto::v1::{CheckoutRequest, ReleaseRequest};
 use roost_testkit::{wait_for, Http};
-use serde_json::{json, Value};
-use tokio::task::JoinSet;
+use serde_json::json;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::procs::{self, ProcessCluster};
-use crate::stats::{ms, percentile, us};
+use crate::stats::{ms, us};
 
 #[derive(Args)]
 pub struct EtcdArgs {
     /// Systems to measure, comma-separated, in this order per point (etcd, roost)
     #[arg(long, value_delimiter = ',', default_value = "etcd,roost")]
-    systems: Vec<String>,
+    pub(crate) systems: Vec<String>,
     /// Client counts to measure, comma-separated
     #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
-    clients: Vec<usize>,
+    pub(crate) clients: Vec<usize>,
     /// Seconds of measurement per point
     #[arg(long, default_value_t = 10)]
-    seconds: u64,
+    pub(crate) seconds: u64,
     /// Seconds of load before each point's measurement starts (not counted)
     #[arg(long, default_value_t = 1)]
-    warmup_sec: u64,
+    pub(crate) warmup_sec: u64,
     /// Failover trials per system (0: skip failover)
     #[arg(long, default_value_t = 10)]
-    trials: usize,
+    pub(crate) trials: usize,
     /// etcd: grant a lease per checkout (timed with the txn) and revoke it on release, instead
     /// of one lease per client for the whole point
     #[arg(long)]
-    lease_per_checkout: bool,
+    pub(crate) lease_per_checkout: bool,
     /// The etcd binary
     #[arg(long, default_value = "etcd")]
-    etcd_bin: PathBuf,
+    pub(crate) etcd_bin: PathBuf,
     /// The roost binary [default: `roost` next to this executable]
     #[arg(long)]
-    roost_bin: Option<PathBuf>,
+    pub(crate) roost_bin: Option<PathBuf>,
     /// One JSON object per point and per failover series instead of tables
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -105,7 +104,7 @@ where
 }
 
 /// `if create_revision(key) == 0 then put(key, value, lease)`.
-fn checkout_txn(key: &[u8], value: &[u8], lease: i64) -> pb::TxnRequest {
+pub(crate) fn checkout_txn(key: &[u8], value: &[u8], lease: i64) -> pb::TxnRequest {
     pb::TxnRequest {
         compare: vec![pb::Compare {
             result: pb::EQUAL,
@@ -124,7 +123,7 @@ fn checkout_txn(key: &[u8], value: &[u8], lease: i64) -> pb::TxnRequest {
     }
 }
 
-async fn grant(ch: &Channel, ttl: i64) -> anyhow::Result<i64> {
+pub(crate) async fn grant(ch: &Channel, ttl: i64) -> anyhow::Result<i64> {
     let r: pb::LeaseGrantResponse =
         call(ch, pb::LEASE_GRANT, pb::LeaseGrantRequest { ttl, id: 0 }).await?;
     anyhow::ensure!(
@@ -152,20 +151,22 @@ pub(crate) async fn connect(url: &str) -> anyhow::Result<Channel> {
 }
 
 use crate::etcd_cluster::{die_with_parent, sigkill, EtcdCluster};
+use crate::etcd_failover::{etcd_failover, roost_failover, Failover};
+use crate::etcd_points::{measure, print_comparison, System};
 
 // ---------------------------------------------------------------------------------------
 // The Roost side: `roost server` processes (procs.rs), restarted here after a kill.
 
-struct RoostSide {
-    cluster: ProcessCluster,
-    binary: PathBuf,
-    company_id: String,
+pub(crate) struct RoostSide {
+    pub(crate) cluster: ProcessCluster,
+    pub(crate) binary: PathBuf,
+    pub(crate) company_id: String,
     /// The current process of each node (changes when a killed node is restarted).
-    pids: HashMap<u64, u32>,
+    pub(crate) pids: HashMap<u64, u32>,
     /// Processes started after a kill (the originals belong to `cluster`).
-    restarted: Vec<Child>,
+    pub(crate) restarted: Vec<Child>,
     /// Each node's config file, read from its command line (`--config <path>`).
-    configs: HashMap<u64, PathBuf>,
+    pub(crate) configs: HashMap<u64, PathBuf>,
 }
 
 impl Drop for RoostSide {
@@ -178,7 +179,7 @@ impl Drop for RoostSide {
 }
 
 impl RoostSide {
-    async fn start(binary: &Path) -> anyhow::Result<RoostSide> {
+    pub(crate) async fn start(binary: &Path) -> anyhow::Result<RoostSide> {
         let cluster = ProcessCluster::start(binary).await?;
         cluster.healthy_status(Duration::from_secs(60)).await?;
         let leader = roost_leader(&cluster).await?;
@@ -215,18 +216,18 @@ impl RoostSide {
         })
     }
 
-    fn pids(&self) -> Vec<u32> {
+    pub(crate) fn pids(&self) -> Vec<u32> {
         self.pids.values().copied().collect()
     }
 
-    fn grpc_url(&self, id: u64) -> String {
+    pub(crate) fn grpc_url(&self, id: u64) -> String {
         format!(
             "http://{}",
             self.cluster.node(id).map(|n| n.grpc.as_str()).unwrap_or("")
         )
     }
 
-    fn kill(&mut self, id: u64) {
+    pub(crate) fn kill(&mut self, id: u64) {
         if let Some(pid) = self.pids.get(&id) {
             sigkill(*pid);
         }
@@ -240,7 +241,7 @@ impl RoostSide {
         }
     }
 
-    fn restart(&mut self, id: u64) -> anyhow::Result<()> {
+    pub(crate) fn restart(&mut self, id: u64) -> anyhow::Result<()> {
         let config = self
             .configs
             .get(&id)
@@ -264,7 +265,7 @@ impl RoostSide {
     }
 }
 
-async fn roost_leader(cluster: &ProcessCluster) -> anyhow::Result<u64> {
+pub(crate) async fn roost_leader(cluster: &ProcessCluster) -> anyhow::Result<u64> {
     wait_for("a Roost leader", Duration::from_secs(30), || {
         cluster.leader()
     })
@@ -272,14 +273,14 @@ async fn roost_leader(cluster: &ProcessCluster) -> anyhow::Result<u64> {
 }
 
 /// A Roost client: an agent with a key, a run and its issues (as checkout.rs makes them).
-struct RoostClient {
-    agent_id: String,
-    key: String,
-    run_id: String,
-    issues: Vec<String>,
+pub(crate) struct RoostClient {
+    pub(crate) agent_id: String,
+    pub(crate) key: String,
+    pub(crate) run_id: String,
+    pub(crate) issues: Vec<String>,
 }
 
-async fn roost_clients(
+pub(crate) async fn roost_clients(
     admin: &Http,
     company_id: &str,
     n: usize,
@@ -325,7 +326,10 @@ async fn roost_clients(
     Ok(clients)
 }
 
-fn roost_request<T>(client: &RoostClient, message: T) -> anyhow::Result<tonic::Request<T>> {
+pub(crate) fn roost_request<T>(
+    client: &RoostClient,
+    message: T,
+) -> anyhow::Result<tonic::Request<T>> {
     let mut req = tonic::Request::new(message);
     req.metadata_mut()
         .insert("authorization", format!("Bearer {}", client.key).parse()?);
@@ -334,7 +338,7 @@ fn roost_request<T>(client: &RoostClient, message: T) -> anyhow::Result<tonic::R
     Ok(req)
 }
 
-async fn roost_checkout(
+pub(crate) async fn roost_checkout(
     grpc: &mut ControlClient<Channel>,
     client: &RoostClient,
     issue: &str,
@@ -348,7 +352,7 @@ async fn roost_checkout(
     Ok(())
 }
 
-async fn roost_release(
+pub(crate) async fn roost_release(
     grpc: &mut ControlClient<Channel>,
     client: &RoostClient,
     issue: &str,
@@ -364,18 +368,18 @@ async fn roost_release(
 // The load loops.
 
 /// What every client of a point shares.
-struct Load {
+pub(crate) struct Load {
     /// Checkouts started at or after this instant are measured.
-    measure_from: Instant,
+    pub(crate) measure_from: Instant,
     /// No cycle starts after this instant.
-    until: Instant,
-    done: AtomicU64,
-    errors: AtomicU64,
-    first_error: Mutex<Option<String>>,
+    pub(crate) until: Instant,
+    pub(crate) done: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) first_error: Mutex<Option<String>>,
 }
 
 impl Load {
-    fn error(&self, what: &str, e: impl std::fmt::Display) {
+    pub(crate) fn error(&self, what: &str, e: impl std::fmt::Display) {
         if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
             *self.first_error.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(format!("{what}: {e}"));
@@ -383,7 +387,7 @@ impl Load {
     }
 
     /// Records one checkout that started at `start`.
-    fn record(&self, start: Instant, latencies: &mut Vec<u64>) {
+    pub(crate) fn record(&self, start: Instant, latencies: &mut Vec<u64>) {
         if start >= self.measure_from {
             latencies.push(us(start.elapsed()));
             self.done.fetch_add(1, Ordering::Relaxed);
@@ -391,14 +395,14 @@ impl Load {
     }
 }
 
-struct EtcdClient {
-    keys: Vec<Vec<u8>>,
-    value: Vec<u8>,
+pub(crate) struct EtcdClient {
+    pub(crate) keys: Vec<Vec<u8>>,
+    pub(crate) value: Vec<u8>,
     /// The client's lease (0 with `--lease-per-checkout`).
-    lease: i64,
+    pub(crate) lease: i64,
 }
 
-async fn etcd_loop(ch: Channel, c: EtcdClient, load: Arc<Load>) -> Vec<u64> {
+pub(crate) async fn etcd_loop(ch: Channel, c: EtcdClient, load: Arc<Load>) -> Vec<u64> {
     let mut latencies = Vec::new();
     for key in c.keys.iter().cycle() {
         if Instant::now() >= load.until {
@@ -447,7 +451,7 @@ async fn etcd_loop(ch: Channel, c: EtcdClient, load: Arc<Load>) -> Vec<u64> {
     latencies
 }
 
-async fn roost_loop(ch: Channel, c: RoostClient, load: Arc<Load>) -> Vec<u64> {
+pub(crate) async fn roost_loop(ch: Channel, c: RoostClient, load: Arc<Load>) -> Vec<u64> {
     let mut grpc = ControlClient::new(ch);
     let mut latencies = Vec::new();
     for issue in c.issues.iter().cycle() {
@@ -468,374 +472,8 @@ async fn roost_loop(ch: Channel, c: RoostClient, load: Arc<Load>) -> Vec<u64> {
 }
 
 // ---------------------------------------------------------------------------------------
-// Points.
 
-enum Identities {
-    Etcd(Vec<EtcdClient>),
-    Roost(Vec<RoostClient>),
-}
-
-enum System {
-    Etcd(EtcdCluster),
-    Roost(RoostSide),
-}
-
-impl System {
-    fn name(&self) -> &'static str {
-        match self {
-            System::Etcd(_) => "etcd",
-            System::Roost(_) => "roost",
-        }
-    }
-
-    fn pids(&self) -> Vec<u32> {
-        match self {
-            System::Etcd(c) => c.pids(),
-            System::Roost(r) => r.pids(),
-        }
-    }
-}
-
-#[derive(Clone)]
-struct Point {
-    system: String,
-    clients: usize,
-    rate: f64,
-    checkouts: usize,
-    p50: u64,
-    p90: u64,
-    p99: u64,
-    max: u64,
-    errors: u64,
-    /// CPU time of the three server processes per measured checkout (with its release).
-    server_cpu_ms_per_checkout: f64,
-    /// The leader's CPU over the window, in percent of one core.
-    leader_cpu_pct: f64,
-    /// The whole machine's busy share over the window (both cores), in percent.
-    machine_busy_pct: f64,
-    /// Roost only: writes (a checkout or a release) per Raft log entry over the window, from
-    /// the leader's log index; how much the group commit batched.
-    writes_per_entry: Option<f64>,
-}
-
-impl Point {
-    fn json(&self, args: &EtcdArgs) -> Value {
-        json!({
-            "system": self.system, "nodes": 3, "clients": self.clients,
-            "checkoutsPerSec": self.rate, "checkouts": self.checkouts,
-            "p50Ms": ms(self.p50), "p90Ms": ms(self.p90), "p99Ms": ms(self.p99), "maxMs": ms(self.max),
-            "errors": self.errors, "serverCpuMsPerCheckout": self.server_cpu_ms_per_checkout,
-            "leaderCpuPct": self.leader_cpu_pct, "machineBusyPct": self.machine_busy_pct,
-            "writesPerLogEntry": self.writes_per_entry,
-            "leasePerCheckout": self.system == "etcd" && args.lease_per_checkout,
-        })
-    }
-}
-
-/// CPU ticks of each process, and the machine's busy/total jiffies.
-fn cpu_snapshot(pids: &[u32]) -> (Vec<u64>, (u64, u64)) {
-    let ticks = pids
-        .iter()
-        .map(|p| {
-            procs::sample(&p.to_string())
-                .map(|s| s.cpu_ticks)
-                .unwrap_or(0)
-        })
-        .collect();
-    (ticks, procs::machine_jiffies().unwrap_or((0, 0)))
-}
-
-async fn measure(sys: &System, clients: usize, args: &EtcdArgs) -> anyhow::Result<Point> {
-    let tag = format!("{}-{clients}", sys.name());
-    // Setup (not measured): identities, leases, a connection to the leader.
-    let (channel, leader_pid, leader_admin, identities) = match sys {
-        System::Etcd(c) => {
-            let leader = c.wait_healthy(Duration::from_secs(30)).await?;
-            let ch = connect(&c.members[leader].client_url).await?;
-            let mut identities = Vec::new();
-            for i in 0..clients {
-                let lease = if args.lease_per_checkout {
-                    0
-                } else {
-                    grant(&ch, 600).await?
-                };
-                identities.push(EtcdClient {
-                    keys: (0..2)
-                        .map(|j| format!("/roost-bench/{tag}/task/{i}.{j}").into_bytes())
-                        .collect(),
-                    value: json!({ "agent": format!("bench-{tag}-{i}"), "lease": lease })
-                        .to_string()
-                        .into_bytes(),
-                    lease,
-                });
-            }
-            let pid = c.members[leader]
-                .child
-                .as_ref()
-                .map(|x| x.id())
-                .unwrap_or(0);
-            (ch, pid, None, Identities::Etcd(identities))
-        }
-        System::Roost(r) => {
-            r.cluster.healthy_status(Duration::from_secs(60)).await?;
-            let leader = roost_leader(&r.cluster).await?;
-            let ch = connect(&r.grpc_url(leader)).await?;
-            let identities =
-                roost_clients(&r.cluster.admin(leader), &r.company_id, clients, 2, &tag).await?;
-            let pid = r.pids.get(&leader).copied().unwrap_or(0);
-            let admin = r.cluster.admin(leader);
-            (ch, pid, Some(admin), Identities::Roost(identities))
-        }
-    };
-    let now = Instant::now();
-    let load = Arc::new(Load {
-        measure_from: now + Duration::from_secs(args.warmup_sec),
-        until: now + Duration::from_secs(args.warmup_sec + args.seconds),
-        done: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-        first_error: Mutex::new(None),
-    });
-    let tasks: Vec<_> = match identities {
-        Identities::Etcd(ids) => ids
-            .into_iter()
-            .map(|c| tokio::spawn(etcd_loop(channel.clone(), c, load.clone())))
-            .collect(),
-        Identities::Roost(ids) => ids
-            .into_iter()
-            .map(|c| tokio::spawn(roost_loop(channel.clone(), c, load.clone())))
-            .collect(),
-    };
-
-    // CPU over the measured window, and progress every 2 s.
-    let pids = sys.pids();
-    tokio::time::sleep_until(load.measure_from.into()).await;
-    let (cpu0, m0) = cpu_snapshot(&pids);
-    let leader0 = procs::sample(&leader_pid.to_string())
-        .map(|s| s.cpu_ticks)
-        .unwrap_or(0);
-    let done0 = load.done.load(Ordering::Relaxed);
-    let log0 = last_log_index(leader_admin.as_ref()).await;
-    let t0 = Instant::now();
-    let mut next = t0;
-    while Instant::now() + Duration::from_millis(1) < load.until {
-        next += Duration::from_secs(2);
-        tokio::time::sleep_until(next.min(load.until).into()).await;
-        let done = load.done.load(Ordering::Relaxed);
-        eprintln!(
-            "  {} {clients} clients: {:>4.1} s, {done} checkouts ({:.0}/s){}",
-            sys.name(),
-            t0.elapsed().as_secs_f64(),
-            done as f64 / t0.elapsed().as_secs_f64().max(0.001),
-            match load.errors.load(Ordering::Relaxed) {
-                0 => String::new(),
-                n => format!(", {n} errors"),
-            }
-        );
-    }
-    let (cpu1, m1) = cpu_snapshot(&pids);
-    let leader1 = procs::sample(&leader_pid.to_string())
-        .map(|s| s.cpu_ticks)
-        .unwrap_or(0);
-    let done1 = load.done.load(Ordering::Relaxed);
-    let log1 = last_log_index(leader_admin.as_ref()).await;
-    // Each counted checkout is two writes (the checkout and its release).
-    let writes_per_entry = log0.zip(log1).and_then(|(a, b)| {
-        (b > a).then(|| 2.0 * done1.saturating_sub(done0) as f64 / (b - a) as f64)
-    });
-    let window = t0.elapsed().as_secs_f64();
-
-    let mut latencies = Vec::new();
-    for t in tasks {
-        latencies.extend(t.await?);
-    }
-    let elapsed = load.measure_from.elapsed();
-    latencies.sort_unstable();
-    let errors = load.errors.load(Ordering::Relaxed);
-    if let Some(e) = load
-        .first_error
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .as_ref()
-    {
-        eprintln!(
-            "  {} {clients} clients: {errors} errors, the first: {e}",
-            sys.name()
-        );
-    }
-    let hz = procs::clock_ticks_per_sec() as f64;
-    let server_ticks: u64 = cpu1
-        .iter()
-        .zip(&cpu0)
-        .map(|(b, a)| b.saturating_sub(*a))
-        .sum();
-    let window_checkouts = load.done.load(Ordering::Relaxed).max(1) as f64;
-    let l = &latencies;
-    Ok(Point {
-        system: sys.name().into(),
-        clients,
-        rate: l.len() as f64 / elapsed.as_secs_f64(),
-        checkouts: l.len(),
-        p50: percentile(l, 50.0),
-        p90: percentile(l, 90.0),
-        p99: percentile(l, 99.0),
-        max: l.last().copied().unwrap_or(0),
-        errors,
-        server_cpu_ms_per_checkout: server_ticks as f64 / hz * 1000.0 / window_checkouts,
-        leader_cpu_pct: leader1.saturating_sub(leader0) as f64 / hz / window * 100.0,
-        machine_busy_pct: (m1.0.saturating_sub(m0.0)) as f64
-            / (m1.1.saturating_sub(m0.1)).max(1) as f64
-            * 100.0,
-        writes_per_entry,
-    })
-}
-
-/// The leader's last log index, from its cluster status (`None` for etcd or on an error).
-async fn last_log_index(admin: Option<&Http>) -> Option<u64> {
-    let status = admin?.get("/api/cluster/status").await.ok()?.ok().ok()?;
-    status["lastLogIndex"].as_u64()
-}
-
-// ---------------------------------------------------------------------------------------
-// Failover.
-
-/// From `killed_at`, starts `attempt()` every 10 ms (each bounded to 5 s) until one returns
-/// true; the time from `killed_at` to that acknowledgment.
-async fn first_ack<F, Fut>(killed_at: Instant, mut attempt: F) -> anyhow::Result<Duration>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool> + Send + 'static,
-{
-    let mut inflight = JoinSet::new();
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                anyhow::ensure!(
-                    killed_at.elapsed() < Duration::from_secs(30),
-                    "no write acknowledged within 30 s of the kill"
-                );
-                let fut = attempt();
-                inflight.spawn(async move {
-                    matches!(tokio::time::timeout(Duration::from_secs(5), fut).await, Ok(true))
-                });
-            }
-            Some(r) = inflight.join_next(), if !inflight.is_empty() => {
-                if matches!(r, Ok(true)) {
-                    return Ok(killed_at.elapsed());
-                }
-            }
-        }
-    }
-}
-
-async fn etcd_failover(c: &mut EtcdCluster, trials: usize) -> anyhow::Result<Vec<u64>> {
-    let mut samples = Vec::new();
-    for trial in 1..=trials {
-        let leader = c.wait_healthy(Duration::from_secs(60)).await?;
-        let writer = (0..3).find(|i| *i != leader).unwrap_or(0);
-        let ch = connect(&c.members[writer].client_url).await?;
-        let lease = grant(&ch, 600).await?;
-        let warm = format!("/roost-bench/failover/{trial}/warm-up").into_bytes();
-        let r: pb::TxnResponse = call(&ch, pb::TXN, checkout_txn(&warm, b"warm-up", lease)).await?;
-        anyhow::ensure!(r.succeeded, "warm-up checkout refused");
-        let key = format!("/roost-bench/failover/{trial}/task").into_bytes();
-        let killed_at = Instant::now();
-        c.kill(leader);
-        let recovered = first_ack(killed_at, || {
-            let (ch, txn) = (ch.clone(), checkout_txn(&key, b"failover", lease));
-            async move { call::<_, pb::TxnResponse>(&ch, pb::TXN, txn).await.is_ok() }
-        })
-        .await
-        .with_context(|| format!("etcd trial {trial}"))?;
-        eprintln!(
-            "  etcd trial {trial:>2}: {} killed, first acknowledged checkout after {:.0} ms",
-            c.members[leader].name,
-            recovered.as_secs_f64() * 1000.0
-        );
-        samples.push(us(recovered));
-        c.spawn(leader)?;
-        c.wait_healthy(Duration::from_secs(60)).await?;
-    }
-    Ok(samples)
-}
-
-async fn roost_failover(r: &mut RoostSide, trials: usize) -> anyhow::Result<Vec<u64>> {
-    let leader = roost_leader(&r.cluster).await?;
-    let mut writer_client = roost_clients(
-        &r.cluster.admin(leader),
-        &r.company_id,
-        1,
-        trials + 1,
-        "failover",
-    )
-    .await?;
-    let client = Arc::new(writer_client.remove(0));
-    let mut samples = Vec::new();
-    for trial in 1..=trials {
-        r.cluster.healthy_status(Duration::from_secs(60)).await?;
-        let leader = roost_leader(&r.cluster).await?;
-        let writer = r
-            .cluster
-            .nodes
-            .iter()
-            .map(|n| n.id)
-            .find(|i| *i != leader)
-            .unwrap_or(1);
-        let ch = connect(&r.grpc_url(writer)).await?;
-        let mut grpc = ControlClient::new(ch.clone());
-        let warm = &client.issues[0];
-        roost_checkout(&mut grpc, &client, warm)
-            .await
-            .context("warm-up checkout")?;
-        roost_release(&mut grpc, &client, warm)
-            .await
-            .context("warm-up release")?;
-        let issue = client.issues[trial].clone();
-        let killed_at = Instant::now();
-        r.kill(leader);
-        let recovered = first_ack(killed_at, || {
-            let (mut grpc, client, issue) = (
-                ControlClient::new(ch.clone()),
-                client.clone(),
-                issue.clone(),
-            );
-            async move { roost_checkout(&mut grpc, &client, &issue).await.is_ok() }
-        })
-        .await
-        .with_context(|| format!("Roost trial {trial}"))?;
-        eprintln!(
-            "  roost trial {trial:>2}: node {leader} killed, first acknowledged checkout after {:.0} ms",
-            recovered.as_secs_f64() * 1000.0
-        );
-        samples.push(us(recovered));
-        // Some attempts may still be in flight and check the issue out again: it is this
-        // trial's alone, so nothing else depends on it.
-        r.restart(leader)?;
-    }
-    r.cluster.healthy_status(Duration::from_secs(60)).await?;
-    Ok(samples)
-}
-
-struct Failover {
-    system: String,
-    samples: Vec<u64>,
-}
-
-impl Failover {
-    fn p(&self, q: f64) -> f64 {
-        ms(percentile(&self.samples, q))
-    }
-    fn max(&self) -> f64 {
-        ms(self.samples.last().copied().unwrap_or(0))
-    }
-    fn min(&self) -> f64 {
-        ms(self.samples.first().copied().unwrap_or(0))
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-
-async fn start_system(name: &str, args: &EtcdArgs) -> anyhow::Result<System> {
+pub(crate) async fn start_system(name: &str, args: &EtcdArgs) -> anyhow::Result<System> {
     match name {
         "etcd" => {
             eprintln!(
@@ -881,7 +519,7 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
         );
     }
     let mut points = Vec::new();
-    for &clients in &args.clients {
+    for (point, &clients) in args.clients.iter().enumerate() {
         for sys in &systems {
             eprintln!(
                 "measuring {}, {clients} clients, {} s (+{} s warm-up)...",
@@ -889,7 +527,7 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
                 args.seconds,
                 args.warmup_sec
             );
-            let p = measure(sys, clients, &args).await?;
+            let p = measure(sys, clients, point, &args).await?;
             if args.json {
                 println!("{}", p.json(&args));
             } else {
@@ -941,75 +579,4 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
     }
     drop(systems);
     Ok(())
-}
-
-/// The one table: etcd, Roost, and Roost ÷ etcd for every point and for failover.
-fn print_comparison(args: &EtcdArgs, points: &[Point], failovers: &[Failover]) {
-    let find = |s: &str, c: usize| points.iter().find(|p| p.system == s && p.clients == c);
-    let fo = |s: &str| failovers.iter().find(|f| f.system == s);
-    if !args.systems.iter().any(|s| s == "etcd") || !args.systems.iter().any(|s| s == "roost") {
-        return;
-    }
-    let ratio = |r: f64, e: f64| {
-        if e > 0.0 {
-            format!("{:.2}", r / e)
-        } else {
-            "-".into()
-        }
-    };
-    println!();
-    println!(
-        "3 nodes each on loopback, {} s per point (+{} s warm-up), clients on one HTTP/2 connection \
-         to the leader; etcd lease {}; ratio = Roost / etcd",
-        args.seconds,
-        args.warmup_sec,
-        if args.lease_per_checkout { "per checkout" } else { "per client" }
-    );
-    println!();
-    println!("| measure | etcd | Roost | Roost / etcd |");
-    println!("|---|--:|--:|--:|");
-    for &c in &args.clients {
-        let (Some(e), Some(r)) = (find("etcd", c), find("roost", c)) else {
-            continue;
-        };
-        let plural = if c == 1 { "client" } else { "clients" };
-        println!(
-            "| checkouts/s, {c} {plural} | {:.0} | {:.0} | {} |",
-            e.rate,
-            r.rate,
-            ratio(r.rate, e.rate)
-        );
-        println!(
-            "| p50 / p99 ms, {c} {plural} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} |",
-            ms(e.p50),
-            ms(e.p99),
-            ms(r.p50),
-            ms(r.p99),
-            ratio(ms(r.p50), ms(e.p50)),
-            ratio(ms(r.p99), ms(e.p99))
-        );
-        println!(
-            "| server CPU ms per checkout + release, {c} {plural} | {:.2} | {:.2} | {} |",
-            e.server_cpu_ms_per_checkout,
-            r.server_cpu_ms_per_checkout,
-            ratio(r.server_cpu_ms_per_checkout, e.server_cpu_ms_per_checkout)
-        );
-    }
-    if let (Some(e), Some(r)) = (fo("etcd"), fo("roost")) {
-        println!(
-            "| failover p50 / max ms ({} trials, kill -9 of the leader to the first acknowledged checkout) | {:.0} / {:.0} | {:.0} / {:.0} | {} / {} |",
-            e.samples.len(),
-            e.p(50.0),
-            e.max(),
-            r.p(50.0),
-            r.max(),
-            ratio(r.p(50.0), e.p(50.0)),
-            ratio(r.max(), e.max())
-        );
-    }
-    let errors: u64 = points.iter().map(|p| p.errors).sum();
-    if errors > 0 {
-        println!();
-        println!("({errors} failed calls in total; see the per-point lines)");
-    }
 }

@@ -17,7 +17,9 @@
 mod checkout;
 mod etcd;
 mod etcd_cluster;
+mod etcd_failover;
 mod etcd_pb;
+mod etcd_points;
 mod failover;
 mod procs;
 mod scale;
