@@ -5,11 +5,12 @@
 # binaries, then runs `roost-bench etcd-checkout`, which starts a 3-member etcd cluster and a
 # 3-node Roost cluster (`roost server` processes) on loopback with their data under one
 # temporary directory, runs the same checkout/release workload on both at 1, 16, 64 and 256
-# clients, measures failover (kill -9 of the leader to the first acknowledged checkout) on
-# both, and prints one table with both systems and the ratio.
+# clients, each point REPEAT times with the systems' order alternating, measures failover
+# (kill -9 of the leader to the first acknowledged checkout) on both, and prints one table with
+# both systems (medians) and the ratio (with its range over the repeats).
 #
-#   bench/etcd-vs-roost.sh                         # the full run (about 15 minutes)
-#   CLIENTS=1,64 SECONDS_PER_POINT=5 TRIALS=3 bench/etcd-vs-roost.sh    # a quick look
+#   bench/etcd-vs-roost.sh                         # the full run (about 10 minutes)
+#   CLIENTS=1,64 SECONDS_PER_POINT=5 TRIALS=3 REPEAT=1 bench/etcd-vs-roost.sh    # a quick look
 #
 # Extra arguments go to `roost-bench etcd-checkout` (e.g. --lease-per-checkout, --json).
 # Every process and directory it creates is removed on exit, also on an error or Ctrl-C.
@@ -19,6 +20,7 @@ cd "$(dirname "$0")/.."
 CLIENTS=${CLIENTS:-1,16,64,256}
 SECONDS_PER_POINT=${SECONDS_PER_POINT:-10}
 TRIALS=${TRIALS:-10}
+REPEAT=${REPEAT:-3}
 
 if ! command -v etcd > /dev/null; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -87,6 +89,6 @@ echo "machine busy before the run: $(( 100 * (b1 - b0) / (t1 - t0 + 1) ))% of $(
 
 # The bench runs both clusters as its children (they die with it) with their data under $WORK.
 TMPDIR="$WORK" "$BIN" etcd-checkout --clients "$CLIENTS" --seconds "$SECONDS_PER_POINT" \
-    --trials "$TRIALS" "$@" &
+    --trials "$TRIALS" --repeat "$REPEAT" "$@" &
 BENCH_PID=$!
 wait "$BENCH_PID"

@@ -61,6 +61,10 @@ pub struct EtcdArgs {
     /// Failover trials per system (0: skip failover)
     #[arg(long, default_value_t = 10)]
     pub(crate) trials: usize,
+    /// Times each point is measured, the systems' order alternating; the table gives the
+    /// medians and the range of the ratios (this VM's throughput moves by 15% minute to minute)
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) repeat: u64,
     /// etcd: grant a lease per checkout (timed with the txn) and revoke it on release, instead
     /// of one lease per client for the whole point
     #[arg(long)]
@@ -152,7 +156,8 @@ pub(crate) async fn connect(url: &str) -> anyhow::Result<Channel> {
 
 use crate::etcd_cluster::{die_with_parent, sigkill, EtcdCluster};
 use crate::etcd_failover::{etcd_failover, roost_failover, Failover};
-use crate::etcd_points::{measure, print_comparison, System};
+use crate::etcd_points::{measure, System};
+use crate::etcd_table::print_comparison;
 
 // ---------------------------------------------------------------------------------------
 // The Roost side: `roost server` processes (procs.rs), restarted here after a kill.
@@ -520,14 +525,19 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
     }
     let mut points = Vec::new();
     for (point, &clients) in args.clients.iter().enumerate() {
-        for sys in &systems {
+        for (repeat, sys) in measuring_order(&systems, args.repeat) {
             eprintln!(
-                "measuring {}, {clients} clients, {} s (+{} s warm-up)...",
+                "measuring {}, {clients} clients, {} s (+{} s warm-up){}...",
                 sys.name(),
                 args.seconds,
-                args.warmup_sec
+                args.warmup_sec,
+                if args.repeat > 1 {
+                    format!(", {} of {}", repeat + 1, args.repeat)
+                } else {
+                    String::new()
+                }
             );
-            let p = measure(sys, clients, point, &args).await?;
+            let p = measure(sys, clients, (point, repeat), &args).await?;
             if args.json {
                 println!("{}", p.json(&args));
             } else {
@@ -579,4 +589,18 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
     }
     drop(systems);
     Ok(())
+}
+
+/// Each system once per repeat, the order reversed every other repeat so that neither always
+/// runs right after the other's load.
+fn measuring_order(systems: &[System], repeats: u64) -> Vec<(u64, &System)> {
+    (0..repeats)
+        .flat_map(|repeat| {
+            let mut order: Vec<&System> = systems.iter().collect();
+            if repeat % 2 == 1 {
+                order.reverse();
+            }
+            order.into_iter().map(move |sys| (repeat, sys))
+        })
+        .collect()
 }

@@ -13,7 +13,6 @@ use crate::etcd::{
     RoostClient, RoostSide,
 };
 use crate::etcd_cluster::EtcdCluster;
-use crate::etcd_failover::Failover;
 use crate::procs;
 use crate::stats::{ms, percentile};
 
@@ -49,6 +48,8 @@ pub(crate) struct Point {
     pub(crate) clients: usize,
     /// Its place in `--clients`, which may name a count twice.
     pub(crate) point: usize,
+    /// Which of the `--repeat` measurements of that point it is.
+    pub(crate) repeat: u64,
     pub(crate) rate: f64,
     pub(crate) checkouts: usize,
     pub(crate) p50: u64,
@@ -70,7 +71,7 @@ pub(crate) struct Point {
 impl Point {
     pub(crate) fn json(&self, args: &EtcdArgs) -> Value {
         json!({
-            "system": self.system, "nodes": 3, "clients": self.clients,
+            "system": self.system, "nodes": 3, "clients": self.clients, "repeat": self.repeat,
             "checkoutsPerSec": self.rate, "checkouts": self.checkouts,
             "p50Ms": ms(self.p50), "p90Ms": ms(self.p90), "p99Ms": ms(self.p99), "maxMs": ms(self.max),
             "errors": self.errors, "serverCpuMsPerCheckout": self.server_cpu_ms_per_checkout,
@@ -96,17 +97,17 @@ pub(crate) fn cpu_snapshot(pids: &[u32]) -> (Vec<u64>, (u64, u64)) {
 
 /// The names a point gives its agents, issues and keys: its own, also when `--clients` names
 /// a count twice (a repeat made agents with names taken and stopped on a 409).
-fn point_tag(system: &str, clients: usize, point: usize) -> String {
-    format!("{system}-{clients}-p{point}")
+fn point_tag(system: &str, clients: usize, (point, repeat): (usize, u64)) -> String {
+    format!("{system}-{clients}-p{point}r{repeat}")
 }
 
 pub(crate) async fn measure(
     sys: &System,
     clients: usize,
-    point: usize,
+    (point, repeat): (usize, u64),
     args: &EtcdArgs,
 ) -> anyhow::Result<Point> {
-    let tag = point_tag(sys.name(), clients, point);
+    let tag = point_tag(sys.name(), clients, (point, repeat));
     // Setup (not measured): identities, leases, a connection to the leader.
     let (channel, leader_pid, leader_admin, identities) = match sys {
         System::Etcd(c) => {
@@ -234,6 +235,7 @@ pub(crate) async fn measure(
         system: sys.name().into(),
         clients,
         point,
+        repeat,
         rate: l.len() as f64 / elapsed.as_secs_f64(),
         checkouts: l.len(),
         p50: percentile(l, 50.0),
@@ -256,77 +258,6 @@ pub(crate) async fn last_log_index(admin: Option<&Http>) -> Option<u64> {
     status["lastLogIndex"].as_u64()
 }
 
-/// The one table: etcd, Roost, and Roost ÷ etcd for every point and for failover.
-pub(crate) fn print_comparison(args: &EtcdArgs, points: &[Point], failovers: &[Failover]) {
-    let find = |s: &str, n: usize| points.iter().find(|p| p.system == s && p.point == n);
-    let fo = |s: &str| failovers.iter().find(|f| f.system == s);
-    if !args.systems.iter().any(|s| s == "etcd") || !args.systems.iter().any(|s| s == "roost") {
-        return;
-    }
-    let ratio = |r: f64, e: f64| {
-        if e > 0.0 {
-            format!("{:.2}", r / e)
-        } else {
-            "-".into()
-        }
-    };
-    println!();
-    println!(
-        "3 nodes each on loopback, {} s per point (+{} s warm-up), clients on one HTTP/2 connection \
-         to the leader; etcd lease {}; ratio = Roost / etcd",
-        args.seconds,
-        args.warmup_sec,
-        if args.lease_per_checkout { "per checkout" } else { "per client" }
-    );
-    println!();
-    println!("| measure | etcd | Roost | Roost / etcd |");
-    println!("|---|--:|--:|--:|");
-    for (n, &c) in args.clients.iter().enumerate() {
-        let (Some(e), Some(r)) = (find("etcd", n), find("roost", n)) else {
-            continue;
-        };
-        let plural = if c == 1 { "client" } else { "clients" };
-        println!(
-            "| checkouts/s, {c} {plural} | {:.0} | {:.0} | {} |",
-            e.rate,
-            r.rate,
-            ratio(r.rate, e.rate)
-        );
-        println!(
-            "| p50 / p99 ms, {c} {plural} | {:.2} / {:.2} | {:.2} / {:.2} | {} / {} |",
-            ms(e.p50),
-            ms(e.p99),
-            ms(r.p50),
-            ms(r.p99),
-            ratio(ms(r.p50), ms(e.p50)),
-            ratio(ms(r.p99), ms(e.p99))
-        );
-        println!(
-            "| server CPU ms per checkout + release, {c} {plural} | {:.2} | {:.2} | {} |",
-            e.server_cpu_ms_per_checkout,
-            r.server_cpu_ms_per_checkout,
-            ratio(r.server_cpu_ms_per_checkout, e.server_cpu_ms_per_checkout)
-        );
-    }
-    if let (Some(e), Some(r)) = (fo("etcd"), fo("roost")) {
-        println!(
-            "| failover p50 / max ms ({} trials, kill -9 of the leader to the first acknowledged checkout) | {:.0} / {:.0} | {:.0} / {:.0} | {} / {} |",
-            e.samples.len(),
-            e.p(50.0),
-            e.max(),
-            r.p(50.0),
-            r.max(),
-            ratio(r.p(50.0), e.p(50.0)),
-            ratio(r.max(), e.max())
-        );
-    }
-    let errors: u64 = points.iter().map(|p| p.errors).sum();
-    if errors > 0 {
-        println!();
-        println!("({errors} failed calls in total; see the per-point lines)");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::point_tag;
@@ -339,8 +270,10 @@ mod tests {
         let tags: std::collections::BTreeSet<_> = clients
             .iter()
             .enumerate()
-            .map(|(point, &c)| point_tag("roost", c, point))
+            .flat_map(|(point, &c)| {
+                (0..2).map(move |repeat| point_tag("roost", c, (point, repeat)))
+            })
             .collect();
-        assert_eq!(tags.len(), clients.len());
+        assert_eq!(tags.len(), 2 * clients.len());
     }
 }

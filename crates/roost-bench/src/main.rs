@@ -20,6 +20,7 @@ mod etcd_cluster;
 mod etcd_failover;
 mod etcd_pb;
 mod etcd_points;
+mod etcd_table;
 mod failover;
 mod procs;
 mod scale;
