@@ -82,16 +82,16 @@ impl Point {
     }
 }
 
+/// CPU ticks of process `pid` so far (0 if it is gone).
+fn cpu_ticks(pid: u32) -> u64 {
+    procs::sample(&pid.to_string())
+        .map(|s| s.cpu_ticks)
+        .unwrap_or(0)
+}
+
 /// CPU ticks of each process, and the machine's busy/total jiffies.
 pub(crate) fn cpu_snapshot(pids: &[u32]) -> (Vec<u64>, (u64, u64)) {
-    let ticks = pids
-        .iter()
-        .map(|p| {
-            procs::sample(&p.to_string())
-                .map(|s| s.cpu_ticks)
-                .unwrap_or(0)
-        })
-        .collect();
+    let ticks = pids.iter().map(|&p| cpu_ticks(p)).collect();
     (ticks, procs::machine_jiffies().unwrap_or((0, 0)))
 }
 
@@ -171,9 +171,7 @@ pub(crate) async fn measure(
     let pids = sys.pids();
     tokio::time::sleep_until(load.measure_from.into()).await;
     let (cpu0, m0) = cpu_snapshot(&pids);
-    let leader0 = procs::sample(&leader_pid.to_string())
-        .map(|s| s.cpu_ticks)
-        .unwrap_or(0);
+    let leader0 = cpu_ticks(leader_pid);
     let done0 = load.done.load(Ordering::Relaxed);
     let log0 = last_log_index(leader_admin.as_ref()).await;
     let t0 = Instant::now();
@@ -194,9 +192,7 @@ pub(crate) async fn measure(
         );
     }
     let (cpu1, m1) = cpu_snapshot(&pids);
-    let leader1 = procs::sample(&leader_pid.to_string())
-        .map(|s| s.cpu_ticks)
-        .unwrap_or(0);
+    let leader1 = cpu_ticks(leader_pid);
     let done1 = load.done.load(Ordering::Relaxed);
     let log1 = last_log_index(leader_admin.as_ref()).await;
     // Each counted checkout is two writes (the checkout and its release).

@@ -455,10 +455,7 @@ impl SnapshotDir {
 
     /// The recorded snapshot's meta without its bytes: all openraft's start reads of it.
     fn recorded_only(&self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
-        Ok(self.recorded()?.map(|meta| Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(Vec::new())),
-        }))
+        Ok(self.recorded()?.map(without_bytes))
     }
 
     /// The meta of the copy `file`, from its own `sm_meta`.
@@ -500,36 +497,28 @@ impl SnapshotDir {
         self.current_file_meta().and_then(|m| m.last_log_id)
     }
 
-    /// A copy of committed `state.db` (SQLite's `VACUUM INTO` reads one consistent snapshot of
-    /// it); the caller holds `current_file`.
-    fn copy_state_db(&self) -> Result<PathBuf, Error> {
-        let n = self.copies.fetch_add(1, Ordering::Relaxed);
-        let copy = self.dir.join(format!("copy-{n}.db"));
-        let _ = std::fs::remove_file(&copy);
-        let copied = rusqlite::Connection::open_with_flags(
+    /// Copies committed `state.db` to `copy` (SQLite's `VACUUM INTO` reads one consistent
+    /// snapshot of it).
+    fn copy_state_db(&self, copy: &Path) -> Result<(), Error> {
+        let conn = rusqlite::Connection::open_with_flags(
             &self.state_db,
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
         )
-        .map_err(Error::write("open state.db to copy it"))
-        .and_then(|conn| {
-            conn.execute("VACUUM INTO ?1", [copy.display().to_string()])
-                .map_err(Error::write("copy state.db into a snapshot"))
-        });
-        match copied {
-            Ok(_) => Ok(copy),
-            Err(error) => {
-                let _ = std::fs::remove_file(&copy);
-                Err(error)
-            }
-        }
+        .map_err(Error::write("open state.db to copy it"))?;
+        conn.execute("VACUUM INTO ?1", [copy.display().to_string()])
+            .map_err(Error::write("copy state.db into a snapshot"))?;
+        Ok(())
     }
 
     /// A fresh copy of `state.db` made `current.db`, if it holds at least `recorded`; the caller
     /// holds `current_file`. A copy that does not become current is removed.
     fn refresh_current_file(&self, recorded: &Meta) -> Result<Meta, Error> {
         let started = std::time::Instant::now();
-        let copy = self.copy_state_db()?;
-        let promoted = self.meta_of(&copy).and_then(|copied| {
+        let n = self.copies.fetch_add(1, Ordering::Relaxed);
+        let copy = self.dir.join(format!("copy-{n}.db"));
+        let _ = std::fs::remove_file(&copy);
+        let promoted = self.copy_state_db(&copy).and_then(|()| {
+            let copied = self.meta_of(&copy)?;
             if copied.last_log_id < recorded.last_log_id {
                 return Err(Error::Corrupt {
                     what: "state.db",
@@ -581,6 +570,14 @@ impl SnapshotDir {
     }
 }
 
+/// A snapshot of which openraft uses the meta alone (a build's result, its start's read).
+fn without_bytes(meta: Meta) -> Snapshot<TypeConfig> {
+    Snapshot {
+        meta,
+        snapshot: Box::new(Cursor::new(Vec::new())),
+    }
+}
+
 /// A snapshot's meta, its id named after its log id: a build and the copy made of it later hold
 /// the same state, so they carry the same meta.
 fn meta_at(last_log_id: Option<LogId<NodeId>>, last_membership: Membership) -> Meta {
@@ -618,10 +615,7 @@ impl SnapshotBuilder {
         let meta = meta_at(last_log_id, last_membership);
         self.snapshots.record(&meta)?;
         // openraft keeps only the meta of a build; the bytes are copied when one is sent.
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(Cursor::new(Vec::new())),
-        })
+        Ok(without_bytes(meta))
     }
 }
 
