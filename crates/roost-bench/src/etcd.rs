@@ -75,6 +75,13 @@ pub struct EtcdArgs {
     /// The roost binary [default: `roost` next to this executable]
     #[arg(long)]
     pub(crate) roost_bin: Option<PathBuf>,
+    /// Runtime threads of each Roost node [default: this machine's CPUs divided among the three
+    /// nodes, at least one]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) roost_runtime_threads: Option<u64>,
+    /// GOMAXPROCS of each etcd member [default: Go's, one per CPU]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) etcd_gomaxprocs: Option<u64>,
     /// One JSON object per point and per failover series instead of tables
     #[arg(long)]
     pub(crate) json: bool,
@@ -184,8 +191,8 @@ impl Drop for RoostSide {
 }
 
 impl RoostSide {
-    pub(crate) async fn start(binary: &Path) -> anyhow::Result<RoostSide> {
-        let cluster = ProcessCluster::start(binary).await?;
+    pub(crate) async fn start(binary: &Path, runtime_threads: usize) -> anyhow::Result<RoostSide> {
+        let cluster = ProcessCluster::start(binary, runtime_threads).await?;
         cluster.healthy_status(Duration::from_secs(60)).await?;
         let leader = roost_leader(&cluster).await?;
         let company = cluster
@@ -481,19 +488,26 @@ pub(crate) async fn roost_loop(ch: Channel, c: RoostClient, load: Arc<Load>) -> 
 pub(crate) async fn start_system(name: &str, args: &EtcdArgs) -> anyhow::Result<System> {
     match name {
         "etcd" => {
+            let gomaxprocs = args.etcd_gomaxprocs.map(|n| n as usize);
             eprintln!(
-                "starting a 3-member etcd cluster ({})...",
-                args.etcd_bin.display()
+                "starting a 3-member etcd cluster ({}, GOMAXPROCS {})...",
+                args.etcd_bin.display(),
+                gomaxprocs.map_or("Go's default".to_string(), |n| n.to_string())
             );
-            Ok(System::Etcd(EtcdCluster::start(&args.etcd_bin).await?))
+            Ok(System::Etcd(
+                EtcdCluster::start(&args.etcd_bin, gomaxprocs).await?,
+            ))
         }
         "roost" => {
             let bin = procs::roost_binary(args.roost_bin.as_deref())?;
+            let threads = args
+                .roost_runtime_threads
+                .map_or_else(|| procs::share_of_cpus(3), |n| n as usize);
             eprintln!(
-                "starting a 3-node Roost cluster ({} server)...",
+                "starting a 3-node Roost cluster ({} server, {threads} runtime threads each)...",
                 bin.display()
             );
-            Ok(System::Roost(RoostSide::start(&bin).await?))
+            Ok(System::Roost(RoostSide::start(&bin, threads).await?))
         }
         other => anyhow::bail!("unknown system {other} (etcd, roost)"),
     }

@@ -46,6 +46,8 @@ pub(crate) struct EtcdMember {
 
 pub(crate) struct EtcdCluster {
     pub(crate) binary: PathBuf,
+    /// GOMAXPROCS of each member (`None`: Go's default, one per CPU).
+    pub(crate) gomaxprocs: Option<usize>,
     pub(crate) dir: tempfile::TempDir,
     pub(crate) members: Vec<EtcdMember>,
 }
@@ -62,7 +64,10 @@ impl Drop for EtcdCluster {
 }
 
 impl EtcdCluster {
-    pub(crate) async fn start(binary: &Path) -> anyhow::Result<EtcdCluster> {
+    pub(crate) async fn start(
+        binary: &Path,
+        gomaxprocs: Option<usize>,
+    ) -> anyhow::Result<EtcdCluster> {
         let dir = tempfile::Builder::new()
             .prefix("roost-bench-etcd-")
             .tempdir()?;
@@ -77,6 +82,7 @@ impl EtcdCluster {
             .join(",");
         let mut cluster = EtcdCluster {
             binary: binary.to_path_buf(),
+            gomaxprocs,
             dir,
             members: Vec::new(),
         };
@@ -138,6 +144,9 @@ impl EtcdCluster {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
+        if let Some(n) = self.gomaxprocs {
+            command.env("GOMAXPROCS", n.to_string());
+        }
         die_with_parent(&mut command);
         m.child = Some(
             command

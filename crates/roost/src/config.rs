@@ -21,6 +21,9 @@ pub struct ServerArgs {
     http_listen: Option<String>,
     #[arg(long)]
     grpc_listen: Option<String>,
+    /// Worker threads of the async runtime (default: one per CPU)
+    #[arg(long)]
+    runtime_threads: Option<usize>,
 }
 
 /// Applies `ROOST_*` environment variables over `config`.
@@ -41,6 +44,12 @@ pub fn apply_env(
     }
     if let Some(v) = env("ROOST_GRPC_LISTEN") {
         config.grpc_listen = v;
+    }
+    if let Some(v) = env("ROOST_RUNTIME_THREADS") {
+        config.runtime_threads = Some(
+            v.parse()
+                .with_context(|| format!("ROOST_RUNTIME_THREADS={v} is not a thread count"))?,
+        );
     }
     if let Some(v) = env("ROOST_BOOTSTRAP") {
         config.bootstrap = match v.as_str() {
@@ -74,14 +83,21 @@ pub fn load(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
     if let Some(v) = &args.grpc_listen {
         config.grpc_listen = v.clone();
     }
+    if let Some(v) = args.runtime_threads {
+        config.runtime_threads = Some(v);
+    }
     if config.node_id == 0 {
         bail!("node_id must be at least 1");
+    }
+    if config.runtime_threads == Some(0) {
+        bail!("runtime_threads must be at least 1 (leave it out for one per CPU)");
     }
     Ok(config)
 }
 
-pub async fn run_server(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    let config = load(&args)?;
+/// Runs a node from `config` (read by [`load`] before the runtime starts: it names the
+/// runtime's threads).
+pub async fn run_server(config: ServerConfig) -> anyhow::Result<ExitCode> {
     let listeners = Listeners::bind(&config.http_listen, &config.grpc_listen)
         .await
         .with_context(|| {
@@ -147,11 +163,45 @@ mod tests {
         );
     }
 
+    fn args_with_config(path: PathBuf) -> ServerArgs {
+        ServerArgs {
+            config: Some(path),
+            node_id: None,
+            data_dir: None,
+            http_listen: None,
+            grpc_listen: None,
+            runtime_threads: None,
+        }
+    }
+
+    #[test]
+    fn runtime_threads_come_from_the_file_and_the_flag_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, "runtime_threads = 3\n").unwrap();
+        let mut args = args_with_config(path);
+        assert_eq!(load(&args).unwrap().runtime_threads, Some(3));
+        args.runtime_threads = Some(1);
+        assert_eq!(load(&args).unwrap().runtime_threads, Some(1));
+    }
+
+    #[test]
+    fn a_runtime_without_threads_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, "runtime_threads = 0\n").unwrap();
+        let err = load(&args_with_config(path)).unwrap_err().to_string();
+        assert!(err.contains("runtime_threads"), "{err}");
+    }
+
     #[test]
     fn bad_env_values_are_errors() {
         let mut config = ServerConfig::default();
         assert!(apply_env(&mut config, |k| (k == "ROOST_NODE_ID")
             .then(|| "x".to_string()))
+        .is_err());
+        assert!(apply_env(&mut config, |k| (k == "ROOST_RUNTIME_THREADS")
+            .then(|| "many".to_string()))
         .is_err());
     }
 }

@@ -75,42 +75,57 @@ fn raise_open_file_limit() {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    match args.command {
+        Command::Server(a) => {
+            // The config names the runtime's threads: it is read before the runtime starts.
+            let config = match config::load(&a) {
+                Ok(c) => c,
+                Err(e) => return failure(&e),
+            };
+            block_on(config.runtime_threads, async move {
+                init_tracing();
+                raise_open_file_limit();
+                config::run_server(config).await
+            })
+        }
+        Command::Dev(a) => block_on(None, async move {
+            init_tracing();
+            raise_open_file_limit();
+            dev::run(a).await
+        }),
+        Command::RunWorker(a) => block_on(None, async move {
+            init_tracing();
+            worker_cmd::run(a).await
+        }),
+        Command::Client(c) => block_on(None, cli::run(c)),
+    }
+}
+
+/// Runs `main` on a multi-threaded runtime with `threads` workers (default: one per CPU).
+fn block_on(
+    threads: Option<usize>,
+    main: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
+) -> ExitCode {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads {
+        builder.worker_threads(n);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async move {
-        match args.command {
-            Command::Dev(a) => {
-                init_tracing();
-                raise_open_file_limit();
-                dev::run(a).await
-            }
-            Command::Server(a) => {
-                init_tracing();
-                raise_open_file_limit();
-                config::run_server(a).await
-            }
-            Command::RunWorker(a) => {
-                init_tracing();
-                worker_cmd::run(a).await
-            }
-            Command::Client(c) => cli::run(c).await,
-        }
-    });
-    match result {
+    match runtime.block_on(main) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => failure(&e),
     }
+}
+
+fn failure(e: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {e:#}");
+    ExitCode::FAILURE
 }
 
 /// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
