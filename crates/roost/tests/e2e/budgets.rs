@@ -85,10 +85,9 @@ async fn check_reservations_in_log_order(
                 live.insert(run);
             }
             Some("run.finished") | Some("run.usage_reported") if cost.contains_key(&run) => {
-                if e["action"] == "run.finished" || e["details"]["cancelled"].is_string() {
-                    if live.remove(&run) {
-                        spent += cost[&run];
-                    }
+                let ended = e["action"] == "run.finished" || e["details"]["cancelled"].is_string();
+                if ended && live.remove(&run) {
+                    spent += cost[&run];
                 }
             }
             _ => {}

@@ -51,7 +51,7 @@ async fn lists_and_the_inbox_follow_issue_order_limits_filters_and_reassignment(
     );
     assert_eq!(
         ids(admin, &format!("{base}?parentId={}", made[1])).await?,
-        [child.clone()]
+        std::slice::from_ref(&child)
     );
 
     // Issue 0 moves to b and the child moves under issue 3: every list follows.
