@@ -28,7 +28,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -262,13 +262,7 @@ impl RoostSide {
             .create(true)
             .append(true)
             .open(config.with_file_name(format!("node-{id}.log")))?;
-        let mut command = Command::new(&self.binary);
-        command
-            .args(["server", "--config"])
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
+        let mut command = procs::server_command(&self.binary, config, log);
         die_with_parent(&mut command);
         let child = command.spawn()?;
         self.pids.insert(id, child.id());
@@ -485,29 +479,51 @@ pub(crate) async fn roost_loop(ch: Channel, c: RoostClient, load: Arc<Load>) -> 
 
 // ---------------------------------------------------------------------------------------
 
+impl EtcdArgs {
+    /// Runtime threads each Roost node gets.
+    pub(crate) fn roost_threads(&self) -> usize {
+        self.roost_runtime_threads
+            .map_or_else(|| procs::share_of_cpus(3), |n| n as usize)
+    }
+
+    /// GOMAXPROCS each etcd member gets (`None`: Go's default, one per CPU).
+    pub(crate) fn etcd_gomaxprocs(&self) -> Option<usize> {
+        self.etcd_gomaxprocs.map(|n| n as usize)
+    }
+
+    /// The two settings, for the table's caption and the logs.
+    pub(crate) fn threads_label(&self) -> String {
+        format!(
+            "Roost {} runtime thread(s) per node, etcd GOMAXPROCS {}",
+            self.roost_threads(),
+            self.etcd_gomaxprocs()
+                .map_or("Go's default (one per CPU)".to_string(), |n| n.to_string())
+        )
+    }
+}
+
 pub(crate) async fn start_system(name: &str, args: &EtcdArgs) -> anyhow::Result<System> {
     match name {
         "etcd" => {
-            let gomaxprocs = args.etcd_gomaxprocs.map(|n| n as usize);
             eprintln!(
-                "starting a 3-member etcd cluster ({}, GOMAXPROCS {})...",
+                "starting a 3-member etcd cluster ({}; {})...",
                 args.etcd_bin.display(),
-                gomaxprocs.map_or("Go's default".to_string(), |n| n.to_string())
+                args.threads_label()
             );
             Ok(System::Etcd(
-                EtcdCluster::start(&args.etcd_bin, gomaxprocs).await?,
+                EtcdCluster::start(&args.etcd_bin, args.etcd_gomaxprocs()).await?,
             ))
         }
         "roost" => {
             let bin = procs::roost_binary(args.roost_bin.as_deref())?;
-            let threads = args
-                .roost_runtime_threads
-                .map_or_else(|| procs::share_of_cpus(3), |n| n as usize);
             eprintln!(
-                "starting a 3-node Roost cluster ({} server, {threads} runtime threads each)...",
-                bin.display()
+                "starting a 3-node Roost cluster ({} server; {})...",
+                bin.display(),
+                args.threads_label()
             );
-            Ok(System::Roost(RoostSide::start(&bin, threads).await?))
+            Ok(System::Roost(
+                RoostSide::start(&bin, args.roost_threads()).await?,
+            ))
         }
         other => anyhow::bail!("unknown system {other} (etcd, roost)"),
     }

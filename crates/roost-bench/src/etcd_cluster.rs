@@ -144,9 +144,11 @@ impl EtcdCluster {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
-        if let Some(n) = self.gomaxprocs {
-            command.env("GOMAXPROCS", n.to_string());
-        }
+        // Not inherited from this process: the table says which setting ran.
+        match self.gomaxprocs {
+            Some(n) => command.env("GOMAXPROCS", n.to_string()),
+            None => command.env_remove("GOMAXPROCS"),
+        };
         die_with_parent(&mut command);
         m.child = Some(
             command

@@ -78,6 +78,8 @@ impl Point {
             "leaderCpuPct": self.leader_cpu_pct, "machineBusyPct": self.machine_busy_pct,
             "writesPerLogEntry": self.writes_per_entry,
             "leasePerCheckout": self.system == "etcd" && args.lease_per_checkout,
+            "roostRuntimeThreads": args.roost_threads(),
+            "etcdGomaxprocs": args.etcd_gomaxprocs(),
         })
     }
 }

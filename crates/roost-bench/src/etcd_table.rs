@@ -81,7 +81,7 @@ pub(crate) fn print_comparison(args: &EtcdArgs, points: &[Point], failovers: &[F
     println!();
     println!(
         "3 nodes each on loopback, {} s per point (+{} s warm-up){}, clients on one HTTP/2 \
-         connection to the leader; etcd lease {}; ratio = Roost / etcd",
+         connection to the leader; etcd lease {}; {}; ratio = Roost / etcd",
         args.seconds,
         args.warmup_sec,
         if args.repeat > 1 {
@@ -97,7 +97,8 @@ pub(crate) fn print_comparison(args: &EtcdArgs, points: &[Point], failovers: &[F
             "per checkout"
         } else {
             "per client"
-        }
+        },
+        args.threads_label()
     );
     println!();
     println!("| measure | etcd | Roost | Roost / etcd |");

@@ -75,6 +75,21 @@ pub fn share_of_cpus(nodes: usize) -> usize {
     (cpus / nodes.max(1)).max(1)
 }
 
+/// `roost server --config config`, its stderr to `log`. The config file alone sets the
+/// runtime's threads: the variables that would override it are not passed on, so a shell's
+/// `ROOST_RUNTIME_THREADS` cannot make the printed setting untrue.
+pub fn server_command(binary: &Path, config: &Path, log: std::fs::File) -> Command {
+    let mut command = Command::new(binary);
+    command
+        .args(["server", "--config"])
+        .arg(config)
+        .env_remove("ROOST_RUNTIME_THREADS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    command
+}
+
 fn free_addr() -> anyhow::Result<String> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -150,13 +165,7 @@ impl ProcessCluster {
             .create(true)
             .append(true)
             .open(root.join(format!("node-{id}.log")))?;
-        let mut command = Command::new(&self.binary);
-        command
-            .args(["server", "--config"])
-            .arg(root.join(format!("node-{id}.toml")))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
+        let mut command = server_command(&self.binary, &root.join(format!("node-{id}.toml")), log);
         // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the server
         // if this process dies without running its destructors (SIGKILL, abort).
         unsafe {

@@ -134,8 +134,9 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
     );
     let binary = procs::roost_binary(args.roost_bin.as_deref())?;
     procs::raise_nofile();
-    eprintln!("starting 3 roost server processes...");
-    let mut cluster = ProcessCluster::start(&binary, procs::share_of_cpus(3)).await?;
+    let threads = procs::share_of_cpus(3);
+    eprintln!("starting 3 roost server processes ({threads} runtime thread(s) each)...");
+    let mut cluster = ProcessCluster::start(&binary, threads).await?;
     let logs = cluster.dir().display().to_string();
     eprintln!("data and logs in {logs} (removed at the end unless the run fails)");
     let result = tokio::select! {

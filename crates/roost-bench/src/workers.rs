@@ -495,8 +495,11 @@ fn print_result(r: &Value) {
 }
 
 async fn one_count(args: &WorkersArgs, binary: &Path, n: usize) -> anyhow::Result<Value> {
-    eprintln!("[{n} workers] starting 3 roost server processes...");
-    let mut cluster = ProcessCluster::start(binary, crate::procs::share_of_cpus(3)).await?;
+    let threads = crate::procs::share_of_cpus(3);
+    eprintln!(
+        "[{n} workers] starting 3 roost server processes ({threads} runtime thread(s) each)..."
+    );
+    let mut cluster = ProcessCluster::start(binary, threads).await?;
     let result = on_cluster(args, &cluster, n).await;
     if result.is_err() {
         // The error names the directory: keep the servers' logs for reading.

@@ -26,6 +26,10 @@ pub struct ServerArgs {
     runtime_threads: Option<usize>,
 }
 
+/// The most runtime threads a config may ask for; far more than any machine has CPUs, and a
+/// typo like `10000` would otherwise fail in the runtime's thread spawning, not here.
+const MAX_RUNTIME_THREADS: usize = 1024;
+
 /// Applies `ROOST_*` environment variables over `config`.
 pub fn apply_env(
     config: &mut ServerConfig,
@@ -89,8 +93,13 @@ pub fn load(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
     if config.node_id == 0 {
         bail!("node_id must be at least 1");
     }
-    if config.runtime_threads == Some(0) {
-        bail!("runtime_threads must be at least 1 (leave it out for one per CPU)");
+    match config.runtime_threads {
+        Some(0) => bail!("runtime_threads must be at least 1 (leave it out for one per CPU)"),
+        Some(n) if n > MAX_RUNTIME_THREADS => bail!(
+            "runtime_threads = {n} is more than {MAX_RUNTIME_THREADS}: a node's runtime needs \
+             about one thread per CPU it may use"
+        ),
+        _ => {}
     }
     Ok(config)
 }

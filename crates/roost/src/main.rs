@@ -82,42 +82,50 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return failure(&e),
             };
-            block_on(config.runtime_threads, async move {
+            run_on_runtime(config.runtime_threads, async move {
                 init_tracing();
                 raise_open_file_limit();
                 config::run_server(config).await
             })
         }
-        Command::Dev(a) => block_on(None, async move {
+        Command::Dev(a) => run_on_runtime(None, async move {
             init_tracing();
             raise_open_file_limit();
             dev::run(a).await
         }),
-        Command::RunWorker(a) => block_on(None, async move {
+        Command::RunWorker(a) => run_on_runtime(None, async move {
             init_tracing();
             worker_cmd::run(a).await
         }),
-        Command::Client(c) => block_on(None, cli::run(c)),
+        Command::Client(c) => run_on_runtime(None, cli::run(c)),
     }
 }
 
-/// Runs `main` on a multi-threaded runtime with `threads` workers (default: one per CPU).
-fn block_on(
+/// The name of the runtime's threads (its workers and its blocking pool).
+const RUNTIME_THREAD_NAME: &str = "roost-runtime";
+
+/// Runs `task` on a multi-threaded runtime with `threads` workers (default: one per CPU; set
+/// here, so tokio's own `TOKIO_WORKER_THREADS` plays no part).
+fn run_on_runtime(
     threads: Option<usize>,
-    main: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
+    task: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
 ) -> ExitCode {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = threads {
-        builder.worker_threads(n);
-    }
-    let runtime = match builder.enable_all().build() {
+    let threads = threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name(RUNTIME_THREAD_NAME)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(main) {
+    match runtime.block_on(task) {
         Ok(code) => code,
         Err(e) => failure(&e),
     }

@@ -191,16 +191,7 @@ fn open_file_limits(pid: u32) -> Option<(String, String)> {
 async fn a_server_raises_its_open_file_limit_to_the_hard_limit() -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir()?;
-    let config = dir.path().join("node.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "node_id = 1\ndata_dir = \"{}\"\nhttp_listen = \"{}\"\ngrpc_listen = \"{}\"\n",
-            dir.path().join("data").display(),
-            free_addr()?,
-            free_addr()?
-        ),
-    )?;
+    let config = one_node_config(dir.path(), "")?;
     let mut command = Command::new(roost_binary());
     command
         .args(["server", "--config"])
@@ -233,5 +224,70 @@ async fn a_server_raises_its_open_file_limit_to_the_hard_limit() -> anyhow::Resu
     let _ = child.wait();
     let (soft, hard) = limits?;
     assert_eq!(soft, hard);
+    Ok(())
+}
+
+/// A single-node config in `dir` with free ports, `extra` appended.
+fn one_node_config(dir: &Path, extra: &str) -> anyhow::Result<std::path::PathBuf> {
+    let config = dir.join("node.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "node_id = 1\ndata_dir = \"{}\"\nhttp_listen = \"{}\"\ngrpc_listen = \"{}\"\n{extra}",
+            dir.join("data").display(),
+            free_addr()?,
+            free_addr()?
+        ),
+    )?;
+    Ok(config)
+}
+
+/// Threads of process `pid` that belong to its async runtime (named `roost-runtime`).
+fn runtime_threads_of(pid: u32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|comm| comm.trim() == "roost-runtime")
+        .count()
+}
+
+/// `runtime_threads` sizes the server's runtime, the flag over `ROOST_RUNTIME_THREADS` over the
+/// file: an operator sharing a machine between nodes relies on each getting its share.
+#[tokio::test]
+async fn a_server_runs_the_runtime_threads_it_is_configured_with() -> anyhow::Result<()> {
+    // The file says 2 in both cases (this CI machine's CPU count, the default): the
+    // environment's 3 wins over it, and the flag's 1 over both.
+    for (env, flag, expected) in [(Some("3"), None, 3usize), (Some("3"), Some("1"), 1)] {
+        let dir = tempfile::tempdir()?;
+        let config = one_node_config(dir.path(), "runtime_threads = 2\n")?;
+        let mut command = Command::new(roost_binary());
+        command
+            .args(["server", "--config"])
+            .arg(&config)
+            .env_remove("ROOST_RUNTIME_THREADS")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if let Some(v) = env {
+            command.env("ROOST_RUNTIME_THREADS", v);
+        }
+        if let Some(v) = flag {
+            command.args(["--runtime-threads", v]);
+        }
+        let mut child = command.spawn()?;
+        let pid = child.id();
+        // Blocking-pool threads share the name and leave after 10 s idle: wait for the count.
+        let seen = wait_for(
+            "the server's runtime threads",
+            Duration::from_secs(30),
+            || async { (runtime_threads_of(pid) == expected).then_some(()) },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}: {} runtime threads now", runtime_threads_of(pid)));
+        let _ = child.kill();
+        let _ = child.wait();
+        seen?;
+    }
     Ok(())
 }
