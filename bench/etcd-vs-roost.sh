@@ -9,7 +9,7 @@
 # (kill -9 of the leader to the first acknowledged checkout) on both, and prints one table with
 # both systems (medians) and the ratio (with its range over the repeats).
 #
-#   bench/etcd-vs-roost.sh                         # the full run (about 10 minutes)
+#   bench/etcd-vs-roost.sh                         # the full run (about 8 minutes once built)
 #   CLIENTS=1,64 SECONDS_PER_POINT=5 TRIALS=3 REPEAT=1 bench/etcd-vs-roost.sh    # a quick look
 #
 # Extra arguments go to `roost-bench etcd-checkout` (e.g. --lease-per-checkout, --json).
