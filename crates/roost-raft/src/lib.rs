@@ -2,6 +2,9 @@
 //! (replication, forwarding of writes and read-index requests), membership changes, and
 //! [`RaftNode`], the handle the API layer writes and reads through.
 
+mod append_stream;
+#[cfg(test)]
+mod append_stream_tests;
 mod config;
 mod error;
 mod faults;

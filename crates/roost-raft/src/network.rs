@@ -1,6 +1,7 @@
 //! Traffic between nodes over tonic, one cached channel per peer: openraft's RPCs, and the
 //! forwarding of client writes and read-index requests to the leader. openraft's messages travel
-//! JSON-encoded inside `RaftPayload`; snapshot bytes travel beside the JSON.
+//! JSON-encoded inside `RaftPayload`; snapshot bytes travel beside the JSON. AppendEntries go
+//! over one long-lived stream per replication (`append_stream.rs`), unary calls for the rest.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -21,9 +22,13 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::append_stream::{self, AppendStream, StreamFailure};
 use crate::faults::NetworkFaults;
 
 type NodeId = u64;
+
+/// What openraft's `RaftNetwork` methods return.
+type RpcResult<T, E> = Result<T, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>>;
 
 /// Creates per-peer clients, reusing one channel per peer address.
 #[derive(Clone, Default)]
@@ -73,15 +78,8 @@ impl GrpcNetworkFactory {
         })
     }
 
-    /// Sends one payload to `target` at `addr`, honouring injected faults and `timeout`.
-    pub(crate) async fn exchange(
-        &self,
-        target: NodeId,
-        addr: &str,
-        rpc: Rpc,
-        payload: RaftPayload,
-        timeout: Duration,
-    ) -> Result<RaftPayload, PeerError> {
+    /// Fails if the link to `target` is blocked, and waits the injected delay.
+    async fn injected_faults(&self, target: NodeId) -> Result<(), PeerError> {
         if self.faults.is_blocked(target) {
             return Err(PeerError::Unreachable {
                 target,
@@ -92,6 +90,40 @@ impl GrpcNetworkFactory {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
+        Ok(())
+    }
+
+    /// Sends one AppendEntries payload to `target` on `stream` (opened if there is none),
+    /// honouring injected faults and `timeout`. `Ok(None)`: the peer serves no stream.
+    async fn exchange_streamed(
+        &self,
+        target: NodeId,
+        addr: &str,
+        stream: &mut Option<AppendStream>,
+        payload: RaftPayload,
+        timeout: Duration,
+    ) -> Result<Option<RaftPayload>, PeerError> {
+        self.injected_faults(target).await?;
+        match append_stream::exchange(stream, || self.client(addr), payload, timeout).await {
+            Ok(reply) => Ok(Some(reply)),
+            Err(StreamFailure::Unimplemented) => Ok(None),
+            Err(StreamFailure::Unreachable(message)) => {
+                Err(PeerError::Unreachable { target, message })
+            }
+            Err(StreamFailure::Failed(message)) => Err(PeerError::Failed { target, message }),
+        }
+    }
+
+    /// Sends one payload to `target` at `addr`, honouring injected faults and `timeout`.
+    pub(crate) async fn exchange(
+        &self,
+        target: NodeId,
+        addr: &str,
+        rpc: Rpc,
+        payload: RaftPayload,
+        timeout: Duration,
+    ) -> Result<RaftPayload, PeerError> {
+        self.injected_faults(target).await?;
         let mut client = self
             .client(addr)
             .map_err(|message| PeerError::Unreachable { target, message })?;
@@ -133,6 +165,10 @@ pub struct GrpcNetwork {
     target: NodeId,
     addr: String,
     factory: GrpcNetworkFactory,
+    /// The open AppendEntries stream to the target, if any.
+    appends: Option<AppendStream>,
+    /// The target serves no AppendEntries stream (an older version): unary calls only.
+    unary_appends: bool,
 }
 
 impl RaftNetworkFactory<TypeConfig> for GrpcNetworkFactory {
@@ -143,6 +179,8 @@ impl RaftNetworkFactory<TypeConfig> for GrpcNetworkFactory {
             target,
             addr: node.grpc_addr.clone(),
             factory: self.clone(),
+            appends: None,
+            unary_appends: false,
         }
     }
 }
@@ -175,15 +213,57 @@ impl GrpcNetwork {
                 option.hard_ttl(),
             )
             .await
-            .map_err(|e| match e {
-                PeerError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
-                PeerError::Failed { .. } => RPCError::Network(NetworkError::new(&e)),
-            })?;
+            .map_err(rpc_error)?;
+        self.reply(reply)
+    }
+
+    /// AppendEntries on the stream to the target; `Ok(None)` if the target serves none.
+    async fn append_streamed(
+        &mut self,
+        req: &AppendEntriesRequest<TypeConfig>,
+        option: &RPCOption,
+    ) -> RpcResult<Option<AppendEntriesResponse<NodeId>>, openraft::error::Infallible> {
+        let json = encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let payload = RaftPayload {
+            json,
+            data: Vec::new(),
+        };
+        let reply = self
+            .factory
+            .exchange_streamed(
+                self.target,
+                &self.addr,
+                &mut self.appends,
+                payload,
+                option.hard_ttl(),
+            )
+            .await
+            .map_err(rpc_error)?;
+        match reply {
+            Some(reply) => self.reply(reply).map(|(r, _)| Some(r)),
+            None => Ok(None),
+        }
+    }
+
+    /// A peer's reply: openraft's result in the JSON, and the bytes beside it.
+    #[allow(clippy::result_large_err)] // openraft's error type, as its RaftNetwork returns it
+    fn reply<Resp, E>(&self, reply: RaftPayload) -> RpcResult<(Resp, Vec<u8>), E>
+    where
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
         let result: Result<Resp, RaftError<NodeId, E>> = serde_json::from_slice(&reply.json)
             .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         result
             .map(|r| (r, reply.data))
             .map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+fn rpc_error<E: std::error::Error>(e: PeerError) -> RPCError<NodeId, NodeInfo, E> {
+    match e {
+        PeerError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+        PeerError::Failed { .. } => RPCError::Network(NetworkError::new(&e)),
     }
 }
 
@@ -193,6 +273,16 @@ impl RaftNetwork<TypeConfig> for GrpcNetwork {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId>>> {
+        if !self.unary_appends {
+            if let Some(reply) = self.append_streamed(&rpc, &option).await? {
+                return Ok(reply);
+            }
+            tracing::warn!(
+                target_node = self.target,
+                "peer serves no AppendEntriesStream; using unary AppendEntries"
+            );
+            self.unary_appends = true;
+        }
         self.call(Rpc::AppendEntries, &rpc, Vec::new(), &option)
             .await
             .map(|(r, _)| r)

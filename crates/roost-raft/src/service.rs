@@ -1,22 +1,30 @@
 //! The receiving side of node-to-node traffic: the `roost.v1.Raft` gRPC service.
 
+use std::pin::Pin;
+
+use futures::Stream;
 use openraft::raft::InstallSnapshotRequest;
+use openraft::Raft;
 use roost_proto::v1::raft_server::Raft as RaftRpc;
 use roost_proto::v1::RaftPayload;
 use roost_store::TypeConfig;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::{Request, Response, Status};
+use tokio::sync::watch;
+use tonic::{Request, Response, Status, Streaming};
 
 use crate::node::{ForwardRequest, RaftNode, RemoteFailure};
 
 pub struct RaftService {
     node: RaftNode,
+    /// Becomes true when the server stops: open AppendEntries streams then end, or a graceful
+    /// shutdown would wait for the leader to close them.
+    stop: watch::Receiver<bool>,
 }
 
 impl RaftService {
-    pub fn new(node: RaftNode) -> Self {
-        RaftService { node }
+    pub fn new(node: RaftNode, stop: watch::Receiver<bool>) -> Self {
+        RaftService { node, stop }
     }
 }
 
@@ -26,14 +34,49 @@ fn decode<T: DeserializeOwned>(payload: &RaftPayload) -> Result<T, Status> {
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Response<RaftPayload>, Status> {
+    encode_payload(value).map(Response::new)
+}
+
+fn encode_payload<T: Serialize>(value: &T) -> Result<RaftPayload, Status> {
     serde_json::to_vec(value)
-        .map(|json| {
-            Response::new(RaftPayload {
-                json,
-                data: Vec::new(),
-            })
+        .map(|json| RaftPayload {
+            json,
+            data: Vec::new(),
         })
         .map_err(|e| Status::internal(format!("unencodable raft reply: {e}")))
+}
+
+/// The replies of an AppendEntries stream.
+pub type AppendReplies = Pin<Box<dyn Stream<Item = Result<RaftPayload, Status>> + Send>>;
+
+/// Answers each AppendEntries on `incoming` in order, one at a time, as the unary call does;
+/// ends when the leader closes its side, after the first error (the leader then opens a new
+/// stream), or when the server stops.
+fn append_replies(
+    incoming: Streaming<RaftPayload>,
+    raft: Raft<TypeConfig>,
+    stop: watch::Receiver<bool>,
+) -> AppendReplies {
+    Box::pin(futures::stream::unfold(
+        Some((incoming, raft, stop)),
+        |state| async move {
+            let (mut incoming, raft, mut stop) = state?;
+            let next = tokio::select! {
+                next = incoming.message() => next,
+                _ = stop.wait_for(|stopped| *stopped) => return None,
+            };
+            let reply = match next {
+                Ok(Some(payload)) => match decode(&payload) {
+                    Ok(request) => encode_payload(&raft.append_entries(request).await),
+                    Err(status) => Err(status),
+                },
+                Ok(None) => return None,
+                Err(status) => Err(status),
+            };
+            let next = reply.is_ok().then_some((incoming, raft, stop));
+            Some((reply, next))
+        },
+    ))
 }
 
 #[tonic::async_trait]
@@ -44,6 +87,19 @@ impl RaftRpc for RaftService {
     ) -> Result<Response<RaftPayload>, Status> {
         let result = self.node.raft.append_entries(decode(req.get_ref())?).await;
         encode(&result)
+    }
+
+    type AppendEntriesStreamStream = AppendReplies;
+
+    async fn append_entries_stream(
+        &self,
+        req: Request<Streaming<RaftPayload>>,
+    ) -> Result<Response<AppendReplies>, Status> {
+        Ok(Response::new(append_replies(
+            req.into_inner(),
+            self.node.raft.clone(),
+            self.stop.clone(),
+        )))
     }
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {

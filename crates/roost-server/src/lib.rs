@@ -116,9 +116,11 @@ impl Server {
                 .map_err(Error::Io)
         });
 
-        let raft_service =
-            roost_proto::v1::raft_server::RaftServer::new(RaftService::new(node.clone()))
-                .max_decoding_message_size(usize::MAX);
+        let raft_service = roost_proto::v1::raft_server::RaftServer::new(RaftService::new(
+            node.clone(),
+            stop_rx.clone(),
+        ))
+        .max_decoding_message_size(usize::MAX);
         let control_service = grpc::control_service(api.clone());
         let cluster_service = grpc::cluster_service(api.clone());
         let worker_plane = workers::Workers::new(api.clone(), config.workers.clone());

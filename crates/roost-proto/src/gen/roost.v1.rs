@@ -4101,6 +4101,34 @@ pub mod raft_client {
                 .insert(GrpcMethod::new("roost.v1.Raft", "AppendEntries"));
             self.inner.unary(req, path, codec).await
         }
+        /// The same as AppendEntries, as a long-lived stream from the leader's replication to one
+        /// follower: each request gets one reply, in order. A message costs no HTTP/2 stream of its
+        /// own (headers, trailers, stream setup); a leader falls back to AppendEntries where a peer
+        /// answers UNIMPLEMENTED.
+        pub async fn append_entries_stream(
+            &mut self,
+            request: impl tonic::IntoStreamingRequest<Message = super::RaftPayload>,
+        ) -> std::result::Result<
+            tonic::Response<tonic::codec::Streaming<super::RaftPayload>>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Raft/AppendEntriesStream",
+            );
+            let mut req = request.into_streaming_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Raft", "AppendEntriesStream"));
+            self.inner.streaming(req, path, codec).await
+        }
         /// Asks for a vote in an election.
         pub async fn vote(
             &mut self,
@@ -4203,6 +4231,23 @@ pub mod raft_server {
             &self,
             request: tonic::Request<super::RaftPayload>,
         ) -> std::result::Result<tonic::Response<super::RaftPayload>, tonic::Status>;
+        /// Server streaming response type for the AppendEntriesStream method.
+        type AppendEntriesStreamStream: tonic::codegen::tokio_stream::Stream<
+                Item = std::result::Result<super::RaftPayload, tonic::Status>,
+            >
+            + std::marker::Send
+            + 'static;
+        /// The same as AppendEntries, as a long-lived stream from the leader's replication to one
+        /// follower: each request gets one reply, in order. A message costs no HTTP/2 stream of its
+        /// own (headers, trailers, stream setup); a leader falls back to AppendEntries where a peer
+        /// answers UNIMPLEMENTED.
+        async fn append_entries_stream(
+            &self,
+            request: tonic::Request<tonic::Streaming<super::RaftPayload>>,
+        ) -> std::result::Result<
+            tonic::Response<Self::AppendEntriesStreamStream>,
+            tonic::Status,
+        >;
         /// Asks for a vote in an election.
         async fn vote(
             &self,
@@ -4343,6 +4388,50 @@ pub mod raft_server {
                                 max_encoding_message_size,
                             );
                         let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Raft/AppendEntriesStream" => {
+                    #[allow(non_camel_case_types)]
+                    struct AppendEntriesStreamSvc<T: Raft>(pub Arc<T>);
+                    impl<T: Raft> tonic::server::StreamingService<super::RaftPayload>
+                    for AppendEntriesStreamSvc<T> {
+                        type Response = super::RaftPayload;
+                        type ResponseStream = T::AppendEntriesStreamStream;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::ResponseStream>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<tonic::Streaming<super::RaftPayload>>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Raft>::append_entries_stream(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AppendEntriesStreamSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.streaming(method, req).await;
                         Ok(res)
                     };
                     Box::pin(fut)

@@ -1,0 +1,150 @@
+//! The AppendEntries stream against fake peers on loopback: replies pair with their requests
+//! even after one timed out, and a peer without the stream is told apart from a failing one.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::Stream;
+use roost_proto::v1::raft_client::RaftClient;
+use roost_proto::v1::raft_server::{Raft, RaftServer};
+use roost_proto::v1::RaftPayload;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::append_stream::{exchange, AppendStream, StreamFailure};
+
+/// A peer whose stream echoes each request after the delay in milliseconds its JSON names, or
+/// (`streams: false`) serves no stream at all.
+struct EchoPeer {
+    streams: bool,
+}
+
+type Replies = Pin<Box<dyn Stream<Item = Result<RaftPayload, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Raft for EchoPeer {
+    async fn append_entries(
+        &self,
+        _: Request<RaftPayload>,
+    ) -> Result<Response<RaftPayload>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    type AppendEntriesStreamStream = Replies;
+
+    async fn append_entries_stream(
+        &self,
+        req: Request<Streaming<RaftPayload>>,
+    ) -> Result<Response<Replies>, Status> {
+        if !self.streams {
+            return Err(Status::unimplemented("an older peer"));
+        }
+        let replies = futures::stream::unfold(req.into_inner(), |mut incoming| async move {
+            let payload = incoming.message().await.ok()??;
+            let delay_ms: u64 = serde_json::from_slice(&payload.json).unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            Some((Ok(payload), incoming))
+        });
+        Ok(Response::new(Box::pin(replies)))
+    }
+
+    async fn vote(&self, _: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn install_snapshot(
+        &self,
+        _: Request<RaftPayload>,
+    ) -> Result<Response<RaftPayload>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn forward(&self, _: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+
+    async fn read_index(&self, _: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+        Err(Status::unimplemented("not in this fake"))
+    }
+}
+
+async fn start_peer(streams: bool) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(RaftServer::new(EchoPeer { streams }))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    addr
+}
+
+fn client_of(addr: SocketAddr) -> impl Fn() -> Result<RaftClient<Channel>, String> {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect_lazy();
+    move || Ok(RaftClient::new(channel.clone()))
+}
+
+/// A request whose reply the echo peer sends after `delay_ms`.
+fn delayed(delay_ms: u64) -> RaftPayload {
+    RaftPayload {
+        json: delay_ms.to_string().into_bytes(),
+        data: Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn each_reply_answers_its_own_request_even_after_a_timed_out_one() {
+    let client = client_of(start_peer(true).await);
+    let mut stream: Option<AppendStream> = None;
+
+    let first = exchange(&mut stream, &client, delayed(1), Duration::from_secs(5)).await;
+    assert_eq!(first.ok().map(|r| r.json), Some(b"1".to_vec()));
+    assert!(
+        stream.is_some(),
+        "a successful exchange keeps its stream open"
+    );
+
+    // The peer answers after 500 ms; the caller gives up after 50 and must drop the stream,
+    // or the late reply would be read as the answer to the next request.
+    let slow = exchange(
+        &mut stream,
+        &client,
+        delayed(500),
+        Duration::from_millis(50),
+    )
+    .await;
+    assert!(matches!(slow, Err(StreamFailure::Failed(_))));
+    assert!(stream.is_none(), "a timed-out exchange drops its stream");
+
+    let next = exchange(&mut stream, &client, delayed(2), Duration::from_secs(5)).await;
+    assert_eq!(next.ok().map(|r| r.json), Some(b"2".to_vec()));
+}
+
+#[tokio::test]
+async fn a_peer_without_the_stream_is_told_apart_from_a_failing_one() {
+    let client = client_of(start_peer(false).await);
+    let mut stream = None;
+    let reply = exchange(&mut stream, &client, delayed(0), Duration::from_secs(5)).await;
+    assert!(matches!(reply, Err(StreamFailure::Unimplemented)));
+    assert!(stream.is_none());
+}
+
+#[tokio::test]
+async fn an_unreachable_peer_fails_within_the_timeout() {
+    // A port nothing listens on: bind one, then free it.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let client = client_of(addr);
+    let mut stream = None;
+    let reply = exchange(&mut stream, &client, delayed(0), Duration::from_secs(5)).await;
+    assert!(matches!(
+        reply,
+        Err(StreamFailure::Unreachable(_) | StreamFailure::Failed(_))
+    ));
+    assert!(stream.is_none());
+}
