@@ -2,8 +2,10 @@
 //! instead of a unary call each: a message then costs no HTTP/2 stream of its own (request and
 //! response headers, trailers, stream setup and teardown on both nodes). openraft 0.9 keeps one
 //! AppendEntries in flight per follower and awaits its reply, so requests and replies pair up in
-//! order; a stream that fails or times out is dropped, and the next request opens a new one, so
-//! a late reply can never be taken for the next request's.
+//! order. The stream is taken out of its slot for an exchange and put back only after the
+//! reply: if the exchange fails, times out or is dropped by openraft (its own timeout), the
+//! stream goes with it, and the next request opens a new one. A late reply can therefore never
+//! be read as the next request's; each reply also repeats its request's number, checked here.
 
 use std::time::Duration;
 
@@ -16,6 +18,8 @@ use tonic::transport::Channel;
 pub(crate) struct AppendStream {
     requests: mpsc::Sender<RaftPayload>,
     replies: tonic::Streaming<RaftPayload>,
+    /// The number of the last request sent.
+    seq: u64,
 }
 
 /// Why an exchange on the stream failed.
@@ -24,7 +28,7 @@ pub(crate) enum StreamFailure {
     Unimplemented,
     /// The peer cannot be reached now.
     Unreachable(String),
-    /// The exchange failed otherwise (timeout, reset, refused message).
+    /// The exchange failed otherwise (timeout, reset, refused or unpaired message).
     Failed(String),
 }
 
@@ -38,51 +42,82 @@ impl From<tonic::Status> for StreamFailure {
     }
 }
 
+fn closed() -> StreamFailure {
+    StreamFailure::Failed("the append stream closed".into())
+}
+
 impl AppendStream {
-    async fn open(mut client: RaftClient<Channel>) -> Result<AppendStream, StreamFailure> {
+    /// Opens a stream with `first` as its first request. The request is queued before the
+    /// call, so it leaves with the stream's headers instead of a round trip after them.
+    async fn open(
+        mut client: RaftClient<Channel>,
+        mut first: RaftPayload,
+    ) -> Result<AppendStream, StreamFailure> {
         // One request waits in the channel at most: openraft sends the next only after a reply.
         let (requests, outgoing) = mpsc::channel(1);
+        first.seq = 1;
+        requests.try_send(first).map_err(|_| closed())?;
         let outgoing = futures::stream::unfold(outgoing, |mut rx| async move {
             rx.recv().await.map(|payload| (payload, rx))
         });
         let replies = client.append_entries_stream(outgoing).await?.into_inner();
-        Ok(AppendStream { requests, replies })
+        Ok(AppendStream {
+            requests,
+            replies,
+            seq: 1,
+        })
     }
 
-    async fn exchange(&mut self, payload: RaftPayload) -> Result<RaftPayload, StreamFailure> {
-        let closed = || StreamFailure::Failed("the append stream closed".into());
-        self.requests.send(payload).await.map_err(|_| closed())?;
-        match self.replies.message().await? {
-            Some(reply) => Ok(reply),
-            None => Err(closed()),
+    async fn send(&mut self, mut payload: RaftPayload) -> Result<(), StreamFailure> {
+        self.seq += 1;
+        payload.seq = self.seq;
+        self.requests.send(payload).await.map_err(|_| closed())
+    }
+
+    /// The reply to the last request sent.
+    async fn reply(&mut self) -> Result<RaftPayload, StreamFailure> {
+        let reply = self.replies.message().await?.ok_or_else(closed)?;
+        if reply.seq != self.seq {
+            return Err(StreamFailure::Failed(format!(
+                "append stream reply {} to request {}",
+                reply.seq, self.seq
+            )));
         }
+        Ok(reply)
     }
 }
 
-/// Sends `payload` on `stream`, opening it first if there is none, within `timeout`. On any
-/// failure the stream is dropped: its replies could no longer be paired with requests.
+/// Sends `payload` on `stream`, opening one if there is none, within `timeout`. The stream is
+/// back in `stream` only if the exchange completed.
 pub(crate) async fn exchange(
     stream: &mut Option<AppendStream>,
     client: impl FnOnce() -> Result<RaftClient<Channel>, String>,
     payload: RaftPayload,
     timeout: Duration,
 ) -> Result<RaftPayload, StreamFailure> {
-    let attempt = async {
-        let open = match stream.take() {
-            Some(open) => open,
-            None => AppendStream::open(client().map_err(StreamFailure::Unreachable)?).await?,
+    let held = stream.take();
+    let attempt = async move {
+        let mut open = match held {
+            Some(mut open) => {
+                open.send(payload).await?;
+                open
+            }
+            None => {
+                let client = client().map_err(StreamFailure::Unreachable)?;
+                AppendStream::open(client, payload).await?
+            }
         };
-        let open = stream.insert(open);
-        open.exchange(payload).await
+        let reply = open.reply().await?;
+        Ok((open, reply))
     };
-    let result = match tokio::time::timeout(timeout, attempt).await {
-        Ok(result) => result,
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(Ok((open, reply))) => {
+            *stream = Some(open);
+            Ok(reply)
+        }
+        Ok(Err(failure)) => Err(failure),
         Err(_) => Err(StreamFailure::Failed(format!(
             "no append reply within {timeout:?}"
         ))),
-    };
-    if result.is_err() {
-        *stream = None;
     }
-    result
 }

@@ -1,5 +1,6 @@
 //! The AppendEntries stream against fake peers on loopback: replies pair with their requests
-//! even after one timed out, and a peer without the stream is told apart from a failing one.
+//! even after one timed out or was dropped mid-flight, a reply that does not pair is refused,
+//! and a peer without the stream is told apart from a failing one.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -14,8 +15,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::append_stream::{exchange, AppendStream, StreamFailure};
 
-/// A peer whose stream echoes each request after the delay in milliseconds its JSON names, or
-/// (`streams: false`) serves no stream at all.
+/// A peer whose stream echoes each request after the delay in milliseconds its JSON names
+/// (twice if the JSON is `"twice"`), or (`streams: false`) serves no stream at all.
 struct EchoPeer {
     streams: bool,
 }
@@ -40,12 +41,19 @@ impl Raft for EchoPeer {
         if !self.streams {
             return Err(Status::unimplemented("an older peer"));
         }
-        let replies = futures::stream::unfold(req.into_inner(), |mut incoming| async move {
-            let payload = incoming.message().await.ok()??;
-            let delay_ms: u64 = serde_json::from_slice(&payload.json).unwrap_or(0);
-            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-            Some((Ok(payload), incoming))
-        });
+        let replies = futures::stream::unfold(
+            (req.into_inner(), None::<RaftPayload>),
+            |(mut incoming, again)| async move {
+                if let Some(payload) = again {
+                    return Some((Ok(payload), (incoming, None)));
+                }
+                let payload = incoming.message().await.ok()??;
+                let again = (payload.json == b"\"twice\"").then(|| payload.clone());
+                let delay_ms: u64 = serde_json::from_slice(&payload.json).unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                Some((Ok(payload), (incoming, again)))
+            },
+        );
         Ok(Response::new(Box::pin(replies)))
     }
 
@@ -92,7 +100,55 @@ fn delayed(delay_ms: u64) -> RaftPayload {
     RaftPayload {
         json: delay_ms.to_string().into_bytes(),
         data: Vec::new(),
+        seq: 0,
     }
+}
+
+/// Regression: the stream stayed in its slot while an exchange ran, so when openraft dropped
+/// the exchange on its own timeout (its heartbeat interval, shorter than ours), the unread
+/// reply was taken for the next request's, and every later reply was one request late.
+#[tokio::test]
+async fn an_exchange_dropped_by_its_caller_leaves_no_reply_behind() {
+    let client = client_of(start_peer(true).await);
+    let mut stream: Option<AppendStream> = None;
+    let first = exchange(&mut stream, &client, delayed(1), Duration::from_secs(5)).await;
+    assert_eq!(first.ok().map(|r| r.json), Some(b"1".to_vec()));
+
+    // The caller's own timeout (50 ms) ends the exchange before ours (5 s) would.
+    let dropped = tokio::time::timeout(
+        Duration::from_millis(50),
+        exchange(&mut stream, &client, delayed(300), Duration::from_secs(5)),
+    )
+    .await;
+    assert!(dropped.is_err(), "the peer answers after 300 ms");
+    assert!(
+        stream.is_none(),
+        "a dropped exchange takes its stream with it"
+    );
+
+    let next = exchange(&mut stream, &client, delayed(2), Duration::from_secs(5)).await;
+    assert_eq!(next.ok().map(|r| r.json), Some(b"2".to_vec()));
+}
+
+#[tokio::test]
+async fn a_reply_that_repeats_another_requests_number_is_refused() {
+    let client = client_of(start_peer(true).await);
+    let mut stream: Option<AppendStream> = None;
+    let twice = RaftPayload {
+        json: b"\"twice\"".to_vec(),
+        ..delayed(0)
+    };
+    assert!(
+        exchange(&mut stream, &client, twice, Duration::from_secs(5))
+            .await
+            .is_ok()
+    );
+    // The peer's second copy of the first reply arrives where the second reply belongs.
+    let unpaired = exchange(&mut stream, &client, delayed(0), Duration::from_secs(5)).await;
+    assert!(matches!(unpaired, Err(StreamFailure::Failed(_))));
+    assert!(stream.is_none());
+    let fresh = exchange(&mut stream, &client, delayed(3), Duration::from_secs(5)).await;
+    assert_eq!(fresh.ok().map(|r| r.json), Some(b"3".to_vec()));
 }
 
 #[tokio::test]

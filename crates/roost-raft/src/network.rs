@@ -209,7 +209,7 @@ impl GrpcNetwork {
                 self.target,
                 &self.addr,
                 rpc,
-                RaftPayload { json, data },
+                RaftPayload { json, data, seq: 0 },
                 option.hard_ttl(),
             )
             .await
@@ -227,6 +227,7 @@ impl GrpcNetwork {
         let payload = RaftPayload {
             json,
             data: Vec::new(),
+            seq: 0,
         };
         let reply = self
             .factory

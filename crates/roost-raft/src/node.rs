@@ -283,6 +283,7 @@ impl RaftNode {
                 RaftPayload {
                     json,
                     data: Vec::new(),
+                    seq: 0,
                 },
                 timeout,
             )

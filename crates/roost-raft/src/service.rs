@@ -42,6 +42,7 @@ fn encode_payload<T: Serialize>(value: &T) -> Result<RaftPayload, Status> {
         .map(|json| RaftPayload {
             json,
             data: Vec::new(),
+            seq: 0,
         })
         .map_err(|e| Status::internal(format!("unencodable raft reply: {e}")))
 }
@@ -67,7 +68,14 @@ fn append_replies(
             };
             let reply = match next {
                 Ok(Some(payload)) => match decode(&payload) {
-                    Ok(request) => encode_payload(&raft.append_entries(request).await),
+                    Ok(request) => {
+                        encode_payload(&raft.append_entries(request).await).map(|reply| {
+                            RaftPayload {
+                                seq: payload.seq,
+                                ..reply
+                            }
+                        })
+                    }
                     Err(status) => Err(status),
                 },
                 Ok(None) => return None,

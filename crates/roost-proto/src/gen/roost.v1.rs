@@ -3986,6 +3986,9 @@ pub struct RaftPayload {
     /// Bulk bytes kept out of the JSON (snapshot chunks).
     #[prost(bytes = "vec", tag = "2")]
     pub data: ::prost::alloc::vec::Vec<u8>,
+    /// On an AppendEntriesStream: the request's number on its stream, which its reply repeats.
+    #[prost(uint64, tag = "3")]
+    pub seq: u64,
 }
 /// Generated client implementations.
 pub mod raft_client {
