@@ -95,6 +95,21 @@ fn client_of(addr: SocketAddr) -> impl Fn() -> Result<RaftClient<Channel>, Strin
     move || Ok(RaftClient::new(channel.clone()))
 }
 
+/// Long enough for any exchange with a fast peer.
+const PATIENT: Duration = Duration::from_secs(5);
+
+/// The delay named by the reply to a `delayed(delay_ms)` request (`None` if it failed).
+async fn echoed(
+    stream: &mut Option<AppendStream>,
+    client: &impl Fn() -> Result<RaftClient<Channel>, String>,
+    delay_ms: u64,
+) -> Option<u64> {
+    let reply = exchange(stream, client, delayed(delay_ms), PATIENT)
+        .await
+        .ok()?;
+    serde_json::from_slice(&reply.json).ok()
+}
+
 /// A request whose reply the echo peer sends after `delay_ms`.
 fn delayed(delay_ms: u64) -> RaftPayload {
     RaftPayload {
@@ -111,13 +126,12 @@ fn delayed(delay_ms: u64) -> RaftPayload {
 async fn an_exchange_dropped_by_its_caller_leaves_no_reply_behind() {
     let client = client_of(start_peer(true).await);
     let mut stream: Option<AppendStream> = None;
-    let first = exchange(&mut stream, &client, delayed(1), Duration::from_secs(5)).await;
-    assert_eq!(first.ok().map(|r| r.json), Some(b"1".to_vec()));
+    assert_eq!(echoed(&mut stream, &client, 1).await, Some(1));
 
     // The caller's own timeout (50 ms) ends the exchange before ours (5 s) would.
     let dropped = tokio::time::timeout(
         Duration::from_millis(50),
-        exchange(&mut stream, &client, delayed(300), Duration::from_secs(5)),
+        exchange(&mut stream, &client, delayed(300), PATIENT),
     )
     .await;
     assert!(dropped.is_err(), "the peer answers after 300 ms");
@@ -126,8 +140,7 @@ async fn an_exchange_dropped_by_its_caller_leaves_no_reply_behind() {
         "a dropped exchange takes its stream with it"
     );
 
-    let next = exchange(&mut stream, &client, delayed(2), Duration::from_secs(5)).await;
-    assert_eq!(next.ok().map(|r| r.json), Some(b"2".to_vec()));
+    assert_eq!(echoed(&mut stream, &client, 2).await, Some(2));
 }
 
 #[tokio::test]
@@ -138,17 +151,12 @@ async fn a_reply_that_repeats_another_requests_number_is_refused() {
         json: b"\"twice\"".to_vec(),
         ..delayed(0)
     };
-    assert!(
-        exchange(&mut stream, &client, twice, Duration::from_secs(5))
-            .await
-            .is_ok()
-    );
+    assert!(exchange(&mut stream, &client, twice, PATIENT).await.is_ok());
     // The peer's second copy of the first reply arrives where the second reply belongs.
-    let unpaired = exchange(&mut stream, &client, delayed(0), Duration::from_secs(5)).await;
+    let unpaired = exchange(&mut stream, &client, delayed(0), PATIENT).await;
     assert!(matches!(unpaired, Err(StreamFailure::Failed(_))));
     assert!(stream.is_none());
-    let fresh = exchange(&mut stream, &client, delayed(3), Duration::from_secs(5)).await;
-    assert_eq!(fresh.ok().map(|r| r.json), Some(b"3".to_vec()));
+    assert_eq!(echoed(&mut stream, &client, 3).await, Some(3));
 }
 
 #[tokio::test]
@@ -156,8 +164,7 @@ async fn each_reply_answers_its_own_request_even_after_a_timed_out_one() {
     let client = client_of(start_peer(true).await);
     let mut stream: Option<AppendStream> = None;
 
-    let first = exchange(&mut stream, &client, delayed(1), Duration::from_secs(5)).await;
-    assert_eq!(first.ok().map(|r| r.json), Some(b"1".to_vec()));
+    assert_eq!(echoed(&mut stream, &client, 1).await, Some(1));
     assert!(
         stream.is_some(),
         "a successful exchange keeps its stream open"
@@ -175,15 +182,14 @@ async fn each_reply_answers_its_own_request_even_after_a_timed_out_one() {
     assert!(matches!(slow, Err(StreamFailure::Failed(_))));
     assert!(stream.is_none(), "a timed-out exchange drops its stream");
 
-    let next = exchange(&mut stream, &client, delayed(2), Duration::from_secs(5)).await;
-    assert_eq!(next.ok().map(|r| r.json), Some(b"2".to_vec()));
+    assert_eq!(echoed(&mut stream, &client, 2).await, Some(2));
 }
 
 #[tokio::test]
 async fn a_peer_without_the_stream_is_told_apart_from_a_failing_one() {
     let client = client_of(start_peer(false).await);
     let mut stream = None;
-    let reply = exchange(&mut stream, &client, delayed(0), Duration::from_secs(5)).await;
+    let reply = exchange(&mut stream, &client, delayed(0), PATIENT).await;
     assert!(matches!(reply, Err(StreamFailure::Unimplemented)));
     assert!(stream.is_none());
 }
@@ -197,7 +203,7 @@ async fn an_unreachable_peer_fails_within_the_timeout() {
         .unwrap();
     let client = client_of(addr);
     let mut stream = None;
-    let reply = exchange(&mut stream, &client, delayed(0), Duration::from_secs(5)).await;
+    let reply = exchange(&mut stream, &client, delayed(0), PATIENT).await;
     assert!(matches!(
         reply,
         Err(StreamFailure::Unreachable(_) | StreamFailure::Failed(_))

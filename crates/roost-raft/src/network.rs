@@ -196,22 +196,16 @@ impl GrpcNetwork {
         req: &Req,
         data: Vec<u8>,
         option: &RPCOption,
-    ) -> Result<(Resp, Vec<u8>), RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>>
+    ) -> RpcResult<(Resp, Vec<u8>), E>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let json = encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let payload = request_payload(req, data)?;
         let reply = self
             .factory
-            .exchange(
-                self.target,
-                &self.addr,
-                rpc,
-                RaftPayload { json, data, seq: 0 },
-                option.hard_ttl(),
-            )
+            .exchange(self.target, &self.addr, rpc, payload, option.hard_ttl())
             .await
             .map_err(rpc_error)?;
         self.reply(reply)
@@ -223,12 +217,7 @@ impl GrpcNetwork {
         req: &AppendEntriesRequest<TypeConfig>,
         option: &RPCOption,
     ) -> RpcResult<Option<AppendEntriesResponse<NodeId>>, openraft::error::Infallible> {
-        let json = encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        let payload = RaftPayload {
-            json,
-            data: Vec::new(),
-            seq: 0,
-        };
+        let payload = request_payload(req, Vec::new())?;
         let reply = self
             .factory
             .exchange_streamed(
@@ -259,6 +248,16 @@ impl GrpcNetwork {
             .map(|r| (r, reply.data))
             .map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
+}
+
+/// A request: `req` as JSON, `data` beside it (the stream numbers it when it sends it).
+#[allow(clippy::result_large_err)] // openraft's error type, as its RaftNetwork returns it
+fn request_payload<Req: Serialize, E: std::error::Error>(
+    req: &Req,
+    data: Vec<u8>,
+) -> Result<RaftPayload, RPCError<NodeId, NodeInfo, E>> {
+    let json = encode(req).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+    Ok(RaftPayload { json, data, seq: 0 })
 }
 
 fn rpc_error<E: std::error::Error>(e: PeerError) -> RPCError<NodeId, NodeInfo, E> {

@@ -34,15 +34,16 @@ fn decode<T: DeserializeOwned>(payload: &RaftPayload) -> Result<T, Status> {
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Response<RaftPayload>, Status> {
-    encode_payload(value).map(Response::new)
+    encode_payload(value, 0).map(Response::new)
 }
 
-fn encode_payload<T: Serialize>(value: &T) -> Result<RaftPayload, Status> {
+/// A reply: `value` as JSON, carrying the number `seq` of the request it answers.
+fn encode_payload<T: Serialize>(value: &T, seq: u64) -> Result<RaftPayload, Status> {
     serde_json::to_vec(value)
         .map(|json| RaftPayload {
             json,
             data: Vec::new(),
-            seq: 0,
+            seq,
         })
         .map_err(|e| Status::internal(format!("unencodable raft reply: {e}")))
 }
@@ -68,14 +69,7 @@ fn append_replies(
             };
             let reply = match next {
                 Ok(Some(payload)) => match decode(&payload) {
-                    Ok(request) => {
-                        encode_payload(&raft.append_entries(request).await).map(|reply| {
-                            RaftPayload {
-                                seq: payload.seq,
-                                ..reply
-                            }
-                        })
-                    }
+                    Ok(request) => encode_payload(&raft.append_entries(request).await, payload.seq),
                     Err(status) => Err(status),
                 },
                 Ok(None) => return None,

@@ -31,13 +31,21 @@ fn free_addr() -> anyhow::Result<String> {
         .to_string())
 }
 
-fn spawn_server(config: &Path, log: &Path) -> anyhow::Result<Child> {
-    let log = std::fs::File::create(log)?;
-    Ok(Command::new(roost_binary())
+/// `roost server --config config`, its output discarded.
+fn server_command(config: &Path) -> Command {
+    let mut command = Command::new(roost_binary());
+    command
         .args(["server", "--config"])
         .arg(config)
-        .env("ROOST_LOG", "info,openraft=warn")
         .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
+fn spawn_server(config: &Path, log: &Path) -> anyhow::Result<Child> {
+    let log = std::fs::File::create(log)?;
+    Ok(server_command(config)
+        .env("ROOST_LOG", "info,openraft=warn")
         .stderr(log)
         .spawn()?)
 }
@@ -192,12 +200,7 @@ async fn a_server_raises_its_open_file_limit_to_the_hard_limit() -> anyhow::Resu
     use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir()?;
     let config = one_node_config(dir.path(), "")?;
-    let mut command = Command::new(roost_binary());
-    command
-        .args(["server", "--config"])
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    let mut command = server_command(&config);
     // SAFETY: setrlimit in the child before exec touches only the child's limits.
     unsafe {
         command.pre_exec(|| {
@@ -262,13 +265,8 @@ async fn a_server_runs_the_runtime_threads_it_is_configured_with() -> anyhow::Re
     for (env, flag, expected) in [(Some("3"), None, 3usize), (Some("3"), Some("1"), 1)] {
         let dir = tempfile::tempdir()?;
         let config = one_node_config(dir.path(), "runtime_threads = 2\n")?;
-        let mut command = Command::new(roost_binary());
-        command
-            .args(["server", "--config"])
-            .arg(&config)
-            .env_remove("ROOST_RUNTIME_THREADS")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        let mut command = server_command(&config);
+        command.env_remove("ROOST_RUNTIME_THREADS");
         if let Some(v) = env {
             command.env("ROOST_RUNTIME_THREADS", v);
         }
