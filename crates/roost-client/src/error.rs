@@ -48,22 +48,22 @@ impl Error {
 
     /// Builds the error for a non-success response from its status and raw body.
     pub fn from_response(status: u16, body: &[u8]) -> Error {
-        /// Roost's error body: `{"error": code, "message": ..., "details": ...}`.
+        /// Roost's error body: `{"error": sentence, "code": code, "details": ...}`.
         #[derive(Deserialize)]
         struct ErrorBody {
             error: String,
-            message: Option<String>,
+            code: Option<String>,
             #[serde(default)]
             details: Value,
         }
         match serde_json::from_slice::<ErrorBody>(body) {
             Ok(parsed) => Error::Api {
                 status,
-                message: parsed
-                    .message
-                    .filter(|m| !m.is_empty())
-                    .unwrap_or_else(|| parsed.error.clone()),
-                code: parsed.error,
+                code: parsed
+                    .code
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or_else(|| status_reason(status).to_string()),
+                message: parsed.error,
                 details: parsed.details,
             },
             Err(_) => {
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn roost_error_bodies_keep_code_message_and_details() {
-        let body = br#"{"error":"checkout_conflict","message":"issue X is checked out","details":{"checkoutRunId":"r1"}}"#;
+        let body = br#"{"error":"issue X is checked out","code":"checkout_conflict","details":{"checkoutRunId":"r1"}}"#;
         let e = Error::from_response(409, body);
         match &e {
             Error::Api {

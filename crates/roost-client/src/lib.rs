@@ -12,7 +12,7 @@ mod routes;
 mod types;
 mod wakes;
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -336,18 +336,12 @@ fn parse_base(base_url: &str) -> Result<Url> {
     Ok(base)
 }
 
-/// A key unique to this logical write: process, time and a counter.
+/// A key unique to this logical write: 128 random bits, so no other client (or tenant) can
+/// predict or collide with it.
 fn idempotency_key() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "rc-{:x}-{nanos:x}-{:x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+    let mut bytes = [0u8; 16];
+    rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut bytes);
+    format!("rc-{}", hex::encode(bytes))
 }
 
 fn expect_success((status, body): (StatusCode, Vec<u8>)) -> Result<(StatusCode, Vec<u8>)> {

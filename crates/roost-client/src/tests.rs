@@ -104,7 +104,7 @@ async fn ids_are_encoded_and_filters_become_the_query() {
 
 #[tokio::test]
 async fn error_answers_become_api_errors() {
-    let body = r#"{"error":"not_found","message":"issue RST-9 not found","details":{"entity":"issue","id":"RST-9"}}"#;
+    let body = r#"{"error":"issue RST-9 not found","code":"not_found","details":{"entity":"issue","id":"RST-9"}}"#;
     let (base, _server) = one_shot("404 Not Found", body).await;
     let client = RoostClient::new(&base, "t").expect("client");
     let err = client.get_issue("RST-9").await.expect_err("must fail");
@@ -216,7 +216,7 @@ async fn an_unreachable_server_is_skipped_for_the_next() {
 #[tokio::test]
 async fn a_write_retried_after_503_keeps_its_idempotency_key() {
     let unavailable =
-        r#"{"error":"unavailable","message":"no leader","details":{"retryAfterMs":200}}"#;
+        r#"{"error":"no leader","code":"unavailable","details":{"retryAfterMs":200}}"#;
     let (first, first_server) = one_shot("503 Service Unavailable", unavailable).await;
     let (second, second_server) = one_shot("201 Created", COMMENT).await;
     let client = RoostClient::new(&format!("{first},{second}"), "t").expect("client");
@@ -262,7 +262,7 @@ async fn flaky(unavailable: usize) -> String {
             let (status, body) = if n < unavailable {
                 (
                     "503 Service Unavailable",
-                    r#"{"error":"unavailable","message":"electing","details":null}"#,
+                    r#"{"error":"electing","code":"unavailable","details":null}"#,
                 )
             } else {
                 ("201 Created", COMMENT)

@@ -125,6 +125,9 @@ pub struct AgentPatch {
     pub adapter_config: Option<serde_json::Value>,
     pub heartbeat: Option<HeartbeatPolicy>,
     pub placement_labels: Option<BTreeMap<String, String>>,
+    /// Replaces the agent's grants. Absent from entries written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<AgentPermissions>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -341,6 +344,25 @@ pub enum Outcome {
     BudgetPolicy(BudgetPolicy),
     CostEvent(CostEvent),
     BudgetIncident(BudgetIncident),
+}
+
+impl Outcome {
+    /// The variant's name, for messages that must not print the object itself.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Company(_) => "company",
+            Outcome::Credential(_) => "credential",
+            Outcome::Agent(_) => "agent",
+            Outcome::Issue { .. } => "issue",
+            Outcome::Comment(_) => "comment",
+            Outcome::Run(_) => "run",
+            Outcome::Wake(_) => "wake",
+            Outcome::Worker(_) => "worker",
+            Outcome::BudgetPolicy(_) => "budget_policy",
+            Outcome::CostEvent(_) => "cost_event",
+            Outcome::BudgetIncident(_) => "budget_incident",
+        }
+    }
 }
 
 /// A cost event as reported (`POST /api/companies/{cid}/cost-events`).

@@ -160,6 +160,25 @@ pub struct Agent {
     /// Saved adapter sessions by `{adapterType}:{taskKey}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub task_sessions: BTreeMap<String, TaskSession>,
+    /// What an operator lets the agent do beyond its own work. Left out of the row while it
+    /// grants nothing, so rows written before it existed keep their bytes and hash.
+    #[serde(default, skip_serializing_if = "AgentPermissions::grants_nothing")]
+    pub permissions: AgentPermissions,
+}
+
+/// Grants an administrator gives an agent (Paperclip agents carry a `permissions` object).
+/// Unknown names are refused, so a misspelt grant is an error rather than silently nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct AgentPermissions {
+    /// Read the logs (and log tails) of every run of its company, not only its own runs'.
+    pub read_company_run_logs: bool,
+}
+
+impl AgentPermissions {
+    pub fn grants_nothing(&self) -> bool {
+        *self == AgentPermissions::default()
+    }
 }
 
 impl Agent {

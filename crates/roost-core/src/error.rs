@@ -11,6 +11,8 @@ pub enum ErrorClass {
     NotFound,
     Conflict,
     Unprocessable,
+    TooLarge,
+    TooMany,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
@@ -44,6 +46,21 @@ pub enum DomainError {
     Conflict { message: String },
     #[error("{message}")]
     Invariant { rule: String, message: String },
+    #[error("{field} is too large: at most {limit} {unit}")]
+    TooLarge {
+        field: String,
+        limit: u64,
+        unit: String,
+    },
+    /// A per-company quota (`limits.rs`) is used up.
+    #[error("{message}")]
+    QuotaExceeded {
+        quota: String,
+        limit: u64,
+        message: String,
+    },
+    #[error("this Idempotency-Key was already used for a different request; send a new key for a new request")]
+    IdempotencyKeyReused,
 }
 
 impl DomainError {
@@ -80,6 +97,22 @@ impl DomainError {
         }
     }
 
+    pub fn too_large(field: impl Into<String>, limit: u64, unit: impl Into<String>) -> Self {
+        DomainError::TooLarge {
+            field: field.into(),
+            limit,
+            unit: unit.into(),
+        }
+    }
+
+    pub fn quota(quota: &str, limit: u64, message: impl Into<String>) -> Self {
+        DomainError::QuotaExceeded {
+            quota: quota.into(),
+            limit,
+            message: message.into(),
+        }
+    }
+
     pub fn class(&self) -> ErrorClass {
         match self {
             DomainError::Invalid { .. } => ErrorClass::BadRequest,
@@ -90,7 +123,11 @@ impl DomainError {
             | DomainError::StatusConflict { .. }
             | DomainError::StaleRun { .. }
             | DomainError::Conflict { .. } => ErrorClass::Conflict,
-            DomainError::Invariant { .. } => ErrorClass::Unprocessable,
+            DomainError::Invariant { .. } | DomainError::IdempotencyKeyReused => {
+                ErrorClass::Unprocessable
+            }
+            DomainError::TooLarge { .. } => ErrorClass::TooLarge,
+            DomainError::QuotaExceeded { .. } => ErrorClass::TooMany,
         }
     }
 
@@ -106,6 +143,9 @@ impl DomainError {
             DomainError::StaleRun { .. } => "stale_run",
             DomainError::Conflict { .. } => "conflict",
             DomainError::Invariant { .. } => "invariant_violation",
+            DomainError::TooLarge { .. } => "too_large",
+            DomainError::QuotaExceeded { .. } => "quota_exceeded",
+            DomainError::IdempotencyKeyReused => "idempotency_key_reused",
         }
     }
 
@@ -143,7 +183,15 @@ impl DomainError {
                 serde_json::json!({ "runId": run_id, "status": status })
             }
             DomainError::Invariant { rule, .. } => serde_json::json!({ "rule": rule }),
-            DomainError::Forbidden { .. } | DomainError::Conflict { .. } => serde_json::Value::Null,
+            DomainError::TooLarge { field, limit, unit } => {
+                serde_json::json!({ "field": field, "limit": limit, "unit": unit })
+            }
+            DomainError::QuotaExceeded { quota, limit, .. } => {
+                serde_json::json!({ "quota": quota, "limit": limit })
+            }
+            DomainError::Forbidden { .. }
+            | DomainError::Conflict { .. }
+            | DomainError::IdempotencyKeyReused => serde_json::Value::Null,
         }
     }
 }

@@ -1,11 +1,17 @@
 //! Idempotent writes: the outcome of each keyed command is remembered for a retention window
 //! measured in command time (the envelope's `at`), so expiry is deterministic on every replica.
+//!
+//! A key is scoped by who sent it (the credential), the company it acts in and the kind of
+//! command: the same key from another tenant, or for another kind of write, is another key, so
+//! nobody can read or suppress someone else's write by guessing a key. A key remembers the
+//! fingerprint of its request: the same key with a different request is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
-use crate::command::Outcome;
+use crate::command::{Actor, Command, Outcome};
 use crate::error::DomainError;
 use crate::time::Timestamp;
 
@@ -22,6 +28,58 @@ pub struct Remembered {
     pub at: Timestamp,
     pub index: u64,
     pub outcome: Result<Outcome, DomainError>,
+    /// The [`fingerprint`] of the request that used the key (absent in rows written before
+    /// fingerprints existed: those match any request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+}
+
+/// The key a client's `Idempotency-Key` is remembered under: the credential (or, without one,
+/// the actor), the company the actor is bound to, and the command's kind, then the key.
+pub fn scoped_key(actor: &Actor, command: &Command, key: &str) -> String {
+    let who = actor.credential_id.as_deref().unwrap_or(actor.id.as_str());
+    let company = actor.company_id.as_deref().unwrap_or("*");
+    // 0x1f (unit separator) never appears in ids, company ids or command names.
+    format!(
+        "{}:{who}\u{1f}{company}\u{1f}{}\u{1f}{key}",
+        actor.kind.as_str(),
+        command.name()
+    )
+}
+
+/// A digest of what a request asked for: the command without the ids and secrets the proposing
+/// node minted for it, so a retry of the same request (with fresh ids) has the same fingerprint.
+pub fn fingerprint(command: &Command) -> String {
+    let mut c = command.clone();
+    match &mut c {
+        Command::CreateCompany { id, .. }
+        | Command::CreateAgent { id, .. }
+        | Command::CreateIssue { id, .. }
+        | Command::StartRun { id, .. }
+        | Command::SetBudgetPolicy { id, .. }
+        | Command::Wakeup { id, .. } => id.clear(),
+        Command::CreateCredential { id, token_hash, .. } => {
+            id.clear();
+            token_hash.clear();
+        }
+        Command::UpdateIssue {
+            comment: Some(comment),
+            ..
+        }
+        | Command::AddComment { comment, .. } => comment.id.clear(),
+        Command::RecordCostEvent { event } => event.id.clear(),
+        Command::TimerTick { wake_id, .. } => wake_id.clear(),
+        Command::AssignRun {
+            run_id, token_hash, ..
+        } => {
+            run_id.clear();
+            *token_hash = None;
+        }
+        Command::AddRunToken { token_hash, .. } => token_hash.clear(),
+        _ => {}
+    }
+    let json = serde_json::to_vec(&c).unwrap_or_default();
+    hex::encode(Sha256::digest(json))
 }
 
 #[derive(Clone, Debug, Default)]

@@ -5,10 +5,12 @@
 //! that applies the same entries reaches byte-identical state.
 
 pub mod activity;
+pub mod adapter_config;
 pub mod command;
 pub mod entity;
 pub mod error;
 pub mod idempotency;
+pub mod limits;
 mod rules;
 pub mod state;
 mod state_hash;
@@ -23,6 +25,8 @@ pub use time::Timestamp;
 /// Scheduling rules the leader's dispatcher and timer consult before proposing.
 pub mod scheduling {
     pub use crate::rules::budget::{budget_blocker, exhausted, hard_incident_open};
-    pub use crate::rules::run::{claim_blocker, session_to_resume, worker_fits, worker_suits};
+    pub use crate::rules::run::{
+        claim_blocker, quota_blocker, session_to_resume, worker_fits, worker_suits,
+    };
     pub use crate::rules::wake::next_tick;
 }

@@ -12,7 +12,7 @@ use crate::activity::{ActivityEntry, GENESIS_HASH};
 use crate::command::{Command, Envelope, Outcome};
 use crate::entity::*;
 use crate::error::DomainError;
-use crate::idempotency::{IdempotencyTable, Remembered, MAX_KEY_LEN};
+use crate::idempotency::{fingerprint, scoped_key, IdempotencyTable, Remembered, MAX_KEY_LEN};
 use crate::rules;
 use crate::state_hash::{RowDigests, Table};
 use crate::time::Timestamp;
@@ -144,6 +144,10 @@ pub struct State {
     /// Cents spent per (scope key, window key): every cost event counts in its company's and
     /// its agent's month and lifetime.
     pub(crate) spend: BTreeMap<(String, i64), u64>,
+    /// Issues neither done nor cancelled, per company (the open-issue quota).
+    pub(crate) open_issues: BTreeMap<String, usize>,
+    /// Runs created per (company, clock hour) (the runs-per-hour quota).
+    pub(crate) runs_per_hour: BTreeMap<(String, i64), u32>,
     /// The rows' digests behind [`State::hash`], updated lazily from the rows `put` marks.
     pub(crate) row_digests: RowDigests,
 }
@@ -195,8 +199,7 @@ impl State {
         self.live_runs()
             .filter(|r| Some(r.id.as_str()) != except)
             .filter(|r| policy.applies_to(&r.company_id, &r.agent_id))
-            .map(|r| r.reserved_cents)
-            .sum()
+            .fold(0u64, |sum, r| sum.saturating_add(r.reserved_cents))
     }
 
     /// The hard-stop budgets that bind a run of `agent`.
@@ -313,19 +316,23 @@ impl State {
                 changes,
             };
         }
-        if let Some(first) = self.idempotency.get(key) {
-            return Applied {
-                outcome: first.outcome.clone(),
-                changes,
+        let scoped = scoped_key(&env.actor, &env.command, key);
+        let print = fingerprint(&env.command);
+        if let Some(first) = self.idempotency.get(&scoped) {
+            let outcome = match &first.fingerprint {
+                Some(seen) if *seen != print => Err(DomainError::IdempotencyKeyReused),
+                _ => first.outcome.clone(),
             };
+            return Applied { outcome, changes };
         }
         let mut applied = self.apply_command(index, slot, env);
         changes.append(&mut applied.changes);
         let remembered = Change::Remembered(Remembered {
-            key: key.clone(),
+            key: scoped,
             at: env.at,
             index,
             outcome: applied.outcome.clone(),
+            fingerprint: Some(print),
         });
         self.put(remembered.clone());
         changes.push(remembered);
@@ -403,6 +410,19 @@ impl State {
                 // identifier and number indexes are then already right, and re-inserting them
                 // would allocate four keys per write.
                 let mut same_identity = false;
+                let was_open = self
+                    .issues
+                    .get(&i.id)
+                    .is_some_and(|old| !old.status.is_terminal());
+                let is_open = !i.status.is_terminal();
+                if was_open != is_open {
+                    let open = self.open_issues.entry(i.company_id.clone()).or_default();
+                    *open = if was_open {
+                        open.saturating_sub(1)
+                    } else {
+                        open.saturating_add(1)
+                    };
+                }
                 if let Some(old) = self.issues.get(&i.id) {
                     same_identity = old.identifier == i.identifier
                         && old.company_id == i.company_id
@@ -452,6 +472,14 @@ impl State {
                 }
             }
             Change::Run(r) => {
+                if !self.runs.contains_key(&r.id) {
+                    let hour = crate::limits::hour_of(r.created_at);
+                    let n = self
+                        .runs_per_hour
+                        .entry((r.company_id.clone(), hour))
+                        .or_default();
+                    *n = n.saturating_add(1);
+                }
                 for hash in &r.token_hashes {
                     self.run_by_token.insert(hash.clone(), r.id.clone());
                 }
@@ -473,7 +501,8 @@ impl State {
                 // Cost events are written once, never changed.
                 if !self.cost_events.contains_key(&e.id) {
                     for (scope, window) in spend_keys(&e) {
-                        *self.spend.entry((scope, window)).or_default() += e.cost_cents;
+                        let spent = self.spend.entry((scope, window)).or_default();
+                        *spent = spent.saturating_add(e.cost_cents);
                     }
                     self.cost_events.insert(e.id.clone(), e);
                 }
@@ -575,6 +604,19 @@ impl State {
     /// The run a run-scoped API key belongs to (live or not: the caller checks).
     pub fn run_by_token_hash(&self, hash: &str) -> Option<&Run> {
         self.run_by_token.get(hash).and_then(|id| self.runs.get(id))
+    }
+
+    /// How many issues of `company_id` are neither done nor cancelled.
+    pub fn open_issue_count(&self, company_id: &str) -> usize {
+        self.open_issues.get(company_id).copied().unwrap_or(0)
+    }
+
+    /// How many runs `company_id` created in the clock hour `at` falls in.
+    pub fn runs_in_hour(&self, company_id: &str, at: Timestamp) -> u32 {
+        self.runs_per_hour
+            .get(&(company_id.to_string(), crate::limits::hour_of(at)))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// How many comments an issue has.

@@ -21,3 +21,24 @@ pub enum Error {
     #[error("raft stopped: {message}")]
     Fatal { message: String },
 }
+
+impl Error {
+    /// openraft's stopped core, for a client: its own message Debug-prints log ids and peers'
+    /// addresses, so that goes to the log and the client gets a sentence.
+    pub(crate) fn core_stopped(detail: impl std::fmt::Display) -> Error {
+        tracing::error!(%detail, "the Raft core stopped");
+        Error::Fatal {
+            message: "the Raft core on this node has stopped (its log says why); use another node"
+                .into(),
+        }
+    }
+
+    /// No quorum, for a client; openraft's message lists every voter's address.
+    pub(crate) fn no_quorum(detail: impl std::fmt::Display) -> Error {
+        tracing::warn!(%detail, "no quorum");
+        Error::Unavailable {
+            message: "the leader cannot reach a majority of the voters right now; retry shortly"
+                .into(),
+        }
+    }
+}

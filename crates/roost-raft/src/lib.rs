@@ -21,4 +21,6 @@ pub use membership::{ClusterStatus, Leadership, MemberInfo, MemberStatus, NodeRe
 pub use network::GrpcNetworkFactory;
 pub use node::{RaftNode, WriteOutcome};
 pub use roost_store::{ApplyResult, NodeInfo, StateReader, TypeConfig};
+#[doc(hidden)]
+pub use service::decode_any as decode_raft_payload;
 pub use service::RaftService;

@@ -402,7 +402,7 @@ impl RaftNode {
         {
             ForwardReply::Report(r) => Ok(*r),
             other => Err(Error::Fatal {
-                message: format!("unexpected report reply {other:?}"),
+                message: format!("unexpected report reply of kind {}", other.kind()),
             }),
         }
     }

@@ -52,6 +52,17 @@ pub(crate) enum ForwardReply {
     Report(Box<crate::membership::NodeReport>),
 }
 
+impl ForwardReply {
+    /// The variant's name, for errors: a reply's content may be another tenant's object.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            ForwardReply::Written(_) => "written",
+            ForwardReply::Done => "done",
+            ForwardReply::Report(_) => "report",
+        }
+    }
+}
+
 /// Why a forwarded request failed on the leader, as carried back over the wire.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) enum RemoteFailure {
@@ -245,7 +256,7 @@ impl RaftNode {
         match reply {
             ForwardReply::Written(outcome) => Ok(outcome),
             other => Err(Error::Fatal {
-                message: format!("unexpected forward reply {other:?}"),
+                message: format!("unexpected forward reply of kind {}", other.kind()),
             }),
         }
     }
@@ -382,13 +393,9 @@ impl RaftNode {
                 })
             }
             Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))) => {
-                Err(Error::Unavailable {
-                    message: e.to_string(),
-                })
+                Err(Error::no_quorum(e))
             }
-            Ok(Err(RaftError::Fatal(f))) => Err(Error::Fatal {
-                message: f.to_string(),
-            }),
+            Ok(Err(RaftError::Fatal(f))) => Err(Error::core_stopped(f)),
         }
     }
 

@@ -168,13 +168,12 @@ async fn write(
             leader_addr: f.leader_node.map(|n| n.grpc_addr),
         }),
         Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e))) => {
+            tracing::warn!(error = %e, "a write met a membership change");
             Err(Error::Unavailable {
-                message: e.to_string(),
+                message: "a membership change is in progress; retry shortly".into(),
             })
         }
-        Err(RaftError::Fatal(f)) => Err(Error::Fatal {
-            message: f.to_string(),
-        }),
+        Err(RaftError::Fatal(f)) => Err(Error::core_stopped(f)),
     }
 }
 

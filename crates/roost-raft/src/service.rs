@@ -33,6 +33,37 @@ fn decode<T: DeserializeOwned>(payload: &RaftPayload) -> Result<T, Status> {
         .map_err(|e| Status::invalid_argument(format!("undecodable raft message: {e}")))
 }
 
+/// Decodes `payload` as each message nodes exchange, as they decode them: the requests this
+/// service answers (`decode`), and the replies `network.rs` and `node.rs` read. Says how many
+/// kinds it decoded as. For the fuzz targets (crates/roost-fuzz); not an API.
+#[doc(hidden)]
+pub fn decode_any(payload: &RaftPayload) -> usize {
+    use openraft::error::{InstallSnapshotError, RaftError};
+    use openraft::raft::{
+        AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotResponse, VoteRequest,
+        VoteResponse,
+    };
+    fn reply<T: DeserializeOwned>(payload: &RaftPayload) -> bool {
+        serde_json::from_slice::<T>(&payload.json).is_ok()
+    }
+    [
+        decode::<AppendEntriesRequest<TypeConfig>>(payload).is_ok(),
+        decode::<VoteRequest<u64>>(payload).is_ok(),
+        decode::<InstallSnapshotRequest<TypeConfig>>(payload).is_ok(),
+        decode::<ForwardRequest>(payload).is_ok(),
+        reply::<Result<AppendEntriesResponse<u64>, RaftError<u64>>>(payload),
+        reply::<Result<VoteResponse<u64>, RaftError<u64>>>(payload),
+        reply::<Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>>(
+            payload,
+        ),
+        reply::<Result<crate::node::ForwardReply, RemoteFailure>>(payload),
+        reply::<Result<u64, RemoteFailure>>(payload),
+    ]
+    .into_iter()
+    .filter(|decoded| *decoded)
+    .count()
+}
+
 fn encode<T: Serialize>(value: &T) -> Result<Response<RaftPayload>, Status> {
     encode_payload(value, 0).map(Response::new)
 }

@@ -55,6 +55,26 @@ pub fn hash_token(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
+/// Reads an `Idempotency-Key` (REST header or gRPC metadata, `source` names which in the
+/// error): trimmed, 1 to 128 printable ASCII characters (spaces too), refused before anything
+/// is proposed.
+pub fn idempotency_key(raw: &[u8], source: &str) -> Result<String, ApiError> {
+    let max = roost_core::limits::MAX_IDEMPOTENCY_KEY_LEN;
+    let key = std::str::from_utf8(raw)
+        .ok()
+        .map(str::trim)
+        .filter(|k| {
+            !k.is_empty() && k.len() <= max && k.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
+        })
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "{source} must be 1 to {max} printable ASCII characters; \
+                 send a fresh random key (a UUID) for each new write"
+            ))
+        })?;
+    Ok(key.to_string())
+}
+
 /// Who is calling, resolved from the bearer token and the run header.
 #[derive(Clone, Debug)]
 pub struct Caller {

@@ -73,6 +73,8 @@ impl ApiError {
                 ErrorClass::Unprocessable => {
                     (StatusCode::UNPROCESSABLE_ENTITY, Code::FailedPrecondition)
                 }
+                ErrorClass::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, Code::InvalidArgument),
+                ErrorClass::TooMany => (StatusCode::TOO_MANY_REQUESTS, Code::ResourceExhausted),
             },
             ApiError::BadRequest { .. } => (StatusCode::BAD_REQUEST, Code::InvalidArgument),
             ApiError::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, Code::Unauthenticated),
@@ -105,7 +107,8 @@ impl ApiError {
         }
     }
 
-    /// `{"error": code, "message": ..., "details": ...}`, the same on REST and gRPC.
+    /// `{"error": sentence, "code": code, "message": sentence, "details": ...}`, the same on REST
+    /// and gRPC.
     pub fn body(&self) -> Value {
         let details = match self {
             ApiError::Domain(d) => d.details(),
@@ -120,7 +123,9 @@ impl ApiError {
             }
             ApiError::Unauthorized { .. } | ApiError::Internal { .. } => Value::Null,
         };
-        json!({ "error": self.code(), "message": self.to_string(), "details": details })
+        // Paperclip's clients print `error`: it is the sentence; `code` is for programs.
+        let sentence = self.to_string();
+        json!({ "error": sentence, "code": self.code(), "message": sentence, "details": details })
     }
 }
 

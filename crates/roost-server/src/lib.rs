@@ -6,8 +6,10 @@ pub mod auth;
 mod config;
 mod error;
 mod grpc;
+mod health;
 mod live_logs;
 mod rest;
+mod supervise;
 pub mod workers;
 
 use std::collections::BTreeMap;
@@ -24,6 +26,11 @@ use tracing::info;
 pub use api::Api;
 pub use config::{MemberConfig, ServerConfig};
 pub use error::ApiError;
+pub use health::{Check, Readiness};
+/// The REST API's request parsing, for the fuzz targets (crates/roost-fuzz); not an API.
+#[doc(hidden)]
+pub use rest::fuzzing as rest_fuzzing;
+pub use supervise::{Policy, Supervisor, TaskFailure};
 
 /// Where the node that forms a multi-node cluster writes its first admin token.
 pub const ADMIN_TOKEN_FILE: &str = "admin-token";
@@ -58,6 +65,14 @@ pub enum Error {
     Task(String),
     #[error("the Raft core stopped: {reason}; restart the node (it resumes from its data)")]
     RaftStopped { reason: String },
+    #[error("a background task failed for good ({0}); restart the node")]
+    TaskFailed(TaskFailure),
+}
+
+impl From<TaskFailure> for Error {
+    fn from(failure: TaskFailure) -> Self {
+        Error::TaskFailed(failure)
+    }
 }
 
 /// A running node. Stop it with [`Server::shutdown`].
@@ -66,7 +81,9 @@ pub struct Server {
     http_addr: SocketAddr,
     grpc_addr: SocketAddr,
     stop: watch::Sender<bool>,
+    /// http, grpc, the worker plane (`kill` finds it at index 2), the step-down watch.
     tasks: Vec<JoinHandle<Result<(), Error>>>,
+    supervisor: Supervisor,
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {
@@ -106,10 +123,11 @@ impl Server {
         .await?;
         let api = Api::new(node.clone());
         let (stop, stop_rx) = watch::channel(false);
+        let supervisor = Supervisor::new(Policy::default());
 
-        let router = rest::router(api.clone(), config.max_body_bytes);
+        let router = rest::router(api.clone(), config.max_body_bytes, supervisor.clone());
         let http_stop = stopped(stop_rx.clone());
-        let http = tokio::spawn(async move {
+        let http = supervisor.spawn_critical("http server", stop_rx.clone(), async move {
             axum::serve(listeners.http, router)
                 .with_graceful_shutdown(http_stop)
                 .await
@@ -127,15 +145,19 @@ impl Server {
         let worker_service = roost_proto::v1::worker_server::WorkerServer::new(
             workers::WorkerService::new(worker_plane.clone()),
         );
-        let duties = tokio::spawn({
-            let stop = stop_rx.clone();
+        let duties = supervisor.spawn_critical("worker plane", stop_rx.clone(), {
+            let (stop, supervisor) = (stop_rx.clone(), supervisor.clone());
             async move {
-                worker_plane
-                    .run(workers::Scheduler::new(workers::Clock::system()), stop)
-                    .await;
+                let scheduler = workers::Scheduler::new(workers::Clock::system());
+                worker_plane.run(scheduler, supervisor, stop).await;
                 Ok(())
             }
         });
+        let step_down = tokio::spawn(step_down_on_failure(
+            supervisor.clone(),
+            node.clone(),
+            stop_rx.clone(),
+        ));
         // gRPC answers in several HTTP/2 frames; without TCP_NODELAY, Nagle's algorithm and
         // delayed ACKs hold each small reply ~40 ms.
         let incoming = tokio_stream::StreamExt::map(
@@ -146,8 +168,8 @@ impl Server {
                 })
             },
         );
-        let grpc_stop = stopped(stop_rx);
-        let grpc = tokio::spawn(async move {
+        let grpc_stop = stopped(stop_rx.clone());
+        let grpc = supervisor.spawn_critical("grpc server", stop_rx, async move {
             tonic::transport::Server::builder()
                 .add_service(raft_service)
                 .add_service(control_service)
@@ -205,8 +227,29 @@ impl Server {
             http_addr,
             grpc_addr,
             stop,
-            tasks: vec![http, grpc, duties],
+            tasks: vec![http, grpc, duties, step_down],
+            supervisor,
         })
+    }
+
+    /// The supervisor of this node's background tasks (`supervise.rs`).
+    pub fn supervisor(&self) -> &Supervisor {
+        &self.supervisor
+    }
+
+    /// Resolves when this node can no longer serve: a background task was given up on (the
+    /// node has stopped Raft and reports not ready), or its Raft core stopped on its own. Its
+    /// host should then shut it down and exit non-zero, so a supervisor restarts it.
+    pub fn failed(&self) -> impl Future<Output = Error> + Send + 'static {
+        let (supervisor, node) = (self.supervisor.clone(), self.api.node().clone());
+        async move {
+            tokio::select! {
+                // First: giving up on a task stops Raft too, and the task is the cause.
+                biased;
+                failure = supervisor.tripped() => Error::TaskFailed(failure),
+                reason = node.stopped() => Error::RaftStopped { reason },
+            }
+        }
     }
 
     pub fn api(&self) -> &Api {
@@ -264,16 +307,37 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let server = Server::start(&config, listeners).await?;
-    let node = server.api.node().clone();
     tokio::select! {
         () = shutdown => server.shutdown().await,
-        // A node whose Raft core died would serve nothing for good: exit with an error, so a
-        // supervisor restarts it from its data. (openraft 0.9 can stop its core when a
-        // leader steps down while it starts sending a snapshot.)
-        reason = node.stopped() => {
-            tracing::error!(reason = %reason, "raft stopped: exiting");
+        // A node whose Raft core died, or whose tasks were given up on, would serve nothing
+        // for good: exit with an error, so a supervisor restarts it from its data. (openraft
+        // 0.9 can stop its core when a leader steps down while it starts sending a snapshot.)
+        error = server.failed() => {
+            tracing::error!(%error, "exiting");
             let _ = server.shutdown().await;
-            Err(Error::RaftStopped { reason })
+            Err(error)
         }
     }
+}
+
+/// When the supervisor gives up on a task, stops Raft: a leader whose duties cannot run must
+/// let another node lead (openraft 0.9 has no leadership transfer; a stopped core is silent, so
+/// the others elect a new leader within an election timeout).
+async fn step_down_on_failure(
+    supervisor: Supervisor,
+    node: RaftNode,
+    stop: watch::Receiver<bool>,
+) -> Result<(), Error> {
+    tokio::select! {
+        failure = supervisor.tripped() => {
+            tracing::error!(
+                %failure,
+                "a background task failed for good: stopping Raft so another node leads; \
+                 this node reports not ready"
+            );
+            node.shutdown().await;
+        }
+        () = stopped(stop) => {}
+    }
+    Ok(())
 }

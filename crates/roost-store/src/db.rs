@@ -33,6 +33,7 @@ const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
 /// (an upsert of many rows inside an open transaction keeps one, to undo just that statement)
 /// stay in memory: in a temporary file they cost a `pwrite` per page, 3% of a loaded cluster's CPU.
 pub(crate) fn open_write_connection(path: &Path) -> Result<rusqlite::Connection, Error> {
+    crate::files::private_db_file(path)?;
     let conn = rusqlite::Connection::open(path).map_err(Error::write("open writer"))?;
     conn.busy_timeout(Duration::from_secs(10))
         .map_err(Error::write("set busy timeout"))?;

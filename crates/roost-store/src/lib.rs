@@ -7,8 +7,10 @@
 //! transaction as the effects, so a restart resumes exactly where apply stopped. A copy of the
 //! entities is kept in memory ([`roost_core::State`]) for the rules and for fast reads.
 
+mod abort_on_panic;
 mod db;
 mod error;
+mod files;
 mod log_store;
 mod log_tail;
 mod log_writer;
@@ -29,12 +31,11 @@ pub use types::{ApplyResult, NodeInfo, TypeConfig};
 
 use std::path::Path;
 
-/// Opens (creating if needed) a node's storage in `dir`.
+/// Opens (creating if needed) a node's storage in `dir`, private to this user (`files.rs`).
 pub async fn open(dir: &Path) -> Result<(LogStore, StateMachineStore, StateReader), Error> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-        path: dir.display().to_string(),
-        source,
-    })?;
+    files::private_dir(dir)?;
+    files::tighten_tree(dir)?;
+    files::private_dir(&dir.join("snapshots"))?;
     let log = LogStore::open(&dir.join("raft-log.db")).await?;
     let (sm, reader) = StateMachineStore::open(dir).await?;
     Ok((log, sm, reader))

@@ -31,6 +31,7 @@ fn remembered(key: &str, company_name: &str) -> Change {
         at: Timestamp(7),
         index: 1,
         outcome: Ok(Outcome::Company(company("c", company_name))),
+        fingerprint: None,
     })
 }
 

@@ -17,6 +17,7 @@ use sqlx::sqlite::SqlitePool;
 use sqlx::{Row, SqliteConnection};
 use tokio::sync::watch;
 
+use crate::abort_on_panic;
 use crate::db;
 use crate::error::{read_sm_err, sm_err, snapshot_err, Error};
 use crate::reader::StateReader;
@@ -103,9 +104,18 @@ impl StateMachineStore {
         ))
     }
 
-    async fn apply_batch(
+    /// Applies `entries` and writes their rows. A panic in it (the rules, the rows, the write)
+    /// aborts the process with the index it reached (`abort_on_panic.rs`): half an apply is never
+    /// served, and a restart replays the log from what `state.db` committed.
+    fn apply_batch(&mut self, entries: Vec<Entry<TypeConfig>>) -> Result<Vec<ApplyResult>, Error> {
+        abort_on_panic::or_abort("apply", |at| self.apply_entries(entries, at))
+    }
+
+    /// Applies `entries` in order, keeping in `at` the index of the entry being applied.
+    fn apply_entries(
         &mut self,
         entries: Vec<Entry<TypeConfig>>,
+        at: &mut u64,
     ) -> Result<Vec<ApplyResult>, Error> {
         self.starting = false;
         let mut responses = Vec::with_capacity(entries.len());
@@ -113,6 +123,7 @@ impl StateMachineStore {
         let mut membership_changed = false;
         for entry in entries {
             let index = entry.log_id.index;
+            *at = index;
             let mut batch = Vec::new();
             let result = match entry.payload {
                 EntryPayload::Blank => {
@@ -337,10 +348,7 @@ struct SnapshotDir {
 
 impl SnapshotDir {
     fn new(dir: PathBuf, state_db: PathBuf) -> Result<Self, Error> {
-        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
-            path: dir.display().to_string(),
-            source,
-        })?;
+        crate::files::private_dir(&dir)?;
         let snapshots = SnapshotDir {
             dir,
             state_db,
@@ -396,8 +404,7 @@ impl SnapshotDir {
 
     fn write_incoming(&self, data: &[u8]) -> Result<PathBuf, Error> {
         let path = self.dir.join("incoming.db");
-        let _ = std::fs::remove_file(&path);
-        self.io(&path, std::fs::write(&path, data))?;
+        self.io(&path, crate::files::write_private(&path, data))?;
         Ok(path)
     }
 
@@ -426,7 +433,7 @@ impl SnapshotDir {
         let meta_path = self.dir.join("current.meta.json");
         let text = serde_json::to_vec(meta).map_err(|e| Error::corrupt("snapshot meta", e))?;
         let tmp_meta = self.dir.join("current.meta.json.tmp");
-        self.io(&tmp_meta, std::fs::write(&tmp_meta, text))?;
+        self.io(&tmp_meta, crate::files::write_private(&tmp_meta, &text))?;
         self.sync(&tmp_meta)?;
         self.io(&meta_path, std::fs::rename(&tmp_meta, &meta_path))
     }
@@ -517,7 +524,11 @@ impl SnapshotDir {
         let n = self.copies.fetch_add(1, Ordering::Relaxed);
         let copy = self.dir.join(format!("copy-{n}.db"));
         let _ = std::fs::remove_file(&copy);
-        let promoted = self.copy_state_db(&copy).and_then(|()| {
+        // VACUUM INTO creates the copy with SQLite's default mode.
+        let copied = self
+            .copy_state_db(&copy)
+            .and_then(|()| crate::files::private_file(&copy));
+        let promoted = copied.and_then(|()| {
             let copied = self.meta_of(&copy)?;
             if copied.last_log_id < recorded.last_log_id {
                 return Err(Error::Corrupt {
@@ -640,7 +651,6 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I::IntoIter: OptionalSend,
     {
         self.apply_batch(entries.into_iter().collect())
-            .await
             .map_err(sm_err)
     }
 

@@ -498,3 +498,33 @@ async fn a_snapshot_read_after_replay_into_a_lagging_state_db_holds_the_replayed
     sm.apply(replayed).await.expect("replay");
     assert_eq!(current_snapshot_index(&mut sm).await, Some(20));
 }
+
+/// Regression (snapshot_copies_were_world_readable): a snapshot copy holds every agent's
+/// configuration and every token hash; `VACUUM INTO` and `fs::write` created them 0644.
+#[cfg(unix)]
+#[tokio::test]
+async fn snapshot_files_are_created_0600() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
+    let mut builder = sm.get_snapshot_builder().await;
+    apply_and_snapshot(&mut sm, &mut builder, 1).await;
+    assert_eq!(current_snapshot_index(&mut sm).await, Some(1));
+    let snapshots = dir.path().join("snapshots");
+    let mode =
+        |p: &std::path::Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode(&snapshots), 0o700);
+    let mut files = 0;
+    for entry in std::fs::read_dir(&snapshots).expect("list") {
+        let path = entry.expect("entry").path();
+        assert_eq!(
+            mode(&path),
+            0o600,
+            "{} is {:o}",
+            path.display(),
+            mode(&path)
+        );
+        files += 1;
+    }
+    assert!(files >= 2, "a copy and its meta were written");
+}

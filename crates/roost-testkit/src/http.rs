@@ -30,7 +30,7 @@ impl Reply {
     }
 
     pub fn code(&self) -> &str {
-        self.body["error"].as_str().unwrap_or("")
+        self.body["code"].as_str().unwrap_or("")
     }
 }
 

@@ -24,13 +24,15 @@ pub(crate) struct RunLog {
 
 impl RunLog {
     /// Opens `dir/<run_id>.log`; a log that cannot be opened is kept in memory only (the tail
-    /// and live chunks still work) and says so in its first line.
+    /// and live chunks still work) and says so in its first line. A log holds whatever the
+    /// agent printed, secrets included, so a directory this creates is 0700 and a file 0600.
     pub(crate) fn open(dir: &Path, run_id: &str, live: LiveSink) -> RunLog {
-        let opened = std::fs::create_dir_all(dir).and_then(|()| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(dir.join(format!("{run_id}.log")))
+        let opened = private_dir(dir).and_then(|()| {
+            let mut options = std::fs::OpenOptions::new();
+            options.create(true).append(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            options.open(dir.join(format!("{run_id}.log")))
         });
         let mut log = RunLog {
             file: None,
@@ -112,11 +114,35 @@ impl RunLog {
     }
 }
 
+/// Creates `dir` and its missing parents 0700; an existing directory is left as it is (an
+/// operator may have chosen its mode).
+pub(crate) fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn run_logs_are_created_0600_in_a_0700_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().expect("tempdir");
+        let dir = base.path().join("work").join(".roost-logs");
+        let mut log = RunLog::open(&dir, "r1", Box::new(|_, _| {}));
+        log.write(b"OPENAI_API_KEY=sk-...\n");
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&base.path().join("work")), 0o700);
+        assert_eq!(mode(&dir.join("r1.log")), 0o600);
+    }
 
     #[test]
     fn the_file_has_everything_the_tail_the_end_and_live_chunks_the_offsets() {

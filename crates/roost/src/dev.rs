@@ -27,9 +27,19 @@ pub const TOKEN_FILE: &str = "admin-token";
 /// The dev worker's join token, reused on every start.
 pub const WORKER_TOKEN_FILE: &str = "worker-token";
 
+/// Creates `dir` 0700 if it is missing: it holds the admin token, the data and the agents' work.
+fn private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))
+}
+
 pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
-    std::fs::create_dir_all(&args.dir)
-        .with_context(|| format!("cannot create {}", args.dir.display()))?;
+    private_dir(&args.dir)?;
     let config = ServerConfig {
         data_dir: args.dir.join("data"),
         http_listen: args.http_listen.clone(),
@@ -63,8 +73,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         .await
         .context("cannot record the worker join token")?;
     let work_dir = args.dir.join("work");
-    std::fs::create_dir_all(&work_dir)
-        .with_context(|| format!("cannot create {}", work_dir.display()))?;
+    private_dir(&work_dir)?;
     let worker_config = roost_worker::WorkerConfig {
         worker_id: "dev-worker".into(),
         servers: vec![server.grpc_addr().to_string()],
@@ -125,10 +134,19 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     let _ = out.flush();
     drop(out);
 
-    crate::shutdown_signal().await;
+    // A node that can no longer serve (its Raft core stopped, a background task given up
+    // on) exits non-zero, as `roost server` does, rather than answering 500s for good.
+    let failed = tokio::select! {
+        () = crate::shutdown_signal() => None,
+        error = server.failed() => Some(error),
+    };
     let _ = writeln!(std::io::stderr(), "stopping...");
     let _ = stop_worker.send(());
     let _ = worker.await;
+    if let Some(error) = failed {
+        let _ = server.shutdown().await;
+        return Err(error.into());
+    }
     server.shutdown().await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,9 @@
 //! Agents and their credentials.
 
-use serde_json::json;
+use serde_json::{json, Map, Value};
 
 use super::{end_run, require_id, require_text, Ctx};
+use crate::adapter_config;
 use crate::command::{AgentPatch, Command, Outcome};
 use crate::entity::*;
 use crate::error::DomainError;
@@ -35,16 +36,6 @@ fn name_taken(ctx: &Ctx<'_>, company_id: &str, name: &str, except: Option<&str>)
             && Some(a.id.as_str()) != except
             && a.name.eq_ignore_ascii_case(name)
     })
-}
-
-fn validate_config(adapter_config: &serde_json::Value) -> Result<(), DomainError> {
-    if !adapter_config.is_object() {
-        return Err(DomainError::invalid(
-            "adapterConfig",
-            "must be a JSON object",
-        ));
-    }
-    Ok(())
 }
 
 fn validate_heartbeat(policy: &HeartbeatPolicy) -> Result<(), DomainError> {
@@ -88,13 +79,26 @@ pub(crate) fn create(ctx: &Ctx<'_>, command: &Command) -> Result<Decision, Domai
     ctx.require_company(&company.id, "company", company_id)?;
     let name = require_text("name", name, 100)?;
     let role = require_text("role", role, 50)?;
-    validate_config(adapter_config)?;
+    let adapter_config = adapter_config::resolve(adapter_config, None)?;
     validate_heartbeat(heartbeat)?;
     if ctx.state.agents.contains_key(id) {
         return Err(DomainError::AlreadyExists {
             entity: "agent".into(),
             id: id.clone(),
         });
+    }
+    let agents = ctx
+        .state
+        .agents
+        .values()
+        .filter(|a| a.company_id == *company_id)
+        .count();
+    if agents >= crate::limits::MAX_AGENTS_PER_COMPANY {
+        return Err(DomainError::quota(
+            "agents",
+            crate::limits::MAX_AGENTS_PER_COMPANY as u64,
+            format!("this company has {agents} agents, the most it may have"),
+        ));
     }
     if name_taken(ctx, company_id, &name, None) {
         return Err(DomainError::conflict(format!(
@@ -110,13 +114,14 @@ pub(crate) fn create(ctx: &Ctx<'_>, command: &Command) -> Result<Decision, Domai
         status: AgentStatus::Active,
         pause_reason: None,
         adapter_type: *adapter_type,
-        adapter_config: adapter_config.clone(),
+        adapter_config,
         heartbeat: heartbeat.clone(),
         placement_labels: placement_labels.clone(),
         created_at: ctx.now(),
         updated_at: ctx.now(),
         last_heartbeat_at: None,
         task_sessions: Default::default(),
+        permissions: Default::default(),
     };
     let note = agent_note(
         &agent,
@@ -161,8 +166,7 @@ pub(crate) fn update(
         agent.adapter_type = adapter_type;
     }
     if let Some(config) = &patch.adapter_config {
-        validate_config(config)?;
-        agent.adapter_config = config.clone();
+        agent.adapter_config = adapter_config::resolve(config, Some(&current.adapter_config))?;
     }
     if let Some(policy) = &patch.heartbeat {
         validate_heartbeat(policy)?;
@@ -171,14 +175,81 @@ pub(crate) fn update(
     if let Some(labels) = &patch.placement_labels {
         agent.placement_labels = labels.clone();
     }
+    if let Some(permissions) = patch.permissions {
+        agent.permissions = permissions;
+    }
     agent.updated_at = ctx.now();
-    let details = serde_json::to_value(patch).unwrap_or(serde_json::Value::Null);
-    let note = agent_note(&agent, details);
+    let note = agent_note(&agent, update_details(current, &agent, patch));
     Ok(Decision {
         outcome: Outcome::Agent(agent.clone()),
         changes: vec![Change::Agent(agent)],
         note,
     })
+}
+
+/// What the activity log keeps of an update: the names of the fields that changed, and the new
+/// values of the harmless ones. Never an `adapterConfig` value: every agent of the company reads
+/// the activity log, and an entry stays in the hash chain for good.
+fn update_details(before: &Agent, after: &Agent, patch: &AgentPatch) -> Value {
+    let mut changed = Vec::new();
+    let mut details = Map::new();
+    let mut harmless = |name: &str, sent: bool, differs: bool, value: Value| {
+        if sent {
+            details.insert(name.into(), value);
+            if differs {
+                changed.push(name.to_string());
+            }
+        }
+    };
+    harmless(
+        "name",
+        patch.name.is_some(),
+        before.name != after.name,
+        json!(after.name),
+    );
+    harmless(
+        "role",
+        patch.role.is_some(),
+        before.role != after.role,
+        json!(after.role),
+    );
+    harmless(
+        "title",
+        patch.title.is_some(),
+        before.title != after.title,
+        json!(after.title),
+    );
+    harmless(
+        "adapterType",
+        patch.adapter_type.is_some(),
+        before.adapter_type != after.adapter_type,
+        json!(after.adapter_type),
+    );
+    harmless(
+        "heartbeat",
+        patch.heartbeat.is_some(),
+        before.heartbeat != after.heartbeat,
+        json!(after.heartbeat),
+    );
+    harmless(
+        "placementLabels",
+        patch.placement_labels.is_some(),
+        before.placement_labels != after.placement_labels,
+        json!(after.placement_labels),
+    );
+    harmless(
+        "permissions",
+        patch.permissions.is_some(),
+        before.permissions != after.permissions,
+        json!(after.permissions),
+    );
+    changed.extend(adapter_config::changed_paths(
+        "adapterConfig",
+        &before.adapter_config,
+        &after.adapter_config,
+    ));
+    details.insert("changed".into(), json!(changed));
+    Value::Object(details)
 }
 
 pub(crate) fn pause(
@@ -347,3 +418,7 @@ pub(crate) fn create_credential(
         note,
     })
 }
+
+#[cfg(test)]
+#[path = "agent_tests.rs"]
+mod tests;

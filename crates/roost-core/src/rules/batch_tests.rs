@@ -114,14 +114,15 @@ fn a_refused_command_in_a_batch_changes_nothing_and_the_others_apply() {
 #[test]
 fn a_key_repeated_inside_one_batch_applies_once() {
     let mut w = todo_world();
-    let create = |title: &str| {
+    // The same request twice: each copy has its own minted id.
+    let create = |id: &str| {
         envelope(
             admin(),
             Command::CreateIssue {
-                id: format!("id-{title}"),
+                id: format!("id-{id}"),
                 company_id: "c1".into(),
                 fields: IssuePatch {
-                    title: Some(title.into()),
+                    title: Some("same title".into()),
                     ..Default::default()
                 },
             },

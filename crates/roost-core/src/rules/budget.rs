@@ -22,7 +22,7 @@ pub fn budget_blocker(state: &State, agent: &Agent, now: Timestamp) -> Option<St
     let reserve = agent.heartbeat.run_reserve_cents;
     state.hard_budgets(agent).find_map(|p| {
         let (spent, reserved) = (state.spent(p, now), state.reserved(p, None));
-        (spent + reserved + reserve > p.amount).then(|| {
+        (spent.saturating_add(reserved).saturating_add(reserve) > p.amount).then(|| {
             format!(
                 "budget_blocked: {} budget {}: {spent}¢ spent + {reserved}¢ reserved + {reserve}¢ for this run > {}¢",
                 p.scope_type, p.id, p.amount
@@ -37,7 +37,7 @@ pub fn exhausted<'a>(state: &'a State, agent: &'a Agent, now: Timestamp) -> Vec<
         .hard_budgets(agent)
         .filter(|p| {
             let spent = state.spent(p, now);
-            spent >= p.amount || spent + agent.heartbeat.run_reserve_cents > p.amount
+            spent >= p.amount || spent.saturating_add(agent.heartbeat.run_reserve_cents) > p.amount
         })
         .collect()
 }
@@ -55,8 +55,11 @@ pub(crate) fn room_for(state: &State, agent: &Agent, run_id: &str, now: Timestam
     state
         .hard_budgets(agent)
         .map(|p| {
-            p.amount
-                .saturating_sub(state.spent(p, now) + state.reserved(p, Some(run_id)))
+            p.amount.saturating_sub(
+                state
+                    .spent(p, now)
+                    .saturating_add(state.reserved(p, Some(run_id))),
+            )
         })
         .min()
         .unwrap_or(u64::MAX)
@@ -150,9 +153,11 @@ pub(crate) fn after_spend(
         .filter(|p| p.applies_to(company_id, agent_id) && p.amount > 0)
         .collect();
     for policy in policies {
-        let observed = ctx.state.spent(policy, now) + added;
+        let observed = ctx.state.spent(policy, now).saturating_add(added);
         let window = policy.window_kind.key(now);
-        let warn_at = (policy.amount * policy.warn_percent as u64).div_ceil(100);
+        // In u128: amount × percent passes u64 for amounts above u64::MAX / 100.
+        let warn_at = (u128::from(policy.amount) * u128::from(policy.warn_percent)).div_ceil(100);
+        let warn_at = u64::try_from(warn_at).unwrap_or(u64::MAX);
         let warned = ctx.state.budget_incidents.values().any(|i| {
             i.policy_id == policy.id
                 && i.kind == IncidentKind::Soft

@@ -11,10 +11,10 @@ use crate::entity::*;
 use crate::error::DomainError;
 use crate::state::{ActivityNote, Change, Decision};
 
-const MAX_TITLE: usize = 500;
-const MAX_DESCRIPTION: usize = 100_000;
-const MAX_COMMENT: usize = 100_000;
-const MAX_BLOCKERS: usize = 100;
+use crate::limits::{
+    MAX_BLOCKERS, MAX_COMMENT_CHARS as MAX_COMMENT, MAX_DESCRIPTION_CHARS as MAX_DESCRIPTION,
+    MAX_OPEN_ISSUES_PER_COMPANY, MAX_TITLE_CHARS as MAX_TITLE,
+};
 
 /// Finds an issue the actor may see.
 pub(crate) fn visible_issue<'a>(ctx: &Ctx<'a>, issue_id: &str) -> Result<&'a Issue, DomainError> {
@@ -68,8 +68,18 @@ pub(crate) fn create(
         .title
         .as_deref()
         .ok_or_else(|| DomainError::invalid("title", "is required"))?;
+    let open = ctx.state.open_issue_count(company_id);
+    if open >= MAX_OPEN_ISSUES_PER_COMPANY {
+        return Err(DomainError::quota(
+            "open_issues",
+            MAX_OPEN_ISSUES_PER_COMPANY as u64,
+            format!("this company has {open} open issues, the most it may have; close or cancel some first"),
+        ));
+    }
     let mut company = company.clone();
-    company.issue_counter += 1;
+    company.issue_counter = company.issue_counter.checked_add(1).ok_or_else(|| {
+        DomainError::invariant("issue_counter", "the company has no issue numbers left")
+    })?;
     company.updated_at = ctx.now();
     let mut issue = Issue {
         id: id.into(),

@@ -9,6 +9,8 @@ pub(crate) mod budget;
 mod budget_tests;
 mod checkout;
 mod company;
+#[cfg(test)]
+mod hostile_tests;
 mod issue;
 #[cfg(test)]
 mod issue_index_tests;
@@ -38,6 +40,9 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
         env,
         actor: &env.actor,
     };
+    // Out-of-range input is refused here too: an entry that reached the log without the
+    // server's check (an older node, a forged proposal) must not overflow or bloat the state.
+    crate::limits::check(&env.command)?;
     match &env.command {
         Command::Batch { .. } => Err(DomainError::invalid(
             "batch",

@@ -8,7 +8,9 @@ use super::{budget, end_run, require_id, require_text, Ctx};
 use crate::command::Outcome;
 use crate::entity::*;
 use crate::error::DomainError;
+use crate::limits::MAX_RUNS_PER_HOUR_PER_COMPANY;
 use crate::state::{ActivityNote, Change, Decision};
+use crate::time::Timestamp;
 
 pub(crate) fn start(
     ctx: &Ctx<'_>,
@@ -43,6 +45,7 @@ pub(crate) fn start(
             id: id.into(),
         });
     }
+    check_quota(ctx, &agent.company_id)?;
     let run = Run {
         id: id.into(),
         company_id: agent.company_id.clone(),
@@ -296,7 +299,9 @@ pub(crate) fn report_usage(
                 note,
             });
         }
-        next.reserved_cents = (cents + agent.heartbeat.run_reserve_cents).min(room);
+        next.reserved_cents = cents
+            .saturating_add(agent.heartbeat.run_reserve_cents)
+            .min(room);
     }
     let changes = if next == *run {
         Vec::new()
@@ -360,6 +365,31 @@ pub fn worker_suits(worker: &Worker, agent: &Agent) -> Result<(), String> {
 
 /// Why a queued wake cannot become a run now, if it cannot: the agent's state, its
 /// concurrency limit, a run of its own already on the issue (the wake is then a follow-up).
+/// Why `company_id` may start no run at `now`: its runs-per-hour quota is used up.
+pub fn quota_blocker(
+    state: &crate::state::State,
+    company_id: &str,
+    now: Timestamp,
+) -> Option<String> {
+    let started = state.runs_in_hour(company_id, now);
+    (started >= MAX_RUNS_PER_HOUR_PER_COMPANY).then(|| {
+        format!(
+            "quota: this company started {started} runs this hour, the most it may; the next hour starts more"
+        )
+    })
+}
+
+fn check_quota(ctx: &Ctx<'_>, company_id: &str) -> Result<(), DomainError> {
+    match quota_blocker(ctx.state, company_id, ctx.now()) {
+        Some(why) => Err(DomainError::quota(
+            "runs_per_hour",
+            u64::from(MAX_RUNS_PER_HOUR_PER_COMPANY),
+            why,
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn claim_blocker(state: &crate::state::State, wake: &Wake) -> Option<String> {
     let agent = state.agents.get(&wake.agent_id)?;
     if agent.status != AgentStatus::Active {
@@ -453,6 +483,7 @@ pub(crate) fn assign(
     if let Some(why) = budget::budget_blocker(ctx.state, agent, ctx.now()) {
         return budget_blocked(ctx, wake, agent, why);
     }
+    check_quota(ctx, &agent.company_id)?;
     let run = Run {
         id: run_id.into(),
         company_id: agent.company_id.clone(),

@@ -559,14 +559,15 @@ fn replicas_applying_the_same_entries_agree() {
 #[test]
 fn a_retried_keyed_write_is_applied_once() {
     let mut w = World::new();
-    let env = |at: i64, title: &str| Envelope {
+    // Each copy of the request has its own minted id, as a retry through another node has.
+    let env = |at: i64, id: &str| Envelope {
         at: Timestamp(at),
         actor: admin(),
         command: Command::CreateIssue {
-            id: format!("id-{title}"),
+            id: format!("id-{id}"),
             company_id: "c1".into(),
             fields: IssuePatch {
-                title: Some(title.into()),
+                title: Some("the same request".into()),
                 ..Default::default()
             },
         },

@@ -184,7 +184,7 @@ pub(crate) fn enqueue(
         skip(&mut wake, WakeStatus::Skipped, "wake_on_demand_disabled");
     } else if let Some(mut into) = pending.pending_for(ctx, &agent.id, req.issue_id.as_deref()) {
         // Coalescing: one pending wake per (agent, issue) gathers every later one.
-        into.count += 1;
+        into.count = into.count.saturating_add(1);
         into.comment_ids.extend(req.comment_ids.iter().cloned());
         into.updated_at = ctx.now();
         if into.reason == WakeReason::HeartbeatTimer && req.reason != WakeReason::HeartbeatTimer {
@@ -500,8 +500,11 @@ pub fn next_tick(agent: &Agent) -> Option<crate::time::Timestamp> {
     }
     let base = agent.last_heartbeat_at.unwrap_or(agent.created_at);
     Some(crate::time::Timestamp(
-        base.0
-            .saturating_add(agent.heartbeat.interval_sec as i64 * 1000),
+        base.0.saturating_add(
+            i64::try_from(agent.heartbeat.interval_sec)
+                .unwrap_or(i64::MAX)
+                .saturating_mul(1000),
+        ),
     ))
 }
 

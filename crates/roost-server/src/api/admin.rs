@@ -9,6 +9,7 @@ use roost_core::{
     Outcome,
 };
 
+use super::views::agent_view;
 use super::{expect_outcome, new_id, Api};
 use crate::auth::{self, Caller};
 use crate::error::ApiError;
@@ -46,14 +47,6 @@ pub fn default_prefix(name: &str) -> String {
     } else {
         prefix.to_ascii_uppercase()
     }
-}
-
-/// An agent sees its own adapter configuration but not its peers': it may hold credentials.
-fn redact_for(caller: &Caller, mut agent: Agent) -> Agent {
-    if caller.agent_id().is_some_and(|me| me != agent.id) {
-        agent.adapter_config = serde_json::json!({});
-    }
-    agent
 }
 
 impl Api {
@@ -123,7 +116,13 @@ impl Api {
             heartbeat: new.heartbeat,
             placement_labels: new.placement_labels,
         };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)
+        self.agent_outcome(caller, command).await
+    }
+
+    /// Proposes a command answered by an agent, shown as `caller` may see it.
+    async fn agent_outcome(&self, caller: &Caller, command: Command) -> Result<Agent, ApiError> {
+        let agent = expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)?;
+        Ok(agent_view(caller, agent))
     }
 
     pub async fn list_agents(
@@ -144,7 +143,7 @@ impl Api {
                 .cmp(&b.created_at)
                 .then_with(|| a.name.cmp(&b.name))
         });
-        Ok(agents.into_iter().map(|a| redact_for(caller, a)).collect())
+        Ok(agents.into_iter().map(|a| agent_view(caller, a)).collect())
     }
 
     pub async fn get_agent(&self, caller: &Caller, agent_id: &str) -> Result<Agent, ApiError> {
@@ -154,7 +153,7 @@ impl Api {
             .read(|s| s.agents.get(agent_id).cloned())
             .ok_or_else(|| ApiError::not_found("agent", agent_id))?;
         caller.check_company(&agent.company_id, "agent", agent_id)?;
-        Ok(redact_for(caller, agent))
+        Ok(agent_view(caller, agent))
     }
 
     /// The calling agent (`GET /api/agents/me`).
@@ -175,7 +174,7 @@ impl Api {
             agent_id: agent_id.into(),
             patch,
         };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)
+        self.agent_outcome(caller, command).await
     }
 
     pub async fn pause_agent(
@@ -188,14 +187,14 @@ impl Api {
             agent_id: agent_id.into(),
             reason,
         };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)
+        self.agent_outcome(caller, command).await
     }
 
     pub async fn resume_agent(&self, caller: &Caller, agent_id: &str) -> Result<Agent, ApiError> {
         let command = Command::ResumeAgent {
             agent_id: agent_id.into(),
         };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)
+        self.agent_outcome(caller, command).await
     }
 
     pub async fn terminate_agent(
@@ -206,7 +205,7 @@ impl Api {
         let command = Command::TerminateAgent {
             agent_id: agent_id.into(),
         };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Agent(a) => a)
+        self.agent_outcome(caller, command).await
     }
 
     /// Mints an API key for an agent. The secret is returned once and stored only as a hash.

@@ -1,10 +1,11 @@
 //! Issues, comments, checkout and release, and the agent's views of its work.
 
 use roost_core::command::{IssuePatch, NewComment};
-use roost_core::{Command, Comment, Issue, IssueStatus, Outcome, Run};
+use roost_core::{Command, Comment, Issue, IssueStatus, Outcome};
 use roost_store::CommentQuery;
 use serde::Serialize;
 
+use super::views::{run_view, RunView};
 use super::{expect_outcome, new_id, Api};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -29,7 +30,7 @@ pub struct HeartbeatContext {
     pub children: Vec<Issue>,
     pub comment_cursor: CommentCursor,
     pub wake_comment: Option<Comment>,
-    pub active_run: Option<Run>,
+    pub active_run: Option<RunView>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -241,7 +242,7 @@ impl Api {
         }))
     }
 
-    pub async fn active_run(&self, caller: &Caller, id: &str) -> Result<Option<Run>, ApiError> {
+    pub async fn active_run(&self, caller: &Caller, id: &str) -> Result<Option<RunView>, ApiError> {
         let issue = self.get_issue(caller, id).await?;
         Ok(self.reader().read(|s| {
             issue
@@ -249,7 +250,7 @@ impl Api {
                 .as_ref()
                 .and_then(|c| s.runs.get(&c.run_id))
                 .filter(|r| r.status.is_live())
-                .cloned()
+                .map(|r| run_view(caller, s, r.clone()))
         }))
     }
 
@@ -299,7 +300,7 @@ impl Api {
                 .as_ref()
                 .and_then(|c| s.runs.get(&c.run_id))
                 .filter(|r| r.status.is_live())
-                .cloned();
+                .map(|r| run_view(caller, s, r.clone()));
             HeartbeatContext {
                 issue: issue.clone(),
                 ancestors,

@@ -10,9 +10,8 @@ mod cluster;
 mod issues;
 mod run_logs;
 mod runs;
+mod views;
 mod wakes;
-
-use std::time::Duration;
 
 use roost_core::{Command, Envelope, Outcome, Timestamp};
 use roost_raft::RaftNode;
@@ -27,6 +26,7 @@ pub use cluster::NewMember;
 pub use issues::{HeartbeatContext, IssueFilter};
 pub use run_logs::{LogChunk, LogStream};
 pub use runs::AuditReport;
+pub use views::RunView;
 pub use wakes::{
     blocked_by, WakeFilter, WakeView, WakeupRequest, WakeupResult, WorkerView, WORKER_JOIN_PREFIX,
 };
@@ -92,6 +92,8 @@ impl Api {
         caller: &Caller,
         command: Command,
     ) -> Result<Outcome, ApiError> {
+        // Out-of-range input is a 4xx here, before anything enters the log; apply checks again.
+        roost_core::limits::check(&command)?;
         let envelope = Envelope {
             at: now(),
             actor: caller.actor.clone(),
@@ -107,22 +109,22 @@ impl Api {
         self.node.linearizable_read().await.map_err(ApiError::from)
     }
 
-    /// Whether this node can serve: it knows a leader and has applied its log.
-    pub async fn ready(&self) -> bool {
-        self.node
-            .wait_for_leader(Duration::from_millis(1))
-            .await
-            .is_ok()
+    /// Whether this node can serve, check by check: its Raft core runs, it knows a leader, and
+    /// no background task was given up on (`health.rs`).
+    pub fn ready(&self, tasks: &crate::Supervisor) -> crate::Readiness {
+        crate::health::readiness(&self.node, tasks)
     }
 }
 
-/// Unwraps the outcome variant a command is known to produce.
+/// Unwraps the outcome variant a command is known to produce. Another variant is a bug: its
+/// kind is named, never its content (it may be another tenant's object).
 macro_rules! expect_outcome {
     ($outcome:expr, $pattern:pat => $value:expr) => {
         match $outcome {
             $pattern => Ok($value),
             other => Err($crate::error::ApiError::internal(format!(
-                "unexpected outcome {other:?}"
+                "unexpected outcome of kind {}",
+                other.kind()
             ))),
         }
     };

@@ -10,6 +10,7 @@ use roost_proto::v1::control_client::ControlClient;
 use roost_proto::v1::StreamRunLogRequest;
 use tokio::sync::mpsc;
 
+use super::views::check_run_log_access;
 use super::Api;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -52,7 +53,9 @@ impl Api {
         offset: u64,
         follow: bool,
     ) -> Result<LogStream, ApiError> {
-        let run = self.get_run(caller, run_id).await?;
+        let run = self.visible_run(caller, run_id).await?;
+        self.reader()
+            .read(|s| check_run_log_access(caller, s, &run))?;
         let leadership = self.node().leadership();
         if !run.status.is_live() || leadership.is_leader {
             return Ok(self.local_log(run_id.to_string(), offset, follow));

@@ -4,6 +4,7 @@ use roost_core::activity::{ActivityEntry, ChainBreak};
 use roost_core::{Command, Outcome, Run, RunStatus};
 use serde::Serialize;
 
+use super::views::{run_view, RunView};
 use super::{expect_outcome, new_id, Api};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -25,7 +26,7 @@ impl Api {
         caller: &Caller,
         agent_id: &str,
         issue: Option<&str>,
-    ) -> Result<Run, ApiError> {
+    ) -> Result<RunView, ApiError> {
         let issue_id = match issue {
             Some(i) => Some(self.get_issue(caller, i).await?.id),
             None => None,
@@ -36,7 +37,13 @@ impl Api {
             issue_id,
             invocation_source: "on_demand".into(),
         };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Run(r) => r)
+        self.run_outcome(caller, command).await
+    }
+
+    /// Proposes a command answered by a run, shown as `caller` may see it.
+    async fn run_outcome(&self, caller: &Caller, command: Command) -> Result<RunView, ApiError> {
+        let run = expect_outcome!(self.submit(caller, command).await?, Outcome::Run(r) => r)?;
+        Ok(self.reader().read(|s| run_view(caller, s, run)))
     }
 
     pub async fn finish_run(
@@ -45,17 +52,23 @@ impl Api {
         run_id: &str,
         status: RunStatus,
         error: Option<String>,
-    ) -> Result<Run, ApiError> {
+    ) -> Result<RunView, ApiError> {
         let command = Command::FinishRun {
             run_id: run_id.into(),
             status,
             error,
             report: Default::default(),
         };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Run(r) => r)
+        self.run_outcome(caller, command).await
     }
 
-    pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<Run, ApiError> {
+    pub async fn get_run(&self, caller: &Caller, run_id: &str) -> Result<RunView, ApiError> {
+        let run = self.visible_run(caller, run_id).await?;
+        Ok(self.reader().read(|s| run_view(caller, s, run)))
+    }
+
+    /// The whole run, after a read barrier, if it is in the caller's company.
+    pub(crate) async fn visible_run(&self, caller: &Caller, run_id: &str) -> Result<Run, ApiError> {
         self.barrier().await?;
         let run = self
             .reader()
@@ -71,7 +84,7 @@ impl Api {
         company_id: &str,
         agent_id: Option<&str>,
         limit: usize,
-    ) -> Result<Vec<Run>, ApiError> {
+    ) -> Result<Vec<RunView>, ApiError> {
         self.get_company(caller, company_id).await?;
         Ok(self.reader().read(|s| {
             let mut runs: Vec<Run> = s
@@ -87,10 +100,12 @@ impl Api {
             });
             runs.truncate(limit.clamp(1, 1000));
             // Listings leave the log tails out; `GET /api/heartbeat-runs/{id}/log` has them.
-            for run in &mut runs {
-                run.log_tail.clear();
-            }
-            runs
+            runs.into_iter()
+                .map(|mut run| {
+                    run.log_tail.clear();
+                    run_view(caller, s, run)
+                })
+                .collect()
         }))
     }
 

@@ -7,13 +7,14 @@
 
 use std::collections::BTreeMap;
 
-use roost_core::scheduling::{budget_blocker, claim_blocker, worker_suits};
+use roost_core::scheduling::{budget_blocker, claim_blocker, quota_blocker, worker_suits};
 use roost_core::{
     Command, Credential, CredentialKind, Outcome, Run, State, Wake, WakeReason, WakeStatus, Worker,
 };
 use serde::Serialize;
 use serde_json::Value;
 
+use super::views::{run_view, RunView};
 use super::{expect_outcome, new_id, Api};
 use crate::auth::{self, Caller};
 use crate::error::ApiError;
@@ -33,7 +34,8 @@ pub struct WakeupRequest {
     pub issue_id: Option<String>,
     /// `on_demand` when absent.
     pub reason: Option<WakeReason>,
-    /// Handed to the agent as `ROOST_WAKE_PAYLOAD_JSON`; a JSON object.
+    /// Handed to the agent in a file named by `ROOST_WAKE_PAYLOAD_PATH` (and, up to 16 KiB, as
+    /// `ROOST_WAKE_PAYLOAD_JSON`); a JSON object of at most 64 KiB.
     pub payload: Option<Value>,
     /// A repeat with the same key returns the first wake instead of recording another.
     pub idempotency_key: Option<String>,
@@ -56,7 +58,7 @@ pub struct WakeView {
 #[serde(rename_all = "camelCase")]
 pub struct WakeupResult {
     pub wake: WakeView,
-    pub run: Option<Run>,
+    pub run: Option<RunView>,
 }
 
 /// Which wakes of a company to list.
@@ -90,6 +92,7 @@ pub fn blocked_by(state: &State, wake: &Wake) -> Option<String> {
     };
     Some(
         claim_blocker(state, wake)
+            .or_else(|| quota_blocker(state, &wake.company_id, super::now()))
             .or_else(budget)
             .unwrap_or_else(|| worker_wait(state, wake)),
     )
@@ -190,7 +193,7 @@ impl Api {
         // outcome may be older than the wake).
         Ok(self.reader().read(|s| {
             let wake = s.wakes.get(&wake.id).cloned().unwrap_or(wake);
-            let run = answering_run(s, &wake);
+            let run = answering_run(s, &wake).map(|r| run_view(caller, s, r));
             WakeupResult {
                 wake: view(s, wake),
                 run,

@@ -302,6 +302,8 @@ pub(super) fn agent_patch(
         placement_labels: request
             .set_placement_labels
             .then(|| request.placement_labels.into_iter().collect()),
+        // control.proto has no permissions yet; they are granted over REST.
+        permissions: None,
     };
     Ok((request.agent_id, patch))
 }

@@ -43,10 +43,10 @@ pub(super) async fn authenticate_request<T>(
         .authenticate(credentials.token.as_deref(), credentials.run_id.as_deref())
         .await?;
     if let Some(v) = request.metadata().get("idempotency-key") {
-        let key = v
-            .to_str()
-            .map_err(|_| ApiError::bad_request("malformed idempotency-key metadata"))?;
-        caller.idempotency_key = Some(key.trim().to_string());
+        caller.idempotency_key = Some(crate::auth::idempotency_key(
+            v.as_bytes(),
+            "the idempotency-key metadata",
+        )?);
     }
     Ok(caller)
 }
@@ -320,7 +320,7 @@ impl Control for ControlService {
             .api
             .start_run(&caller, &body.agent_id, issue_id.as_deref())
             .await?;
-        Ok(Response::new(convert::run_to_proto(run)))
+        Ok(Response::new(convert::run_to_proto(run.into_run())))
     }
 
     async fn finish_run(&self, request: Request<pb::FinishRunRequest>) -> Reply<pb::Run> {
@@ -331,13 +331,13 @@ impl Control for ControlService {
             .api
             .finish_run(&caller, &body.run_id, status, body.error)
             .await?;
-        Ok(Response::new(convert::run_to_proto(run)))
+        Ok(Response::new(convert::run_to_proto(run.into_run())))
     }
 
     async fn get_run(&self, request: Request<pb::GetRunRequest>) -> Reply<pb::Run> {
         let caller = self.caller(&request).await?;
         let run = self.api.get_run(&caller, &request.get_ref().run_id).await?;
-        Ok(Response::new(convert::run_to_proto(run)))
+        Ok(Response::new(convert::run_to_proto(run.into_run())))
     }
 
     async fn set_budget_policy(
@@ -424,7 +424,10 @@ impl Control for ControlService {
             .list_runs(&caller, &body.company_id, agent_id.as_deref(), limit)
             .await?;
         Ok(Response::new(pb::ListRunsResponse {
-            runs: runs.into_iter().map(convert::run_to_proto).collect(),
+            runs: runs
+                .into_iter()
+                .map(|r| convert::run_to_proto(r.into_run()))
+                .collect(),
         }))
     }
 

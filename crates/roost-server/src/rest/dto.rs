@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use roost_core::command::{AgentPatch, IssuePatch};
 use roost_core::{
-    AdapterType, Credential, HeartbeatPolicy, Issue, IssueStatus, PauseReason, Priority, RunStatus,
+    AdapterType, AgentPermissions, Credential, HeartbeatPolicy, Issue, IssueStatus, PauseReason,
+    Priority, RunStatus,
 };
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -45,6 +46,8 @@ pub struct PatchAgent {
     pub adapter_config: Option<serde_json::Value>,
     pub heartbeat: Option<HeartbeatPolicy>,
     pub placement_labels: Option<BTreeMap<String, String>>,
+    /// Only administrators change agents, so only they grant permissions.
+    pub permissions: Option<AgentPermissions>,
 }
 
 impl From<PatchAgent> for AgentPatch {
@@ -57,6 +60,7 @@ impl From<PatchAgent> for AgentPatch {
             adapter_config: p.adapter_config,
             heartbeat: p.heartbeat,
             placement_labels: p.placement_labels,
+            permissions: p.permissions,
         }
     }
 }

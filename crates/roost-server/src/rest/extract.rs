@@ -29,6 +29,19 @@ fn bearer_token(parts: &Parts) -> Result<Option<String>, ApiError> {
     Ok(Some(token.trim().to_string()))
 }
 
+/// The run a request is made for: the first run id header present.
+pub(super) fn run_id_header(parts: &Parts) -> Result<Option<String>, ApiError> {
+    for name in RUN_HEADERS {
+        if let Some(v) = parts.headers.get(name) {
+            let run_id = v
+                .to_str()
+                .map_err(|_| ApiError::bad_request(format!("malformed {name} header")))?;
+            return Ok(Some(run_id.to_string()));
+        }
+    }
+    Ok(None)
+}
+
 /// The request's bearer token itself, for a node that must present it to the leader.
 pub struct Bearer(pub Option<String>);
 
@@ -45,25 +58,15 @@ impl FromRequestParts<Api> for Caller {
 
     async fn from_request_parts(parts: &mut Parts, api: &Api) -> Result<Self, Self::Rejection> {
         let token = bearer_token(parts)?;
-        let mut run_id = None;
-        for name in RUN_HEADERS {
-            if let Some(v) = parts.headers.get(name) {
-                run_id = Some(
-                    v.to_str()
-                        .map_err(|_| ApiError::bad_request(format!("malformed {name} header")))?
-                        .to_string(),
-                );
-                break;
-            }
-        }
+        let run_id = run_id_header(parts)?;
         let mut caller = api
             .authenticate(token.as_deref(), run_id.as_deref())
             .await?;
         if let Some(v) = parts.headers.get("idempotency-key") {
-            let key = v
-                .to_str()
-                .map_err(|_| ApiError::bad_request("malformed Idempotency-Key header"))?;
-            caller.idempotency_key = Some(key.trim().to_string());
+            caller.idempotency_key = Some(crate::auth::idempotency_key(
+                v.as_bytes(),
+                "the Idempotency-Key header",
+            )?);
         }
         Ok(caller)
     }

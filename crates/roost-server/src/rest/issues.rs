@@ -3,13 +3,13 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use roost_core::{Comment, Issue, IssueStatus, Run};
+use roost_core::{Comment, Issue, IssueStatus};
 use roost_store::CommentQuery;
 
 use super::created;
 use super::dto::{self, IssueWithComment};
 use super::extract::{JsonBody, QueryParams};
-use crate::api::{Api, HeartbeatContext, IssueFilter};
+use crate::api::{Api, HeartbeatContext, IssueFilter, RunView};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
@@ -156,7 +156,7 @@ pub async fn active_run(
     State(api): State<Api>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Option<Run>>> {
+) -> Result<Json<Option<RunView>>> {
     Ok(Json(api.active_run(&caller, &id).await?))
 }
 

@@ -6,6 +6,8 @@ mod budgets;
 mod cluster;
 mod dto;
 mod extract;
+#[doc(hidden)]
+pub mod fuzzing;
 mod issues;
 mod runs;
 mod wakes;
@@ -20,8 +22,9 @@ pub use extract::BodyLimit;
 
 use crate::api::Api;
 use crate::error::ApiError;
+use crate::supervise::Supervisor;
 
-pub fn router(api: Api, max_body_bytes: usize) -> Router {
+pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
     let api_routes = Router::new()
         .route(
             "/companies",
@@ -105,15 +108,22 @@ pub fn router(api: Api, max_body_bytes: usize) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(Extension(BodyLimit(max_body_bytes)))
+        .layer(Extension(tasks))
         .with_state(api)
 }
 
-async fn ready(State(api): State<Api>) -> impl IntoResponse {
-    if api.ready().await {
-        (StatusCode::OK, "ready")
+/// `200` or `503`, with every check and which failed (`health.rs`).
+async fn ready(
+    State(api): State<Api>,
+    Extension(tasks): Extension<Supervisor>,
+) -> impl IntoResponse {
+    let readiness = api.ready(&tasks);
+    let status = if readiness.ready {
+        StatusCode::OK
     } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "no leader")
-    }
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(readiness))
 }
 
 async fn unknown_route() -> ApiError {

@@ -7,13 +7,13 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::StreamExt;
 use roost_core::activity::ActivityEntry;
-use roost_core::{Run, RunStatus, TaskSession};
+use roost_core::{RunStatus, TaskSession};
 use serde_json::json;
 
 use super::created;
 use super::dto;
 use super::extract::{Bearer, JsonBody, QueryParams};
-use crate::api::{Api, AuditReport};
+use crate::api::{Api, AuditReport, RunView};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
@@ -24,7 +24,7 @@ pub async fn start(
     caller: Caller,
     Path(agent_id): Path<String>,
     JsonBody(body): JsonBody<dto::StartRun>,
-) -> Result<(StatusCode, Json<Run>)> {
+) -> Result<(StatusCode, Json<RunView>)> {
     Ok(created(
         api.start_run(&caller, &agent_id, body.issue_id.as_deref())
             .await?,
@@ -36,7 +36,7 @@ pub async fn finish(
     caller: Caller,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::FinishRun>,
-) -> Result<Json<Run>> {
+) -> Result<Json<RunView>> {
     Ok(Json(
         api.finish_run(&caller, &id, body.status, body.error)
             .await?,
@@ -48,7 +48,7 @@ pub async fn cancel(
     caller: Caller,
     Path(id): Path<String>,
     JsonBody(_): JsonBody<dto::Empty>,
-) -> Result<Json<Run>> {
+) -> Result<Json<RunView>> {
     Ok(Json(
         api.finish_run(&caller, &id, RunStatus::Cancelled, Some("cancelled".into()))
             .await?,
@@ -59,7 +59,7 @@ pub async fn get(
     State(api): State<Api>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Run>> {
+) -> Result<Json<RunView>> {
     Ok(Json(api.get_run(&caller, &id).await?))
 }
 
@@ -128,7 +128,7 @@ pub async fn list(
     caller: Caller,
     Path(cid): Path<String>,
     QueryParams(q): QueryParams<dto::RunListQuery>,
-) -> Result<Json<Vec<Run>>> {
+) -> Result<Json<Vec<RunView>>> {
     Ok(Json(
         api.list_runs(&caller, &cid, q.agent_id.as_deref(), q.limit.unwrap_or(100))
             .await?,

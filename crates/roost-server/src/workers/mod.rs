@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use roost_core::scheduling::{
-    budget_blocker, claim_blocker, exhausted, hard_incident_open, worker_suits,
+    budget_blocker, claim_blocker, exhausted, hard_incident_open, quota_blocker, worker_suits,
 };
 use roost_core::{task_key, Actor, Command, Outcome, Run, State, WorkerStatus};
 use roost_proto::v1::{server_message, Assignment, IssueSummary, WakeComment};
@@ -22,6 +22,7 @@ pub use scheduler::{Clock, Scheduler};
 
 use crate::api::{new_id, Api};
 use crate::auth::{generate_token, hash_token, Caller};
+use crate::supervise::{Supervisor, TaskFailure};
 use registry::Registry;
 pub(crate) use session::WorkerService;
 
@@ -160,19 +161,28 @@ impl Workers {
         self.api.node().leadership().is_leader
     }
 
-    /// Runs the leader's duties whenever this node leads, until `stop` flips.
-    pub(crate) async fn run(self, scheduler: Scheduler, mut stop: watch::Receiver<bool>) {
+    /// Runs the leader's duties whenever this node leads, each under `tasks`, until `stop`
+    /// flips or `tasks` gives up on a task (the node then stops Raft: lib.rs).
+    pub(crate) async fn run(
+        self,
+        scheduler: Scheduler,
+        tasks: Supervisor,
+        mut stop: watch::Receiver<bool>,
+    ) {
         let mut metrics = self.api.node().raft().metrics();
         loop {
-            if *stop.borrow() {
+            if *stop.borrow() || tasks.failure().is_some() {
+                self.registry.redirect_all("");
                 return;
             }
             if self.is_leader() {
                 self.become_leader();
                 tokio::select! {
-                    () = self.dispatch_loop() => {}
-                    () = self.lease_loop() => {}
-                    () = scheduler.run(self.api.clone()) => {}
+                    failure = self.duties(&scheduler, &tasks) => {
+                        warn!(%failure, "leader duties given up on; sending workers away");
+                        self.registry.redirect_all("");
+                        return;
+                    }
                     () = self.until_not_leader() => {}
                     _ = stop.wait_for(|s| *s) => {
                         self.registry.redirect_all("");
@@ -186,13 +196,44 @@ impl Workers {
                 );
                 self.registry.redirect_all(&addr);
             }
-            tokio::select! {
-                changed = metrics.changed() => if changed.is_err() { return },
+            let core_gone = tokio::select! {
+                changed = metrics.changed() => changed.is_err(),
+                _ = tasks.tripped() => false,
                 _ = stop.wait_for(|s| *s) => {
                     self.registry.redirect_all("");
                     return;
                 }
+            };
+            if core_gone {
+                // The Raft core is gone (`/readyz` says so): nothing to lead until the node
+                // stops. Returning early would read as a failure of this task.
+                let _ = stop.wait_for(|s| *s).await;
+                return;
             }
+        }
+    }
+
+    /// The leader's duties, each restarted by `tasks` when it panics or returns (a panic in
+    /// one once ended all three for good: issue 20). Resolves when `tasks` gives up on one of
+    /// them or on another of the node's tasks.
+    async fn duties(&self, scheduler: &Scheduler, tasks: &Supervisor) -> TaskFailure {
+        let dispatcher = || {
+            let workers = self.clone();
+            async move { workers.dispatch_loop().await }
+        };
+        let lease_keeper = || {
+            let workers = self.clone();
+            async move { workers.lease_loop().await }
+        };
+        let timer = || {
+            let (scheduler, api) = (scheduler.clone(), self.api.clone());
+            async move { scheduler.run(api).await }
+        };
+        tokio::select! {
+            failure = tasks.supervise("dispatcher", dispatcher) => failure,
+            failure = tasks.supervise("lease keeper", lease_keeper) => failure,
+            failure = tasks.supervise("heartbeat timer", timer) => failure,
+            failure = tasks.tripped() => failure,
         }
     }
 
@@ -277,7 +318,9 @@ impl Workers {
             }
             let mut plan = Vec::new();
             for wake in s.queued_wakes().take(256) {
-                if claim_blocker(s, wake).is_some() {
+                if claim_blocker(s, wake).is_some()
+                    || quota_blocker(s, &wake.company_id, now).is_some()
+                {
                     continue;
                 }
                 let Some(agent) = s.agents.get(&wake.agent_id) else {

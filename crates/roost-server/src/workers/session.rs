@@ -16,12 +16,26 @@ use super::{assignment_for, Workers, RUN_TOKEN_PREFIX};
 use crate::auth::{generate_token, hash_token, Caller};
 use crate::error::ApiError;
 
+/// A worker's usage report, clamped to the bounds apply accepts (`roost-core/src/limits.rs`):
+/// the numbers come from what an agent printed, and a refused `FinishRun` would leave its run
+/// live, so out-of-range numbers are capped rather than refused.
 fn usage_of(u: &roost_proto::v1::RunUsage) -> Usage {
+    use roost_core::limits::{MAX_MICRO_USD, MAX_TOKENS};
     Usage {
-        input_tokens: u.input_tokens,
-        cached_input_tokens: u.cached_input_tokens,
-        output_tokens: u.output_tokens,
-        cost_micro_usd: u.cost_micro_usd,
+        input_tokens: u.input_tokens.min(MAX_TOKENS),
+        cached_input_tokens: u.cached_input_tokens.min(MAX_TOKENS),
+        output_tokens: u.output_tokens.min(MAX_TOKENS),
+        cost_micro_usd: u.cost_micro_usd.min(MAX_MICRO_USD),
+    }
+}
+
+/// A run's error text cut to the bound apply accepts, on a character boundary.
+fn error_text(error: String) -> Option<String> {
+    let max = roost_core::limits::MAX_ERROR_CHARS;
+    match error.char_indices().nth(max) {
+        _ if error.is_empty() => None,
+        Some((cut, _)) => Some(error[..cut].to_string()),
+        None => Some(error),
     }
 }
 
@@ -301,7 +315,7 @@ impl Workers {
             Some(worker_message::Body::RunFinished(f)) => match f.status.parse::<RunStatus>() {
                 Ok(status) if !status.is_live() && status != RunStatus::Lost => {
                     self.api.live_logs().end(&f.run_id);
-                    let error = (!f.error.is_empty()).then_some(f.error);
+                    let error = error_text(f.error);
                     let report = RunReport {
                         usage: f.usage.as_ref().map(usage_of).unwrap_or_default(),
                         session_id: (!f.session_id.is_empty()).then_some(f.session_id),
@@ -431,5 +445,35 @@ impl WorkerRpc for WorkerService {
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (huge_agent_usage_left_its_run_live): usage an agent printed beyond the
+    /// bounds made apply refuse the run's end; it is capped instead.
+    #[test]
+    fn huge_agent_usage_is_capped_to_what_apply_accepts() {
+        let report = roost_proto::v1::RunUsage {
+            input_tokens: u64::MAX,
+            cost_micro_usd: u64::MAX,
+            ..Default::default()
+        };
+        let usage = usage_of(&report);
+        assert_eq!(usage.input_tokens, roost_core::limits::MAX_TOKENS);
+        assert_eq!(usage.cost_micro_usd, roost_core::limits::MAX_MICRO_USD);
+        let finish = Command::FinishRun {
+            run_id: "r".into(),
+            status: RunStatus::Succeeded,
+            error: error_text("é".repeat(roost_core::limits::MAX_ERROR_CHARS + 5)),
+            report: RunReport {
+                usage,
+                ..Default::default()
+            },
+        };
+        assert_eq!(roost_core::limits::check(&finish), Ok(()));
+        assert_eq!(error_text(String::new()), None);
     }
 }

@@ -42,7 +42,8 @@ struct ReplyUsage {
 
 fn body(run: &Run<'_>) -> Value {
     let a = run.assignment;
-    let env: BTreeMap<String, String> = environment(a, &run.config.api_url)
+    // The payload travels in the body's `payload`; there is no file on the agent's side.
+    let env: BTreeMap<String, String> = environment(a, &run.config.api_url, None)
         .into_iter()
         .filter(|(k, _)| k.starts_with("ROOST_"))
         .collect();

@@ -6,13 +6,16 @@
 mod child;
 mod claude;
 mod codex;
+mod env_value;
 mod http;
 mod process;
 mod session_cli;
 #[cfg(test)]
 mod tests;
+mod wake_payload;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -99,6 +102,7 @@ pub(crate) fn raise_usage(cell: &UsageCell, totals: &RunUsage) {
 pub(crate) struct CommonConfig {
     pub command: String,
     pub args: Vec<String>,
+    #[serde(deserialize_with = "env_value::env_map")]
     pub env: BTreeMap<String, String>,
     pub timeout_sec: Option<u64>,
     pub grace_sec: Option<u64>,
@@ -124,9 +128,15 @@ impl CommonConfig {
 }
 
 /// The run environment, under Roost's names and Paperclip's, so agents written for Paperclip
-/// work unchanged.
-pub(crate) fn environment(a: &Assignment, api_url: &str) -> Vec<(String, String)> {
-    let pairs = [
+/// work unchanged. `WAKE_PAYLOAD_PATH` names `payload_file` (agent processes get one for every
+/// run); `WAKE_PAYLOAD_JSON` carries the payload itself only up to
+/// [`wake_payload::ENV_PAYLOAD_MAX_BYTES`], as a large one cannot be exec'd (`wake_payload.rs`).
+pub(crate) fn environment(
+    a: &Assignment,
+    api_url: &str,
+    payload_file: Option<&Path>,
+) -> Vec<(String, String)> {
+    let mut pairs = vec![
         ("API_URL", api_url.to_string()),
         ("RUN_ID", a.run_id.clone()),
         ("AGENT_ID", a.agent_id.clone()),
@@ -137,9 +147,14 @@ pub(crate) fn environment(a: &Assignment, api_url: &str) -> Vec<(String, String)
             "WAKE_COMMENT_ID",
             a.comment_ids.last().cloned().unwrap_or_default(),
         ),
-        ("WAKE_PAYLOAD_JSON", a.payload_json.clone()),
         ("API_KEY", a.run_token.clone()),
     ];
+    if a.payload_json.len() <= wake_payload::ENV_PAYLOAD_MAX_BYTES {
+        pairs.push(("WAKE_PAYLOAD_JSON", a.payload_json.clone()));
+    }
+    if let Some(path) = payload_file {
+        pairs.push(("WAKE_PAYLOAD_PATH", path.display().to_string()));
+    }
     pairs
         .iter()
         .flat_map(|(k, v)| {
@@ -156,9 +171,19 @@ pub(crate) fn environment(a: &Assignment, api_url: &str) -> Vec<(String, String)
 pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
     let kind = run.assignment.adapter_type.clone();
     let ended = match kind.as_str() {
-        "process" => process::run(run).await,
-        "claude" => session_cli::run(run, &claude::Claude).await,
-        "codex" => session_cli::run(run, &codex::Codex).await,
+        "process" | "claude" | "codex" => {
+            // Kept for the whole run (a refused resume starts a second process), then removed.
+            let a = run.assignment;
+            match wake_payload::PayloadFile::write(&run.config.work_dir, &a.run_id, &a.payload_json)
+            {
+                Ok(payload) => match kind.as_str() {
+                    "process" => process::run(run, payload.path()).await,
+                    "claude" => session_cli::run(run, &claude::Claude, payload.path()).await,
+                    _ => session_cli::run(run, &codex::Codex, payload.path()).await,
+                },
+                Err(e) => Ended::failed(e),
+            }
+        }
         "http" => http::run(run).await,
         other => Ended::failed(format!("this worker has no {other} adapter")),
     };

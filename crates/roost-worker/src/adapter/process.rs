@@ -1,10 +1,13 @@
 //! The `process` adapter: any command, the prompt on stdin, the run environment set.
 
+use std::path::Path;
+
 use super::child::{self, Spec};
 use super::{environment, CommonConfig, Ended, Run};
 use crate::prompt::{self, Session};
 
-pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
+/// Runs the agent's command; `payload_file` holds the wake payload (`wake_payload.rs`).
+pub(crate) async fn run(run: &mut Run<'_>, payload_file: &Path) -> Ended {
     let a = run.assignment;
     let config = match CommonConfig::parse(&a.adapter_config_json) {
         Ok(c) => c,
@@ -13,7 +16,7 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
     if config.command.is_empty() {
         return Ended::failed("adapterConfig.command is empty".into());
     }
-    let mut env = environment(a, &run.config.api_url);
+    let mut env = environment(a, &run.config.api_url, Some(payload_file));
     env.extend(config.env.clone());
     let spec = Spec {
         program: &config.command,

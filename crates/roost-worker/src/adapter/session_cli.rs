@@ -2,6 +2,8 @@
 //! events the CLI prints for the session id, usage, cost and result, resume the saved session,
 //! and when the CLI refuses it start a fresh session in the same run with a hand-off note.
 
+use std::path::Path;
+
 use roost_proto::v1::RunUsage;
 
 use super::child::{self, Exit, Spec, Stream};
@@ -67,9 +69,10 @@ async fn attempt(
     resume: Option<&str>,
     session: Session<'_>,
     base: RunUsage,
+    payload_file: &Path,
 ) -> Attempt {
     let a = run.assignment;
-    let mut env = environment(a, &run.config.api_url);
+    let mut env = environment(a, &run.config.api_url, Some(payload_file));
     env.extend(config.env.clone());
     let program = if config.command.is_empty() {
         cli.default_command()
@@ -105,7 +108,9 @@ async fn attempt(
     Attempt { exit, parsed }
 }
 
-pub(crate) async fn run(run: &mut Run<'_>, cli: &dyn SessionCli) -> Ended {
+/// Runs the CLI, and a fresh session after a refused resume; `payload_file` holds the wake
+/// payload (`wake_payload.rs`).
+pub(crate) async fn run(run: &mut Run<'_>, cli: &dyn SessionCli, payload_file: &Path) -> Ended {
     let config = match CommonConfig::parse(&run.assignment.adapter_config_json) {
         Ok(c) => c,
         Err(e) => return Ended::failed(e),
@@ -118,7 +123,16 @@ pub(crate) async fn run(run: &mut Run<'_>, cli: &dyn SessionCli) -> Ended {
         Session::Fresh
     };
     let base = RunUsage::default();
-    let first = attempt(run, cli, &config, saved.as_deref(), first_session, base).await;
+    let first = attempt(
+        run,
+        cli,
+        &config,
+        saved.as_deref(),
+        first_session,
+        base,
+        payload_file,
+    )
+    .await;
     let refused = matches!(first.exit, Exit::Exited { success: false, .. })
         && refused_resume(&first.parsed.errors);
     let (done, reset) = match saved.as_deref() {
@@ -136,7 +150,7 @@ pub(crate) async fn run(run: &mut Run<'_>, cli: &dyn SessionCli) -> Ended {
             let base = run.usage.lock().map(|u| u.clone()).unwrap_or_default();
             let handed_off = Session::HandedOff { id: old, why: &why };
             (
-                attempt(run, cli, &config, None, handed_off, base).await,
+                attempt(run, cli, &config, None, handed_off, base, payload_file).await,
                 true,
             )
         }

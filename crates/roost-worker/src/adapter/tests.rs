@@ -357,10 +357,91 @@ fn the_environment_carries_both_names() {
         comment_ids: vec!["c1".into(), "c2".into()],
         ..Default::default()
     };
-    let env: std::collections::BTreeMap<String, String> =
-        super::environment(&a, "http://x").into_iter().collect();
+    let env: std::collections::BTreeMap<String, String> = super::environment(&a, "http://x", None)
+        .into_iter()
+        .collect();
     assert_eq!(env["ROOST_RUN_ID"], "r1");
     assert_eq!(env["PAPERCLIP_RUN_ID"], "r1");
     assert_eq!(env["ROOST_WAKE_COMMENT_ID"], "c2");
     assert_eq!(env["PAPERCLIP_API_URL"], "http://x");
+}
+
+/// A `process` agent that records what it was given of the wake payload: the file's bytes,
+/// its mode, both path variables, and whether the JSON variable was set.
+fn payload_reader(payload: &serde_json::Value) -> Assignment {
+    let script = r#"
+        cat "$ROOST_WAKE_PAYLOAD_PATH" > got-file.json
+        stat -c %a "$ROOST_WAKE_PAYLOAD_PATH" > got-mode
+        test "$PAPERCLIP_WAKE_PAYLOAD_PATH" = "$ROOST_WAKE_PAYLOAD_PATH"
+        echo "$ROOST_WAKE_PAYLOAD_PATH" > got-path
+        echo "${ROOST_WAKE_PAYLOAD_JSON+set}${PAPERCLIP_WAKE_PAYLOAD_JSON+set}" > got-env-set
+        printf %s "${ROOST_WAKE_PAYLOAD_JSON-}" > got-env.json
+    "#;
+    Assignment {
+        payload_json: payload.to_string(),
+        ..assignment(
+            "process",
+            json!({ "command": "sh", "args": ["-c", script] }),
+            "",
+        )
+    }
+}
+
+/// Regression (issue 20): a 1 MB wake payload failed the run with "Argument list too long"
+/// (it travelled in an environment variable). It now reaches the agent in a 0600 file named
+/// by `ROOST_WAKE_PAYLOAD_PATH`, the JSON variables are left unset, and the file is gone
+/// once the run ends.
+#[tokio::test]
+async fn a_1_mb_wake_payload_failed_the_run_with_argument_list_too_long() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let payload = json!({ "blob": "x".repeat(1 << 20) });
+    let out = run_to_end(dir.path(), &payload_reader(&payload)).await;
+    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(read(dir.path(), "got-file.json"), payload.to_string());
+    assert_eq!(read(dir.path(), "got-mode").trim(), "600");
+    assert_eq!(
+        read(dir.path(), "got-env-set").trim(),
+        "",
+        "a payload over 16 KiB must not be in the environment"
+    );
+    let path = read(dir.path(), "got-path");
+    assert!(
+        !Path::new(path.trim()).exists(),
+        "the payload file outlived its run: {path}"
+    );
+}
+
+/// A small payload keeps Paperclip's variable and is in the file too, so an agent can rely on
+/// the file whatever the size.
+#[tokio::test]
+async fn a_small_wake_payload_is_in_the_environment_and_in_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let payload = json!({ "reason": "deploy", "n": 3 });
+    let out = run_to_end(dir.path(), &payload_reader(&payload)).await;
+    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(read(dir.path(), "got-file.json"), payload.to_string());
+    assert_eq!(read(dir.path(), "got-env.json"), payload.to_string());
+    assert_eq!(read(dir.path(), "got-env-set").trim(), "setset");
+}
+
+/// Exactly 16 KiB still goes in the environment; one byte more does not.
+#[test]
+fn the_environment_carries_payloads_up_to_16_kib() {
+    let env_of = |len: usize| -> std::collections::BTreeMap<String, String> {
+        let a = Assignment {
+            run_id: "r1".into(),
+            payload_json: "x".repeat(len),
+            ..Default::default()
+        };
+        super::environment(&a, "http://x", Some(Path::new("/w/r1.json")))
+            .into_iter()
+            .collect()
+    };
+    let at_limit = env_of(16 * 1024);
+    assert_eq!(at_limit["ROOST_WAKE_PAYLOAD_JSON"].len(), 16 * 1024);
+    assert_eq!(at_limit["PAPERCLIP_WAKE_PAYLOAD_PATH"], "/w/r1.json");
+    let over = env_of(16 * 1024 + 1);
+    assert!(!over.contains_key("ROOST_WAKE_PAYLOAD_JSON"));
+    assert!(!over.contains_key("PAPERCLIP_WAKE_PAYLOAD_JSON"));
+    assert_eq!(over["ROOST_WAKE_PAYLOAD_PATH"], "/w/r1.json");
 }

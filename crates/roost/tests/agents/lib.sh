@@ -23,12 +23,15 @@ say() {
 # and a 409 never is.
 call() {
     tries=0
+    # A fresh random key per logical write, kept across its retry: a key derived from the
+    # request (run, method, path) made a second, different write to the same path a repeat.
+    idem=$(cat /proc/sys/kernel/random/uuid)
     while :; do
         tries=$((tries + 1))
         if [ $# -ge 3 ]; then
             code=$(curl -sS -o "$body" -w '%{http_code}' -X "$1" \
                 -H "Authorization: Bearer $key" -H "X-Paperclip-Run-Id: $run" \
-                -H "Idempotency-Key: $run:$1:$2" -H 'Content-Type: application/json' \
+                -H "Idempotency-Key: $idem" -H 'Content-Type: application/json' \
                 --data "$3" "$api$2" 2>> "$log") || code=000
         else
             code=$(curl -sS -o "$body" -w '%{http_code}' -X "$1" \

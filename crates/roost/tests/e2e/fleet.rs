@@ -617,7 +617,7 @@ async fn killed_worker(f: &mut Fleet) -> anyhow::Result<()> {
     let status = replay.status().as_u16();
     let body: Value = replay.json().await?;
     assert_eq!(
-        (status, body["error"].clone()),
+        (status, body["code"].clone()),
         (409, json!("stale_run")),
         "{body}"
     );

@@ -66,7 +66,7 @@ async fn grpc_checkout_conflicts_and_fencing_match_rest() -> anyhow::Result<()> 
         .expect_err("second checkout must fail");
     assert_eq!(lost.code(), tonic::Code::Aborted);
     let body: Value = serde_json::from_str(lost.message())?;
-    assert_eq!(body["error"], "checkout_conflict");
+    assert_eq!(body["code"], "checkout_conflict");
     assert_eq!(body["details"]["checkoutRunId"], run_a.as_str());
 
     node.admin
@@ -89,7 +89,7 @@ async fn grpc_checkout_conflicts_and_fencing_match_rest() -> anyhow::Result<()> 
         .expect_err("a stale run is fenced");
     assert_eq!(stale.code(), tonic::Code::Aborted);
     assert_eq!(
-        serde_json::from_str::<Value>(stale.message())?["error"],
+        serde_json::from_str::<Value>(stale.message())?["code"],
         "stale_run"
     );
     let release = grpc

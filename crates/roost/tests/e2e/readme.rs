@@ -48,7 +48,7 @@ const MARKERS: &[&str] = &[
     // run finish
     "status:    succeeded",
     // the late write
-    r#""error":"stale_run""#,
+    r#""code":"stale_run""#,
     "} 409\n",
     // issue list, activity, audit verify
     "RST-1  done",

@@ -252,3 +252,78 @@ async fn the_run_scoped_key_works_during_the_run_and_dies_with_it() -> anyhow::R
     c.shutdown().await;
     Ok(())
 }
+
+/// A secret `env` value reaches the agent's process, also after an operator edited the
+/// configuration read back from the API (which shows no secret), and the run's log stays
+/// private on the worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_secret_env_value_reaches_the_agent_but_no_api() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let c = TestCluster::start_with_workers(
+        1,
+        test_timing(),
+        LeaseConfig {
+            heartbeat_interval_ms: 200,
+            lease_ttl_ms: 1500,
+        },
+    )
+    .await?;
+    let dir = tempfile::tempdir()?;
+    let _stop = start_worker(&c, dir.path(), c.grpc_addrs(), None).await?;
+    let secret = "sk-worker-only-4242";
+    let config = json!({
+        "command": "sh",
+        "args": ["-c", "exit 3"],
+        "env": {
+            "OPENAI_API_KEY": { "type": "secret", "value": secret },
+            "REGION": { "type": "plain", "value": "eu" },
+        },
+    });
+    let agent = create_agent(&c, "process", config).await?;
+    let admin = c.admin(c.leader().await?);
+    let shown = admin.get(&format!("/api/agents/{agent}")).await?.ok()?;
+    assert!(!shown.to_string().contains(secret), "{shown}");
+
+    // The operator fixes the command in the configuration it read, secret marker and all.
+    // The check names the secret in two halves, so the configuration does not hold it whole.
+    let mut edited = shown["adapterConfig"].clone();
+    edited["args"] = json!([
+        "-c",
+        r#"test "${OPENAI_API_KEY#sk-worker-only-}" = 4242 && test "$REGION" = eu"#
+    ]);
+    let patched = admin
+        .patch(
+            &format!("/api/agents/{agent}"),
+            json!({ "adapterConfig": edited }),
+        )
+        .await?
+        .ok()?;
+    assert!(!patched.to_string().contains(secret), "{patched}");
+    admin
+        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    let done = wait_for("a finished run", WAIT, || async {
+        runs(&c, &agent).await.ok()?.into_iter().find(|r| {
+            !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
+        })
+    })
+    .await?;
+    assert_eq!(done["status"], "succeeded", "{done}");
+
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let logs = dir.path().join(".roost-logs");
+        let mode = |p: &std::path::Path| -> anyhow::Result<u32> {
+            Ok(std::fs::metadata(p)?.permissions().mode() & 0o777)
+        };
+        assert_eq!(mode(&logs)?, 0o700);
+        assert_eq!(
+            mode(&logs.join(format!("{}.log", str_field(&done, "id"))))?,
+            0o600
+        );
+    }
+    c.shutdown().await;
+    Ok(())
+}

@@ -30,6 +30,7 @@ fn sample_agent() -> Agent {
         updated_at: Timestamp(2_000),
         last_heartbeat_at: None,
         task_sessions: BTreeMap::new(),
+        permissions: Default::default(),
     }
 }
 

@@ -1,0 +1,180 @@
+//! Agent updates as the activity log records them, and secret `env` values across updates.
+
+use serde_json::{json, Value};
+
+use super::super::test_world::{admin, World};
+use crate::activity::ActivityEntry;
+use crate::command::{AgentPatch, Command, Envelope, Outcome};
+use crate::entity::{Agent, AgentPermissions};
+use crate::error::DomainError;
+use crate::state::Change;
+use crate::time::Timestamp;
+
+/// Applies an update of `a1` and returns the agent and the activity entry it wrote.
+fn update(w: &mut World, patch: AgentPatch) -> (Agent, ActivityEntry) {
+    w.index += 1;
+    let env = Envelope {
+        at: Timestamp(1_000 * w.index as i64),
+        actor: admin(),
+        command: Command::UpdateAgent {
+            agent_id: "a1".into(),
+            patch,
+        },
+        idempotency_key: None,
+    };
+    let applied = w.state.apply(w.index, &env);
+    let agent = match applied.outcome {
+        Ok(Outcome::Agent(agent)) => agent,
+        Ok(_) => panic!("an update answers with the agent"),
+        Err(e) => panic!("update refused: {e}"),
+    };
+    let entry = applied
+        .changes
+        .into_iter()
+        .find_map(|c| match c {
+            Change::Activity(entry) => Some(entry),
+            _ => None,
+        })
+        .expect("an accepted update writes an activity entry");
+    (agent, entry)
+}
+
+fn config_patch(config: Value) -> AgentPatch {
+    AgentPatch {
+        adapter_config: Some(config),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn activity_does_not_show_adapter_config_secrets() {
+    let mut w = World::new();
+    let (_, first) = update(
+        &mut w,
+        config_patch(json!({ "command": "old", "env": { "OPENAI_API_KEY": "sk-first" } })),
+    );
+    let (_, entry) = update(
+        &mut w,
+        AgentPatch {
+            name: Some("renamed".into()),
+            adapter_config: Some(json!({
+                "command": "new-command",
+                "env": { "OPENAI_API_KEY": { "type": "secret", "value": "sk-second" } },
+            })),
+            ..Default::default()
+        },
+    );
+    for entry in [&first, &entry] {
+        let text = entry.details.to_string();
+        for value in ["sk-first", "sk-second", "new-command", "old"] {
+            assert!(!text.contains(value), "{value} leaked into {text}");
+        }
+    }
+    assert_eq!(
+        entry.details["changed"],
+        json!([
+            "name",
+            "adapterConfig.command",
+            "adapterConfig.env.OPENAI_API_KEY"
+        ])
+    );
+    assert_eq!(entry.details["name"], "renamed", "harmless values stay");
+    assert_eq!(
+        first.details["changed"],
+        json!(["adapterConfig.command", "adapterConfig.env"])
+    );
+}
+
+#[test]
+fn an_update_that_changes_nothing_names_nothing() {
+    let mut w = World::new();
+    let config = json!({ "command": "same", "env": { "K": { "type": "secret", "value": "v" } } });
+    update(&mut w, config_patch(config.clone()));
+    let (_, entry) = update(
+        &mut w,
+        AgentPatch {
+            name: Some("a1".into()),
+            adapter_config: Some(
+                json!({ "command": "same", "env": { "K": { "type": "secret" } } }),
+            ),
+            ..Default::default()
+        },
+    );
+    assert_eq!(entry.details["changed"], json!([]));
+}
+
+#[test]
+fn a_patch_sending_back_a_redacted_secret_keeps_the_stored_value() {
+    let mut w = World::new();
+    update(
+        &mut w,
+        config_patch(json!({ "env": {
+            "TOKEN": { "type": "secret", "value": "t0ken" },
+            "PLAIN": "p",
+        }})),
+    );
+    let (agent, _) = update(
+        &mut w,
+        config_patch(json!({ "model": "m2", "env": {
+            "TOKEN": { "type": "secret", "redacted": true },
+            "PLAIN": "q",
+        }})),
+    );
+    assert_eq!(
+        agent.adapter_config,
+        json!({ "model": "m2", "env": {
+            "TOKEN": { "type": "secret", "value": "t0ken" },
+            "PLAIN": "q",
+        }})
+    );
+}
+
+#[test]
+fn a_redacted_secret_with_nothing_stored_is_refused_and_changes_nothing() {
+    let mut w = World::new();
+    let before = w.fingerprint();
+    let refused = w.run(
+        admin(),
+        Command::UpdateAgent {
+            agent_id: "a1".into(),
+            patch: config_patch(
+                json!({ "env": { "NEW": { "type": "secret", "redacted": true } } }),
+            ),
+        },
+    );
+    assert!(
+        matches!(&refused, Err(DomainError::Invalid { field, .. }) if field == "adapterConfig.env.NEW"),
+        "{refused:?}"
+    );
+    assert_eq!(w.fingerprint(), before);
+}
+
+#[test]
+fn permissions_are_granted_by_a_patch_and_old_rows_read_without_them() {
+    let mut w = World::new();
+    let grant = AgentPermissions {
+        read_company_run_logs: true,
+    };
+    let (agent, entry) = update(
+        &mut w,
+        AgentPatch {
+            permissions: Some(grant),
+            ..Default::default()
+        },
+    );
+    assert_eq!(agent.permissions, grant);
+    assert_eq!(entry.details["changed"], json!(["permissions"]));
+    let mut row = serde_json::to_value(&agent).expect("agent JSON");
+    row.as_object_mut().map(|o| o.remove("permissions"));
+    let old: Agent = serde_json::from_value(row).expect("a row from before permissions");
+    assert!(old.permissions.grants_nothing());
+    assert!(
+        serde_json::to_value(&old)
+            .expect("agent JSON")
+            .get("permissions")
+            .is_none(),
+        "a row granting nothing keeps its old bytes"
+    );
+    let old_patch: AgentPatch = serde_json::from_value(json!({ "name": "x" })).expect("old entry");
+    assert_eq!(old_patch.permissions, None);
+}

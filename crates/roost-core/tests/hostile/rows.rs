@@ -1,0 +1,131 @@
+//! The rows the store would hold after the same changes as a `State`, to load a `State` from
+//! as a restarted node does.
+
+use std::collections::BTreeMap;
+
+use roost_core::idempotency::Remembered;
+use roost_core::state::CommentRef;
+use roost_core::*;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// The rows the store would hold after the same changes (`roost-store/src/row_batch.rs`):
+/// each written as JSON and read back, the later write winning, cost events and comments
+/// first-write-wins, forgotten keys deleted.
+#[derive(Default)]
+pub struct Rows {
+    /// The activity log's last entry: its sequence number and hash.
+    activity_seq: u64,
+    activity_head: Option<String>,
+    companies: BTreeMap<String, Company>,
+    agents: BTreeMap<String, Agent>,
+    issues: BTreeMap<String, Issue>,
+    runs: BTreeMap<String, Run>,
+    credentials: BTreeMap<String, Credential>,
+    comments: BTreeMap<String, CommentRef>,
+    remembered: BTreeMap<String, Remembered>,
+    wakes: BTreeMap<String, Wake>,
+    workers: BTreeMap<String, Worker>,
+    policies: BTreeMap<String, BudgetPolicy>,
+    costs: BTreeMap<String, CostEvent>,
+    incidents: BTreeMap<String, BudgetIncident>,
+    /// Rows that did not survive their JSON form, or a second insert the store refuses.
+    pub problems: Vec<String>,
+}
+
+impl Rows {
+    fn stored<T: Serialize + DeserializeOwned>(
+        &mut self,
+        table: &str,
+        id: &str,
+        row: &T,
+    ) -> Option<T> {
+        let text = serde_json::to_string(row).expect("rows serialize");
+        match serde_json::from_str(&text) {
+            Ok(back) => Some(back),
+            Err(e) => {
+                let id: String = id.chars().take(40).collect();
+                self.problems.push(format!(
+                    "{table} row {id:?} does not read back from its JSON: {e}"
+                ));
+                None
+            }
+        }
+    }
+
+    pub fn absorb(&mut self, changes: &[Change]) {
+        macro_rules! upsert {
+            ($map:ident, $table:literal, $row:expr, $key:expr) => {{
+                if let Some(back) = self.stored($table, &$key, $row) {
+                    self.$map.insert($key.clone(), back);
+                }
+            }};
+        }
+        for change in changes {
+            match change {
+                Change::Company(r) => upsert!(companies, "companies", r, r.id),
+                Change::Agent(r) => upsert!(agents, "agents", r, r.id),
+                Change::Issue(r) => upsert!(issues, "issues", r, r.id),
+                Change::Run(r) => upsert!(runs, "runs", r, r.id),
+                Change::Credential(r) => upsert!(credentials, "credentials", r, r.id),
+                Change::Wake(r) => upsert!(wakes, "wakes", r, r.id),
+                Change::Worker(r) => upsert!(workers, "workers", r, r.id),
+                Change::BudgetPolicy(r) => upsert!(policies, "budget_policies", r, r.id),
+                Change::BudgetIncident(r) => upsert!(incidents, "budget_incidents", r, r.id),
+                Change::Remembered(r) => upsert!(remembered, "idempotency", r, r.key),
+                Change::Forgotten(key) => {
+                    self.remembered.remove(key);
+                }
+                Change::CostEvent(r) => {
+                    if !self.costs.contains_key(&r.id) {
+                        upsert!(costs, "cost_events", r, r.id)
+                    }
+                }
+                Change::Comment(c) => {
+                    if self.comments.contains_key(&c.id) {
+                        self.problems.push(format!(
+                            "comment {} inserted twice (the store refuses it)",
+                            c.id
+                        ));
+                    }
+                    let comment = CommentRef {
+                        issue_id: c.issue_id.clone(),
+                        company_id: c.company_id.clone(),
+                    };
+                    self.comments.insert(c.id.clone(), comment);
+                }
+                Change::Activity(a) => {
+                    self.activity_seq = a.seq;
+                    self.activity_head = Some(a.hash.clone());
+                }
+            }
+        }
+    }
+
+    /// The state a restarted node would load from these rows.
+    pub fn load(&self) -> State {
+        fn all<T: Clone>(m: &BTreeMap<String, T>) -> Vec<T> {
+            m.values().cloned().collect()
+        }
+        State::from_rows(StateRows {
+            companies: all(&self.companies),
+            agents: all(&self.agents),
+            issues: all(&self.issues),
+            runs: all(&self.runs),
+            credentials: all(&self.credentials),
+            comments: self
+                .comments
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            remembered: all(&self.remembered),
+            wakes: all(&self.wakes),
+            workers: all(&self.workers),
+            budget_policies: all(&self.policies),
+            cost_events: all(&self.costs),
+            budget_incidents: all(&self.incidents),
+            activity_seq: self.activity_seq,
+            activity_head: self.activity_head.clone(),
+        })
+    }
+}

@@ -1,0 +1,110 @@
+//! What belongs to a company: the rows an agent of another company must not change, and the
+//! companies an outcome shows objects of.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use roost_core::state::CommentRef;
+use roost_core::*;
+
+/// Every row that does not belong to one company, cloned: what an agent of that company must
+/// never change. Workers and instance-wide credentials belong to no company, so to none.
+#[derive(PartialEq)]
+pub struct Foreign {
+    companies: BTreeMap<String, Company>,
+    agents: BTreeMap<String, Agent>,
+    issues: BTreeMap<String, Issue>,
+    runs: BTreeMap<String, Run>,
+    wakes: BTreeMap<String, Wake>,
+    comments: BTreeMap<String, CommentRef>,
+    credentials: BTreeMap<String, Credential>,
+    workers: BTreeMap<String, Worker>,
+    policies: BTreeMap<String, BudgetPolicy>,
+    costs: BTreeMap<String, CostEvent>,
+    incidents: BTreeMap<String, BudgetIncident>,
+}
+
+fn not_of<T: Clone>(
+    map: &BTreeMap<String, T>,
+    company: &str,
+    owner: impl Fn(&T) -> Option<&str>,
+) -> BTreeMap<String, T> {
+    map.iter()
+        .filter(|(_, row)| owner(row) != Some(company))
+        .map(|(id, row)| (id.clone(), row.clone()))
+        .collect()
+}
+
+/// The first id whose row differs between `a` and `b`.
+fn differs<T: PartialEq + std::fmt::Debug>(
+    table: &str,
+    a: &BTreeMap<String, T>,
+    b: &BTreeMap<String, T>,
+) -> Option<String> {
+    let ids: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    ids.into_iter()
+        .find(|id| a.get(*id) != b.get(*id))
+        .map(|id| {
+            let show = |r: Option<&T>| format!("{r:?}").chars().take(800).collect::<String>();
+            format!(
+                "{table} {id}: before {}\n after {}",
+                show(a.get(id)),
+                show(b.get(id))
+            )
+        })
+}
+
+impl Foreign {
+    pub fn of(s: &State, c: &str) -> Foreign {
+        Foreign {
+            companies: not_of(&s.companies, c, |r| Some(&r.id)),
+            agents: not_of(&s.agents, c, |r| Some(&r.company_id)),
+            issues: not_of(&s.issues, c, |r| Some(&r.company_id)),
+            runs: not_of(&s.runs, c, |r| Some(&r.company_id)),
+            wakes: not_of(&s.wakes, c, |r| Some(&r.company_id)),
+            comments: not_of(&s.comments, c, |r| Some(&r.company_id)),
+            credentials: not_of(&s.credentials, c, |r| r.company_id.as_deref()),
+            workers: not_of(&s.workers, c, |_| None),
+            policies: not_of(&s.budget_policies, c, |r| Some(&r.company_id)),
+            costs: not_of(&s.cost_events, c, |r| Some(&r.company_id)),
+            incidents: not_of(&s.budget_incidents, c, |r| Some(&r.company_id)),
+        }
+    }
+
+    /// The first row that differs, named by table and id.
+    pub fn first_difference(&self, b: &Foreign) -> Option<String> {
+        let a = self;
+        differs("companies", &a.companies, &b.companies)
+            .or_else(|| differs("agents", &a.agents, &b.agents))
+            .or_else(|| differs("issues", &a.issues, &b.issues))
+            .or_else(|| differs("runs", &a.runs, &b.runs))
+            .or_else(|| differs("wakes", &a.wakes, &b.wakes))
+            .or_else(|| differs("comments", &a.comments, &b.comments))
+            .or_else(|| differs("credentials", &a.credentials, &b.credentials))
+            .or_else(|| differs("workers", &a.workers, &b.workers))
+            .or_else(|| differs("budget_policies", &a.policies, &b.policies))
+            .or_else(|| differs("cost_events", &a.costs, &b.costs))
+            .or_else(|| differs("budget_incidents", &a.incidents, &b.incidents))
+    }
+}
+
+/// The companies an outcome shows objects of; `None` for instance-wide objects (workers,
+/// admin tokens), which no agent is shown either.
+pub fn outcome_companies(o: &Outcome) -> Vec<Option<String>> {
+    match o {
+        Outcome::Company(c) => vec![Some(c.id.clone())],
+        Outcome::Credential(c) => vec![c.company_id.clone()],
+        Outcome::Agent(a) => vec![Some(a.company_id.clone())],
+        Outcome::Issue { issue, comment } => {
+            let mut v = vec![Some(issue.company_id.clone())];
+            v.extend(comment.iter().map(|c| Some(c.company_id.clone())));
+            v
+        }
+        Outcome::Comment(c) => vec![Some(c.company_id.clone())],
+        Outcome::Run(r) => vec![Some(r.company_id.clone())],
+        Outcome::Wake(w) => vec![Some(w.company_id.clone())],
+        Outcome::Worker(_) => vec![None],
+        Outcome::BudgetPolicy(p) => vec![Some(p.company_id.clone())],
+        Outcome::CostEvent(e) => vec![Some(e.company_id.clone())],
+        Outcome::BudgetIncident(i) => vec![Some(i.company_id.clone())],
+    }
+}
