@@ -123,8 +123,10 @@ impl ProcessCluster {
         };
         for (id, http, grpc) in addrs {
             let data = root.join(format!("node-{id}"));
+            // The load comes from a few credentials at thousands of requests a second: no
+            // per-credential rate limit (crates/roost-server/src/limits.rs).
             let config = format!(
-                "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\nruntime_threads = {runtime_threads}\n\n{members}",
+                "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\nruntime_threads = {runtime_threads}\n\n[limits]\nrequests_per_second = 0\n\n{members}",
                 data.display()
             );
             std::fs::write(root.join(format!("node-{id}.toml")), config)?;

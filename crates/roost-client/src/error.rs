@@ -112,6 +112,25 @@ fn truncate(text: &str, max_chars: usize) -> String {
     }
 }
 
+/// Whether a transport error is TLS refusing the connection (an alert, a certificate not
+/// trusted) or a plaintext client meeting a TLS server: retrying cannot help.
+pub(crate) fn is_tls_mismatch(e: &reqwest::Error) -> bool {
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        // rustls reports through io::Error, whose `source` skips the error it wraps.
+        let inner = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map_or(c, |inner| inner as &(dyn std::error::Error + 'static));
+        if inner.is::<roost_tls::rustls::Error>() || c.to_string().contains("invalid HTTP version")
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
 fn describe_transport(e: &reqwest::Error) -> String {
     let url = e.url().map(|u| u.as_str()).unwrap_or("the server");
     let mut chain = Vec::new();
@@ -132,12 +151,19 @@ fn describe_transport(e: &reqwest::Error) -> String {
         return format!("cannot connect to {url}: {why}");
     }
     let mut text = e.to_string();
-    for line in chain {
+    for line in &chain {
         // hyper and reqwest repeat an inner message in the outer one now and then.
-        if !text.contains(&line) {
+        if !text.contains(line.as_str()) {
             text.push_str(": ");
-            text.push_str(&line);
+            text.push_str(line);
         }
+    }
+    // A TLS server answers a plaintext request with a handshake alert, which hyper reads as a
+    // malformed response.
+    if url.starts_with("http://") && text.contains("invalid HTTP version") {
+        text.push_str(
+            " (does the server serve HTTPS? use an https:// URL and --ca-file with its CA)",
+        );
     }
     text
 }

@@ -6,6 +6,7 @@
 
 mod budgets;
 mod cluster;
+mod credentials;
 mod error;
 mod logs;
 mod routes;
@@ -25,6 +26,7 @@ pub use budgets::{
     AgentSpend, BudgetOverview, CostSummary, NewBudgetPolicy, NewCostEvent, PolicyStatus,
 };
 pub use cluster::{ClusterStatus, Member, MemberStatus, NodeReport};
+pub use credentials::{CreatedAdminToken, CredentialView};
 pub use error::Error;
 pub use logs::LogPage;
 pub use types::{
@@ -82,6 +84,12 @@ impl RoostClient {
     /// retried on the next one until the timeout; writes carry an idempotency key so a retry is
     /// applied once.
     pub fn new(base_urls: &str, token: &str) -> Result<Self> {
+        Self::with_tls(base_urls, token, &ClientTls::default())
+    }
+
+    /// As [`RoostClient::new`], with what `https://` servers are checked against (and the
+    /// certificate this client presents, if any).
+    pub fn with_tls(base_urls: &str, token: &str, tls: &ClientTls) -> Result<Self> {
         let bases = base_urls
             .split(',')
             .map(str::trim)
@@ -98,10 +106,11 @@ impl RoostClient {
                 )
             })?;
         authorization.set_sensitive(true);
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(2))
-            .build()
-            .map_err(Error::Transport)?;
+        let mut builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(2));
+        if bases.iter().any(|b| b.scheme() == "https") || tls.ca_file.is_some() {
+            builder = builder.use_preconfigured_tls(tls.rustls_config()?);
+        }
+        let http = builder.build().map_err(Error::Transport)?;
         Ok(RoostClient {
             inner: Arc::new(Inner {
                 http,
@@ -218,6 +227,8 @@ impl RoostClient {
                 Err(Error::Transport(e)) if e.is_connect() => {
                     !only_refused || attempt < servers * CONNECT_ROUNDS
                 }
+                // A TLS refusal or a plaintext/TLS mismatch fails the same way every time.
+                Err(Error::Transport(e)) if error::is_tls_mismatch(e) => false,
                 // Safe for reads, and for writes because they carry an idempotency key.
                 Err(Error::Transport(_)) => true,
                 Err(_) => false,
@@ -318,6 +329,38 @@ const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
 /// Rounds over the servers while every one refuses connections.
 const CONNECT_ROUNDS: usize = 3;
+
+/// How a client checks `https://` servers: against the CA in `ca_file` (the cluster CA of
+/// `roost cert init`), or, without one, against the public web roots (a server behind a proxy
+/// with a public certificate). `cert_file` and `key_file` are a client certificate to present.
+#[derive(Clone, Debug, Default)]
+pub struct ClientTls {
+    pub ca_file: Option<std::path::PathBuf>,
+    pub cert_file: Option<std::path::PathBuf>,
+    pub key_file: Option<std::path::PathBuf>,
+}
+
+impl ClientTls {
+    fn rustls_config(&self) -> Result<roost_tls::rustls::ClientConfig> {
+        let identity = match (&self.cert_file, &self.key_file) {
+            (Some(cert_file), Some(key_file)) => Some(roost_tls::Identity {
+                cert_file,
+                cert_setting: "--cert-file",
+                key_file,
+                key_setting: "--key-file",
+            }),
+            (None, None) => None,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "a client certificate needs both --cert-file and --key-file".into(),
+                ))
+            }
+        };
+        let ca = self.ca_file.as_deref().map(|p| (p, "--ca-file"));
+        roost_tls::client_config(ca, identity.as_ref())
+            .map_err(|e| Error::InvalidArgument(e.to_string()))
+    }
+}
 
 fn parse_base(base_url: &str) -> Result<Url> {
     if !base_url.contains("://") {

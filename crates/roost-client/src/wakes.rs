@@ -71,6 +71,10 @@ pub struct CreatedJoinToken {
     pub id: String,
     pub name: String,
     pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_uses: Option<u32>,
     pub token: String,
 }
 
@@ -105,9 +109,14 @@ impl WakeFilter {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct JoinTokenBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl_secs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_uses: Option<u32>,
 }
 
 impl RoostClient {
@@ -133,8 +142,23 @@ impl RoostClient {
 
     /// Mints a worker join token; its secret is shown once (administrators only).
     pub async fn create_worker_join_token(&self, name: Option<&str>) -> Result<CreatedJoinToken> {
-        self.post(&[API, "workers", "join-tokens"], &JoinTokenBody { name })
-            .await
+        self.create_join_token(name, None, None).await
+    }
+
+    /// Mints a worker join token that expires after `ttl_secs` and admits at most `max_uses`
+    /// distinct worker ids, each bound to it (`None`: no limit).
+    pub async fn create_join_token(
+        &self,
+        name: Option<&str>,
+        ttl_secs: Option<u64>,
+        max_uses: Option<u32>,
+    ) -> Result<CreatedJoinToken> {
+        let body = JoinTokenBody {
+            name,
+            ttl_secs,
+            max_uses,
+        };
+        self.post(&[API, "workers", "join-tokens"], &body).await
     }
 }
 

@@ -157,6 +157,22 @@ pub enum Command {
         agent_id: Option<String>,
         token_hash: String,
     },
+    /// A worker join token that expires `ttl_secs` after the envelope's time and admits at most
+    /// `max_uses` distinct worker ids, each bound to it (`rules/credential.rs`).
+    CreateJoinToken {
+        id: String,
+        name: String,
+        token_hash: String,
+        ttl_secs: Option<u64>,
+        max_uses: Option<u32>,
+    },
+    /// Revokes an admin token, agent key or join token. `kind` (and `agent_id` for a key) say
+    /// what the caller means, so an id of another kind or another agent is not found.
+    RevokeCredential {
+        id: String,
+        kind: CredentialKind,
+        agent_id: Option<String>,
+    },
     CreateAgent {
         id: String,
         company_id: String,
@@ -295,7 +311,10 @@ impl Command {
         match self {
             Command::Batch { .. } => "batch",
             Command::CreateCompany { .. } => "company.created",
-            Command::CreateCredential { .. } => "credential.created",
+            Command::CreateCredential { .. } | Command::CreateJoinToken { .. } => {
+                "credential.created"
+            }
+            Command::RevokeCredential { .. } => "credential.revoked",
             Command::CreateAgent { .. } => "agent.created",
             Command::UpdateAgent { .. } => "agent.updated",
             Command::PauseAgent { .. } => "agent.paused",

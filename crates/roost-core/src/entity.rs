@@ -387,6 +387,19 @@ pub struct Credential {
     pub token_hash: String,
     pub revoked: bool,
     pub created_at: Timestamp,
+    /// When it was revoked (`RevokeCredential`, or its agent's termination). The fields below
+    /// are absent from rows written before they existed, hence the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<Timestamp>,
+    /// Join tokens: from this time on no worker registers with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    /// Join tokens: how many distinct worker ids may register with it; none means any number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_uses: Option<u32>,
+    /// Join tokens with `max_uses`: the worker ids it admitted, each bound to it for good.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub worker_ids: Vec<String>,
 }
 
 string_enum!(

@@ -58,7 +58,8 @@ pub fn fingerprint(command: &Command) -> String {
         | Command::StartRun { id, .. }
         | Command::SetBudgetPolicy { id, .. }
         | Command::Wakeup { id, .. } => id.clear(),
-        Command::CreateCredential { id, token_hash, .. } => {
+        Command::CreateCredential { id, token_hash, .. }
+        | Command::CreateJoinToken { id, token_hash, .. } => {
             id.clear();
             token_hash.clear();
         }

@@ -15,6 +15,7 @@ mod rules;
 pub mod state;
 mod state_hash;
 pub mod time;
+pub mod views;
 
 pub use command::{Actor, ActorKind, Command, Envelope, Outcome};
 pub use entity::*;

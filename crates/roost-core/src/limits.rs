@@ -72,6 +72,13 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         }
         Command::CreateCompany { name, .. } => chars("name", name, MAX_NAME_CHARS),
         Command::CreateCredential { name, .. } => chars("name", name, MAX_NAME_CHARS),
+        Command::CreateJoinToken {
+            name,
+            ttl_secs,
+            max_uses,
+            ..
+        } => crate::rules::credential::check_join_token(name, *ttl_secs, *max_uses),
+        Command::RevokeCredential { .. } => Ok(()),
         Command::CreateAgent {
             name,
             role,
@@ -172,7 +179,7 @@ fn cents(field: &str, value: u64) -> Result<(), DomainError> {
     Ok(())
 }
 
-fn chars(field: &str, value: &str, max: usize) -> Result<(), DomainError> {
+pub(crate) fn chars(field: &str, value: &str, max: usize) -> Result<(), DomainError> {
     // Bytes bound chars from above: only long texts need counting.
     if value.len() > max && value.chars().count() > max {
         return Err(DomainError::too_large(field, max as u64, "characters"));

@@ -5,6 +5,7 @@
 mod append_stream;
 #[cfg(test)]
 mod append_stream_tests;
+mod bounds;
 mod config;
 mod error;
 mod faults;
@@ -18,7 +19,7 @@ pub use config::RaftTiming;
 pub use error::Error;
 pub use faults::NetworkFaults;
 pub use membership::{ClusterStatus, Leadership, MemberInfo, MemberStatus, NodeReport};
-pub use network::GrpcNetworkFactory;
+pub use network::{GrpcNetworkFactory, MAX_MESSAGE_BYTES as MAX_RAFT_MESSAGE_BYTES};
 pub use node::{RaftNode, WriteOutcome};
 pub use roost_store::{ApplyResult, NodeInfo, StateReader, TypeConfig};
 #[doc(hidden)]

@@ -20,12 +20,21 @@ use roost_proto::v1::RaftPayload;
 use roost_store::{NodeInfo, TypeConfig};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::append_stream::{self, AppendStream, StreamFailure};
 use crate::faults::NetworkFaults;
 
 type NodeId = u64;
+
+/// The largest `roost.v1.Raft` message a node sends or accepts (both sides, `service.rs` too).
+/// It must hold an AppendEntries of `config::MAX_ENTRIES_PER_APPEND` entries of up to
+/// `proposer::MAX_BATCH` writes each (about 1 MB of JSON for 8 × 256 ordinary writes; a write
+/// is at most `max_body_bytes`, 1 MiB, of JSON) and an InstallSnapshot chunk (openraft's
+/// `snapshot_max_chunk_size`, 3 MiB by default). Without a cap a peer's 300 MB message was
+/// buffered whole (issue 21); an oversize one is now refused (tonic answers OUT_OF_RANGE)
+/// from its length prefix, before it is read.
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
 /// What openraft's `RaftNetwork` methods return.
 type RpcResult<T, E> = Result<T, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>>;
@@ -35,6 +44,8 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>
 pub struct GrpcNetworkFactory {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
     faults: NetworkFaults,
+    /// With the cluster's TLS on: the cluster CA and this node's certificate (`https://` peers).
+    tls: Option<ClientTlsConfig>,
 }
 
 /// Why a message could not be exchanged with a peer.
@@ -51,16 +62,33 @@ impl GrpcNetworkFactory {
         GrpcNetworkFactory {
             channels: Arc::default(),
             faults,
+            tls: None,
         }
     }
 
-    fn channel(&self, addr: &str) -> Result<Channel, String> {
+    /// As [`GrpcNetworkFactory::new`], reaching peers over TLS with `tls`.
+    pub fn with_tls(faults: NetworkFaults, tls: Option<ClientTlsConfig>) -> Self {
+        GrpcNetworkFactory {
+            tls,
+            ..Self::new(faults)
+        }
+    }
+
+    /// The cached channel to a peer's gRPC address (TLS when the cluster has it on).
+    pub(crate) fn channel(&self, addr: &str) -> Result<Channel, String> {
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(ch) = channels.get(addr) {
             return Ok(ch.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| format!("bad peer address {addr}: {e}"))?
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+            .map_err(|e| format!("bad peer address {addr}: {e}"))?;
+        if let Some(tls) = &self.tls {
+            endpoint = endpoint
+                .tls_config(tls.clone())
+                .map_err(|e| format!("TLS for peer {addr}: {e}"))?;
+        }
+        let endpoint = endpoint
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(1))
             .http2_keep_alive_interval(Duration::from_secs(5))
@@ -73,8 +101,8 @@ impl GrpcNetworkFactory {
     fn client(&self, addr: &str) -> Result<RaftClient<Channel>, String> {
         self.channel(addr).map(|ch| {
             RaftClient::new(ch)
-                .max_decoding_message_size(usize::MAX)
-                .max_encoding_message_size(usize::MAX)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES)
         })
     }
 

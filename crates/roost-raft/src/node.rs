@@ -157,9 +157,22 @@ impl RaftNode {
         timing: &RaftTiming,
         faults: NetworkFaults,
     ) -> Result<RaftNode, Error> {
+        Self::start_with_peer_tls(id, info, data_dir, timing, faults, None).await
+    }
+
+    /// As [`RaftNode::start_with_faults`], reaching peers over TLS with `peer_tls` (the cluster
+    /// CA and this node's certificate) when the cluster has TLS on.
+    pub async fn start_with_peer_tls(
+        id: u64,
+        info: NodeInfo,
+        data_dir: &Path,
+        timing: &RaftTiming,
+        faults: NetworkFaults,
+        peer_tls: Option<tonic::transport::ClientTlsConfig>,
+    ) -> Result<RaftNode, Error> {
         let (log, sm, reader) = roost_store::open(data_dir).await?;
         let config = Arc::new(timing.to_openraft("roost")?);
-        let network = GrpcNetworkFactory::new(faults.clone());
+        let network = GrpcNetworkFactory::with_tls(faults.clone(), peer_tls);
         let raft = Raft::new(id, config, network.clone(), log, sm)
             .await
             .map_err(|e| Error::Fatal {
@@ -413,6 +426,13 @@ impl RaftNode {
 
     pub fn raft(&self) -> &Raft<TypeConfig> {
         &self.raft
+    }
+
+    /// A gRPC channel to another node's address, over TLS when the cluster has it on (cached).
+    pub fn peer_channel(&self, grpc_addr: &str) -> Result<tonic::transport::Channel, Error> {
+        self.network
+            .channel(grpc_addr)
+            .map_err(|message| Error::Unavailable { message })
     }
 
     pub fn faults(&self) -> &NetworkFaults {

@@ -66,17 +66,62 @@ impl Proposer {
     }
 }
 
+/// JSON bytes per entry at most (a lone bigger write is its own entry): with
+/// `config::MAX_ENTRIES_PER_APPEND` entries per AppendEntries, a message stays well under
+/// `network::MAX_MESSAGE_BYTES`, which a follower refuses to read past; a bigger one would be
+/// refused, and sent again, for ever.
+const MAX_BATCH_BYTES: usize =
+    crate::network::MAX_MESSAGE_BYTES / (2 * crate::config::MAX_ENTRIES_PER_APPEND as usize);
+
+/// The length of `envelope` as JSON, as it travels in a log entry.
+fn json_len(envelope: &Envelope) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // An envelope that cannot be encoded cannot be proposed either; it counts as empty here.
+    let _ = serde_json::to_writer(&mut count, envelope);
+    count.0
+}
+
 async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Queued>, timeout: Duration) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    while let Some(first) = rx.recv().await {
+    // A write that did not fit the last batch's bytes: it opens the next one.
+    let mut held: Option<Queued> = None;
+    loop {
+        let first = match held.take() {
+            Some(q) => q,
+            None => match rx.recv().await {
+                Some(q) => q,
+                None => return,
+            },
+        };
         // Wait for a slot first: what queues up meanwhile joins this batch.
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             return;
         };
+        let mut bytes = None;
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
-                Ok(q) => batch.push(q),
+                Ok(q) => {
+                    // Measured only once a second write joins: a lone write costs nothing.
+                    let so_far = *bytes.get_or_insert_with(|| json_len(&batch[0].envelope));
+                    let total = so_far + json_len(&q.envelope);
+                    if total > MAX_BATCH_BYTES {
+                        held = Some(q);
+                        break;
+                    }
+                    bytes = Some(total);
+                    batch.push(q);
+                }
                 Err(_) => break,
             }
         }

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use futures::Stream;
 use openraft::raft::InstallSnapshotRequest;
 use openraft::Raft;
-use roost_proto::v1::raft_server::Raft as RaftRpc;
+use roost_proto::v1::raft_server::{Raft as RaftRpc, RaftServer};
 use roost_proto::v1::RaftPayload;
 use roost_store::TypeConfig;
 use serde::de::DeserializeOwned;
@@ -13,6 +13,8 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::bounds;
+use crate::network::MAX_MESSAGE_BYTES;
 use crate::node::{ForwardRequest, RaftNode, RemoteFailure};
 
 pub struct RaftService {
@@ -26,11 +28,24 @@ impl RaftService {
     pub fn new(node: RaftNode, stop: watch::Receiver<bool>) -> Self {
         RaftService { node, stop }
     }
+
+    /// The tonic service, its messages capped at `network::MAX_MESSAGE_BYTES` both ways.
+    pub fn server(node: RaftNode, stop: watch::Receiver<bool>) -> RaftServer<RaftService> {
+        RaftServer::new(RaftService::new(node, stop))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
 }
 
 fn decode<T: DeserializeOwned>(payload: &RaftPayload) -> Result<T, Status> {
     serde_json::from_slice(&payload.json)
         .map_err(|e| Status::invalid_argument(format!("undecodable raft message: {e}")))
+}
+
+/// A decoded request whose terms and indexes openraft can do arithmetic on (`bounds.rs`).
+fn bounded<T>(request: T, check: fn(&T) -> Result<(), bounds::OutOfBounds>) -> Result<T, Status> {
+    check(&request).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    Ok(request)
 }
 
 /// Decodes `payload` as each message nodes exchange, as they decode them: the requests this
@@ -99,7 +114,9 @@ fn append_replies(
                 _ = stop.wait_for(|stopped| *stopped) => return None,
             };
             let reply = match next {
-                Ok(Some(payload)) => match decode(&payload) {
+                Ok(Some(payload)) => match decode(&payload)
+                    .and_then(|request| bounded(request, bounds::check_append))
+                {
                     Ok(request) => encode_payload(&raft.append_entries(request).await, payload.seq),
                     Err(status) => Err(status),
                 },
@@ -118,7 +135,8 @@ impl RaftRpc for RaftService {
         &self,
         req: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
-        let result = self.node.raft.append_entries(decode(req.get_ref())?).await;
+        let request = bounded(decode(req.get_ref())?, bounds::check_append)?;
+        let result = self.node.raft.append_entries(request).await;
         encode(&result)
     }
 
@@ -136,7 +154,8 @@ impl RaftRpc for RaftService {
     }
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
-        let result = self.node.raft.vote(decode(req.get_ref())?).await;
+        let request = bounded(decode(req.get_ref())?, bounds::check_vote)?;
+        let result = self.node.raft.vote(request).await;
         encode(&result)
     }
 
@@ -145,7 +164,7 @@ impl RaftRpc for RaftService {
         req: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
         let payload = req.into_inner();
-        let mut rpc: InstallSnapshotRequest<TypeConfig> = decode(&payload)?;
+        let mut rpc = bounded(decode(&payload)?, bounds::check_snapshot)?;
         rpc.data = payload.data;
         let result = self.node.raft.install_snapshot(rpc).await;
         encode(&result)

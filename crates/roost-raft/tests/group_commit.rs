@@ -25,11 +25,15 @@ fn create_company(id: &str) -> Envelope {
 }
 
 async fn single_node(dir: &std::path::Path) -> anyhow::Result<RaftNode> {
+    single_node_with(dir, &RaftTiming::default()).await
+}
+
+async fn single_node_with(dir: &std::path::Path, timing: &RaftTiming) -> anyhow::Result<RaftNode> {
     let info = NodeInfo {
         grpc_addr: "127.0.0.1:1".into(),
         http_addr: "127.0.0.1:2".into(),
     };
-    let node = RaftNode::start(1, info, dir, &RaftTiming::default()).await?;
+    let node = RaftNode::start(1, info, dir, timing).await?;
     node.initialize_single().await?;
     node.wait_for_leader(Duration::from_secs(10)).await?;
     // The leader's first (blank) entry is applied once it can take writes.
@@ -102,5 +106,52 @@ async fn a_lone_write_is_proposed_as_its_own_entry_and_survives_a_restart() -> a
     assert!(again.reader().applied_index() >= written.index);
     assert_eq!(again.reader().state_hash().1, hash.1);
     again.shutdown().await;
+    Ok(())
+}
+
+/// Issue 21: a follower refuses a Raft message over `MAX_RAFT_MESSAGE_BYTES`, so an
+/// AppendEntries of a few batch entries of big writes must stay under it, or the leader would
+/// send it, be refused, and send it again for ever. Big writes go out in more, smaller entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn big_writes_are_split_over_entries_so_no_append_exceeds_the_message_cap(
+) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    // Megabytes of JSON per entry on a debug build: more time than the default 5 s to commit.
+    let timing = RaftTiming {
+        write_timeout_ms: 60_000,
+        ..RaftTiming::default()
+    };
+    let node = single_node_with(dir.path(), &timing).await?;
+    // 24 writes of 1 MiB each (refused by the rules, but entries all the same): 24 MiB.
+    let writes: Vec<_> = (0..24)
+        .map(|i| {
+            let node = node.clone();
+            tokio::spawn(async move {
+                let mut big = create_company(&format!("big-{i}"));
+                if let Command::CreateCompany { name, .. } = &mut big.command {
+                    *name = "x".repeat(1024 * 1024);
+                }
+                node.write(big).await
+            })
+        })
+        .collect();
+    let mut per_index = std::collections::BTreeMap::<u64, usize>::new();
+    for w in writes {
+        let written = w.await??;
+        assert!(
+            written.result.is_err(),
+            "a 1 MiB name is refused by the rules"
+        );
+        *per_index.entry(written.index).or_default() += 1;
+    }
+    // At most MAX_RAFT_MESSAGE_BYTES / 16 (16 MiB) of JSON per entry (proposer.rs): fewer than
+    // 16 of these writes.
+    let per_entry = roost_raft::MAX_RAFT_MESSAGE_BYTES / 16;
+    let most = per_index.values().max().copied().unwrap_or(0);
+    assert!(
+        most * 1024 * 1024 < per_entry,
+        "an entry held {most} writes of 1 MiB: {per_index:?}"
+    );
+    node.shutdown().await;
     Ok(())
 }

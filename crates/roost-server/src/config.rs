@@ -34,6 +34,13 @@ pub struct ServerConfig {
     pub runtime_threads: Option<usize>,
     pub raft: RaftTiming,
     pub workers: crate::workers::WorkerConfig,
+    /// Rate limits, timeouts and connection caps of the listeners (`limits.rs`).
+    pub limits: crate::limits::LimitsConfig,
+    /// TLS for the REST and gRPC listeners and for connections to peers (`tls.rs`).
+    pub tls: TlsConfig,
+    /// Serve plaintext on a non-loopback address (refused otherwise): for a network that is
+    /// already private and encrypted. A warning is logged at every start.
+    pub insecure_plaintext: bool,
 }
 
 impl Default for ServerConfig {
@@ -51,6 +58,9 @@ impl Default for ServerConfig {
             runtime_threads: None,
             raft: RaftTiming::default(),
             workers: crate::workers::WorkerConfig::default(),
+            limits: crate::limits::LimitsConfig::default(),
+            tls: TlsConfig::default(),
+            insecure_plaintext: false,
         }
     }
 }
@@ -61,4 +71,43 @@ pub struct MemberConfig {
     pub id: u64,
     pub grpc_addr: String,
     pub http_addr: String,
+}
+
+/// `[tls]`: PEM files used by every listener of this node. With `cert_file` and `key_file` the
+/// REST API is HTTPS and gRPC is TLS; `ca_file` is the cluster CA (`roost cert init`): peers'
+/// certificates are checked against it, the node presents its own certificate to peers, and a
+/// client or worker that presents a certificate must present one it signed. (A separate
+/// `peer_listen` for node-to-node traffic will use the same files.)
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    pub ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+}
+
+impl TlsConfig {
+    /// Whether the listeners serve TLS (both files named; `validate` refuses one without the other).
+    pub fn enabled(&self) -> bool {
+        self.cert_file.is_some() && self.key_file.is_some()
+    }
+
+    /// Refuses a half-configured `[tls]`.
+    pub fn validate(&self) -> Result<(), String> {
+        match (&self.cert_file, &self.key_file) {
+            (Some(_), None) => Err("tls.cert_file is set but tls.key_file is not".into()),
+            (None, Some(_)) => Err("tls.key_file is set but tls.cert_file is not".into()),
+            (None, None) if self.ca_file.is_some() => Err(
+                "tls.ca_file is set but tls.cert_file and tls.key_file are not: a node with TLS \
+                 needs its own certificate (roost cert issue node)"
+                    .into(),
+            ),
+            (Some(_), Some(_)) if self.ca_file.is_none() => Err(
+                "tls.ca_file is required with tls.cert_file: nodes check each other's \
+                 certificates against the cluster CA (roost cert init)"
+                    .into(),
+            ),
+            _ => Ok(()),
+        }
+    }
 }

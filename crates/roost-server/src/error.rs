@@ -24,6 +24,9 @@ pub enum ApiError {
     },
     #[error("internal error: {message}")]
     Internal { message: String },
+    /// The credential's request budget is spent (`rate_limit.rs`).
+    #[error("too many requests with this credential; retry in {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
 }
 
 /// Every way a request can fail, as (HTTP status, gRPC code).
@@ -83,6 +86,9 @@ impl ApiError {
             }
             ApiError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
             ApiError::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
+            ApiError::RateLimited { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, Code::ResourceExhausted)
+            }
         };
         Codes { http, grpc }
     }
@@ -104,6 +110,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::Internal { .. } => "internal",
+            ApiError::RateLimited { .. } => "rate_limited",
         }
     }
 
@@ -120,6 +127,9 @@ impl ApiError {
                 ..
             } => {
                 json!({ "retryAfterMs": retry_after_ms, "leader": leader })
+            }
+            ApiError::RateLimited { retry_after_secs } => {
+                json!({ "retryAfterSecs": retry_after_secs })
             }
             ApiError::Unauthorized { .. } | ApiError::Internal { .. } => Value::Null,
         };
@@ -163,8 +173,12 @@ impl IntoResponse for ApiError {
             tracing::warn!(code = self.code(), error = %self, "request failed");
         }
         let mut response = (codes.http, axum::Json(self.body())).into_response();
-        if let ApiError::Unavailable { retry_after_ms, .. } = &self {
-            let secs = retry_after_ms.div_ceil(1000).max(1);
+        let retry_after = match &self {
+            ApiError::Unavailable { retry_after_ms, .. } => Some(retry_after_ms.div_ceil(1000)),
+            ApiError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
+            _ => None,
+        };
+        if let Some(secs) = retry_after.map(|secs| secs.max(1)) {
             if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
                 response.headers_mut().insert(header::RETRY_AFTER, v);
             }

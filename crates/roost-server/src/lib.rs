@@ -7,9 +7,13 @@ mod config;
 mod error;
 mod grpc;
 mod health;
+mod http_serve;
+pub mod limits;
 mod live_logs;
+mod rate_limit;
 mod rest;
 mod supervise;
+mod tls;
 pub mod workers;
 
 use std::collections::BTreeMap;
@@ -24,7 +28,7 @@ use tokio::task::JoinHandle;
 use tracing::info;
 
 pub use api::Api;
-pub use config::{MemberConfig, ServerConfig};
+pub use config::{MemberConfig, ServerConfig, TlsConfig};
 pub use error::ApiError;
 pub use health::{Check, Readiness};
 /// The REST API's request parsing, for the fuzz targets (crates/roost-fuzz); not an API.
@@ -61,6 +65,10 @@ pub enum Error {
         context: &'static str,
         source: ApiError,
     },
+    #[error("TLS: {0}")]
+    Tls(#[from] roost_tls::Error),
+    #[error("config: {0}")]
+    Config(String),
     #[error("server task failed: {0}")]
     Task(String),
     #[error("the Raft core stopped: {reason}; restart the node (it resumes from its data)")]
@@ -101,6 +109,8 @@ impl Server {
         listeners: Listeners,
         faults: NetworkFaults,
     ) -> Result<Server, Error> {
+        config.tls.validate().map_err(Error::Config)?;
+        let node_tls = tls::NodeTls::load(&config.tls)?;
         let http_addr = listeners.http.local_addr()?;
         let grpc_addr = listeners.grpc.local_addr()?;
         let info = NodeInfo {
@@ -113,38 +123,54 @@ impl Server {
                 .clone()
                 .unwrap_or_else(|| http_addr.to_string()),
         };
-        let node = RaftNode::start_with_faults(
+        let node = RaftNode::start_with_peer_tls(
             config.node_id,
             info,
             &config.data_dir,
             &config.raft,
             faults,
+            node_tls.as_ref().map(|t| t.peer.clone()),
         )
         .await?;
-        let api = Api::new(node.clone());
+        let api = Api::new(node.clone()).with_rate_limiter(config.limits.rate_limiter());
         let (stop, stop_rx) = watch::channel(false);
         let supervisor = Supervisor::new(Policy::default());
 
         let router = rest::router(api.clone(), config.max_body_bytes, supervisor.clone());
         let http_stop = stopped(stop_rx.clone());
-        let http = supervisor.spawn_critical("http server", stop_rx.clone(), async move {
-            axum::serve(listeners.http, router)
-                .with_graceful_shutdown(http_stop)
-                .await
-                .map_err(Error::Io)
-        });
+        let http = match &node_tls {
+            // TLS: the handshake happens in `tls.rs`; axum serves the finished connections.
+            Some(t) => {
+                let listener = tls::TlsListener {
+                    incoming: tls::accept(listeners.http, t.rest.clone(), stop_rx.clone()),
+                    local_addr: http_addr,
+                };
+                let limits = config.limits.clone();
+                supervisor.spawn_critical("http server", stop_rx.clone(), async move {
+                    http_serve::serve(listener, router, &limits, http_stop)
+                        .await
+                        .map_err(Error::Io)
+                })
+            }
+            None => {
+                let limits = config.limits.clone();
+                supervisor.spawn_critical("http server", stop_rx.clone(), async move {
+                    http_serve::serve(listeners.http, router, &limits, http_stop)
+                        .await
+                        .map_err(Error::Io)
+                })
+            }
+        };
 
-        let raft_service = roost_proto::v1::raft_server::RaftServer::new(RaftService::new(
-            node.clone(),
-            stop_rx.clone(),
-        ))
-        .max_decoding_message_size(usize::MAX);
+        let raft_service = RaftService::server(node.clone(), stop_rx.clone());
         let control_service = grpc::control_service(api.clone());
         let cluster_service = grpc::cluster_service(api.clone());
         let worker_plane = workers::Workers::new(api.clone(), config.workers.clone());
         let worker_service = roost_proto::v1::worker_server::WorkerServer::new(
             workers::WorkerService::new(worker_plane.clone()),
-        );
+        )
+        .max_decoding_message_size(grpc::MAX_REQUEST_BYTES)
+        .max_encoding_message_size(grpc::MAX_REPLY_BYTES);
         let duties = supervisor.spawn_critical("worker plane", stop_rx.clone(), {
             let (stop, supervisor) = (stop_rx.clone(), supervisor.clone());
             async move {
@@ -158,26 +184,35 @@ impl Server {
             node.clone(),
             stop_rx.clone(),
         ));
-        // gRPC answers in several HTTP/2 frames; without TCP_NODELAY, Nagle's algorithm and
-        // delayed ACKs hold each small reply ~40 ms.
-        let incoming = tokio_stream::StreamExt::map(
-            tokio_stream::wrappers::TcpListenerStream::new(listeners.grpc),
-            |conn| {
-                conn.inspect(|stream| {
-                    let _ = stream.set_nodelay(true);
-                })
-            },
-        );
         let grpc_stop = stopped(stop_rx.clone());
-        let grpc = supervisor.spawn_critical("grpc server", stop_rx, async move {
-            tonic::transport::Server::builder()
+        let grpc_limits = config.limits.clone();
+        let grpc_tls = node_tls.as_ref().map(|t| t.grpc.clone());
+        let grpc_listener = listeners.grpc;
+        let grpc = supervisor.spawn_critical("grpc server", stop_rx.clone(), async move {
+            let router = grpc_limits
+                .grpc_server()
                 .add_service(raft_service)
                 .add_service(control_service)
                 .add_service(cluster_service)
-                .add_service(worker_service)
-                .serve_with_incoming_shutdown(incoming, grpc_stop)
-                .await
-                .map_err(|e| Error::Task(format!("grpc server: {e}")))
+                .add_service(worker_service);
+            match grpc_tls {
+                // TLS: the handshake (and TCP_NODELAY) happens in `tls.rs`.
+                Some(config) => {
+                    let rx = tls::accept(grpc_listener, config, stop_rx);
+                    router
+                        .serve_with_incoming_shutdown(tls::incoming(rx), grpc_stop)
+                        .await
+                }
+                None => {
+                    // gRPC answers in several HTTP/2 frames; without TCP_NODELAY, Nagle's
+                    // algorithm and delayed ACKs hold each small reply ~40 ms.
+                    let incoming = grpc_limits.grpc_incoming(grpc_listener);
+                    router
+                        .serve_with_incoming_shutdown(incoming, grpc_stop)
+                        .await
+                }
+            }
+            .map_err(|e| Error::Task(format!("grpc server: {e}")))
         });
 
         let forms_cluster = match config.initial_members.iter().map(|m| m.id).min() {

@@ -306,7 +306,7 @@ impl NetCluster {
         };
         // Election timeouts stay at the production defaults, so the faults exercise them.
         let config = format!(
-            "node_id = {id}\ndata_dir = \"{data}\"\nhttp_listen = \"{ip}:{HTTP_PORT}\"\ngrpc_listen = \"{ip}:{GRPC_PORT}\"\n{bootstrap}\n[raft]\nheartbeat_interval_ms = 100\nwrite_timeout_ms = 3000\nsnapshot_after_entries = 500\nkeep_entries_after_snapshot = 100\n\n[workers]\nheartbeat_interval_ms = 200\nlease_ttl_ms = 2000\n{members}",
+            "node_id = {id}\ndata_dir = \"{data}\"\nhttp_listen = \"{ip}:{HTTP_PORT}\"\ngrpc_listen = \"{ip}:{GRPC_PORT}\"\ninsecure_plaintext = true\n{bootstrap}\n[raft]\nheartbeat_interval_ms = 100\nwrite_timeout_ms = 3000\nsnapshot_after_entries = 500\nkeep_entries_after_snapshot = 100\n\n[workers]\nheartbeat_interval_ms = 200\nlease_ttl_ms = 2000\n{members}",
             data = node.data.display(),
             ip = node.ip,
         );

@@ -20,6 +20,11 @@ pub struct TestNode {
 impl TestNode {
     /// Starts a node on loopback ports bound before it starts.
     pub async fn start() -> anyhow::Result<TestNode> {
+        Self::start_with(|_| {}).await
+    }
+
+    /// As [`TestNode::start`], with `configure` applied to the node's config last.
+    pub async fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> anyhow::Result<TestNode> {
         let dir = tempfile::tempdir()?;
         let mut config = ServerConfig {
             data_dir: dir.path().join("data"),
@@ -31,6 +36,7 @@ impl TestNode {
         config.raft.election_timeout_min_ms = 150;
         config.raft.election_timeout_max_ms = 300;
         config.raft.heartbeat_interval_ms = 50;
+        configure(&mut config);
         let server = Self::boot(&config).await?;
         let admin_token = generate_token(ADMIN_TOKEN_PREFIX);
         server

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use roost_tls::PemKind;
 use serde::{Deserialize, Serialize};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -28,6 +30,53 @@ pub struct WorkerConfig {
     /// Fraction of the lease after which a worker that cannot renew stops its agents, before
     /// the cluster can declare it lost.
     pub self_fence_fraction: f64,
+    /// TLS to the servers: with `ca_file` (the cluster CA) the worker connects with TLS and
+    /// checks the servers against it; `cert_file` and `key_file` are the worker's certificate
+    /// (`roost cert issue worker`), presented to the server.
+    pub tls: WorkerTls,
+}
+
+/// `[tls]` of a worker's config.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkerTls {
+    pub ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+}
+
+impl WorkerTls {
+    /// tonic's TLS settings from the files (read again at each connection, so a renewed
+    /// certificate is used from the next reconnect on); `None` without `ca_file`.
+    pub fn client_config(&self) -> Result<Option<ClientTlsConfig>, crate::Error> {
+        let Some(ca) = &self.ca_file else {
+            return Ok(None);
+        };
+        let pem = |path: &PathBuf, setting: &str, kind| {
+            roost_tls::read_checked_pem(path, setting, kind)
+                .map_err(|e| crate::Error::Config(e.to_string()))
+        };
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem(
+            ca,
+            "tls.ca_file",
+            PemKind::Certificates,
+        )?));
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => {
+                tls = tls.identity(Identity::from_pem(
+                    pem(cert, "tls.cert_file", PemKind::Certificates)?,
+                    pem(key, "tls.key_file", PemKind::PrivateKey)?,
+                ));
+            }
+            (None, None) => {}
+            _ => {
+                return Err(crate::Error::Config(
+                    "tls.cert_file and tls.key_file go together".into(),
+                ))
+            }
+        }
+        Ok(Some(tls))
+    }
 }
 
 impl Default for WorkerConfig {
@@ -44,6 +93,7 @@ impl Default for WorkerConfig {
             log_dir: None,
             grace_sec: 10,
             self_fence_fraction: 0.6,
+            tls: WorkerTls::default(),
         }
     }
 }
@@ -72,6 +122,13 @@ impl WorkerConfig {
         if !(0.1..=0.9).contains(&self.self_fence_fraction) {
             return bad("self_fence_fraction must be between 0.1 and 0.9");
         }
+        if self.tls.ca_file.is_none() && self.tls.cert_file.is_some() {
+            return bad(
+                "tls.cert_file needs tls.ca_file (the cluster CA the servers are checked against)",
+            );
+        }
+        // Unreadable or malformed files are reported now, naming the file and the setting.
+        self.tls.client_config()?;
         Ok(())
     }
 }

@@ -8,7 +8,7 @@ mod prompt;
 mod runlog;
 mod session;
 
-pub use config::WorkerConfig;
+pub use config::{WorkerConfig, WorkerTls};
 pub use session::run;
 
 /// What can stop a worker.

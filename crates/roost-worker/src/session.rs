@@ -227,9 +227,42 @@ async fn session_loop(config: WorkerConfig, state: State) {
     }
 }
 
+/// A client for the server at `addr`: TLS with the cluster CA when `[tls]` names one.
+async fn connect(
+    addr: &str,
+    config: &WorkerConfig,
+) -> Option<WorkerClient<tonic::transport::Channel>> {
+    let tls = match config.tls.client_config() {
+        Ok(tls) => tls,
+        Err(error) => {
+            warn!(%error, "cannot read the TLS files");
+            return None;
+        }
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut endpoint =
+        tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}")).ok()?;
+    if let Some(tls) = tls {
+        endpoint = match endpoint.tls_config(tls) {
+            Ok(e) => e,
+            Err(error) => {
+                warn!(%error, addr, "TLS settings refused");
+                return None;
+            }
+        };
+    }
+    match endpoint.connect().await {
+        Ok(channel) => Some(WorkerClient::new(channel)),
+        Err(error) => {
+            tracing::debug!(%error, addr, "cannot connect");
+            None
+        }
+    }
+}
+
 /// One session; returns the leader's address when redirected.
 async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<String> {
-    let mut client = WorkerClient::connect(format!("http://{addr}")).await.ok()?;
+    let mut client = connect(addr, config).await?;
     let (tx, rx) = mpsc::channel(1024);
     let (running, unacknowledged) = {
         let s = lock(state);

@@ -24,6 +24,19 @@ pub struct ServerArgs {
     /// Worker threads of the async runtime (default: one per CPU)
     #[arg(long)]
     runtime_threads: Option<usize>,
+    /// This node's certificate (PEM, `roost cert issue node`); config `tls.cert_file`
+    #[arg(long)]
+    tls_cert: Option<PathBuf>,
+    /// This node's private key (PEM); config `tls.key_file`
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// The cluster CA (PEM, `roost cert init`); config `tls.ca_file`
+    #[arg(long)]
+    tls_ca: Option<PathBuf>,
+    /// Serve plaintext on a non-loopback address (refused otherwise); config
+    /// `insecure_plaintext`
+    #[arg(long)]
+    insecure_plaintext: bool,
 }
 
 /// The most runtime threads a config may ask for; far more than any machine has CPUs, and a
@@ -54,6 +67,18 @@ pub fn apply_env(
             v.parse()
                 .with_context(|| format!("ROOST_RUNTIME_THREADS={v} is not a thread count"))?,
         );
+    }
+    if let Some(v) = env("ROOST_TLS_CERT_FILE") {
+        config.tls.cert_file = Some(PathBuf::from(v));
+    }
+    if let Some(v) = env("ROOST_TLS_KEY_FILE") {
+        config.tls.key_file = Some(PathBuf::from(v));
+    }
+    if let Some(v) = env("ROOST_TLS_CA_FILE") {
+        config.tls.ca_file = Some(PathBuf::from(v));
+    }
+    if let Some(v) = env("ROOST_INSECURE_PLAINTEXT") {
+        config.insecure_plaintext = parse_bool("ROOST_INSECURE_PLAINTEXT", &v)?;
     }
     if let Some(v) = env("ROOST_BOOTSTRAP") {
         config.bootstrap = match v.as_str() {
@@ -90,9 +115,26 @@ pub fn load(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
     if let Some(v) = args.runtime_threads {
         config.runtime_threads = Some(v);
     }
+    if let Some(v) = &args.tls_cert {
+        config.tls.cert_file = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_key {
+        config.tls.key_file = Some(v.clone());
+    }
+    if let Some(v) = &args.tls_ca {
+        config.tls.ca_file = Some(v.clone());
+    }
+    if args.insecure_plaintext {
+        config.insecure_plaintext = true;
+    }
     if config.node_id == 0 {
         bail!("node_id must be at least 1");
     }
+    config.tls.validate().map_err(anyhow::Error::msg)?;
+    check_transport_security(&config)?;
+    // Rate limits are on for `roost server` unless the config says otherwise (off in `roost dev`).
+    config.limits = config.limits.with_server_defaults();
+    config.limits.validate().map_err(anyhow::Error::msg)?;
     match config.runtime_threads {
         Some(0) => bail!("runtime_threads must be at least 1 (leave it out for one per CPU)"),
         Some(n) if n > MAX_RUNTIME_THREADS => bail!(
@@ -104,9 +146,60 @@ pub fn load(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
     Ok(config)
 }
 
+fn parse_bool(name: &str, v: &str) -> anyhow::Result<bool> {
+    match v {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => bail!("{name}={v}: expected true or false"),
+    }
+}
+
+/// Whether a listen address is on loopback only (`127.0.0.0/8`, `[::1]`, `localhost`).
+fn is_loopback(listen: &str) -> bool {
+    if let Ok(addr) = listen.parse::<std::net::SocketAddr>() {
+        return addr.ip().is_loopback();
+    }
+    listen
+        .rsplit_once(':')
+        .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
+}
+
+/// A node reachable from other machines serves TLS, or is told plainly that it may not.
+fn check_transport_security(config: &ServerConfig) -> anyhow::Result<()> {
+    if config.tls.enabled() {
+        return Ok(());
+    }
+    let exposed: Vec<&str> = [&config.http_listen, &config.grpc_listen]
+        .into_iter()
+        .filter(|l| !is_loopback(l))
+        .map(String::as_str)
+        .collect();
+    if exposed.is_empty() {
+        return Ok(());
+    }
+    if !config.insecure_plaintext {
+        bail!(
+            "refusing to serve plaintext on {}: not a loopback address. Configure TLS ([tls] \
+             cert_file, key_file and ca_file, or --tls-cert, --tls-key and --tls-ca; `roost cert \
+             init` makes a CA), or pass --insecure-plaintext (insecure_plaintext = true) if this \
+             network is already private and encrypted",
+            exposed.join(" and ")
+        );
+    }
+    Ok(())
+}
+
 /// Runs a node from `config` (read by [`load`] before the runtime starts: it names the
 /// runtime's threads).
 pub async fn run_server(config: ServerConfig) -> anyhow::Result<ExitCode> {
+    if config.insecure_plaintext && !config.tls.enabled() {
+        tracing::warn!(
+            http = %config.http_listen,
+            grpc = %config.grpc_listen,
+            "serving PLAINTEXT (insecure_plaintext): tokens, secrets and Raft traffic cross the \
+             network unencrypted and the node-to-node service is unauthenticated"
+        );
+    }
     let listeners = Listeners::bind(&config.http_listen, &config.grpc_listen)
         .await
         .with_context(|| {
@@ -180,6 +273,10 @@ mod tests {
             http_listen: None,
             grpc_listen: None,
             runtime_threads: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_ca: None,
+            insecure_plaintext: false,
         }
     }
 
@@ -204,6 +301,75 @@ mod tests {
     }
 
     #[test]
+    fn tls_files_come_from_the_file_then_env_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "[tls]\nca_file = \"f-ca\"\ncert_file = \"f-cert\"\nkey_file = \"f-key\"\n",
+        )
+        .unwrap();
+        let mut config: ServerConfig =
+            toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        apply_env(&mut config, |k| {
+            (k == "ROOST_TLS_CERT_FILE").then(|| "e-cert".into())
+        })
+        .unwrap();
+        assert_eq!(config.tls.cert_file, Some(PathBuf::from("e-cert")));
+        assert_eq!(config.tls.ca_file, Some(PathBuf::from("f-ca")));
+        let mut args = args_with_config(path);
+        args.tls_key = Some(PathBuf::from("flag-key"));
+        let loaded = load(&args).unwrap();
+        assert_eq!(loaded.tls.key_file, Some(PathBuf::from("flag-key")));
+    }
+
+    #[test]
+    fn half_a_tls_config_is_refused_naming_the_missing_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "[tls]\ncert_file = \"c.pem\"\nca_file = \"ca.pem\"\n",
+        )
+        .unwrap();
+        let err = load(&args_with_config(path.clone()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tls.key_file"), "{err}");
+        std::fs::write(
+            &path,
+            "[tls]\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\n",
+        )
+        .unwrap();
+        let err = load(&args_with_config(path)).unwrap_err().to_string();
+        assert!(err.contains("tls.ca_file"), "{err}");
+    }
+
+    #[test]
+    fn plaintext_off_loopback_needs_insecure_plaintext() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        for (listen, refused) in [
+            ("127.0.0.1:1", false),
+            ("[::1]:1", false),
+            ("localhost:1", false),
+            ("0.0.0.0:1", true),
+            ("[::]:1", true),
+            ("node1.example:1", true),
+        ] {
+            std::fs::write(&path, format!("http_listen = \"{listen}\"\n")).unwrap();
+            let mut args = args_with_config(path.clone());
+            let result = load(&args);
+            assert_eq!(result.is_err(), refused, "{listen}: {result:?}");
+            if let Err(e) = result {
+                assert!(e.to_string().contains("--insecure-plaintext"), "{e}");
+            }
+            args.insecure_plaintext = true;
+            assert!(load(&args).is_ok(), "{listen} with --insecure-plaintext");
+        }
+    }
+
+    #[test]
     fn bad_env_values_are_errors() {
         let mut config = ServerConfig::default();
         assert!(apply_env(&mut config, |k| (k == "ROOST_NODE_ID")
@@ -212,5 +378,24 @@ mod tests {
         assert!(apply_env(&mut config, |k| (k == "ROOST_RUNTIME_THREADS")
             .then(|| "many".to_string()))
         .is_err());
+    }
+
+    #[test]
+    fn rate_limits_are_on_for_roost_server_unless_the_file_turns_them_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, "[limits]\nhttp_header_read_timeout_ms = 2000\n").unwrap();
+        let config = load(&args_with_config(path.clone())).unwrap();
+        assert_eq!(
+            config.limits.requests_per_second,
+            Some(roost_server::limits::SERVER_REQUESTS_PER_SECOND)
+        );
+        assert_eq!(config.limits.http_header_read_timeout_ms, 2000);
+        std::fs::write(&path, "[limits]\nrequests_per_second = 0\n").unwrap();
+        let off = load(&args_with_config(path.clone())).unwrap();
+        assert_eq!(off.limits.requests_per_second, Some(0));
+        std::fs::write(&path, "[limits]\nhttp_max_connections = 0\n").unwrap();
+        let err = load(&args_with_config(path)).unwrap_err().to_string();
+        assert!(err.contains("http_max_connections"), "{err}");
     }
 }

@@ -1,5 +1,6 @@
 //! `roost`: runs a node (`dev`, `server`) or talks to a running cluster (every other command).
 
+mod cert;
 mod cli;
 mod config;
 mod dev;
@@ -35,6 +36,8 @@ enum Command {
     /// Run agent heartbeats for a cluster on this machine (the `process` adapter)
     #[command(name = "run-worker")]
     RunWorker(worker_cmd::WorkerArgs),
+    /// Make a cluster CA and certificates for nodes, workers and clients
+    Cert(cert::CertArgs),
     #[command(flatten)]
     Client(cli::ClientCommand),
 }
@@ -97,6 +100,10 @@ fn main() -> ExitCode {
             init_tracing();
             worker_cmd::run(a).await
         }),
+        Command::Cert(a) => match cert::run(a) {
+            Ok(code) => code,
+            Err(e) => failure(&e),
+        },
         Command::Client(c) => run_on_runtime(None, cli::run(c)),
     }
 }

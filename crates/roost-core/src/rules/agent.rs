@@ -193,55 +193,25 @@ pub(crate) fn update(
 fn update_details(before: &Agent, after: &Agent, patch: &AgentPatch) -> Value {
     let mut changed = Vec::new();
     let mut details = Map::new();
-    let mut harmless = |name: &str, sent: bool, differs: bool, value: Value| {
-        if sent {
-            details.insert(name.into(), value);
-            if differs {
-                changed.push(name.to_string());
+    // A field the patch sent: its new value, and its name if the value changed.
+    macro_rules! harmless {
+        ($($name:literal => $field:ident),+) => {$(
+            if patch.$field.is_some() {
+                details.insert($name.into(), json!(after.$field));
+                if before.$field != after.$field {
+                    changed.push($name.to_string());
+                }
             }
-        }
-    };
-    harmless(
-        "name",
-        patch.name.is_some(),
-        before.name != after.name,
-        json!(after.name),
-    );
-    harmless(
-        "role",
-        patch.role.is_some(),
-        before.role != after.role,
-        json!(after.role),
-    );
-    harmless(
-        "title",
-        patch.title.is_some(),
-        before.title != after.title,
-        json!(after.title),
-    );
-    harmless(
-        "adapterType",
-        patch.adapter_type.is_some(),
-        before.adapter_type != after.adapter_type,
-        json!(after.adapter_type),
-    );
-    harmless(
-        "heartbeat",
-        patch.heartbeat.is_some(),
-        before.heartbeat != after.heartbeat,
-        json!(after.heartbeat),
-    );
-    harmless(
-        "placementLabels",
-        patch.placement_labels.is_some(),
-        before.placement_labels != after.placement_labels,
-        json!(after.placement_labels),
-    );
-    harmless(
-        "permissions",
-        patch.permissions.is_some(),
-        before.permissions != after.permissions,
-        json!(after.permissions),
+        )+};
+    }
+    harmless!(
+        "name" => name,
+        "role" => role,
+        "title" => title,
+        "adapterType" => adapter_type,
+        "heartbeat" => heartbeat,
+        "placementLabels" => placement_labels,
+        "permissions" => permissions
     );
     changed.extend(adapter_config::changed_paths(
         "adapterConfig",
@@ -331,6 +301,7 @@ pub(crate) fn terminate(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, Domai
     {
         let mut revoked = cred.clone();
         revoked.revoked = true;
+        revoked.revoked_at = Some(ctx.now());
         revoked_keys.push(cred.id.clone());
         changes.push(Change::Credential(revoked));
     }
@@ -405,6 +376,10 @@ pub(crate) fn create_credential(
         token_hash: token_hash.into(),
         revoked: false,
         created_at: ctx.now(),
+        revoked_at: None,
+        expires_at: None,
+        max_uses: None,
+        worker_ids: Vec::new(),
     };
     let note = ActivityNote {
         company_id,

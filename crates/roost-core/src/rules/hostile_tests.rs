@@ -281,17 +281,7 @@ fn a_company_may_not_pass_its_agent_quota() {
         .values()
         .filter(|a| a.company_id == "c1")
         .count();
-    let agent_in = |company: &str, n: usize| Command::CreateAgent {
-        id: format!("q{n}"),
-        company_id: company.into(),
-        name: format!("q{n}"),
-        role: "engineer".into(),
-        title: None,
-        adapter_type: AdapterType::Process,
-        adapter_config: serde_json::json!({}),
-        heartbeat: HeartbeatPolicy::default(),
-        placement_labels: Default::default(),
-    };
+    let agent_in = |company: &str, n: usize| create_agent(&format!("q{n}"), company);
     let new_agent = |n: usize| agent_in("c1", n);
     for n in existing..MAX_AGENTS_PER_COMPANY {
         w.ok(admin(), new_agent(n));

@@ -9,6 +9,7 @@ pub(crate) mod budget;
 mod budget_tests;
 mod checkout;
 mod company;
+pub(crate) mod credential;
 #[cfg(test)]
 mod hostile_tests;
 mod issue;
@@ -60,6 +61,16 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             agent_id,
             token_hash,
         } => agent::create_credential(&ctx, id, *kind, name, agent_id.as_deref(), token_hash),
+        Command::CreateJoinToken {
+            id,
+            name,
+            token_hash,
+            ttl_secs,
+            max_uses,
+        } => credential::create_join_token(&ctx, id, name, token_hash, *ttl_secs, *max_uses),
+        Command::RevokeCredential { id, kind, agent_id } => {
+            credential::revoke(&ctx, id, *kind, agent_id.as_deref())
+        }
         Command::CreateAgent { .. } => agent::create(&ctx, &env.command),
         Command::UpdateAgent { agent_id, patch } => agent::update(&ctx, agent_id, patch),
         Command::PauseAgent { agent_id, reason } => agent::pause(&ctx, agent_id, *reason),

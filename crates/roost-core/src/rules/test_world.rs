@@ -32,6 +32,21 @@ pub(crate) fn agent_actor(agent: &str, company: &str, run: Option<&str>) -> Acto
     }
 }
 
+/// Creates agent `id` (named `id`, a `process` agent with the default heartbeat) in `company`.
+pub(crate) fn create_agent(id: &str, company: &str) -> Command {
+    Command::CreateAgent {
+        id: id.into(),
+        company_id: company.into(),
+        name: id.into(),
+        role: "engineer".into(),
+        title: None,
+        adapter_type: AdapterType::Process,
+        adapter_config: serde_json::json!({}),
+        heartbeat: HeartbeatPolicy::default(),
+        placement_labels: Default::default(),
+    }
+}
+
 impl World {
     pub(crate) fn new() -> World {
         let mut w = World {
@@ -55,20 +70,7 @@ impl World {
             },
         );
         for (id, company) in [("a1", "c1"), ("a2", "c1"), ("b1", "c2")] {
-            w.ok(
-                admin(),
-                Command::CreateAgent {
-                    id: id.into(),
-                    company_id: company.into(),
-                    name: id.into(),
-                    role: "engineer".into(),
-                    title: None,
-                    adapter_type: AdapterType::Process,
-                    adapter_config: serde_json::json!({}),
-                    heartbeat: HeartbeatPolicy::default(),
-                    placement_labels: Default::default(),
-                },
-            );
+            w.ok(admin(), create_agent(id, company));
         }
         w
     }

@@ -32,6 +32,8 @@ pub(crate) fn register(
 ) -> Result<Decision, DomainError> {
     require_id("workerId", worker_id)?;
     require_worker_or_admin(ctx, worker_id)?;
+    // The join token's expiry, revocation and use count; a first use binds the worker id.
+    let bound = super::credential::admit_worker(ctx, worker_id)?;
     let name = require_text("name", name, 100)?;
     if adapters.is_empty() {
         return Err(DomainError::invalid(
@@ -61,7 +63,7 @@ pub(crate) fn register(
     };
     Ok(Decision {
         outcome: Outcome::Worker(worker.clone()),
-        changes: vec![Change::Worker(worker)],
+        changes: bound.into_iter().chain([Change::Worker(worker)]).collect(),
         note,
     })
 }

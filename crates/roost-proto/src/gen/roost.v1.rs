@@ -1240,6 +1240,79 @@ pub struct CreateAgentKeyResponse {
     #[prost(string, tag = "2")]
     pub token: ::prost::alloc::string::String,
 }
+/// A credential as lists and revocations show it: what it is, never what it opens.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CredentialInfo {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    /// "admin", "agent_key" or "worker_join".
+    #[prost(string, tag = "2")]
+    pub kind: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub name: ::prost::alloc::string::String,
+    /// Agent keys only.
+    #[prost(string, tag = "4")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(int64, tag = "5")]
+    pub created_at_ms: i64,
+    #[prost(bool, tag = "6")]
+    pub revoked: bool,
+    #[prost(int64, optional, tag = "7")]
+    pub revoked_at_ms: ::core::option::Option<i64>,
+    /// Join tokens: when they stop admitting workers.
+    #[prost(int64, optional, tag = "8")]
+    pub expires_at_ms: ::core::option::Option<i64>,
+    /// Join tokens: how many worker ids they admit; unset means any number.
+    #[prost(uint32, optional, tag = "9")]
+    pub max_uses: ::core::option::Option<u32>,
+    /// Join tokens with max_uses: the worker ids bound to it.
+    #[prost(string, repeated, tag = "10")]
+    pub worker_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateAdminTokenRequest {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateAdminTokenResponse {
+    #[prost(message, optional, tag = "1")]
+    pub credential: ::core::option::Option<CredentialInfo>,
+    /// The bearer secret. Shown once; only its hash is stored.
+    #[prost(string, tag = "2")]
+    pub token: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListCredentialsRequest {
+    /// "admin", "agent_key" or "worker_join".
+    #[prost(string, tag = "1")]
+    pub kind: ::prost::alloc::string::String,
+    /// Required for "agent_key": whose keys.
+    #[prost(string, tag = "2")]
+    pub agent_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListCredentialsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub credentials: ::prost::alloc::vec::Vec<CredentialInfo>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RevokeCredentialRequest {
+    /// "admin", "agent_key" or "worker_join": an id of another kind is not found.
+    #[prost(string, tag = "1")]
+    pub kind: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub id: ::prost::alloc::string::String,
+    /// Required for "agent_key": the key's agent.
+    #[prost(string, tag = "3")]
+    pub agent_id: ::prost::alloc::string::String,
+}
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct CreateIssueRequest {
@@ -1802,6 +1875,79 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "CreateAgentKey"));
             self.inner.unary(req, path, codec).await
         }
+        /// Mints a named admin token (administrators only). The secret is returned once, here.
+        pub async fn create_admin_token(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateAdminTokenRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CreateAdminTokenResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CreateAdminToken",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CreateAdminToken"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Lists admin tokens, an agent's keys or worker join tokens (administrators only): no
+        /// secrets, no hashes.
+        pub async fn list_credentials(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListCredentialsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListCredentialsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListCredentials",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListCredentials"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Revokes one (administrators only); refused for the last admin token that is not revoked.
+        pub async fn revoke_credential(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RevokeCredentialRequest>,
+        ) -> std::result::Result<tonic::Response<super::CredentialInfo>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/RevokeCredential",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "RevokeCredential"));
+            self.inner.unary(req, path, codec).await
+        }
         /// Creates an issue.
         pub async fn create_issue(
             &mut self,
@@ -2347,6 +2493,28 @@ pub mod control_server {
             tonic::Response<super::CreateAgentKeyResponse>,
             tonic::Status,
         >;
+        /// Mints a named admin token (administrators only). The secret is returned once, here.
+        async fn create_admin_token(
+            &self,
+            request: tonic::Request<super::CreateAdminTokenRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CreateAdminTokenResponse>,
+            tonic::Status,
+        >;
+        /// Lists admin tokens, an agent's keys or worker join tokens (administrators only): no
+        /// secrets, no hashes.
+        async fn list_credentials(
+            &self,
+            request: tonic::Request<super::ListCredentialsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListCredentialsResponse>,
+            tonic::Status,
+        >;
+        /// Revokes one (administrators only); refused for the last admin token that is not revoked.
+        async fn revoke_credential(
+            &self,
+            request: tonic::Request<super::RevokeCredentialRequest>,
+        ) -> std::result::Result<tonic::Response<super::CredentialInfo>, tonic::Status>;
         /// Creates an issue.
         async fn create_issue(
             &self,
@@ -2991,6 +3159,141 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateAgentKeySvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CreateAdminToken" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateAdminTokenSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CreateAdminTokenRequest>
+                    for CreateAdminTokenSvc<T> {
+                        type Response = super::CreateAdminTokenResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateAdminTokenRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::create_admin_token(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateAdminTokenSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListCredentials" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListCredentialsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListCredentialsRequest>
+                    for ListCredentialsSvc<T> {
+                        type Response = super::ListCredentialsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListCredentialsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_credentials(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListCredentialsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/RevokeCredential" => {
+                    #[allow(non_camel_case_types)]
+                    struct RevokeCredentialSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::RevokeCredentialRequest>
+                    for RevokeCredentialSvc<T> {
+                        type Response = super::CredentialInfo;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RevokeCredentialRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::revoke_credential(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RevokeCredentialSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

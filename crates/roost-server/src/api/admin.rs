@@ -243,10 +243,19 @@ impl Api {
         name: &str,
     ) -> Result<(), ApiError> {
         let hash = auth::hash_token(token);
-        if self
+        let known = self
             .reader()
-            .read(|s| s.credential_by_token_hash(&hash).is_some())
-        {
+            .read(|s| s.credential_by_token_hash(&hash).map(|c| c.revoked));
+        if let Some(revoked) = known {
+            // A revoked token stays revoked: registering it again would undo the revocation.
+            if revoked {
+                tracing::warn!(
+                    name,
+                    kind = %kind,
+                    "the token file's token was revoked and is refused; remove the file and \
+                     restart to mint a new one"
+                );
+            }
             return Ok(());
         }
         let system = Caller {

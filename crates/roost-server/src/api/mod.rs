@@ -7,6 +7,7 @@
 mod admin;
 mod budgets;
 mod cluster;
+mod credentials;
 mod issues;
 mod run_logs;
 mod runs;
@@ -23,6 +24,7 @@ pub use budgets::{
     PolicyStatus,
 };
 pub use cluster::NewMember;
+pub use credentials::{CredentialView, JoinTokenLimits};
 pub use issues::{HeartbeatContext, IssueFilter};
 pub use run_logs::{LogChunk, LogStream};
 pub use runs::AuditReport;
@@ -39,6 +41,7 @@ use crate::live_logs::LiveLogs;
 pub struct Api {
     node: RaftNode,
     live_logs: LiveLogs,
+    rate_limiter: crate::rate_limit::RateLimiter,
 }
 
 pub(crate) fn new_id() -> String {
@@ -54,7 +57,20 @@ impl Api {
         Api {
             node,
             live_logs: LiveLogs::default(),
+            rate_limiter: crate::rate_limit::RateLimiter::off(),
         }
+    }
+
+    /// This API with per-credential rate limits (`rate_limit.rs`).
+    pub(crate) fn with_rate_limiter(mut self, limiter: crate::rate_limit::RateLimiter) -> Self {
+        self.rate_limiter = limiter;
+        self
+    }
+
+    /// Takes one request from the caller's credential's bucket (429 when it is empty); REST
+    /// and gRPC call it right after authenticating.
+    pub(crate) fn rate_limit(&self, caller: &Caller) -> Result<(), ApiError> {
+        self.rate_limiter.check(caller)
     }
 
     pub fn node(&self) -> &RaftNode {

@@ -67,7 +67,12 @@ impl Api {
                 retry_after_ms: 500,
                 leader: None,
             })?;
-        relay(&leader, bearer, run_id, offset, follow).await
+        // The node's own channel to the leader: TLS with the cluster CA when the cluster has it.
+        let channel = self
+            .node()
+            .peer_channel(&leader)
+            .map_err(leader_unavailable)?;
+        relay(channel, bearer, run_id, offset, follow).await
     }
 
     fn local_log(&self, run_id: String, offset: u64, follow: bool) -> LogStream {
@@ -134,15 +139,13 @@ fn leader_unavailable(e: impl std::fmt::Display) -> ApiError {
 /// The leader's stream of a live run's log. The reader was authenticated and scoped here
 /// already, so whatever fails on the way is the leader being unreachable.
 async fn relay(
-    leader: &str,
+    channel: tonic::transport::Channel,
     bearer: Option<&str>,
     run_id: &str,
     offset: u64,
     follow: bool,
 ) -> Result<LogStream, ApiError> {
-    let mut client = ControlClient::connect(format!("http://{leader}"))
-        .await
-        .map_err(leader_unavailable)?;
+    let mut client = ControlClient::new(channel);
     let mut request = tonic::Request::new(StreamRunLogRequest {
         run_id: run_id.to_string(),
         offset,

@@ -8,19 +8,16 @@
 use std::collections::BTreeMap;
 
 use roost_core::scheduling::{budget_blocker, claim_blocker, quota_blocker, worker_suits};
-use roost_core::{
-    Command, Credential, CredentialKind, Outcome, Run, State, Wake, WakeReason, WakeStatus, Worker,
-};
+use roost_core::{Command, Outcome, Run, State, Wake, WakeReason, WakeStatus, Worker};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::views::{run_view, RunView};
 use super::{expect_outcome, new_id, Api};
-use crate::auth::{self, Caller};
+use crate::auth::Caller;
 use crate::error::ApiError;
 
-/// What a worker join token starts with. It lives here rather than beside the other prefixes in
-/// `auth.rs` because join tokens are minted only by this module.
+/// What a worker join token starts with (minted by `credentials.rs`).
 pub const WORKER_JOIN_PREFIX: &str = "rst_join_";
 
 /// How many wakes a list returns when the caller does not say, and at most.
@@ -274,27 +271,5 @@ impl Api {
                 .then_with(|| a.worker.id.cmp(&b.worker.id))
         });
         Ok(workers)
-    }
-
-    /// Mints a token a worker registers with. The secret is returned once and stored only as a
-    /// hash; it opens a worker session and nothing else (it cannot call the REST API).
-    pub async fn create_worker_join_token(
-        &self,
-        caller: &Caller,
-        name: &str,
-    ) -> Result<(Credential, String), ApiError> {
-        // Refused here too, so an agent's attempt costs no Raft entry.
-        caller.require_admin()?;
-        let token = auth::generate_token(WORKER_JOIN_PREFIX);
-        let command = Command::CreateCredential {
-            id: new_id(),
-            kind: CredentialKind::WorkerJoin,
-            name: name.into(),
-            agent_id: None,
-            token_hash: auth::hash_token(&token),
-        };
-        let cred =
-            expect_outcome!(self.submit(caller, command).await?, Outcome::Credential(c) => c)?;
-        Ok((cred, token))
     }
 }

@@ -42,6 +42,7 @@ pub(super) async fn authenticate_request<T>(
     let mut caller = api
         .authenticate(credentials.token.as_deref(), credentials.run_id.as_deref())
         .await?;
+    api.rate_limit(&caller)?;
     if let Some(v) = request.metadata().get("idempotency-key") {
         caller.idempotency_key = Some(crate::auth::idempotency_key(
             v.as_bytes(),
@@ -203,6 +204,34 @@ impl Control for ControlService {
         Ok(Response::new(convert::created_key_to_proto(
             credential, token,
         )))
+    }
+
+    async fn create_admin_token(
+        &self,
+        request: Request<pb::CreateAdminTokenRequest>,
+    ) -> Reply<pb::CreateAdminTokenResponse> {
+        let caller = self.caller(&request).await?;
+        let reply =
+            super::credentials::create_admin_token(&self.api, &caller, request.into_inner());
+        Ok(Response::new(reply.await?))
+    }
+
+    async fn list_credentials(
+        &self,
+        request: Request<pb::ListCredentialsRequest>,
+    ) -> Reply<pb::ListCredentialsResponse> {
+        let caller = self.caller(&request).await?;
+        let reply = super::credentials::list(&self.api, &caller, request.into_inner());
+        Ok(Response::new(reply.await?))
+    }
+
+    async fn revoke_credential(
+        &self,
+        request: Request<pb::RevokeCredentialRequest>,
+    ) -> Reply<pb::CredentialInfo> {
+        let caller = self.caller(&request).await?;
+        let reply = super::credentials::revoke(&self.api, &caller, request.into_inner());
+        Ok(Response::new(reply.await?))
     }
 
     async fn create_issue(&self, request: Request<pb::CreateIssueRequest>) -> Reply<pb::Issue> {

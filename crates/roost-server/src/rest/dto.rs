@@ -277,6 +277,10 @@ pub struct WakeListQuery {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateJoinToken {
     pub name: Option<String>,
+    /// Seconds until it admits no more workers.
+    pub ttl_secs: Option<u64>,
+    /// How many distinct worker ids it admits, each bound to it (default: any number).
+    pub max_uses: Option<u32>,
 }
 
 /// A worker join token as shown once, at creation.
@@ -286,6 +290,10 @@ pub struct CreatedJoinToken {
     pub id: String,
     pub name: String,
     pub created_at: roost_core::Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<roost_core::Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_uses: Option<u32>,
     pub token: String,
 }
 
@@ -295,6 +303,8 @@ impl CreatedJoinToken {
             id: c.id,
             name: c.name,
             created_at: c.created_at,
+            expires_at: c.expires_at,
+            max_uses: c.max_uses,
             token,
         }
     }

@@ -62,6 +62,7 @@ impl FromRequestParts<Api> for Caller {
         let mut caller = api
             .authenticate(token.as_deref(), run_id.as_deref())
             .await?;
+        api.rate_limit(&caller)?;
         if let Some(v) = parts.headers.get("idempotency-key") {
             caller.idempotency_key = Some(crate::auth::idempotency_key(
                 v.as_bytes(),

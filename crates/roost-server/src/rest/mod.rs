@@ -4,6 +4,7 @@
 mod admin;
 mod budgets;
 mod cluster;
+mod credentials;
 mod dto;
 mod extract;
 #[doc(hidden)]
@@ -62,12 +63,34 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route("/agents/{id}/pause", post(admin::pause_agent))
         .route("/agents/{id}/resume", post(admin::resume_agent))
         .route("/agents/{id}/terminate", post(admin::terminate_agent))
-        .route("/agents/{id}/keys", post(admin::create_key))
+        .route(
+            "/agents/{id}/keys",
+            get(credentials::list_agent_keys).post(admin::create_key),
+        )
+        .route(
+            "/agents/{id}/keys/{key_id}",
+            axum::routing::delete(credentials::revoke_agent_key),
+        )
         .route("/agents/{id}/runs", post(runs::start))
         .route("/agents/{id}/wakeup", post(wakes::wakeup))
         .route("/wakes/{id}", get(wakes::get))
         .route("/workers", get(wakes::list_workers))
-        .route("/workers/join-tokens", post(wakes::create_join_token))
+        .route(
+            "/workers/join-tokens",
+            get(credentials::list_join_tokens).post(wakes::create_join_token),
+        )
+        .route(
+            "/workers/join-tokens/{id}",
+            axum::routing::delete(credentials::revoke_join_token),
+        )
+        .route(
+            "/admin/tokens",
+            get(credentials::list_admin_tokens).post(credentials::create_admin_token),
+        )
+        .route(
+            "/admin/tokens/{id}",
+            axum::routing::delete(credentials::revoke_admin_token),
+        )
         .route("/issues/{id}", get(issues::get).patch(issues::update))
         .route("/issues/{id}/checkout", post(issues::checkout))
         .route("/issues/{id}/release", post(issues::release))

@@ -78,7 +78,11 @@ pub async fn create_join_token(
     let name = body
         .name
         .unwrap_or_else(|| DEFAULT_JOIN_TOKEN_NAME.to_string());
-    let (cred, token) = api.create_worker_join_token(&caller, &name).await?;
+    let limits = crate::api::JoinTokenLimits {
+        ttl_secs: body.ttl_secs,
+        max_uses: body.max_uses,
+    };
+    let (cred, token) = api.create_join_token(&caller, &name, limits).await?;
     Ok(created(CreatedJoinToken::new(cred, token)))
 }
 

@@ -69,11 +69,21 @@ impl Workers {
         let hash = hash_token(&register.join_token);
         let credential = self.api.reader().read(|s| {
             s.credential_by_token_hash(&hash)
-                .filter(|c| c.kind == CredentialKind::WorkerJoin && !c.revoked)
-                .map(|c| c.id.clone())
+                .filter(|c| c.kind == CredentialKind::WorkerJoin)
+                .map(|c| (c.id.clone(), c.name.clone(), c.revoked))
         });
-        let credential_id = credential
-            .ok_or_else(|| Status::from(ApiError::unauthorized("invalid worker join token")))?;
+        let credential_id = match credential {
+            None => return Err(ApiError::unauthorized("invalid worker join token").into()),
+            // Its holder may learn which token it was: they hold its secret.
+            Some((id, name, true)) => {
+                return Err(ApiError::unauthorized(format!(
+                    "worker join token {name} ({id}) was revoked; create another one \
+                     (roost worker token create)"
+                ))
+                .into())
+            }
+            Some((id, _, false)) => id,
+        };
         Ok(Caller {
             actor: Actor {
                 kind: ActorKind::Worker,
@@ -250,20 +260,32 @@ impl Workers {
     }
 
     /// The in-memory part of a heartbeat, done as soon as it arrives: renew the lease and ack.
-    /// False if the worker was declared lost meanwhile (it is told to register again and its
-    /// heartbeat goes no further). Acks never wait behind replicated writes: the worker fences
+    /// False if the worker was declared lost meanwhile, or its join token revoked (it is told
+    /// to register again and its heartbeat goes no further). Acks never wait behind replicated writes: the worker fences
     /// itself when acks stop coming, and a loaded cluster made workers stop their agents for
     /// nothing (regression: the fault suite's worker_cut_off scenario).
-    fn renew_lease(&self, worker_id: &str, seq: u64) -> bool {
-        let declared_lost = self.api.reader().read(|s| {
-            s.workers
+    fn renew_lease(&self, caller: &Caller, seq: u64) -> bool {
+        let worker_id = caller.actor.id.as_str();
+        let refusal = self.api.reader().read(|s| {
+            if s.workers
                 .get(worker_id)
                 .is_some_and(|w| w.status == roost_core::WorkerStatus::Lost)
+            {
+                return Some("this worker was declared lost; register again");
+            }
+            // A revoked join token ends the sessions it opened: unrenewed, the lease runs out
+            // and the worker is lost like any other (its runs `lost`, each retried once), and
+            // it cannot register with that token again (`admit`).
+            let credential = caller.actor.credential_id.as_deref();
+            credential
+                .and_then(|id| s.credentials.get(id))
+                .filter(|c| c.revoked)
+                .map(|_| "the join token this worker registered with was revoked")
         });
-        if declared_lost {
+        if let Some(message) = refusal {
             let redirect = roost_proto::v1::Redirect {
                 leader_grpc_addr: String::new(),
-                message: "this worker was declared lost; register again".into(),
+                message: message.into(),
             };
             self.registry
                 .send(worker_id, server_message::Body::Redirect(redirect));
@@ -424,7 +446,7 @@ impl WorkerRpc for WorkerService {
                 match inbound.message().await {
                     Ok(Some(message)) => {
                         if let Some(worker_message::Body::Heartbeat(h)) = &message.body {
-                            if !workers.renew_lease(&worker_id, h.seq) {
+                            if !workers.renew_lease(&caller, h.seq) {
                                 continue;
                             }
                         }

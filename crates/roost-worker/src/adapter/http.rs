@@ -71,11 +71,20 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
         Ok(c) => c,
         Err(e) => return Ended::failed(format!("adapterConfig: {e}")),
     };
-    if !config.url.starts_with("http://") {
-        return Ended::failed("adapterConfig.url must be an http:// URL".into());
+    if !config.url.starts_with("http://") && !config.url.starts_with("https://") {
+        return Ended::failed("adapterConfig.url must be an http:// or https:// URL".into());
     }
     let timeout = Duration::from_secs(config.timeout_sec.unwrap_or(600).max(1));
-    let client = match reqwest::Client::builder().timeout(timeout).build() {
+    // https:// endpoints are checked against the public web roots (roost-tls).
+    let tls = match roost_tls::client_config(None, None) {
+        Ok(c) => c,
+        Err(e) => return Ended::failed(format!("http client: {e}")),
+    };
+    let client = match reqwest::Client::builder()
+        .timeout(timeout)
+        .use_preconfigured_tls(tls)
+        .build()
+    {
         Ok(c) => c,
         Err(e) => return Ended::failed(format!("http client: {e}")),
     };

@@ -1,4 +1,4 @@
-//! `roost agent list|create|show|pause|resume|terminate|wake|key create|me`.
+//! `roost agent list|create|show|pause|resume|terminate|wake|key create|list|revoke|me`.
 
 use std::process::ExitCode;
 
@@ -102,6 +102,18 @@ enum KeyCommand {
         #[arg(short, long)]
         quiet: bool,
     },
+    /// List an agent's API keys (no secrets)
+    List {
+        /// Agent id or name
+        agent: String,
+    },
+    /// Revoke one of an agent's API keys
+    Revoke {
+        /// Agent id or name
+        agent: String,
+        /// The key's id (from `roost agent key list`)
+        key_id: String,
+    },
 }
 
 pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode> {
@@ -120,6 +132,19 @@ pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode>
             } else {
                 out.show(&key, key_text)?;
             }
+            return Ok(ExitCode::SUCCESS);
+        }
+        AgentCommand::Key(KeyCommand::List { agent }) => {
+            let agent_id = session.agent_id(&agent, None).await?;
+            let keys = client.list_agent_keys(&agent_id).await?;
+            out.show(&keys, |k| super::token::credential_table(k))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        AgentCommand::Key(KeyCommand::Revoke { agent, key_id }) => {
+            let agent_id = session.agent_id(&agent, None).await?;
+            client.revoke_agent_key(&agent_id, &key_id).await?;
+            let done = serde_json::json!({ "ok": true, "id": key_id, "agentId": agent_id });
+            out.show(&done, |_| format!("revoked agent key {key_id}\n"))?;
             return Ok(ExitCode::SUCCESS);
         }
         AgentCommand::Wake {

@@ -10,6 +10,7 @@ mod company;
 mod issue;
 mod output;
 mod run;
+mod token;
 mod wake;
 mod worker;
 
@@ -37,6 +38,8 @@ pub enum ClientCommand {
     Wake(wake::WakeArgs),
     /// Workers: the machines that run agents, and their join tokens
     Worker(worker::WorkerArgs),
+    /// Admin tokens: create named ones, list them, revoke them
+    Token(token::TokenArgs),
     /// A company's activity log, newest first
     Activity(activity::ActivityArgs),
     /// Check the tamper-evident activity chain
@@ -70,6 +73,16 @@ pub struct ClientOpts {
     /// Print the result as JSON, for scripts
     #[arg(long, global = true)]
     json: bool,
+    /// CA certificate (PEM) that https:// servers are checked against (the cluster CA of
+    /// `roost cert init`) [default: the public web roots]
+    #[arg(long, global = true, env = "ROOST_CA_FILE")]
+    ca_file: Option<std::path::PathBuf>,
+    /// Client certificate to present (PEM, `roost cert issue client`); needs --key-file
+    #[arg(long, global = true, env = "ROOST_CERT_FILE")]
+    cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM)
+    #[arg(long, global = true, env = "ROOST_KEY_FILE")]
+    key_file: Option<std::path::PathBuf>,
 }
 
 impl ClientCommand {
@@ -81,6 +94,7 @@ impl ClientCommand {
             ClientCommand::Run(a) => &a.client,
             ClientCommand::Wake(a) => &a.client,
             ClientCommand::Worker(a) => &a.client,
+            ClientCommand::Token(a) => &a.client,
             ClientCommand::Activity(a) => &a.client,
             ClientCommand::Audit(a) => &a.client,
             ClientCommand::Cluster(a) => &a.client,
@@ -101,6 +115,7 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Budget(a) => budget::run(&session, a).await,
         ClientCommand::Cost(a) => budget::run_cost(&session, a).await,
         ClientCommand::Worker(a) => worker::run(&session, a).await,
+        ClientCommand::Token(a) => token::run(&session, a).await,
         ClientCommand::Activity(a) => activity::run_activity(&session, a).await,
         ClientCommand::Audit(a) => activity::run_audit(&session, a).await,
         ClientCommand::Cluster(a) => cluster::run(&session, a).await,
@@ -123,7 +138,12 @@ impl Session {
             .map(str::trim)
             .filter(|r| !r.is_empty())
             .map(str::to_string);
-        let mut client = RoostClient::new(&opts.server, &token)?;
+        let tls = roost_client::ClientTls {
+            ca_file: opts.ca_file.clone(),
+            cert_file: opts.cert_file.clone(),
+            key_file: opts.key_file.clone(),
+        };
+        let mut client = RoostClient::with_tls(&opts.server, &token, &tls)?;
         if let Some(run) = &run_id {
             client = client.with_run_id(run)?;
         }

@@ -1,4 +1,4 @@
-//! `roost worker list|token create`: the machines that run agents, and the tokens they join
+//! `roost worker list|token create|list|revoke`: the machines that run agents, and the tokens they join
 //! with (administrators only).
 
 use std::process::ExitCode;
@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use roost_client::{CreatedJoinToken, WorkerView};
 
-use super::output::{fields, print_only, table};
+use super::output::{fields, or_dash, print_only, table, when};
 use super::{ClientOpts, Session};
 
 #[derive(Args)]
@@ -33,9 +33,23 @@ enum TokenCommand {
         /// A label for the token [default: worker]
         #[arg(long)]
         name: Option<String>,
+        /// Stop admitting workers after this long (seconds, or 90s, 30m, 24h, 7d)
+        #[arg(long, value_parser = super::token::parse_ttl)]
+        ttl: Option<u64>,
+        /// Admit at most N workers, each worker id bound to the token for good (default:
+        /// any number); `--uses 1` makes a token for exactly one worker
+        #[arg(long)]
+        uses: Option<u32>,
         /// Print only the token
         #[arg(short, long)]
         quiet: bool,
+    },
+    /// List the join tokens (no secrets): expiry, uses, bound workers
+    List,
+    /// Revoke a join token: no worker registers with it any more
+    Revoke {
+        /// The token's id (from `roost worker token list`)
+        id: String,
     },
 }
 
@@ -43,13 +57,26 @@ pub async fn run(session: &Session, args: WorkerArgs) -> anyhow::Result<ExitCode
     let (client, out) = (&session.client, session.out);
     match args.command {
         WorkerCommand::List => out.show(&client.list_workers().await?, |w| worker_table(w))?,
-        WorkerCommand::Token(TokenCommand::Create { name, quiet }) => {
-            let token = client.create_worker_join_token(name.as_deref()).await?;
+        WorkerCommand::Token(TokenCommand::Create {
+            name,
+            ttl,
+            uses,
+            quiet,
+        }) => {
+            let token = client.create_join_token(name.as_deref(), ttl, uses).await?;
             if quiet {
                 print_only(&token.token)?;
             } else {
                 out.show(&token, token_text)?;
             }
+        }
+        WorkerCommand::Token(TokenCommand::List) => out
+            .show(&client.list_join_tokens().await?, |l| {
+                super::token::credential_table(l)
+            })?,
+        WorkerCommand::Token(TokenCommand::Revoke { id }) => {
+            let view = client.revoke_join_token(&id).await?;
+            out.show(&view, super::token::revoked_text)?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -100,6 +127,13 @@ fn token_text(t: &CreatedJoinToken) -> String {
     let block = fields(&[
         ("token id", t.id.clone()),
         ("name", t.name.clone()),
+        ("expires", or_dash(t.expires_at.map(when))),
+        (
+            "workers",
+            t.max_uses.map_or("any number".into(), |n| {
+                format!("at most {n}, each bound to it")
+            }),
+        ),
         ("token", t.token.clone()),
     ]);
     format!("{block}\nThe token is shown only now; give it to the worker to register with. It cannot call the API.\n")

@@ -1,29 +1,13 @@
 //! The gRPC API: the same operations and the same errors as REST.
 
-use roost_proto::v1::control_client::ControlClient;
 use roost_proto::v1::{
     AddCommentRequest, CheckoutRequest, CreateIssueRequest, GetIssueRequest, ReleaseRequest,
 };
 use serde_json::Value;
-use tonic::transport::Channel;
 
 use roost_testkit::TestNode;
 
 use crate::support::*;
-
-fn authed<T>(token: &str, run: Option<&str>, message: T) -> anyhow::Result<tonic::Request<T>> {
-    let mut req = tonic::Request::new(message);
-    req.metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse()?);
-    if let Some(run) = run {
-        req.metadata_mut().insert("x-roost-run-id", run.parse()?);
-    }
-    Ok(req)
-}
-
-async fn control(node: &TestNode) -> anyhow::Result<ControlClient<Channel>> {
-    Ok(ControlClient::connect(format!("http://{}", node.server().grpc_addr())).await?)
-}
 
 #[tokio::test]
 async fn grpc_checkout_conflicts_and_fencing_match_rest() -> anyhow::Result<()> {

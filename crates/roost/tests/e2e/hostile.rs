@@ -7,8 +7,7 @@
 //! test names every attack that still gets through.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +17,7 @@ use serde_json::{json, Value};
 
 use roost_testkit::{wait_for, Http, Reply, TestWorker};
 
-use crate::support::roost_binary;
+use crate::processes::{start_three_servers, ServerProcess};
 
 const WAIT: Duration = Duration::from_secs(20);
 /// Debug output of domain objects; no error message may carry it (issue 20: a colliding comment
@@ -28,83 +27,6 @@ const DEBUG_MARKERS: [&str; 3] = ["Outcome::", "Some(", "DomainError"];
 const SECRET: &str = "s3cr3t-value";
 /// The shortest heartbeat interval an enabled agent may have.
 const TICK_SEC: u64 = 10;
-
-/// One `roost server` process; killed when dropped.
-struct Proc {
-    id: u64,
-    http: String,
-    grpc: String,
-    data: PathBuf,
-    log: PathBuf,
-    child: Child,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_addr() -> anyhow::Result<String> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .to_string())
-}
-
-/// Starts three servers that form one cluster from their configs (as
-/// `processes.rs::three_server_processes_survive_kill_9_of_the_leader` does) and returns them
-/// with the admin token node 1 writes.
-async fn start_cluster(dir: &Path) -> anyhow::Result<(Vec<Proc>, String)> {
-    let mut addrs = Vec::new();
-    let mut members = String::new();
-    for id in 1..=3u64 {
-        let (http, grpc) = (free_addr()?, free_addr()?);
-        members.push_str(&format!(
-            "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\n\n"
-        ));
-        addrs.push((id, http, grpc));
-    }
-    let mut procs = Vec::new();
-    for (id, http, grpc) in addrs {
-        let data = dir.join(format!("node-{id}"));
-        let config = format!(
-            "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\n\n\
-             [raft]\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n\n{members}",
-            data.display()
-        );
-        let path = dir.join(format!("node-{id}.toml"));
-        std::fs::write(&path, config)?;
-        let log = dir.join(format!("node-{id}.log"));
-        let child = Command::new(roost_binary())
-            .args(["server", "--config"])
-            .arg(&path)
-            .env("ROOST_LOG", "info,openraft=warn")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()?;
-        procs.push(Proc {
-            id,
-            http: format!("http://{http}"),
-            grpc,
-            data,
-            log,
-            child,
-        });
-    }
-    let token_file = dir.join("node-1").join("admin-token");
-    let token = wait_for("node 1 to write the first admin token", WAIT * 3, || {
-        let f = token_file.clone();
-        async move {
-            std::fs::read_to_string(&f)
-                .ok()
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
-        }
-    })
-    .await?;
-    Ok((procs, token))
-}
 
 /// Every response body the test saw, to check at the end that none leaked anything.
 type Seen = Arc<Mutex<Vec<String>>>;
@@ -155,7 +77,7 @@ impl Client {
 
 /// The cluster, its tenants and a worker, shared by every section.
 struct World {
-    procs: Vec<Proc>,
+    procs: Vec<ServerProcess>,
     seen: Seen,
     /// The administrator, through each node in turn (index = node id - 1).
     admins: Vec<Client>,
@@ -885,7 +807,7 @@ async fn no_reply_leaked(w: &World, f: &mut Findings) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn log_tails(procs: &[Proc]) -> String {
+fn log_tails(procs: &[ServerProcess]) -> String {
     procs
         .iter()
         .map(|p| {
@@ -899,7 +821,7 @@ fn log_tails(procs: &[Proc]) -> String {
 }
 
 async fn setup(dir: &Path) -> anyhow::Result<World> {
-    let (procs, token) = start_cluster(dir).await?;
+    let (procs, token) = start_three_servers(dir).await?;
     let seen: Seen = Arc::default();
     let admins = procs
         .iter()

@@ -1,6 +1,6 @@
 //! A cluster of real `roost server` processes, driven through the CLI with several addresses.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -10,18 +10,29 @@ use roost_testkit::wait_for;
 
 use crate::support::roost_binary;
 
-struct Node {
-    id: u64,
-    http: String,
-    child: Option<Child>,
+/// One `roost server` process of a three-node cluster; killed when dropped.
+pub(crate) struct ServerProcess {
+    pub(crate) id: u64,
+    /// `http://host:port`
+    pub(crate) http: String,
+    /// `host:port`
+    pub(crate) grpc: String,
+    pub(crate) data: PathBuf,
+    pub(crate) log: PathBuf,
+    child: Child,
 }
 
-impl Drop for Node {
+impl ServerProcess {
+    /// SIGKILL, then reap.
+    fn kill(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let _ = self.child.kill();
+        self.child.wait()
+    }
+}
+
+impl Drop for ServerProcess {
     fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        let _ = self.kill();
     }
 }
 
@@ -67,13 +78,22 @@ fn stdout_json(out: &Output) -> anyhow::Result<Value> {
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
-/// Three `roost server` processes form a cluster from their configs; the CLI, given every
-/// address, keeps working after the leader is killed with SIGKILL.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_server_processes_survive_kill_9_of_the_leader() -> anyhow::Result<()> {
-    let _one_cluster = crate::support::one_cluster_at_a_time().await;
-    let dir = tempfile::tempdir()?;
-    let mut nodes = Vec::new();
+/// Starts three `roost server` processes in `dir` that form one cluster from their configs
+/// (`node-{id}.toml`, data in `node-{id}/`, log in `node-{id}.log`) and returns them with the
+/// admin token node 1 writes.
+pub(crate) async fn start_three_servers(
+    dir: &Path,
+) -> anyhow::Result<(Vec<ServerProcess>, String)> {
+    start_three_servers_with(dir, "http", |_| String::new()).await
+}
+
+/// [`start_three_servers`], each node's config given the tables `node_config(id)` returns
+/// (a `[tls]` section, say) and its REST URL the `scheme`.
+pub(crate) async fn start_three_servers_with(
+    dir: &Path,
+    scheme: &str,
+    node_config: impl Fn(u64) -> String,
+) -> anyhow::Result<(Vec<ServerProcess>, String)> {
     let mut members = String::new();
     let mut addrs = Vec::new();
     for id in 1..=3u64 {
@@ -83,28 +103,29 @@ async fn three_server_processes_survive_kill_9_of_the_leader() -> anyhow::Result
         ));
         addrs.push((id, http, grpc));
     }
-    for (id, http, grpc) in &addrs {
-        let data = dir.path().join(format!("node-{id}"));
+    let mut nodes = Vec::new();
+    for (id, http, grpc) in addrs {
+        let data = dir.join(format!("node-{id}"));
         let config = format!(
-            "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\n\n\
+            "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\n\n{}\
              [raft]\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n\n{members}",
-            data.display()
+            data.display(),
+            node_config(id),
         );
-        let path = dir.path().join(format!("node-{id}.toml"));
+        let path = dir.join(format!("node-{id}.toml"));
         std::fs::write(&path, config)?;
-        let child = spawn_server(&path, &dir.path().join(format!("node-{id}.log")))?;
-        nodes.push(Node {
-            id: *id,
-            http: format!("http://{http}"),
-            child: Some(child),
+        let log = dir.join(format!("node-{id}.log"));
+        let child = spawn_server(&path, &log)?;
+        nodes.push(ServerProcess {
+            id,
+            http: format!("{scheme}://{http}"),
+            grpc,
+            data,
+            log,
+            child,
         });
     }
-    let servers = nodes
-        .iter()
-        .map(|n| n.http.clone())
-        .collect::<Vec<_>>()
-        .join(",");
-    let token_file = dir.path().join("node-1").join("admin-token");
+    let token_file = dir.join("node-1").join("admin-token");
     let token = wait_for(
         "node 1 to write the first admin token",
         Duration::from_secs(60),
@@ -119,6 +140,21 @@ async fn three_server_processes_survive_kill_9_of_the_leader() -> anyhow::Result
         },
     )
     .await?;
+    Ok((nodes, token))
+}
+
+/// Three `roost server` processes form a cluster from their configs; the CLI, given every
+/// address, keeps working after the leader is killed with SIGKILL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_server_processes_survive_kill_9_of_the_leader() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let dir = tempfile::tempdir()?;
+    let (mut nodes, token) = start_three_servers(dir.path()).await?;
+    let servers = nodes
+        .iter()
+        .map(|n| n.http.clone())
+        .collect::<Vec<_>>()
+        .join(",");
 
     let status = wait_for("every member healthy", Duration::from_secs(30), || {
         let (servers, token) = (servers.clone(), token.clone());
@@ -149,14 +185,7 @@ async fn three_server_processes_survive_kill_9_of_the_leader() -> anyhow::Result
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let victim = nodes
-        .iter_mut()
-        .find(|n| n.id == leader)
-        .and_then(|n| n.child.as_mut())
-        .map(|c| {
-            let _ = c.kill();
-            c.wait()
-        });
+    let victim = nodes.iter_mut().find(|n| n.id == leader).map(|n| n.kill());
     assert!(victim.is_some());
     // The CLI is still given the dead node's address first or second: it must fail over.
     let out = cli(
@@ -231,7 +260,7 @@ async fn a_server_raises_its_open_file_limit_to_the_hard_limit() -> anyhow::Resu
 }
 
 /// A single-node config in `dir` with free ports, `extra` appended.
-fn one_node_config(dir: &Path, extra: &str) -> anyhow::Result<std::path::PathBuf> {
+fn one_node_config(dir: &Path, extra: &str) -> anyhow::Result<PathBuf> {
     let config = dir.join("node.toml");
     std::fs::write(
         &config,

@@ -4,14 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use roost_core::{Actor, AdapterType, Command, Envelope, Outcome, RunReport, RunStatus, Timestamp};
-use roost_proto::v1::control_client::ControlClient;
+use roost_core::{AdapterType, Command, RunReport, RunStatus};
 use roost_proto::v1::{
     GetAgentRequest, ListAgentsRequest, StreamRunLogRequest, UpdateAgentRequest,
 };
 use roost_server::auth::{generate_token, hash_token};
 use serde_json::{json, Value};
-use tonic::transport::Channel;
 
 use roost_testkit::{Http, TestNode};
 
@@ -19,30 +17,6 @@ use crate::support::*;
 
 const CREATED_SECRET: &str = "sk-created-0123456789";
 const PATCHED_SECRET: &str = "sk-patched-9876543210";
-
-fn authed<T>(token: &str, message: T) -> anyhow::Result<tonic::Request<T>> {
-    let mut req = tonic::Request::new(message);
-    req.metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse()?);
-    Ok(req)
-}
-
-async fn control(node: &TestNode) -> anyhow::Result<ControlClient<Channel>> {
-    Ok(ControlClient::connect(format!("http://{}", node.server().grpc_addr())).await?)
-}
-
-/// Proposes `command` as the system, as the leader's dispatcher does (no REST route assigns
-/// runs or reports a worker's result).
-async fn as_dispatcher(node: &TestNode, command: Command) -> anyhow::Result<Outcome> {
-    let envelope = Envelope {
-        at: Timestamp(chrono::Utc::now().timestamp_millis()),
-        actor: Actor::system(),
-        command,
-        idempotency_key: None,
-    };
-    let written = node.server().api().node().write(envelope).await?;
-    Ok(written.result?)
-}
 
 /// An agent holding a secret and a plain `env` value; returns its id.
 async fn agent_with_secret(node: &TestNode) -> anyhow::Result<String> {
@@ -212,6 +186,7 @@ async fn secret_env_values_are_never_returned_but_kept_across_a_round_trip() -> 
         let agent = grpc
             .get_agent(authed(
                 token,
+                None,
                 GetAgentRequest {
                     agent_id: holder.clone(),
                 },
@@ -223,6 +198,7 @@ async fn secret_env_values_are_never_returned_but_kept_across_a_round_trip() -> 
     let listed = grpc
         .list_agents(authed(
             &node.admin_token,
+            None,
             ListAgentsRequest {
                 company_id: node.company_id.clone(),
             },
@@ -236,6 +212,7 @@ async fn secret_env_values_are_never_returned_but_kept_across_a_round_trip() -> 
     let updated = grpc
         .update_agent(authed(
             &node.admin_token,
+            None,
             UpdateAgentRequest {
                 agent_id: holder.clone(),
                 adapter_config_json: Some(
@@ -421,7 +398,7 @@ async fn an_agent_cannot_read_another_agents_run_log_unless_granted() -> anyhow:
         follow: false,
     };
     let denied = grpc
-        .stream_run_log(authed(&peer_key, request())?)
+        .stream_run_log(authed(&peer_key, None, request())?)
         .await
         .err()
         .map(|s| s.code());
@@ -467,7 +444,7 @@ async fn an_agent_cannot_read_another_agents_run_log_unless_granted() -> anyhow:
     let details = peer_http.get(&run_path).await?.ok()?;
     assert_eq!(details["logTail"], "the owner's output\n");
     let mut stream = grpc
-        .stream_run_log(authed(&peer_key, request())?)
+        .stream_run_log(authed(&peer_key, None, request())?)
         .await?
         .into_inner();
     let chunk = stream.message().await?.map(|c| c.data).unwrap_or_default();

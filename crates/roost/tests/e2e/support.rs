@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
+use tonic::transport::Channel;
 
+use roost_core::{Actor, Command, Envelope, Outcome, Timestamp};
+use roost_proto::v1::control_client::ControlClient;
 use roost_testkit::{Http, TestNode};
 
 pub fn roost_binary() -> PathBuf {
@@ -21,6 +24,19 @@ pub async fn activity_head(node: &TestNode) -> anyhow::Result<u64> {
         .await?
         .ok()?;
     Ok(page[0]["seq"].as_u64().unwrap_or(0))
+}
+
+/// Proposes `command` as the system, as the leader's dispatcher does: no REST route registers
+/// workers, assigns runs or reports a worker's result.
+pub async fn as_dispatcher(node: &TestNode, command: Command) -> anyhow::Result<Outcome> {
+    let envelope = Envelope {
+        at: Timestamp(chrono::Utc::now().timestamp_millis()),
+        actor: Actor::system(),
+        command,
+        idempotency_key: None,
+    };
+    let written = node.server().api().node().write(envelope).await?;
+    Ok(written.result?)
 }
 
 /// An agent with a key and a live run, as an HTTP client that sends both.
@@ -59,4 +75,20 @@ pub async fn one_cluster_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
     LOCK.get_or_init(|| tokio::sync::Mutex::new(()))
         .lock()
         .await
+}
+
+/// `message` with `token` as its bearer and, if given, `run` as its run id.
+pub fn authed<T>(token: &str, run: Option<&str>, message: T) -> anyhow::Result<tonic::Request<T>> {
+    let mut req = tonic::Request::new(message);
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse()?);
+    if let Some(run) = run {
+        req.metadata_mut().insert("x-roost-run-id", run.parse()?);
+    }
+    Ok(req)
+}
+
+/// A gRPC Control client of `node`.
+pub async fn control(node: &TestNode) -> anyhow::Result<ControlClient<Channel>> {
+    Ok(ControlClient::connect(format!("http://{}", node.server().grpc_addr())).await?)
 }

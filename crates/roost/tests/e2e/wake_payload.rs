@@ -1,15 +1,8 @@
 //! A wake payload too large for the environment reaches the agent through the real worker.
 
-use std::time::Duration;
-
 use serde_json::json;
 
-use roost_server::workers::WorkerConfig as LeaseConfig;
-use roost_testkit::{test_timing, wait_for, TestCluster};
-
-use crate::worker_process::{create_agent, runs, start_worker};
-
-const WAIT: Duration = Duration::from_secs(30);
+use crate::worker_process::{cluster_with_worker_leases, create_agent, finished_run, start_worker};
 
 /// Regression (issue 20): a large wake payload failed the run ("Argument list too long": it
 /// travelled in an environment variable). Over 16 KiB it is only in the file named by
@@ -17,15 +10,7 @@ const WAIT: Duration = Duration::from_secs(30);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_large_wake_payload_reaches_the_agent_in_a_file() -> anyhow::Result<()> {
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
-    let c = TestCluster::start_with_workers(
-        1,
-        test_timing(),
-        LeaseConfig {
-            heartbeat_interval_ms: 200,
-            lease_ttl_ms: 1500,
-        },
-    )
-    .await?;
+    let c = cluster_with_worker_leases(1, 1500).await?;
     let dir = tempfile::tempdir()?;
     let _stop = start_worker(&c, dir.path(), c.grpc_addrs(), None).await?;
     let script =
@@ -44,12 +29,7 @@ async fn a_large_wake_payload_reaches_the_agent_in_a_file() -> anyhow::Result<()
         )
         .await?
         .ok()?;
-    let done = wait_for("a finished run", WAIT, || async {
-        runs(&c, &agent).await.ok()?.into_iter().find(|r| {
-            !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
-        })
-    })
-    .await?;
+    let done = finished_run(&c, &agent).await?;
     assert_eq!(done["status"], "succeeded", "{done}");
     let got: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("got.json"))?)?;

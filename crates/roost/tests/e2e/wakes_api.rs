@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use roost_core::{Actor, AdapterType, Command, Envelope, Outcome, Timestamp};
+use roost_core::{AdapterType, Command};
 use serde_json::{json, Value};
 
 use roost_testkit::TestNode;
@@ -22,19 +22,6 @@ async fn wakes_of(node: &TestNode, agent_id: &str) -> anyhow::Result<Vec<Value>>
         .await?
         .ok()?;
     Ok(list.as_array().cloned().unwrap_or_default())
-}
-
-/// Proposes `command` as the system, as the leader's dispatcher does: there is no REST route
-/// for registering workers or assigning runs.
-async fn as_dispatcher(node: &TestNode, command: Command) -> anyhow::Result<Outcome> {
-    let envelope = Envelope {
-        at: Timestamp(chrono::Utc::now().timestamp_millis()),
-        actor: Actor::system(),
-        command,
-        idempotency_key: None,
-    };
-    let written = node.server().api().node().write(envelope).await?;
-    Ok(written.result?)
 }
 
 #[tokio::test]

@@ -85,6 +85,32 @@ pub(crate) async fn runs(c: &TestCluster, agent: &str) -> anyhow::Result<Vec<Val
     Ok(list.as_array().cloned().unwrap_or_default())
 }
 
+/// A cluster of `nodes` whose workers heartbeat every 200 ms and hold leases for `lease_ttl_ms`.
+pub(crate) async fn cluster_with_worker_leases(
+    nodes: usize,
+    lease_ttl_ms: u64,
+) -> anyhow::Result<TestCluster> {
+    TestCluster::start_with_workers(
+        nodes,
+        test_timing(),
+        LeaseConfig {
+            heartbeat_interval_ms: 200,
+            lease_ttl_ms,
+        },
+    )
+    .await
+}
+
+/// Waits for a run of `agent` that is no longer queued, assigned or running; returns it.
+pub(crate) async fn finished_run(c: &TestCluster, agent: &str) -> anyhow::Result<Value> {
+    wait_for("a finished run", WAIT, || async {
+        runs(c, agent).await.ok()?.into_iter().find(|r| {
+            !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
+        })
+    })
+    .await
+}
+
 /// Wakes `agent` (through node 1) and waits for its run to be running; returns the run id.
 pub(crate) async fn wake_and_wait_running(c: &TestCluster, agent: &str) -> anyhow::Result<String> {
     c.admin(1)
@@ -115,15 +141,7 @@ fn pid_alive(pid: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_process_adapter_runs_the_agent_with_its_environment() -> anyhow::Result<()> {
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
-    let c = TestCluster::start_with_workers(
-        3,
-        test_timing(),
-        LeaseConfig {
-            heartbeat_interval_ms: 200,
-            lease_ttl_ms: 1500,
-        },
-    )
-    .await?;
+    let c = cluster_with_worker_leases(3, 1500).await?;
     let dir = tempfile::tempdir()?;
     let script = r#"test -n "$ROOST_RUN_ID" && test "$PAPERCLIP_RUN_ID" = "$ROOST_RUN_ID" && cat > prompt.txt"#;
     let (agent, _stop) = setup(&c, dir.path(), script).await?;
@@ -131,12 +149,7 @@ async fn the_process_adapter_runs_the_agent_with_its_environment() -> anyhow::Re
         .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
         .await?
         .ok()?;
-    let done = wait_for("a finished run", WAIT, || async {
-        runs(&c, &agent).await.ok()?.into_iter().find(|r| {
-            !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
-        })
-    })
-    .await?;
+    let done = finished_run(&c, &agent).await?;
     assert_eq!(done["status"], "succeeded", "{done}");
     let prompt = std::fs::read_to_string(dir.path().join("prompt.txt"))?;
     assert!(prompt.contains("on_demand"), "{prompt}");
@@ -149,15 +162,7 @@ async fn the_process_adapter_runs_the_agent_with_its_environment() -> anyhow::Re
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancel_and_self_fencing_stop_the_agent_process() -> anyhow::Result<()> {
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
-    let mut c = TestCluster::start_with_workers(
-        3,
-        test_timing(),
-        LeaseConfig {
-            heartbeat_interval_ms: 200,
-            lease_ttl_ms: 2000,
-        },
-    )
-    .await?;
+    let mut c = cluster_with_worker_leases(3, 2000).await?;
     let dir = tempfile::tempdir()?;
     let script = r#"echo $$ > "pid-$ROOST_RUN_ID"; exec sleep 60"#;
     let (agent, _stop) = setup(&c, dir.path(), script).await?;
@@ -198,15 +203,7 @@ async fn cancel_and_self_fencing_stop_the_agent_process() -> anyhow::Result<()> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_run_scoped_key_works_during_the_run_and_dies_with_it() -> anyhow::Result<()> {
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
-    let c = TestCluster::start_with_workers(
-        3,
-        test_timing(),
-        LeaseConfig {
-            heartbeat_interval_ms: 200,
-            lease_ttl_ms: 1500,
-        },
-    )
-    .await?;
+    let c = cluster_with_worker_leases(3, 1500).await?;
     let dir = tempfile::tempdir()?;
     let script = r#"echo "$ROOST_API_KEY" > "key-$ROOST_RUN_ID"; exec sleep 60"#;
     let (agent, _stop) = setup(&c, dir.path(), script).await?;
@@ -259,15 +256,7 @@ async fn the_run_scoped_key_works_during_the_run_and_dies_with_it() -> anyhow::R
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_secret_env_value_reaches_the_agent_but_no_api() -> anyhow::Result<()> {
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
-    let c = TestCluster::start_with_workers(
-        1,
-        test_timing(),
-        LeaseConfig {
-            heartbeat_interval_ms: 200,
-            lease_ttl_ms: 1500,
-        },
-    )
-    .await?;
+    let c = cluster_with_worker_leases(1, 1500).await?;
     let dir = tempfile::tempdir()?;
     let _stop = start_worker(&c, dir.path(), c.grpc_addrs(), None).await?;
     let secret = "sk-worker-only-4242";
@@ -303,12 +292,7 @@ async fn a_secret_env_value_reaches_the_agent_but_no_api() -> anyhow::Result<()>
         .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
         .await?
         .ok()?;
-    let done = wait_for("a finished run", WAIT, || async {
-        runs(&c, &agent).await.ok()?.into_iter().find(|r| {
-            !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
-        })
-    })
-    .await?;
+    let done = finished_run(&c, &agent).await?;
     assert_eq!(done["status"], "succeeded", "{done}");
 
     #[cfg(unix)]

@@ -475,6 +475,10 @@ fn comments_and_created_keys_map_field_for_field() {
         token_hash: "secret-hash".into(),
         revoked: false,
         created_at: Timestamp(50),
+        revoked_at: None,
+        expires_at: None,
+        max_uses: None,
+        worker_ids: Vec::new(),
     };
     let created = created_key_to_proto(credential, "rst_agent_x".into());
     let key = created.key.unwrap();

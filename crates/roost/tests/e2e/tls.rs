@@ -1,0 +1,437 @@
+//! TLS end to end with real processes and real certificates: `roost cert` makes a CA and
+//! certificates, three `roost server` processes form a cluster over TLS (Raft between them
+//! too), and the CLI and a worker reach it over TLS. Plaintext and strangers are refused at the
+//! handshake. A node exposed without TLS refuses to start.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use roost_testkit::wait_for;
+
+use crate::processes::{start_three_servers_with, ServerProcess};
+use crate::support::roost_binary;
+
+/// A child process killed (and reaped) when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_addr() -> anyhow::Result<String> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .to_string())
+}
+
+fn roost(args: &[&str]) -> anyhow::Result<Output> {
+    Ok(Command::new(roost_binary()).args(args).output()?)
+}
+
+fn ok(out: Output) -> anyhow::Result<Output> {
+    anyhow::ensure!(
+        out.status.success(),
+        "roost failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(out)
+}
+
+/// The CLI against `server` with `token`, trusting the CA in `ca`.
+fn cli(server: &str, token: &str, ca: &Path, args: &[&str]) -> anyhow::Result<Output> {
+    Ok(Command::new(roost_binary())
+        .args(args)
+        .env("ROOST_SERVER", server)
+        .env("ROOST_TOKEN", token)
+        .env("ROOST_CA_FILE", ca)
+        .output()?)
+}
+
+fn spawn_logged(args: &[&str], config: &Path, log: &Path) -> anyhow::Result<Killed> {
+    Ok(Killed(
+        Command::new(roost_binary())
+            .args(args)
+            .arg(config)
+            .env("ROOST_LOG", "info,openraft=warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log)?)
+            .spawn()?,
+    ))
+}
+
+/// Three TLS nodes on loopback with certificates of the CA in `certs` (issued here), started by
+/// the one three-node launcher; returns them (REST URLs `https://`) and the admin token.
+async fn start_tls_cluster(
+    dir: &Path,
+    certs: &Path,
+) -> anyhow::Result<(Vec<ServerProcess>, String)> {
+    let certs_arg = certs.display().to_string();
+    for id in 1..=3u64 {
+        ok(roost(&[
+            "cert",
+            "issue",
+            "node",
+            "--id",
+            &id.to_string(),
+            "--host",
+            "127.0.0.1,localhost",
+            "--dir",
+            &certs_arg,
+        ])?)?;
+    }
+    start_three_servers_with(dir, "https", |id| {
+        format!(
+            "[tls]\nca_file = \"{certs_arg}/ca.pem\"\ncert_file = \"{certs_arg}/node-{id}.pem\"\nkey_file = \"{certs_arg}/node-{id}-key.pem\"\n\n"
+        )
+    })
+    .await
+}
+
+fn json(out: &Output) -> Option<Value> {
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).ok())
+        .flatten()
+}
+
+/// What a TLS port answers a plaintext HTTP request: anything but an HTTP response.
+async fn plaintext_answer(addr: &str) -> anyhow::Result<Vec<u8>> {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await?;
+    tcp.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await?;
+    let mut answer = Vec::new();
+    // The server answers a failed handshake with an alert and closes: read to the end.
+    let _ = tokio::time::timeout(Duration::from_secs(20), tcp.read_to_end(&mut answer)).await?;
+    Ok(answer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_serves_the_cli_and_a_worker_and_refuses_plaintext_and_strangers(
+) -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let dir = tempfile::tempdir()?;
+    let certs = dir.path().join("certs");
+    let certs_arg = certs.display().to_string();
+    ok(roost(&["cert", "init", "--dir", &certs_arg])?)?;
+    let mode = |p: PathBuf| -> anyhow::Result<u32> {
+        use std::os::unix::fs::PermissionsExt;
+        Ok(std::fs::metadata(p)?.permissions().mode() & 0o777)
+    };
+    assert_eq!(mode(certs.join("ca-key.pem"))?, 0o600);
+    // A second `init` would orphan every certificate of the first CA: refused.
+    assert!(!roost(&["cert", "init", "--dir", &certs_arg])?
+        .status
+        .success());
+    let stranger = dir.path().join("stranger");
+    ok(roost(&[
+        "cert",
+        "init",
+        "--dir",
+        &stranger.display().to_string(),
+    ])?)?;
+
+    let (nodes, token) = start_tls_cluster(dir.path(), &certs).await?;
+    assert_eq!(mode(certs.join("node-1-key.pem"))?, 0o600);
+    let ca = certs.join("ca.pem");
+    let servers = nodes
+        .iter()
+        .map(|n| n.http.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+
+    // Every member healthy: the nodes replicate to each other over TLS with their certificates.
+    let status = wait_for("a healthy TLS cluster", Duration::from_secs(60), || {
+        let (servers, token, ca) = (servers.clone(), token.clone(), ca.clone());
+        async move {
+            let s = json(&cli(&servers, &token, &ca, &["cluster", "status", "--json"]).ok()?)?;
+            let members = s["members"].as_array()?;
+            let healthy = members.len() == 3
+                && members
+                    .iter()
+                    .all(|m| ["leader", "healthy"].contains(&m["health"].as_str().unwrap_or("")));
+            healthy.then_some(s)
+        }
+    })
+    .await?;
+    assert!(status["leaderId"].as_u64().is_some(), "{status}");
+    // A write through a follower is forwarded to the leader over TLS.
+    ok(cli(
+        &servers,
+        &token,
+        &ca,
+        &[
+            "company", "create", "--name", "Secure", "--prefix", "SEC", "-q",
+        ],
+    )?)?;
+
+    // Plaintext to the TLS ports: no HTTP answer, no gRPC answer.
+    let (http, grpc) = (nodes[0].http.trim_start_matches("https://"), &nodes[0].grpc);
+    let answer = plaintext_answer(http).await?;
+    assert!(
+        !answer.starts_with(b"HTTP/"),
+        "a plaintext request got an HTTP answer: {}",
+        String::from_utf8_lossy(&answer)
+    );
+    let out = Command::new(roost_binary())
+        .args(["cluster", "status", "--json"])
+        .env("ROOST_SERVER", format!("http://{http}"))
+        .env("ROOST_TOKEN", &token)
+        .env_remove("ROOST_CA_FILE")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("https://"),
+        "a plaintext CLI to a TLS port succeeded, or was not told to use https: {stderr}"
+    );
+    let plain_grpc =
+        roost_proto::v1::control_client::ControlClient::connect(format!("http://{grpc}")).await;
+    if let Ok(mut client) = plain_grpc {
+        let request = crate::support::authed(
+            &token,
+            None,
+            roost_proto::v1::ListCompaniesRequest::default(),
+        )?;
+        assert!(
+            client.list_companies(request).await.is_err(),
+            "a plaintext gRPC call to a TLS port was answered"
+        );
+    }
+
+    // A client trusting another CA refuses the servers at the handshake.
+    let out = cli(
+        &servers,
+        &token,
+        &stranger.join("ca.pem"),
+        &["cluster", "status", "--json"],
+    )?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("certificate"),
+        "a client trusting another CA was served, or failed otherwise: {stderr}"
+    );
+    // A client certificate, when presented, must be one the cluster CA signed.
+    ok(roost(&[
+        "cert", "issue", "client", "--name", "ops", "--dir", &certs_arg,
+    ])?)?;
+    let stranger_arg = stranger.display().to_string();
+    ok(roost(&[
+        "cert",
+        "issue",
+        "client",
+        "--name",
+        "ops",
+        "--dir",
+        &stranger_arg,
+    ])?)?;
+    let with_client_cert = |from: &Path| -> anyhow::Result<Output> {
+        let mut args = vec!["company", "list", "--json"];
+        let (cert, key) = (
+            from.join("client-ops.pem").display().to_string(),
+            from.join("client-ops-key.pem").display().to_string(),
+        );
+        args.extend(["--cert-file", &cert, "--key-file", &key]);
+        cli(&servers, &token, &ca, &args)
+    };
+    ok(with_client_cert(&certs)?)?;
+    assert!(
+        !with_client_cert(&stranger)?.status.success(),
+        "a client certificate of another CA was accepted"
+    );
+
+    // A missing CA file is named, with the flag that named it.
+    let missing = dir.path().join("no-such-ca.pem");
+    let out = cli(&servers, &token, &missing, &["company", "list"])?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("--ca-file") && stderr.contains("no-such-ca.pem"),
+        "{stderr}"
+    );
+
+    // A worker over TLS, presenting its own certificate: it registers with the cluster.
+    ok(roost(&[
+        "cert", "issue", "worker", "--name", "w1", "--dir", &certs_arg,
+    ])?)?;
+    let join = ok(cli(
+        &servers,
+        &token,
+        &ca,
+        &["worker", "token", "create", "-q"],
+    )?)?;
+    let join = String::from_utf8(join.stdout)?.trim().to_string();
+    let worker_config = dir.path().join("worker.toml");
+    let grpc_servers = nodes
+        .iter()
+        .map(|n| format!("\"{}\"", n.grpc))
+        .collect::<Vec<_>>()
+        .join(", ");
+    std::fs::write(
+        &worker_config,
+        format!(
+            "worker_id = \"tls-worker\"\nservers = [{grpc_servers}]\napi_url = \"https://{http}\"\n\
+             join_token = \"{join}\"\nwork_dir = \"{work}\"\n\n\
+             [tls]\nca_file = \"{certs}/ca.pem\"\ncert_file = \"{certs}/worker-w1.pem\"\nkey_file = \"{certs}/worker-w1-key.pem\"\n",
+            work = dir.path().display(),
+            certs = certs.display(),
+        ),
+    )?;
+    let _worker = spawn_logged(
+        &["run-worker", "--config"],
+        &worker_config,
+        &dir.path().join("worker.log"),
+    )?;
+    wait_for(
+        "the TLS worker to register",
+        Duration::from_secs(60),
+        || {
+            let (servers, token, ca) = (servers.clone(), token.clone(), ca.clone());
+            async move {
+                let list = json(&cli(&servers, &token, &ca, &["worker", "list", "--json"]).ok()?)?;
+                list.to_string().contains("tls-worker").then_some(())
+            }
+        },
+    )
+    .await
+    .map_err(|e| {
+        let log = std::fs::read_to_string(dir.path().join("worker.log")).unwrap_or_default();
+        anyhow::anyhow!("{e}\nworker log:\n{log}")
+    })?;
+    Ok(())
+}
+
+/// A server bound to a non-loopback address without TLS refuses to start, saying how to
+/// proceed; with `--insecure-plaintext` it starts, and warns.
+#[tokio::test]
+async fn a_node_exposed_without_tls_refuses_to_start() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let port = |addr: String| addr.rsplit_once(':').map(|(_, p)| p.to_string());
+    let (http, grpc) = (port(free_addr()?), port(free_addr()?));
+    let (Some(http), Some(grpc)) = (http, grpc) else {
+        anyhow::bail!("no port");
+    };
+    let config = dir.path().join("node.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "node_id = 1\ndata_dir = \"{}\"\nhttp_listen = \"0.0.0.0:{http}\"\ngrpc_listen = \"127.0.0.1:{grpc}\"\n",
+            dir.path().join("data").display()
+        ),
+    )?;
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(roost_binary())
+            .args(["server", "--config"])
+            .arg(&config)
+            .env_remove("ROOST_INSECURE_PLAINTEXT")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await??;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "started without TLS on 0.0.0.0: {stderr}"
+    );
+    assert!(
+        stderr.contains("--insecure-plaintext") && stderr.contains("0.0.0.0"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("data").exists(),
+        "it opened its data before refusing"
+    );
+
+    let log = dir.path().join("insecure.log");
+    let _server = spawn_logged(
+        &["server", "--insecure-plaintext", "--config"],
+        &config,
+        &log,
+    )?;
+    wait_for("the plaintext warning", Duration::from_secs(60), || {
+        let log = log.clone();
+        async move {
+            std::fs::read_to_string(&log)
+                .ok()
+                .filter(|l| l.contains("PLAINTEXT") && l.contains("node serving"))
+                .map(drop)
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// Certificates are read at start: a node's certificate is rotated by issuing a new one and
+/// restarting that node, one node at a time, and the cluster stays whole (README, "A secure
+/// cluster").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_certificate_rotates_with_a_rolling_restart() -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let dir = tempfile::tempdir()?;
+    let certs = dir.path().join("certs");
+    let certs_arg = certs.display().to_string();
+    ok(roost(&["cert", "init", "--dir", &certs_arg])?)?;
+    let (mut nodes, token) = start_tls_cluster(dir.path(), &certs).await?;
+    let node_2 = nodes[1].http.clone();
+    let ca = certs.join("ca.pem");
+    let all = nodes
+        .iter()
+        .map(|n| n.http.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let healthy = |server: String| {
+        let (token, ca) = (token.clone(), ca.clone());
+        wait_for("every member healthy", Duration::from_secs(60), move || {
+            let (server, token, ca) = (server.clone(), token.clone(), ca.clone());
+            async move {
+                let s = json(&cli(&server, &token, &ca, &["cluster", "status", "--json"]).ok()?)?;
+                let members = s["members"].as_array()?;
+                (members.len() == 3
+                    && members.iter().all(|m| {
+                        ["leader", "healthy"].contains(&m["health"].as_str().unwrap_or(""))
+                    }))
+                .then_some(())
+            }
+        })
+    };
+    healthy(all.clone()).await?;
+    let before = std::fs::read(certs.join("node-2.pem"))?;
+
+    // Node 2: a new key and certificate in place of the old, then a restart.
+    std::fs::remove_file(certs.join("node-2.pem"))?;
+    std::fs::remove_file(certs.join("node-2-key.pem"))?;
+    ok(roost(&[
+        "cert",
+        "issue",
+        "node",
+        "--id",
+        "2",
+        "--host",
+        "127.0.0.1",
+        "--dir",
+        &certs_arg,
+    ])?)?;
+    assert_ne!(before, std::fs::read(certs.join("node-2.pem"))?);
+    drop(nodes.remove(1));
+    let _restarted = spawn_logged(
+        &["server", "--config"],
+        &dir.path().join("node-2.toml"),
+        &dir.path().join("node-2-restarted.log"),
+    )?;
+    // Asked through node 2 alone: it serves its new certificate and sees both peers healthy.
+    healthy(node_2.clone()).await?;
+    ok(cli(
+        &node_2,
+        &token,
+        &ca,
+        &[
+            "company", "create", "--name", "Rotated", "--prefix", "ROT", "-q",
+        ],
+    )?)?;
+    Ok(())
+}
