@@ -319,21 +319,35 @@ impl Server {
         self.api.node().shutdown().await;
     }
 
-    /// Stops accepting requests, finishes those in flight and stops Raft.
+    /// Stops accepting requests, finishes those in flight (for at most [`SHUTDOWN_GRACE`])
+    /// and stops Raft.
     pub async fn shutdown(self) -> Result<(), Error> {
         let _ = self.stop.send(true);
         let mut first_error = None;
-        for task in self.tasks {
-            match task.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => first_error = first_error.or(Some(e)),
-                Err(e) => first_error = first_error.or(Some(Error::Task(e.to_string()))),
+        // A connection that never ends (a stream whose client stays) must not keep the process
+        // from stopping: SIGTERM from systemd or Kubernetes expects an exit in bounded time.
+        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+        for mut task in self.tasks {
+            match tokio::time::timeout_at(deadline, &mut task).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => first_error = first_error.or(Some(e)),
+                Ok(Err(e)) => first_error = first_error.or(Some(Error::Task(e.to_string()))),
+                Err(_) => {
+                    tracing::warn!(
+                        grace_ms = SHUTDOWN_GRACE.as_millis() as u64,
+                        "requests still open when the shutdown grace ran out: closing them"
+                    );
+                    task.abort();
+                }
             }
         }
         self.api.node().shutdown().await;
         first_error.map_or(Ok(()), Err)
     }
 }
+
+/// How long a stopping node lets requests in flight finish before it closes them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs a node until `shutdown` completes.
 pub async fn run(
