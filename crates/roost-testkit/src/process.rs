@@ -85,6 +85,11 @@ impl RoostProcess {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// The exit status, once the process has ended (`None` while it runs).
+    pub fn exit_status(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait()
+    }
 }
 
 impl Drop for RoostProcess {

@@ -210,6 +210,48 @@ async fn roost_dev_survives_a_closed_stdout() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Regression (roost_dev_did_not_stop_on_sigterm): `roost dev` printed "stopping..." and ran on
+/// (a stream that never ended held its shutdown, then the runtime waited on a blocking task).
+/// systemd, Docker and Kubernetes kill a process uncleanly after their grace (30 s on
+/// Kubernetes): it must exit well within that, successfully.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roost_dev_stops_on_sigterm_within_the_grace_of_a_supervisor() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let process = RoostProcess::spawn_dev(&roost_binary(), dir.path(), START_DEADLINE)?;
+    // With its worker's session open, as after any use: that stream is what held the stop.
+    let admin = Http::new(process.base_url.clone()).with_token(&process.admin_token);
+    roost_testkit::wait_for("the dev worker online", START_DEADLINE, || {
+        let admin = admin.clone();
+        async move {
+            let workers = admin.get("/api/workers").await.ok()?.ok().ok()?;
+            workers
+                .as_array()?
+                .iter()
+                .any(|w| w["status"] == "online")
+                .then_some(())
+        }
+    })
+    .await?;
+    let pid = libc::pid_t::try_from(process.pid())?;
+    // SAFETY: kill(2) with our own child's pid and a valid signal has no memory effects.
+    anyhow::ensure!(
+        unsafe { libc::kill(pid, libc::SIGTERM) } == 0,
+        "kill failed"
+    );
+    let process = std::sync::Arc::new(std::sync::Mutex::new(process));
+    let status = roost_testkit::wait_for(
+        "roost dev to exit after SIGTERM",
+        std::time::Duration::from_secs(25),
+        || {
+            let process = process.clone();
+            async move { process.lock().ok()?.exit_status().ok().flatten() }
+        },
+    )
+    .await?;
+    assert!(status.success(), "roost dev exited with {status}");
+    Ok(())
+}
+
 /// `roost dev` runs a worker in-process: an agent with the `process` adapter runs on a wake.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn roost_dev_runs_process_agents_with_its_own_worker() -> anyhow::Result<()> {
