@@ -132,14 +132,10 @@ fn run_on_runtime(
             return ExitCode::FAILURE;
         }
     };
-    let code = match runtime.block_on(task) {
+    match runtime.block_on(task) {
         Ok(code) => code,
         Err(e) => failure(&e),
-    };
-    // Dropping a runtime waits for its blocking tasks without limit; a process asked to stop
-    // must exit in bounded time (systemd and Kubernetes kill it uncleanly otherwise).
-    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
-    code
+    }
 }
 
 fn failure(e: &anyhow::Error) -> ExitCode {
