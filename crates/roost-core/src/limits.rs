@@ -53,8 +53,9 @@ pub const MAX_IDEMPOTENCY_KEY_LEN: usize = crate::idempotency::MAX_KEY_LEN;
 pub const MAX_AGENTS_PER_COMPANY: usize = 1_000;
 /// Issues of a company that are not done or cancelled.
 pub const MAX_OPEN_ISSUES_PER_COMPANY: usize = 100_000;
-/// Runs a company may start in one clock hour (UTC, from the leader's stamped time).
-pub const MAX_RUNS_PER_HOUR_PER_COMPANY: u32 = 3_600;
+/// Runs a company may start in one clock hour (UTC, from the leader's stamped time): enough for
+/// every agent of a full company to run once a minute, so only a runaway start loop meets it.
+pub const MAX_RUNS_PER_HOUR_PER_COMPANY: u32 = 60 * MAX_AGENTS_PER_COMPANY as u32;
 
 /// Refuses a command any of whose fields is out of range. Depends on the command alone.
 pub fn check(command: &Command) -> Result<(), DomainError> {

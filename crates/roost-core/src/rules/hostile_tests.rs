@@ -312,3 +312,28 @@ fn usage_beyond_the_bounds_is_refused() {
         .unwrap_err();
     assert_eq!(err.code(), "bad_request", "{err}");
 }
+
+/// Regression (fault suite's `membership_change` and `worker_cut_off` stalled): the runs quota was
+/// 3,600 an hour, which the fault workload's run starts reached in under a minute, after which
+/// every wake stayed queued and every start was refused. A full company running each agent once a
+/// minute must fit; one more start than that is refused.
+#[test]
+fn runs_quota_admits_every_agent_of_a_full_company_running_each_minute() {
+    let mut w = World::new();
+    let now = Timestamp(1_700_000_000_000);
+    let fleet_per_hour = (MAX_AGENTS_PER_COMPANY * 60) as u32;
+    let hour = crate::limits::hour_of(now);
+    w.state
+        .runs_per_hour
+        .insert(("c1".to_string(), hour), fleet_per_hour - 1);
+    assert_eq!(
+        crate::rules::run::quota_blocker(&w.state, "c1", now),
+        None,
+        "the last run a full fleet starts in its hour is admitted"
+    );
+    w.state
+        .runs_per_hour
+        .insert(("c1".to_string(), hour), fleet_per_hour);
+    assert!(crate::rules::run::quota_blocker(&w.state, "c1", now).is_some());
+    assert_eq!(crate::rules::run::quota_blocker(&w.state, "c2", now), None);
+}

@@ -363,8 +363,6 @@ pub fn worker_suits(worker: &Worker, agent: &Agent) -> Result<(), String> {
     Ok(())
 }
 
-/// Why a queued wake cannot become a run now, if it cannot: the agent's state, its
-/// concurrency limit, a run of its own already on the issue (the wake is then a follow-up).
 /// Why `company_id` may start no run at `now`: its runs-per-hour quota is used up.
 pub fn quota_blocker(
     state: &crate::state::State,
@@ -390,6 +388,8 @@ fn check_quota(ctx: &Ctx<'_>, company_id: &str) -> Result<(), DomainError> {
     }
 }
 
+/// Why a queued wake cannot become a run now, if it cannot: the agent's state, its
+/// concurrency limit, a run of its own already on the issue (the wake is then a follow-up).
 pub fn claim_blocker(state: &crate::state::State, wake: &Wake) -> Option<String> {
     let agent = state.agents.get(&wake.agent_id)?;
     if agent.status != AgentStatus::Active {
