@@ -107,11 +107,11 @@ impl ProcessCluster {
         let mut addrs = Vec::new();
         let mut members = String::new();
         for id in 1..=3u64 {
-            let (http, grpc) = (free_addr()?, free_addr()?);
+            let (http, grpc, peer) = (free_addr()?, free_addr()?, free_addr()?);
             members.push_str(&format!(
-                "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\n\n"
+                "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\npeer_addr = \"{peer}\"\n\n"
             ));
-            addrs.push((id, http, grpc));
+            addrs.push((id, http, grpc, peer));
         }
         let root = dir.path().to_path_buf();
         let mut cluster = ProcessCluster {
@@ -121,12 +121,12 @@ impl ProcessCluster {
             keep: false,
             binary: binary.to_path_buf(),
         };
-        for (id, http, grpc) in addrs {
+        for (id, http, grpc, peer) in addrs {
             let data = root.join(format!("node-{id}"));
             // The load comes from a few credentials at thousands of requests a second: no
             // per-credential rate limit (crates/roost-server/src/limits.rs).
             let config = format!(
-                "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\nruntime_threads = {runtime_threads}\n\n[limits]\nrequests_per_second = 0\n\n{members}",
+                "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\npeer_listen = \"{peer}\"\nruntime_threads = {runtime_threads}\n\n[limits]\nrequests_per_second = 0\n\n{members}",
                 data.display()
             );
             std::fs::write(root.join(format!("node-{id}.toml")), config)?;

@@ -165,6 +165,7 @@ async fn session(
         slots: sim.slots,
         version: "roost-bench".into(),
         running_run_ids: lock(running).clone(),
+        worker_credential: roost_testkit::worker_credential(&sim.join_token, id),
         ..Default::default()
     };
     tx.send(body(worker_message::Body::Register(register)))

@@ -12,6 +12,8 @@ pub struct Member {
     pub grpc_addr: String,
     pub http_addr: String,
     #[serde(default)]
+    pub peer_addr: String,
+    #[serde(default)]
     pub voter: bool,
 }
 
@@ -22,6 +24,8 @@ pub struct NodeReport {
     pub id: u64,
     pub grpc_addr: String,
     pub http_addr: String,
+    #[serde(default)]
+    pub peer_addr: String,
     pub role: String,
     pub term: u64,
     pub leader_id: Option<u64>,
@@ -61,6 +65,7 @@ struct AddNode<'a> {
     id: u64,
     grpc_addr: &'a str,
     http_addr: &'a str,
+    peer_addr: &'a str,
     learner_only: bool,
 }
 
@@ -91,6 +96,7 @@ impl RoostClient {
             id: member.id,
             grpc_addr: &member.grpc_addr,
             http_addr: &member.http_addr,
+            peer_addr: &member.peer_addr,
             learner_only,
         };
         self.post(&[API, "cluster", "nodes"], &body).await

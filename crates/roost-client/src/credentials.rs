@@ -48,6 +48,17 @@ impl RoostClient {
         self.delete(&[API, "workers", "join-tokens", id]).await
     }
 
+    /// Every worker's credential (no secrets): the worker it is bound to, revoked or not.
+    pub async fn list_worker_credentials(&self) -> Result<Vec<CredentialView>> {
+        self.get(&[API, "workers", "credentials"], &[]).await
+    }
+
+    /// Revokes worker `worker_id` (its credential): its session ends and its runs are handled
+    /// as a lost worker's.
+    pub async fn revoke_worker(&self, worker_id: &str) -> Result<CredentialView> {
+        self.delete(&[API, "workers", worker_id]).await
+    }
+
     async fn delete<T: serde::de::DeserializeOwned>(&self, path: &[&str]) -> Result<T> {
         self.send(Method::DELETE, path, &[], None::<&()>).await
     }

@@ -9,6 +9,7 @@ mod cluster;
 mod credentials;
 mod error;
 mod logs;
+mod memory;
 mod routes;
 mod types;
 mod wakes;
@@ -29,6 +30,10 @@ pub use cluster::{ClusterStatus, Member, MemberStatus, NodeReport};
 pub use credentials::{CreatedAdminToken, CredentialView};
 pub use error::Error;
 pub use logs::LogPage;
+pub use memory::{
+    CurrentTask, Door, MemoryDocument, MemoryDocumentInfo, MemoryEntry, MemoryLive, MemoryScope,
+    MemorySummary, NewMemoryEntry, Recovery,
+};
 pub use types::{
     ActivityPage, AgentUpdate, AuditReport, CommentCursor, CommentPage, CreatedKey,
     HeartbeatContext, IssueFilter, IssueUpdate, IssueWithComment, NewAgent, NewCompany, NewIssue,

@@ -241,7 +241,7 @@ impl RoostClient {
             .map(drop)
     }
 
-    /// `GET /readyz`: whether the node knows a leader and can serve.
+    /// `GET /readyz`: whether the node knows a leader, has every committed write, and can serve.
     pub async fn ready(&self) -> Result<bool> {
         match self
             .send_raw(Method::GET, &["readyz"], &[], None::<&()>)

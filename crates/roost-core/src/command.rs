@@ -166,6 +166,14 @@ pub enum Command {
         ttl_secs: Option<u64>,
         max_uses: Option<u32>,
     },
+    /// A worker exchanges its join token (the envelope's credential) for a worker credential
+    /// bound to `worker_id`: once per join token and worker id, one use of a bounded token
+    /// (`rules/credential.rs`). The worker made the secret; only its hash travels.
+    ExchangeJoinToken {
+        worker_id: String,
+        credential_id: String,
+        token_hash: String,
+    },
     /// Revokes an admin token, agent key or join token. `kind` (and `agent_id` for a key) say
     /// what the caller means, so an id of another kind or another agent is not found.
     RevokeCredential {
@@ -303,6 +311,30 @@ pub enum Command {
     WorkerLost {
         worker_id: String,
     },
+    /// An agent's log entry, written during its run (fenced on it; `rules/memory.rs`).
+    AppendMemoryEntry {
+        id: String,
+        agent_id: String,
+        entry: crate::memory::NewMemoryEntry,
+    },
+    /// Saves a new version of a memory document of an agent (`agent_id`) or of its company's
+    /// shared scope (`agent_id: None`), if its current version is `expected_version`.
+    PutMemoryDocument {
+        company_id: String,
+        #[serde(default)]
+        agent_id: Option<String>,
+        name: String,
+        content: String,
+        expected_version: u64,
+    },
+    /// Saves an agent's live state: the parts present, each with the command's time.
+    SetMemoryLive {
+        agent_id: String,
+        #[serde(default)]
+        current_task: Option<crate::memory::CurrentTask>,
+        #[serde(default)]
+        coordinates: Option<serde_json::Value>,
+    },
 }
 
 impl Command {
@@ -314,6 +346,7 @@ impl Command {
             Command::CreateCredential { .. } | Command::CreateJoinToken { .. } => {
                 "credential.created"
             }
+            Command::ExchangeJoinToken { .. } => "credential.exchanged",
             Command::RevokeCredential { .. } => "credential.revoked",
             Command::CreateAgent { .. } => "agent.created",
             Command::UpdateAgent { .. } => "agent.updated",
@@ -338,6 +371,9 @@ impl Command {
             Command::RunStarted { .. } => "run.running",
             Command::RegisterWorker { .. } => "worker.registered",
             Command::WorkerLost { .. } => "worker.lost",
+            Command::AppendMemoryEntry { .. } => "memory.entry_added",
+            Command::PutMemoryDocument { .. } => "memory.document_saved",
+            Command::SetMemoryLive { .. } => "memory.live_saved",
         }
     }
 }
@@ -363,6 +399,9 @@ pub enum Outcome {
     BudgetPolicy(BudgetPolicy),
     CostEvent(CostEvent),
     BudgetIncident(BudgetIncident),
+    MemoryEntry(crate::memory::MemoryEntry),
+    MemoryDocument(crate::memory::MemoryDocument),
+    MemoryLive(crate::memory::MemoryLive),
 }
 
 impl Outcome {
@@ -380,6 +419,9 @@ impl Outcome {
             Outcome::BudgetPolicy(_) => "budget_policy",
             Outcome::CostEvent(_) => "cost_event",
             Outcome::BudgetIncident(_) => "budget_incident",
+            Outcome::MemoryEntry(_) => "memory_entry",
+            Outcome::MemoryDocument(_) => "memory_document",
+            Outcome::MemoryLive(_) => "memory_live",
         }
     }
 }

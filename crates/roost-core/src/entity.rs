@@ -371,7 +371,7 @@ pub fn task_key(issue_id: Option<&str>) -> &str {
     issue_id.unwrap_or("__heartbeat__")
 }
 
-string_enum!(CredentialKind { Admin => "admin", AgentKey => "agent_key", WorkerJoin => "worker_join" });
+string_enum!(CredentialKind { Admin => "admin", AgentKey => "agent_key", WorkerJoin => "worker_join", Worker => "worker" });
 
 /// A bearer secret, known to the state machine only by its SHA-256 hash.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -400,6 +400,41 @@ pub struct Credential {
     /// Join tokens with `max_uses`: the worker ids it admitted, each bound to it for good.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub worker_ids: Vec<String>,
+    /// Worker credentials: the one worker id it registers as (`ExchangeJoinToken`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    /// Worker credentials: the join token it was exchanged for; revoking that token revokes
+    /// what it admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_token_id: Option<String>,
+}
+
+impl Credential {
+    /// A credential not revoked, bound to nothing; callers set the fields of their kind.
+    pub fn new(
+        id: impl Into<String>,
+        kind: CredentialKind,
+        name: impl Into<String>,
+        token_hash: impl Into<String>,
+        created_at: Timestamp,
+    ) -> Credential {
+        Credential {
+            id: id.into(),
+            kind,
+            name: name.into(),
+            agent_id: None,
+            company_id: None,
+            token_hash: token_hash.into(),
+            revoked: false,
+            created_at,
+            revoked_at: None,
+            expires_at: None,
+            max_uses: None,
+            worker_ids: Vec::new(),
+            worker_id: None,
+            join_token_id: None,
+        }
+    }
 }
 
 string_enum!(

@@ -57,7 +57,8 @@ pub fn fingerprint(command: &Command) -> String {
         | Command::CreateIssue { id, .. }
         | Command::StartRun { id, .. }
         | Command::SetBudgetPolicy { id, .. }
-        | Command::Wakeup { id, .. } => id.clear(),
+        | Command::Wakeup { id, .. }
+        | Command::AppendMemoryEntry { id, .. } => id.clear(),
         Command::CreateCredential { id, token_hash, .. }
         | Command::CreateJoinToken { id, token_hash, .. } => {
             id.clear();

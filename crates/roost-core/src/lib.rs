@@ -11,6 +11,7 @@ pub mod entity;
 pub mod error;
 pub mod idempotency;
 pub mod limits;
+pub mod memory;
 mod rules;
 pub mod state;
 mod state_hash;

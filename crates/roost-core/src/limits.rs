@@ -49,6 +49,20 @@ pub const MAX_ERROR_CHARS: usize = 4000;
 /// A client's idempotency key (checked by the server before anything is proposed).
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = crate::idempotency::MAX_KEY_LEN;
 
+/// One memory log entry: the bytes of `what`, `did`, `next` and `errors` together.
+pub const MAX_MEMORY_ENTRY_BYTES: usize = 8 * 1024;
+/// Entries kept per agent: the oldest is dropped when a new one would pass this.
+pub const MAX_MEMORY_ENTRIES_PER_AGENT: usize = 500;
+/// One memory document (`MEMORY.md`, `STATE.md`), in bytes of UTF-8.
+pub const MAX_MEMORY_DOCUMENT_BYTES: usize = 64 * 1024;
+/// Versions kept per document (the current one included): the oldest is dropped.
+pub const MAX_MEMORY_DOCUMENT_VERSIONS: usize = 20;
+/// `current-task`: `doing`, and each of at most 3 `last` and 3 `next` items.
+pub const MAX_CURRENT_TASK_CHARS: usize = 2_000;
+pub const MAX_CURRENT_TASK_ITEMS: usize = 3;
+/// Live `coordinates`, as JSON text.
+pub const MAX_COORDINATES_BYTES: usize = 4 * 1024;
+
 /// Agents a company may have (terminated ones included: their rows stay).
 pub const MAX_AGENTS_PER_COMPANY: usize = 1_000;
 /// Issues of a company that are not done or cancelled.
@@ -152,6 +166,44 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
             }
             labels("labels", worker_labels)
         }
+        Command::AppendMemoryEntry { entry, .. } => memory_entry(entry),
+        Command::PutMemoryDocument { content, .. } => {
+            if content.len() > MAX_MEMORY_DOCUMENT_BYTES {
+                return Err(DomainError::too_large(
+                    "content",
+                    MAX_MEMORY_DOCUMENT_BYTES as u64,
+                    "bytes",
+                ));
+            }
+            Ok(())
+        }
+        Command::SetMemoryLive {
+            current_task,
+            coordinates,
+            ..
+        } => {
+            if let Some(task) = current_task {
+                chars("currentTask.doing", &task.doing, MAX_CURRENT_TASK_CHARS)?;
+                for (field, items) in [
+                    ("currentTask.last", &task.last),
+                    ("currentTask.next", &task.next),
+                ] {
+                    if items.len() > MAX_CURRENT_TASK_ITEMS {
+                        return Err(DomainError::too_large(
+                            field,
+                            MAX_CURRENT_TASK_ITEMS as u64,
+                            "items",
+                        ));
+                    }
+                    for item in items {
+                        chars(field, item, MAX_CURRENT_TASK_CHARS)?;
+                    }
+                }
+            }
+            coordinates.as_ref().map_or(Ok(()), |c| {
+                json_bytes("coordinates", c, MAX_COORDINATES_BYTES)
+            })
+        }
         Command::PauseAgent { .. }
         | Command::ResumeAgent { .. }
         | Command::TerminateAgent { .. }
@@ -160,7 +212,8 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         | Command::AssignRun { .. }
         | Command::AddRunToken { .. }
         | Command::RunStarted { .. }
-        | Command::WorkerLost { .. } => Ok(()),
+        | Command::WorkerLost { .. }
+        | Command::ExchangeJoinToken { .. } => Ok(()),
     }
 }
 
@@ -273,6 +326,18 @@ fn issue_patch(patch: &IssuePatch) -> Result<(), DomainError> {
 
 fn new_comment(comment: &NewComment) -> Result<(), DomainError> {
     chars("body", &comment.body, MAX_COMMENT_CHARS)
+}
+
+fn memory_entry(entry: &crate::memory::NewMemoryEntry) -> Result<(), DomainError> {
+    let bytes = crate::memory::entry_bytes(&entry.what, &entry.did, &entry.next, &entry.errors);
+    if bytes > MAX_MEMORY_ENTRY_BYTES as u64 {
+        return Err(DomainError::too_large(
+            "entry",
+            MAX_MEMORY_ENTRY_BYTES as u64,
+            "bytes (what, did, next and errors together)",
+        ));
+    }
+    Ok(())
 }
 
 fn usage_in_range(field: &str, usage: &Usage) -> Result<(), DomainError> {

@@ -13,6 +13,7 @@ use crate::command::{Command, Envelope, Outcome};
 use crate::entity::*;
 use crate::error::DomainError;
 use crate::idempotency::{fingerprint, scoped_key, IdempotencyTable, Remembered, MAX_KEY_LEN};
+use crate::memory::{MemoryChange, MemoryDocument, MemoryEntry, MemoryLive, MemoryState};
 use crate::rules;
 use crate::state_hash::{RowDigests, Table};
 use crate::time::Timestamp;
@@ -38,6 +39,8 @@ pub enum Change {
     BudgetPolicy(BudgetPolicy),
     CostEvent(CostEvent),
     BudgetIncident(BudgetIncident),
+    /// Agent memory: an entry, a document version or live state, written or dropped.
+    Memory(MemoryChange),
 }
 
 /// Commands one log entry carries at most. The command at `position` in the entry at log
@@ -97,6 +100,9 @@ pub struct StateRows {
     pub budget_policies: Vec<BudgetPolicy>,
     pub cost_events: Vec<CostEvent>,
     pub budget_incidents: Vec<BudgetIncident>,
+    pub memory_entries: Vec<MemoryEntry>,
+    pub memory_documents: Vec<MemoryDocument>,
+    pub memory_live: Vec<MemoryLive>,
     pub activity_seq: u64,
     pub activity_head: Option<String>,
 }
@@ -114,6 +120,8 @@ pub struct State {
     pub budget_policies: BTreeMap<String, BudgetPolicy>,
     pub cost_events: BTreeMap<String, CostEvent>,
     pub budget_incidents: BTreeMap<String, BudgetIncident>,
+    /// Agents' and companies' memory (`memory.rs`).
+    pub memory: MemoryState,
     pub activity_seq: u64,
     pub activity_head: String,
     pub idempotency: IdempotencyTable,
@@ -168,6 +176,12 @@ fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::BudgetIncident(i) => (Table::BudgetIncident, i.id.as_str()),
         Change::Remembered(r) => (Table::IdempotencyKey, r.key.as_str()),
         Change::Forgotten(key) => (Table::IdempotencyKey, key.as_str()),
+        Change::Memory(MemoryChange::Entry(e)) => (Table::MemoryEntry, e.id.as_str()),
+        Change::Memory(MemoryChange::EntryDropped(id)) => (Table::MemoryEntry, id.as_str()),
+        // Its key is derived ([`MemoryDocument::key`]): `put` touches it.
+        Change::Memory(MemoryChange::Document(_)) => return None,
+        Change::Memory(MemoryChange::DocumentDropped(key)) => (Table::MemoryDocument, key.as_str()),
+        Change::Memory(MemoryChange::Live(l)) => (Table::MemoryLive, l.agent_id.as_str()),
         Change::Activity(_) => return None,
     })
 }
@@ -236,6 +250,21 @@ impl State {
                 rows.budget_incidents
                     .into_iter()
                     .map(Change::BudgetIncident),
+            )
+            .chain(
+                rows.memory_entries
+                    .into_iter()
+                    .map(|e| Change::Memory(MemoryChange::Entry(e))),
+            )
+            .chain(
+                rows.memory_documents
+                    .into_iter()
+                    .map(|d| Change::Memory(MemoryChange::Document(d))),
+            )
+            .chain(
+                rows.memory_live
+                    .into_iter()
+                    .map(|l| Change::Memory(MemoryChange::Live(l))),
             );
         for change in puts {
             state.put(change);
@@ -396,6 +425,9 @@ impl State {
         if let Some((table, key)) = row_of(&change) {
             self.row_digests.touch(table, key);
         }
+        if let Change::Memory(MemoryChange::Document(d)) = &change {
+            self.row_digests.touch(Table::MemoryDocument, &d.key());
+        }
         match change {
             Change::Company(c) => {
                 self.company_by_prefix
@@ -530,6 +562,7 @@ impl State {
                     },
                 );
             }
+            Change::Memory(m) => self.memory.put(m),
             Change::Activity(_) => {}
             Change::Remembered(r) => self.idempotency.insert(r),
             Change::Forgotten(key) => self.idempotency.remove(&key),
@@ -679,6 +712,9 @@ impl State {
         feed(serde_json::to_string(&self.budget_policies));
         feed(serde_json::to_string(&self.cost_events));
         feed(serde_json::to_string(&self.budget_incidents));
+        feed(serde_json::to_string(&self.memory.entries));
+        feed(serde_json::to_string(&self.memory.documents));
+        feed(serde_json::to_string(&self.memory.live));
         feed(serde_json::to_string(&(
             self.activity_seq,
             &self.activity_head,

@@ -31,9 +31,12 @@ pub(crate) enum Table {
     CostEvent,
     BudgetIncident,
     IdempotencyKey,
+    MemoryEntry,
+    MemoryDocument,
+    MemoryLive,
 }
 
-const TABLES: [Table; 12] = [
+const TABLES: [Table; 15] = [
     Table::Company,
     Table::Agent,
     Table::Issue,
@@ -46,6 +49,9 @@ const TABLES: [Table; 12] = [
     Table::CostEvent,
     Table::BudgetIncident,
     Table::IdempotencyKey,
+    Table::MemoryEntry,
+    Table::MemoryDocument,
+    Table::MemoryLive,
 ];
 
 type Lanes = [u64; 4];
@@ -193,6 +199,9 @@ fn keys(state: &State, table: Table) -> Vec<String> {
         Table::CostEvent => of(&state.cost_events),
         Table::BudgetIncident => of(&state.budget_incidents),
         Table::IdempotencyKey => state.idempotency.keys().cloned().collect(),
+        Table::MemoryEntry => of(&state.memory.entries),
+        Table::MemoryDocument => of(&state.memory.documents),
+        Table::MemoryLive => of(&state.memory.live),
     }
 }
 
@@ -217,6 +226,9 @@ fn row_digest(state: &State, table: Table, key: &str) -> Option<Lanes> {
         Table::CostEvent => json(state.cost_events.get(key)),
         Table::BudgetIncident => json(state.budget_incidents.get(key)),
         Table::IdempotencyKey => state.idempotency.get(key).map(|_| key.as_bytes().to_vec()),
+        Table::MemoryEntry => json(state.memory.entries.get(key)),
+        Table::MemoryDocument => json(state.memory.documents.get(key)),
+        Table::MemoryLive => json(state.memory.live.get(key)),
     }?;
     let mut hasher = Sha256::new();
     hasher.update([table as u8]);

@@ -27,6 +27,11 @@ pub struct CredentialView {
     /// Join tokens with `maxUses`: the worker ids bound to it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub worker_ids: Vec<String>,
+    /// Worker credentials: the worker it is bound to, and the join token it was exchanged for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_token_id: Option<String>,
 }
 
 impl From<Credential> for CredentialView {
@@ -42,6 +47,8 @@ impl From<Credential> for CredentialView {
             expires_at: c.expires_at,
             max_uses: c.max_uses,
             worker_ids: c.worker_ids,
+            worker_id: c.worker_id,
+            join_token_id: c.join_token_id,
         }
     }
 }
@@ -63,6 +70,100 @@ impl CreatedAdminToken {
             name: c.name,
             created_at: c.created_at,
             token,
+        }
+    }
+}
+
+/// An agent's memory at a glance (`GET /api/agents/{id}/memory`, `roost memory show`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemorySummary {
+    pub agent_id: String,
+    pub company_id: String,
+    /// `current-task` and `coordinates` with their update times; `null` if never saved.
+    #[serde(default)]
+    pub live: Option<crate::memory::MemoryLive>,
+    /// The door a run starting now would take, computed at the time of the request.
+    pub recovery: crate::memory::Recovery,
+    /// The current version of each document the agent has.
+    #[serde(default)]
+    pub documents: Vec<MemoryDocumentInfo>,
+    pub entry_count: usize,
+    #[serde(default)]
+    pub latest_entry_at: Option<Timestamp>,
+    /// Bytes held: entries' text, every kept document version, live state.
+    pub bytes_used: u64,
+    pub limits: MemoryLimits,
+}
+
+/// A document's current version, without its content.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryDocumentInfo {
+    pub name: String,
+    pub version: u64,
+    pub bytes: u64,
+    pub updated_at: Timestamp,
+    /// Versions kept (the current one included).
+    pub versions_kept: usize,
+}
+
+/// The caps an agent's memory lives under (`limits.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryLimits {
+    pub max_entry_bytes: u64,
+    pub max_entries: u64,
+    pub max_document_bytes: u64,
+    pub max_document_versions: u64,
+}
+
+impl Default for MemoryLimits {
+    fn default() -> Self {
+        use crate::limits::*;
+        MemoryLimits {
+            max_entry_bytes: MAX_MEMORY_ENTRY_BYTES as u64,
+            max_entries: MAX_MEMORY_ENTRIES_PER_AGENT as u64,
+            max_document_bytes: MAX_MEMORY_DOCUMENT_BYTES as u64,
+            max_document_versions: MAX_MEMORY_DOCUMENT_VERSIONS as u64,
+        }
+    }
+}
+
+impl MemorySummary {
+    /// The summary of `agent`'s memory in `state`, its door computed for `now`.
+    pub fn of(state: &crate::State, agent: &crate::Agent, now: Timestamp) -> MemorySummary {
+        let memory = &state.memory;
+        let live = memory.live.get(&agent.id).cloned();
+        let saved_at = live.as_ref().and_then(|l| l.current_task_updated_at);
+        let documents = crate::memory::MEMORY_DOCUMENT_NAMES
+            .iter()
+            .filter_map(|name| {
+                let current = memory.document(&agent.company_id, Some(&agent.id), name)?;
+                Some(MemoryDocumentInfo {
+                    name: current.name.clone(),
+                    version: current.version,
+                    bytes: current.content.len() as u64,
+                    updated_at: current.updated_at,
+                    versions_kept: memory
+                        .versions(&agent.company_id, Some(&agent.id), name)
+                        .count(),
+                })
+            })
+            .collect();
+        MemorySummary {
+            agent_id: agent.id.clone(),
+            company_id: agent.company_id.clone(),
+            recovery: crate::memory::recovery(saved_at, now),
+            live,
+            documents,
+            entry_count: memory.entry_count(&agent.id),
+            latest_entry_at: memory
+                .entries_of(&agent.id)
+                .next_back()
+                .map(|e| e.created_at),
+            bytes_used: memory.bytes_of(&agent.company_id, &agent.id),
+            limits: MemoryLimits::default(),
         }
     }
 }

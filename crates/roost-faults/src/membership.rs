@@ -184,7 +184,8 @@ pub async fn cycles(
         };
         cluster.join(spare)?;
         let body = json!({ "id": spare, "grpcAddr": cluster.grpc_addr(spare),
-                           "httpAddr": cluster.http_addr(spare) });
+                           "httpAddr": cluster.http_addr(spare),
+                           "peerAddr": cluster.peer_addr(spare) });
         apply(cluster, rng, rec, Change::AddLearner(spare, body.clone())).await?;
         apply(cluster, rng, rec, Change::Promote(spare, body)).await?;
         target.set_urls(cluster.ids().iter().map(|i| cluster.base_url(*i)).collect());

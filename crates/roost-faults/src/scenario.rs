@@ -12,7 +12,7 @@ use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use roost_check::{BudgetObservation, Op};
-use roost_testkit::{Http, NetCluster};
+use roost_testkit::NetCluster;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -94,6 +94,7 @@ async fn setup(cluster: &NetCluster, secs: u64) -> anyhow::Result<Target> {
         .map(|id| cluster.base_url(id))
         .collect();
     Ok(Target::new(
+        cluster.client_of(""),
         urls,
         cid,
         cluster.admin_token.clone(),
@@ -111,7 +112,7 @@ async fn liveness_probe(target: Target, rec: Arc<Recorder>, seed: u64) -> anyhow
     let give_up = Instant::now() + PROBE_FOR;
     while Instant::now() < give_up {
         for url in target.urls() {
-            let admin = Http::new(url).with_token(&target.admin_token);
+            let admin = target.http(url).with_token(&target.admin_token);
             let call = rec.now_ns();
             let reply = tokio::time::timeout(
                 Duration::from_secs(2),

@@ -138,7 +138,9 @@ pub async fn cost_client(
         tokio::time::sleep(Duration::from_millis(rng.gen_range(200..400))).await;
         n += 1;
         let cents: u64 = rng.gen_range(1..=5);
-        let as_waker = Http::new(target.pick_url(&mut rng)).with_token(&target.waker.key);
+        let as_waker = target
+            .http(target.pick_url(&mut rng))
+            .with_token(&target.waker.key);
         let call = rec.now_ns();
         let reply = classify(
             tokio::time::timeout(

@@ -70,6 +70,8 @@ pub struct Target {
     windows_from: Instant,
     /// The agent woken and run by the worker, under a hard budget.
     pub waker: crate::wakes_costs::Waker,
+    /// A client trusting the cluster CA; every request goes through its connections.
+    client: Http,
 }
 
 /// Issues contended at once: six clients still meet on them.
@@ -96,6 +98,7 @@ fn issues_of_window(issues: &[String], elapsed: Duration) -> &[String] {
 
 impl Target {
     pub fn new(
+        client: Http,
         urls: Vec<String>,
         company_id: String,
         admin_token: String,
@@ -112,7 +115,13 @@ impl Target {
             issues,
             windows_from: Instant::now(),
             waker,
+            client,
         }
+    }
+
+    /// A client of `url` (one of the cluster's), without a token.
+    pub fn http(&self, url: impl Into<String>) -> Http {
+        self.client.at(url)
     }
 
     /// One of the issues of the current window, at random; the last window stays open after
@@ -139,7 +148,7 @@ impl Target {
 
     /// An administrator's client of one current node, at random.
     pub fn admin(&self, rng: &mut StdRng) -> Http {
-        Http::new(self.pick_url(rng)).with_token(&self.admin_token)
+        self.http(self.pick_url(rng)).with_token(&self.admin_token)
     }
 }
 
@@ -185,7 +194,7 @@ pub async fn client(
     while Instant::now() < deadline {
         n += 1;
         let url = target.pick_url(&mut rng);
-        let admin = Http::new(url.clone()).with_token(&target.admin_token);
+        let admin = target.http(url.clone()).with_token(&target.admin_token);
         let call = rec.now_ns();
         let started = classify(
             tokio::time::timeout(
@@ -211,7 +220,8 @@ pub async fn client(
             }
         };
         let issue = target.contended_issue(&mut rng);
-        let as_agent = Http::new(url.clone())
+        let as_agent = target
+            .http(url.clone())
             .with_token(&target.agent_key)
             .with_run(&run_id);
         let call = rec.now_ns();

@@ -25,6 +25,9 @@ pub struct MemberInfo {
     pub id: u64,
     pub grpc_addr: String,
     pub http_addr: String,
+    /// Where the other nodes reach its Raft service (its `peer_listen`).
+    #[serde(default)]
+    pub peer_addr: String,
     pub voter: bool,
 }
 
@@ -68,6 +71,8 @@ pub struct NodeReport {
     pub id: u64,
     pub grpc_addr: String,
     pub http_addr: String,
+    #[serde(default)]
+    pub peer_addr: String,
     pub role: String,
     pub term: u64,
     pub leader_id: Option<u64>,
@@ -156,10 +161,9 @@ impl RaftNode {
         };
         match self.add_node_local(id, info, voter).await {
             Err(Error::NotLeader {
-                leader_id: Some(l),
-                leader_addr: Some(addr),
+                leader_id: Some(l), ..
             }) if l != self.id => self
-                .forward(l, &addr, &request, MEMBERSHIP_TIMEOUT)
+                .forward(l, &request, MEMBERSHIP_TIMEOUT)
                 .await
                 .map(|_| ()),
             other => other,
@@ -170,15 +174,9 @@ impl RaftNode {
     pub async fn remove_node(&self, id: u64) -> Result<(), Error> {
         match self.remove_node_local(id).await {
             Err(Error::NotLeader {
-                leader_id: Some(l),
-                leader_addr: Some(addr),
+                leader_id: Some(l), ..
             }) if l != self.id => self
-                .forward(
-                    l,
-                    &addr,
-                    &ForwardRequest::RemoveNode { id },
-                    MEMBERSHIP_TIMEOUT,
-                )
+                .forward(l, &ForwardRequest::RemoveNode { id }, MEMBERSHIP_TIMEOUT)
                 .await
                 .map(|_| ()),
             other => other,
@@ -288,6 +286,7 @@ impl RaftNode {
                 id: *id,
                 grpc_addr: n.grpc_addr.clone(),
                 http_addr: n.http_addr.clone(),
+                peer_addr: n.peer().to_string(),
                 voter: voters.contains(id),
             })
             .collect();
@@ -304,6 +303,7 @@ impl RaftNode {
             id: self.id,
             grpc_addr: self.info.grpc_addr.clone(),
             http_addr: self.info.http_addr.clone(),
+            peer_addr: self.info.peer().to_string(),
             role: role_name(m.state).to_string(),
             term: m.current_term,
             leader_id: m.current_leader,
@@ -325,21 +325,7 @@ impl RaftNode {
         let local = self.report();
         let leader_report = match local.leader_id {
             Some(l) if l == self.id => local,
-            Some(l) => {
-                let addr = local
-                    .members
-                    .iter()
-                    .find(|m| m.id == l)
-                    .map(|m| m.grpc_addr.clone());
-                match addr {
-                    Some(addr) => self.fetch_report(l, &addr).await?,
-                    None => {
-                        return Err(Error::Unavailable {
-                            message: format!("leader {l} is not in the membership"),
-                        })
-                    }
-                }
-            }
+            Some(l) => self.fetch_report(l).await?,
             None => {
                 return Err(Error::Unavailable {
                     message: "no leader is known yet".into(),
@@ -351,7 +337,7 @@ impl RaftNode {
             if m.id == leader.id {
                 Ok(leader.clone())
             } else {
-                self.fetch_report(m.id, &m.grpc_addr).await
+                self.fetch_report(m.id).await
             }
         }))
         .await;
@@ -395,9 +381,9 @@ impl RaftNode {
         })
     }
 
-    async fn fetch_report(&self, id: u64, addr: &str) -> Result<NodeReport, Error> {
+    async fn fetch_report(&self, id: u64) -> Result<NodeReport, Error> {
         match self
-            .forward(id, addr, &ForwardRequest::Report, REPORT_TIMEOUT)
+            .forward(id, &ForwardRequest::Report, REPORT_TIMEOUT)
             .await?
         {
             ForwardReply::Report(r) => Ok(*r),

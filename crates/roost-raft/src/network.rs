@@ -205,7 +205,7 @@ impl RaftNetworkFactory<TypeConfig> for GrpcNetworkFactory {
     async fn new_client(&mut self, target: NodeId, node: &NodeInfo) -> GrpcNetwork {
         GrpcNetwork {
             target,
-            addr: node.grpc_addr.clone(),
+            addr: node.peer().to_string(),
             factory: self.clone(),
             appends: None,
             unary_appends: false,

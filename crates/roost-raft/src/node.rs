@@ -222,9 +222,9 @@ impl RaftNode {
         match self.write_local(envelope.clone()).await {
             Err(Error::NotLeader {
                 leader_id: Some(leader),
-                leader_addr: Some(addr),
+                ..
             }) if leader != self.id => {
-                let outcome = self.forward_write(leader, &addr, &envelope).await?;
+                let outcome = self.forward_write(leader, &envelope).await?;
                 // Read-your-writes on this node: wait until the entry is applied here too.
                 self.reader
                     .wait_applied(outcome.index, self.timing.write_timeout())
@@ -244,19 +244,14 @@ impl RaftNode {
             .await
     }
 
-    async fn forward_write(
-        &self,
-        leader: u64,
-        addr: &str,
-        envelope: &Envelope,
-    ) -> Result<WriteOutcome, Error> {
+    async fn forward_write(&self, leader: u64, envelope: &Envelope) -> Result<WriteOutcome, Error> {
         let timeout = self.timing.write_timeout() + Duration::from_secs(1);
         let request = ForwardRequest::Write(envelope.clone());
         // A leader that dies mid-request would hold the caller until the timeout; once this
         // node sees another leader (or none), answer at once so the client can retry (with its
         // idempotency key) where the cluster is now.
         let reply = tokio::select! {
-            reply = self.forward(leader, addr, &request, timeout) => reply?,
+            reply = self.forward(leader, &request, timeout) => reply?,
             () = self.leader_moved_from(leader) => {
                 return Err(Error::Unavailable {
                     message: format!(
@@ -287,14 +282,28 @@ impl RaftNode {
         }
     }
 
-    /// Sends `request` to node `target` and decodes its reply.
+    /// Where member `id`'s Raft service listens, from the membership this node knows.
+    fn peer_addr_of(&self, id: u64) -> Result<String, Error> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        m.membership_config
+            .membership()
+            .get_node(&id)
+            .map(|n| n.peer().to_string())
+            .ok_or_else(|| Error::Unavailable {
+                message: format!("node {id} is not in the membership this node knows"),
+            })
+    }
+
+    /// Sends `request` to node `target`'s peer listener and decodes its reply.
     pub(crate) async fn forward(
         &self,
         target: u64,
-        addr: &str,
         request: &ForwardRequest,
         timeout: Duration,
     ) -> Result<ForwardReply, Error> {
+        let addr = self.peer_addr_of(target)?;
+        let addr = addr.as_str();
         let json = encode(request).map_err(|e| Error::Fatal {
             message: e.to_string(),
         })?;
@@ -349,8 +358,9 @@ impl RaftNode {
             Ok(index) => self.wait_applied(index).await,
             Err(Error::NotLeader {
                 leader_id: Some(leader),
-                leader_addr: Some(addr),
+                ..
             }) if leader != self.id => {
+                let addr = self.peer_addr_of(leader)?;
                 let asked = self.network.exchange(
                     leader,
                     &addr,

@@ -32,6 +32,7 @@ async fn single_node_with(dir: &std::path::Path, timing: &RaftTiming) -> anyhow:
     let info = NodeInfo {
         grpc_addr: "127.0.0.1:1".into(),
         http_addr: "127.0.0.1:2".into(),
+        peer_addr: "127.0.0.1:3".into(),
     };
     let node = RaftNode::start(1, info, dir, timing).await?;
     node.initialize_single().await?;
@@ -99,6 +100,7 @@ async fn a_lone_write_is_proposed_as_its_own_entry_and_survives_a_restart() -> a
     let info = NodeInfo {
         grpc_addr: "127.0.0.1:1".into(),
         http_addr: "127.0.0.1:2".into(),
+        peer_addr: "127.0.0.1:3".into(),
     };
     let again = RaftNode::start(1, info, dir.path(), &RaftTiming::default()).await?;
     again.wait_for_leader(Duration::from_secs(10)).await?;

@@ -9,6 +9,9 @@ use crate::error::ApiError;
 
 pub const ADMIN_TOKEN_PREFIX: &str = "rst_admin_";
 pub const AGENT_KEY_PREFIX: &str = "rst_agent_";
+/// A worker's own credential, made by the worker and bound to it by exchanging a join token
+/// (`workers/identity.rs`); the worker crate has the same constant.
+pub const WORKER_CREDENTIAL_PREFIX: &str = "rst_worker_";
 
 /// A fresh random secret with a prefix that says what it is.
 pub fn generate_token(prefix: &str) -> String {
@@ -162,6 +165,12 @@ pub fn authenticate(
             CredentialKind::WorkerJoin => {
                 return Err(ApiError::unauthorized(
                     "a worker join token cannot call the API",
+                ))
+            }
+            // Nor is a worker's credential.
+            CredentialKind::Worker => {
+                return Err(ApiError::unauthorized(
+                    "a worker credential cannot call the API",
                 ))
             }
         };

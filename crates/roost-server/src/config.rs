@@ -13,11 +13,15 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// Where to listen for the REST API and dashboard.
     pub http_listen: String,
-    /// Where to listen for gRPC: clients, workers and Raft traffic.
+    /// Where to listen for gRPC: clients and workers.
     pub grpc_listen: String,
+    /// Where to listen for the other nodes (the Raft service and forwarded requests, only). With
+    /// TLS, only a certificate from the cluster CA that names a node is served here.
+    pub peer_listen: String,
     /// Addresses other nodes and clients use to reach this one (default: the listen addresses).
     pub advertise_http: Option<String>,
     pub advertise_grpc: Option<String>,
+    pub advertise_peer: Option<String>,
     /// Form a single-node cluster on first start if this node was never part of one (ignored
     /// when `initial_members` is set).
     pub bootstrap: bool,
@@ -50,8 +54,10 @@ impl Default for ServerConfig {
             data_dir: PathBuf::from("roost-data"),
             http_listen: "127.0.0.1:7480".into(),
             grpc_listen: "127.0.0.1:7481".into(),
+            peer_listen: "127.0.0.1:7482".into(),
             advertise_http: None,
             advertise_grpc: None,
+            advertise_peer: None,
             bootstrap: true,
             initial_members: Vec::new(),
             max_body_bytes: 1024 * 1024,
@@ -71,13 +77,15 @@ pub struct MemberConfig {
     pub id: u64,
     pub grpc_addr: String,
     pub http_addr: String,
+    /// The member's `peer_listen` (as the others reach it).
+    pub peer_addr: String,
 }
 
 /// `[tls]`: PEM files used by every listener of this node. With `cert_file` and `key_file` the
-/// REST API is HTTPS and gRPC is TLS; `ca_file` is the cluster CA (`roost cert init`): peers'
-/// certificates are checked against it, the node presents its own certificate to peers, and a
-/// client or worker that presents a certificate must present one it signed. (A separate
-/// `peer_listen` for node-to-node traffic will use the same files.)
+/// REST API is HTTPS and gRPC is TLS; `ca_file` is the cluster CA (`roost cert init`): the peer
+/// listener serves only certificates it signed that name a node, the node presents its own
+/// certificate to peers, and a client or worker that presents a certificate must present one it
+/// signed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsConfig {

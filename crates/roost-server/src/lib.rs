@@ -41,15 +41,29 @@ pub const ADMIN_TOKEN_FILE: &str = "admin-token";
 
 /// Sockets bound by the caller (the binary or a test harness), so ports are never raced.
 pub struct Listeners {
+    /// The REST API.
     pub http: TcpListener,
+    /// gRPC for clients and workers.
     pub grpc: TcpListener,
+    /// gRPC for the other nodes: the Raft service only.
+    pub peer: TcpListener,
 }
 
 impl Listeners {
-    pub async fn bind(http: &str, grpc: &str) -> std::io::Result<Listeners> {
+    /// Binds the three listen addresses of `config`.
+    pub async fn bind(config: &ServerConfig) -> std::io::Result<Listeners> {
+        let bind = |addr: &str, setting: &'static str| {
+            let addr = addr.to_string();
+            async move {
+                TcpListener::bind(&addr)
+                    .await
+                    .map_err(|e| std::io::Error::new(e.kind(), format!("{setting} = {addr}: {e}")))
+            }
+        };
         Ok(Listeners {
-            http: TcpListener::bind(http).await?,
-            grpc: TcpListener::bind(grpc).await?,
+            http: bind(&config.http_listen, "http_listen").await?,
+            grpc: bind(&config.grpc_listen, "grpc_listen").await?,
+            peer: bind(&config.peer_listen, "peer_listen").await?,
         })
     }
 }
@@ -88,8 +102,9 @@ pub struct Server {
     api: Api,
     http_addr: SocketAddr,
     grpc_addr: SocketAddr,
+    peer_addr: SocketAddr,
     stop: watch::Sender<bool>,
-    /// http, grpc, the worker plane (`kill` finds it at index 2), the step-down watch.
+    /// http, grpc, the worker plane (`kill` finds it at index 2), the step-down watch, peers.
     tasks: Vec<JoinHandle<Result<(), Error>>>,
     supervisor: Supervisor,
 }
@@ -113,7 +128,12 @@ impl Server {
         let node_tls = tls::NodeTls::load(&config.tls)?;
         let http_addr = listeners.http.local_addr()?;
         let grpc_addr = listeners.grpc.local_addr()?;
+        let peer_addr = listeners.peer.local_addr()?;
         let info = NodeInfo {
+            peer_addr: config
+                .advertise_peer
+                .clone()
+                .unwrap_or_else(|| peer_addr.to_string()),
             grpc_addr: config
                 .advertise_grpc
                 .clone()
@@ -142,7 +162,12 @@ impl Server {
             // TLS: the handshake happens in `tls.rs`; axum serves the finished connections.
             Some(t) => {
                 let listener = tls::TlsListener {
-                    incoming: tls::accept(listeners.http, t.rest.clone(), stop_rx.clone()),
+                    incoming: tls::accept(
+                        listeners.http,
+                        t.rest.clone(),
+                        tls::Admit::Anyone,
+                        stop_rx.clone(),
+                    ),
                     local_addr: http_addr,
                 };
                 let limits = config.limits.clone();
@@ -184,36 +209,43 @@ impl Server {
             node.clone(),
             stop_rx.clone(),
         ));
-        let grpc_stop = stopped(stop_rx.clone());
-        let grpc_limits = config.limits.clone();
-        let grpc_tls = node_tls.as_ref().map(|t| t.grpc.clone());
-        let grpc_listener = listeners.grpc;
-        let grpc = supervisor.spawn_critical("grpc server", stop_rx.clone(), async move {
-            let router = grpc_limits
-                .grpc_server()
-                .add_service(raft_service)
-                .add_service(control_service)
-                .add_service(cluster_service)
-                .add_service(worker_service);
-            match grpc_tls {
-                // TLS: the handshake (and TCP_NODELAY) happens in `tls.rs`.
-                Some(config) => {
-                    let rx = tls::accept(grpc_listener, config, stop_rx);
-                    router
-                        .serve_with_incoming_shutdown(tls::incoming(rx), grpc_stop)
-                        .await
-                }
-                None => {
-                    // gRPC answers in several HTTP/2 frames; without TCP_NODELAY, Nagle's
-                    // algorithm and delayed ACKs hold each small reply ~40 ms.
-                    let incoming = grpc_limits.grpc_incoming(grpc_listener);
-                    router
-                        .serve_with_incoming_shutdown(incoming, grpc_stop)
-                        .await
-                }
-            }
-            .map_err(|e| Error::Task(format!("grpc server: {e}")))
-        });
+        let grpc_router = config
+            .limits
+            .grpc_server()
+            .add_service(control_service)
+            .add_service(cluster_service)
+            .add_service(worker_service);
+        let grpc = supervisor.spawn_critical(
+            "grpc server",
+            stop_rx.clone(),
+            serve_grpc(
+                "grpc server",
+                grpc_router,
+                listeners.grpc,
+                node_tls
+                    .as_ref()
+                    .map(|t| (t.grpc.clone(), tls::Admit::Anyone)),
+                config.limits.clone(),
+                stop_rx.clone(),
+            ),
+        );
+        // The Raft service has a listener of its own: with TLS, only nodes of this cluster are
+        // served there, so no client can append entries, vote or forward a write as anyone.
+        let peer_router = config.limits.grpc_server().add_service(raft_service);
+        let peers = supervisor.spawn_critical(
+            "peer server",
+            stop_rx.clone(),
+            serve_grpc(
+                "peer server",
+                peer_router,
+                listeners.peer,
+                node_tls
+                    .as_ref()
+                    .map(|t| (t.peer_server.clone(), tls::Admit::Nodes)),
+                config.limits.clone(),
+                stop_rx.clone(),
+            ),
+        );
 
         let forms_cluster = match config.initial_members.iter().map(|m| m.id).min() {
             Some(lowest) => lowest == config.node_id,
@@ -232,6 +264,7 @@ impl Server {
                             NodeInfo {
                                 grpc_addr: m.grpc_addr.clone(),
                                 http_addr: m.http_addr.clone(),
+                                peer_addr: m.peer_addr.clone(),
                             },
                         )
                     })
@@ -253,16 +286,17 @@ impl Server {
                     })?;
                 info!(path = %path.display(), "wrote the cluster's first admin token");
             }
-            info!(node_id = config.node_id, leader, %http_addr, %grpc_addr, "node serving");
+            info!(node_id = config.node_id, leader, %http_addr, %grpc_addr, %peer_addr, "node serving");
         } else {
-            info!(node_id = config.node_id, %http_addr, %grpc_addr, "node serving; waiting to be part of a cluster");
+            info!(node_id = config.node_id, %http_addr, %grpc_addr, %peer_addr, "node serving; waiting to be part of a cluster");
         }
         Ok(Server {
             api,
             http_addr,
             grpc_addr,
+            peer_addr,
             stop,
-            tasks: vec![http, grpc, duties, step_down],
+            tasks: vec![http, grpc, duties, step_down, peers],
             supervisor,
         })
     }
@@ -297,6 +331,10 @@ impl Server {
 
     pub fn grpc_addr(&self) -> SocketAddr {
         self.grpc_addr
+    }
+
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer_addr
     }
 
     /// Stops at once, as close to a crash as a process can do to itself: request tasks are
@@ -344,6 +382,37 @@ impl Server {
         self.api.node().shutdown().await;
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// Serves a gRPC router on `listener` until `stop`: over TLS (handshakes in `tls.rs`, then
+/// `admit`) when `tls` is given, else plaintext with the listener limits of `limits.rs`.
+async fn serve_grpc(
+    name: &'static str,
+    router: tonic::transport::server::Router,
+    listener: TcpListener,
+    tls: Option<(std::sync::Arc<roost_tls::rustls::ServerConfig>, tls::Admit)>,
+    limits: limits::LimitsConfig,
+    stop: watch::Receiver<bool>,
+) -> Result<(), Error> {
+    let stopping = stopped(stop.clone());
+    match tls {
+        // TLS: the handshake (and TCP_NODELAY) happens in `tls.rs`.
+        Some((config, admit)) => {
+            let rx = tls::accept(listener, config, admit, stop);
+            router
+                .serve_with_incoming_shutdown(tls::incoming(rx), stopping)
+                .await
+        }
+        None => {
+            // gRPC answers in several HTTP/2 frames; without TCP_NODELAY, Nagle's algorithm
+            // and delayed ACKs hold each small reply ~40 ms.
+            let incoming = limits.grpc_incoming(listener);
+            router
+                .serve_with_incoming_shutdown(incoming, stopping)
+                .await
+        }
+    }
+    .map_err(|e| Error::Task(format!("{name}: {e}")))
 }
 
 /// How long a stopping node lets requests in flight finish before it closes them.

@@ -1,7 +1,9 @@
 //! TLS on the node's listeners (rustls through `roost-tls`): an accept loop that does each
 //! handshake in its own task under a deadline, and hands the finished streams to axum (as a
 //! `Listener`) or to tonic (as an incoming stream). A client that speaks plaintext to a TLS port
-//! fails its handshake and never reaches a service.
+//! fails its handshake and never reaches a service. The peer listener requires a certificate
+//! from the cluster CA that names a node (`roost_tls::node_id`); anything else is dropped after
+//! the handshake, before a byte of gRPC is read.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +32,8 @@ const MAX_HANDSHAKES: usize = 1024;
 pub(crate) struct NodeTls {
     pub rest: Arc<roost_tls::rustls::ServerConfig>,
     pub grpc: Arc<roost_tls::rustls::ServerConfig>,
+    /// The peer listener's: a client certificate signed by the cluster CA is required.
+    pub peer_server: Arc<roost_tls::rustls::ServerConfig>,
     /// For connecting to peers (Raft, forwarding, a run's live log): the cluster CA and this
     /// node's certificate as its client certificate.
     pub peer: tonic::transport::ClientTlsConfig,
@@ -50,8 +54,11 @@ impl NodeTls {
         let ca = config.ca_file.as_deref().map(|p| (p, "tls.ca_file"));
         // gRPC is HTTP/2 only, and tonic's client refuses a TLS connection that did not
         // negotiate h2; the REST server speaks HTTP/1.1 (axum's `http1` feature, Cargo.toml).
-        let grpc = roost_tls::server_config(&identity, ca, &[b"h2"])?;
-        let rest = roost_tls::server_config(&identity, ca, &[b"http/1.1"])?;
+        let optional = roost_tls::ClientCerts::Optional;
+        let grpc = roost_tls::server_config(&identity, ca, optional, &[b"h2"])?;
+        let rest = roost_tls::server_config(&identity, ca, optional, &[b"http/1.1"])?;
+        let required = roost_tls::ClientCerts::Required;
+        let peer_server = roost_tls::server_config(&identity, ca, required, &[b"h2"])?;
         let mut peer = tonic::transport::ClientTlsConfig::new().identity(
             tonic::transport::Identity::from_pem(
                 roost_tls::read_checked_pem(
@@ -75,16 +82,33 @@ impl NodeTls {
         Ok(Some(NodeTls {
             rest: Arc::new(rest),
             grpc: Arc::new(grpc),
+            peer_server: Arc::new(peer_server),
             peer,
         }))
     }
 }
 
+/// Who a listener serves once the handshake is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Anyone who finished the handshake (requests then carry bearer tokens).
+    Anyone,
+    /// Only a client certificate that names a node (the peer listener).
+    Nodes,
+}
+
+/// The node id the client certificate of `stream` names, if any.
+fn peer_node(stream: &TlsStream<TcpStream>) -> Option<u64> {
+    let (_, session) = stream.get_ref();
+    roost_tls::node_id(session.peer_certificates()?.first()?.as_ref())
+}
+
 /// Accepts TCP connections on `listener` until `stop`, does each TLS handshake in its own task
-/// (so a slow client delays no one else) and yields the finished streams.
+/// (so a slow client delays no one else) and yields the finished streams `admit` lets in.
 pub(crate) fn accept(
     listener: TcpListener,
     config: Arc<roost_tls::rustls::ServerConfig>,
+    admit: Admit,
     stop: watch::Receiver<bool>,
 ) -> mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)> {
     let (ready, rx) = mpsc::channel(READY_QUEUE);
@@ -122,6 +146,10 @@ pub(crate) fn accept(
                 let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await;
                 drop(permit);
                 match handshake {
+                    Ok(Ok(stream)) if admit == Admit::Nodes && peer_node(&stream).is_none() => {
+                        // Signed by the cluster CA, but a worker's or a client's certificate.
+                        tracing::warn!(%peer, "peer listener: refused a certificate that names no node");
+                    }
                     Ok(Ok(stream)) => {
                         let _ = ready.send((stream, peer)).await;
                     }

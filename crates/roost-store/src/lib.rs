@@ -25,7 +25,7 @@ mod types;
 
 pub use error::Error;
 pub use log_store::LogStore;
-pub use reader::{CommentQuery, StateReader};
+pub use reader::{ActivityFilter, CommentQuery, StateReader};
 pub use state_machine::StateMachineStore;
 pub use types::{ApplyResult, NodeInfo, TypeConfig};
 

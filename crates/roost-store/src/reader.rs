@@ -26,6 +26,15 @@ pub struct StateReader {
     applied: watch::Receiver<u64>,
 }
 
+/// Which entries of a company's activity to list; `None` matches any.
+#[derive(Clone, Debug, Default)]
+pub struct ActivityFilter {
+    /// Entries an agent made (its actor).
+    pub agent_id: Option<String>,
+    pub entity_type: Option<String>,
+    pub entity_id: Option<String>,
+}
+
 /// Which comments of an issue to list.
 #[derive(Clone, Debug, Default)]
 pub struct CommentQuery {
@@ -180,6 +189,38 @@ impl StateReader {
                     .await
             }
         }
+        .map_err(Error::sql("list activity"))?;
+        rows.iter().map(activity_from_row).collect()
+    }
+
+    /// A company's activity, newest first, with only the entries `filter` matches.
+    pub async fn activity_matching(
+        &self,
+        company_id: &str,
+        filter: &ActivityFilter,
+        before_seq: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<ActivityEntry>, Error> {
+        let pool = self.flushed()?;
+        let before = before_seq.map(|s| s as i64).unwrap_or(i64::MAX);
+        let limit = limit.clamp(1, 1000) as i64;
+        let rows = sqlx::query(
+            "SELECT * FROM activity WHERE company_id = ? AND seq < ? \
+             AND (? IS NULL OR (actor_type = 'agent' AND actor_id = ?)) \
+             AND (? IS NULL OR entity_type = ?) AND (? IS NULL OR entity_id = ?) \
+             ORDER BY seq DESC LIMIT ?",
+        )
+        .bind(company_id)
+        .bind(before)
+        .bind(&filter.agent_id)
+        .bind(&filter.agent_id)
+        .bind(&filter.entity_type)
+        .bind(&filter.entity_type)
+        .bind(&filter.entity_id)
+        .bind(&filter.entity_id)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
         .map_err(Error::sql("list activity"))?;
         rows.iter().map(activity_from_row).collect()
     }

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use roost_core::memory::MemoryChange;
 use roost_core::Change;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
@@ -103,6 +104,8 @@ pub(crate) struct RowBatch {
     tables: BTreeMap<&'static str, Table>,
     /// Idempotency keys whose last change was `Forgotten`.
     forgotten: BTreeSet<String>,
+    /// Rows whose last change dropped them, by table (memory entries and document versions).
+    dropped: BTreeMap<&'static str, BTreeSet<String>>,
 }
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
@@ -142,6 +145,57 @@ impl RowBatch {
             _ => String::new(),
         };
         self.table(name, columns, on_conflict).insert(key, row);
+    }
+
+    /// A row dropped: deleted, unless a later change of this batch writes it again.
+    fn drop_row(&mut self, name: &'static str, key: &str) {
+        if let Some(t) = self.tables.get_mut(name) {
+            t.keyed.remove(key);
+        }
+        self.dropped
+            .entry(name)
+            .or_default()
+            .insert(key.to_string());
+    }
+
+    /// An upsert of a row a change of this batch may have dropped before.
+    fn put_kept(&mut self, name: &'static str, columns: &'static str, row: Vec<Cell>) {
+        if let (Some(set), Some(Cell::Text(key))) = (self.dropped.get_mut(name), row.first()) {
+            set.remove(key);
+        }
+        self.put(name, columns, OnConflict::Replace, row);
+    }
+
+    fn add_memory(&mut self, change: &MemoryChange) -> Result<(), Error> {
+        match change {
+            MemoryChange::Entry(e) => self.put_kept(
+                "memory_entries",
+                "id, company_id, agent_id, data",
+                vec![
+                    text(&e.id),
+                    text(&e.company_id),
+                    text(&e.agent_id),
+                    Cell::Text(json(e)?),
+                ],
+            ),
+            MemoryChange::EntryDropped(id) => self.drop_row("memory_entries", id),
+            MemoryChange::Document(d) => self.put_kept(
+                "memory_documents",
+                "key, company_id, data",
+                vec![
+                    Cell::Text(d.key()),
+                    text(&d.company_id),
+                    Cell::Text(json(d)?),
+                ],
+            ),
+            MemoryChange::DocumentDropped(key) => self.drop_row("memory_documents", key),
+            MemoryChange::Live(l) => self.put_kept(
+                "memory_live",
+                "agent_id, company_id, data",
+                vec![text(&l.agent_id), text(&l.company_id), Cell::Text(json(l)?)],
+            ),
+        }
+        Ok(())
     }
 
     /// Adds one change; the last change of a row wins.
@@ -279,6 +333,7 @@ impl RowBatch {
                 Replace,
                 vec![text(&i.id), text(&i.company_id), Cell::Text(json(i)?)],
             ),
+            Change::Memory(m) => self.add_memory(m)?,
         }
         Ok(())
     }
@@ -294,6 +349,23 @@ impl RowBatch {
                     statement.execute(rusqlite::params_from_iter(keys.iter()))
                 })
                 .map_err(Error::write("write change"))?;
+        }
+        for (name, keys) in std::mem::take(&mut self.dropped) {
+            let key_column = if name == "memory_documents" {
+                "key"
+            } else {
+                "id"
+            };
+            let keys: Vec<String> = keys.into_iter().collect();
+            for chunk in keys.chunks(ROWS_PER_STATEMENT[0]) {
+                let marks = vec!["?"; chunk.len()].join(", ");
+                let sql = format!("DELETE FROM {name} WHERE {key_column} IN ({marks})");
+                conn.prepare_cached(&sql)
+                    .and_then(|mut statement| {
+                        statement.execute(rusqlite::params_from_iter(chunk.iter()))
+                    })
+                    .map_err(Error::write("write change"))?;
+            }
         }
         for table in std::mem::take(&mut self.tables).into_values() {
             write_table(conn, &table)?;

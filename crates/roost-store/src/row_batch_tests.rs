@@ -151,3 +151,44 @@ fn a_row_already_in_the_file_is_rewritten_by_a_later_apply() {
     assert_eq!(kept.len(), 1, "one row per key");
     assert!(kept[0].contains("\"second\""), "{}", kept[0]);
 }
+
+fn memory_entry(id: &str) -> Change {
+    Change::Memory(roost_core::memory::MemoryChange::Entry(
+        roost_core::memory::MemoryEntry {
+            id: id.into(),
+            company_id: "c".into(),
+            agent_id: "a".into(),
+            seq: 1,
+            run_id: "r".into(),
+            wake_reason: None,
+            issue_id: None,
+            what: "w".into(),
+            did: String::new(),
+            next: String::new(),
+            errors: Vec::new(),
+            created_at: Timestamp(1),
+        },
+    ))
+}
+
+fn memory_dropped(id: &str) -> Change {
+    Change::Memory(roost_core::memory::MemoryChange::EntryDropped(id.into()))
+}
+
+#[test]
+fn a_dropped_memory_entry_is_deleted_in_the_file_and_within_a_batch() {
+    let conn = db();
+    let mut first = RowBatch::default();
+    for id in ["e1", "e2"] {
+        first.add(&memory_entry(id)).expect("add");
+    }
+    first.write(&conn).expect("write");
+    let mut batch = RowBatch::default();
+    batch.add(&memory_dropped("e1")).expect("add");
+    batch.add(&memory_entry("e3")).expect("add");
+    batch.add(&memory_dropped("e3")).expect("add");
+    batch.add(&memory_entry("e4")).expect("add");
+    batch.write(&conn).expect("write");
+    let ids = strings(&conn, "SELECT id FROM memory_entries ORDER BY id");
+    assert_eq!(ids, ["e2", "e4"]);
+}

@@ -36,7 +36,15 @@ CREATE TABLE IF NOT EXISTS budget_policies (id TEXT PRIMARY KEY, company_id TEXT
 CREATE TABLE IF NOT EXISTS cost_events (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, agent_id TEXT NOT NULL,
     data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS budget_incidents (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memory_entries (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, agent_id TEXT NOT NULL,
+    data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memory_documents (key TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memory_live (agent_id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 ";
+
+/// Tables added after the first release: a snapshot made by an older node lacks them, and
+/// installing it empties them.
+pub(crate) const NEWER_TABLES: &[&str] = &["memory_entries", "memory_documents", "memory_live"];
 
 /// Every table a snapshot carries, in the order they are copied.
 pub(crate) const TABLES: &[&str] = &[
@@ -54,6 +62,9 @@ pub(crate) const TABLES: &[&str] = &[
     "budget_policies",
     "cost_events",
     "budget_incidents",
+    "memory_entries",
+    "memory_documents",
+    "memory_live",
 ];
 
 async fn load_json<T: serde::de::DeserializeOwned>(
@@ -85,6 +96,9 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
     let budget_policies = load_json(conn, "SELECT data FROM budget_policies").await?;
     let cost_events = load_json(conn, "SELECT data FROM cost_events").await?;
     let budget_incidents = load_json(conn, "SELECT data FROM budget_incidents").await?;
+    let memory_entries = load_json(conn, "SELECT data FROM memory_entries").await?;
+    let memory_documents = load_json(conn, "SELECT data FROM memory_documents").await?;
+    let memory_live = load_json(conn, "SELECT data FROM memory_live").await?;
     let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
         .fetch_all(&mut *conn)
         .await
@@ -122,6 +136,9 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
         budget_policies,
         cost_events,
         budget_incidents,
+        memory_entries,
+        memory_documents,
+        memory_live,
         activity_seq: seq,
         activity_head: hash,
     }))

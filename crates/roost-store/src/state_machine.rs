@@ -226,6 +226,11 @@ fn copy_from_snapshot_file(writer: &mut rusqlite::Connection, file: &Path) -> Re
             .transaction()
             .map_err(Error::write("begin install"))?;
         for table in rows::TABLES {
+            if rows::NEWER_TABLES.contains(table) && !snapshot_has_table(&tx, table)? {
+                tx.execute_batch(&format!("DELETE FROM main.{table};"))
+                    .map_err(Error::write("copy snapshot table"))?;
+                continue;
+            }
             tx.execute_batch(&format!(
                 "DELETE FROM main.{table}; INSERT INTO main.{table} SELECT * FROM snap.{table};"
             ))
@@ -237,6 +242,17 @@ fn copy_from_snapshot_file(writer: &mut rusqlite::Connection, file: &Path) -> Re
         .execute("DETACH DATABASE snap", [])
         .map_err(Error::write("detach snapshot"))?;
     copied
+}
+
+/// Whether the attached snapshot has `table` (one from an older node may not).
+fn snapshot_has_table(conn: &rusqlite::Connection, table: &str) -> Result<bool, Error> {
+    conn.query_row(
+        "SELECT COUNT(*) FROM snap.sqlite_master WHERE type = 'table' AND name = ?1",
+        [table],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+    .map_err(Error::write("read snapshot tables"))
 }
 
 fn check_schema(conn: &rusqlite::Connection, path: &Path) -> Result<(), Error> {

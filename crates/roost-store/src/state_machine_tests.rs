@@ -528,3 +528,37 @@ async fn snapshot_files_are_created_0600() {
     }
     assert!(files >= 2, "a copy and its meta were written");
 }
+
+/// A snapshot made by a node from before agent memory has no `memory_*` tables: installing it
+/// copies every table it has and empties the newer ones, instead of failing the install.
+#[test]
+fn a_snapshot_without_the_memory_tables_installs_and_empties_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = dir.path().join("old.db");
+    {
+        let conn = rusqlite::Connection::open(&old).expect("old snapshot");
+        conn.execute_batch(crate::rows::SCHEMA).expect("schema");
+        for table in crate::rows::NEWER_TABLES {
+            conn.execute_batch(&format!("DROP TABLE {table}"))
+                .expect("drop");
+        }
+        conn.execute("INSERT INTO companies (id, data) VALUES ('c9', '{}')", [])
+            .expect("row");
+    }
+    let mut writer = rusqlite::Connection::open(dir.path().join("state.db")).expect("state.db");
+    writer.execute_batch(crate::rows::SCHEMA).expect("schema");
+    writer
+        .execute(
+            "INSERT INTO memory_live (agent_id, company_id, data) VALUES ('a', 'c', '{}')",
+            [],
+        )
+        .expect("row");
+    super::copy_from_snapshot_file(&mut writer, &old).expect("installs");
+    let count = |table: &str| -> i64 {
+        writer
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+            .expect("count")
+    };
+    assert_eq!(count("companies"), 1);
+    assert_eq!(count("memory_live"), 0);
+}

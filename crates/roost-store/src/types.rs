@@ -6,16 +6,38 @@ use std::io::Cursor;
 use roost_core::{DomainError, Envelope, Outcome};
 use serde::{Deserialize, Serialize};
 
-/// How to reach a node: its gRPC address (clients, workers and Raft traffic) and its HTTP one.
+/// How to reach a node: its gRPC address (clients and workers), its HTTP one, and its peer
+/// address (the Raft service, for other nodes only).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
     pub grpc_addr: String,
     pub http_addr: String,
+    /// Empty in memberships recorded before nodes had a peer listener: their Raft service was
+    /// on the gRPC address.
+    #[serde(default)]
+    pub peer_addr: String,
+}
+
+impl NodeInfo {
+    /// Where other nodes reach this node's Raft service.
+    pub fn peer(&self) -> &str {
+        if self.peer_addr.is_empty() {
+            &self.grpc_addr
+        } else {
+            &self.peer_addr
+        }
+    }
 }
 
 impl fmt::Display for NodeInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "grpc={} http={}", self.grpc_addr, self.http_addr)
+        write!(
+            f,
+            "grpc={} http={} peer={}",
+            self.grpc_addr,
+            self.http_addr,
+            self.peer()
+        )
     }
 }
 

@@ -19,6 +19,7 @@ struct Member {
     // refused", as after kill -9) and a restart binds the same addresses again.
     http: Option<std::net::TcpListener>,
     grpc: Option<std::net::TcpListener>,
+    peer: Option<std::net::TcpListener>,
     faults: NetworkFaults,
     server: Option<Server>,
 }
@@ -44,11 +45,14 @@ fn listeners(m: &Member) -> std::io::Result<Listeners> {
     let closed = || std::io::Error::other("the node's sockets are closed");
     let http = m.http.as_ref().ok_or_else(closed)?.try_clone()?;
     let grpc = m.grpc.as_ref().ok_or_else(closed)?.try_clone()?;
-    http.set_nonblocking(true)?;
-    grpc.set_nonblocking(true)?;
+    let peer = m.peer.as_ref().ok_or_else(closed)?.try_clone()?;
+    for socket in [&http, &grpc, &peer] {
+        socket.set_nonblocking(true)?;
+    }
     Ok(Listeners {
         http: tokio::net::TcpListener::from_std(http)?,
         grpc: tokio::net::TcpListener::from_std(grpc)?,
+        peer: tokio::net::TcpListener::from_std(peer)?,
     })
 }
 
@@ -73,11 +77,13 @@ impl TestCluster {
         for id in 1..=n as u64 {
             let http = std::net::TcpListener::bind("127.0.0.1:0")?;
             let grpc = std::net::TcpListener::bind("127.0.0.1:0")?;
+            let peer = std::net::TcpListener::bind("127.0.0.1:0")?;
             let config = ServerConfig {
                 node_id: id,
                 data_dir: dir.path().join(format!("node-{id}")),
                 http_listen: http.local_addr()?.to_string(),
                 grpc_listen: grpc.local_addr()?.to_string(),
+                peer_listen: peer.local_addr()?.to_string(),
                 bootstrap: false,
                 raft: timing.clone(),
                 workers: workers.clone(),
@@ -88,6 +94,7 @@ impl TestCluster {
                 config,
                 http: Some(http),
                 grpc: Some(grpc),
+                peer: Some(peer),
                 faults: NetworkFaults::default(),
                 server: None,
             });
@@ -98,6 +105,7 @@ impl TestCluster {
                 id: m.id,
                 grpc_addr: m.config.grpc_listen.clone(),
                 http_addr: m.config.http_listen.clone(),
+                peer_addr: m.config.peer_listen.clone(),
             })
             .collect();
         for m in &mut members {
@@ -160,6 +168,11 @@ impl TestCluster {
 
     pub fn grpc_addr(&self, id: u64) -> String {
         self.member(id).config.grpc_listen.clone()
+    }
+
+    /// Node `id`'s peer listener (its Raft service).
+    pub fn peer_addr(&self, id: u64) -> String {
+        self.member(id).config.peer_listen.clone()
     }
 
     /// Every node's gRPC address, for workers and clients that may dial any node.
@@ -252,6 +265,7 @@ impl TestCluster {
         let m = self.member_mut(id);
         m.http = None;
         m.grpc = None;
+        m.peer = None;
         if let Some(s) = m.server.take() {
             s.kill().await;
         }
@@ -263,6 +277,7 @@ impl TestCluster {
         if m.http.is_none() {
             m.http = Some(std::net::TcpListener::bind(&m.config.http_listen)?);
             m.grpc = Some(std::net::TcpListener::bind(&m.config.grpc_listen)?);
+            m.peer = Some(std::net::TcpListener::bind(&m.config.peer_listen)?);
         }
         let m = self.member(id);
         let server = Server::start_with_faults(&m.config, listeners(m)?, m.faults.clone()).await?;

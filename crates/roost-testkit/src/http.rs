@@ -34,18 +34,39 @@ impl Reply {
     }
 }
 
+/// A client for [`Http::with_client`] trusting the CA in `ca_pem` (PEM) for `https://` URLs;
+/// one client shares its connections between every `Http` made with it.
+pub fn client_trusting(ca_pem: &[u8]) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem)?)
+        .build()?)
+}
+
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl Http {
     pub fn new(base: impl Into<String>) -> Http {
         let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
+            .timeout(REQUEST_TIMEOUT)
             .build()
             .expect("reqwest client");
+        Self::with_client(client, base)
+    }
+
+    /// A client of `base` over `client` (e.g. one from [`client_trusting`]).
+    pub fn with_client(client: reqwest::Client, base: impl Into<String>) -> Http {
         Http {
             client,
             base: base.into(),
             token: None,
             run_id: None,
         }
+    }
+
+    /// A client of another `base` sharing this one's connections and trust (no token or run).
+    pub fn at(&self, base: impl Into<String>) -> Http {
+        Self::with_client(self.client.clone(), base)
     }
 
     pub fn with_token(&self, token: &str) -> Http {

@@ -11,12 +11,12 @@ mod proxy;
 mod worker;
 
 pub use cluster::{test_timing, TestCluster};
-pub use http::{Http, Reply};
+pub use http::{client_trusting, Http, Reply};
 pub use netns::{NetCluster, Signal};
 pub use node::TestNode;
 pub use process::RoostProcess;
 pub use proxy::CutProxy;
-pub use worker::TestWorker;
+pub use worker::{worker_credential, TestWorker};
 
 use std::future::Future;
 use std::time::{Duration, Instant};

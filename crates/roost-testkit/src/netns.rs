@@ -5,6 +5,10 @@
 //! and only that is removed on drop; the node directories (configs, data, logs) are kept for
 //! the caller to read or remove.
 //!
+//! Every listener serves TLS with certificates from a CA of the cluster's own (`roost cert`, in
+//! `<dir>/certs`): the nodes reach each other through their peer listeners with their node
+//! certificates, the worker and the REST clients trust the CA ([`NetCluster::http`]).
+//!
 //! One cluster per tag at a time on the machine: a cluster holds an exclusive lock on
 //! `/run/roost-faults-<tag>.lock` (or the same name under the temporary directory) from before
 //! it sweeps a crashed run's leftovers until its namespaces are gone, so a second run with the
@@ -24,6 +28,7 @@ use crate::{wait_for, Http};
 
 const HTTP_PORT: u16 = 7480;
 const GRPC_PORT: u16 = 7580;
+const PEER_PORT: u16 = 7680;
 
 /// Runs `ip` (or another tool) and fails with its stderr.
 fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
@@ -35,6 +40,19 @@ fn run(program: &str, args: &[&str]) -> anyhow::Result<()> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
+    Ok(())
+}
+
+/// Runs `binary` (roost) with `args` and then `path`, and fails with its stderr.
+fn roost_command(binary: &Path, args: &[&str], path: &Path) -> anyhow::Result<()> {
+    let out = Command::new(binary).args(args).arg(path).output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "roost {} {}: {}",
+        args.join(" "),
+        path.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
     Ok(())
 }
 
@@ -197,6 +215,10 @@ pub struct NetCluster {
     bridge: String,
     dir: PathBuf,
     binary: PathBuf,
+    /// The cluster CA and every node's certificate and key.
+    certs: PathBuf,
+    /// Trusts the cluster CA; shared by every [`Http`] of this cluster.
+    client: reqwest::Client,
     nodes: Vec<NetNode>,
     pub admin_token: String,
     pub company_id: String,
@@ -225,12 +247,19 @@ impl NetCluster {
     pub async fn start(binary: &Path, n: u64, tag: u8, dir: &Path) -> anyhow::Result<NetCluster> {
         let bridge = format!("rb{tag}");
         let lock = lock_tag(tag).await?;
+        let certs = dir.join("certs");
+        if !certs.join("ca.pem").exists() {
+            roost_command(binary, &["cert", "init", "--dir"], &certs)?;
+        }
+        let client = crate::http::client_trusting(&std::fs::read(certs.join("ca.pem"))?)?;
         let mut cluster = NetCluster {
             worker: None,
             tag,
             bridge: bridge.clone(),
             dir: dir.to_path_buf(),
             binary: binary.to_path_buf(),
+            certs,
+            client,
             nodes: Vec::new(),
             admin_token: String::new(),
             company_id: String::new(),
@@ -294,11 +323,15 @@ impl NetCluster {
         let members: String = (1..=initial)
             .map(|id| {
                 format!(
-                    "\n[[initial_members]]\nid = {id}\ngrpc_addr = \"10.213.{tag}.{id}:{GRPC_PORT}\"\nhttp_addr = \"10.213.{tag}.{id}:{HTTP_PORT}\"\n"
+                    "\n[[initial_members]]\nid = {id}\ngrpc_addr = \"10.213.{tag}.{id}:{GRPC_PORT}\"\nhttp_addr = \"10.213.{tag}.{id}:{HTTP_PORT}\"\npeer_addr = \"10.213.{tag}.{id}:{PEER_PORT}\"\n"
                 )
             })
             .collect();
         let node = self.node(id);
+        let certs = self.certs.display();
+        let tls = format!(
+            "[tls]\nca_file = \"{certs}/ca.pem\"\ncert_file = \"{certs}/node-{id}.pem\"\nkey_file = \"{certs}/node-{id}-key.pem\"\n"
+        );
         let bootstrap = if initial == 0 {
             "bootstrap = false\n"
         } else {
@@ -306,7 +339,7 @@ impl NetCluster {
         };
         // Election timeouts stay at the production defaults, so the faults exercise them.
         let config = format!(
-            "node_id = {id}\ndata_dir = \"{data}\"\nhttp_listen = \"{ip}:{HTTP_PORT}\"\ngrpc_listen = \"{ip}:{GRPC_PORT}\"\ninsecure_plaintext = true\n{bootstrap}\n[raft]\nheartbeat_interval_ms = 100\nwrite_timeout_ms = 3000\nsnapshot_after_entries = 500\nkeep_entries_after_snapshot = 100\n\n[workers]\nheartbeat_interval_ms = 200\nlease_ttl_ms = 2000\n{members}",
+            "node_id = {id}\ndata_dir = \"{data}\"\nhttp_listen = \"{ip}:{HTTP_PORT}\"\ngrpc_listen = \"{ip}:{GRPC_PORT}\"\npeer_listen = \"{ip}:{PEER_PORT}\"\n{bootstrap}\n{tls}\n[raft]\nheartbeat_interval_ms = 100\nwrite_timeout_ms = 3000\nsnapshot_after_entries = 500\nkeep_entries_after_snapshot = 100\n\n[workers]\nheartbeat_interval_ms = 200\nlease_ttl_ms = 2000\n{members}",
             data = node.data.display(),
             ip = node.ip,
         );
@@ -362,6 +395,11 @@ impl NetCluster {
         format!("{}:{GRPC_PORT}", self.node(id).ip)
     }
 
+    /// The peer address of node `id` (its Raft service).
+    pub fn peer_addr(&self, id: u64) -> String {
+        format!("{}:{PEER_PORT}", self.node(id).ip)
+    }
+
     /// The REST address of node `id` (no scheme).
     pub fn http_addr(&self, id: u64) -> String {
         format!("{}:{HTTP_PORT}", self.node(id).ip)
@@ -374,6 +412,16 @@ impl NetCluster {
         let peer = format!("rp{tag}n{id}");
         let ip = format!("10.213.{tag}.{id}");
         self.add_namespace(&ns, &host_veth, &peer, &ip)?;
+        if !self.certs.join(format!("node-{id}.pem")).exists() {
+            let id_arg = id.to_string();
+            roost_command(
+                &self.binary,
+                &[
+                    "cert", "issue", "node", "--id", &id_arg, "--host", &ip, "--dir",
+                ],
+                &self.certs,
+            )?;
+        }
         let node_dir = self.dir.join(format!("node-{id}"));
         std::fs::create_dir_all(&node_dir)?;
         Ok(NetNode {
@@ -442,7 +490,12 @@ impl NetCluster {
     }
 
     pub fn base_url(&self, id: u64) -> String {
-        format!("http://{}:{HTTP_PORT}", self.node(id).ip)
+        format!("https://{}:{HTTP_PORT}", self.node(id).ip)
+    }
+
+    /// A REST client of `base` (a URL of this cluster) trusting the cluster CA.
+    pub fn client_of(&self, base: impl Into<String>) -> Http {
+        Http::with_client(self.client.clone(), base)
     }
 
     /// Every node's REST URL, comma-separated, for a client that fails over.
@@ -455,7 +508,8 @@ impl NetCluster {
     }
 
     pub fn http(&self, id: u64) -> Http {
-        Http::new(self.base_url(id)).with_token(&self.admin_token)
+        self.client_of(self.base_url(id))
+            .with_token(&self.admin_token)
     }
 
     /// (Re)starts node `id`'s process, appending to its log.
@@ -587,10 +641,11 @@ impl NetCluster {
             .map(|n| format!("\"{}:{GRPC_PORT}\"", n.ip))
             .collect();
         let config = format!(
-            "worker_id = \"w{tag}\"\nservers = [{}]\napi_url = \"{}\"\njoin_token = \"{join_token}\"\nslots = 4\nwork_dir = \"{}\"\ngrace_sec = 1\n",
+            "worker_id = \"w{tag}\"\nservers = [{}]\napi_url = \"{}\"\njoin_token = \"{join_token}\"\nslots = 4\nwork_dir = \"{}\"\ngrace_sec = 1\n\n[tls]\nca_file = \"{}\"\n",
             servers.join(", "),
             self.base_url(1),
-            work_dir.display()
+            work_dir.display(),
+            self.certs.join("ca.pem").display(),
         );
         let config_path = dir.join("worker.toml");
         std::fs::write(&config_path, config)?;

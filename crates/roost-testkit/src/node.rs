@@ -30,6 +30,7 @@ impl TestNode {
             data_dir: dir.path().join("data"),
             http_listen: "127.0.0.1:0".into(),
             grpc_listen: "127.0.0.1:0".into(),
+            peer_listen: "127.0.0.1:0".into(),
             ..ServerConfig::default()
         };
         // A single node elects itself at once; short timeouts keep restarts fast.
@@ -59,7 +60,7 @@ impl TestNode {
     }
 
     async fn boot(config: &ServerConfig) -> anyhow::Result<Server> {
-        let listeners = Listeners::bind(&config.http_listen, &config.grpc_listen).await?;
+        let listeners = Listeners::bind(config).await?;
         Ok(Server::start(config, listeners).await?)
     }
 

@@ -51,6 +51,14 @@ fn usage_of(inner: &Inner, run_id: &str) -> Option<RunUsage> {
     })
 }
 
+/// The worker credential a test worker `worker_id` joining with `join_token` keeps: the same
+/// for the same pair (a restarted worker that kept its credential file), another for another
+/// token (another machine claiming the id).
+pub fn worker_credential(join_token: &str, worker_id: &str) -> String {
+    let hash = roost_server::auth::hash_token(&format!("{join_token}/{worker_id}"));
+    format!("{}{hash}", roost_server::auth::WORKER_CREDENTIAL_PREFIX)
+}
+
 fn body(b: worker_message::Body) -> WorkerMessage {
     WorkerMessage { body: Some(b) }
 }
@@ -258,6 +266,7 @@ async fn run_session(
         version: "testkit".into(),
         running_run_ids: running,
         unacknowledged_run_ids: Vec::new(),
+        worker_credential: worker_credential(token, id),
     };
     tx.send(body(worker_message::Body::Register(register)))
         .await

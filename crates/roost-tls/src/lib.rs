@@ -14,6 +14,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 pub use rustls;
 pub use tokio_rustls;
 
+mod names;
+pub use names::{node_id, NODE_URI_PREFIX};
+
 /// A PEM file that could not be used, named with the setting that pointed at it.
 #[derive(Debug, thiserror::Error)]
 #[error("{setting} = {}: {message}", path.display())]
@@ -104,12 +107,22 @@ pub struct Identity<'a> {
     pub key_setting: &'a str,
 }
 
+/// Whether a listener serves clients that present no certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientCerts {
+    /// Clients and workers, whose requests carry bearer tokens: a certificate is optional, but
+    /// one that is presented must be signed by the CA.
+    Optional,
+    /// Peers: the handshake fails without a certificate the CA signed.
+    Required,
+}
+
 /// A server config for one listener. With `client_ca`, a client that presents a certificate
-/// must present one the CA signed; one that presents none is still served (its requests carry
-/// bearer tokens), so clients and workers need no certificate yet.
+/// must present one the CA signed; `client_certs` says whether one that presents none is served.
 pub fn server_config(
     identity: &Identity<'_>,
     client_ca: Option<(&Path, &str)>,
+    client_certs: ClientCerts,
     alpn: &[&[u8]],
 ) -> Result<ServerConfig, Error> {
     let certs = load_certs(identity.cert_file, identity.cert_setting)?;
@@ -122,11 +135,21 @@ pub fn server_config(
             let verifier = WebPkiClientVerifier::builder_with_provider(
                 load_roots(path, setting)?.into(),
                 provider(),
-            )
-            .allow_unauthenticated()
+            );
+            let verifier = match client_certs {
+                ClientCerts::Optional => verifier.allow_unauthenticated(),
+                ClientCerts::Required => verifier,
+            }
             .build()
             .map_err(|e| Error::new(setting, path, e.to_string()))?;
             builder.with_client_cert_verifier(verifier)
+        }
+        None if client_certs == ClientCerts::Required => {
+            return Err(Error::new(
+                identity.cert_setting,
+                identity.cert_file,
+                "a listener that requires client certificates needs the CA that signs them",
+            ))
         }
         None => builder.with_no_client_auth(),
     };

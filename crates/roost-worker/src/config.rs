@@ -17,8 +17,12 @@ pub struct WorkerConfig {
     pub servers: Vec<String>,
     /// The REST base URL agents call (ROOST_API_URL / PAPERCLIP_API_URL).
     pub api_url: String,
-    /// A worker join token (`roost worker token create`).
+    /// A worker join token (`roost worker token create`): needed only for the first start, when
+    /// it is exchanged once for the worker's credential (`credential_file`).
     pub join_token: String,
+    /// Where the worker keeps its credential (0600); default
+    /// `<work_dir>/.roost-worker-credential`. Made at the first start.
+    pub credential_file: Option<PathBuf>,
     pub slots: u32,
     pub labels: BTreeMap<String, String>,
     /// Where agent processes run.
@@ -87,6 +91,7 @@ impl Default for WorkerConfig {
             servers: vec!["127.0.0.1:7481".into()],
             api_url: "http://127.0.0.1:7480".into(),
             join_token: String::new(),
+            credential_file: None,
             slots: 4,
             labels: BTreeMap::new(),
             work_dir: PathBuf::from("."),
@@ -98,7 +103,16 @@ impl Default for WorkerConfig {
     }
 }
 
+/// The credential file's name in the work dir when `credential_file` is not set.
+pub const CREDENTIAL_FILE: &str = ".roost-worker-credential";
+
 impl WorkerConfig {
+    pub fn credential_file(&self) -> PathBuf {
+        self.credential_file
+            .clone()
+            .unwrap_or_else(|| self.work_dir.join(CREDENTIAL_FILE))
+    }
+
     pub fn log_dir(&self) -> PathBuf {
         self.log_dir
             .clone()
@@ -110,8 +124,12 @@ impl WorkerConfig {
         if self.worker_id.is_empty() {
             return bad("worker_id is required");
         }
-        if self.join_token.is_empty() {
-            return bad("join_token is required");
+        if self.join_token.is_empty() && !self.credential_file().exists() {
+            return Err(crate::Error::Config(format!(
+                "join_token is required for the worker's first start ({} holds no credential \
+                 yet)",
+                self.credential_file().display()
+            )));
         }
         if self.servers.is_empty() {
             return bad("name at least one server");

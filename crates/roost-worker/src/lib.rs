@@ -4,11 +4,13 @@
 
 mod adapter;
 mod config;
+mod credential;
 mod prompt;
 mod runlog;
 mod session;
 
-pub use config::{WorkerConfig, WorkerTls};
+pub use config::{WorkerConfig, WorkerTls, CREDENTIAL_FILE};
+pub use credential::WORKER_CREDENTIAL_PREFIX;
 pub use session::run;
 
 /// What can stop a worker.
@@ -16,4 +18,7 @@ pub use session::run;
 pub enum Error {
     #[error("invalid worker configuration: {0}")]
     Config(String),
+    /// The worker's credential file cannot be read or written, or holds no credential.
+    #[error("worker credential: {0}")]
+    Credential(String),
 }

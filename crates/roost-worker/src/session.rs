@@ -47,6 +47,10 @@ struct Unacknowledged {
     sent_at: Option<Instant>,
 }
 
+/// How long a worker whose registration was refused (its credential revoked, its id taken)
+/// waits before it asks again.
+const REFUSED_BACKOFF: Duration = Duration::from_secs(5);
+
 /// Outbox slots live log chunks leave free, so a chatty agent cannot crowd out results.
 const LOG_HEADROOM: usize = 256;
 /// Started runs remembered; far more than a worker's slots times its runs per lease.
@@ -170,8 +174,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), crate::Error> {
     config.validate()?;
+    crate::adapter::trust::write_bundle(&config)?;
+    let path = config.credential_file();
+    let (credential, new) = crate::credential::load_or_create(&path)?;
+    if new {
+        info!(file = %path.display(), "made this worker's credential; the join token is exchanged for it at the first registration");
+    }
     let state = new_state();
-    let sessions = tokio::spawn(session_loop(config.clone(), state.clone()));
+    let sessions = tokio::spawn(session_loop(config.clone(), credential, state.clone()));
     let fence = tokio::spawn(self_fence(config.self_fence_fraction, state.clone()));
     shutdown.await;
     sessions.abort();
@@ -211,7 +221,7 @@ async fn self_fence(fraction: f64, state: State) {
     }
 }
 
-async fn session_loop(config: WorkerConfig, state: State) {
+async fn session_loop(config: WorkerConfig, credential: String, state: State) {
     let mut next = 0usize;
     let mut redirect: Option<String> = None;
     loop {
@@ -219,7 +229,7 @@ async fn session_loop(config: WorkerConfig, state: State) {
             next += 1;
             config.servers[(next - 1) % config.servers.len()].clone()
         });
-        redirect = session(&addr, &config, &state).await;
+        redirect = session(&addr, &config, &credential, &state).await;
         lock(&state).outbox = None;
         if redirect.is_none() {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -261,7 +271,12 @@ async fn connect(
 }
 
 /// One session; returns the leader's address when redirected.
-async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<String> {
+async fn session(
+    addr: &str,
+    config: &WorkerConfig,
+    credential: &str,
+    state: &State,
+) -> Option<String> {
     let mut client = connect(addr, config).await?;
     let (tx, rx) = mpsc::channel(1024);
     let (running, unacknowledged) = {
@@ -284,6 +299,7 @@ async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<Str
         version: env!("CARGO_PKG_VERSION").into(),
         running_run_ids: running,
         unacknowledged_run_ids: unacknowledged,
+        worker_credential: credential.to_string(),
     };
     tx.send(message(worker_message::Body::Register(register)))
         .await
@@ -294,7 +310,18 @@ async fn session(addr: &str, config: &WorkerConfig, state: &State) -> Option<Str
     {
         Ok(r) => r.into_inner(),
         Err(e) => {
-            warn!(addr, error = %e, "session refused");
+            // A refusal names what to do (a revoked credential, an id bound to another one);
+            // the message is the server's and carries no secret. Asking again at once would
+            // only be refused again: it waits a while first.
+            warn!(addr, code = ?e.code(), error = %e.message(), "session refused");
+            if matches!(
+                e.code(),
+                tonic::Code::Unauthenticated
+                    | tonic::Code::PermissionDenied
+                    | tonic::Code::InvalidArgument
+            ) {
+                tokio::time::sleep(REFUSED_BACKOFF).await;
+            }
             return None;
         }
     };

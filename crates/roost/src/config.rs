@@ -21,6 +21,9 @@ pub struct ServerArgs {
     http_listen: Option<String>,
     #[arg(long)]
     grpc_listen: Option<String>,
+    /// Where the other nodes reach this one's Raft service; config `peer_listen`
+    #[arg(long)]
+    peer_listen: Option<String>,
     /// Worker threads of the async runtime (default: one per CPU)
     #[arg(long)]
     runtime_threads: Option<usize>,
@@ -61,6 +64,9 @@ pub fn apply_env(
     }
     if let Some(v) = env("ROOST_GRPC_LISTEN") {
         config.grpc_listen = v;
+    }
+    if let Some(v) = env("ROOST_PEER_LISTEN") {
+        config.peer_listen = v;
     }
     if let Some(v) = env("ROOST_RUNTIME_THREADS") {
         config.runtime_threads = Some(
@@ -111,6 +117,9 @@ pub fn load(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
     }
     if let Some(v) = &args.grpc_listen {
         config.grpc_listen = v.clone();
+    }
+    if let Some(v) = &args.peer_listen {
+        config.peer_listen = v.clone();
     }
     if let Some(v) = args.runtime_threads {
         config.runtime_threads = Some(v);
@@ -169,11 +178,15 @@ fn check_transport_security(config: &ServerConfig) -> anyhow::Result<()> {
     if config.tls.enabled() {
         return Ok(());
     }
-    let exposed: Vec<&str> = [&config.http_listen, &config.grpc_listen]
-        .into_iter()
-        .filter(|l| !is_loopback(l))
-        .map(String::as_str)
-        .collect();
+    let exposed: Vec<&str> = [
+        &config.http_listen,
+        &config.grpc_listen,
+        &config.peer_listen,
+    ]
+    .into_iter()
+    .filter(|l| !is_loopback(l))
+    .map(String::as_str)
+    .collect();
     if exposed.is_empty() {
         return Ok(());
     }
@@ -196,18 +209,12 @@ pub async fn run_server(config: ServerConfig) -> anyhow::Result<ExitCode> {
         tracing::warn!(
             http = %config.http_listen,
             grpc = %config.grpc_listen,
+            peer = %config.peer_listen,
             "serving PLAINTEXT (insecure_plaintext): tokens, secrets and Raft traffic cross the \
              network unencrypted and the node-to-node service is unauthenticated"
         );
     }
-    let listeners = Listeners::bind(&config.http_listen, &config.grpc_listen)
-        .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {} / {}",
-                config.http_listen, config.grpc_listen
-            )
-        })?;
+    let listeners = Listeners::bind(&config).await.context("cannot listen")?;
     roost_server::run(config, listeners, crate::shutdown_signal()).await?;
     Ok(ExitCode::SUCCESS)
 }
@@ -272,6 +279,7 @@ mod tests {
             data_dir: None,
             http_listen: None,
             grpc_listen: None,
+            peer_listen: None,
             runtime_threads: None,
             tls_cert: None,
             tls_key: None,

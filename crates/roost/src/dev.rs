@@ -21,11 +21,16 @@ pub struct DevArgs {
     http_listen: String,
     #[arg(long, env = "ROOST_GRPC_LISTEN", default_value = "127.0.0.1:7481")]
     grpc_listen: String,
+    /// The Raft service's listener. A dev node has no peers: any free loopback port.
+    #[arg(long, env = "ROOST_PEER_LISTEN", default_value = "127.0.0.1:0")]
+    peer_listen: String,
 }
 
 pub const TOKEN_FILE: &str = "admin-token";
 /// The dev worker's join token, reused on every start.
 pub const WORKER_TOKEN_FILE: &str = "worker-token";
+/// The dev worker's credential, exchanged once for the join token above.
+pub const WORKER_CREDENTIAL_FILE: &str = "worker-credential";
 
 /// Creates `dir` 0700 if it is missing: it holds the admin token, the data and the agents' work.
 fn private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
@@ -44,17 +49,13 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         data_dir: args.dir.join("data"),
         http_listen: args.http_listen.clone(),
         grpc_listen: args.grpc_listen.clone(),
+        peer_listen: args.peer_listen.clone(),
         bootstrap: true,
         ..ServerConfig::default()
     };
-    let listeners = Listeners::bind(&config.http_listen, &config.grpc_listen)
+    let listeners = Listeners::bind(&config)
         .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {} / {} (is another roost running?)",
-                config.http_listen, config.grpc_listen
-            )
-        })?;
+        .context("cannot listen (is another roost running?)")?;
     let server = Server::start(&config, listeners).await?;
     let (token, fresh) = load_or_create_token_file(&args.dir.join(TOKEN_FILE), ADMIN_TOKEN_PREFIX)?;
     let api = server.api();
@@ -79,6 +80,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         servers: vec![server.grpc_addr().to_string()],
         api_url: format!("http://{}", server.http_addr()),
         join_token,
+        // Beside the token files, not in the work dir its agents run in.
+        credential_file: Some(args.dir.join(WORKER_CREDENTIAL_FILE)),
         work_dir: work_dir.clone(),
         ..roost_worker::WorkerConfig::default()
     };

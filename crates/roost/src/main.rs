@@ -23,8 +23,19 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     about = "A replicated control plane for fleets of AI agents"
 )]
 struct Args {
+    /// How `dev`, `server` and `run-worker` write their logs to stderr
+    #[arg(long, global = true, env = "ROOST_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines (coloured on a terminal only)
+    Text,
+    /// One JSON object per line, for log collectors
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -42,14 +53,26 @@ enum Command {
     Client(cli::ClientCommand),
 }
 
-fn init_tracing() {
+/// Logs go to stderr: `ROOST_LOG` filters them (default `info,openraft=warn,sqlx=warn`);
+/// `--log-format json` (`ROOST_LOG_FORMAT=json`) writes one JSON object per line for log
+/// collectors. Colours only on a terminal, and never with `NO_COLOR` set: a file or a journal
+/// gets plain text.
+fn init_tracing(format: LogFormat) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("ROOST_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn,sqlx=warn"));
-    tracing_subscriber::fmt()
+    let json = format == LogFormat::Json;
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(colour && !json);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
 }
 
 /// A server holds one socket per worker and per client: it raises its soft open-file limit to
@@ -78,6 +101,7 @@ fn raise_open_file_limit() {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let log_format = args.log_format;
     match args.command {
         Command::Server(a) => {
             // The config names the runtime's threads: it is read before the runtime starts.
@@ -86,18 +110,18 @@ fn main() -> ExitCode {
                 Err(e) => return failure(&e),
             };
             run_on_runtime(config.runtime_threads, async move {
-                init_tracing();
+                init_tracing(log_format);
                 raise_open_file_limit();
                 config::run_server(config).await
             })
         }
         Command::Dev(a) => run_on_runtime(None, async move {
-            init_tracing();
+            init_tracing(log_format);
             raise_open_file_limit();
             dev::run(a).await
         }),
         Command::RunWorker(a) => run_on_runtime(None, async move {
-            init_tracing();
+            init_tracing(log_format);
             worker_cmd::run(a).await
         }),
         Command::Cert(a) => match cert::run(a) {

@@ -357,6 +357,12 @@ pub(crate) fn create_credential(
             }
             (None, None)
         }
+        CredentialKind::Worker => {
+            return Err(DomainError::invalid(
+                "kind",
+                "a worker credential is made only by a worker exchanging its join token",
+            ))
+        }
         CredentialKind::AgentKey => {
             let agent_id = agent_id
                 .ok_or_else(|| DomainError::invalid("agentId", "an agent key needs an agent"))?;
@@ -368,18 +374,9 @@ pub(crate) fn create_credential(
         }
     };
     let credential = Credential {
-        id: id.into(),
-        kind,
-        name: name.clone(),
         agent_id: agent_id.clone(),
         company_id: company_id.clone(),
-        token_hash: token_hash.into(),
-        revoked: false,
-        created_at: ctx.now(),
-        revoked_at: None,
-        expires_at: None,
-        max_uses: None,
-        worker_ids: Vec::new(),
+        ..Credential::new(id, kind, name.clone(), token_hash, ctx.now())
     };
     let note = ActivityNote {
         company_id,

@@ -9,7 +9,7 @@ use crate::rules::test_world::{admin, agent_actor, World};
 use crate::state::{Applied, Change};
 use crate::time::Timestamp;
 
-fn hash(n: u8) -> String {
+pub(crate) fn hash(n: u8) -> String {
     format!("{n:02x}").repeat(32)
 }
 
@@ -151,7 +151,13 @@ fn the_last_admin_token_cannot_be_revoked() {
     assert!(!w.state.credentials["t2"].revoked);
 }
 
-fn join_token(w: &mut World, id: &str, n: u8, ttl_secs: Option<u64>, max_uses: Option<u32>) {
+pub(crate) fn join_token(
+    w: &mut World,
+    id: &str,
+    n: u8,
+    ttl_secs: Option<u64>,
+    max_uses: Option<u32>,
+) {
     w.ok(
         admin(),
         Command::CreateJoinToken {

@@ -10,11 +10,17 @@ mod budget_tests;
 mod checkout;
 mod company;
 pub(crate) mod credential;
+// The credential tests' helpers, for worker_credential_tests.rs.
+#[cfg(test)]
+use credential::tests as credential_tests;
 #[cfg(test)]
 mod hostile_tests;
 mod issue;
 #[cfg(test)]
 mod issue_index_tests;
+mod memory;
+#[cfg(test)]
+mod memory_tests;
 pub(crate) mod run;
 #[cfg(test)]
 mod session_tests;
@@ -28,6 +34,8 @@ pub(crate) mod wake;
 #[cfg(test)]
 mod wake_tests;
 mod worker;
+#[cfg(test)]
+mod worker_credential_tests;
 
 use crate::command::{Actor, ActorKind, Command, Envelope};
 use crate::entity::{Run, RunStatus};
@@ -68,6 +76,11 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             ttl_secs,
             max_uses,
         } => credential::create_join_token(&ctx, id, name, token_hash, *ttl_secs, *max_uses),
+        Command::ExchangeJoinToken {
+            worker_id,
+            credential_id,
+            token_hash,
+        } => credential::exchange_join_token(&ctx, worker_id, credential_id, token_hash),
         Command::RevokeCredential { id, kind, agent_id } => {
             credential::revoke(&ctx, id, *kind, agent_id.as_deref())
         }
@@ -161,6 +174,30 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             *hard_stop_enabled,
         ),
         Command::RecordCostEvent { event } => budget::record_cost(&ctx, event),
+        Command::AppendMemoryEntry {
+            id,
+            agent_id,
+            entry,
+        } => memory::append_entry(&ctx, id, agent_id, entry),
+        Command::PutMemoryDocument {
+            company_id,
+            agent_id,
+            name,
+            content,
+            expected_version,
+        } => memory::put_document(
+            &ctx,
+            company_id,
+            agent_id.as_deref(),
+            name,
+            content,
+            *expected_version,
+        ),
+        Command::SetMemoryLive {
+            agent_id,
+            current_task,
+            coordinates,
+        } => memory::set_live(&ctx, agent_id, current_task.as_ref(), coordinates.as_ref()),
         Command::ResolveBudgetIncident {
             incident_id,
             action,

@@ -559,6 +559,7 @@ fn wakes_and_workers_survive_a_reload_from_rows() {
         budget_incidents: Vec::new(),
         activity_seq: w.state.activity_seq,
         activity_head: Some(w.state.activity_head.clone()),
+        ..Default::default()
     };
     let reloaded = crate::state::State::from_rows(rows);
     assert_eq!(reloaded.hash(), w.state.hash());

@@ -343,6 +343,26 @@ pub enum Op {
     WorkerLost {
         worker: Id,
     },
+    AppendMemoryEntry {
+        id: Id,
+        agent: Id,
+        issue: Option<Id>,
+        what: Text,
+        error: Text,
+    },
+    /// `agent: None` is the company's shared scope; `name` picks from valid and invalid names.
+    PutMemoryDocument {
+        company: Option<Id>,
+        agent: Option<Id>,
+        name: u8,
+        content: Text,
+        expected: u8,
+    },
+    SetMemoryLive {
+        agent: Id,
+        doing: Option<Text>,
+        coordinates: Option<Json>,
+    },
     /// Several steps in one log entry; `nested` puts a batch inside it (always refused).
     Batch {
         steps: Vec<Step>,

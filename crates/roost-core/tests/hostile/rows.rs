@@ -29,6 +29,9 @@ pub struct Rows {
     policies: BTreeMap<String, BudgetPolicy>,
     costs: BTreeMap<String, CostEvent>,
     incidents: BTreeMap<String, BudgetIncident>,
+    memory_entries: BTreeMap<String, memory::MemoryEntry>,
+    memory_documents: BTreeMap<String, memory::MemoryDocument>,
+    memory_live: BTreeMap<String, memory::MemoryLive>,
     /// Rows that did not survive their JSON form, or a second insert the store refuses.
     pub problems: Vec<String>,
 }
@@ -94,6 +97,24 @@ impl Rows {
                     };
                     self.comments.insert(c.id.clone(), comment);
                 }
+                Change::Memory(m) => match m {
+                    memory::MemoryChange::Entry(r) => {
+                        upsert!(memory_entries, "memory_entries", r, r.id)
+                    }
+                    memory::MemoryChange::EntryDropped(id) => {
+                        self.memory_entries.remove(id);
+                    }
+                    memory::MemoryChange::Document(r) => {
+                        let key = r.key();
+                        upsert!(memory_documents, "memory_documents", r, key)
+                    }
+                    memory::MemoryChange::DocumentDropped(key) => {
+                        self.memory_documents.remove(key);
+                    }
+                    memory::MemoryChange::Live(r) => {
+                        upsert!(memory_live, "memory_live", r, r.agent_id)
+                    }
+                },
                 Change::Activity(a) => {
                     self.activity_seq = a.seq;
                     self.activity_head = Some(a.hash.clone());
@@ -124,6 +145,9 @@ impl Rows {
             budget_policies: all(&self.policies),
             cost_events: all(&self.costs),
             budget_incidents: all(&self.incidents),
+            memory_entries: all(&self.memory_entries),
+            memory_documents: all(&self.memory_documents),
+            memory_live: all(&self.memory_live),
             activity_seq: self.activity_seq,
             activity_head: self.activity_head.clone(),
         })

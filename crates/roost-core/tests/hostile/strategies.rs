@@ -537,6 +537,50 @@ fn worker_lost() -> impl Strategy<Value = Op> {
     id().prop_map(|worker| Op::WorkerLost { worker })
 }
 
+fn append_memory_entry() -> impl Strategy<Value = Op> {
+    (new_id(), mine_id(), few_id(), text(), text()).prop_map(|(id, agent, issue, what, error)| {
+        Op::AppendMemoryEntry {
+            id,
+            agent,
+            issue,
+            what,
+            error,
+        }
+    })
+}
+
+fn put_memory_document() -> impl Strategy<Value = Op> {
+    (
+        few_id(),
+        prop::option::weighted(0.8, mine_id()),
+        any::<u8>(),
+        text(),
+        any::<u8>(),
+    )
+        .prop_map(
+            |(company, agent, name, content, expected)| Op::PutMemoryDocument {
+                company,
+                agent,
+                name,
+                content,
+                expected,
+            },
+        )
+}
+
+fn set_memory_live() -> impl Strategy<Value = Op> {
+    (
+        mine_id(),
+        prop::option::weighted(0.8, text()),
+        prop::option::weighted(0.5, json()),
+    )
+        .prop_map(|(agent, doing, coordinates)| Op::SetMemoryLive {
+            agent,
+            doing,
+            coordinates,
+        })
+}
+
 /// One command of any kind, weighted towards the ones tenants send most.
 fn leaf_op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -565,6 +609,9 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         2 => run_started(),
         1 => register_worker(),
         1 => worker_lost(),
+        3 => append_memory_entry(),
+        2 => put_memory_document(),
+        2 => set_memory_live(),
     ]
 }
 
@@ -589,7 +636,10 @@ fn natural(op: &Op, who: Who, n: u8) -> Who {
         | Op::Checkout { .. }
         | Op::Release { .. }
         | Op::RecordCostEvent { .. }
-        | Op::Wakeup { .. } => agent,
+        | Op::Wakeup { .. }
+        | Op::AppendMemoryEntry { .. }
+        | Op::SetMemoryLive { .. } => agent,
+        Op::PutMemoryDocument { .. } if n.is_multiple_of(2) => agent,
         _ if n.is_multiple_of(8) => Who::System,
         _ => Who::Admin,
     }

@@ -21,6 +21,9 @@ pub struct Foreign {
     policies: BTreeMap<String, BudgetPolicy>,
     costs: BTreeMap<String, CostEvent>,
     incidents: BTreeMap<String, BudgetIncident>,
+    memory_entries: BTreeMap<String, memory::MemoryEntry>,
+    memory_documents: BTreeMap<String, memory::MemoryDocument>,
+    memory_live: BTreeMap<String, memory::MemoryLive>,
 }
 
 fn not_of<T: Clone>(
@@ -67,6 +70,9 @@ impl Foreign {
             policies: not_of(&s.budget_policies, c, |r| Some(&r.company_id)),
             costs: not_of(&s.cost_events, c, |r| Some(&r.company_id)),
             incidents: not_of(&s.budget_incidents, c, |r| Some(&r.company_id)),
+            memory_entries: not_of(&s.memory.entries, c, |r| Some(&r.company_id)),
+            memory_documents: not_of(&s.memory.documents, c, |r| Some(&r.company_id)),
+            memory_live: not_of(&s.memory.live, c, |r| Some(&r.company_id)),
         }
     }
 
@@ -84,6 +90,9 @@ impl Foreign {
             .or_else(|| differs("budget_policies", &a.policies, &b.policies))
             .or_else(|| differs("cost_events", &a.costs, &b.costs))
             .or_else(|| differs("budget_incidents", &a.incidents, &b.incidents))
+            .or_else(|| differs("memory_entries", &a.memory_entries, &b.memory_entries))
+            .or_else(|| differs("memory_documents", &a.memory_documents, &b.memory_documents))
+            .or_else(|| differs("memory_live", &a.memory_live, &b.memory_live))
     }
 }
 
@@ -106,5 +115,8 @@ pub fn outcome_companies(o: &Outcome) -> Vec<Option<String>> {
         Outcome::BudgetPolicy(p) => vec![Some(p.company_id.clone())],
         Outcome::CostEvent(e) => vec![Some(e.company_id.clone())],
         Outcome::BudgetIncident(i) => vec![Some(i.company_id.clone())],
+        Outcome::MemoryEntry(e) => vec![Some(e.company_id.clone())],
+        Outcome::MemoryDocument(d) => vec![Some(d.company_id.clone())],
+        Outcome::MemoryLive(l) => vec![Some(l.company_id.clone())],
     }
 }

@@ -678,6 +678,56 @@ impl World {
             Op::WorkerLost { worker } => Command::WorkerLost {
                 worker_id: pick(Kind::Worker, *worker),
             },
+            Op::AppendMemoryEntry {
+                id,
+                agent,
+                issue,
+                what,
+                error,
+            } => Command::AppendMemoryEntry {
+                id: pick(Kind::Comment, *id),
+                agent_id: pick(Kind::Agent, *agent),
+                entry: roost_core::memory::NewMemoryEntry {
+                    issue_id: opt(Kind::Issue, issue),
+                    what: what.render(),
+                    did: String::new(),
+                    next: String::new(),
+                    errors: vec![error.render()],
+                },
+            },
+            Op::PutMemoryDocument {
+                company,
+                agent,
+                name,
+                content,
+                expected,
+            } => {
+                let agent_id = opt(Kind::Agent, agent);
+                let company_id = match &agent_id {
+                    Some(a) => self.company_of(actor, a, *company),
+                    None => pick(Kind::Company, company.unwrap_or(Id::Mine(0))),
+                };
+                Command::PutMemoryDocument {
+                    company_id,
+                    agent_id,
+                    name: ["MEMORY.md", "STATE.md", "NOTES.md", ""][*name as usize % 4].into(),
+                    content: content.render(),
+                    expected_version: u64::from(*expected % 4),
+                }
+            }
+            Op::SetMemoryLive {
+                agent,
+                doing,
+                coordinates,
+            } => Command::SetMemoryLive {
+                agent_id: pick(Kind::Agent, *agent),
+                current_task: doing.map(|d| roost_core::memory::CurrentTask {
+                    doing: d.render(),
+                    last: vec![d.render()],
+                    next: Vec::new(),
+                }),
+                coordinates: coordinates.map(ops::Json::render),
+            },
             Op::Batch { .. } => unreachable!("batches are resolved by envelope()"),
         }
     }

@@ -11,6 +11,9 @@ pub struct Member {
     /// A voter counts toward quorum; a learner only replicates.
     #[prost(bool, tag = "4")]
     pub voter: bool,
+    /// Where the other nodes reach its Raft service (its peer_listen).
+    #[prost(string, tag = "5")]
+    pub peer_addr: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
@@ -47,6 +50,8 @@ pub struct NodeReport {
     pub snapshot_index: ::core::option::Option<u64>,
     #[prost(uint64, tag = "12")]
     pub purged_index: u64,
+    #[prost(string, tag = "13")]
+    pub peer_addr: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -4986,7 +4991,8 @@ pub struct Register {
     pub worker_id: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub name: ::prost::alloc::string::String,
-    /// A worker join token (`roost worker token create`).
+    /// A worker join token (`roost worker token create`): needed only while the worker has no
+    /// credential yet. With it, `worker_credential` is exchanged for it once.
     #[prost(string, tag = "3")]
     pub join_token: ::prost::alloc::string::String,
     /// process, claude, codex, http.
@@ -5009,6 +5015,11 @@ pub struct Register {
     /// results follow in this session. They are neither sent again nor ended as failed.
     #[prost(string, repeated, tag = "9")]
     pub unacknowledged_run_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The worker's own credential (`rst_worker_` and 64 hex digits), made by the worker at its
+    /// first start and kept in a private file. Bound to `worker_id` by exchanging the join token
+    /// once; every later registration authenticates with it alone.
+    #[prost(string, tag = "10")]
+    pub worker_credential: ::prost::alloc::string::String,
 }
 /// Keeps the worker's lease; sent every `heartbeat_interval_ms`.
 #[allow(clippy::all)]

@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 
 use roost_core::command::AgentPatch;
-use roost_core::PauseReason;
 use roost_core::{
     Actor, AdapterType, Agent, Command, Company, Credential, CredentialKind, HeartbeatPolicy,
     Outcome,
 };
+use roost_core::{DomainError, PauseReason};
 
 use super::views::agent_view;
 use super::{expect_outcome, new_id, Api};
@@ -49,7 +49,66 @@ pub fn default_prefix(name: &str) -> String {
     }
 }
 
+/// The prefix Paperclip derives from a company's name: its first three letters, upper-cased
+/// (`CMP` when it has none). `suffixed` adds `A`s until a prefix is free.
+pub fn paperclip_prefix(name: &str) -> String {
+    let letters: String = name
+        .chars()
+        .filter(char::is_ascii_alphabetic)
+        .take(3)
+        .collect::<String>()
+        .to_ascii_uppercase();
+    if letters.is_empty() {
+        "CMP".into()
+    } else {
+        letters
+    }
+}
+
+/// The `attempt`-th candidate (from 0): the base, then the base with 1, 2, ... `A`s. Bounded
+/// by the 10 characters a prefix may have.
+pub fn suffixed(base: &str, attempt: usize) -> Option<String> {
+    let candidate = format!("{base}{}", "A".repeat(attempt));
+    (candidate.len() <= 10).then_some(candidate)
+}
+
+/// How many suffixed prefixes a company creation tries before it gives up with the 409.
+const PREFIX_ATTEMPTS: usize = 8;
+
 impl Api {
+    /// Creates a company whose prefix is derived from its name as Paperclip does, with `A`s
+    /// added until it is free. Two concurrent creations may pick the same candidate; the one
+    /// the state machine refuses tries the next.
+    pub async fn create_company_derived(
+        &self,
+        caller: &Caller,
+        name: &str,
+    ) -> Result<Company, ApiError> {
+        let base = paperclip_prefix(name);
+        self.barrier().await?;
+        let mut attempt = 0;
+        loop {
+            let Some(prefix) = suffixed(&base, attempt) else {
+                return Err(ApiError::Domain(DomainError::AlreadyExists {
+                    entity: "issuePrefix".into(),
+                    id: base,
+                }));
+            };
+            attempt += 1;
+            if self
+                .reader()
+                .read(|s| s.company_by_prefix(&prefix).is_some())
+            {
+                continue;
+            }
+            match self.create_company(caller, name, &prefix).await {
+                Err(ApiError::Domain(DomainError::AlreadyExists { entity, .. }))
+                    if entity == "issuePrefix" && attempt < PREFIX_ATTEMPTS => {}
+                other => return other,
+            }
+        }
+    }
+
     pub async fn create_company(
         &self,
         caller: &Caller,
@@ -287,5 +346,20 @@ impl Api {
             idempotency_key: None,
         };
         self.create_company(&system, name, prefix).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{paperclip_prefix, suffixed};
+
+    #[test]
+    fn prefixes_are_derived_as_paperclip_does() {
+        assert_eq!(paperclip_prefix("Acme Robotics"), "ACM");
+        assert_eq!(paperclip_prefix("a1 b2"), "AB");
+        assert_eq!(paperclip_prefix("42 !!"), "CMP");
+        assert_eq!(suffixed("ACM", 0).as_deref(), Some("ACM"));
+        assert_eq!(suffixed("ACM", 2).as_deref(), Some("ACMAA"));
+        assert_eq!(suffixed("ACM", 8), None);
     }
 }

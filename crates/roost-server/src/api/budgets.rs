@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use roost_core::command::NewCostEvent;
 use roost_core::{
     BudgetIncident, BudgetPolicy, BudgetScopeType, BudgetWindow, Command, CostEvent,
-    IncidentAction, IncidentStatus, Outcome, Timestamp,
+    IncidentAction, IncidentStatus, Outcome, State, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 
@@ -99,6 +99,35 @@ pub struct CostSummary {
     pub lifetime_cents: u64,
     pub reserved_cents: u64,
     pub by_agent: Vec<AgentSpend>,
+    /// Paperclip's names: this month's spend, the company's monthly budget (0: none) and the
+    /// share of it spent, in percent with two decimals.
+    pub spend_cents: u64,
+    pub budget_cents: u64,
+    pub utilization_percent: f64,
+}
+
+/// The monthly budget of a scope: the strictest amount of its calendar-month policies, 0 when
+/// it has none (Paperclip's `budgetMonthlyCents`).
+pub fn monthly_budget_cents(state: &State, scope_type: BudgetScopeType, scope_id: &str) -> u64 {
+    state
+        .budget_policies
+        .values()
+        .filter(|p| {
+            p.scope_type == scope_type
+                && p.scope_id == scope_id
+                && p.window_kind == BudgetWindow::CalendarMonthUtc
+        })
+        .map(|p| p.amount)
+        .min()
+        .unwrap_or(0)
+}
+
+/// `spent` as a percentage of `budget`, two decimals; 0 without a budget.
+pub fn utilization_percent(spent: u64, budget: u64) -> f64 {
+    if budget == 0 {
+        return 0.0;
+    }
+    (spent as f64 * 10_000.0 / budget as f64).round() / 100.0
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -201,6 +230,8 @@ impl Api {
         action: IncidentAction,
         amount: Option<u64>,
     ) -> Result<BudgetIncident, ApiError> {
+        // Administrators only: an agent learns nothing, not even whether the incident exists.
+        caller.require_admin()?;
         self.get_company(caller, company_id).await?;
         let belongs = self.reader().read(|s| {
             s.budget_incidents
@@ -289,6 +320,9 @@ impl Api {
                     .map(|r| r.reserved_cents)
                     .sum(),
                 by_agent: Vec::new(),
+                spend_cents: 0,
+                budget_cents: monthly_budget_cents(s, BudgetScopeType::Company, &company.id),
+                utilization_percent: 0.0,
             };
             for e in s
                 .cost_events
@@ -323,6 +357,9 @@ impl Api {
             summary
                 .by_agent
                 .sort_by_key(|a| std::cmp::Reverse(a.lifetime_cents));
+            summary.spend_cents = summary.month_cents;
+            summary.utilization_percent =
+                utilization_percent(summary.month_cents, summary.budget_cents);
             summary
         }))
     }

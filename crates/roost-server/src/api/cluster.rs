@@ -14,6 +14,7 @@ pub struct NewMember {
     pub id: u64,
     pub grpc_addr: String,
     pub http_addr: String,
+    pub peer_addr: String,
 }
 
 fn validate(member: &NewMember) -> Result<NodeInfo, ApiError> {
@@ -23,6 +24,7 @@ fn validate(member: &NewMember) -> Result<NodeInfo, ApiError> {
     for (field, addr) in [
         ("grpcAddr", &member.grpc_addr),
         ("httpAddr", &member.http_addr),
+        ("peerAddr", &member.peer_addr),
     ] {
         let ok = addr
             .rsplit_once(':')
@@ -36,6 +38,7 @@ fn validate(member: &NewMember) -> Result<NodeInfo, ApiError> {
     Ok(NodeInfo {
         grpc_addr: member.grpc_addr.clone(),
         http_addr: member.http_addr.clone(),
+        peer_addr: member.peer_addr.clone(),
     })
 }
 

@@ -110,7 +110,8 @@ impl Api {
     }
 
     /// Revokes a credential of `kind` (for an agent key, one of `agent_id`'s). Refused with
-    /// `409` if it is already revoked or is the last admin token that is not.
+    /// `409` if it is already revoked or is the last admin token that is not. For a worker
+    /// credential `id` may also name the worker ([`Api::revoke_worker`]).
     pub async fn revoke_credential(
         &self,
         caller: &Caller,
@@ -119,10 +120,67 @@ impl Api {
         agent_id: Option<&str>,
     ) -> Result<CredentialView, ApiError> {
         caller.require_admin()?;
+        if kind == CredentialKind::Worker && !self.reader().read(|s| s.credentials.contains_key(id))
+        {
+            return self.revoke_worker(caller, id).await;
+        }
         let command = Command::RevokeCredential {
             id: id.into(),
             kind,
             agent_id: agent_id.map(str::to_string),
+        };
+        let cred =
+            expect_outcome!(self.submit(caller, command).await?, Outcome::Credential(c) => c)?;
+        Ok(cred.into())
+    }
+}
+
+impl Api {
+    /// Revokes worker `worker_id`: its credential that is not revoked. Every node then refuses
+    /// it; the leader ends its session at its next heartbeat and, its lease unrenewed, declares
+    /// it lost like any silent worker (`workers/session.rs`): its runs become `lost`, each
+    /// retried once. `404` for an unknown worker, `409` if nothing is left to revoke.
+    pub async fn revoke_worker(
+        &self,
+        caller: &Caller,
+        worker_id: &str,
+    ) -> Result<CredentialView, ApiError> {
+        caller.require_admin()?;
+        // The newest credential: one exchanged through another node a moment ago counts.
+        self.barrier().await?;
+        let (live, any, registered) = self.reader().read(|s| {
+            let all: Vec<&Credential> = s
+                .credentials
+                .values()
+                .filter(|c| {
+                    c.kind == CredentialKind::Worker && c.worker_id.as_deref() == Some(worker_id)
+                })
+                .collect();
+            let live = all.iter().find(|c| !c.revoked).map(|c| c.id.clone());
+            (live, !all.is_empty(), s.workers.contains_key(worker_id))
+        });
+        let id = match (live, any, registered) {
+            (Some(id), _, _) => id,
+            (None, true, _) => {
+                return Err(ApiError::Domain(roost_core::DomainError::conflict(
+                    format!("worker {worker_id}'s credential is already revoked"),
+                )))
+            }
+            (None, false, true) => {
+                return Err(ApiError::Domain(roost_core::DomainError::conflict(
+                    format!(
+                        "worker {worker_id} has no worker credential (it registered with a join \
+                     token before workers had credentials); revoke that join token instead \
+                     (roost worker token revoke)"
+                    ),
+                )))
+            }
+            (None, false, false) => return Err(ApiError::not_found("worker", worker_id)),
+        };
+        let command = Command::RevokeCredential {
+            id,
+            kind: CredentialKind::Worker,
+            agent_id: None,
         };
         let cred =
             expect_outcome!(self.submit(caller, command).await?, Outcome::Credential(c) => c)?;
@@ -150,6 +208,8 @@ mod tests {
             expires_at: None,
             max_uses: None,
             worker_ids: Vec::new(),
+            worker_id: None,
+            join_token_id: None,
         };
         let json = serde_json::to_value(CredentialView::from(cred)).unwrap();
         let text = json.to_string();

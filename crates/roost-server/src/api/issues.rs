@@ -210,6 +210,14 @@ impl Api {
         expected_statuses: Vec<IssueStatus>,
     ) -> Result<Issue, ApiError> {
         let issue_id = self.resolve_issue_id(caller, id)?;
+        // Paperclip answers an agent's checkout without a run 401 (its clients then mint the
+        // run's token); the state machine's own refusal is for everyone else.
+        if caller.agent_id().is_some() && caller.actor.run_id.is_none() {
+            return Err(ApiError::unauthorized(
+                "Agent run id required: a checkout is made for a run; send its id in the \
+                 X-Paperclip-Run-Id (or X-Roost-Run-Id) header",
+            ));
+        }
         let command = Command::Checkout {
             issue_id,
             agent_id: agent_id.into(),
@@ -244,12 +252,20 @@ impl Api {
 
     pub async fn active_run(&self, caller: &Caller, id: &str) -> Result<Option<RunView>, ApiError> {
         let issue = self.get_issue(caller, id).await?;
+        // The run holding the checkout; before the checkout, the newest live run working the
+        // issue (its wake claimed, the agent not yet started or not yet checked out).
         Ok(self.reader().read(|s| {
-            issue
+            let holder = issue
                 .checkout
                 .as_ref()
                 .and_then(|c| s.runs.get(&c.run_id))
-                .filter(|r| r.status.is_live())
+                .filter(|r| r.status.is_live());
+            holder
+                .or_else(|| {
+                    s.live_runs()
+                        .filter(|r| r.issue_id.as_deref() == Some(issue.id.as_str()))
+                        .max_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)))
+                })
                 .map(|r| run_view(caller, s, r.clone()))
         }))
     }

@@ -9,6 +9,8 @@ mod budgets;
 mod cluster;
 mod credentials;
 mod issues;
+mod memory;
+mod paperclip;
 mod run_logs;
 mod runs;
 mod views;
@@ -20,12 +22,13 @@ use roost_store::StateReader;
 
 pub use admin::{default_prefix, NewAgent};
 pub use budgets::{
-    parse_action, AgentSpend, BudgetOverview, CostEventRequest, CostSummary, NewBudgetPolicy,
-    PolicyStatus,
+    monthly_budget_cents, parse_action, AgentSpend, BudgetOverview, CostEventRequest, CostSummary,
+    NewBudgetPolicy, PolicyStatus,
 };
 pub use cluster::NewMember;
 pub use credentials::{CredentialView, JoinTokenLimits};
 pub use issues::{HeartbeatContext, IssueFilter};
+pub use memory::MemoryScope;
 pub use run_logs::{LogChunk, LogStream};
 pub use runs::AuditReport;
 pub use views::RunView;
@@ -125,10 +128,10 @@ impl Api {
         self.node.linearizable_read().await.map_err(ApiError::from)
     }
 
-    /// Whether this node can serve, check by check: its Raft core runs, it knows a leader, and
-    /// no background task was given up on (`health.rs`).
-    pub fn ready(&self, tasks: &crate::Supervisor) -> crate::Readiness {
-        crate::health::readiness(&self.node, tasks)
+    /// Whether this node can serve, check by check: its Raft core runs, it knows a leader, it
+    /// has applied every committed write, and no background task was given up on (`health.rs`).
+    pub async fn ready(&self, tasks: &crate::Supervisor) -> crate::Readiness {
+        crate::health::readiness(&self.node, tasks).await
     }
 }
 

@@ -123,6 +123,43 @@ impl Api {
             .await?)
     }
 
+    /// A company's activity matching `filter` (Paperclip's `agentId`, `entityType`,
+    /// `entityId`), newest first.
+    pub async fn list_activity_matching(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        filter: &roost_store::ActivityFilter,
+        before_seq: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<ActivityEntry>, ApiError> {
+        let company = self.get_company(caller, company_id).await?;
+        Ok(self
+            .reader()
+            .activity_matching(&company.id, filter, before_seq, limit)
+            .await?)
+    }
+
+    /// An issue's activity (entries whose entity is the issue), newest first.
+    pub async fn issue_activity(
+        &self,
+        caller: &Caller,
+        issue_id: &str,
+        before_seq: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<ActivityEntry>, ApiError> {
+        let issue = self.get_issue(caller, issue_id).await?;
+        let filter = roost_store::ActivityFilter {
+            entity_type: Some("issue".into()),
+            entity_id: Some(issue.id),
+            ..Default::default()
+        };
+        Ok(self
+            .reader()
+            .activity_matching(&issue.company_id, &filter, before_seq, limit)
+            .await?)
+    }
+
     /// Re-hashes the whole activity chain as stored in this node's SQLite file.
     pub async fn verify_audit(&self, caller: &Caller) -> Result<AuditReport, ApiError> {
         caller.require_admin()?;

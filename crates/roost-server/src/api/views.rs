@@ -37,8 +37,32 @@ impl Serialize for RunView {
         let mut value = serde_json::to_value(&self.0).map_err(S::Error::custom)?;
         if let Some(fields) = value.as_object_mut() {
             fields.remove("tokenHashes");
+            let (source, detail) = paperclip_source(&self.0);
+            fields.insert("invocationSource".into(), source.into());
+            fields.insert("triggerDetail".into(), detail.into());
         }
         value.serialize(serializer)
+    }
+}
+
+/// Paperclip's `invocationSource` (`assignment`, `on_demand`, `timer`, `automation`) and
+/// `triggerDetail` (`manual`, `system`) of a run, from the wake it answers; the wake's own
+/// reason stays in `wakeReason`. A run started by hand keeps its stored source.
+fn paperclip_source(run: &Run) -> (String, &'static str) {
+    use roost_core::WakeReason;
+    let Some(reason) = run.wake_reason else {
+        let detail = if run.invocation_source == "on_demand" {
+            "manual"
+        } else {
+            "system"
+        };
+        return (run.invocation_source.clone(), detail);
+    };
+    match reason {
+        WakeReason::OnDemand => ("on_demand".into(), "manual"),
+        WakeReason::IssueAssigned => ("assignment".into(), "system"),
+        WakeReason::HeartbeatTimer => ("timer".into(), "system"),
+        _ => ("automation".into(), "system"),
     }
 }
 

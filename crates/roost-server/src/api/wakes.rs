@@ -49,14 +49,65 @@ pub struct WakeView {
     pub blocked_by: Option<String>,
 }
 
-/// The answer to a wakeup: the wake, and the run answering it if one exists already. That is
-/// rare at once: runs are assigned by the dispatcher after the wake is committed.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// The answer to a wakeup: the wake, and the run answering it if one exists already (runs are
+/// assigned by the dispatcher after the wake is committed; a wakeup waits a moment for it when
+/// an online worker could take it).
+///
+/// Shown as Paperclip shows it, with `wake` and `run` beside: the run's fields at the top level
+/// (`id` is the run id) when there is a run; `{"status": "skipped", "reason": "wakeup_skipped",
+/// ...}` when the wake will not become a run of its own (skipped, suppressed, coalesced,
+/// cancelled); otherwise `status` `queued` or `deferred` with the wake standing in for
+/// Paperclip's queued run: `id` and `wakeId` are the wake's id.
+#[derive(Clone, Debug)]
 pub struct WakeupResult {
     pub wake: WakeView,
     pub run: Option<RunView>,
 }
+
+impl Serialize for WakeupResult {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        let wake = &self.wake.wake;
+        let mut top = match &self.run {
+            Some(run) => serde_json::to_value(run).map_err(S::Error::custom)?,
+            None => {
+                let status = match wake.status {
+                    WakeStatus::Queued | WakeStatus::Claimed => "queued",
+                    WakeStatus::Deferred => "deferred",
+                    _ => "skipped",
+                };
+                let mut top = serde_json::json!({
+                    "status": status,
+                    "wakeId": wake.id,
+                    "agentId": wake.agent_id,
+                    "companyId": wake.company_id,
+                    "issueId": wake.issue_id,
+                    "wakeReason": wake.reason,
+                    "statusReason": wake.status_reason,
+                    "executionRunId": wake.waiting_on_run,
+                });
+                if status == "skipped" {
+                    top["reason"] = "wakeup_skipped".into();
+                } else {
+                    // Paperclip's queued run is Roost's queued wake: until the dispatcher
+                    // claims it, the wake stands in for the run (`GET /api/wakes/{id}`).
+                    top["id"] = wake.id.clone().into();
+                }
+                top
+            }
+        };
+        if let Some(fields) = top.as_object_mut() {
+            let wake = serde_json::to_value(&self.wake).map_err(S::Error::custom)?;
+            let run = serde_json::to_value(&self.run).map_err(S::Error::custom)?;
+            fields.insert("wake".into(), wake);
+            fields.insert("run".into(), run);
+        }
+        top.serialize(serializer)
+    }
+}
+
+/// How long a wakeup waits for the dispatcher to claim its wake, when an online worker could.
+const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Which wakes of a company to list.
 #[derive(Clone, Debug, Default)]
@@ -186,6 +237,7 @@ impl Api {
             wake_key: request.idempotency_key,
         };
         let wake = expect_outcome!(self.submit(caller, command).await?, Outcome::Wake(w) => w)?;
+        self.wait_for_claim(&wake.id).await;
         // This node has applied the write; show the wake as it is now (a repeated request's
         // outcome may be older than the wake).
         Ok(self.reader().read(|s| {
@@ -196,6 +248,32 @@ impl Api {
                 run,
             }
         }))
+    }
+
+    /// Waits (up to [`CLAIM_WAIT`]) while the wake is queued and an online worker serves its
+    /// agent's adapter, so the answer can carry the run as Paperclip's does.
+    async fn wait_for_claim(&self, wake_id: &str) {
+        let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
+        loop {
+            let waiting = self.reader().read(|s| {
+                let Some(wake) = s.wakes.get(wake_id) else {
+                    return false;
+                };
+                let Some(agent) = s.agents.get(&wake.agent_id) else {
+                    return false;
+                };
+                wake.status == WakeStatus::Queued
+                    && blocked_by(s, wake).is_none()
+                    && s.workers.values().any(|w| {
+                        w.status == roost_core::WorkerStatus::Online
+                            && w.adapters.contains(&agent.adapter_type)
+                    })
+            });
+            if !waiting || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     /// A company's wakes, newest first (by the log index that created them).

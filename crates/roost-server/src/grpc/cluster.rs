@@ -25,6 +25,7 @@ fn report_to_proto(r: roost_raft::NodeReport) -> pb::NodeReport {
         id: r.id,
         grpc_addr: r.grpc_addr,
         http_addr: r.http_addr,
+        peer_addr: r.peer_addr,
         role: r.role,
         term: r.term,
         leader_id: r.leader_id,
@@ -50,6 +51,7 @@ fn status_to_proto(s: roost_raft::ClusterStatus) -> pb::ClusterStatus {
                     id: m.member.id,
                     grpc_addr: m.member.grpc_addr,
                     http_addr: m.member.http_addr,
+                    peer_addr: m.member.peer_addr,
                     voter: m.member.voter,
                 }),
                 matched_index: m.matched_index,
@@ -67,6 +69,7 @@ fn member_from_proto(m: pb::Member) -> NewMember {
         id: m.id,
         grpc_addr: m.grpc_addr,
         http_addr: m.http_addr,
+        peer_addr: m.peer_addr,
     }
 }
 

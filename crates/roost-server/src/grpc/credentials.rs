@@ -35,7 +35,8 @@ pub(super) fn info(c: CredentialView) -> pb::CredentialInfo {
         revoked_at_ms: c.revoked_at.map(|t| t.millis()),
         expires_at_ms: c.expires_at.map(|t| t.millis()),
         max_uses: c.max_uses,
-        worker_ids: c.worker_ids,
+        // A worker credential's one worker (CredentialInfo has no field of its own for it).
+        worker_ids: c.worker_id.map_or(c.worker_ids, |w| vec![w]),
     }
 }
 

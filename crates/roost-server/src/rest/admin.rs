@@ -2,11 +2,16 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use roost_core::{AdapterType, Agent, Company, PauseReason};
+use roost_core::command::AgentPatch;
+use roost_core::{AdapterType, BudgetScopeType, HeartbeatPolicy, PauseReason};
 
 use super::created;
 use super::dto::{self, CreatedKey};
 use super::extract::JsonBody;
+use super::paperclip::{
+    agent_row, agent_rows, company_row, company_rows, heartbeat_of, monthly_budget,
+    runtime_heartbeat, AgentRow, CompanyRow,
+};
 use crate::api::{Api, NewAgent};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -17,25 +22,36 @@ pub async fn create_company(
     State(api): State<Api>,
     caller: Caller,
     JsonBody(body): JsonBody<dto::CreateCompany>,
-) -> Result<(axum::http::StatusCode, Json<Company>)> {
-    let prefix = body
-        .issue_prefix
-        .unwrap_or_else(|| crate::api::default_prefix(&body.name));
-    Ok(created(
-        api.create_company(&caller, &body.name, &prefix).await?,
-    ))
+) -> Result<(axum::http::StatusCode, Json<CompanyRow>)> {
+    let company = match body.issue_prefix.as_deref() {
+        Some(prefix) => api.create_company(&caller, &body.name, prefix).await?,
+        None => api.create_company_derived(&caller, &body.name).await?,
+    };
+    if let Some(policy) = monthly_budget(
+        BudgetScopeType::Company,
+        &company.id,
+        body.budget_monthly_cents,
+    ) {
+        api.set_budget_policy(&caller, &company.id, policy).await?;
+    }
+    Ok(created(company_row(&api, company)))
 }
 
-pub async fn list_companies(State(api): State<Api>, caller: Caller) -> Result<Json<Vec<Company>>> {
-    Ok(Json(api.list_companies(&caller).await?))
+pub async fn list_companies(
+    State(api): State<Api>,
+    caller: Caller,
+) -> Result<Json<Vec<CompanyRow>>> {
+    let companies = api.list_companies(&caller).await?;
+    Ok(Json(company_rows(&api, companies)))
 }
 
 pub async fn get_company(
     State(api): State<Api>,
     caller: Caller,
     Path(cid): Path<String>,
-) -> Result<Json<Company>> {
-    Ok(Json(api.get_company(&caller, &cid).await?))
+) -> Result<Json<CompanyRow>> {
+    let company = api.get_company(&caller, &cid).await?;
+    Ok(Json(company_row(&api, company)))
 }
 
 pub async fn create_agent(
@@ -43,37 +59,49 @@ pub async fn create_agent(
     caller: Caller,
     Path(cid): Path<String>,
     JsonBody(body): JsonBody<dto::CreateAgent>,
-) -> Result<(axum::http::StatusCode, Json<Agent>)> {
+) -> Result<(axum::http::StatusCode, Json<AgentRow>)> {
+    let base = HeartbeatPolicy::default();
+    let heartbeat = heartbeat_of(&base, body.heartbeat, body.runtime_config.as_ref())?;
     let new = NewAgent {
         name: body.name,
         role: body.role.unwrap_or_else(|| "general".into()),
         title: body.title,
         adapter_type: body.adapter_type.unwrap_or(AdapterType::Process),
         adapter_config: body.adapter_config.unwrap_or_else(|| serde_json::json!({})),
-        heartbeat: body.heartbeat.unwrap_or_default(),
+        heartbeat: heartbeat.unwrap_or(base),
         placement_labels: body.placement_labels.unwrap_or_default(),
     };
-    Ok(created(api.create_agent(&caller, &cid, new).await?))
+    let agent = api.create_agent(&caller, &cid, new).await?;
+    if let Some(policy) =
+        monthly_budget(BudgetScopeType::Agent, &agent.id, body.budget_monthly_cents)
+    {
+        api.set_budget_policy(&caller, &agent.company_id, policy)
+            .await?;
+    }
+    Ok(created(agent_row(&api, agent)))
 }
 
 pub async fn list_agents(
     State(api): State<Api>,
     caller: Caller,
     Path(cid): Path<String>,
-) -> Result<Json<Vec<Agent>>> {
-    Ok(Json(api.list_agents(&caller, &cid).await?))
+) -> Result<Json<Vec<AgentRow>>> {
+    let agents = api.list_agents(&caller, &cid).await?;
+    Ok(Json(agent_rows(&api, agents)))
 }
 
 pub async fn get_agent(
     State(api): State<Api>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Agent>> {
-    Ok(Json(api.get_agent(&caller, &id).await?))
+) -> Result<Json<AgentRow>> {
+    let agent = api.get_agent(&caller, &id).await?;
+    Ok(Json(agent_row(&api, agent)))
 }
 
-pub async fn me(State(api): State<Api>, caller: Caller) -> Result<Json<Agent>> {
-    Ok(Json(api.me(&caller).await?))
+pub async fn me(State(api): State<Api>, caller: Caller) -> Result<Json<AgentRow>> {
+    let agent = api.me(&caller).await?;
+    Ok(Json(agent_row(&api, agent)))
 }
 
 pub async fn update_agent(
@@ -81,8 +109,27 @@ pub async fn update_agent(
     caller: Caller,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::PatchAgent>,
-) -> Result<Json<Agent>> {
-    Ok(Json(api.update_agent(&caller, &id, body.into()).await?))
+) -> Result<Json<AgentRow>> {
+    let heartbeat = match (&body.heartbeat, &body.runtime_config) {
+        (None, Some(config)) => {
+            let current = api.get_agent(&caller, &id).await?;
+            runtime_heartbeat(&current.heartbeat, config)?
+        }
+        _ => body.heartbeat.clone(),
+    };
+    let budget = body.budget_monthly_cents;
+    let patch = body.into_patch(heartbeat);
+    // A body that only sets the budget changes nothing on the agent itself.
+    let agent = if budget.is_some() && patch == AgentPatch::default() {
+        api.get_agent(&caller, &id).await?
+    } else {
+        api.update_agent(&caller, &id, patch).await?
+    };
+    if let Some(policy) = monthly_budget(BudgetScopeType::Agent, &agent.id, budget) {
+        api.set_budget_policy(&caller, &agent.company_id, policy)
+            .await?;
+    }
+    Ok(Json(agent_row(&api, agent)))
 }
 
 pub async fn pause_agent(
@@ -90,11 +137,11 @@ pub async fn pause_agent(
     caller: Caller,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::PauseAgent>,
-) -> Result<Json<Agent>> {
-    Ok(Json(
-        api.pause_agent(&caller, &id, body.reason.unwrap_or(PauseReason::Manual))
-            .await?,
-    ))
+) -> Result<Json<AgentRow>> {
+    let agent = api
+        .pause_agent(&caller, &id, body.reason.unwrap_or(PauseReason::Manual))
+        .await?;
+    Ok(Json(agent_row(&api, agent)))
 }
 
 pub async fn resume_agent(
@@ -102,8 +149,9 @@ pub async fn resume_agent(
     caller: Caller,
     Path(id): Path<String>,
     JsonBody(_): JsonBody<dto::Empty>,
-) -> Result<Json<Agent>> {
-    Ok(Json(api.resume_agent(&caller, &id).await?))
+) -> Result<Json<AgentRow>> {
+    let agent = api.resume_agent(&caller, &id).await?;
+    Ok(Json(agent_row(&api, agent)))
 }
 
 pub async fn terminate_agent(
@@ -111,8 +159,9 @@ pub async fn terminate_agent(
     caller: Caller,
     Path(id): Path<String>,
     JsonBody(_): JsonBody<dto::Empty>,
-) -> Result<Json<Agent>> {
-    Ok(Json(api.terminate_agent(&caller, &id).await?))
+) -> Result<Json<AgentRow>> {
+    let agent = api.terminate_agent(&caller, &id).await?;
+    Ok(Json(agent_row(&api, agent)))
 }
 
 pub async fn create_key(

@@ -18,6 +18,15 @@ pub struct Member {
     pub id: u64,
     pub grpc_addr: String,
     pub http_addr: String,
+    pub peer_addr: String,
+    /// Sent by clients that reuse the member shape of `cluster status`; every initial member
+    /// is a voter.
+    #[serde(default = "yes")]
+    pub voter: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl From<Member> for NewMember {
@@ -26,6 +35,7 @@ impl From<Member> for NewMember {
             id: m.id,
             grpc_addr: m.grpc_addr,
             http_addr: m.http_addr,
+            peer_addr: m.peer_addr,
         }
     }
 }
@@ -42,6 +52,7 @@ pub struct AddNode {
     pub id: u64,
     pub grpc_addr: String,
     pub http_addr: String,
+    pub peer_addr: String,
     #[serde(default)]
     pub learner_only: bool,
 }
@@ -59,6 +70,13 @@ pub async fn init(
     caller: Caller,
     JsonBody(body): JsonBody<Init>,
 ) -> Result<Json<ClusterStatus>> {
+    if let Some(m) = body.members.iter().find(|m| !m.voter) {
+        return Err(ApiError::bad_request(format!(
+            "node {} is named as a learner: every member of a new cluster is a voter (add \
+             learners later with add-node --learner)",
+            m.id
+        )));
+    }
     let members: Vec<NewMember> = body.members.into_iter().map(NewMember::from).collect();
     Ok(Json(api.init_cluster(&caller, &members).await?))
 }
@@ -72,6 +90,7 @@ pub async fn add_node(
         id: body.id,
         grpc_addr: body.grpc_addr,
         http_addr: body.http_addr,
+        peer_addr: body.peer_addr,
     };
     Ok(Json(
         api.add_node(&caller, &member, !body.learner_only).await?,

@@ -1,8 +1,9 @@
 //! Credentials' routes (administrators only): named admin tokens under `/api/admin/tokens`,
 //! an agent's keys (`GET /api/agents/{id}/keys`, Paperclip's `DELETE
 //! /api/agents/{id}/keys/{keyId}` answering `{"ok": true}`), and worker join tokens
-//! (`GET /api/workers/join-tokens`, `DELETE /api/workers/join-tokens/{id}`). Lists and
-//! revocations show [`CredentialView`]s: never a secret, never a hash.
+//! (`GET /api/workers/join-tokens`, `DELETE /api/workers/join-tokens/{id}`), workers'
+//! credentials (`GET /api/workers/credentials`, `DELETE /api/workers/{id}` revokes the
+//! worker). Lists and revocations show [`CredentialView`]s: never a secret, never a hash.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -95,4 +96,24 @@ pub async fn revoke_join_token(
         .revoke_credential(&caller, CredentialKind::WorkerJoin, &id, None)
         .await?;
     Ok(Json(view))
+}
+
+pub async fn list_worker_credentials(
+    State(api): State<Api>,
+    caller: Caller,
+) -> Result<Json<Vec<CredentialView>>> {
+    let list = api
+        .list_credentials(&caller, CredentialKind::Worker, None)
+        .await?;
+    Ok(Json(list))
+}
+
+/// Revokes the worker: its credential (the view of it answers). Its session ends and its runs
+/// are handled as a lost worker's.
+pub async fn revoke_worker(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(worker_id): Path<String>,
+) -> Result<Json<CredentialView>> {
+    Ok(Json(api.revoke_worker(&caller, &worker_id).await?))
 }

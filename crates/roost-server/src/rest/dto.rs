@@ -1,4 +1,9 @@
 //! Request bodies of the REST API, in Paperclip's camelCase. Unknown fields are refused.
+//!
+//! Paperclip's clients send every field of its request schemas (often their defaults), so
+//! each body also lists the fields Paperclip defines that Roost does not use, as
+//! `serde::de::IgnoredAny`: accepted whatever their value, never stored. A field that no
+//! Paperclip schema has is still refused with a 400 naming it.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +12,7 @@ use roost_core::{
     AdapterType, AgentPermissions, Credential, HeartbeatPolicy, Issue, IssueStatus, PauseReason,
     Priority, RunStatus,
 };
+use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
@@ -17,13 +23,19 @@ fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 }
 
 #[derive(Deserialize)]
+#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateCompany {
     pub name: String,
     pub issue_prefix: Option<String>,
+    /// A monthly company budget (hard stop) when above 0.
+    pub budget_monthly_cents: Option<u64>,
+    pub description: Option<IgnoredAny>,
+    pub default_responsible_user_id: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
+#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateAgent {
     pub name: String,
@@ -33,9 +45,29 @@ pub struct CreateAgent {
     pub adapter_config: Option<serde_json::Value>,
     pub heartbeat: Option<HeartbeatPolicy>,
     pub placement_labels: Option<BTreeMap<String, String>>,
+    /// Paperclip's `runtimeConfig`: its `heartbeat` object sets the heartbeat policy.
+    pub runtime_config: Option<serde_json::Value>,
+    /// A monthly agent budget (hard stop) when above 0.
+    pub budget_monthly_cents: Option<u64>,
+    // Paperclip fields Roost does not use.
+    icon: Option<IgnoredAny>,
+    appearance: Option<IgnoredAny>,
+    reports_to: Option<IgnoredAny>,
+    capabilities: Option<IgnoredAny>,
+    desired_skills: Option<IgnoredAny>,
+    instructions_bundle: Option<IgnoredAny>,
+    default_environment_id: Option<IgnoredAny>,
+    metadata: Option<IgnoredAny>,
+    stored_session_id: Option<IgnoredAny>,
+    apply_stored_claude_login: Option<IgnoredAny>,
+    onboarding_first_agent: Option<IgnoredAny>,
+    work_mode: Option<IgnoredAny>,
+    /// Paperclip's grants (`canCreateAgents`, ...) at creation; Roost's are set by PATCH.
+    permissions: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
+#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PatchAgent {
     pub name: Option<String>,
@@ -48,19 +80,38 @@ pub struct PatchAgent {
     pub placement_labels: Option<BTreeMap<String, String>>,
     /// Only administrators change agents, so only they grant permissions.
     pub permissions: Option<AgentPermissions>,
+    /// Paperclip's `runtimeConfig`: its `heartbeat` object changes the heartbeat policy.
+    pub runtime_config: Option<serde_json::Value>,
+    pub budget_monthly_cents: Option<u64>,
+    // Paperclip fields Roost does not use.
+    icon: Option<IgnoredAny>,
+    appearance: Option<IgnoredAny>,
+    reports_to: Option<IgnoredAny>,
+    capabilities: Option<IgnoredAny>,
+    desired_skills: Option<IgnoredAny>,
+    instructions_bundle: Option<IgnoredAny>,
+    default_environment_id: Option<IgnoredAny>,
+    metadata: Option<IgnoredAny>,
+    stored_session_id: Option<IgnoredAny>,
+    apply_stored_claude_login: Option<IgnoredAny>,
+    work_mode: Option<IgnoredAny>,
+    replace_adapter_config: Option<IgnoredAny>,
+    status: Option<IgnoredAny>,
+    spent_monthly_cents: Option<IgnoredAny>,
 }
 
-impl From<PatchAgent> for AgentPatch {
-    fn from(p: PatchAgent) -> Self {
+impl PatchAgent {
+    /// The patch, with `heartbeat` (already merged from `runtimeConfig` by the caller).
+    pub fn into_patch(self, heartbeat: Option<HeartbeatPolicy>) -> AgentPatch {
         AgentPatch {
-            name: p.name,
-            role: p.role,
-            title: p.title,
-            adapter_type: p.adapter_type,
-            adapter_config: p.adapter_config,
-            heartbeat: p.heartbeat,
-            placement_labels: p.placement_labels,
-            permissions: p.permissions,
+            name: self.name,
+            role: self.role,
+            title: self.title,
+            adapter_type: self.adapter_type,
+            adapter_config: self.adapter_config,
+            heartbeat,
+            placement_labels: self.placement_labels,
+            permissions: self.permissions,
         }
     }
 }
@@ -105,6 +156,7 @@ impl CreatedKey {
 }
 
 #[derive(Deserialize)]
+#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateIssue {
     pub title: String,
@@ -116,6 +168,43 @@ pub struct CreateIssue {
     pub parent_id: Option<String>,
     pub blocked_by_issue_ids: Option<Vec<String>>,
     pub billing_code: Option<String>,
+    /// Paperclip's body form of the `Idempotency-Key` header (the header wins).
+    pub idempotency_key: Option<String>,
+    // Paperclip fields Roost does not use.
+    project_id: Option<IgnoredAny>,
+    project_workspace_id: Option<IgnoredAny>,
+    goal_id: Option<IgnoredAny>,
+    team_id: Option<IgnoredAny>,
+    inherit_execution_workspace_from_issue_id: Option<IgnoredAny>,
+    estimate: Option<IgnoredAny>,
+    request_depth: Option<IgnoredAny>,
+    assignee_adapter_overrides: Option<IgnoredAny>,
+    execution_policy: Option<IgnoredAny>,
+    execution_workspace_id: Option<IgnoredAny>,
+    execution_workspace_preference: Option<IgnoredAny>,
+    execution_workspace_settings: Option<IgnoredAny>,
+    label_ids: Option<IgnoredAny>,
+    allow_duplicate: Option<IgnoredAny>,
+    acceptance_criteria: Option<IgnoredAny>,
+    block_parent_until_done: Option<IgnoredAny>,
+    interrupt: Option<IgnoredAny>,
+    hidden_at: Option<IgnoredAny>,
+    review_request: Option<IgnoredAny>,
+    unblock_descriptor: Option<IgnoredAny>,
+    work_mode: Option<IgnoredAny>,
+    harness_kind: Option<IgnoredAny>,
+    review_policy: Option<IgnoredAny>,
+    created_by_user_id: Option<IgnoredAny>,
+    responsible_user_id: Option<IgnoredAny>,
+    watchdog_discovery: Option<IgnoredAny>,
+    watchdog: Option<IgnoredAny>,
+    initial_plan: Option<IgnoredAny>,
+    onboarding_first_task: Option<IgnoredAny>,
+    comment_client_request_id: Option<IgnoredAny>,
+    attachment_ids: Option<IgnoredAny>,
+    on_behalf_of_user_id: Option<IgnoredAny>,
+    review_interaction_id: Option<IgnoredAny>,
+    defer_wake_for_goal: Option<IgnoredAny>,
 }
 
 impl From<CreateIssue> for IssuePatch {
@@ -135,6 +224,7 @@ impl From<CreateIssue> for IssuePatch {
 }
 
 #[derive(Deserialize)]
+#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PatchIssue {
     pub title: Option<String>,
@@ -152,6 +242,45 @@ pub struct PatchIssue {
     #[serde(default, deserialize_with = "nullable")]
     pub billing_code: Option<Option<String>>,
     pub comment: Option<String>,
+    /// Reopen a `done` or `cancelled` issue (to `todo`) unless `status` says otherwise.
+    pub reopen: Option<bool>,
+    /// Paperclip's "resume the assignee's work": reopens like `reopen`.
+    pub resume: Option<bool>,
+    // Paperclip fields Roost does not use.
+    project_id: Option<IgnoredAny>,
+    project_workspace_id: Option<IgnoredAny>,
+    goal_id: Option<IgnoredAny>,
+    team_id: Option<IgnoredAny>,
+    inherit_execution_workspace_from_issue_id: Option<IgnoredAny>,
+    estimate: Option<IgnoredAny>,
+    request_depth: Option<IgnoredAny>,
+    assignee_adapter_overrides: Option<IgnoredAny>,
+    execution_policy: Option<IgnoredAny>,
+    execution_workspace_id: Option<IgnoredAny>,
+    execution_workspace_preference: Option<IgnoredAny>,
+    execution_workspace_settings: Option<IgnoredAny>,
+    label_ids: Option<IgnoredAny>,
+    allow_duplicate: Option<IgnoredAny>,
+    acceptance_criteria: Option<IgnoredAny>,
+    block_parent_until_done: Option<IgnoredAny>,
+    interrupt: Option<IgnoredAny>,
+    hidden_at: Option<IgnoredAny>,
+    review_request: Option<IgnoredAny>,
+    unblock_descriptor: Option<IgnoredAny>,
+    work_mode: Option<IgnoredAny>,
+    harness_kind: Option<IgnoredAny>,
+    review_policy: Option<IgnoredAny>,
+    created_by_user_id: Option<IgnoredAny>,
+    responsible_user_id: Option<IgnoredAny>,
+    watchdog_discovery: Option<IgnoredAny>,
+    watchdog: Option<IgnoredAny>,
+    initial_plan: Option<IgnoredAny>,
+    onboarding_first_task: Option<IgnoredAny>,
+    comment_client_request_id: Option<IgnoredAny>,
+    attachment_ids: Option<IgnoredAny>,
+    on_behalf_of_user_id: Option<IgnoredAny>,
+    review_interaction_id: Option<IgnoredAny>,
+    defer_wake_for_goal: Option<IgnoredAny>,
 }
 
 impl PatchIssue {
@@ -189,9 +318,27 @@ pub struct Checkout {
 }
 
 #[derive(Deserialize)]
+#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewComment {
     pub body: String,
+    /// Reopen a `done` or `cancelled` issue (to `todo`) with the comment.
+    pub reopen: Option<bool>,
+    /// Paperclip's "resume the assignee's work": reopens like `reopen`.
+    pub resume: Option<bool>,
+    interrupt: Option<IgnoredAny>,
+    client_request_id: Option<IgnoredAny>,
+    attachment_ids: Option<IgnoredAny>,
+    on_behalf_of_user_id: Option<IgnoredAny>,
+    author_type: Option<IgnoredAny>,
+    presentation: Option<IgnoredAny>,
+    metadata: Option<IgnoredAny>,
+}
+
+impl NewComment {
+    pub fn reopens(&self) -> bool {
+        self.reopen == Some(true) || self.resume == Some(true)
+    }
 }
 
 #[derive(Deserialize)]
@@ -221,6 +368,8 @@ pub struct IssueListQuery {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CommentListQuery {
     pub after: Option<String>,
+    /// Paperclip's name for `after`.
+    pub after_comment_id: Option<String>,
     pub order: Option<String>,
     pub limit: Option<u32>,
 }
@@ -251,16 +400,61 @@ pub struct RunListQuery {
 pub struct ActivityQuery {
     pub before: Option<u64>,
     pub limit: Option<u32>,
+    /// Entries this agent made.
+    pub agent_id: Option<String>,
+    pub entity_type: Option<String>,
+    pub entity_id: Option<String>,
 }
 
 #[derive(Deserialize)]
+#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Wakeup {
     /// An issue id or `PREFIX-N` identifier.
     pub issue_id: Option<String>,
-    pub reason: Option<roost_core::WakeReason>,
+    /// Free text, as in Paperclip; `routine` makes a routine wake.
+    pub reason: Option<String>,
     pub payload: Option<serde_json::Value>,
     pub idempotency_key: Option<String>,
+    /// Paperclip's `timer|assignment|on_demand|automation`; checked, not used.
+    pub source: Option<WakeSource>,
+    pub trigger_detail: Option<TriggerDetail>,
+    /// Start the run without resuming a saved session.
+    pub force_fresh_session: Option<bool>,
+    failed_run_id: Option<IgnoredAny>,
+    debug: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // Checked for Paperclip's values, not used.
+#[serde(rename_all = "snake_case")]
+pub enum WakeSource {
+    Timer,
+    Assignment,
+    OnDemand,
+    Automation,
+}
+
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // Checked for Paperclip's values, not used.
+#[serde(rename_all = "snake_case")]
+pub enum TriggerDetail {
+    Manual,
+    Ping,
+    Callback,
+    System,
+}
+
+impl Wakeup {
+    /// The wake reason: `routine` when `reason` says so, else `on_demand` (an API wakeup is
+    /// one or the other; any other `reason` is free text, as in Paperclip, and so is `source`).
+    pub fn wake_reason(&self) -> roost_core::WakeReason {
+        use roost_core::WakeReason;
+        match self.reason.as_deref().map(str::parse::<WakeReason>) {
+            Some(Ok(WakeReason::Routine)) => WakeReason::Routine,
+            _ => WakeReason::OnDemand,
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -67,8 +67,23 @@ fn json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 pub fn parse_body(n: usize, bytes: &[u8]) -> Result<(), ApiError> {
     match BODIES[n % BODIES.len()] {
         "create_company" => json::<dto::CreateCompany>(bytes).map(drop),
-        "create_agent" => json::<dto::CreateAgent>(bytes).map(drop),
-        "patch_agent" => json::<dto::PatchAgent>(bytes).map(|p| drop(AgentPatch::from(p))),
+        "create_agent" => {
+            let c = json::<dto::CreateAgent>(bytes)?;
+            let base = roost_core::HeartbeatPolicy::default();
+            super::paperclip::heartbeat_of(&base, c.heartbeat, c.runtime_config.as_ref()).map(drop)
+        }
+        "patch_agent" => {
+            let p = json::<dto::PatchAgent>(bytes)?;
+            let base = roost_core::HeartbeatPolicy::default();
+            let heartbeat = super::paperclip::heartbeat_of(
+                &base,
+                p.heartbeat.clone(),
+                p.runtime_config.as_ref(),
+            )?;
+            let patch: AgentPatch = p.into_patch(heartbeat);
+            drop(patch);
+            Ok(())
+        }
         "pause_agent" => json::<dto::PauseAgent>(bytes).map(drop),
         "empty" => json::<dto::Empty>(bytes).map(drop),
         "create_key" => json::<dto::CreateKey>(bytes).map(drop),

@@ -25,7 +25,19 @@ pub async fn create(
     Path(cid): Path<String>,
     JsonBody(body): JsonBody<dto::CreateIssue>,
 ) -> Result<(StatusCode, Json<Issue>)> {
+    let caller = with_body_key(caller, body.idempotency_key.as_deref())?;
     Ok(created(api.create_issue(&caller, &cid, body.into()).await?))
+}
+
+/// The caller with the body's `idempotencyKey` (Paperclip's) when no header gave one.
+fn with_body_key(mut caller: Caller, key: Option<&str>) -> Result<Caller> {
+    if let (None, Some(key)) = (&caller.idempotency_key, key) {
+        caller.idempotency_key = Some(crate::auth::idempotency_key(
+            key.as_bytes(),
+            "idempotencyKey",
+        )?);
+    }
+    Ok(caller)
 }
 
 pub async fn create_child(
@@ -37,6 +49,7 @@ pub async fn create_child(
     if body.parent_id.is_some() {
         return Err(ApiError::bad_request("parentId is implied by the path"));
     }
+    let caller = with_body_key(caller, body.idempotency_key.as_deref())?;
     Ok(created(api.create_child(&caller, &id, body.into()).await?))
 }
 
@@ -74,7 +87,11 @@ pub async fn update(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::PatchIssue>,
 ) -> Result<Json<IssueWithComment>> {
-    let (patch, comment) = body.split();
+    let reopen = body.reopen == Some(true) || body.resume == Some(true);
+    let (mut patch, comment) = body.split();
+    if reopen && patch.status.is_none() && is_closed(&api, &caller, &id).await? {
+        patch.status = Some(IssueStatus::Todo);
+    }
     let (issue, comment) = api.update_issue(&caller, &id, patch, comment).await?;
     Ok(Json(IssueWithComment { issue, comment }))
 }
@@ -106,7 +123,28 @@ pub async fn add_comment(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::NewComment>,
 ) -> Result<(StatusCode, Json<Comment>)> {
+    if body.reopens() && is_closed(&api, &caller, &id).await? {
+        // One command: the issue goes back to `todo` (waking its assignee) with the comment.
+        let patch = roost_core::command::IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        };
+        let (_, comment) = api
+            .update_issue(&caller, &id, patch, Some(body.body))
+            .await?;
+        let comment = comment.ok_or_else(|| ApiError::internal("the comment was not added"))?;
+        return Ok(created(comment));
+    }
     Ok(created(api.add_comment(&caller, &id, body.body).await?))
+}
+
+/// Whether `reopen` has something to reopen: the issue is `done` or `cancelled`.
+async fn is_closed(api: &Api, caller: &Caller, id: &str) -> Result<bool> {
+    let issue = api.get_issue(caller, id).await?;
+    Ok(matches!(
+        issue.status,
+        IssueStatus::Done | IssueStatus::Cancelled
+    ))
 }
 
 pub async fn list_comments(
@@ -124,8 +162,13 @@ pub async fn list_comments(
             )))
         }
     };
+    if q.after.is_some() && q.after_comment_id.is_some() {
+        return Err(ApiError::bad_request(
+            "give after or afterCommentId, not both",
+        ));
+    }
     let query = CommentQuery {
-        after: q.after,
+        after: q.after.or(q.after_comment_id),
         descending,
         limit: q.limit.unwrap_or(200),
     };

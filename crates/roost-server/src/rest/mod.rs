@@ -4,19 +4,22 @@
 mod admin;
 mod budgets;
 mod cluster;
+mod compat;
 mod credentials;
 mod dto;
 mod extract;
 #[doc(hidden)]
 pub mod fuzzing;
 mod issues;
+mod memory;
+mod paperclip;
 mod runs;
 mod wakes;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Extension, Json, Router};
 
 pub use extract::BodyLimit;
@@ -54,6 +57,41 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/companies/{cid}/budget-incidents/{id}/resolve",
             post(budgets::resolve),
         )
+        .route("/health", get(compat::health))
+        .route("/cli-auth/me", get(compat::cli_auth_me))
+        .route("/companies/stats", get(compat::company_stats))
+        .route("/companies/{cid}/live-runs", get(compat::company_live_runs))
+        .route("/companies/{cid}/org", get(compat::org))
+        .route("/companies/{cid}/dashboard", get(compat::dashboard))
+        .route(
+            "/companies/{cid}/costs/by-agent",
+            get(compat::costs_by_agent),
+        )
+        .route(
+            "/companies/{cid}/budgets",
+            axum::routing::patch(compat::set_company_budget),
+        )
+        .route("/issues/{id}/activity", get(runs::issue_activity))
+        .route("/issues/{id}/runs", get(compat::issue_runs))
+        .route("/issues/{id}/live-runs", get(compat::issue_live_runs))
+        .route("/issues/{id}/cost-summary", get(compat::issue_cost_summary))
+        .route(
+            "/issues/{id}/admin/force-release",
+            post(compat::force_release),
+        )
+        .route("/heartbeat-runs/{id}/issues", get(compat::run_issues))
+        .route(
+            "/agents/{id}/configuration",
+            get(compat::agent_configuration),
+        )
+        .route(
+            "/agents/{id}/runtime-state",
+            get(compat::agent_runtime_state),
+        )
+        .route(
+            "/agents/{id}/heartbeat/invoke",
+            post(compat::heartbeat_invoke),
+        )
         .route("/agents/me", get(admin::me))
         .route("/agents/me/inbox-lite", get(issues::inbox))
         .route(
@@ -82,6 +120,14 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route(
             "/workers/join-tokens/{id}",
             axum::routing::delete(credentials::revoke_join_token),
+        )
+        .route(
+            "/workers/credentials",
+            get(credentials::list_worker_credentials),
+        )
+        .route(
+            "/workers/{id}",
+            axum::routing::delete(credentials::revoke_worker),
         )
         .route(
             "/admin/tokens",
@@ -122,6 +168,31 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/cluster/nodes/{id}",
             axum::routing::delete(cluster::remove_node),
         )
+        // Agent memory (issue 23): rest/memory.rs.
+        .route("/agents/me/memory", get(memory::own_summary))
+        .route(
+            "/agents/me/memory/entries",
+            get(memory::list_own_entries).post(memory::append_entry),
+        )
+        .route("/agents/me/memory/live", put(memory::set_live))
+        .route("/agents/{id}/memory", get(memory::summary))
+        .route("/agents/{id}/memory/entries", get(memory::list_entries))
+        .route(
+            "/agents/{id}/memory/documents/{name}",
+            get(memory::get_document).put(memory::put_document),
+        )
+        .route(
+            "/agents/{id}/memory/documents/{name}/history",
+            get(memory::document_history),
+        )
+        .route(
+            "/companies/{cid}/memory/documents/{name}",
+            get(memory::get_company_document).put(memory::put_company_document),
+        )
+        .route(
+            "/companies/{cid}/memory/documents/{name}/history",
+            get(memory::company_document_history),
+        )
         .fallback(unknown_route);
     Router::new()
         .nest("/api", api_routes)
@@ -140,7 +211,7 @@ async fn ready(
     State(api): State<Api>,
     Extension(tasks): Extension<Supervisor>,
 ) -> impl IntoResponse {
-    let readiness = api.ready(&tasks);
+    let readiness = api.ready(&tasks).await;
     let status = if readiness.ready {
         StatusCode::OK
     } else {
@@ -157,7 +228,8 @@ async fn unknown_route() -> ApiError {
 }
 
 async fn method_not_allowed() -> impl IntoResponse {
-    let body = serde_json::json!({ "error": "method_not_allowed", "message": "method not allowed on this route", "details": null });
+    let sentence = "This route does not take that HTTP method.";
+    let body = serde_json::json!({ "error": sentence, "code": "method_not_allowed", "message": sentence, "details": null });
     (StatusCode::METHOD_NOT_ALLOWED, Json(body))
 }
 

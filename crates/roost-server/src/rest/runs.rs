@@ -140,11 +140,62 @@ pub async fn activity(
     caller: Caller,
     Path(cid): Path<String>,
     QueryParams(q): QueryParams<dto::ActivityQuery>,
-) -> Result<Json<Vec<ActivityEntry>>> {
-    Ok(Json(
-        api.list_activity(&caller, &cid, q.before, q.limit.unwrap_or(100))
-            .await?,
-    ))
+) -> Result<Json<Vec<ActivityRow>>> {
+    let limit = q.limit.unwrap_or(100);
+    let entries = if q.agent_id.is_none() && q.entity_type.is_none() && q.entity_id.is_none() {
+        api.list_activity(&caller, &cid, q.before, limit).await?
+    } else {
+        let filter = roost_store::ActivityFilter {
+            agent_id: q.agent_id,
+            entity_type: q.entity_type,
+            entity_id: q.entity_id,
+        };
+        api.list_activity_matching(&caller, &cid, &filter, q.before, limit)
+            .await?
+    };
+    Ok(Json(entries.into_iter().map(ActivityRow::from).collect()))
+}
+
+/// `GET /api/issues/{id}/activity`.
+pub async fn issue_activity(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    QueryParams(q): QueryParams<dto::ActivityQuery>,
+) -> Result<Json<Vec<ActivityRow>>> {
+    if q.agent_id.is_some() || q.entity_type.is_some() || q.entity_id.is_some() {
+        return Err(ApiError::bad_request(
+            "an issue's activity takes only `before` and `limit`",
+        ));
+    }
+    let entries = api
+        .issue_activity(&caller, &id, q.before, q.limit.unwrap_or(100))
+        .await?;
+    Ok(Json(entries.into_iter().map(ActivityRow::from).collect()))
+}
+
+/// An activity entry with Paperclip's names beside Roost's: `id` (the sequence number as
+/// text), `createdAt` (= `at`) and `agentId` (the acting agent, if an agent acted).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActivityRow {
+    #[serde(flatten)]
+    entry: ActivityEntry,
+    id: String,
+    created_at: roost_core::Timestamp,
+    agent_id: Option<String>,
+}
+
+impl From<ActivityEntry> for ActivityRow {
+    fn from(entry: ActivityEntry) -> Self {
+        let agent_id = (entry.actor_type == "agent").then(|| entry.actor_id.clone());
+        ActivityRow {
+            id: entry.seq.to_string(),
+            created_at: entry.at,
+            agent_id,
+            entry,
+        }
+    }
 }
 
 pub async fn verify_audit(State(api): State<Api>, caller: Caller) -> Result<Json<AuditReport>> {

@@ -28,10 +28,24 @@ pub async fn wakeup(
     Path(agent_id): Path<String>,
     JsonBody(body): JsonBody<dto::Wakeup>,
 ) -> Result<(StatusCode, Json<WakeupResult>)> {
+    let reason = body.wake_reason();
+    let mut payload = body.payload;
+    if body.force_fresh_session == Some(true) {
+        // The run rules read `forceFreshSession` from the wake's payload.
+        match &mut payload {
+            Some(serde_json::Value::Object(fields)) => {
+                fields.insert("forceFreshSession".into(), true.into());
+            }
+            None | Some(serde_json::Value::Null) => {
+                payload = Some(serde_json::json!({ "forceFreshSession": true }));
+            }
+            Some(_) => {}
+        }
+    }
     let request = WakeupRequest {
         issue_id: body.issue_id,
-        reason: body.reason,
-        payload: body.payload,
+        reason: Some(reason),
+        payload,
         idempotency_key: body.idempotency_key,
     };
     let result = api.wakeup(&caller, &agent_id, request).await?;

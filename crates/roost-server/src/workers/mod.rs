@@ -2,6 +2,7 @@
 //! queued wakes into runs on workers, and the timer that wakes agents on their interval.
 //! Followers keep none of it; they redirect workers to the leader.
 
+mod identity;
 mod registry;
 mod scheduler;
 mod session;

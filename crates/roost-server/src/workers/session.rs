@@ -2,9 +2,7 @@
 
 use std::pin::Pin;
 
-use roost_core::{
-    Actor, ActorKind, AdapterType, Command, CredentialKind, Outcome, RunReport, RunStatus, Usage,
-};
+use roost_core::{Actor, AdapterType, Command, Outcome, RunReport, RunStatus, Usage};
 use roost_proto::v1::worker_server::Worker as WorkerRpc;
 use roost_proto::v1::{server_message, worker_message, Register, ServerMessage, WorkerMessage};
 use tokio::sync::mpsc;
@@ -61,41 +59,6 @@ fn one_message(body: server_message::Body) -> Outbound {
 }
 
 impl Workers {
-    /// Checks the join token and returns the worker's identity as an actor.
-    fn admit(&self, register: &Register) -> Result<Caller, Status> {
-        if register.worker_id.is_empty() || register.worker_id.len() > 64 {
-            return Err(ApiError::bad_request("worker_id must be 1-64 characters").into());
-        }
-        let hash = hash_token(&register.join_token);
-        let credential = self.api.reader().read(|s| {
-            s.credential_by_token_hash(&hash)
-                .filter(|c| c.kind == CredentialKind::WorkerJoin)
-                .map(|c| (c.id.clone(), c.name.clone(), c.revoked))
-        });
-        let credential_id = match credential {
-            None => return Err(ApiError::unauthorized("invalid worker join token").into()),
-            // Its holder may learn which token it was: they hold its secret.
-            Some((id, name, true)) => {
-                return Err(ApiError::unauthorized(format!(
-                    "worker join token {name} ({id}) was revoked; create another one \
-                     (roost worker token create)"
-                ))
-                .into())
-            }
-            Some((id, _, false)) => id,
-        };
-        Ok(Caller {
-            actor: Actor {
-                kind: ActorKind::Worker,
-                id: register.worker_id.clone(),
-                credential_id: Some(credential_id),
-                run_id: None,
-                company_id: None,
-            },
-            idempotency_key: None,
-        })
-    }
-
     async fn register(&self, caller: &Caller, register: &Register) -> Result<(), Status> {
         let adapters = register
             .adapters
@@ -260,7 +223,7 @@ impl Workers {
     }
 
     /// The in-memory part of a heartbeat, done as soon as it arrives: renew the lease and ack.
-    /// False if the worker was declared lost meanwhile, or its join token revoked (it is told
+    /// False if the worker was declared lost meanwhile, or its credential revoked (it is told
     /// to register again and its heartbeat goes no further). Acks never wait behind replicated writes: the worker fences
     /// itself when acks stop coming, and a loaded cluster made workers stop their agents for
     /// nothing (regression: the fault suite's worker_cut_off scenario).
@@ -273,14 +236,15 @@ impl Workers {
             {
                 return Some("this worker was declared lost; register again");
             }
-            // A revoked join token ends the sessions it opened: unrenewed, the lease runs out
-            // and the worker is lost like any other (its runs `lost`, each retried once), and
-            // it cannot register with that token again (`admit`).
+            // A revoked credential (`roost worker revoke`, or the revoked join token it was
+            // exchanged for) ends the session at its next heartbeat: unrenewed, the lease runs out and the worker
+            // is lost like any other (the worker fences itself first; its runs become `lost`,
+            // each retried once), and it cannot register with that credential again (`admit`).
             let credential = caller.actor.credential_id.as_deref();
             credential
                 .and_then(|id| s.credentials.get(id))
                 .filter(|c| c.revoked)
-                .map(|_| "the join token this worker registered with was revoked")
+                .map(|_| "the credential this worker registered with was revoked")
         });
         if let Some(message) = refusal {
             let redirect = roost_proto::v1::Redirect {
@@ -398,7 +362,7 @@ impl WorkerRpc for WorkerService {
             return Err(ApiError::bad_request("the first message must be Register").into());
         };
         let workers = self.workers.clone();
-        let caller = workers.admit(&register)?;
+        let admission = workers.admit(&register).await?;
         if let Some(leader_addr) = workers.leader_elsewhere() {
             let redirect = roost_proto::v1::Redirect {
                 leader_grpc_addr: leader_addr,
@@ -408,6 +372,8 @@ impl WorkerRpc for WorkerService {
                 redirect,
             ))));
         }
+        // First start: the join token becomes the worker's credential, once.
+        let caller = workers.exchange(admission).await?;
         workers.register(&caller, &register).await?;
         let worker_id = register.worker_id.clone();
         let (outbox, rx) = mpsc::channel(1024);

@@ -12,6 +12,7 @@ mod process;
 mod session_cli;
 #[cfg(test)]
 mod tests;
+pub(crate) mod trust;
 mod wake_payload;
 
 use std::collections::BTreeMap;

@@ -17,6 +17,7 @@ pub(crate) async fn run(run: &mut Run<'_>, payload_file: &Path) -> Ended {
         return Ended::failed("adapterConfig.command is empty".into());
     }
     let mut env = environment(a, &run.config.api_url, Some(payload_file));
+    env.extend(super::trust::environment(run.config));
     env.extend(config.env.clone());
     let spec = Spec {
         program: &config.command,

@@ -73,6 +73,7 @@ async fn attempt(
 ) -> Attempt {
     let a = run.assignment;
     let mut env = environment(a, &run.config.api_url, Some(payload_file));
+    env.extend(super::trust::environment(run.config));
     env.extend(config.env.clone());
     let program = if config.command.is_empty() {
         cli.default_command()

@@ -25,7 +25,7 @@ enum ClusterCommand {
     Node,
     /// Form a new cluster from a node that was never part of one
     Init {
-        /// A voter as ID=GRPC_ADDR,HTTP_ADDR (repeat for each member)
+        /// A voter as ID=GRPC_ADDR,HTTP_ADDR,PEER_ADDR (repeat for each member)
         #[arg(long = "member", required = true)]
         members: Vec<String>,
     },
@@ -39,6 +39,9 @@ enum ClusterCommand {
         /// Its HTTP address (host:port)
         #[arg(long)]
         http: String,
+        /// Its peer address, where the other nodes reach its Raft service (host:port)
+        #[arg(long)]
+        peer: String,
         /// Keep it a learner (replicates, does not vote)
         #[arg(long)]
         learner: bool,
@@ -47,25 +50,27 @@ enum ClusterCommand {
     RemoveNode { id: u64 },
 }
 
-/// Parses `ID=GRPC_ADDR,HTTP_ADDR`.
+const MEMBER_FORM: &str = "a member is ID=GRPC_ADDR,HTTP_ADDR,PEER_ADDR";
+
+/// Parses `ID=GRPC_ADDR,HTTP_ADDR,PEER_ADDR`.
 pub(super) fn parse_member(text: &str) -> anyhow::Result<Member> {
-    let (id, addrs) = text
-        .split_once('=')
-        .context("a member is ID=GRPC_ADDR,HTTP_ADDR")?;
-    let (grpc, http) = addrs
-        .split_once(',')
-        .context("a member is ID=GRPC_ADDR,HTTP_ADDR")?;
+    let (id, addrs) = text.split_once('=').context(MEMBER_FORM)?;
     let id: u64 = id
         .trim()
         .parse()
         .with_context(|| format!("`{id}` is not a node id"))?;
-    if grpc.trim().is_empty() || http.trim().is_empty() {
-        bail!("a member is ID=GRPC_ADDR,HTTP_ADDR");
+    let addrs: Vec<&str> = addrs.split(',').map(str::trim).collect();
+    let [grpc, http, peer] = addrs[..] else {
+        bail!(MEMBER_FORM);
+    };
+    if [grpc, http, peer].iter().any(|a| a.is_empty()) {
+        bail!(MEMBER_FORM);
     }
     Ok(Member {
         id,
-        grpc_addr: grpc.trim().into(),
-        http_addr: http.trim().into(),
+        grpc_addr: grpc.into(),
+        http_addr: http.into(),
+        peer_addr: peer.into(),
         voter: true,
     })
 }
@@ -162,6 +167,7 @@ pub async fn run(session: &Session, args: ClusterArgs) -> anyhow::Result<ExitCod
             id,
             grpc,
             http,
+            peer,
             learner,
         } => {
             eprintln!(
@@ -171,6 +177,7 @@ pub async fn run(session: &Session, args: ClusterArgs) -> anyhow::Result<ExitCod
                 id,
                 grpc_addr: grpc,
                 http_addr: http,
+                peer_addr: peer,
                 voter: !learner,
             };
             out.show(&client.add_node(&member, learner).await?, status_text)?
@@ -187,13 +194,20 @@ mod tests {
     use super::parse_member;
 
     #[test]
-    fn members_parse_from_id_and_two_addresses() {
-        let m = parse_member("2=10.0.0.2:7481,10.0.0.2:7480").unwrap();
+    fn members_parse_from_id_and_three_addresses() {
+        let m = parse_member("2=10.0.0.2:7481,10.0.0.2:7480,10.0.0.2:7482").unwrap();
         assert_eq!(
-            (m.id, m.grpc_addr.as_str(), m.http_addr.as_str()),
-            (2, "10.0.0.2:7481", "10.0.0.2:7480")
+            (
+                m.id,
+                m.grpc_addr.as_str(),
+                m.http_addr.as_str(),
+                m.peer_addr.as_str()
+            ),
+            (2, "10.0.0.2:7481", "10.0.0.2:7480", "10.0.0.2:7482")
         );
         assert!(parse_member("2=10.0.0.2:7481").is_err());
+        assert!(parse_member("2=10.0.0.2:7481,10.0.0.2:7480").is_err());
+        assert!(parse_member("2=a:1,b:2,c:3,d:4").is_err());
         assert!(parse_member("x=a:1,b:2").is_err());
     }
 }

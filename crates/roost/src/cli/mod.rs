@@ -1,4 +1,4 @@
-//! The client commands: `roost company|agent|issue|run|wake|worker|budget|cost|activity|audit ...`,
+//! The client commands: `roost company|agent|issue|run|wake|worker|budget|cost|activity|audit|memory ...`,
 //! each a REST call
 //! (or a few) against a running cluster, with human output or `--json`.
 
@@ -8,6 +8,7 @@ mod budget;
 mod cluster;
 mod company;
 mod issue;
+mod memory;
 mod output;
 mod run;
 mod token;
@@ -50,6 +51,8 @@ pub enum ClientCommand {
     Budget(budget::BudgetArgs),
     /// Costs: money spent, per agent
     Cost(budget::CostArgs),
+    /// Agent memory: the recovery door, the rolling log, MEMORY.md and STATE.md
+    Memory(memory::MemoryArgs),
 }
 
 /// How to reach the cluster; accepted by every client command, before or after its verb.
@@ -100,6 +103,7 @@ impl ClientCommand {
             ClientCommand::Cluster(a) => &a.client,
             ClientCommand::Budget(a) => &a.client,
             ClientCommand::Cost(a) => &a.client,
+            ClientCommand::Memory(a) => &a.client,
         }
     }
 }
@@ -119,6 +123,7 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Activity(a) => activity::run_activity(&session, a).await,
         ClientCommand::Audit(a) => activity::run_audit(&session, a).await,
         ClientCommand::Cluster(a) => cluster::run(&session, a).await,
+        ClientCommand::Memory(a) => memory::run(&session, a).await,
     }
 }
 

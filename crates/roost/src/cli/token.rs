@@ -79,6 +79,7 @@ fn kind_label(c: &CredentialView) -> &'static str {
         roost_core::CredentialKind::Admin => "admin token",
         roost_core::CredentialKind::AgentKey => "agent key",
         roost_core::CredentialKind::WorkerJoin => "join token",
+        roost_core::CredentialKind::Worker => "worker credential",
     }
 }
 
@@ -176,6 +177,8 @@ mod tests {
             expires_at: None,
             max_uses: Some(1),
             worker_ids: vec!["wk1".into()],
+            worker_id: None,
+            join_token_id: None,
         };
         let text = credential_table(&[view]);
         assert!(text.contains("USES"), "{text}");

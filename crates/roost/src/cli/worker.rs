@@ -1,5 +1,5 @@
-//! `roost worker list|token create|list|revoke`: the machines that run agents, and the tokens they join
-//! with (administrators only).
+//! `roost worker list|revoke|credentials|token create|list|revoke`: the machines that run
+//! agents, their credentials, and the tokens they join with (administrators only).
 
 use std::process::ExitCode;
 
@@ -21,6 +21,14 @@ pub struct WorkerArgs {
 enum WorkerCommand {
     /// List the registered workers and their live runs
     List,
+    /// Revoke a worker: its credential is refused on every node, its session ends, and its
+    /// runs are handled as a lost worker's (lost, each retried once)
+    Revoke {
+        /// The worker's id
+        id: String,
+    },
+    /// List the workers' credentials (no secrets): the worker each is bound to, revoked or not
+    Credentials,
     /// Manage worker join tokens
     #[command(subcommand)]
     Token(TokenCommand),
@@ -28,7 +36,8 @@ enum WorkerCommand {
 
 #[derive(Subcommand)]
 enum TokenCommand {
-    /// Mint a join token for a new worker; its secret is shown once
+    /// Mint a join token for a new worker (exchanged once, at its first start, for the
+    /// worker's own credential); its secret is shown once
     Create {
         /// A label for the token [default: worker]
         #[arg(long)]
@@ -57,6 +66,13 @@ pub async fn run(session: &Session, args: WorkerArgs) -> anyhow::Result<ExitCode
     let (client, out) = (&session.client, session.out);
     match args.command {
         WorkerCommand::List => out.show(&client.list_workers().await?, |w| worker_table(w))?,
+        WorkerCommand::Revoke { id } => {
+            let view = client.revoke_worker(&id).await?;
+            out.show(&view, super::token::revoked_text)?;
+        }
+        WorkerCommand::Credentials => out.show(&client.list_worker_credentials().await?, |l| {
+            super::token::credential_table(l)
+        })?,
         WorkerCommand::Token(TokenCommand::Create {
             name,
             ttl,

@@ -254,7 +254,12 @@ async fn a_wiped_node_readded_catches_up_from_a_snapshot() -> anyhow::Result<()>
     .await?;
 
     c.restart(victim).await?;
-    let body = json!({ "id": victim, "grpcAddr": c.grpc_addr(victim), "httpAddr": c.admin(victim).base().trim_start_matches("http://") });
+    let body = json!({
+        "id": victim,
+        "grpcAddr": c.grpc_addr(victim),
+        "httpAddr": c.admin(victim).base().trim_start_matches("http://"),
+        "peerAddr": c.peer_addr(victim),
+    });
     let status = c
         .admin(leader)
         .post("/api/cluster/nodes", body)

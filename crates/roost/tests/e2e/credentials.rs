@@ -9,7 +9,7 @@ use tokio_stream::StreamExt;
 use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{worker_message, Register, WorkerMessage};
 use roost_server::auth::hash_token;
-use roost_testkit::{wait_for, Http, TestCluster, TestWorker};
+use roost_testkit::{wait_for, worker_credential, Http, TestCluster, TestWorker};
 
 use crate::support::str_field;
 
@@ -210,8 +210,20 @@ async fn a_credential_revoked_through_one_node_is_refused_at_another() -> anyhow
     Ok(())
 }
 
-/// One worker session's registration: `Ok` once registered, the refusal's message otherwise.
+/// One worker session's registration with the join token `token` and the worker credential
+/// `roost_testkit::worker_credential(token, worker_id)`: `Ok` once registered, the refusal's
+/// message otherwise.
 async fn register_once(addr: &str, token: &str, worker_id: &str) -> Result<(), String> {
+    register_with(addr, token, &worker_credential(token, worker_id), worker_id).await
+}
+
+/// [`register_once`] with this worker credential.
+async fn register_with(
+    addr: &str,
+    token: &str,
+    credential: &str,
+    worker_id: &str,
+) -> Result<(), String> {
     let mut client = WorkerClient::connect(format!("http://{addr}"))
         .await
         .map_err(|e| e.to_string())?;
@@ -225,6 +237,7 @@ async fn register_once(addr: &str, token: &str, worker_id: &str) -> Result<(), S
         version: "test".into(),
         running_run_ids: Vec::new(),
         unacknowledged_run_ids: Vec::new(),
+        worker_credential: credential.into(),
     };
     let first = WorkerMessage {
         body: Some(worker_message::Body::Register(register)),
@@ -264,11 +277,32 @@ async fn a_join_token_for_one_worker_refuses_a_second_worker_id() -> anyhow::Res
         err.contains("bound to worker wk-one") && err.contains("wk-two"),
         "{err}"
     );
-    // The first worker registers again with it (its id is bound, not a new use).
+    // The first worker registers again with its credential (kept across restarts), with the
+    // join token or without it: the exchange happened once.
     drop(first);
     register_once(&c.grpc_addr(1), &token, "wk-one")
         .await
         .map_err(anyhow::Error::msg)?;
+    let kept = worker_credential(&token, "wk-one");
+    register_with(&c.grpc_addr(1), "", &kept, "wk-one")
+        .await
+        .map_err(anyhow::Error::msg)?;
+    // Another credential for wk-one (another machine with the same token) is refused; so is
+    // wk-one's credential registering as another worker.
+    let other = worker_credential("another machine", "wk-one");
+    let err = register_with(&c.grpc_addr(1), &token, &other, "wk-one")
+        .await
+        .expect_err("a second credential took wk-one");
+    assert!(err.contains("already has a worker credential"), "{err}");
+    let err = register_with(&c.grpc_addr(1), "", &kept, "wk-three")
+        .await
+        .expect_err("wk-one's credential registered as wk-three");
+    assert!(err.contains("bound to worker wk-one"), "{err}");
+    let creds = admin.get("/api/workers/credentials").await?.ok()?;
+    assert_eq!(creds.as_array().map(Vec::len), Some(1), "{creds}");
+    assert_eq!(creds[0]["workerId"], "wk-one", "{creds}");
+    assert_eq!(creds[0]["kind"], "worker", "{creds}");
+    assert_no_secret(&creds, &[&token, &kept]);
     let joins = admin.get("/api/workers/join-tokens").await?.ok()?;
     assert_eq!(joins[0]["workerIds"], json!(["wk-one"]), "{joins}");
     assert_eq!(joins[0]["maxUses"], 1, "{joins}");

@@ -126,23 +126,26 @@ impl Fleet {
     /// admin token, and a company is created once a leader answers.
     async fn boot_servers(&mut self) -> anyhow::Result<()> {
         let mut members = String::new();
+        let mut peers = Vec::new();
         for id in 1..=3 {
-            let (http, grpc) = (free_addr()?, free_addr()?);
+            let (http, grpc, peer) = (free_addr()?, free_addr()?, free_addr()?);
             members.push_str(&format!(
-                "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\n\n"
+                "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\npeer_addr = \"{peer}\"\n\n"
             ));
             self.http_addrs.push(http);
             self.grpc_addrs.push(grpc);
+            peers.push(peer);
         }
         for id in 1..=3usize {
             let data = self.path().join(format!("node-{id}"));
             let config = format!(
-                "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{}\"\ngrpc_listen = \"{}\"\n\n\
+                "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{}\"\ngrpc_listen = \"{}\"\npeer_listen = \"{}\"\n\n\
                  [raft]\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n\n\
                  [workers]\nheartbeat_interval_ms = {HEARTBEAT_MS}\nlease_ttl_ms = {LEASE_MS}\n\n{members}",
                 data.display(),
                 self.http_addrs[id - 1],
                 self.grpc_addrs[id - 1],
+                peers[id - 1],
             );
             let path = self.path().join(format!("node-{id}.toml"));
             std::fs::write(&path, config)?;

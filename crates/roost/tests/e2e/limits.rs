@@ -15,9 +15,10 @@ use tokio::net::TcpStream;
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// A Raft client of the node's peer listener (plaintext on loopback: no certificates here).
 async fn raft_client(node: &TestNode) -> anyhow::Result<RaftClient<tonic::transport::Channel>> {
     let channel =
-        tonic::transport::Endpoint::from_shared(format!("http://{}", node.server().grpc_addr()))?
+        tonic::transport::Endpoint::from_shared(format!("http://{}", node.server().peer_addr()))?
             .connect()
             .await?;
     // The test's own side sends whatever it likes; the node's caps are what is tested.

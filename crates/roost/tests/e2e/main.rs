@@ -1,6 +1,7 @@
 //! End-to-end tests: one binary. In-process nodes for API behaviour, real `roost` processes for
 //! crashes and the CLI. Regression tests are named after the bug they pin.
 
+mod authz;
 mod bad_input;
 mod budgets;
 mod checkout;
@@ -12,6 +13,11 @@ mod grpc;
 mod hostile;
 mod issue_lists;
 mod limits;
+mod logs;
+mod memory;
+mod paperclip_cli;
+mod paperclip_compat;
+mod peers;
 mod processes;
 mod readiness;
 mod readme;
@@ -21,6 +27,7 @@ mod tls;
 mod wake_payload;
 mod wakes_api;
 mod worker_fencing;
+mod worker_identity;
 mod worker_process;
 mod worker_sessions;
 mod workers;

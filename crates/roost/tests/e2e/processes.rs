@@ -17,6 +17,8 @@ pub(crate) struct ServerProcess {
     pub(crate) http: String,
     /// `host:port`
     pub(crate) grpc: String,
+    /// `host:port` of the peer listener (the Raft service)
+    pub(crate) peer: String,
     pub(crate) data: PathBuf,
     pub(crate) log: PathBuf,
     child: Child,
@@ -97,17 +99,17 @@ pub(crate) async fn start_three_servers_with(
     let mut members = String::new();
     let mut addrs = Vec::new();
     for id in 1..=3u64 {
-        let (http, grpc) = (free_addr()?, free_addr()?);
+        let (http, grpc, peer) = (free_addr()?, free_addr()?, free_addr()?);
         members.push_str(&format!(
-            "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\n\n"
+            "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\npeer_addr = \"{peer}\"\n\n"
         ));
-        addrs.push((id, http, grpc));
+        addrs.push((id, http, grpc, peer));
     }
     let mut nodes = Vec::new();
-    for (id, http, grpc) in addrs {
+    for (id, http, grpc, peer) in addrs {
         let data = dir.join(format!("node-{id}"));
         let config = format!(
-            "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\n\n{}\
+            "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\npeer_listen = \"{peer}\"\n\n{}\
              [raft]\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n\n{members}",
             data.display(),
             node_config(id),
@@ -120,6 +122,7 @@ pub(crate) async fn start_three_servers_with(
             id,
             http: format!("{scheme}://{http}"),
             grpc,
+            peer,
             data,
             log,
             child,
@@ -265,8 +268,9 @@ fn one_node_config(dir: &Path, extra: &str) -> anyhow::Result<PathBuf> {
     std::fs::write(
         &config,
         format!(
-            "node_id = 1\ndata_dir = \"{}\"\nhttp_listen = \"{}\"\ngrpc_listen = \"{}\"\n{extra}",
+            "node_id = 1\ndata_dir = \"{}\"\nhttp_listen = \"{}\"\ngrpc_listen = \"{}\"\npeer_listen = \"{}\"\n{extra}",
             dir.join("data").display(),
+            free_addr()?,
             free_addr()?,
             free_addr()?
         ),

@@ -24,7 +24,12 @@ async fn readyz_answers_json_naming_every_check() -> anyhow::Result<()> {
         .flatten()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(names, ["raft_core", "leader", "tasks"], "{}", reply.body);
+    assert_eq!(
+        names,
+        ["raft_core", "leader", "caught_up", "tasks"],
+        "{}",
+        reply.body
+    );
     node.shutdown().await
 }
 
@@ -101,5 +106,52 @@ async fn a_leader_whose_duty_was_given_up_on_steps_down_and_is_not_ready() -> an
         .await?
         .ok()?;
     c.shutdown().await;
+    Ok(())
+}
+
+/// Regression (issue 26): `/readyz` said ready on a node that could not serve a linearizable
+/// read: a leader whose followers were gone still knew a leader (itself) and a running core. Now
+/// it answers 503 naming `caught_up`, and 200 again once a quorum is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_said_ready_on_a_leader_cut_off_from_its_quorum() -> anyhow::Result<()> {
+    let mut cluster = TestCluster::start(3).await?;
+    let leader = cluster.leader().await?;
+    let ready = cluster.http(leader).get("/readyz").await?;
+    assert_eq!(ready.status.as_u16(), 200, "{}", ready.body);
+    let followers: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    for id in &followers {
+        cluster.kill(*id).await;
+    }
+    let http = cluster.http(leader);
+    let not_ready = roost_testkit::wait_for(
+        "the lone leader to report not ready",
+        Duration::from_secs(20),
+        || {
+            let http = http.clone();
+            async move {
+                let reply = http.get("/readyz").await.ok()?;
+                (reply.status.as_u16() == 503).then_some(reply)
+            }
+        },
+    )
+    .await?;
+    let failed = not_ready.body["failed"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        failed.contains(&serde_json::json!("caught_up")),
+        "{}",
+        not_ready.body
+    );
+    cluster.restart(followers[0]).await?;
+    roost_testkit::wait_for("a node ready again", Duration::from_secs(30), || {
+        let http = http.clone();
+        async move {
+            let reply = http.get("/readyz").await.ok()?;
+            (reply.status.as_u16() == 200).then_some(())
+        }
+    })
+    .await?;
     Ok(())
 }

@@ -31,11 +31,11 @@ fn free_addr() -> anyhow::Result<String> {
         .to_string())
 }
 
-fn roost(args: &[&str]) -> anyhow::Result<Output> {
+pub(crate) fn roost(args: &[&str]) -> anyhow::Result<Output> {
     Ok(Command::new(roost_binary()).args(args).output()?)
 }
 
-fn ok(out: Output) -> anyhow::Result<Output> {
+pub(crate) fn ok(out: Output) -> anyhow::Result<Output> {
     anyhow::ensure!(
         out.status.success(),
         "roost failed: {}",
@@ -68,7 +68,7 @@ fn spawn_logged(args: &[&str], config: &Path, log: &Path) -> anyhow::Result<Kill
 
 /// Three TLS nodes on loopback with certificates of the CA in `certs` (issued here), started by
 /// the one three-node launcher; returns them (REST URLs `https://`) and the admin token.
-async fn start_tls_cluster(
+pub(crate) async fn start_tls_cluster(
     dir: &Path,
     certs: &Path,
 ) -> anyhow::Result<(Vec<ServerProcess>, String)> {
@@ -319,8 +319,9 @@ async fn a_node_exposed_without_tls_refuses_to_start() -> anyhow::Result<()> {
     std::fs::write(
         &config,
         format!(
-            "node_id = 1\ndata_dir = \"{}\"\nhttp_listen = \"0.0.0.0:{http}\"\ngrpc_listen = \"127.0.0.1:{grpc}\"\n",
-            dir.path().join("data").display()
+            "node_id = 1\ndata_dir = \"{}\"\nhttp_listen = \"0.0.0.0:{http}\"\ngrpc_listen = \"127.0.0.1:{grpc}\"\npeer_listen = \"{}\"\n",
+            dir.path().join("data").display(),
+            free_addr()?
         ),
     )?;
     let out = tokio::time::timeout(

@@ -196,8 +196,9 @@ async fn agents_wake_only_themselves_and_bad_wakeups_change_nothing() -> anyhow:
     assert_eq!((other.status.as_u16(), other.code()), (403, "forbidden"));
 
     let bad_bodies = [
-        json!({ "reason": "nap" }),
-        json!({ "reason": "issue_assigned" }),
+        json!({ "reason": 5 }),
+        json!({ "source": "nap" }),
+        json!({ "triggerDetail": "whenever" }),
         json!({ "surprise": true }),
         json!({ "payload": "not an object" }),
         json!({ "idempotencyKey": "" }),

@@ -448,6 +448,7 @@ async fn raw_session(
         version: "test".into(),
         running_run_ids: running,
         unacknowledged_run_ids: unacknowledged,
+        worker_credential: roost_testkit::worker_credential(token, "raw"),
     };
     tx.send(WorkerMessage {
         body: Some(worker_message::Body::Register(register)),

@@ -479,6 +479,8 @@ fn comments_and_created_keys_map_field_for_field() {
         expires_at: None,
         max_uses: None,
         worker_ids: Vec::new(),
+        worker_id: None,
+        join_token_id: None,
     };
     let created = created_key_to_proto(credential, "rst_agent_x".into());
     let key = created.key.unwrap();

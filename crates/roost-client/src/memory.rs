@@ -1,0 +1,130 @@
+//! Agent memory (issue 23): an agent's summary with its recovery door, its log entries, its
+//! documents and their history, and the company's shared documents.
+
+use reqwest::Method;
+pub use roost_core::memory::{
+    CurrentTask, Door, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry, Recovery,
+};
+pub use roost_core::views::{MemoryDocumentInfo, MemorySummary};
+use serde::Serialize;
+
+use crate::{Result, RoostClient, API};
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DocumentBody<'a> {
+    content: &'a str,
+    expected_version: u64,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LiveBody<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    current_task: Option<&'a CurrentTask>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    coordinates: Option<&'a serde_json::Value>,
+}
+
+impl RoostClient {
+    /// Live state, documents' versions, entry count, bytes used and the recovery door.
+    pub async fn memory_summary(&self, agent_id: &str) -> Result<MemorySummary> {
+        self.get(&[API, "agents", agent_id, "memory"], &[]).await
+    }
+
+    /// The agent's log entries, newest first (the server's default page without `limit`).
+    pub async fn memory_entries(
+        &self,
+        agent_id: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<MemoryEntry>> {
+        let query: Vec<(&str, String)> = limit
+            .map(|l| ("limit", l.to_string()))
+            .into_iter()
+            .collect();
+        self.get(&[API, "agents", agent_id, "memory", "entries"], &query)
+            .await
+    }
+
+    /// An entry of the calling agent's run (the client needs the run: a run-scoped key or
+    /// [`RoostClient::with_run_id`]).
+    pub async fn append_memory_entry(&self, entry: &NewMemoryEntry) -> Result<MemoryEntry> {
+        self.post(&[API, "agents", "me", "memory", "entries"], entry)
+            .await
+    }
+
+    /// Saves the calling agent's live state during its run.
+    pub async fn set_memory_live(
+        &self,
+        current_task: Option<&CurrentTask>,
+        coordinates: Option<&serde_json::Value>,
+    ) -> Result<MemoryLive> {
+        let body = LiveBody {
+            current_task,
+            coordinates,
+        };
+        self.send(
+            Method::PUT,
+            &[API, "agents", "me", "memory", "live"],
+            &[],
+            Some(&body),
+        )
+        .await
+    }
+
+    /// An agent's document (`company_id` given and `agent_id` none: the company's shared one).
+    pub async fn memory_document(
+        &self,
+        scope: &MemoryScope<'_>,
+        name: &str,
+    ) -> Result<MemoryDocument> {
+        self.get(&scope.path(name, false), &[]).await
+    }
+
+    /// Its kept versions, newest first.
+    pub async fn memory_history(
+        &self,
+        scope: &MemoryScope<'_>,
+        name: &str,
+    ) -> Result<Vec<MemoryDocument>> {
+        self.get(&scope.path(name, true), &[]).await
+    }
+
+    /// Saves a new version if the current one is `expected_version` (0: none yet); a lost
+    /// update is refused `409 conflict`.
+    pub async fn put_memory_document(
+        &self,
+        scope: &MemoryScope<'_>,
+        name: &str,
+        content: &str,
+        expected_version: u64,
+    ) -> Result<MemoryDocument> {
+        let body = DocumentBody {
+            content,
+            expected_version,
+        };
+        self.send(Method::PUT, &scope.path(name, false), &[], Some(&body))
+            .await
+    }
+}
+
+/// Whose documents: an agent's or a company's shared scope.
+#[derive(Clone, Copy, Debug)]
+pub enum MemoryScope<'a> {
+    Agent(&'a str),
+    Company(&'a str),
+}
+
+impl<'a> MemoryScope<'a> {
+    fn path(self, name: &'a str, history: bool) -> Vec<&'a str> {
+        let mut path = match self {
+            MemoryScope::Agent(id) => vec![API, "agents", id],
+            MemoryScope::Company(id) => vec![API, "companies", id],
+        };
+        path.extend(["memory", "documents", name]);
+        if history {
+            path.push("history");
+        }
+        path
+    }
+}

@@ -1,0 +1,293 @@
+//! Agent memory (issue 23): the rolling log, versioned documents and live state.
+//!
+//! - An entry is written by the agent (or an administrator acting for the run) for a live run
+//!   of that agent: a write of a run that ended is refused `stale_run` and stores nothing. At
+//!   [`MAX_MEMORY_ENTRIES_PER_AGENT`] the oldest entries are dropped in the same command.
+//! - A document is saved by an administrator or, for its own documents, by the agent (fenced
+//!   when it names a run) when its current version is the expected one (409 otherwise). The
+//!   company's shared documents are saved by administrators only. At
+//!   [`MAX_MEMORY_DOCUMENT_VERSIONS`] the oldest version is dropped.
+//! - Live state is saved by the agent during a run, each part with the command's time.
+//!
+//! Nothing here deletes memory when an agent is terminated.
+
+use serde_json::json;
+
+use super::agent::visible_agent;
+use super::{require_id, Ctx};
+use crate::command::Outcome;
+use crate::entity::{Agent, Run};
+use crate::error::DomainError;
+use crate::limits::{MAX_MEMORY_DOCUMENT_VERSIONS, MAX_MEMORY_ENTRIES_PER_AGENT};
+use crate::memory::*;
+use crate::state::{ActivityNote, Change, Decision};
+
+/// The agent whose memory this is, if the actor may write it: an administrator any, an agent
+/// only its own (another company's is not found).
+fn writable_agent<'a>(ctx: &Ctx<'a>, agent_id: &str) -> Result<&'a Agent, DomainError> {
+    let agent = visible_agent(ctx, agent_id)?;
+    if let Some(own) = ctx.actor.agent_id() {
+        if own != agent_id {
+            return Err(DomainError::forbidden(
+                "an agent reads and writes only its own memory",
+            ));
+        }
+    } else if !ctx.is_admin() {
+        return Err(DomainError::forbidden(
+            "only an agent or an administrator writes an agent's memory",
+        ));
+    }
+    Ok(agent)
+}
+
+/// The live run of `agent` this write is made for: required, and fenced.
+fn live_run_of<'c>(ctx: &'c Ctx<'_>, agent: &Agent, what: &str) -> Result<&'c Run, DomainError> {
+    let run_id = ctx.actor.run_id.as_deref().ok_or_else(|| {
+        DomainError::invalid(
+            "runId",
+            format!("{what} is written during a run: send its run id (X-Roost-Run-Id) or use the run's key"),
+        )
+    })?;
+    let run = ctx
+        .fence()?
+        .ok_or_else(|| DomainError::not_found("run", run_id))?;
+    if run.agent_id != agent.id {
+        return Err(DomainError::forbidden(format!(
+            "run {run_id} belongs to another agent"
+        )));
+    }
+    Ok(run)
+}
+
+fn note(agent: &Agent, details: serde_json::Value) -> ActivityNote {
+    ActivityNote {
+        company_id: Some(agent.company_id.clone()),
+        entity_type: "agent",
+        entity_id: agent.id.clone(),
+        details,
+    }
+}
+
+pub(crate) fn append_entry(
+    ctx: &Ctx<'_>,
+    id: &str,
+    agent_id: &str,
+    new: &NewMemoryEntry,
+) -> Result<Decision, DomainError> {
+    let agent = writable_agent(ctx, agent_id)?;
+    let run = live_run_of(ctx, agent, "a memory entry")?;
+    require_id("id", id)?;
+    if ctx.state.memory.entries.contains_key(id) {
+        return Err(DomainError::AlreadyExists {
+            entity: "memory entry".into(),
+            id: id.into(),
+        });
+    }
+    if new.what.trim().is_empty() {
+        return Err(DomainError::invalid(
+            "what",
+            "must say what the run was about",
+        ));
+    }
+    // The issue the agent names (its id or `PREFIX-N`, stored as the id), else the run's.
+    let issue_id = match &new.issue_id {
+        Some(r) => Some(
+            ctx.state
+                .issue_by_ref(r)
+                .filter(|i| i.company_id == agent.company_id)
+                .map(|i| i.id.clone())
+                .ok_or_else(|| DomainError::not_found("issue", r))?,
+        ),
+        None => run.issue_id.clone(),
+    };
+    let entry = MemoryEntry {
+        id: id.into(),
+        company_id: agent.company_id.clone(),
+        agent_id: agent.id.clone(),
+        seq: ctx.slot,
+        run_id: run.id.clone(),
+        wake_reason: run.wake_reason,
+        issue_id,
+        what: new.what.clone(),
+        did: new.did.clone(),
+        next: new.next.clone(),
+        errors: new.errors.clone(),
+        created_at: ctx.now(),
+    };
+    let mut changes = Vec::new();
+    let kept = ctx.state.memory.entry_count(agent_id);
+    let drop = (kept + 1).saturating_sub(MAX_MEMORY_ENTRIES_PER_AGENT);
+    for old in ctx.state.memory.entries_of(agent_id).take(drop) {
+        changes.push(Change::Memory(MemoryChange::EntryDropped(old.id.clone())));
+    }
+    changes.push(Change::Memory(MemoryChange::Entry(entry.clone())));
+    Ok(Decision {
+        note: note(
+            agent,
+            json!({ "memory": "entry", "entryId": entry.id, "dropped": drop }),
+        ),
+        outcome: Outcome::MemoryEntry(entry),
+        changes,
+    })
+}
+
+pub(crate) fn require_document_name(name: &str) -> Result<(), DomainError> {
+    if MEMORY_DOCUMENT_NAMES.contains(&name) {
+        Ok(())
+    } else {
+        Err(DomainError::invalid(
+            "name",
+            format!(
+                "a memory document is one of {}",
+                MEMORY_DOCUMENT_NAMES.join(", ")
+            ),
+        ))
+    }
+}
+
+pub(crate) fn put_document(
+    ctx: &Ctx<'_>,
+    company_id: &str,
+    agent_id: Option<&str>,
+    name: &str,
+    content: &str,
+    expected_version: u64,
+) -> Result<Decision, DomainError> {
+    let company = ctx
+        .state
+        .companies
+        .get(company_id)
+        .ok_or_else(|| DomainError::not_found("company", company_id))?;
+    ctx.require_company(&company.id, "company", company_id)?;
+    let owner = match agent_id {
+        Some(agent_id) => {
+            let agent = writable_agent(ctx, agent_id)?;
+            if agent.company_id != company.id {
+                return Err(DomainError::not_found("agent", agent_id));
+            }
+            // An agent's write for a run is fenced on it, as every write of a run.
+            ctx.fence()?;
+            Some(agent)
+        }
+        None => {
+            ctx.require_admin("save the company's shared memory")?;
+            None
+        }
+    };
+    require_document_name(name)?;
+    let current = ctx.state.memory.document(company_id, agent_id, name);
+    let version = current.map_or(0, |d| d.version);
+    if version != expected_version {
+        let whose = match agent_id {
+            Some(a) => format!("agent {a}'s"),
+            None => "the company's".to_string(),
+        };
+        return Err(DomainError::conflict(format!(
+            "{whose} {name} is at version {version}, not {expected_version}: it was saved since \
+             you read it, and saving would lose that update. Read version {version}, merge, and \
+             send expectedVersion {version}"
+        )));
+    }
+    let details = json!({ "memory": "document", "name": name, "version": version + 1 });
+    let note = match owner {
+        Some(agent) => note(agent, details),
+        None => ActivityNote {
+            company_id: Some(company.id.clone()),
+            entity_type: "company",
+            entity_id: company.id.clone(),
+            details,
+        },
+    };
+    if let Some(current) = current.filter(|d| d.content == content) {
+        // Nothing changed: no new version, nothing written.
+        return Ok(Decision {
+            outcome: Outcome::MemoryDocument(current.clone()),
+            changes: Vec::new(),
+            note,
+        });
+    }
+    let document = MemoryDocument {
+        company_id: company.id.clone(),
+        agent_id: agent_id.map(str::to_string),
+        name: name.into(),
+        version: version + 1,
+        content: content.into(),
+        updated_at: ctx.now(),
+        updated_by_type: ctx.actor.kind.as_str().into(),
+        updated_by_id: ctx.actor.id.clone(),
+        run_id: ctx.actor.run_id.clone(),
+    };
+    let mut changes = Vec::new();
+    let kept = ctx
+        .state
+        .memory
+        .versions(company_id, agent_id, name)
+        .count();
+    let drop = (kept + 1).saturating_sub(MAX_MEMORY_DOCUMENT_VERSIONS);
+    for old in ctx
+        .state
+        .memory
+        .versions(company_id, agent_id, name)
+        .take(drop)
+    {
+        changes.push(Change::Memory(MemoryChange::DocumentDropped(old.key())));
+    }
+    changes.push(Change::Memory(MemoryChange::Document(document.clone())));
+    Ok(Decision {
+        outcome: Outcome::MemoryDocument(document),
+        changes,
+        note,
+    })
+}
+
+pub(crate) fn set_live(
+    ctx: &Ctx<'_>,
+    agent_id: &str,
+    current_task: Option<&CurrentTask>,
+    coordinates: Option<&serde_json::Value>,
+) -> Result<Decision, DomainError> {
+    let agent = writable_agent(ctx, agent_id)?;
+    let run = live_run_of(ctx, agent, "live memory")?;
+    if current_task.is_none() && coordinates.is_none() {
+        return Err(DomainError::invalid(
+            "currentTask",
+            "send currentTask, coordinates, or both",
+        ));
+    }
+    let mut live = ctx
+        .state
+        .memory
+        .live
+        .get(agent_id)
+        .cloned()
+        .unwrap_or_else(|| MemoryLive {
+            agent_id: agent.id.clone(),
+            company_id: agent.company_id.clone(),
+            current_task: None,
+            current_task_updated_at: None,
+            coordinates: None,
+            coordinates_updated_at: None,
+            run_id: None,
+        });
+    if let Some(task) = current_task {
+        live.current_task = Some(task.clone());
+        live.current_task_updated_at = Some(ctx.now());
+    }
+    if let Some(coordinates) = coordinates {
+        live.coordinates = Some(coordinates.clone());
+        live.coordinates_updated_at = Some(ctx.now());
+    }
+    live.run_id = Some(run.id.clone());
+    Ok(Decision {
+        note: note(
+            agent,
+            json!({
+                "memory": "live",
+                "currentTask": current_task.is_some(),
+                "coordinates": coordinates.is_some(),
+            }),
+        ),
+        outcome: Outcome::MemoryLive(live.clone()),
+        changes: vec![Change::Memory(MemoryChange::Live(live))],
+    })
+}

@@ -1,0 +1,219 @@
+//! Agent memory (issue 23): an agent's rolling log, documents and live state, and its company's
+//! shared documents. An agent reads and writes its own memory and reads its company's shared
+//! documents; an administrator any; another company's objects are not found. The state
+//! machine re-checks every write (`roost-core/src/rules/memory.rs`), fencing a run's writes.
+
+use roost_core::memory::{
+    CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry, MEMORY_DOCUMENT_NAMES,
+};
+use roost_core::views::MemorySummary;
+use roost_core::{Agent, Command, Outcome};
+
+use super::{expect_outcome, new_id, now, Api};
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// Entries a page holds unless asked otherwise, and at most.
+pub const DEFAULT_ENTRY_PAGE: usize = 50;
+pub const MAX_ENTRY_PAGE: usize = roost_core::limits::MAX_MEMORY_ENTRIES_PER_AGENT;
+
+/// Whose documents: an agent's (its id, or `me`) or its company's shared scope.
+#[derive(Clone, Debug)]
+pub enum MemoryScope {
+    Agent(String),
+    Company(String),
+}
+
+impl Api {
+    /// The agent `agent_ref` names (`me`: the caller) if the caller may read its memory: the
+    /// agent itself or an administrator; another agent of its company is refused, another
+    /// company's agent is not found.
+    async fn memory_agent(&self, caller: &Caller, agent_ref: &str) -> Result<Agent, ApiError> {
+        let agent_id = if agent_ref == "me" {
+            caller.agent_id().ok_or_else(|| {
+                ApiError::forbidden(
+                    "`me` names the calling agent; an administrator names the agent by id",
+                )
+            })?
+        } else {
+            agent_ref
+        };
+        self.barrier().await?;
+        let agent = self
+            .reader()
+            .read(|s| s.agents.get(agent_id).cloned())
+            .ok_or_else(|| ApiError::not_found("agent", agent_id))?;
+        caller.check_company(&agent.company_id, "agent", agent_id)?;
+        if let Some(own) = caller.agent_id() {
+            if own != agent.id {
+                return Err(ApiError::forbidden(
+                    "an agent reads and writes only its own memory",
+                ));
+            }
+        }
+        Ok(agent)
+    }
+
+    /// The scope's (company id, agent id), checked for reading.
+    async fn memory_scope(
+        &self,
+        caller: &Caller,
+        scope: &MemoryScope,
+    ) -> Result<(String, Option<String>), ApiError> {
+        match scope {
+            MemoryScope::Agent(agent_ref) => {
+                let agent = self.memory_agent(caller, agent_ref).await?;
+                Ok((agent.company_id, Some(agent.id)))
+            }
+            MemoryScope::Company(company_id) => {
+                let company = self.get_company(caller, company_id).await?;
+                Ok((company.id, None))
+            }
+        }
+    }
+
+    /// Live state, documents' versions, entry count, bytes used, and the door a run starting
+    /// now would take.
+    pub async fn memory_summary(
+        &self,
+        caller: &Caller,
+        agent_ref: &str,
+    ) -> Result<MemorySummary, ApiError> {
+        let agent = self.memory_agent(caller, agent_ref).await?;
+        let at = now();
+        Ok(self.reader().read(|s| MemorySummary::of(s, &agent, at)))
+    }
+
+    /// An agent's log entries, newest first.
+    pub async fn memory_entries(
+        &self,
+        caller: &Caller,
+        agent_ref: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<MemoryEntry>, ApiError> {
+        let agent = self.memory_agent(caller, agent_ref).await?;
+        let limit = limit.unwrap_or(DEFAULT_ENTRY_PAGE).clamp(1, MAX_ENTRY_PAGE);
+        Ok(self.reader().read(|s| {
+            s.memory
+                .entries_of(&agent.id)
+                .rev()
+                .take(limit)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    /// The calling agent's entry for its run (`POST /api/agents/me/memory/entries`).
+    pub async fn append_memory_entry(
+        &self,
+        caller: &Caller,
+        entry: NewMemoryEntry,
+    ) -> Result<MemoryEntry, ApiError> {
+        require_run(caller, "a memory entry")?;
+        let agent = self.memory_agent(caller, "me").await?;
+        let command = Command::AppendMemoryEntry {
+            id: new_id(),
+            agent_id: agent.id,
+            entry,
+        };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::MemoryEntry(e) => e)
+    }
+
+    /// The calling agent's live state, during its run (`PUT /api/agents/me/memory/live`).
+    pub async fn set_memory_live(
+        &self,
+        caller: &Caller,
+        current_task: Option<CurrentTask>,
+        coordinates: Option<serde_json::Value>,
+    ) -> Result<MemoryLive, ApiError> {
+        require_run(caller, "live memory")?;
+        let agent = self.memory_agent(caller, "me").await?;
+        let command = Command::SetMemoryLive {
+            agent_id: agent.id,
+            current_task,
+            coordinates,
+        };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::MemoryLive(l) => l)
+    }
+
+    /// The current version of a document (404 while it has none).
+    pub async fn memory_document(
+        &self,
+        caller: &Caller,
+        scope: &MemoryScope,
+        name: &str,
+    ) -> Result<MemoryDocument, ApiError> {
+        check_name(name)?;
+        let (company_id, agent_id) = self.memory_scope(caller, scope).await?;
+        self.reader()
+            .read(|s| {
+                s.memory
+                    .document(&company_id, agent_id.as_deref(), name)
+                    .cloned()
+            })
+            .ok_or_else(|| ApiError::not_found("memory document", name))
+    }
+
+    /// A document's kept versions, newest first (empty while it has none).
+    pub async fn memory_history(
+        &self,
+        caller: &Caller,
+        scope: &MemoryScope,
+        name: &str,
+    ) -> Result<Vec<MemoryDocument>, ApiError> {
+        check_name(name)?;
+        let (company_id, agent_id) = self.memory_scope(caller, scope).await?;
+        Ok(self.reader().read(|s| {
+            s.memory
+                .versions(&company_id, agent_id.as_deref(), name)
+                .rev()
+                .cloned()
+                .collect()
+        }))
+    }
+
+    /// Saves a document if its current version is `expected_version` (0: it has none yet).
+    pub async fn put_memory_document(
+        &self,
+        caller: &Caller,
+        scope: &MemoryScope,
+        name: &str,
+        content: String,
+        expected_version: u64,
+    ) -> Result<MemoryDocument, ApiError> {
+        check_name(name)?;
+        let (company_id, agent_id) = self.memory_scope(caller, scope).await?;
+        if agent_id.is_none() {
+            // The company's shared scope: its agents read it, administrators write it.
+            caller.require_admin()?;
+        }
+        let command = Command::PutMemoryDocument {
+            company_id,
+            agent_id,
+            name: name.into(),
+            content,
+            expected_version,
+        };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::MemoryDocument(d) => d)
+    }
+}
+
+/// Refuses before proposing what the state machine would refuse: a run's write with no run.
+fn require_run(caller: &Caller, what: &str) -> Result<(), ApiError> {
+    if caller.actor.run_id.is_some() {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(format!(
+        "{what} is written during a run: send its run id in X-Roost-Run-Id, or use the run's own key"
+    )))
+}
+
+fn check_name(name: &str) -> Result<(), ApiError> {
+    if MEMORY_DOCUMENT_NAMES.contains(&name) {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(format!(
+        "no memory document {name:?}: a memory document is one of {}",
+        MEMORY_DOCUMENT_NAMES.join(", ")
+    )))
+}

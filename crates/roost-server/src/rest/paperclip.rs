@@ -1,0 +1,205 @@
+//! What Paperclip's request schemas carry that Roost reads differently: `runtimeConfig`'s
+//! heartbeat and `budgetMonthlyCents`.
+
+use roost_core::{Agent, BudgetScopeType, BudgetWindow, Company, HeartbeatPolicy};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api::{monthly_budget_cents, Api, NewBudgetPolicy};
+use crate::error::ApiError;
+
+/// `base` with the fields `runtimeConfig.heartbeat` sets. Paperclip's heartbeat object has
+/// fields Roost has no use for (`cooldownSec`, ...), accepted and ignored; a known field of the
+/// wrong type is a 400 naming it. `None` when `runtimeConfig` has no heartbeat.
+pub fn runtime_heartbeat(
+    base: &HeartbeatPolicy,
+    runtime_config: &Value,
+) -> Result<Option<HeartbeatPolicy>, ApiError> {
+    let config = match runtime_config {
+        Value::Null => return Ok(None),
+        Value::Object(config) => config,
+        _ => return Err(ApiError::bad_request("runtimeConfig must be a JSON object")),
+    };
+    let heartbeat = match config.get("heartbeat") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(h)) => h,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "runtimeConfig.heartbeat must be a JSON object",
+            ))
+        }
+    };
+    let mut policy = base.clone();
+    for (name, value) in heartbeat {
+        let wrong = |kind: &str| {
+            ApiError::bad_request(format!("runtimeConfig.heartbeat.{name} must be {kind}"))
+        };
+        let flag = || value.as_bool().ok_or_else(|| wrong("true or false"));
+        let count = || value.as_u64().ok_or_else(|| wrong("a whole number >= 0"));
+        match name.as_str() {
+            "enabled" => policy.enabled = flag()?,
+            "wakeOnDemand" => policy.wake_on_demand = flag()?,
+            "skipWhenIdle" => policy.skip_when_idle = flag()?,
+            "intervalSec" => policy.interval_sec = count()?,
+            "runReserveCents" => policy.run_reserve_cents = count()?,
+            "maxConcurrentRuns" => {
+                policy.max_concurrent_runs = u32::try_from(count()?)
+                    .map_err(|_| wrong("a whole number between 1 and 50"))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(Some(policy))
+}
+
+/// The heartbeat policy of a request that may carry both Roost's `heartbeat` and Paperclip's
+/// `runtimeConfig.heartbeat`: Roost's wins when both are given.
+pub fn heartbeat_of(
+    base: &HeartbeatPolicy,
+    heartbeat: Option<HeartbeatPolicy>,
+    runtime_config: Option<&Value>,
+) -> Result<Option<HeartbeatPolicy>, ApiError> {
+    if heartbeat.is_some() {
+        return Ok(heartbeat);
+    }
+    match runtime_config {
+        Some(config) => runtime_heartbeat(base, config),
+        None => Ok(None),
+    }
+}
+
+/// Paperclip's `budgetMonthlyCents` as a Roost budget policy: a hard monthly limit of the
+/// scope. `0` (Paperclip's default) means no budget and sets nothing.
+pub fn monthly_budget(
+    scope_type: BudgetScopeType,
+    scope_id: &str,
+    cents: Option<u64>,
+) -> Option<NewBudgetPolicy> {
+    let amount = cents.filter(|c| *c > 0)?;
+    Some(NewBudgetPolicy {
+        scope_type,
+        scope_id: Some(scope_id.to_string()),
+        window_kind: BudgetWindow::CalendarMonthUtc,
+        amount,
+        warn_percent: 80,
+        hard_stop_enabled: true,
+        metric: None,
+        notify_enabled: None,
+        is_active: None,
+    })
+}
+
+/// An agent as Paperclip's clients read it: Roost's row plus `budgetMonthlyCents` (its
+/// monthly budget policy, 0 when none) and `reportsTo` (Roost has no org chart: `null`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRow {
+    #[serde(flatten)]
+    agent: Agent,
+    budget_monthly_cents: u64,
+    reports_to: Option<String>,
+}
+
+/// A company as Paperclip's clients read it: Roost's row plus `status` (always `active`:
+/// Roost neither pauses nor archives companies) and `budgetMonthlyCents`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompanyRow {
+    #[serde(flatten)]
+    company: Company,
+    status: &'static str,
+    budget_monthly_cents: u64,
+}
+
+impl CompanyRow {
+    pub fn budget_monthly_cents(&self) -> u64 {
+        self.budget_monthly_cents
+    }
+}
+
+pub fn agent_rows(api: &Api, agents: Vec<Agent>) -> Vec<AgentRow> {
+    api.reader().read(|s| {
+        agents
+            .into_iter()
+            .map(|agent| AgentRow {
+                budget_monthly_cents: monthly_budget_cents(s, BudgetScopeType::Agent, &agent.id),
+                reports_to: None,
+                agent,
+            })
+            .collect()
+    })
+}
+
+pub fn agent_row(api: &Api, agent: Agent) -> AgentRow {
+    let budget_monthly_cents = api
+        .reader()
+        .read(|s| monthly_budget_cents(s, BudgetScopeType::Agent, &agent.id));
+    AgentRow {
+        agent,
+        budget_monthly_cents,
+        reports_to: None,
+    }
+}
+
+pub fn company_rows(api: &Api, companies: Vec<Company>) -> Vec<CompanyRow> {
+    api.reader().read(|s| {
+        companies
+            .into_iter()
+            .map(|company| CompanyRow {
+                budget_monthly_cents: monthly_budget_cents(
+                    s,
+                    BudgetScopeType::Company,
+                    &company.id,
+                ),
+                status: "active",
+                company,
+            })
+            .collect()
+    })
+}
+
+pub fn company_row(api: &Api, company: Company) -> CompanyRow {
+    let budget_monthly_cents = api
+        .reader()
+        .read(|s| monthly_budget_cents(s, BudgetScopeType::Company, &company.id));
+    CompanyRow {
+        company,
+        status: "active",
+        budget_monthly_cents,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn runtime_config_heartbeat_sets_the_policy_and_ignores_paperclip_extras() {
+        let base = HeartbeatPolicy::default();
+        let config = json!({"heartbeat": {"enabled": true, "intervalSec": 60,
+            "maxConcurrentRuns": 3, "cooldownSec": 10}, "debug": {}});
+        let policy = runtime_heartbeat(&base, &config)
+            .expect("valid")
+            .expect("set");
+        assert!(policy.enabled);
+        assert_eq!(policy.interval_sec, 60);
+        assert_eq!(policy.max_concurrent_runs, 3);
+        assert_eq!(policy.wake_on_demand, base.wake_on_demand);
+        assert!(runtime_heartbeat(&base, &json!({}))
+            .expect("valid")
+            .is_none());
+        let err = runtime_heartbeat(&base, &json!({"heartbeat": {"enabled": "yes"}}));
+        assert!(err.is_err());
+        assert!(runtime_heartbeat(&base, &json!([1])).is_err());
+    }
+
+    #[test]
+    fn zero_monthly_budget_sets_nothing() {
+        assert!(monthly_budget(BudgetScopeType::Agent, "a", Some(0)).is_none());
+        assert!(monthly_budget(BudgetScopeType::Agent, "a", None).is_none());
+        let policy = monthly_budget(BudgetScopeType::Agent, "a", Some(500)).expect("policy");
+        assert_eq!(policy.amount, 500);
+        assert!(policy.hard_stop_enabled);
+    }
+}

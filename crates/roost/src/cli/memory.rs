@@ -1,0 +1,283 @@
+//! `roost memory show|log|edit|history`: an agent's replicated memory (issue 23). `show` is the
+//! summary with the recovery door a run starting now would take; `log` the rolling log, newest
+//! first; `edit` saves a new version of `MEMORY.md` or `STATE.md` (refused `409` if someone saved
+//! since the version it read); `history` the kept versions.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use roost_client::{MemoryDocument, MemoryEntry, MemoryScope, MemorySummary};
+
+use super::output::{fields, indented, or_dash, table, when};
+use super::{ClientOpts, Session};
+
+#[derive(Args)]
+pub struct MemoryArgs {
+    #[command(flatten)]
+    pub(super) client: ClientOpts,
+    #[command(subcommand)]
+    command: MemoryCommand,
+}
+
+#[derive(Subcommand)]
+enum MemoryCommand {
+    /// An agent's memory at a glance: the recovery door and confidence, current task,
+    /// documents' versions, entries and bytes used
+    Show {
+        /// Agent id or name
+        agent: String,
+        /// The agent's company (id, prefix or name), to look its name up in
+        #[arg(long)]
+        company: Option<String>,
+    },
+    /// An agent's rolling log, newest first
+    Log {
+        agent: String,
+        #[arg(long)]
+        company: Option<String>,
+        /// Entries to show [default: the server's page, 50]
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Save a new version of an agent's document from a file or stdin
+    Edit {
+        agent: String,
+        /// MEMORY.md or STATE.md
+        name: String,
+        /// Read the content from this file [default: stdin]
+        #[arg(long)]
+        file: Option<PathBuf>,
+        /// The version the content is based on: refused if someone saved since
+        /// [default: the current version, read just before saving]
+        #[arg(long)]
+        expected_version: Option<u64>,
+        #[arg(long)]
+        company: Option<String>,
+    },
+    /// The kept versions of an agent's document, newest first
+    History {
+        agent: String,
+        /// MEMORY.md or STATE.md
+        name: String,
+        #[arg(long)]
+        company: Option<String>,
+        /// Print each version's content too
+        #[arg(long)]
+        content: bool,
+    },
+}
+
+pub async fn run(session: &Session, args: MemoryArgs) -> anyhow::Result<ExitCode> {
+    let (client, out) = (&session.client, session.out);
+    match args.command {
+        MemoryCommand::Show { agent, company } => {
+            let id = agent_id(session, &agent, company.as_deref()).await?;
+            out.show(&client.memory_summary(&id).await?, summary_text)?;
+        }
+        MemoryCommand::Log {
+            agent,
+            company,
+            limit,
+        } => {
+            let id = agent_id(session, &agent, company.as_deref()).await?;
+            out.show(&client.memory_entries(&id, limit).await?, |e| log_text(e))?;
+        }
+        MemoryCommand::Edit {
+            agent,
+            name,
+            file,
+            expected_version,
+            company,
+        } => {
+            let content = match &file {
+                Some(path) => std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read {}", path.display()))?,
+                None => {
+                    let mut text = String::new();
+                    std::io::stdin()
+                        .read_to_string(&mut text)
+                        .context("cannot read the content from stdin")?;
+                    text
+                }
+            };
+            let id = agent_id(session, &agent, company.as_deref()).await?;
+            let scope = MemoryScope::Agent(&id);
+            let expected = match expected_version {
+                Some(v) => v,
+                None => match client.memory_document(&scope, &name).await {
+                    Ok(current) => current.version,
+                    Err(e) if e.status() == Some(404) => 0,
+                    Err(e) => return Err(e.into()),
+                },
+            };
+            let saved = client
+                .put_memory_document(&scope, &name, &content, expected)
+                .await?;
+            out.show(&saved, |d| {
+                format!(
+                    "saved {} version {} ({} bytes)\n",
+                    d.name,
+                    d.version,
+                    d.content.len()
+                )
+            })?;
+        }
+        MemoryCommand::History {
+            agent,
+            name,
+            company,
+            content,
+        } => {
+            let id = agent_id(session, &agent, company.as_deref()).await?;
+            let versions = client
+                .memory_history(&MemoryScope::Agent(&id), &name)
+                .await?;
+            out.show(&versions, |v| history_text(v, content))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn agent_id(session: &Session, agent: &str, company: Option<&str>) -> anyhow::Result<String> {
+    let company_id = match company {
+        Some(c) => Some(session.company_id(Some(c)).await?),
+        None => None,
+    };
+    session.agent_id(agent, company_id.as_deref()).await
+}
+
+fn summary_text(s: &MemorySummary) -> String {
+    let r = &s.recovery;
+    let task = s.live.as_ref().and_then(|l| l.current_task.as_ref());
+    let mut pairs = vec![
+        ("agent", s.agent_id.clone()),
+        (
+            "door",
+            format!("{} (confidence {:.2})", r.door.as_str(), r.confidence),
+        ),
+        ("why", r.why.clone()),
+        ("doing", or_dash(task.map(|t| t.doing.clone()))),
+    ];
+    if let Some(t) = task {
+        pairs.push(("last", t.last.join("; ")));
+        pairs.push(("next", t.next.join("; ")));
+    }
+    let coordinates = s.live.as_ref().and_then(|l| {
+        l.coordinates.as_ref().map(|c| {
+            format!(
+                "{c} (saved {})",
+                or_dash(l.coordinates_updated_at.map(when))
+            )
+        })
+    });
+    pairs.push(("coordinates", or_dash(coordinates)));
+    pairs.push((
+        "entries",
+        format!(
+            "{} (latest {})",
+            s.entry_count,
+            or_dash(s.latest_entry_at.map(when))
+        ),
+    ));
+    pairs.push((
+        "bytes used",
+        format!(
+            "{} (entries up to {} of {} bytes; documents {} bytes, {} versions kept)",
+            s.bytes_used,
+            s.limits.max_entries,
+            s.limits.max_entry_bytes,
+            s.limits.max_document_bytes,
+            s.limits.max_document_versions
+        ),
+    ));
+    let mut text = fields(&pairs);
+    if s.documents.is_empty() {
+        text.push_str("\nNo documents yet (`roost memory edit AGENT MEMORY.md --file F`).\n");
+    } else {
+        let rows: Vec<Vec<String>> = s
+            .documents
+            .iter()
+            .map(|d| {
+                vec![
+                    d.name.clone(),
+                    d.version.to_string(),
+                    d.bytes.to_string(),
+                    d.versions_kept.to_string(),
+                    when(d.updated_at),
+                ]
+            })
+            .collect();
+        text.push('\n');
+        text.push_str(&table(
+            &["DOCUMENT", "VERSION", "BYTES", "KEPT", "UPDATED"],
+            &rows,
+        ));
+    }
+    text
+}
+
+fn log_text(entries: &[MemoryEntry]) -> String {
+    if entries.is_empty() {
+        return "No log entries.\n".into();
+    }
+    let mut text = String::new();
+    for e in entries {
+        let wake = e
+            .wake_reason
+            .map(|w| w.to_string())
+            .unwrap_or_else(|| "-".into());
+        text.push_str(&format!(
+            "{}  run {}  wake {}  issue {}\n",
+            when(e.created_at),
+            e.run_id,
+            wake,
+            or_dash(e.issue_id.as_deref())
+        ));
+        for (label, value) in [("what", &e.what), ("did", &e.did), ("next", &e.next)] {
+            if !value.is_empty() {
+                text.push_str(&format!("  {label}:\n{}", indented(value, 4)));
+            }
+        }
+        for error in &e.errors {
+            text.push_str(&format!("  error:\n{}", indented(error, 4)));
+        }
+        text.push('\n');
+    }
+    text
+}
+
+fn history_text(versions: &[MemoryDocument], content: bool) -> String {
+    if versions.is_empty() {
+        return "No versions yet.\n".into();
+    }
+    if !content {
+        let rows: Vec<Vec<String>> = versions
+            .iter()
+            .map(|d| {
+                vec![
+                    d.version.to_string(),
+                    when(d.updated_at),
+                    format!("{} {}", d.updated_by_type, d.updated_by_id),
+                    or_dash(d.run_id.as_deref()),
+                    d.content.len().to_string(),
+                ]
+            })
+            .collect();
+        return table(&["VERSION", "SAVED", "BY", "RUN", "BYTES"], &rows);
+    }
+    let mut text = String::new();
+    for d in versions {
+        text.push_str(&format!(
+            "version {}  saved {} by {} {}\n{}\n",
+            d.version,
+            when(d.updated_at),
+            d.updated_by_type,
+            d.updated_by_id,
+            indented(&d.content, 2)
+        ));
+    }
+    text
+}

