@@ -10,11 +10,11 @@ use crate::time::Timestamp;
 
 /// Defines a closed string enum with `as_str`, `FromStr`, `Display` and `ALL`.
 macro_rules! string_enum {
-    ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+    ($(#[$m:meta])* $name:ident { $($variant:ident => $text:literal $(| $alias:literal)*),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         pub enum $name {
-            $(#[serde(rename = $text)] $variant),+
+            $(#[serde(rename = $text $(, alias = $alias)*)] $variant),+
         }
 
         impl $name {
@@ -29,7 +29,7 @@ macro_rules! string_enum {
             type Err = String;
             fn from_str(s: &str) -> Result<Self, String> {
                 match s {
-                    $($text => Ok($name::$variant),)+
+                    $($text $(| $alias)* => Ok($name::$variant),)+
                     other => Err(format!(
                         "unknown {} `{}`; expected one of: {}",
                         stringify!($name),
@@ -73,7 +73,17 @@ string_enum!(AgentStatus { Active => "active", Paused => "paused", Terminated =>
 
 string_enum!(PauseReason { Manual => "manual", Budget => "budget", System => "system" });
 
-string_enum!(AdapterType { Process => "process", Claude => "claude", Codex => "codex", Http => "http" });
+string_enum!(
+    /// How a worker runs an agent. Paperclip's names for the same adapters are read as aliases
+    /// (`claude_local`, `codex_local`), so its clients' agent bodies work unchanged; Roost's own
+    /// name is what it stores and shows.
+    AdapterType {
+        Process => "process",
+        Claude => "claude" | "claude_local",
+        Codex => "codex" | "codex_local",
+        Http => "http",
+    }
+);
 
 string_enum!(
     /// Lifecycle of a run. The last five are terminal; a terminal run releases its checkouts in
@@ -644,4 +654,31 @@ pub struct BudgetIncident {
     pub created_at: Timestamp,
     pub resolved_at: Option<Timestamp>,
     pub resolution: Option<IncidentAction>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paperclips_adapter_names_read_as_roosts_and_roosts_are_written() {
+        for (paperclip, roost) in [
+            ("claude_local", AdapterType::Claude),
+            ("codex_local", AdapterType::Codex),
+        ] {
+            assert_eq!(paperclip.parse::<AdapterType>(), Ok(roost));
+            let read: AdapterType =
+                serde_json::from_value(serde_json::json!(paperclip)).expect("an alias");
+            assert_eq!(read, roost);
+            assert_eq!(
+                serde_json::to_value(read).expect("json"),
+                serde_json::json!(roost.as_str())
+            );
+        }
+        let unknown = "gemini_local".parse::<AdapterType>().unwrap_err();
+        assert!(
+            unknown.contains("process, claude, codex, http"),
+            "{unknown}"
+        );
+    }
 }
