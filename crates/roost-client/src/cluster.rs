@@ -1,63 +1,13 @@
 //! Cluster administration routes (`/api/cluster/*`) and their answers.
 
 use reqwest::Method;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::{Result, RoostClient, API};
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Member {
-    pub id: u64,
-    pub grpc_addr: String,
-    pub http_addr: String,
-    #[serde(default)]
-    pub peer_addr: String,
-    #[serde(default)]
-    pub voter: bool,
-}
-
-/// One node's report on itself.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeReport {
-    pub id: u64,
-    pub grpc_addr: String,
-    pub http_addr: String,
-    #[serde(default)]
-    pub peer_addr: String,
-    pub role: String,
-    pub term: u64,
-    pub leader_id: Option<u64>,
-    pub last_log_index: u64,
-    pub applied_index: u64,
-    pub state_hash: String,
-    pub state_index: u64,
-    pub snapshot_index: Option<u64>,
-    pub purged_index: u64,
-    #[serde(default)]
-    pub members: Vec<Member>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MemberStatus {
-    pub member: Member,
-    pub matched_index: u64,
-    pub lag: u64,
-    pub health: String,
-    pub report: Option<NodeReport>,
-    pub error: Option<String>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterStatus {
-    pub leader_id: Option<u64>,
-    pub term: u64,
-    pub last_log_index: u64,
-    pub members: Vec<MemberStatus>,
-}
+/// The cluster's shapes, as the nodes write them (`roost_core::cluster_view`); a member to add
+/// or to form a cluster with is a `Member`.
+pub use roost_core::cluster_view::{ClusterStatus, MemberInfo as Member, MemberStatus, NodeReport};
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

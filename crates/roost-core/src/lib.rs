@@ -6,6 +6,7 @@
 
 pub mod activity;
 pub mod adapter_config;
+pub mod cluster_view;
 pub mod command;
 pub mod entity;
 pub mod error;

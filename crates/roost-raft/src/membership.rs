@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState};
+pub use roost_core::cluster_view::{ClusterStatus, MemberInfo, MemberStatus, NodeReport};
 use roost_store::NodeInfo;
-use serde::{Deserialize, Serialize};
 use tracing::info;
 
 use crate::error::Error;
@@ -18,19 +18,6 @@ const MEMBERSHIP_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long `cluster status` waits for each member's own report.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A member of the cluster as recorded in the committed membership.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MemberInfo {
-    pub id: u64,
-    pub grpc_addr: String,
-    pub http_addr: String,
-    /// Where the other nodes reach its Raft service (its `peer_listen`).
-    #[serde(default)]
-    pub peer_addr: String,
-    pub voter: bool,
-}
-
 /// Who leads, as this node sees it: cheap (no state hash), for loops that poll it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Leadership {
@@ -39,53 +26,8 @@ pub struct Leadership {
     pub leader_grpc_addr: Option<String>,
 }
 
-/// A member as the leader sees it, with its own report when it answered.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MemberStatus {
-    pub member: MemberInfo,
-    pub matched_index: u64,
-    pub lag: u64,
-    /// leader, healthy, lagging or unreachable.
-    pub health: String,
-    pub report: Option<NodeReport>,
-    pub error: Option<String>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterStatus {
-    pub leader_id: Option<u64>,
-    pub term: u64,
-    pub last_log_index: u64,
-    pub members: Vec<MemberStatus>,
-}
-
 /// A member this many entries behind the leader is reported as lagging.
 const LAGGING_AFTER: u64 = 1000;
-
-/// What this node knows about itself and, when it leads, about replication.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeReport {
-    pub id: u64,
-    pub grpc_addr: String,
-    pub http_addr: String,
-    #[serde(default)]
-    pub peer_addr: String,
-    pub role: String,
-    pub term: u64,
-    pub leader_id: Option<u64>,
-    pub last_log_index: u64,
-    pub applied_index: u64,
-    pub state_hash: String,
-    pub state_index: u64,
-    pub snapshot_index: Option<u64>,
-    pub purged_index: u64,
-    pub members: Vec<MemberInfo>,
-    /// On the leader: the last log index each member is known to hold.
-    pub matched: BTreeMap<u64, u64>,
-}
 
 fn role_name(state: ServerState) -> &'static str {
     match state {
