@@ -363,7 +363,12 @@ async fn a_node_exposed_without_tls_refuses_to_start() -> anyhow::Result<()> {
                 .map(drop)
         }
     })
-    .await?;
+    .await
+    .map_err(|e| {
+        // What the node said instead (a port taken meanwhile, a config refused, ...).
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        anyhow::anyhow!("{e}; its log:\n{said}")
+    })?;
     Ok(())
 }
 
