@@ -166,7 +166,12 @@ async fn cancel_and_self_fencing_stop_the_agent_process() -> anyhow::Result<()> 
     let dir = tempfile::tempdir()?;
     let script = r#"echo $$ > "pid-$ROOST_RUN_ID"; exec sleep 60"#;
     let (agent, _stop) = setup(&c, dir.path(), script).await?;
-    let pid_of = |run: &str| std::fs::read_to_string(dir.path().join(format!("pid-{run}"))).ok();
+    // Only a whole line: the shell creates the file before `echo` writes to it.
+    let pid_of = |run: &str| {
+        std::fs::read_to_string(dir.path().join(format!("pid-{run}")))
+            .ok()
+            .filter(|p| p.ends_with('\n'))
+    };
 
     let run = wake_and_wait_running(&c, &agent).await?;
     let pid = wait_for("the agent's pid", WAIT, || async { pid_of(&run) }).await?;
@@ -218,8 +223,12 @@ async fn the_run_scoped_key_works_during_the_run_and_dies_with_it() -> anyhow::R
         .ok()?;
     let issue = str_field(&issue, "id");
     let run = wake_and_wait_running(&c, &agent).await?;
+    // The shell creates the file before `echo` writes to it: wait for the whole line, or an
+    // empty read wins the race (seen once under load).
     let key = wait_for("the agent's key", WAIT, || async {
-        std::fs::read_to_string(dir.path().join(format!("key-{run}"))).ok()
+        std::fs::read_to_string(dir.path().join(format!("key-{run}")))
+            .ok()
+            .filter(|k| k.ends_with('\n'))
     })
     .await?;
     let key = key.trim().to_string();
