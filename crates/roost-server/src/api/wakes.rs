@@ -254,7 +254,10 @@ impl Api {
     /// agent's adapter, so the answer can carry the run as Paperclip's does.
     async fn wait_for_claim(&self, wake_id: &str) {
         let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
+        // A claim is a replicated write: look again only when this node applies an entry.
+        let mut applied = self.reader().applied_watch();
         loop {
+            applied.borrow_and_update();
             let waiting = self.reader().read(|s| {
                 let Some(wake) = s.wakes.get(wake_id) else {
                     return false;
@@ -269,10 +272,14 @@ impl Api {
                             && w.adapters.contains(&agent.adapter_type)
                     })
             });
-            if !waiting || tokio::time::Instant::now() >= deadline {
+            if !waiting {
                 return;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            match tokio::time::timeout_at(deadline, applied.changed()).await {
+                Ok(Ok(())) => {}
+                // The deadline passed, or the node is stopping.
+                _ => return,
+            }
         }
     }
 
