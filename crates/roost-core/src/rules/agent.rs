@@ -9,7 +9,8 @@ use crate::entity::*;
 use crate::error::DomainError;
 use crate::state::{ActivityNote, Change, Decision};
 
-fn agent_note(agent: &Agent, details: serde_json::Value) -> ActivityNote {
+/// An activity note about `agent`, in its company.
+pub(super) fn agent_note(agent: &Agent, details: serde_json::Value) -> ActivityNote {
     ActivityNote {
         company_id: Some(agent.company_id.clone()),
         entity_type: "agent",

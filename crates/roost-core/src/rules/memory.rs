@@ -13,7 +13,7 @@
 
 use serde_json::json;
 
-use super::agent::visible_agent;
+use super::agent::{agent_note, visible_agent};
 use super::{require_id, Ctx};
 use crate::command::Outcome;
 use crate::entity::{Agent, Run};
@@ -57,15 +57,6 @@ fn live_run_of<'c>(ctx: &'c Ctx<'_>, agent: &Agent, what: &str) -> Result<&'c Ru
         )));
     }
     Ok(run)
-}
-
-fn note(agent: &Agent, details: serde_json::Value) -> ActivityNote {
-    ActivityNote {
-        company_id: Some(agent.company_id.clone()),
-        entity_type: "agent",
-        entity_id: agent.id.clone(),
-        details,
-    }
 }
 
 pub(crate) fn append_entry(
@@ -122,7 +113,7 @@ pub(crate) fn append_entry(
     }
     changes.push(Change::Memory(MemoryChange::Entry(entry.clone())));
     Ok(Decision {
-        note: note(
+        note: agent_note(
             agent,
             json!({ "memory": "entry", "entryId": entry.id, "dropped": drop }),
         ),
@@ -190,7 +181,7 @@ pub(crate) fn put_document(
     }
     let details = json!({ "memory": "document", "name": name, "version": version + 1 });
     let note = match owner {
-        Some(agent) => note(agent, details),
+        Some(agent) => agent_note(agent, details),
         None => ActivityNote {
             company_id: Some(company.id.clone()),
             entity_type: "company",
@@ -279,7 +270,7 @@ pub(crate) fn set_live(
     }
     live.run_id = Some(run.id.clone());
     Ok(Decision {
-        note: note(
+        note: agent_note(
             agent,
             json!({
                 "memory": "live",
