@@ -155,56 +155,69 @@ impl CreatedKey {
     }
 }
 
-#[derive(Deserialize)]
-#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CreateIssue {
-    pub title: String,
-    pub description: Option<String>,
-    pub status: Option<IssueStatus>,
-    pub priority: Option<Priority>,
-    pub assignee_agent_id: Option<String>,
-    pub assignee_user_id: Option<String>,
-    pub parent_id: Option<String>,
-    pub blocked_by_issue_ids: Option<Vec<String>>,
-    pub billing_code: Option<String>,
-    /// Paperclip's body form of the `Idempotency-Key` header (the header wins).
-    pub idempotency_key: Option<String>,
-    // Paperclip fields Roost does not use.
-    project_id: Option<IgnoredAny>,
-    project_workspace_id: Option<IgnoredAny>,
-    goal_id: Option<IgnoredAny>,
-    team_id: Option<IgnoredAny>,
-    inherit_execution_workspace_from_issue_id: Option<IgnoredAny>,
-    estimate: Option<IgnoredAny>,
-    request_depth: Option<IgnoredAny>,
-    assignee_adapter_overrides: Option<IgnoredAny>,
-    execution_policy: Option<IgnoredAny>,
-    execution_workspace_id: Option<IgnoredAny>,
-    execution_workspace_preference: Option<IgnoredAny>,
-    execution_workspace_settings: Option<IgnoredAny>,
-    label_ids: Option<IgnoredAny>,
-    allow_duplicate: Option<IgnoredAny>,
-    acceptance_criteria: Option<IgnoredAny>,
-    block_parent_until_done: Option<IgnoredAny>,
-    interrupt: Option<IgnoredAny>,
-    hidden_at: Option<IgnoredAny>,
-    review_request: Option<IgnoredAny>,
-    unblock_descriptor: Option<IgnoredAny>,
-    work_mode: Option<IgnoredAny>,
-    harness_kind: Option<IgnoredAny>,
-    review_policy: Option<IgnoredAny>,
-    created_by_user_id: Option<IgnoredAny>,
-    responsible_user_id: Option<IgnoredAny>,
-    watchdog_discovery: Option<IgnoredAny>,
-    watchdog: Option<IgnoredAny>,
-    initial_plan: Option<IgnoredAny>,
-    onboarding_first_task: Option<IgnoredAny>,
-    comment_client_request_id: Option<IgnoredAny>,
-    attachment_ids: Option<IgnoredAny>,
-    on_behalf_of_user_id: Option<IgnoredAny>,
-    review_interaction_id: Option<IgnoredAny>,
-    defer_wake_for_goal: Option<IgnoredAny>,
+/// Declares an issue body (create or update) with the fields of Paperclip's issue schemas that
+/// Roost accepts and ignores appended: one list for both. (serde's `flatten` would share them
+/// but cannot be combined with `deny_unknown_fields`, which names a field no schema has.)
+macro_rules! with_paperclip_issue_fields {
+    ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
+        $(#[$m])*
+        pub struct $name {
+            $($body)*
+            project_id: Option<IgnoredAny>,
+            project_workspace_id: Option<IgnoredAny>,
+            goal_id: Option<IgnoredAny>,
+            team_id: Option<IgnoredAny>,
+            inherit_execution_workspace_from_issue_id: Option<IgnoredAny>,
+            estimate: Option<IgnoredAny>,
+            request_depth: Option<IgnoredAny>,
+            assignee_adapter_overrides: Option<IgnoredAny>,
+            execution_policy: Option<IgnoredAny>,
+            execution_workspace_id: Option<IgnoredAny>,
+            execution_workspace_preference: Option<IgnoredAny>,
+            execution_workspace_settings: Option<IgnoredAny>,
+            label_ids: Option<IgnoredAny>,
+            allow_duplicate: Option<IgnoredAny>,
+            acceptance_criteria: Option<IgnoredAny>,
+            block_parent_until_done: Option<IgnoredAny>,
+            interrupt: Option<IgnoredAny>,
+            hidden_at: Option<IgnoredAny>,
+            review_request: Option<IgnoredAny>,
+            unblock_descriptor: Option<IgnoredAny>,
+            work_mode: Option<IgnoredAny>,
+            harness_kind: Option<IgnoredAny>,
+            review_policy: Option<IgnoredAny>,
+            created_by_user_id: Option<IgnoredAny>,
+            responsible_user_id: Option<IgnoredAny>,
+            watchdog_discovery: Option<IgnoredAny>,
+            watchdog: Option<IgnoredAny>,
+            initial_plan: Option<IgnoredAny>,
+            onboarding_first_task: Option<IgnoredAny>,
+            comment_client_request_id: Option<IgnoredAny>,
+            attachment_ids: Option<IgnoredAny>,
+            on_behalf_of_user_id: Option<IgnoredAny>,
+            review_interaction_id: Option<IgnoredAny>,
+            defer_wake_for_goal: Option<IgnoredAny>,
+        }
+    };
+}
+
+with_paperclip_issue_fields! {
+    #[derive(Deserialize)]
+    #[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    pub struct CreateIssue {
+        pub title: String,
+        pub description: Option<String>,
+        pub status: Option<IssueStatus>,
+        pub priority: Option<Priority>,
+        pub assignee_agent_id: Option<String>,
+        pub assignee_user_id: Option<String>,
+        pub parent_id: Option<String>,
+        pub blocked_by_issue_ids: Option<Vec<String>>,
+        pub billing_code: Option<String>,
+        /// Paperclip's body form of the `Idempotency-Key` header (the header wins).
+        pub idempotency_key: Option<String>,
+    }
 }
 
 impl From<CreateIssue> for IssuePatch {
@@ -223,64 +236,31 @@ impl From<CreateIssue> for IssuePatch {
     }
 }
 
-#[derive(Deserialize)]
-#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PatchIssue {
-    pub title: Option<String>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub description: Option<Option<String>>,
-    pub status: Option<IssueStatus>,
-    pub priority: Option<Priority>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub assignee_agent_id: Option<Option<String>>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub assignee_user_id: Option<Option<String>>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub parent_id: Option<Option<String>>,
-    pub blocked_by_issue_ids: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "nullable")]
-    pub billing_code: Option<Option<String>>,
-    pub comment: Option<String>,
-    /// Reopen a `done` or `cancelled` issue (to `todo`) unless `status` says otherwise.
-    pub reopen: Option<bool>,
-    /// Paperclip's "resume the assignee's work": reopens like `reopen`.
-    pub resume: Option<bool>,
-    // Paperclip fields Roost does not use.
-    project_id: Option<IgnoredAny>,
-    project_workspace_id: Option<IgnoredAny>,
-    goal_id: Option<IgnoredAny>,
-    team_id: Option<IgnoredAny>,
-    inherit_execution_workspace_from_issue_id: Option<IgnoredAny>,
-    estimate: Option<IgnoredAny>,
-    request_depth: Option<IgnoredAny>,
-    assignee_adapter_overrides: Option<IgnoredAny>,
-    execution_policy: Option<IgnoredAny>,
-    execution_workspace_id: Option<IgnoredAny>,
-    execution_workspace_preference: Option<IgnoredAny>,
-    execution_workspace_settings: Option<IgnoredAny>,
-    label_ids: Option<IgnoredAny>,
-    allow_duplicate: Option<IgnoredAny>,
-    acceptance_criteria: Option<IgnoredAny>,
-    block_parent_until_done: Option<IgnoredAny>,
-    interrupt: Option<IgnoredAny>,
-    hidden_at: Option<IgnoredAny>,
-    review_request: Option<IgnoredAny>,
-    unblock_descriptor: Option<IgnoredAny>,
-    work_mode: Option<IgnoredAny>,
-    harness_kind: Option<IgnoredAny>,
-    review_policy: Option<IgnoredAny>,
-    created_by_user_id: Option<IgnoredAny>,
-    responsible_user_id: Option<IgnoredAny>,
-    watchdog_discovery: Option<IgnoredAny>,
-    watchdog: Option<IgnoredAny>,
-    initial_plan: Option<IgnoredAny>,
-    onboarding_first_task: Option<IgnoredAny>,
-    comment_client_request_id: Option<IgnoredAny>,
-    attachment_ids: Option<IgnoredAny>,
-    on_behalf_of_user_id: Option<IgnoredAny>,
-    review_interaction_id: Option<IgnoredAny>,
-    defer_wake_for_goal: Option<IgnoredAny>,
+with_paperclip_issue_fields! {
+    #[derive(Deserialize)]
+    #[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    pub struct PatchIssue {
+        pub title: Option<String>,
+        #[serde(default, deserialize_with = "nullable")]
+        pub description: Option<Option<String>>,
+        pub status: Option<IssueStatus>,
+        pub priority: Option<Priority>,
+        #[serde(default, deserialize_with = "nullable")]
+        pub assignee_agent_id: Option<Option<String>>,
+        #[serde(default, deserialize_with = "nullable")]
+        pub assignee_user_id: Option<Option<String>>,
+        #[serde(default, deserialize_with = "nullable")]
+        pub parent_id: Option<Option<String>>,
+        pub blocked_by_issue_ids: Option<Vec<String>>,
+        #[serde(default, deserialize_with = "nullable")]
+        pub billing_code: Option<Option<String>>,
+        pub comment: Option<String>,
+        /// Reopen a `done` or `cancelled` issue (to `todo`) unless `status` says otherwise.
+        pub reopen: Option<bool>,
+        /// Paperclip's "resume the assignee's work": reopens like `reopen`.
+        pub resume: Option<bool>,
+    }
 }
 
 impl PatchIssue {
