@@ -167,6 +167,20 @@ pub(crate) fn environment(
         .collect()
 }
 
+/// The environment of an agent process this worker starts: the run's variables, then what its
+/// HTTP clients need to trust the cluster (`trust.rs`), then the agent's own `env`, which wins.
+pub(crate) fn process_environment(
+    a: &Assignment,
+    config: &WorkerConfig,
+    payload_file: &Path,
+    agent_env: &BTreeMap<String, String>,
+) -> Vec<(String, String)> {
+    let mut env = environment(a, &config.api_url, Some(payload_file));
+    env.extend(trust::environment(config));
+    env.extend(agent_env.clone());
+    env
+}
+
 /// Runs the assignment with its adapter to its end, or until `run.stop` says why it must
 /// end early. The log's tail and length are the caller's to report.
 pub(crate) async fn run(run: &mut Run<'_>) -> Ended {

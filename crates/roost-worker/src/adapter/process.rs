@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::child::{self, Spec};
-use super::{environment, CommonConfig, Ended, Run};
+use super::{process_environment, CommonConfig, Ended, Run};
 use crate::prompt::{self, Session};
 
 /// Runs the agent's command; `payload_file` holds the wake payload (`wake_payload.rs`).
@@ -16,9 +16,7 @@ pub(crate) async fn run(run: &mut Run<'_>, payload_file: &Path) -> Ended {
     if config.command.is_empty() {
         return Ended::failed("adapterConfig.command is empty".into());
     }
-    let mut env = environment(a, &run.config.api_url, Some(payload_file));
-    env.extend(super::trust::environment(run.config));
-    env.extend(config.env.clone());
+    let env = process_environment(a, run.config, payload_file, &config.env);
     let spec = Spec {
         program: &config.command,
         args: config.args.clone(),

@@ -7,7 +7,7 @@ use std::path::Path;
 use roost_proto::v1::RunUsage;
 
 use super::child::{self, Exit, Spec, Stream};
-use super::{environment, raise_usage, CommonConfig, Ended, Run};
+use super::{process_environment, raise_usage, CommonConfig, Ended, Run};
 use crate::prompt::{self, Session};
 
 /// What one CLI invocation printed that the cluster cares about.
@@ -72,9 +72,7 @@ async fn attempt(
     payload_file: &Path,
 ) -> Attempt {
     let a = run.assignment;
-    let mut env = environment(a, &run.config.api_url, Some(payload_file));
-    env.extend(super::trust::environment(run.config));
-    env.extend(config.env.clone());
+    let env = process_environment(a, run.config, payload_file, &config.env);
     let program = if config.command.is_empty() {
         cli.default_command()
     } else {
