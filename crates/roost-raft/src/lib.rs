@@ -14,6 +14,7 @@ mod network;
 mod node;
 mod proposer;
 mod service;
+mod write_stats;
 
 pub use config::RaftTiming;
 pub use error::Error;
@@ -25,3 +26,4 @@ pub use roost_store::{ApplyResult, NodeInfo, StateReader, TypeConfig};
 #[doc(hidden)]
 pub use service::decode_any as decode_raft_payload;
 pub use service::RaftService;
+pub use write_stats::{HistogramSnapshot, WriteStats};

@@ -17,6 +17,7 @@ use crate::error::Error;
 use crate::faults::NetworkFaults;
 use crate::network::{encode, GrpcNetworkFactory, PeerError, Rpc};
 use crate::proposer::Proposer;
+use crate::write_stats::WriteStats;
 
 /// The committed result of one write: where it landed in the log and what it produced.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -129,6 +130,7 @@ pub struct RaftNode {
     pub(crate) membership_lock: Arc<tokio::sync::Mutex<()>>,
     pub(crate) timing: RaftTiming,
     proposer: Proposer,
+    write_stats: WriteStats,
 }
 
 fn leader_unknown() -> Error {
@@ -178,11 +180,13 @@ impl RaftNode {
             .map_err(|e| Error::Fatal {
                 message: e.to_string(),
             })?;
-        let proposer = Proposer::spawn(raft.clone(), timing.write_timeout());
+        let write_stats = WriteStats::default();
+        let proposer = Proposer::spawn(raft.clone(), timing.write_timeout(), write_stats.clone());
         Ok(RaftNode {
             id,
             info,
             proposer,
+            write_stats,
             raft,
             reader,
             network,
@@ -432,6 +436,11 @@ impl RaftNode {
 
     pub fn reader(&self) -> &StateReader {
         &self.reader
+    }
+
+    /// The proposer's latency and batch size histograms (`write_stats.rs`).
+    pub fn write_stats(&self) -> &WriteStats {
+        &self.write_stats
     }
 
     pub fn raft(&self) -> &Raft<TypeConfig> {

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::error::Error;
 use crate::node::WriteOutcome;
+use crate::write_stats::WriteStats;
 
 /// Proposals in flight at once. Two let one batch's leader fsync overlap the previous batch's
 /// replication; more would only queue inside openraft, one fsync each.
@@ -37,14 +38,15 @@ struct Queued {
 #[derive(Clone)]
 pub(crate) struct Proposer {
     queue: mpsc::UnboundedSender<Queued>,
+    stats: WriteStats,
 }
 
 impl Proposer {
     /// Starts the proposing task; it ends when every handle is dropped.
-    pub(crate) fn spawn(raft: Raft<TypeConfig>, timeout: Duration) -> Proposer {
+    pub(crate) fn spawn(raft: Raft<TypeConfig>, timeout: Duration, stats: WriteStats) -> Proposer {
         let (queue, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(raft, rx, timeout));
-        Proposer { queue }
+        tokio::spawn(run(raft, rx, timeout, stats.clone()));
+        Proposer { queue, stats }
     }
 
     /// Proposes `envelope` on this node and waits until it is committed and applied here;
@@ -55,11 +57,17 @@ impl Proposer {
         timeout: Duration,
     ) -> Result<WriteOutcome, Error> {
         let (reply, wait) = oneshot::channel();
+        let started = std::time::Instant::now();
         self.queue
             .send(Queued { envelope, reply })
             .map_err(|_| stopped())?;
         match tokio::time::timeout(timeout, wait).await {
-            Ok(Ok(result)) => result,
+            Ok(Ok(result)) => {
+                if result.is_ok() {
+                    self.stats.observe_latency(started.elapsed());
+                }
+                result
+            }
             Ok(Err(_)) => Err(stopped()),
             Err(_) => Err(not_committed_in(timeout)),
         }
@@ -91,7 +99,12 @@ fn json_len(envelope: &Envelope) -> usize {
     count.0
 }
 
-async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Queued>, timeout: Duration) {
+async fn run(
+    raft: Raft<TypeConfig>,
+    mut rx: mpsc::UnboundedReceiver<Queued>,
+    timeout: Duration,
+    stats: WriteStats,
+) {
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
     // A write that did not fit the last batch's bytes: it opens the next one.
     let mut held: Option<Queued> = None;
@@ -125,6 +138,7 @@ async fn run(raft: Raft<TypeConfig>, mut rx: mpsc::UnboundedReceiver<Queued>, ti
                 Err(_) => break,
             }
         }
+        stats.observe_batch(batch.len());
         let raft = raft.clone();
         tokio::spawn(async move {
             propose_batch(&raft, batch, timeout).await;

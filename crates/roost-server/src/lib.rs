@@ -10,6 +10,7 @@ mod health;
 mod http_serve;
 pub mod limits;
 mod live_logs;
+mod metrics;
 mod rate_limit;
 mod rest;
 mod supervise;
@@ -104,7 +105,8 @@ pub struct Server {
     grpc_addr: SocketAddr,
     peer_addr: SocketAddr,
     stop: watch::Sender<bool>,
-    /// http, grpc, the worker plane (`kill` finds it at index 2), the step-down watch, peers.
+    /// http, grpc, the worker plane (`kill` finds it at index 2), the step-down watch, peers,
+    /// the leader-change counter (`metrics.rs`).
     tasks: Vec<JoinHandle<Result<(), Error>>>,
     supervisor: Supervisor,
 }
@@ -204,6 +206,14 @@ impl Server {
                 Ok(())
             }
         });
+        let leader_changes = tokio::spawn({
+            let (node, metrics) = (node.clone(), api.metrics().clone());
+            let stop = stop_rx.clone();
+            async move {
+                metrics::count_leader_changes(node, metrics, stop).await;
+                Ok(())
+            }
+        });
         let step_down = tokio::spawn(step_down_on_failure(
             supervisor.clone(),
             node.clone(),
@@ -296,7 +306,7 @@ impl Server {
             grpc_addr,
             peer_addr,
             stop,
-            tasks: vec![http, grpc, duties, step_down, peers],
+            tasks: vec![http, grpc, duties, step_down, peers, leader_changes],
             supervisor,
         })
     }

@@ -45,6 +45,7 @@ pub struct Api {
     node: RaftNode,
     live_logs: LiveLogs,
     rate_limiter: crate::rate_limit::RateLimiter,
+    metrics: crate::metrics::Metrics,
 }
 
 pub(crate) fn new_id() -> String {
@@ -61,7 +62,13 @@ impl Api {
             node,
             live_logs: LiveLogs::default(),
             rate_limiter: crate::rate_limit::RateLimiter::off(),
+            metrics: crate::metrics::Metrics::default(),
         }
+    }
+
+    /// This node's `/metrics` (`metrics.rs`).
+    pub(crate) fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
     }
 
     /// This API with per-credential rate limits (`rate_limit.rs`).

@@ -200,6 +200,13 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route("/readyz", get(ready))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
+        // Prometheus (metrics.rs): outside /api and unauthenticated like /readyz, so it holds
+        // aggregates only; the layer counts every route above by its template.
+        .route("/metrics", get(crate::metrics::scrape))
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            crate::metrics::track,
+        ))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(Extension(BodyLimit(max_body_bytes)))
         .layer(Extension(tasks))

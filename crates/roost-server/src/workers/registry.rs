@@ -61,6 +61,11 @@ impl Registry {
         self.lock().sessions.keys().cloned().collect()
     }
 
+    /// How many workers have a session open (`/metrics`).
+    pub fn connected_count(&self) -> usize {
+        self.lock().sessions.len()
+    }
+
     /// Extends the worker's lease to `ttl` from now.
     pub fn renew(&self, worker_id: &str, ttl: Duration) {
         self.lock()

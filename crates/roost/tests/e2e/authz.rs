@@ -40,10 +40,11 @@ enum Rule {
 use Rule::*;
 
 /// Every REST route: method, path as the router names it (under `/api` unless it starts with
-/// `/healthz` or `/readyz`), rule, and a body a caller of that rule could send.
+/// `/healthz`, `/readyz` or `/metrics`), rule, and a body a caller of that rule could send.
 const REST: &[(&str, &str, Rule, &str)] = &[
     ("GET", "/healthz", Public, ""),
     ("GET", "/readyz", Public, ""),
+    ("GET", "/metrics", Public, ""),
     ("GET", "/companies", Authenticated, ""),
     ("GET", "/health", Public, ""),
     ("GET", "/cli-auth/me", Admin, ""),
@@ -493,7 +494,7 @@ impl World {
 
     /// `path` with its parameters pointed at company A's objects.
     fn path(&self, path: &str) -> String {
-        if path == "/healthz" || path == "/readyz" {
+        if ["/healthz", "/readyz", "/metrics"].contains(&path) {
             return path.to_string();
         }
         let id = if path.starts_with("/agents/") {
