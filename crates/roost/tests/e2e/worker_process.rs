@@ -248,7 +248,13 @@ async fn the_run_scoped_key_works_during_the_run_and_dies_with_it() -> anyhow::R
         .post(&format!("/api/heartbeat-runs/{run}/cancel"), json!({}))
         .await?
         .ok()?;
-    let dead = as_agent.get("/api/agents/me").await?;
+    // Node 2 refuses the key once it has applied the cancel that node 3 acknowledged (a token
+    // a node finds valid is accepted without a read barrier: ARCHITECTURE.md, Authorization).
+    let dead = wait_for("node 2 to refuse the dead run's key", WAIT, || async {
+        let reply = as_agent.get("/api/agents/me").await.ok()?;
+        (!reply.status.is_success()).then_some(reply)
+    })
+    .await?;
     assert_eq!(
         (dead.status.as_u16(), dead.code()),
         (401, "unauthorized"),
