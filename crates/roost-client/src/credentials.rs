@@ -1,7 +1,6 @@
 //! Credentials' lifecycle: named admin tokens, an agent's keys, worker join tokens: listed and
 //! revoked (administrators only). Lists never carry a secret or its hash.
 
-use reqwest::Method;
 pub use roost_core::views::{CreatedAdminToken, CredentialView};
 use serde::Serialize;
 
@@ -57,9 +56,5 @@ impl RoostClient {
     /// as a lost worker's.
     pub async fn revoke_worker(&self, worker_id: &str) -> Result<CredentialView> {
         self.delete(&[API, "workers", worker_id]).await
-    }
-
-    async fn delete<T: serde::de::DeserializeOwned>(&self, path: &[&str]) -> Result<T> {
-        self.send(Method::DELETE, path, &[], None::<&()>).await
     }
 }

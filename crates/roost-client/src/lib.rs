@@ -179,6 +179,10 @@ impl RoostClient {
         self.send(Method::POST, path, &[], Some(body)).await
     }
 
+    async fn delete<T: DeserializeOwned>(&self, path: &[&str]) -> Result<T> {
+        self.send(Method::DELETE, path, &[], None::<&()>).await
+    }
+
     async fn send<T: DeserializeOwned, B: Serialize + ?Sized>(
         &self,
         method: Method,

@@ -2,6 +2,7 @@
 
 use reqwest::{Method, StatusCode};
 use roost_core::activity::ActivityEntry;
+use roost_core::command::CompanyPatch;
 use roost_core::{Agent, Comment, Company, Issue, IssueStatus, PauseReason, Run, RunStatus};
 use serde_json::json;
 
@@ -25,6 +26,17 @@ impl RoostClient {
 
     pub async fn get_company(&self, company_id: &str) -> Result<Company> {
         self.get(&[API, "companies", company_id], &[]).await
+    }
+
+    /// Renames, describes, pauses, archives or reactivates a company.
+    pub async fn update_company(&self, company_id: &str, patch: &CompanyPatch) -> Result<Company> {
+        self.send(
+            Method::PATCH,
+            &[API, "companies", company_id],
+            &[],
+            Some(patch),
+        )
+        .await
     }
 
     // ---- agents ----
@@ -103,6 +115,11 @@ impl RoostClient {
     /// An issue by id or by identifier (`PREFIX-N`), as every `issues/{id}` route accepts.
     pub async fn get_issue(&self, issue: &str) -> Result<Issue> {
         self.get(&[API, "issues", issue], &[]).await
+    }
+
+    /// Deletes an issue (by id or identifier) with its comments; returns it as it was.
+    pub async fn delete_issue(&self, issue: &str) -> Result<Issue> {
+        self.delete(&[API, "issues", issue]).await
     }
 
     pub async fn update_issue(

@@ -114,6 +114,17 @@ pub struct IssuePatch {
     pub billing_code: Option<Option<String>>,
 }
 
+/// Fields of a company an administrator may change; `None` leaves a field unchanged.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompanyPatch {
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
+    pub description: Option<Option<String>>,
+    pub status: Option<CompanyStatus>,
+    pub require_board_approval_for_new_agents: Option<bool>,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentPatch {
@@ -149,6 +160,10 @@ pub enum Command {
         id: String,
         name: String,
         issue_prefix: String,
+    },
+    UpdateCompany {
+        company_id: String,
+        patch: CompanyPatch,
     },
     CreateCredential {
         id: String,
@@ -215,6 +230,11 @@ pub enum Command {
         issue_id: String,
         patch: IssuePatch,
         comment: Option<NewComment>,
+    },
+    /// Removes an issue and its comments (Paperclip's `DELETE /issues/{id}`); refused while a
+    /// live run works on it. Its activity entries stay in the chain.
+    DeleteIssue {
+        issue_id: String,
     },
     AddComment {
         issue_id: String,
@@ -343,6 +363,7 @@ impl Command {
         match self {
             Command::Batch { .. } => "batch",
             Command::CreateCompany { .. } => "company.created",
+            Command::UpdateCompany { .. } => "company.updated",
             Command::CreateCredential { .. } | Command::CreateJoinToken { .. } => {
                 "credential.created"
             }
@@ -355,6 +376,7 @@ impl Command {
             Command::TerminateAgent { .. } => "agent.terminated",
             Command::CreateIssue { .. } => "issue.created",
             Command::UpdateIssue { .. } => "issue.updated",
+            Command::DeleteIssue { .. } => "issue.deleted",
             Command::AddComment { .. } => "issue.comment_added",
             Command::Checkout { .. } => "issue.checked_out",
             Command::Release { .. } => "issue.released",

@@ -70,6 +70,19 @@ impl IssueStatus {
 string_enum!(Priority { Critical => "critical", High => "high", Medium => "medium", Low => "low" });
 
 string_enum!(AgentStatus { Active => "active", Paused => "paused", Terminated => "terminated" });
+string_enum!(
+    /// A paused or archived company starts no runs: its wakes are skipped and its queued ones
+    /// wait (`rules/wake.rs`).
+    CompanyStatus { Active => "active", Paused => "paused", Archived => "archived" }
+);
+
+// `string_enum!` has no place for `#[default]` on a variant.
+#[allow(clippy::derivable_impls)]
+impl Default for CompanyStatus {
+    fn default() -> Self {
+        CompanyStatus::Active
+    }
+}
 
 string_enum!(PauseReason { Manual => "manual", Budget => "budget", System => "system" });
 
@@ -114,6 +127,14 @@ impl RunStatus {
 pub struct Company {
     pub id: String,
     pub name: String,
+    /// Absent from rows written before companies could be edited.
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub status: CompanyStatus,
+    /// Kept for the approvals of agent hires (Paperclip's company setting).
+    #[serde(default)]
+    pub require_board_approval_for_new_agents: bool,
     pub issue_prefix: String,
     pub issue_counter: u64,
     pub created_at: Timestamp,

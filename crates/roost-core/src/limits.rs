@@ -86,6 +86,15 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
             Ok(())
         }
         Command::CreateCompany { name, .. } => chars("name", name, MAX_NAME_CHARS),
+        Command::UpdateCompany { patch, .. } => {
+            opt_chars("name", patch.name.as_ref(), MAX_NAME_CHARS)?;
+            opt_chars(
+                "description",
+                patch.description.as_ref().and_then(|d| d.as_ref()),
+                MAX_DESCRIPTION_CHARS,
+            )
+        }
+        Command::DeleteIssue { .. } => Ok(()),
         Command::CreateCredential { name, .. } => chars("name", name, MAX_NAME_CHARS),
         Command::CreateJoinToken {
             name,

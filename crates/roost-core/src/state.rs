@@ -26,6 +26,8 @@ pub enum Change {
     Company(Company),
     Agent(Agent),
     Issue(Issue),
+    /// An issue removed with its comments (its id).
+    IssueDeleted(String),
     Run(Run),
     Credential(Credential),
     Comment(Comment),
@@ -166,6 +168,7 @@ fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::Company(c) => (Table::Company, c.id.as_str()),
         Change::Agent(a) => (Table::Agent, a.id.as_str()),
         Change::Issue(i) => (Table::Issue, i.id.as_str()),
+        Change::IssueDeleted(id) => (Table::Issue, id.as_str()),
         Change::Run(r) => (Table::Run, r.id.as_str()),
         Change::Credential(c) => (Table::Credential, c.id.as_str()),
         Change::Comment(c) => (Table::Comment, c.id.as_str()),
@@ -186,6 +189,30 @@ fn row_of(change: &Change) -> Option<(Table, &str)> {
     })
 }
 
+/// Removes `old`'s entries from the indexes that follow an issue's assignee, parent and
+/// checkout (a field borrow each, so the caller may hold `old` from `State::issues`).
+fn unlink_issue(
+    by_assignee: &mut BTreeMap<(String, u64), String>,
+    by_parent: &mut BTreeMap<(String, u64), String>,
+    checkouts_by_run: &mut BTreeMap<String, BTreeSet<String>>,
+    old: &Issue,
+) {
+    if let Some(agent) = &old.assignee_agent_id {
+        by_assignee.remove(&(agent.clone(), old.issue_number));
+    }
+    if let Some(parent) = &old.parent_id {
+        by_parent.remove(&(parent.clone(), old.issue_number));
+    }
+    if let Some(c) = &old.checkout {
+        if let Some(set) = checkouts_by_run.get_mut(&c.run_id) {
+            set.remove(&old.id);
+            if set.is_empty() {
+                checkouts_by_run.remove(&c.run_id);
+            }
+        }
+    }
+}
+
 /// The spend index entries a cost event adds to.
 fn spend_keys(e: &CostEvent) -> [(String, i64); 4] {
     let month = BudgetWindow::CalendarMonthUtc.key(e.occurred_at);
@@ -204,6 +231,20 @@ impl State {
     pub fn spent(&self, policy: &BudgetPolicy, at: Timestamp) -> u64 {
         self.spend
             .get(&(policy.scope_key(), policy.window_kind.key(at)))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Cents spent by a scope (a company or an agent) in the window `at` falls in.
+    pub fn spent_in(
+        &self,
+        scope_type: BudgetScopeType,
+        scope_id: &str,
+        window: BudgetWindow,
+        at: Timestamp,
+    ) -> u64 {
+        self.spend
+            .get(&(scope_key(scope_type, scope_id), window.key(at)))
             .copied()
             .unwrap_or(0)
     }
@@ -459,22 +500,12 @@ impl State {
                     same_identity = old.identifier == i.identifier
                         && old.company_id == i.company_id
                         && old.issue_number == i.issue_number;
-                    if let Some(agent) = &old.assignee_agent_id {
-                        self.issues_by_assignee
-                            .remove(&(agent.clone(), old.issue_number));
-                    }
-                    if let Some(parent) = &old.parent_id {
-                        self.issues_by_parent
-                            .remove(&(parent.clone(), old.issue_number));
-                    }
-                    if let Some(c) = &old.checkout {
-                        if let Some(set) = self.checkouts_by_run.get_mut(&c.run_id) {
-                            set.remove(&old.id);
-                            if set.is_empty() {
-                                self.checkouts_by_run.remove(&c.run_id);
-                            }
-                        }
-                    }
+                    unlink_issue(
+                        &mut self.issues_by_assignee,
+                        &mut self.issues_by_parent,
+                        &mut self.checkouts_by_run,
+                        old,
+                    );
                 }
                 if let Some(c) = &i.checkout {
                     self.checkouts_by_run
@@ -503,6 +534,7 @@ impl State {
                     }
                 }
             }
+            Change::IssueDeleted(id) => self.delete_issue(&id),
             Change::Run(r) => {
                 if !self.runs.contains_key(&r.id) {
                     let hour = crate::limits::hour_of(r.created_at);
@@ -637,6 +669,38 @@ impl State {
     /// The run a run-scoped API key belongs to (live or not: the caller checks).
     pub fn run_by_token_hash(&self, hash: &str) -> Option<&Run> {
         self.run_by_token.get(hash).and_then(|id| self.runs.get(id))
+    }
+
+    /// Drops an issue, its comments' refs and every index entry naming it.
+    fn delete_issue(&mut self, id: &str) {
+        let Some(old) = self.issues.remove(id) else {
+            return;
+        };
+        if !old.status.is_terminal() {
+            if let Some(open) = self.open_issues.get_mut(&old.company_id) {
+                *open = open.saturating_sub(1);
+            }
+        }
+        unlink_issue(
+            &mut self.issues_by_assignee,
+            &mut self.issues_by_parent,
+            &mut self.checkouts_by_run,
+            &old,
+        );
+        self.issue_by_identifier.remove(&old.identifier);
+        self.issues_by_number
+            .remove(&(old.company_id.clone(), old.issue_number));
+        self.comments_per_issue.remove(id);
+        let comments: Vec<String> = self
+            .comments
+            .iter()
+            .filter(|(_, c)| c.issue_id == id)
+            .map(|(cid, _)| cid.clone())
+            .collect();
+        for cid in comments {
+            self.comments.remove(&cid);
+            self.row_digests.touch(Table::Comment, &cid);
+        }
     }
 
     /// How many issues of `company_id` are neither done nor cancelled.

@@ -106,6 +106,8 @@ pub(crate) struct RowBatch {
     forgotten: BTreeSet<String>,
     /// Rows whose last change dropped them, by table (memory entries and document versions).
     dropped: BTreeMap<&'static str, BTreeSet<String>>,
+    /// Deleted issues, whose comments are deleted with them.
+    deleted_issues: BTreeSet<String>,
 }
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
@@ -226,6 +228,15 @@ impl RowBatch {
                     Cell::Text(json(i)?),
                 ],
             ),
+            Change::IssueDeleted(id) => {
+                self.drop_row("issues", id);
+                // Comments of the issue written earlier in this batch go too.
+                if let Some(t) = self.tables.get_mut("comments") {
+                    t.appended
+                        .retain(|row| !matches!(row.get(2), Some(Cell::Text(i)) if i == id));
+                }
+                self.deleted_issues.insert(id.clone());
+            }
             Change::Run(r) => self.put(
                 "runs",
                 "id, company_id, agent_id, status, data",
@@ -348,6 +359,16 @@ impl RowBatch {
                 .and_then(|mut statement| {
                     statement.execute(rusqlite::params_from_iter(keys.iter()))
                 })
+                .map_err(Error::write("write change"))?;
+        }
+        let deleted: Vec<String> = std::mem::take(&mut self.deleted_issues)
+            .into_iter()
+            .collect();
+        for ids in deleted.chunks(ROWS_PER_STATEMENT[0]) {
+            let marks = vec!["?"; ids.len()].join(", ");
+            let sql = format!("DELETE FROM comments WHERE issue_id IN ({marks})");
+            conn.prepare_cached(&sql)
+                .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(ids.iter())))
                 .map_err(Error::write("write change"))?;
         }
         for (name, keys) in std::mem::take(&mut self.dropped) {

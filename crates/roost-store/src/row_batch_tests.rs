@@ -18,6 +18,9 @@ fn company(id: &str, name: &str) -> Company {
     Company {
         id: id.into(),
         name: name.into(),
+        description: None,
+        status: Default::default(),
+        require_board_approval_for_new_agents: false,
         issue_prefix: "T".into(),
         issue_counter: 0,
         created_at: Timestamp(1),
@@ -191,4 +194,90 @@ fn a_dropped_memory_entry_is_deleted_in_the_file_and_within_a_batch() {
     batch.write(&conn).expect("write");
     let ids = strings(&conn, "SELECT id FROM memory_entries ORDER BY id");
     assert_eq!(ids, ["e2", "e4"]);
+}
+
+/// The changes of `commands` applied in order by an administrator, one log index each.
+fn applied(commands: Vec<roost_core::Command>) -> Vec<Vec<Change>> {
+    let mut state = roost_core::State::new();
+    let admin = roost_core::Actor {
+        kind: roost_core::ActorKind::User,
+        id: "admin".into(),
+        credential_id: None,
+        run_id: None,
+        company_id: None,
+    };
+    commands
+        .into_iter()
+        .enumerate()
+        .map(|(n, command)| {
+            let env = roost_core::Envelope {
+                at: Timestamp(1_000 * (n as i64 + 1)),
+                actor: admin.clone(),
+                command,
+                idempotency_key: None,
+            };
+            let applied = state.apply(n as u64 + 1, &env);
+            assert!(applied.outcome.is_ok(), "{:?}", applied.outcome);
+            applied.changes
+        })
+        .collect()
+}
+
+#[test]
+fn a_deleted_issue_leaves_no_row_nor_comment_whether_written_before_or_in_the_same_batch() {
+    use roost_core::command::{IssuePatch, NewComment};
+    use roost_core::Command;
+    let issue = |id: &str| Command::CreateIssue {
+        id: id.into(),
+        company_id: "c".into(),
+        fields: IssuePatch {
+            title: Some(format!("issue {id}")),
+            ..Default::default()
+        },
+    };
+    let comment = |issue: &str, id: &str| Command::AddComment {
+        issue_id: issue.into(),
+        comment: NewComment {
+            id: id.into(),
+            body: "hello".into(),
+        },
+    };
+    let steps = applied(vec![
+        Command::CreateCompany {
+            id: "c".into(),
+            name: "c".into(),
+            issue_prefix: "C".into(),
+        },
+        issue("i1"),
+        issue("i2"),
+        comment("i1", "early"),
+        comment("i2", "kept"),
+        comment("i1", "late"),
+        Command::DeleteIssue {
+            issue_id: "i1".into(),
+        },
+    ]);
+    // The first five applies reach the file; the last comment and the delete share a batch.
+    let conn = db();
+    let mut batch = RowBatch::default();
+    for changes in &steps[..5] {
+        for change in changes {
+            batch.add(change).expect("add");
+        }
+    }
+    batch.write(&conn).expect("write");
+    for changes in &steps[5..] {
+        for change in changes {
+            batch.add(change).expect("add");
+        }
+    }
+    batch.write(&conn).expect("write");
+    assert_eq!(
+        strings(&conn, "SELECT id FROM issues"),
+        vec!["i2".to_string()]
+    );
+    assert_eq!(
+        strings(&conn, "SELECT id FROM comments"),
+        vec!["kept".to_string()]
+    );
 }

@@ -3,9 +3,10 @@
 use serde_json::json;
 
 use super::{require_id, require_text, Ctx};
-use crate::command::Outcome;
+use crate::command::{CompanyPatch, Outcome};
 use crate::entity::Company;
 use crate::error::DomainError;
+use crate::limits::MAX_DESCRIPTION_CHARS;
 use crate::state::{ActivityNote, Change, Decision};
 
 pub(crate) fn create(
@@ -51,6 +52,9 @@ pub(crate) fn create(
     let company = Company {
         id: id.into(),
         name: name.clone(),
+        description: None,
+        status: Default::default(),
+        require_board_approval_for_new_agents: false,
         issue_prefix: prefix.clone(),
         issue_counter: 0,
         created_at: ctx.now(),
@@ -64,6 +68,54 @@ pub(crate) fn create(
             entity_type: "company",
             entity_id: id.into(),
             details: json!({ "name": name, "issuePrefix": prefix }),
+        },
+    })
+}
+
+/// An administrator renames, describes, pauses, archives or reactivates a company.
+pub(crate) fn update(
+    ctx: &Ctx<'_>,
+    company_id: &str,
+    patch: &CompanyPatch,
+) -> Result<Decision, DomainError> {
+    ctx.require_admin("change a company")?;
+    ctx.require_company(company_id, "company", company_id)?;
+    let current = ctx
+        .state
+        .companies
+        .get(company_id)
+        .ok_or_else(|| DomainError::not_found("company", company_id))?;
+    let mut company = current.clone();
+    if let Some(name) = &patch.name {
+        company.name = require_text("name", name, 200)?;
+    }
+    if let Some(description) = &patch.description {
+        company.description = match description {
+            Some(d) => Some(require_text("description", d, MAX_DESCRIPTION_CHARS)?),
+            None => None,
+        };
+    }
+    if let Some(status) = patch.status {
+        company.status = status;
+    }
+    if let Some(required) = patch.require_board_approval_for_new_agents {
+        company.require_board_approval_for_new_agents = required;
+    }
+    company.updated_at = ctx.now();
+    let mut details = serde_json::to_value(patch).unwrap_or(serde_json::Value::Null);
+    if current.status != company.status {
+        if let Some(obj) = details.as_object_mut() {
+            obj.insert("previousStatus".into(), json!(current.status));
+        }
+    }
+    Ok(Decision {
+        outcome: Outcome::Company(company.clone()),
+        changes: vec![Change::Company(company)],
+        note: ActivityNote {
+            company_id: Some(company_id.into()),
+            entity_type: "company",
+            entity_id: company_id.into(),
+            details,
         },
     })
 }

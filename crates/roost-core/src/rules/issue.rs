@@ -470,3 +470,71 @@ pub(crate) fn unresolved_blockers<'a>(ctx: &Ctx<'a>, issue: &'a Issue) -> Vec<&'
 fn is_workable(status: IssueStatus) -> bool {
     matches!(status, IssueStatus::Todo | IssueStatus::InProgress)
 }
+
+/// An administrator deletes an issue: its comments go with it, its sub-issues lose their
+/// parent, other issues stop waiting on it and its pending wakes are cancelled. A live run
+/// working on it must end (or be force-released) first, so no run loses its issue mid-work.
+pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainError> {
+    ctx.require_admin("delete an issue")?;
+    let issue = visible_issue(ctx, issue_id)?;
+    if let Some(held) = &issue.checkout {
+        return Err(DomainError::conflict(format!(
+            "issue {} is checked out by run {}; release it (POST /api/issues/{}/admin/force-release) \
+             or wait for the run to end before deleting it",
+            issue.identifier, held.run_id, issue.id
+        )));
+    }
+    if let Some(run) = ctx
+        .state
+        .live_runs()
+        .find(|r| r.issue_id.as_deref() == Some(issue_id))
+    {
+        return Err(DomainError::conflict(format!(
+            "run {} is working on issue {}; cancel it or wait for it to end before deleting the issue",
+            run.id, issue.identifier
+        )));
+    }
+    let mut changes = vec![Change::IssueDeleted(issue.id.clone())];
+    for child in ctx.state.children_of(issue_id) {
+        let mut child = child.clone();
+        child.parent_id = None;
+        child.updated_at = ctx.now();
+        changes.push(Change::Issue(child));
+    }
+    for other in ctx.state.issues_of_company(&issue.company_id) {
+        if other.blocked_by_issue_ids.iter().any(|b| b == issue_id) {
+            let mut other = other.clone();
+            other.blocked_by_issue_ids.retain(|b| b != issue_id);
+            other.updated_at = ctx.now();
+            changes.push(Change::Issue(other));
+        }
+    }
+    let pending: Vec<&Wake> = ctx
+        .state
+        .wakes
+        .values()
+        .filter(|w| w.issue_id.as_deref() == Some(issue_id) && w.status.is_pending())
+        .collect();
+    for wake in pending {
+        let mut w = wake.clone();
+        w.status = WakeStatus::Cancelled;
+        w.status_reason = Some("issue_deleted".into());
+        w.waiting_on_run = None;
+        w.updated_at = ctx.now();
+        changes.push(Change::Wake(w));
+    }
+    let note = ActivityNote {
+        company_id: Some(issue.company_id.clone()),
+        entity_type: "issue",
+        entity_id: issue.id.clone(),
+        details: json!({ "identifier": issue.identifier, "title": issue.title }),
+    };
+    Ok(Decision {
+        outcome: Outcome::Issue {
+            issue: issue.clone(),
+            comment: None,
+        },
+        changes,
+        note,
+    })
+}

@@ -9,6 +9,8 @@ pub(crate) mod budget;
 mod budget_tests;
 mod checkout;
 mod company;
+#[cfg(test)]
+mod company_issue_tests;
 pub(crate) mod credential;
 // The credential tests' helpers, for worker_credential_tests.rs.
 #[cfg(test)]
@@ -62,6 +64,7 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             name,
             issue_prefix,
         } => company::create(&ctx, id, name, issue_prefix),
+        Command::UpdateCompany { company_id, patch } => company::update(&ctx, company_id, patch),
         Command::CreateCredential {
             id,
             kind,
@@ -99,6 +102,7 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             patch,
             comment,
         } => issue::update(&ctx, issue_id, patch, comment.as_ref()),
+        Command::DeleteIssue { issue_id } => issue::delete(&ctx, issue_id),
         Command::AddComment { issue_id, comment } => issue::add_comment(&ctx, issue_id, comment),
         Command::Checkout {
             issue_id,

@@ -29,6 +29,12 @@ pub(crate) fn start(
             agent.status
         )));
     }
+    if let Some(why) = super::wake::company_halt(ctx.state, &agent.company_id) {
+        return Err(DomainError::conflict(format!(
+            "company {} starts no runs ({why}); set its status to active first",
+            agent.company_id
+        )));
+    }
     if let Some(issue_id) = issue_id {
         if ctx
             .state
@@ -394,6 +400,9 @@ pub fn claim_blocker(state: &crate::state::State, wake: &Wake) -> Option<String>
     let agent = state.agents.get(&wake.agent_id)?;
     if agent.status != AgentStatus::Active {
         return Some(format!("agent is {}", agent.status));
+    }
+    if let Some(why) = super::wake::company_halt(state, &agent.company_id) {
+        return Some(why.replace('_', " "));
     }
     let live: Vec<&Run> = state
         .live_runs()

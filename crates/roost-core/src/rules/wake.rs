@@ -167,6 +167,8 @@ pub(crate) fn enqueue(
         skip(&mut wake, WakeStatus::Suppressed, "self_authored");
     } else if agent.status == AgentStatus::Terminated {
         skip(&mut wake, WakeStatus::Skipped, "agent_terminated");
+    } else if let Some(why) = company_halt(ctx.state, &agent.company_id) {
+        skip(&mut wake, WakeStatus::Skipped, why);
     } else if agent.status == AgentStatus::Paused {
         let why = match agent.pause_reason {
             Some(PauseReason::Budget) => "agent_paused_budget",
@@ -208,6 +210,15 @@ pub(crate) fn enqueue(
     }
     pending.changes.push(Change::Wake(wake.clone()));
     Ok(wake)
+}
+
+/// Why a company starts no runs now (`company_paused`, `company_archived`), if it does not.
+pub(crate) fn company_halt(state: &crate::state::State, company_id: &str) -> Option<&'static str> {
+    match state.companies.get(company_id).map(|c| c.status) {
+        Some(CompanyStatus::Paused) => Some("company_paused"),
+        Some(CompanyStatus::Archived) => Some("company_archived"),
+        _ => None,
+    }
 }
 
 /// Promotes the wakes deferred on `run_id` (it ended, or released `issue_id`) to queued.

@@ -263,6 +263,14 @@ pub enum Op {
     Release {
         issue: Id,
     },
+    DeleteIssue {
+        issue: Id,
+    },
+    UpdateCompany {
+        company: Id,
+        name: Option<Text>,
+        status: CompanyStatus,
+    },
     StartRun {
         id: Id,
         agent: Id,

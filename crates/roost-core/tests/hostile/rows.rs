@@ -69,6 +69,11 @@ impl Rows {
                 Change::Company(r) => upsert!(companies, "companies", r, r.id),
                 Change::Agent(r) => upsert!(agents, "agents", r, r.id),
                 Change::Issue(r) => upsert!(issues, "issues", r, r.id),
+                Change::IssueDeleted(id) => {
+                    // As the store does: the issue's row and its comments' rows go.
+                    self.issues.remove(id);
+                    self.comments.retain(|_, c| c.issue_id != *id);
+                }
                 Change::Run(r) => upsert!(runs, "runs", r, r.id),
                 Change::Credential(r) => upsert!(credentials, "credentials", r, r.id),
                 Change::Wake(r) => upsert!(wakes, "wakes", r, r.id),

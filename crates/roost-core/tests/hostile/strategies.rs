@@ -380,6 +380,28 @@ fn release() -> impl Strategy<Value = Op> {
     mine_id().prop_map(|issue| Op::Release { issue })
 }
 
+fn delete_issue() -> impl Strategy<Value = Op> {
+    mine_id().prop_map(|issue| Op::DeleteIssue { issue })
+}
+
+fn update_company() -> impl Strategy<Value = Op> {
+    (
+        mine_id(),
+        proptest::option::of(text()),
+        select(vec![
+            CompanyStatus::Active,
+            CompanyStatus::Active,
+            CompanyStatus::Paused,
+            CompanyStatus::Archived,
+        ]),
+    )
+        .prop_map(|(company, name, status)| Op::UpdateCompany {
+            company,
+            name,
+            status,
+        })
+}
+
 fn start_run() -> impl Strategy<Value = Op> {
     (new_id(), id(), few_id(), text()).prop_map(|(id, agent, issue, source)| Op::StartRun {
         id,
@@ -596,6 +618,8 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         3 => add_comment(),
         4 => checkout(),
         2 => release(),
+        1 => delete_issue(),
+        1 => update_company(),
         3 => start_run(),
         3 => finish_run(),
         3 => set_budget_policy(),

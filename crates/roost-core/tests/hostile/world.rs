@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use roost_core::command::{AgentPatch, IssuePatch, NewComment, NewCostEvent};
+use roost_core::command::{AgentPatch, CompanyPatch, IssuePatch, NewComment, NewCostEvent};
 use roost_core::*;
 use serde_json::json;
 
@@ -506,6 +506,21 @@ impl World {
             },
             Op::Release { issue } => Command::Release {
                 issue_id: pick(Kind::Issue, *issue),
+            },
+            Op::DeleteIssue { issue } => Command::DeleteIssue {
+                issue_id: pick(Kind::Issue, *issue),
+            },
+            Op::UpdateCompany {
+                company,
+                name,
+                status,
+            } => Command::UpdateCompany {
+                company_id: pick(Kind::Company, *company),
+                patch: CompanyPatch {
+                    name: name.as_ref().map(|n| n.render()),
+                    status: Some(*status),
+                    ..Default::default()
+                },
             },
             Op::StartRun {
                 id,

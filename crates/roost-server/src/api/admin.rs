@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use roost_core::command::AgentPatch;
+use roost_core::command::{AgentPatch, CompanyPatch};
 use roost_core::{
     Actor, AdapterType, Agent, Command, Company, Credential, CredentialKind, HeartbeatPolicy,
     Outcome,
@@ -156,6 +156,19 @@ impl Api {
         self.reader()
             .read(|s| s.companies.get(company_id).cloned())
             .ok_or_else(|| ApiError::not_found("company", company_id))
+    }
+
+    pub async fn update_company(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        patch: CompanyPatch,
+    ) -> Result<Company, ApiError> {
+        let command = Command::UpdateCompany {
+            company_id: company_id.into(),
+            patch,
+        };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Company(c) => c)
     }
 
     pub async fn create_agent(

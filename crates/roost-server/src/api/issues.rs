@@ -164,6 +164,13 @@ impl Api {
         expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, comment } => (issue, comment))
     }
 
+    /// Deletes an issue (by id or identifier) with its comments; answers the issue as it was.
+    pub async fn delete_issue(&self, caller: &Caller, id: &str) -> Result<Issue, ApiError> {
+        let issue_id = self.resolve_issue_id(caller, id)?;
+        let command = Command::DeleteIssue { issue_id };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => issue)
+    }
+
     pub async fn add_comment(
         &self,
         caller: &Caller,

@@ -2,9 +2,10 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use roost_core::command::AgentPatch;
+use roost_core::command::{AgentPatch, CompanyPatch};
 use roost_core::{AdapterType, BudgetScopeType, HeartbeatPolicy, PauseReason};
 
+use super::compat::monthly_budget_change;
 use super::created;
 use super::dto::{self, CreatedKey};
 use super::extract::JsonBody;
@@ -27,6 +28,14 @@ pub async fn create_company(
         Some(prefix) => api.create_company(&caller, &body.name, prefix).await?,
         None => api.create_company_derived(&caller, &body.name).await?,
     };
+    let mut company = company;
+    if let Some(description) = body.description {
+        let patch = CompanyPatch {
+            description: Some(Some(description)),
+            ..Default::default()
+        };
+        company = api.update_company(&caller, &company.id, patch).await?;
+    }
     if let Some(policy) = monthly_budget(
         BudgetScopeType::Company,
         &company.id,
@@ -35,6 +44,61 @@ pub async fn create_company(
         api.set_budget_policy(&caller, &company.id, policy).await?;
     }
     Ok(created(company_row(&api, company)))
+}
+
+/// `PATCH /api/companies/{cid}`: name, description, status (`paused` and `archived` start no
+/// runs), the hire-approval setting and the monthly budget. Checked whole before any write.
+pub async fn update_company(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+    JsonBody(body): JsonBody<dto::PatchCompany>,
+) -> Result<Json<CompanyRow>> {
+    caller.require_admin()?;
+    if body.spent_monthly_cents.is_some() {
+        return Err(ApiError::bad_request(
+            "spentMonthlyCents cannot be set: Roost sums a company's spend from its cost events \
+             (POST /api/companies/{id}/cost-events)",
+        ));
+    }
+    let mut company = api.get_company(&caller, &cid).await?;
+    let budget = match body.budget_monthly_cents {
+        Some(cents) => monthly_budget_change(&api, &company, cents)?,
+        None => None,
+    };
+    let patch = body.patch();
+    if patch != CompanyPatch::default() {
+        company = api.update_company(&caller, &company.id, patch).await?;
+    }
+    if let Some(policy) = budget {
+        api.set_budget_policy(&caller, &company.id, policy).await?;
+    }
+    Ok(Json(company_row(&api, company)))
+}
+
+/// `PATCH /api/companies/{cid}/branding`: Paperclip's name and description edit.
+pub async fn update_branding(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+    JsonBody(body): JsonBody<dto::CompanyBranding>,
+) -> Result<Json<CompanyRow>> {
+    if body.name.is_none() && body.description.is_none() && body.logo_asset_id.is_none() {
+        return Err(ApiError::bad_request(
+            "at least one branding field (name, description, logoAssetId) must be given",
+        ));
+    }
+    let patch = CompanyPatch {
+        name: body.name,
+        description: body.description,
+        ..Default::default()
+    };
+    let company = if patch == CompanyPatch::default() {
+        api.get_company(&caller, &cid).await?
+    } else {
+        api.update_company(&caller, &cid, patch).await?
+    };
+    Ok(Json(company_row(&api, company)))
 }
 
 pub async fn list_companies(

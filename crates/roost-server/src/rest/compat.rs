@@ -5,13 +5,13 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use roost_core::{BudgetScopeType, Issue};
+use roost_core::{BudgetScopeType, Company, Issue};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::extract::{JsonBody, QueryParams};
 use super::paperclip::{company_row, monthly_budget, CompanyRow};
-use crate::api::{Api, RunView, WakeupRequest, WakeupResult};
+use crate::api::{Api, NewBudgetPolicy, RunView, WakeupRequest, WakeupResult};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
@@ -204,7 +204,7 @@ pub struct CompanyBudget {
 }
 
 /// `PATCH /api/companies/{cid}/budgets {budgetMonthlyCents}`: the company's monthly hard
-/// budget. Roost has no command that removes a policy, so `0` is refused while one exists.
+/// budget.
 pub async fn set_company_budget(
     State(api): State<Api>,
     caller: Caller,
@@ -213,25 +213,30 @@ pub async fn set_company_budget(
 ) -> Result<Json<CompanyRow>> {
     caller.require_admin()?;
     let company = api.get_company(&caller, &cid).await?;
-    match monthly_budget(
-        BudgetScopeType::Company,
-        &company.id,
-        Some(body.budget_monthly_cents),
-    ) {
-        Some(policy) => {
-            api.set_budget_policy(&caller, &company.id, policy).await?;
-        }
-        None => {
-            let current = company_row(&api, company.clone());
-            if current.budget_monthly_cents() > 0 {
-                return Err(ApiError::bad_request(
-                    "budgetMonthlyCents 0 would remove the company's budget, which Roost cannot \
-                     do: set a higher amount instead",
-                ));
-            }
-        }
+    let policy = monthly_budget_change(&api, &company, body.budget_monthly_cents)?;
+    if let Some(policy) = policy {
+        api.set_budget_policy(&caller, &company.id, policy).await?;
     }
     Ok(Json(company_row(&api, company)))
+}
+
+/// The budget policy Paperclip's `budgetMonthlyCents` asks for, if any. Roost has no command
+/// that removes a policy, so `0` is refused while one exists (before anything is written).
+pub fn monthly_budget_change(
+    api: &Api,
+    company: &Company,
+    cents: u64,
+) -> Result<Option<NewBudgetPolicy>> {
+    match monthly_budget(BudgetScopeType::Company, &company.id, Some(cents)) {
+        Some(policy) => Ok(Some(policy)),
+        None if company_row(api, company.clone()).budget_monthly_cents() > 0 => {
+            Err(ApiError::bad_request(
+                "budgetMonthlyCents 0 would remove the company's budget, which Roost cannot \
+                 do: set a higher amount instead",
+            ))
+        }
+        None => Ok(None),
+    }
 }
 
 /// `GET /api/cli-auth/me`: who the CLI's administrator token is (Paperclip's board user).

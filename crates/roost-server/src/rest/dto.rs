@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use roost_core::command::{AgentPatch, IssuePatch};
+use roost_core::command::{AgentPatch, CompanyPatch, IssuePatch};
 use roost_core::{
-    AdapterType, AgentPermissions, Credential, HeartbeatPolicy, Issue, IssueStatus, PauseReason,
-    Priority, RunStatus,
+    AdapterType, AgentPermissions, CompanyStatus, Credential, HeartbeatPolicy, Issue, IssueStatus,
+    PauseReason, Priority, RunStatus,
 };
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -30,8 +30,53 @@ pub struct CreateCompany {
     pub issue_prefix: Option<String>,
     /// A monthly company budget (hard stop) when above 0.
     pub budget_monthly_cents: Option<u64>,
-    pub description: Option<IgnoredAny>,
+    pub description: Option<String>,
     pub default_responsible_user_id: Option<IgnoredAny>,
+}
+
+/// `PATCH /api/companies/{cid}` (Paperclip's `updateCompanySchema`).
+#[derive(Deserialize)]
+#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PatchCompany {
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub description: Option<Option<String>>,
+    pub status: Option<CompanyStatus>,
+    pub require_board_approval_for_new_agents: Option<bool>,
+    /// A monthly company budget (hard stop) when above 0.
+    pub budget_monthly_cents: Option<u64>,
+    /// Roost derives spend from cost events; a value is refused (`rest/compat.rs`).
+    pub spent_monthly_cents: Option<u64>,
+    pub default_responsible_user_id: Option<IgnoredAny>,
+    pub interaction_resolver_governance: Option<IgnoredAny>,
+    pub feedback_data_sharing_enabled: Option<IgnoredAny>,
+    pub feedback_data_sharing_consent_at: Option<IgnoredAny>,
+    pub feedback_data_sharing_consent_by_user_id: Option<IgnoredAny>,
+    pub feedback_data_sharing_terms_version: Option<IgnoredAny>,
+    pub logo_asset_id: Option<IgnoredAny>,
+}
+
+impl PatchCompany {
+    pub fn patch(&self) -> CompanyPatch {
+        CompanyPatch {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            status: self.status,
+            require_board_approval_for_new_agents: self.require_board_approval_for_new_agents,
+        }
+    }
+}
+
+/// `PATCH /api/companies/{cid}/branding` (Paperclip's `updateCompanyBrandingSchema`).
+#[derive(Deserialize)]
+#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CompanyBranding {
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub description: Option<Option<String>>,
+    pub logo_asset_id: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]

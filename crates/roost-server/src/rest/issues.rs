@@ -96,6 +96,16 @@ pub async fn update(
     Ok(Json(IssueWithComment { issue, comment }))
 }
 
+/// `DELETE /api/issues/{id}`: the issue and its comments are removed; answers the issue as it
+/// was (Paperclip's CLI prints it).
+pub async fn delete(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Issue>> {
+    Ok(Json(api.delete_issue(&caller, &id).await?))
+}
+
 pub async fn checkout(
     State(api): State<Api>,
     caller: Caller,

@@ -34,7 +34,14 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/companies",
             get(admin::list_companies).post(admin::create_company),
         )
-        .route("/companies/{cid}", get(admin::get_company))
+        .route(
+            "/companies/{cid}",
+            get(admin::get_company).patch(admin::update_company),
+        )
+        .route(
+            "/companies/{cid}/branding",
+            axum::routing::patch(admin::update_branding),
+        )
         .route(
             "/companies/{cid}/agents",
             get(admin::list_agents).post(admin::create_agent),
@@ -137,7 +144,12 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/admin/tokens/{id}",
             axum::routing::delete(credentials::revoke_admin_token),
         )
-        .route("/issues/{id}", get(issues::get).patch(issues::update))
+        .route(
+            "/issues/{id}",
+            get(issues::get)
+                .patch(issues::update)
+                .delete(issues::delete),
+        )
         .route("/issues/{id}/checkout", post(issues::checkout))
         .route("/issues/{id}/release", post(issues::release))
         .route(

@@ -1,11 +1,11 @@
 //! What Paperclip's request schemas carry that Roost reads differently: `runtimeConfig`'s
 //! heartbeat and `budgetMonthlyCents`.
 
-use roost_core::{Agent, BudgetScopeType, BudgetWindow, Company, HeartbeatPolicy};
+use roost_core::{Agent, BudgetScopeType, BudgetWindow, Company, HeartbeatPolicy, State};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::{monthly_budget_cents, Api, NewBudgetPolicy};
+use crate::api::{monthly_budget_cents, now, Api, NewBudgetPolicy};
 use crate::error::ApiError;
 
 /// `base` with the fields `runtimeConfig.heartbeat` sets. Paperclip's heartbeat object has
@@ -90,25 +90,34 @@ pub fn monthly_budget(
 }
 
 /// An agent as Paperclip's clients read it: Roost's row plus `budgetMonthlyCents` (its
-/// monthly budget policy, 0 when none) and `reportsTo` (Roost has no org chart: `null`).
+/// monthly budget policy, 0 when none), `spentMonthlyCents` (this UTC month's cost events),
+/// and `reportsTo` and `chainOfCommand` (Roost has no org chart yet: `null` and `[]`).
+/// Paperclip's skill reads the last three from `GET /api/agents/me`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentRow {
     #[serde(flatten)]
     agent: Agent,
     budget_monthly_cents: u64,
+    spent_monthly_cents: u64,
     reports_to: Option<String>,
+    chain_of_command: Vec<Value>,
 }
 
-/// A company as Paperclip's clients read it: Roost's row plus `status` (always `active`:
-/// Roost neither pauses nor archives companies) and `budgetMonthlyCents`.
+/// A company as Paperclip's clients read it: Roost's row plus `budgetMonthlyCents` and
+/// `spentMonthlyCents` (this UTC month's cost events).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CompanyRow {
     #[serde(flatten)]
     company: Company,
-    status: &'static str,
     budget_monthly_cents: u64,
+    spent_monthly_cents: u64,
+}
+
+/// Cents a scope spent this UTC month.
+fn spent_this_month(state: &State, scope_type: BudgetScopeType, scope_id: &str) -> u64 {
+    state.spent_in(scope_type, scope_id, BudgetWindow::CalendarMonthUtc, now())
 }
 
 impl CompanyRow {
@@ -117,27 +126,30 @@ impl CompanyRow {
     }
 }
 
+fn agent_row_in(s: &State, agent: Agent) -> AgentRow {
+    AgentRow {
+        budget_monthly_cents: monthly_budget_cents(s, BudgetScopeType::Agent, &agent.id),
+        spent_monthly_cents: spent_this_month(s, BudgetScopeType::Agent, &agent.id),
+        reports_to: None,
+        chain_of_command: Vec::new(),
+        agent,
+    }
+}
+
 pub fn agent_rows(api: &Api, agents: Vec<Agent>) -> Vec<AgentRow> {
-    api.reader().read(|s| {
-        agents
-            .into_iter()
-            .map(|agent| AgentRow {
-                budget_monthly_cents: monthly_budget_cents(s, BudgetScopeType::Agent, &agent.id),
-                reports_to: None,
-                agent,
-            })
-            .collect()
-    })
+    api.reader()
+        .read(|s| agents.into_iter().map(|a| agent_row_in(s, a)).collect())
 }
 
 pub fn agent_row(api: &Api, agent: Agent) -> AgentRow {
-    let budget_monthly_cents = api
-        .reader()
-        .read(|s| monthly_budget_cents(s, BudgetScopeType::Agent, &agent.id));
-    AgentRow {
-        agent,
-        budget_monthly_cents,
-        reports_to: None,
+    api.reader().read(|s| agent_row_in(s, agent))
+}
+
+fn company_row_in(s: &State, company: Company) -> CompanyRow {
+    CompanyRow {
+        budget_monthly_cents: monthly_budget_cents(s, BudgetScopeType::Company, &company.id),
+        spent_monthly_cents: spent_this_month(s, BudgetScopeType::Company, &company.id),
+        company,
     }
 }
 
@@ -145,28 +157,13 @@ pub fn company_rows(api: &Api, companies: Vec<Company>) -> Vec<CompanyRow> {
     api.reader().read(|s| {
         companies
             .into_iter()
-            .map(|company| CompanyRow {
-                budget_monthly_cents: monthly_budget_cents(
-                    s,
-                    BudgetScopeType::Company,
-                    &company.id,
-                ),
-                status: "active",
-                company,
-            })
+            .map(|c| company_row_in(s, c))
             .collect()
     })
 }
 
 pub fn company_row(api: &Api, company: Company) -> CompanyRow {
-    let budget_monthly_cents = api
-        .reader()
-        .read(|s| monthly_budget_cents(s, BudgetScopeType::Company, &company.id));
-    CompanyRow {
-        company,
-        status: "active",
-        budget_monthly_cents,
-    }
+    api.reader().read(|s| company_row_in(s, company))
 }
 
 #[cfg(test)]

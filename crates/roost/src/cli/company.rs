@@ -1,10 +1,11 @@
-//! `roost company list|create|show`.
+//! `roost company list|create|show|update`.
 
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use roost_client::NewCompany;
-use roost_core::Company;
+use roost_core::command::CompanyPatch;
+use roost_core::{Company, CompanyStatus};
 
 use super::output::{fields, print_only, table, when};
 use super::{ClientOpts, Session};
@@ -34,6 +35,19 @@ enum CompanyCommand {
     },
     /// Show one company by id
     Show { id: String },
+    /// Rename, describe, pause, archive or reactivate a company (a company that is not active
+    /// starts no runs)
+    Update {
+        id: String,
+        #[arg(long)]
+        name: Option<String>,
+        /// A description; an empty one clears it
+        #[arg(long)]
+        description: Option<String>,
+        /// active, paused or archived
+        #[arg(long)]
+        status: Option<CompanyStatus>,
+    },
 }
 
 pub async fn run(session: &Session, args: CompanyArgs) -> anyhow::Result<ExitCode> {
@@ -58,6 +72,23 @@ pub async fn run(session: &Session, args: CompanyArgs) -> anyhow::Result<ExitCod
             }
         }
         CompanyCommand::Show { id } => out.show(&client.get_company(&id).await?, company_fields)?,
+        CompanyCommand::Update {
+            id,
+            name,
+            description,
+            status,
+        } => {
+            let patch = CompanyPatch {
+                name,
+                description: description.map(|d| Some(d).filter(|d| !d.trim().is_empty())),
+                status,
+                require_board_approval_for_new_agents: None,
+            };
+            if patch == CompanyPatch::default() {
+                anyhow::bail!("nothing to change: give --name, --description or --status");
+            }
+            out.show(&client.update_company(&id, &patch).await?, company_fields)?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -82,6 +113,8 @@ fn company_fields(c: &Company) -> String {
     fields(&[
         ("id", c.id.clone()),
         ("name", c.name.clone()),
+        ("status", c.status.to_string()),
+        ("description", c.description.clone().unwrap_or_default()),
         ("prefix", c.issue_prefix.clone()),
         ("issues", c.issue_counter.to_string()),
         ("created", c.created_at.to_string()),

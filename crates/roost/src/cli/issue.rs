@@ -111,6 +111,13 @@ pub(super) enum IssueCommand {
     },
     /// Release the issue's checkout
     Release { id: String },
+    /// Delete an issue and its comments (refused while a run works on it)
+    Delete {
+        id: String,
+        /// Confirm: a deleted issue cannot be brought back
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode> {
@@ -190,6 +197,17 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             }
         }
         IssueCommand::Show { id } => out.show(&client.get_issue(&id).await?, issue_fields)?,
+        IssueCommand::Delete { id, yes } => {
+            if !yes {
+                anyhow::bail!("refusing to delete issue {id} without --yes: a deleted issue and its comments cannot be brought back");
+            }
+            let issue = client.delete_issue(&id).await?;
+            if out.is_json() {
+                out.show(&issue, issue_fields)?
+            } else {
+                println!("deleted {} ({})", issue.identifier, issue.title);
+            }
+        }
         IssueCommand::Update {
             id,
             title,

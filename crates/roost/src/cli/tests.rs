@@ -22,6 +22,9 @@ fn company(id: &str, name: &str, prefix: &str, created: i64) -> Company {
     Company {
         id: id.into(),
         name: name.into(),
+        description: None,
+        status: Default::default(),
+        require_board_approval_for_new_agents: false,
         issue_prefix: prefix.into(),
         issue_counter: 0,
         created_at: Timestamp(created),

@@ -75,6 +75,18 @@ const REST: &[(&str, &str, Rule, &str)] = &[
         r#"{"name":"Authz","issuePrefix":"AZQ"}"#,
     ),
     ("GET", "/companies/{cid}", Company, ""),
+    (
+        "PATCH",
+        "/companies/{cid}",
+        Admin,
+        r#"{"description":"authz"}"#,
+    ),
+    (
+        "PATCH",
+        "/companies/{cid}/branding",
+        Admin,
+        r#"{"name":"Authz Co"}"#,
+    ),
     ("GET", "/companies/{cid}/agents", Company, ""),
     (
         "POST",
@@ -180,6 +192,8 @@ const REST: &[(&str, &str, Rule, &str)] = &[
         r#"{"id":99,"grpcAddr":"127.0.0.1:1","httpAddr":"127.0.0.1:2","peerAddr":"127.0.0.1:3","learnerOnly":true}"#,
     ),
     ("DELETE", "/cluster/nodes/{id}", Admin, ""),
+    // After every other issue route: the administrator's pass deletes company A's issue.
+    ("DELETE", "/issues/{id}", Admin, ""),
     ("GET", "/agents/me/memory", OwnAgent, ""),
     ("GET", "/agents/me/memory/entries", OwnAgent, ""),
     (
@@ -526,8 +540,18 @@ impl World {
         path: &str,
         body: &str,
     ) -> anyhow::Result<Reply> {
-        let method: reqwest::Method = method.parse()?;
         let body = (!body.is_empty()).then(|| body.replace("{agent}", &self.agent_a).into_bytes());
+        self.call_raw(as_, method, path, body).await
+    }
+
+    async fn call_raw(
+        &self,
+        as_: &Http,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> anyhow::Result<Reply> {
+        let method: reqwest::Method = method.parse()?;
         let reply = as_.raw(method.clone(), &self.path(path), body).await?;
         // Every refusal on every route, whoever asks, is one a person can read: a sentence in
         // `error` (where Paperclip's clients show it), the machine code apart in `code`.
@@ -653,6 +677,89 @@ async fn every_rule_holds_against_a_real_node() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Bad input on every route, from an administrator (whom no rule refuses): a body that is not
+/// JSON, and ids that name nothing. Each refusal is a 4xx with a sentence in `error` (`call`
+/// checks the sentence); nothing answers 5xx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_refuses_bad_input_with_a_sentence() -> anyhow::Result<()> {
+    let w = World::new().await?;
+    let mut failures = Vec::new();
+    let (mut bodies, mut ids) = (0, 0);
+    for (method, path, rule, body) in REST {
+        if matches!(rule, Public | OwnAgent | OwnRun) {
+            continue;
+        }
+        // Only routes that read a body (their rule's example has fields) must refuse bad JSON.
+        if body.len() > 2 {
+            bodies += 1;
+            let reply = w
+                .call_raw(&w.node.admin, method, path, Some(b"{\"title\": ".to_vec()))
+                .await?;
+            if reply.status != 400 {
+                failures.push(format!(
+                    "{method} {path} with a truncated body: {} {}",
+                    reply.status, reply.body
+                ));
+            }
+        }
+        if path.contains('{') && !path.contains("{cid}/memory") {
+            ids += 1;
+            let missing = format!("/api{}", fill_with_nothing(path));
+            let method_: reqwest::Method = method.parse()?;
+            let reply = w
+                .node
+                .admin
+                .raw(
+                    method_,
+                    &missing,
+                    (!body.is_empty()).then(|| body.as_bytes().to_vec()),
+                )
+                .await?;
+            let sentence = reply.body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(' '));
+            if !(reply.status.is_client_error() && sentence) {
+                failures.push(format!(
+                    "{method} {missing} (ids that name nothing): {} {}",
+                    reply.status, reply.body
+                ));
+            }
+        }
+    }
+    assert!(
+        bodies > 20 && ids > 40,
+        "walked {bodies} bodies and {ids} paths"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} routes mishandle bad input:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    Ok(())
+}
+
+/// `path` with every parameter naming an object that does not exist.
+fn fill_with_nothing(path: &str) -> String {
+    let mut out = String::new();
+    let mut rest = path;
+    while let Some(start) = rest.find('{') {
+        out.push_str(&rest[..start]);
+        let end = rest[start..]
+            .find('}')
+            .map_or(rest.len(), |e| start + e + 1);
+        let param = &rest[start..end];
+        out.push_str(match param {
+            "{name}" => "NO-SUCH.md",
+            "{id}" if path.starts_with("/cluster/") => "4242",
+            _ => "00000000-0000-4000-8000-000000000000",
+        });
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Calls `method` with an empty message (every field at its default) and no credential.

@@ -18,6 +18,8 @@ mod memory;
 mod metrics;
 mod paperclip_cli;
 mod paperclip_compat;
+mod paperclip_edits;
+mod paperclip_skill;
 mod peers;
 mod processes;
 mod readiness;

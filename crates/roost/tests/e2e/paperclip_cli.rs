@@ -273,6 +273,23 @@ async fn paperclips_cli_drives_operator_commands_and_an_agent_loop() -> anyhow::
         "{woken}"
     );
 
+    // Operator: edit the company; delete the sub-task (the CLI insists on --yes).
+    let renamed = op(&[
+        "company",
+        "update",
+        &cid,
+        "--payload-json",
+        r#"{"name":"Acme Renamed","description":"robots","budgetMonthlyCents":90000}"#,
+    ])?
+    .json()?;
+    assert_eq!(renamed["name"], "Acme Renamed", "{renamed}");
+    assert_eq!(renamed["budgetMonthlyCents"], 90000, "{renamed}");
+    let child_id = child["id"].as_str().unwrap_or_default().to_string();
+    let deleted = op(&["issue", "delete", &child_id, "--yes"])?.json()?;
+    assert_eq!(deleted["id"], child_id.as_str(), "{deleted}");
+    let gone = op(&["issue", "get", &child_id])?;
+    assert!(!gone.ok, "a deleted issue was found: {}", gone.stdout);
+
     // A refusal reaches the user as a sentence, with a non-zero exit.
     let missing = op(&["issue", "get", "00000000-0000-0000-0000-000000000000"])?;
     assert!(!missing.ok, "a missing issue was found: {}", missing.stdout);

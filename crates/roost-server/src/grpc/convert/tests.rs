@@ -401,6 +401,9 @@ fn records_without_enums_map_field_for_field() {
     let company = company_to_proto(Company {
         id: "c1".into(),
         name: "Acme".into(),
+        description: None,
+        status: Default::default(),
+        require_board_approval_for_new_agents: false,
         issue_prefix: "AC".into(),
         issue_counter: 3,
         created_at: Timestamp(10),
