@@ -9,6 +9,7 @@ mod bounds;
 mod config;
 mod error;
 mod faults;
+mod handover;
 mod membership;
 mod network;
 mod node;

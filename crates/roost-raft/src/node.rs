@@ -43,6 +43,8 @@ pub(crate) enum ForwardRequest {
     },
     /// Report on yourself (sent to any member).
     Report,
+    /// Stand for election now: the leader is stopping (`handover.rs`).
+    Elect,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -129,8 +131,10 @@ pub struct RaftNode {
     /// Membership changes go one at a time (parallel changes can leave a joint config).
     pub(crate) membership_lock: Arc<tokio::sync::Mutex<()>>,
     pub(crate) timing: RaftTiming,
-    proposer: Proposer,
+    pub(crate) proposer: Proposer,
     write_stats: WriteStats,
+    /// Set when this node stops: it proposes nothing more (`handover.rs`).
+    pub(crate) stepping_down: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn leader_unknown() -> Error {
@@ -193,6 +197,7 @@ impl RaftNode {
             faults,
             membership_lock: Arc::default(),
             timing: timing.clone(),
+            stepping_down: Arc::default(),
         })
     }
 
@@ -243,6 +248,11 @@ impl RaftNode {
     /// Proposes on this node only (through the group-commit queue); fails with `NotLeader`
     /// on a follower.
     pub(crate) async fn write_local(&self, envelope: Envelope) -> Result<WriteOutcome, Error> {
+        if self.stepping_down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Unavailable {
+                message: "this node is stopping; retry on another".into(),
+            });
+        }
         self.proposer
             .propose(envelope, self.timing.write_timeout())
             .await
@@ -351,6 +361,7 @@ impl RaftNode {
                 .await
                 .map(|()| ForwardReply::Done),
             ForwardRequest::Report => Ok(ForwardReply::Report(Box::new(self.report()))),
+            ForwardRequest::Elect => self.stand_for_election().await.map(|()| ForwardReply::Done),
         }
     }
 
@@ -472,9 +483,15 @@ impl RaftNode {
         }
     }
 
+    /// Stops the Raft core, then commits what was applied to `state.db`. Every acknowledged
+    /// write is already fsynced in the log (`log_writer.rs`); the commit spares the replay.
     pub async fn shutdown(&self) {
+        self.stop_proposing();
         if let Err(e) = self.raft.shutdown().await {
             tracing::warn!(node_id = self.id, error = %e, "raft shutdown failed");
+        }
+        if let Err(e) = self.reader.flush() {
+            tracing::warn!(node_id = self.id, error = %e, "state.db: final commit failed; the log will replay it");
         }
     }
 }

@@ -6,6 +6,7 @@
 //! replication message and one apply transaction for all of them. A lone write is proposed as
 //! it is, so an idle cluster answers as fast as before.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +40,25 @@ struct Queued {
 pub(crate) struct Proposer {
     queue: mpsc::UnboundedSender<Queued>,
     stats: WriteStats,
+    /// Proposals not yet answered: a stopping leader waits for none before it hands over
+    /// (`handover.rs`), so its log stops growing.
+    pending: Arc<AtomicUsize>,
+}
+
+/// Counts a proposal as pending for as long as it lives, whichever way it ends.
+struct Pending(Arc<AtomicUsize>);
+
+impl Pending {
+    fn new(count: &Arc<AtomicUsize>) -> Pending {
+        count.fetch_add(1, Ordering::SeqCst);
+        Pending(count.clone())
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Proposer {
@@ -46,7 +66,16 @@ impl Proposer {
     pub(crate) fn spawn(raft: Raft<TypeConfig>, timeout: Duration, stats: WriteStats) -> Proposer {
         let (queue, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(raft, rx, timeout, stats.clone()));
-        Proposer { queue, stats }
+        Proposer {
+            queue,
+            stats,
+            pending: Arc::default(),
+        }
+    }
+
+    /// Proposals not yet answered.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
     }
 
     /// Proposes `envelope` on this node and waits until it is committed and applied here;
@@ -56,6 +85,7 @@ impl Proposer {
         envelope: Envelope,
         timeout: Duration,
     ) -> Result<WriteOutcome, Error> {
+        let _pending = Pending::new(&self.pending);
         let (reply, wait) = oneshot::channel();
         let started = std::time::Instant::now();
         self.queue

@@ -45,6 +45,34 @@ pub struct ServerConfig {
     /// Serve plaintext on a non-loopback address (refused otherwise): for a network that is
     /// already private and encrypted. A warning is logged at every start.
     pub insecure_plaintext: bool,
+    /// Seconds a stopping node (SIGTERM, SIGINT) has to finish the requests in flight, hand
+    /// its leadership over and stop Raft before it exits (`Server::shutdown`). 1 to
+    /// [`MAX_SHUTDOWN_GRACE_SECS`].
+    pub shutdown_grace_secs: u64,
+}
+
+/// How long a stopping node may take, unless configured.
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 10;
+/// The longest `shutdown_grace_secs`: supervisors kill a process that takes much longer
+/// (Kubernetes after 30 s by default, systemd after 90 s), and a typo must not mean an hour.
+pub const MAX_SHUTDOWN_GRACE_SECS: u64 = 600;
+
+impl ServerConfig {
+    pub fn shutdown_grace(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.shutdown_grace_secs)
+    }
+
+    /// Refuses a `shutdown_grace_secs` outside 1..=[`MAX_SHUTDOWN_GRACE_SECS`].
+    pub fn validate_shutdown_grace(&self) -> Result<(), String> {
+        if (1..=MAX_SHUTDOWN_GRACE_SECS).contains(&self.shutdown_grace_secs) {
+            return Ok(());
+        }
+        Err(format!(
+            "shutdown_grace_secs = {}: must be 1 to {MAX_SHUTDOWN_GRACE_SECS} seconds (how \
+             long a stopping node lets requests in flight finish before it exits)",
+            self.shutdown_grace_secs
+        ))
+    }
 }
 
 impl Default for ServerConfig {
@@ -67,6 +95,7 @@ impl Default for ServerConfig {
             limits: crate::limits::LimitsConfig::default(),
             tls: TlsConfig::default(),
             insecure_plaintext: false,
+            shutdown_grace_secs: DEFAULT_SHUTDOWN_GRACE_SECS,
         }
     }
 }

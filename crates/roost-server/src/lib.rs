@@ -29,7 +29,9 @@ use tokio::task::JoinHandle;
 use tracing::info;
 
 pub use api::Api;
-pub use config::{MemberConfig, ServerConfig, TlsConfig};
+pub use config::{
+    MemberConfig, ServerConfig, TlsConfig, DEFAULT_SHUTDOWN_GRACE_SECS, MAX_SHUTDOWN_GRACE_SECS,
+};
 pub use error::ApiError;
 pub use health::{Check, Readiness};
 /// The REST API's request parsing, for the fuzz targets (crates/roost-fuzz); not an API.
@@ -105,10 +107,15 @@ pub struct Server {
     grpc_addr: SocketAddr,
     peer_addr: SocketAddr,
     stop: watch::Sender<bool>,
-    /// http, grpc, the worker plane (`kill` finds it at index 2), the step-down watch, peers,
-    /// the leader-change counter (`metrics.rs`).
+    /// Stops the peer listener, after Raft: a stopping leader hands its leadership over through
+    /// it (the candidate's vote request arrives there).
+    stop_peers: watch::Sender<bool>,
+    /// http, grpc, the worker plane (`kill` finds it at index 2), the step-down watch, the
+    /// leader-change counter (`metrics.rs`).
     tasks: Vec<JoinHandle<Result<(), Error>>>,
+    peers: JoinHandle<Result<(), Error>>,
     supervisor: Supervisor,
+    shutdown_grace: Duration,
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {
@@ -189,7 +196,8 @@ impl Server {
             }
         };
 
-        let raft_service = RaftService::server(node.clone(), stop_rx.clone());
+        let (stop_peers, stop_peers_rx) = watch::channel(false);
+        let raft_service = RaftService::server(node.clone(), stop_peers_rx.clone());
         let control_service = grpc::control_service(api.clone());
         let cluster_service = grpc::cluster_service(api.clone());
         let worker_plane = workers::Workers::new(api.clone(), config.workers.clone());
@@ -244,7 +252,7 @@ impl Server {
         let peer_router = config.limits.grpc_server().add_service(raft_service);
         let peers = supervisor.spawn_critical(
             "peer server",
-            stop_rx.clone(),
+            stop_peers_rx.clone(),
             serve_grpc(
                 "peer server",
                 peer_router,
@@ -253,7 +261,7 @@ impl Server {
                     .as_ref()
                     .map(|t| (t.peer_server.clone(), tls::Admit::Nodes)),
                 config.limits.clone(),
-                stop_rx.clone(),
+                stop_peers_rx,
             ),
         );
 
@@ -306,8 +314,11 @@ impl Server {
             grpc_addr,
             peer_addr,
             stop,
-            tasks: vec![http, grpc, duties, step_down, peers, leader_changes],
+            stop_peers,
+            tasks: vec![http, grpc, duties, step_down, leader_changes],
+            peers,
             supervisor,
+            shutdown_grace: config.shutdown_grace(),
         })
     }
 
@@ -361,38 +372,102 @@ impl Server {
             })
             .await;
         }
+        let _ = self.stop_peers.send(true);
         for task in &self.tasks {
             task.abort();
         }
+        self.peers.abort();
         self.api.node().shutdown().await;
     }
 
-    /// Stops accepting requests, finishes those in flight (for at most [`SHUTDOWN_GRACE`])
-    /// and stops Raft.
+    /// How long [`Server::shutdown`] may take (`shutdown_grace_secs`).
+    pub fn shutdown_grace(&self) -> Duration {
+        self.shutdown_grace
+    }
+
+    /// Stops within the node's `shutdown_grace_secs`, as [`Server::shutdown_by`] does.
     pub async fn shutdown(self) -> Result<(), Error> {
+        let by = tokio::time::Instant::now() + self.shutdown_grace;
+        self.shutdown_by(by).await
+    }
+
+    /// Stops by `by`: stops accepting requests and lets those in flight finish, hands the
+    /// leadership over if this node leads (`roost-raft/src/handover.rs`), stops Raft and
+    /// commits `state.db`, then closes the peer listener. Requests still open near `by` are
+    /// closed: SIGTERM from systemd or Kubernetes expects an exit in bounded time.
+    pub async fn shutdown_by(self, by: tokio::time::Instant) -> Result<(), Error> {
         let _ = self.stop.send(true);
+        let node = self.api.node().clone();
+        let started = tokio::time::Instant::now();
+        let left = by.saturating_duration_since(started);
+        // Kept back from the requests for the hand-over and Raft's stop.
+        let reserve = (left / 2).min(HANDOVER_RESERVE);
+        let requests_by = by - reserve;
         let mut first_error = None;
-        // A connection that never ends (a stream whose client stays) must not keep the process
-        // from stopping: SIGTERM from systemd or Kubernetes expects an exit in bounded time.
-        let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
         for mut task in self.tasks {
-            match tokio::time::timeout_at(deadline, &mut task).await {
+            match tokio::time::timeout_at(requests_by, &mut task).await {
                 Ok(Ok(Ok(()))) => {}
                 Ok(Ok(Err(e))) => first_error = first_error.or(Some(e)),
                 Ok(Err(e)) => first_error = first_error.or(Some(Error::Task(e.to_string()))),
                 Err(_) => {
                     tracing::warn!(
-                        grace_ms = SHUTDOWN_GRACE.as_millis() as u64,
+                        grace_ms = left.as_millis() as u64,
                         "requests still open when the shutdown grace ran out: closing them"
                     );
                     task.abort();
                 }
             }
         }
-        self.api.node().shutdown().await;
+        // Nothing is proposed here from now on; the followers catch up and one of them leads.
+        node.stop_proposing();
+        let handover =
+            (by.saturating_duration_since(tokio::time::Instant::now()) / 2).min(HANDOVER_MAX);
+        if let Some(leader) = node.hand_over_leadership(handover).await {
+            info!(
+                node_id = node.id(),
+                leader,
+                ms = started.elapsed().as_millis() as u64,
+                "handed leadership over"
+            );
+        }
+        // Even a stop whose grace is spent gives Raft a moment: it commits `state.db` last.
+        let raft_by = by.max(tokio::time::Instant::now() + RAFT_STOP_MIN);
+        if tokio::time::timeout_at(raft_by, node.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the Raft core did not stop within the shutdown grace");
+        }
+        let _ = self.stop_peers.send(true);
+        let mut peers = self.peers;
+        let peers_by = tokio::time::Instant::now() + Duration::from_millis(200);
+        if tokio::time::timeout_at(
+            peers_by.min(by).max(tokio::time::Instant::now()),
+            &mut peers,
+        )
+        .await
+        .is_err()
+        {
+            peers.abort();
+        }
+        info!(
+            node_id = node.id(),
+            ms = started.elapsed().as_millis() as u64,
+            "node stopped"
+        );
         first_error.map_or(Ok(()), Err)
     }
 }
+
+/// At most this much of a stopping node's grace is kept from the requests in flight for the
+/// hand-over of its leadership and the stop of Raft (a hand-over takes one election round
+/// trip, tens of milliseconds on a LAN).
+const HANDOVER_RESERVE: Duration = Duration::from_secs(3);
+/// The longest a hand-over may take; past it the node stops anyway and the others elect
+/// after its lease (a follower that cannot catch up in this long is not coming).
+const HANDOVER_MAX: Duration = Duration::from_secs(3);
+/// The least time Raft's stop gets, even when the grace is spent.
+const RAFT_STOP_MIN: Duration = Duration::from_millis(500);
 
 /// Serves a gRPC router on `listener` until `stop`: over TLS (handshakes in `tls.rs`, then
 /// `admit`) when `tls` is given, else plaintext with the listener limits of `limits.rs`.
@@ -425,8 +500,8 @@ async fn serve_grpc(
     .map_err(|e| Error::Task(format!("{name}: {e}")))
 }
 
-/// How long a stopping node lets requests in flight finish before it closes them.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a stopping node takes at most unless configured (`shutdown_grace_secs`).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(DEFAULT_SHUTDOWN_GRACE_SECS);
 
 /// Runs a node until `shutdown` completes.
 pub async fn run(

@@ -66,6 +66,12 @@ impl StateReader {
         f(&guard)
     }
 
+    /// Commits `state.db`'s open transaction: a node that stops calls it last, so the file
+    /// holds every applied entry and a restart replays nothing (`state_writer.rs`).
+    pub fn flush(&self) -> Result<(), Error> {
+        self.writer.flush()
+    }
+
     /// The pool for SQL reads, after committing what apply left in the open transaction.
     fn flushed(&self) -> Result<&SqlitePool, Error> {
         self.writer.flush()?;

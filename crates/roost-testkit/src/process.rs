@@ -20,6 +20,16 @@ impl RoostProcess {
         dir: &Path,
         deadline: Duration,
     ) -> anyhow::Result<RoostProcess> {
+        Self::spawn_dev_with(binary, dir, deadline, &[])
+    }
+
+    /// [`RoostProcess::spawn_dev`] with more `roost dev` flags (`--shutdown-grace-secs 3`).
+    pub fn spawn_dev_with(
+        binary: &Path,
+        dir: &Path,
+        deadline: Duration,
+        flags: &[&str],
+    ) -> anyhow::Result<RoostProcess> {
         let mut child = Command::new(binary)
             .args(["dev", "--dir"])
             .arg(dir)
@@ -29,6 +39,7 @@ impl RoostProcess {
                 "--grpc-listen",
                 "127.0.0.1:0",
             ])
+            .args(flags)
             .env("ROOST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -84,6 +95,17 @@ impl RoostProcess {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends `signal` (`libc::SIGTERM`, `libc::SIGINT`) to the process.
+    pub fn signal(&self, signal: i32) -> anyhow::Result<()> {
+        let pid = libc::pid_t::try_from(self.child.id())?;
+        // SAFETY: kill(2) with our own child's pid and a signal number has no memory effects.
+        anyhow::ensure!(
+            unsafe { libc::kill(pid, signal) } == 0,
+            "kill({pid}, {signal}) failed"
+        );
+        Ok(())
     }
 
     /// The exit status, once the process has ended (`None` while it runs).

@@ -31,6 +31,10 @@ pub struct WorkerConfig {
     pub log_dir: Option<PathBuf>,
     /// Seconds between SIGTERM and SIGKILL when a run is stopped.
     pub grace_sec: u64,
+    /// Seconds a stopping worker (SIGTERM, SIGINT) lets its agents finish and reports their
+    /// results before it exits: agents still running near the end are stopped (SIGTERM, then
+    /// SIGKILL) and reported `cancelled`. 1 to [`MAX_SHUTDOWN_GRACE_SECS`].
+    pub shutdown_grace_secs: u64,
     /// Fraction of the lease after which a worker that cannot renew stops its agents, before
     /// the cluster can declare it lost.
     pub self_fence_fraction: f64,
@@ -97,10 +101,28 @@ impl Default for WorkerConfig {
             work_dir: PathBuf::from("."),
             log_dir: None,
             grace_sec: 10,
+            shutdown_grace_secs: DEFAULT_SHUTDOWN_GRACE_SECS,
             self_fence_fraction: 0.6,
             tls: WorkerTls::default(),
         }
     }
+}
+
+/// How long a stopping worker lets its agents finish, unless configured.
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 10;
+/// The longest `shutdown_grace_secs`: supervisors kill a process that takes much longer
+/// (Kubernetes after 30 s by default, systemd after 90 s), and a typo must not mean an hour.
+pub const MAX_SHUTDOWN_GRACE_SECS: u64 = 600;
+
+/// Refuses a shutdown grace outside 1..=[`MAX_SHUTDOWN_GRACE_SECS`] seconds, naming `setting`.
+pub fn check_shutdown_grace(setting: &str, secs: u64) -> Result<(), String> {
+    if (1..=MAX_SHUTDOWN_GRACE_SECS).contains(&secs) {
+        return Ok(());
+    }
+    Err(format!(
+        "{setting} = {secs}: must be 1 to {MAX_SHUTDOWN_GRACE_SECS} seconds (how long a \
+         stopping process lets running work finish before it stops it and exits)"
+    ))
 }
 
 /// The credential file's name in the work dir when `credential_file` is not set.
@@ -111,6 +133,10 @@ impl WorkerConfig {
         self.credential_file
             .clone()
             .unwrap_or_else(|| self.work_dir.join(CREDENTIAL_FILE))
+    }
+
+    pub fn shutdown_grace(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.shutdown_grace_secs)
     }
 
     pub fn log_dir(&self) -> PathBuf {
@@ -137,6 +163,8 @@ impl WorkerConfig {
         if self.slots == 0 {
             return bad("slots must be at least 1");
         }
+        check_shutdown_grace("shutdown_grace_secs", self.shutdown_grace_secs)
+            .map_err(crate::Error::Config)?;
         if !(0.1..=0.9).contains(&self.self_fence_fraction) {
             return bad("self_fence_fraction must be between 0.1 and 0.9");
         }
@@ -148,5 +176,31 @@ impl WorkerConfig {
         // Unreadable or malformed files are reported now, naming the file and the setting.
         self.tls.client_config()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shutdown_grace_defaults_to_ten_seconds_and_is_bounded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = WorkerConfig {
+            worker_id: "w".into(),
+            join_token: "t".into(),
+            work_dir: dir.path().to_path_buf(),
+            ..WorkerConfig::default()
+        };
+        assert_eq!(config.shutdown_grace(), std::time::Duration::from_secs(10));
+        assert!(config.validate().is_ok());
+        for bad in [0, MAX_SHUTDOWN_GRACE_SECS + 1] {
+            let config = WorkerConfig {
+                shutdown_grace_secs: bad,
+                ..config.clone()
+            };
+            let err = config.validate().expect_err("out of bounds").to_string();
+            assert!(err.contains("shutdown_grace_secs"), "{err}");
+        }
     }
 }

@@ -9,9 +9,12 @@ mod prompt;
 mod runlog;
 mod session;
 
-pub use config::{WorkerConfig, WorkerTls, CREDENTIAL_FILE};
+pub use config::{
+    check_shutdown_grace, WorkerConfig, WorkerTls, CREDENTIAL_FILE, DEFAULT_SHUTDOWN_GRACE_SECS,
+    MAX_SHUTDOWN_GRACE_SECS,
+};
 pub use credential::WORKER_CREDENTIAL_PREFIX;
-pub use session::run;
+pub use session::{run, run_until, Stop, Stopped};
 
 /// What can stop a worker.
 #[derive(Debug, thiserror::Error)]

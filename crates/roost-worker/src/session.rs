@@ -38,6 +38,12 @@ struct Shared {
     started: RecentRuns,
     last_ack: Instant,
     lease_ttl: Duration,
+    /// The worker is stopping: assignments are refused (reported `cancelled`), not run.
+    draining: bool,
+    /// Assignments refused while draining.
+    refused: usize,
+    /// Run tasks that have not yet queued their result.
+    tasks: usize,
 }
 
 struct Unacknowledged {
@@ -165,14 +171,92 @@ fn new_state() -> State {
         started: RecentRuns::default(),
         last_ack: Instant::now(),
         lease_ttl: Duration::from_secs(5),
+        draining: false,
+        refused: 0,
+        tasks: 0,
     }))
 }
 
-/// Runs the worker until `shutdown` completes; stops its agents on the way out.
+/// How far a worker is asked to stop ([`run_until`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// Keep working.
+    Running,
+    /// Take no new runs, let running agents finish, stop those still running shortly before
+    /// `by`, report every result, and return by `by`.
+    Drain { by: Instant },
+    /// Stop every agent now (a second signal): SIGTERM, SIGKILL a second later; report what
+    /// can be reported within [`NOW_WINDOW`].
+    Now,
+}
+
+/// How a worker's stop went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stopped {
+    /// Runs that ended on their own while the worker drained.
+    pub finished: usize,
+    /// Runs stopped because the grace ran out or a second signal came (reported `cancelled`).
+    pub cut_off: usize,
+    /// Assignments that arrived while draining, reported `cancelled` without starting.
+    pub refused: usize,
+    /// Results the cluster had not acknowledged when the worker returned: those runs end when
+    /// the worker's lease does (`lost`, retried once).
+    pub unreported: usize,
+}
+
+impl Stopped {
+    /// Nothing was cut off and every result reached the cluster.
+    pub fn clean(&self) -> bool {
+        self.cut_off == 0 && self.unreported == 0
+    }
+}
+
+/// How long a forced stop ([`Stop::Now`]) waits for agents to die and results to be
+/// acknowledged: past SIGKILL (a second after SIGTERM, `adapter/child.rs`), not much more.
+pub const NOW_WINDOW: Duration = Duration::from_millis(1500);
+/// At most this much of the grace is kept back to stop the agents still running and report
+/// their results (SIGTERM, SIGKILL a second later, one round trip).
+const CUT_RESERVE: Duration = Duration::from_secs(2);
+/// How often a draining worker looks at its runs.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
+
+/// A task that must not outlive its owner: a session's heartbeat task kept the worker's
+/// stream to the server open after the session was dropped, and the server's shutdown waited
+/// for that stream (`roost dev` stalled for the whole shutdown grace).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs the worker until `shutdown` completes, then stops it as [`Stop::Drain`] does within
+/// `config.shutdown_grace_secs`.
 pub async fn run(
     config: WorkerConfig,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), crate::Error> {
+) -> Result<Stopped, crate::Error> {
+    let grace = config.shutdown_grace();
+    let (stop, stop_rx) = tokio::sync::watch::channel(Stop::Running);
+    let worker = run_until(config, stop_rx);
+    tokio::pin!(worker);
+    tokio::select! {
+        result = &mut worker => return result,
+        () = shutdown => {}
+    }
+    let _ = stop.send(Stop::Drain {
+        by: Instant::now() + grace,
+    });
+    worker.await
+}
+
+/// Runs the worker until `stop` leaves [`Stop::Running`] (or its sender is dropped: stop
+/// now), then stops as asked and returns how that went.
+pub async fn run_until(
+    config: WorkerConfig,
+    mut stop: tokio::sync::watch::Receiver<Stop>,
+) -> Result<Stopped, crate::Error> {
     config.validate()?;
     crate::adapter::trust::write_bundle(&config)?;
     let path = config.credential_file();
@@ -181,13 +265,118 @@ pub async fn run(
         info!(file = %path.display(), "made this worker's credential; the join token is exchanged for it at the first registration");
     }
     let state = new_state();
-    let sessions = tokio::spawn(session_loop(config.clone(), credential, state.clone()));
-    let fence = tokio::spawn(self_fence(config.self_fence_fraction, state.clone()));
-    shutdown.await;
-    sessions.abort();
-    fence.abort();
-    stop_all(&state, "worker shutting down");
-    Ok(())
+    let _sessions = AbortOnDrop(tokio::spawn(session_loop(
+        config.clone(),
+        credential,
+        state.clone(),
+    )));
+    let _fence = AbortOnDrop(tokio::spawn(self_fence(
+        config.self_fence_fraction,
+        state.clone(),
+    )));
+    let first = match stop.wait_for(|s| *s != Stop::Running).await {
+        Ok(s) => *s,
+        Err(_) => Stop::Now,
+    };
+    let stopped = drain(&state, first, &mut stop).await;
+    if stopped.clean() {
+        info!(
+            finished = stopped.finished,
+            refused = stopped.refused,
+            "worker stopped"
+        );
+    } else {
+        warn!(
+            finished = stopped.finished,
+            cut_off = stopped.cut_off,
+            unreported = stopped.unreported,
+            "worker stopped; runs were cut off or their results not acknowledged"
+        );
+    }
+    Ok(stopped)
+}
+
+/// Waits one poll, or less when the stop asked changes; true when a forced stop
+/// ([`Stop::Now`]) is asked. A dropped sender is no longer listened to.
+async fn poll_stop(signals: &mut Option<&mut tokio::sync::watch::Receiver<Stop>>) -> bool {
+    let Some(stop) = signals.as_mut() else {
+        tokio::time::sleep(DRAIN_POLL).await;
+        return false;
+    };
+    tokio::select! {
+        () = tokio::time::sleep(DRAIN_POLL) => false,
+        changed = stop.changed() => {
+            if changed.is_err() {
+                *signals = None;
+                return false;
+            }
+            *stop.borrow() == Stop::Now
+        }
+    }
+}
+
+/// The worker's way out: no new runs; running agents finish until shortly before the
+/// deadline, then are stopped; results are sent (the session stays open) until acknowledged
+/// or the deadline.
+async fn drain(
+    state: &State,
+    first: Stop,
+    stop: &mut tokio::sync::watch::Receiver<Stop>,
+) -> Stopped {
+    let now = Instant::now();
+    let mut by = match first {
+        Stop::Drain { by } => by,
+        _ => now + NOW_WINDOW,
+    };
+    let running = {
+        let mut s = lock(state);
+        s.draining = true;
+        s.running.len()
+    };
+    info!(
+        running,
+        grace_ms = by.saturating_duration_since(now).as_millis() as u64,
+        "stopping: taking no new runs; running agents may finish within the grace"
+    );
+    let cut_at = by - (by.saturating_duration_since(now) / 2).min(CUT_RESERVE);
+    let mut forced = first == Stop::Now;
+    let mut signals = Some(stop);
+    while !forced && lock(state).tasks > 0 && Instant::now() < cut_at {
+        forced = poll_stop(&mut signals).await;
+    }
+    let cut_off = stop_all(state, crate::adapter::SHUTTING_DOWN);
+    if cut_off > 0 {
+        warn!(
+            cut_off,
+            "stopping the agents still running (SIGTERM, then SIGKILL)"
+        );
+    }
+    loop {
+        if forced {
+            by = by.min(Instant::now() + NOW_WINDOW);
+        }
+        let (tasks, unacknowledged) = {
+            let s = lock(state);
+            (s.tasks, s.unacknowledged.len())
+        };
+        if (tasks == 0 && unacknowledged == 0) || Instant::now() >= by {
+            break;
+        }
+        if forced {
+            tokio::time::sleep(DRAIN_POLL).await;
+        } else if poll_stop(&mut signals).await {
+            forced = true;
+            // A second signal: whatever is still stopping is killed at once.
+            stop_all(state, crate::adapter::SHUTTING_DOWN);
+        }
+    }
+    let s = lock(state);
+    Stopped {
+        finished: running.saturating_sub(cut_off),
+        cut_off,
+        refused: s.refused,
+        unreported: s.unacknowledged.len() + s.tasks,
+    }
 }
 
 fn stop_all(state: &State, why: &'static str) -> usize {
@@ -334,11 +523,11 @@ async fn session(
             Some(server_message::Body::Registered(r)) => {
                 info!(addr, node_id = r.node_id, "registered");
                 on_registered(state, &tx, Duration::from_millis(r.lease_ttl_ms));
-                heartbeat = Some(tokio::spawn(beat(
+                heartbeat = Some(AbortOnDrop(tokio::spawn(beat(
                     tx.clone(),
                     state.clone(),
                     Duration::from_millis(r.heartbeat_interval_ms.max(50)),
-                )));
+                ))));
             }
             Some(server_message::Body::HeartbeatAck(_)) => lock(state).last_ack = Instant::now(),
             Some(server_message::Body::RunFinishedAck(a)) => acknowledge(state, &a.run_id),
@@ -354,9 +543,7 @@ async fn session(
             None => {}
         }
     };
-    if let Some(h) = heartbeat {
-        h.abort();
-    }
+    drop(heartbeat);
     redirect
 }
 
@@ -447,7 +634,25 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
             // Sent again: already running, or already ran (its result is on the way).
             return;
         }
+        if s.draining {
+            // A stopping worker starts nothing: the run ends now, through the result path
+            // every run takes, rather than waiting for the worker's lease to run out.
+            s.refused += 1;
+            let refused = RunFinished {
+                run_id: a.run_id.clone(),
+                status: "cancelled".into(),
+                error: "the worker was shutting down; the run did not start".into(),
+                ..Default::default()
+            };
+            hold_result(
+                &mut s,
+                &a.run_id,
+                message(worker_message::Body::RunFinished(refused)),
+            );
+            return;
+        }
         s.running.insert(a.run_id.clone(), stop_tx);
+        s.tasks += 1;
     }
     deliver(
         state,
@@ -491,6 +696,7 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
         let mut s = lock(&state);
         s.running.remove(&a.run_id);
         s.usage.remove(&a.run_id);
+        s.tasks = s.tasks.saturating_sub(1);
         hold_result(
             &mut s,
             &a.run_id,

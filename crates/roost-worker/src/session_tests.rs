@@ -148,3 +148,49 @@ async fn an_assignment_sent_again_after_its_run_ended_is_not_run_twice() {
     assert!(rx.try_recv().is_err(), "the ended run was started again");
     assert!(lock(&state).running.is_empty());
 }
+
+/// A stopping worker starts nothing: an assignment that arrives while it drains ends at once as
+/// `cancelled` through the result path (held until acknowledged), so the cluster does not wait
+/// for the worker's lease to run out to learn the run never ran.
+#[tokio::test]
+async fn an_assignment_while_draining_is_reported_cancelled_without_starting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = WorkerConfig {
+        work_dir: dir.path().to_path_buf(),
+        ..WorkerConfig::default()
+    };
+    let state = new_state();
+    let (tx, mut rx) = mpsc::channel(64);
+    {
+        let mut s = lock(&state);
+        s.outbox = Some(tx);
+        s.draining = true;
+    }
+    let assignment = Assignment {
+        run_id: "late".into(),
+        adapter_type: "process".into(),
+        adapter_config_json: r#"{"command":"true"}"#.into(),
+        ..Default::default()
+    };
+    start(assignment.clone(), &config, &state);
+    let m = rx.try_recv().expect("the refusal is queued at once");
+    match m.body {
+        Some(worker_message::Body::RunFinished(f)) => {
+            assert_eq!(
+                (f.run_id.as_str(), f.status.as_str()),
+                ("late", "cancelled")
+            );
+            assert!(f.error.contains("shutting down"), "{}", f.error);
+        }
+        other => panic!("expected a result, got {other:?}"),
+    }
+    {
+        let s = lock(&state);
+        assert!(s.running.is_empty() && s.tasks == 0);
+        assert_eq!(s.refused, 1);
+        assert!(s.unacknowledged.contains_key("late"));
+    }
+    // Sent again by a leader that has not seen the result yet: still nothing runs or repeats.
+    start(assignment, &config, &state);
+    assert!(rx.try_recv().is_err());
+}

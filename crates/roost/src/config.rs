@@ -40,6 +40,10 @@ pub struct ServerArgs {
     /// `insecure_plaintext`
     #[arg(long)]
     insecure_plaintext: bool,
+    /// Seconds a stopping node (SIGTERM, SIGINT) may take: requests in flight, handing its
+    /// leadership over, stopping Raft (default 10); config `shutdown_grace_secs`
+    #[arg(long)]
+    shutdown_grace_secs: Option<u64>,
 }
 
 /// The most runtime threads a config may ask for; far more than any machine has CPUs, and a
@@ -85,6 +89,9 @@ pub fn apply_env(
     }
     if let Some(v) = env("ROOST_INSECURE_PLAINTEXT") {
         config.insecure_plaintext = parse_bool("ROOST_INSECURE_PLAINTEXT", &v)?;
+    }
+    if let Some(v) = env("ROOST_SHUTDOWN_GRACE_SECS") {
+        config.shutdown_grace_secs = parse_grace_secs(&v)?;
     }
     if let Some(v) = env("ROOST_BOOTSTRAP") {
         config.bootstrap = match v.as_str() {
@@ -136,6 +143,12 @@ pub fn load(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
     if args.insecure_plaintext {
         config.insecure_plaintext = true;
     }
+    if let Some(v) = args.shutdown_grace_secs {
+        config.shutdown_grace_secs = v;
+    }
+    config
+        .validate_shutdown_grace()
+        .map_err(anyhow::Error::msg)?;
     if config.node_id == 0 {
         bail!("node_id must be at least 1");
     }
@@ -153,6 +166,13 @@ pub fn load(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
         _ => {}
     }
     Ok(config)
+}
+
+/// `ROOST_SHUTDOWN_GRACE_SECS`: whole seconds (the bounds are checked with the other sources).
+pub fn parse_grace_secs(v: &str) -> anyhow::Result<u64> {
+    v.trim()
+        .parse()
+        .with_context(|| format!("ROOST_SHUTDOWN_GRACE_SECS={v} is not a whole number of seconds"))
 }
 
 fn parse_bool(name: &str, v: &str) -> anyhow::Result<bool> {
@@ -214,8 +234,33 @@ pub async fn run_server(config: ServerConfig) -> anyhow::Result<ExitCode> {
              network unencrypted and the node-to-node service is unauthenticated"
         );
     }
+    let mut signals = crate::stopping::Signals::install()?;
     let listeners = Listeners::bind(&config).await.context("cannot listen")?;
-    roost_server::run(config, listeners, crate::shutdown_signal()).await?;
+    let server = roost_server::Server::start(&config, listeners).await?;
+    let grace = server.shutdown_grace();
+    tokio::select! {
+        signal = signals.recv() => {
+            tracing::info!(
+                signal,
+                grace_secs = grace.as_secs(),
+                "stopping (a second signal stops at once)"
+            );
+        }
+        // A node whose Raft core died, or whose tasks were given up on, would serve nothing
+        // for good: exit with an error, so a supervisor restarts it from its data. (openraft
+        // 0.9 can stop its core when a leader steps down while it starts sending a snapshot.)
+        error = server.failed() => {
+            tracing::error!(%error, "exiting");
+            crate::stopping::watchdog("roost server", grace + crate::stopping::HARD_MARGIN);
+            let _ = server.shutdown().await;
+            return Err(error.into());
+        }
+    }
+    crate::stopping::watchdog("roost server", grace + crate::stopping::HARD_MARGIN);
+    tokio::select! {
+        stopped = server.shutdown() => stopped?,
+        signal = signals.recv() => crate::stopping::exit_now("roost server", signal),
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -285,6 +330,7 @@ mod tests {
             tls_key: None,
             tls_ca: None,
             insecure_plaintext: false,
+            shutdown_grace_secs: None,
         }
     }
 
@@ -375,6 +421,40 @@ mod tests {
             args.insecure_plaintext = true;
             assert!(load(&args).is_ok(), "{listen} with --insecure-plaintext");
         }
+    }
+
+    #[test]
+    fn shutdown_grace_comes_from_the_file_then_env_then_flag_and_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, "shutdown_grace_secs = 20\n").unwrap();
+        let mut args = args_with_config(path.clone());
+        assert_eq!(load(&args).unwrap().shutdown_grace_secs, 20);
+        let mut config: ServerConfig = toml::from_str("shutdown_grace_secs = 20").unwrap();
+        apply_env(&mut config, |k| {
+            (k == "ROOST_SHUTDOWN_GRACE_SECS").then(|| "7".into())
+        })
+        .unwrap();
+        assert_eq!(config.shutdown_grace_secs, 7);
+        args.shutdown_grace_secs = Some(3);
+        assert_eq!(load(&args).unwrap().shutdown_grace_secs, 3);
+        assert_eq!(
+            ServerConfig::default().shutdown_grace_secs,
+            roost_server::DEFAULT_SHUTDOWN_GRACE_SECS
+        );
+        for bad in [0, roost_server::MAX_SHUTDOWN_GRACE_SECS + 1] {
+            args.shutdown_grace_secs = Some(bad);
+            let err = load(&args).unwrap_err().to_string();
+            assert!(
+                err.contains("shutdown_grace_secs") && err.contains("seconds"),
+                "{err}"
+            );
+        }
+        assert!(
+            apply_env(&mut config, |k| (k == "ROOST_SHUTDOWN_GRACE_SECS")
+                .then(|| "10s".to_string()))
+            .is_err()
+        );
     }
 
     #[test]

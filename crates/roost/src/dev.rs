@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -11,6 +12,10 @@ use roost_core::CredentialKind;
 use roost_server::api::WORKER_JOIN_PREFIX;
 use roost_server::auth::{load_or_create_token_file, ADMIN_TOKEN_PREFIX};
 use roost_server::{Listeners, Server, ServerConfig};
+use roost_worker::Stop;
+use tokio::time::Instant;
+
+use crate::stopping::{exit_now, watchdog, Signals, HARD_MARGIN};
 
 #[derive(Args)]
 pub struct DevArgs {
@@ -24,6 +29,10 @@ pub struct DevArgs {
     /// The Raft service's listener. A dev node has no peers: any free loopback port.
     #[arg(long, env = "ROOST_PEER_LISTEN", default_value = "127.0.0.1:0")]
     peer_listen: String,
+    /// Seconds a stopping `roost dev` (SIGTERM, SIGINT) may take: its agents finish (and are
+    /// stopped if they do not), then the node stops
+    #[arg(long, env = "ROOST_SHUTDOWN_GRACE_SECS", default_value_t = roost_server::DEFAULT_SHUTDOWN_GRACE_SECS)]
+    shutdown_grace_secs: u64,
 }
 
 pub const TOKEN_FILE: &str = "admin-token";
@@ -43,9 +52,21 @@ fn private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create {}", dir.display()))
 }
 
+/// Of a stopping `roost dev`'s grace, at most this much is left to the node once the worker
+/// has stopped: no requests are in flight then and there is no leadership to hand over.
+const NODE_STOP_RESERVE: Duration = Duration::from_secs(2);
+
 pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
+    roost_server::ServerConfig {
+        shutdown_grace_secs: args.shutdown_grace_secs,
+        ..ServerConfig::default()
+    }
+    .validate_shutdown_grace()
+    .map_err(anyhow::Error::msg)?;
+    let mut signals = Signals::install()?;
     private_dir(&args.dir)?;
     let config = ServerConfig {
+        shutdown_grace_secs: args.shutdown_grace_secs,
         data_dir: args.dir.join("data"),
         http_listen: args.http_listen.clone(),
         grpc_listen: args.grpc_listen.clone(),
@@ -83,12 +104,11 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         // Beside the token files, not in the work dir its agents run in.
         credential_file: Some(args.dir.join(WORKER_CREDENTIAL_FILE)),
         work_dir: work_dir.clone(),
+        shutdown_grace_secs: args.shutdown_grace_secs,
         ..roost_worker::WorkerConfig::default()
     };
-    let (stop_worker, worker_stopped) = tokio::sync::oneshot::channel::<()>();
-    let worker = tokio::spawn(roost_worker::run(worker_config, async move {
-        let _ = worker_stopped.await;
-    }));
+    let (stop_worker, stop_rx) = tokio::sync::watch::channel(Stop::Running);
+    let mut worker = tokio::spawn(roost_worker::run_until(worker_config, stop_rx));
 
     let url = format!("http://{}", server.http_addr());
     let token_path = args.dir.join(TOKEN_FILE);
@@ -139,17 +159,67 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
 
     // A node that can no longer serve (its Raft core stopped, a background task given up
     // on) exits non-zero, as `roost server` does, rather than answering 500s for good.
+    let grace = config.shutdown_grace();
     let failed = tokio::select! {
-        () = crate::shutdown_signal() => None,
+        signal = signals.recv() => {
+            let _ = writeln!(std::io::stderr(), "{signal}: stopping... (a second signal stops at once)");
+            None
+        }
         error = server.failed() => Some(error),
     };
-    let _ = writeln!(std::io::stderr(), "stopping...");
-    let _ = stop_worker.send(());
-    let _ = worker.await;
+    let started = Instant::now();
+    let by = started + grace;
+    watchdog("roost dev", grace + HARD_MARGIN);
     if let Some(error) = failed {
-        let _ = server.shutdown().await;
+        let _ = stop_worker.send(Stop::Now);
+        let _ = tokio::time::timeout_at(by, &mut worker).await;
+        let _ = server.shutdown_by(by).await;
         return Err(error.into());
     }
-    server.shutdown().await?;
-    Ok(ExitCode::SUCCESS)
+    // The worker first, while the node still serves: its agents call the API to finish.
+    let worker_by = by - (grace / 4).min(NODE_STOP_RESERVE);
+    let _ = stop_worker.send(Stop::Drain { by: worker_by });
+    let mut forced = false;
+    let stopped = tokio::select! {
+        joined = &mut worker => joined,
+        signal = signals.recv() => {
+            let _ = writeln!(std::io::stderr(), "{signal} again: stopping the agents now");
+            forced = true;
+            let _ = stop_worker.send(Stop::Now);
+            tokio::select! {
+                joined = &mut worker => joined,
+                signal = signals.recv() => exit_now("roost dev", signal),
+            }
+        }
+    };
+    let clean = match stopped {
+        Ok(Ok(stopped)) => stopped.clean(),
+        Ok(Err(error)) => {
+            tracing::error!(%error, "the dev worker failed");
+            false
+        }
+        Err(error) => {
+            tracing::error!(%error, "the dev worker's task failed");
+            false
+        }
+    };
+    let node_by = if forced {
+        by.min(Instant::now() + NODE_STOP_RESERVE)
+    } else {
+        by
+    };
+    tokio::select! {
+        stopped = server.shutdown_by(node_by) => stopped?,
+        signal = signals.recv() => exit_now("roost dev", signal),
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "stopped in {} ms",
+        started.elapsed().as_millis()
+    );
+    Ok(if clean && !forced {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -4,6 +4,7 @@ mod cert;
 mod cli;
 mod config;
 mod dev;
+mod stopping;
 mod worker_cmd;
 
 use std::process::ExitCode;
@@ -165,28 +166,4 @@ fn run_on_runtime(
 fn failure(e: &anyhow::Error) -> ExitCode {
     eprintln!("error: {e:#}");
     ExitCode::FAILURE
-}
-
-/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
-pub(crate) async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

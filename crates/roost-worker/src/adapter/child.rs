@@ -42,6 +42,12 @@ pub(crate) enum Exit {
     NotStarted(String),
 }
 
+/// The reason a run is stopped when its worker is shutting down (`session.rs`).
+pub(crate) const SHUTTING_DOWN: &str = "worker shutting down";
+/// SIGTERM to SIGKILL when the worker is shutting down: its whole stop is bounded by
+/// `shutdown_grace_secs`, which an agent's own `graceSec` must not stretch.
+const SHUTDOWN_KILL_AFTER: Duration = Duration::from_secs(1);
+
 fn signal_group(pid: u32, signal: i32) {
     // SAFETY: kill(2) with a negative pid signals the process group we created for the
     // agent; it touches no memory of ours.
@@ -149,10 +155,12 @@ pub(crate) async fn run(
         }
     };
     signal_group(pid, libc::SIGTERM);
-    if tokio::time::timeout(spec.grace, child.wait())
-        .await
-        .is_err()
-    {
+    let grace = if why == SHUTTING_DOWN {
+        spec.grace.min(SHUTDOWN_KILL_AFTER)
+    } else {
+        spec.grace
+    };
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
         signal_group(pid, libc::SIGKILL);
         let _ = child.wait().await;
     }

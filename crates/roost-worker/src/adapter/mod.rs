@@ -4,6 +4,7 @@
 //! the agent's saved session and fall back to a fresh one when the CLI refuses it.
 
 mod child;
+pub(crate) use child::SHUTTING_DOWN;
 mod claude;
 mod codex;
 mod env_value;

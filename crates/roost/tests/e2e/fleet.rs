@@ -31,7 +31,12 @@ fn agent_script(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn spawn_logged(args: &[&str], config: &Path, log: &Path, filter: &str) -> anyhow::Result<Child> {
+pub(crate) fn spawn_logged(
+    args: &[&str],
+    config: &Path,
+    log: &Path,
+    filter: &str,
+) -> anyhow::Result<Child> {
     let log = std::fs::File::create(log)?;
     Ok(Command::new(roost_binary())
         .args(args)

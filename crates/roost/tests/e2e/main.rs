@@ -25,6 +25,7 @@ mod processes;
 mod readiness;
 mod readme;
 mod secrets;
+mod shutdown;
 mod support;
 mod tls;
 mod wake_payload;

@@ -25,6 +25,15 @@ pub(crate) struct ServerProcess {
 }
 
 impl ServerProcess {
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The exit status, once the process has ended (`None` while it runs).
+    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait()
+    }
+
     /// SIGKILL, then reap.
     fn kill(&mut self) -> std::io::Result<std::process::ExitStatus> {
         let _ = self.child.kill();
