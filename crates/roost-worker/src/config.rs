@@ -38,6 +38,9 @@ pub struct WorkerConfig {
     /// Fraction of the lease after which a worker that cannot renew stops its agents, before
     /// the cluster can declare it lost.
     pub self_fence_fraction: f64,
+    /// Write each agent's replicated memory into its home before a run and save its edits
+    /// after (through `api_url`, with the run's key). Off only where no REST API serves.
+    pub agent_memory: bool,
     /// TLS to the servers: with `ca_file` (the cluster CA) the worker connects with TLS and
     /// checks the servers against it; `cert_file` and `key_file` are the worker's certificate
     /// (`roost cert issue worker`), presented to the server.
@@ -103,6 +106,7 @@ impl Default for WorkerConfig {
             grace_sec: 10,
             shutdown_grace_secs: DEFAULT_SHUTDOWN_GRACE_SECS,
             self_fence_fraction: 0.6,
+            agent_memory: true,
             tls: WorkerTls::default(),
         }
     }

@@ -5,6 +5,7 @@
 mod adapter;
 mod config;
 mod credential;
+mod memory;
 mod prompt;
 mod runlog;
 mod session;

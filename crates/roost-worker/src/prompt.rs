@@ -1,8 +1,13 @@
-//! The prompt an agent reads: bootstrap text for a fresh session, then why it was woken (the
-//! issue and the new comments, oldest first), then a hand-off note when a saved session could
-//! not be resumed. A resumed session gets only the wake: it already knows the rest.
+//! The prompt an agent reads: bootstrap text for a fresh session and the agent's memory (its
+//! documents first, as they change least, then where it stands now), then why it was woken
+//! (the issue and the new comments, oldest first), then a hand-off note when a saved session
+//! could not be resumed. A resumed session gets only the wake: it already knows the rest.
+//! The parts before the wake do not depend on the wake or the clock, so a model's prompt cache
+//! keeps them from one run to the next.
 
 use roost_proto::v1::Assignment;
+
+use crate::memory::Memory;
 
 /// Used when the agent's adapter config has no `bootstrapPrompt`.
 const DEFAULT_BOOTSTRAP: &str = "\
@@ -25,7 +30,12 @@ pub(crate) enum Session<'a> {
     },
 }
 
-pub(crate) fn compose(a: &Assignment, session: Session<'_>, bootstrap: Option<&str>) -> String {
+pub(crate) fn compose(
+    a: &Assignment,
+    session: Session<'_>,
+    bootstrap: Option<&str>,
+    memory: Option<&Memory>,
+) -> String {
     let mut text = String::new();
     if !matches!(session, Session::Resumed) {
         let template = bootstrap.unwrap_or(DEFAULT_BOOTSTRAP);
@@ -35,6 +45,12 @@ pub(crate) fn compose(a: &Assignment, session: Session<'_>, bootstrap: Option<&s
                 .replace("{id}", &a.agent_id),
         );
         text.push_str("\n\n");
+        if let Some(memory) = memory {
+            text.push_str(&memory.boot_text());
+            text.push('\n');
+            text.push_str(&memory.now_text());
+            text.push('\n');
+        }
     }
     text.push_str(&format!("You were woken: {}.\n", a.wake_reason));
     if let Some(issue_id) = &a.issue_id {
@@ -114,7 +130,7 @@ mod tests {
 
     #[test]
     fn a_fresh_session_gets_the_bootstrap_and_the_wake_in_order() {
-        let text = compose(&assignment(), Session::Fresh, None);
+        let text = compose(&assignment(), Session::Fresh, None, None);
         assert!(text.starts_with("You are coder (agent a1)"), "{text}");
         let issue = text
             .find("Issue ACM-7 (i1): Fix the parser")
@@ -128,7 +144,7 @@ mod tests {
 
     #[test]
     fn a_resumed_session_gets_only_the_wake_and_a_handed_off_one_gets_the_note() {
-        let resumed = compose(&assignment(), Session::Resumed, None);
+        let resumed = compose(&assignment(), Session::Resumed, None, None);
         assert!(
             resumed.starts_with("You were woken: issue_commented."),
             "{resumed}"
@@ -140,6 +156,7 @@ mod tests {
                 why: "no conversation found",
             },
             Some("Boot {name}."),
+            None,
         );
         assert!(handed.starts_with("Boot coder."), "{handed}");
         assert!(handed

@@ -672,6 +672,7 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
             stop: stop_rx,
             log,
             usage: usage.clone(),
+            memory: None,
         };
         let ended = adapter::run(&mut run).await;
         info!(run_id = %a.run_id, status = ended.status, "run ended");

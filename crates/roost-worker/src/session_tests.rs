@@ -118,6 +118,8 @@ async fn an_assignment_sent_again_after_its_run_ended_is_not_run_twice() {
     let config = WorkerConfig {
         work_dir: dir.path().to_path_buf(),
         grace_sec: 1,
+        // No REST API here to keep memory in.
+        agent_memory: false,
         ..WorkerConfig::default()
     };
     let state = new_state();
@@ -157,6 +159,7 @@ async fn an_assignment_while_draining_is_reported_cancelled_without_starting() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = WorkerConfig {
         work_dir: dir.path().to_path_buf(),
+        agent_memory: false,
         ..WorkerConfig::default()
     };
     let state = new_state();

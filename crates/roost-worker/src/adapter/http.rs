@@ -61,7 +61,7 @@ fn body(run: &Run<'_>) -> Value {
         "commentIds": a.comment_ids,
         "payload": serde_json::from_str::<Value>(&a.payload_json).unwrap_or(Value::Null),
         "sessionId": (!a.session_id.is_empty()).then_some(&a.session_id),
-        "prompt": prompt::compose(a, session, None),
+        "prompt": prompt::compose(a, session, None, run.memory.as_ref()),
         "env": env,
     })
 }

@@ -26,6 +26,7 @@ use serde::Deserialize;
 use tokio::sync::oneshot;
 
 use crate::config::WorkerConfig;
+use crate::memory::Memory;
 use crate::runlog::RunLog;
 
 /// How a run ended, as reported to the cluster.
@@ -87,6 +88,9 @@ pub(crate) struct Run<'a> {
     pub stop: oneshot::Receiver<&'static str>,
     pub log: RunLog,
     pub usage: UsageCell,
+    /// The agent's memory, written into its home before the run (`memory/mod.rs`); `None` when
+    /// the worker keeps no memory or it could not be read.
+    pub memory: Option<Memory>,
 }
 
 /// Raises the run's usage to `totals`; counters never go down, whatever an agent printed.
@@ -177,6 +181,13 @@ pub(crate) fn process_environment(
     agent_env: &BTreeMap<String, String>,
 ) -> Vec<(String, String)> {
     let mut env = environment(a, &config.api_url, Some(payload_file));
+    // The agent's home (`memory/mod.rs`): where its memory files are, and where file-based
+    // memory schemes (Paperclip's `para-memory-files` skill) keep theirs.
+    let home = crate::memory::home_of(config, &a.agent_id)
+        .display()
+        .to_string();
+    env.push(("AGENT_HOME".into(), home.clone()));
+    env.push(("ROOST_AGENT_HOME".into(), home));
     env.extend(trust::environment(config));
     env.extend(agent_env.clone());
     env
@@ -185,8 +196,42 @@ pub(crate) fn process_environment(
 /// Runs the assignment with its adapter to its end, or until `run.stop` says why it must
 /// end early. The log's tail and length are the caller's to report.
 pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
+    if run.config.agent_memory && run.memory.is_none() {
+        match Memory::prepare(run.assignment, run.config).await {
+            Ok(memory) => run.memory = Some(memory),
+            Err(e) => run
+                .log
+                .note(&format!("{e}; the run starts without its memory")),
+        }
+    }
+    let ended = run_adapter(run).await;
+    if let Some(memory) = &run.memory {
+        // A run stopped from outside (cancelled, cut off, the worker stopping) ends without
+        // its key or its cluster: its edits stay in the home and are not sent.
+        if matches!(ended.status, "succeeded" | "failed") {
+            let a = run.assignment;
+            let harvest = memory
+                .harvest(a, ended.status, &ended.error, ended.summary.as_deref())
+                .await;
+            for saved in harvest.saved {
+                tracing::info!(run_id = %a.run_id, "{saved}");
+            }
+            for problem in harvest.problems {
+                run.log.note(&problem);
+            }
+        }
+    }
+    if ended.status != "succeeded" {
+        run.log
+            .note(&format!("run {}: {}", ended.status, ended.error));
+    }
+    run.log.flush();
+    ended
+}
+
+async fn run_adapter(run: &mut Run<'_>) -> Ended {
     let kind = run.assignment.adapter_type.clone();
-    let ended = match kind.as_str() {
+    match kind.as_str() {
         "process" | "claude" | "codex" => {
             // Kept for the whole run (a refused resume starts a second process), then removed.
             let a = run.assignment;
@@ -202,13 +247,7 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
         }
         "http" => http::run(run).await,
         other => Ended::failed(format!("this worker has no {other} adapter")),
-    };
-    if ended.status != "succeeded" {
-        run.log
-            .note(&format!("run {}: {}", ended.status, ended.error));
     }
-    run.log.flush();
-    ended
 }
 
 /// The adapters this worker offers, as registered with the cluster.

@@ -22,7 +22,12 @@ pub(crate) async fn run(run: &mut Run<'_>, payload_file: &Path) -> Ended {
         args: config.args.clone(),
         env,
         cwd: &run.config.work_dir,
-        stdin: prompt::compose(a, Session::Fresh, config.bootstrap_prompt.as_deref()),
+        stdin: prompt::compose(
+            a,
+            Session::Fresh,
+            config.bootstrap_prompt.as_deref(),
+            run.memory.as_ref(),
+        ),
         timeout: config.timeout(),
         grace: config.grace(run.config),
     };

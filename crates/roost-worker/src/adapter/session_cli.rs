@@ -83,7 +83,12 @@ async fn attempt(
         args: cli.args(config, resume),
         env,
         cwd: &run.config.work_dir,
-        stdin: prompt::compose(a, session, config.bootstrap_prompt.as_deref()),
+        stdin: prompt::compose(
+            a,
+            session,
+            config.bootstrap_prompt.as_deref(),
+            run.memory.as_ref(),
+        ),
         timeout: config.timeout(),
         grace: config.grace(run.config),
     };

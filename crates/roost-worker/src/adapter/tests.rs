@@ -45,6 +45,8 @@ async fn run_in(dir: &Path, a: &Assignment, stop: oneshot::Receiver<&'static str
     let config = WorkerConfig {
         work_dir: dir.to_path_buf(),
         grace_sec: 1,
+        // No REST API here to keep memory in.
+        agent_memory: false,
         ..WorkerConfig::default()
     };
     let usage = UsageCell::default();
@@ -54,6 +56,7 @@ async fn run_in(dir: &Path, a: &Assignment, stop: oneshot::Receiver<&'static str
         stop,
         log: RunLog::open(&config.log_dir(), &a.run_id, Box::new(|_, _| {})),
         usage: usage.clone(),
+        memory: None,
     };
     let ended = run(&mut r).await;
     let usage = usage.lock().map(|u| u.clone()).unwrap_or_default();

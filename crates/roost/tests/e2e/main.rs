@@ -15,6 +15,7 @@ mod issue_lists;
 mod limits;
 mod logs;
 mod memory;
+mod memory_follows;
 mod metrics;
 mod paperclip_cli;
 mod paperclip_compat;

@@ -31,6 +31,17 @@ pub(crate) async fn start_worker(
     servers: Vec<String>,
     api_url: Option<String>,
 ) -> anyhow::Result<tokio::sync::oneshot::Sender<()>> {
+    start_named_worker(c, "proc-worker", dir, servers, api_url).await
+}
+
+/// [`start_worker`] with the worker's id.
+pub(crate) async fn start_named_worker(
+    c: &TestCluster,
+    worker_id: &str,
+    dir: &std::path::Path,
+    servers: Vec<String>,
+    api_url: Option<String>,
+) -> anyhow::Result<tokio::sync::oneshot::Sender<()>> {
     let leader = c.leader().await?;
     let admin = c.admin(leader);
     let token = str_field(
@@ -41,7 +52,7 @@ pub(crate) async fn start_worker(
         "token",
     );
     let config = WorkerConfig {
-        worker_id: "proc-worker".into(),
+        worker_id: worker_id.into(),
         servers,
         api_url: api_url.unwrap_or_else(|| admin.base().to_string()),
         join_token: token,

@@ -1,0 +1,365 @@
+//! Agent memory on the worker (issue 23, item 2): before a run, the agent's replicated memory is
+//! written into its home directory (`<work_dir>/agents/<agent id>`, exported as `AGENT_HOME`)
+//! and into the prompt; after it, what the agent changed in those files goes back as writes of
+//! that run, with the run's key, so a dead run's edits are refused like any of its writes and a
+//! concurrent edit is reported rather than overwritten. The next run, on any worker, starts from
+//! the replicated copy.
+//!
+//! The worker talks to the REST API here as the agent (`roost-client`, the run's key): the same
+//! fenced path, limits and errors as an agent's own calls.
+
+mod render;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use roost_client::{ClientTls, MemoryScope, RoostClient};
+use roost_core::memory::{MemoryEntry, NewMemoryEntry};
+use roost_core::views::MemorySummary;
+use roost_proto::v1::Assignment;
+
+use crate::config::WorkerConfig;
+
+pub(crate) use render::RECENT_BUDGET_BYTES;
+
+/// The documents a run gets as files in its home.
+const DOCUMENTS: [&str; 2] = ["STATE.md", "MEMORY.md"];
+/// Log entries fetched for `memory/recent.md` (the issue's "last 100").
+const RECENT_ENTRIES: usize = 100;
+/// A fact in STATE.md not verified for this many days is marked stale in the prompt.
+const STALE_AFTER_DAYS: i64 = 7;
+/// Each memory request's bound: memory must not hold a run back for long.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A document as this run read it.
+struct Document {
+    name: &'static str,
+    version: u64,
+    content: String,
+}
+
+/// The agent's memory as the run started: what was written to its home, for the prompt and
+/// for telling the agent's edits apart at the end.
+pub(crate) struct Memory {
+    home: PathBuf,
+    client: RoostClient,
+    summary: MemorySummary,
+    documents: Vec<Document>,
+    current_task: String,
+    coordinates: String,
+    entries: Vec<MemoryEntry>,
+}
+
+/// The agent's home directory on this worker.
+pub(crate) fn home_of(config: &WorkerConfig, agent_id: &str) -> PathBuf {
+    config.work_dir.join("agents").join(safe_name(agent_id))
+}
+
+/// An id as one path component (ids are UUIDs; anything else is made harmless).
+fn safe_name(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+impl Memory {
+    /// Fetches the agent's memory as the run's agent and writes it into its home.
+    pub(crate) async fn prepare(a: &Assignment, config: &WorkerConfig) -> Result<Memory, String> {
+        let tls = ClientTls {
+            ca_file: config.tls.ca_file.clone(),
+            ..Default::default()
+        };
+        let client = RoostClient::with_tls(&config.api_url, &a.run_token, &tls)
+            .and_then(|c| c.with_run_id(&a.run_id))
+            .map_err(|e| format!("memory: {e}"))?
+            .with_timeout(REQUEST_TIMEOUT);
+        let agent = a.agent_id.as_str();
+        let summary = client
+            .memory_summary(agent)
+            .await
+            .map_err(|e| format!("memory: reading the agent's memory: {e}"))?;
+        let entries = client
+            .memory_entries(agent, Some(RECENT_ENTRIES))
+            .await
+            .map_err(|e| format!("memory: reading the log entries: {e}"))?;
+        let mut documents = Vec::new();
+        for name in DOCUMENTS {
+            let version = summary
+                .documents
+                .iter()
+                .find(|d| d.name == name)
+                .map_or(0, |d| d.version);
+            let content = if version == 0 {
+                String::new()
+            } else {
+                client
+                    .memory_document(&MemoryScope::Agent(agent), name)
+                    .await
+                    .map_err(|e| format!("memory: reading {name}: {e}"))?
+                    .content
+            };
+            documents.push(Document {
+                name,
+                version,
+                content,
+            });
+        }
+        let live = summary.live.as_ref();
+        let current_task = render::current_task(live.and_then(|l| l.current_task.as_ref()));
+        let coordinates = live
+            .and_then(|l| l.coordinates.as_ref())
+            .map_or_else(|| "{}\n".to_string(), |c| format!("{c:#}\n"));
+        let memory = Memory {
+            home: home_of(config, agent),
+            client,
+            summary,
+            documents,
+            current_task,
+            coordinates,
+            entries,
+        };
+        memory
+            .write_files()
+            .map_err(|e| format!("memory: writing {}: {e}", memory.home.display()))?;
+        Ok(memory)
+    }
+
+    fn write_files(&self) -> std::io::Result<()> {
+        let dir = self.home.join("memory");
+        std::fs::create_dir_all(&dir)?;
+        for d in &self.documents {
+            std::fs::write(self.home.join(d.name), &d.content)?;
+        }
+        std::fs::write(
+            dir.join("recent.md"),
+            render::recent(&self.entries, RECENT_BUDGET_BYTES),
+        )?;
+        std::fs::write(dir.join("current-task.md"), &self.current_task)?;
+        std::fs::write(dir.join("coordinates.json"), &self.coordinates)?;
+        // An entry file left by an earlier run on this worker was harvested or refused then.
+        let _ = std::fs::remove_file(dir.join("entry.md"));
+        Ok(())
+    }
+
+    /// The prompt's memory part that changes only when the documents do (placed first, so a
+    /// model's prompt cache keeps it across runs).
+    pub(crate) fn boot_text(&self) -> String {
+        let mut text = format!(
+            "Your memory follows you between machines. It lives in $AGENT_HOME ({}):\n\
+             - STATE.md: canonical facts and the commands that verify them. Read it first and \
+             verify what you rely on.\n\
+             - MEMORY.md: your curated long-term memory.\n\
+             - memory/recent.md: your latest log entries, newest first.\n\
+             - memory/current-task.md: what you are doing, the last three things done, the next \
+             three steps. Keep it current.\n\
+             - memory/coordinates.json: where things are (small JSON).\n\
+             Roost saves your edits to those files when the run ends. Log this run in \
+             memory/entry.md with the sections `# What`, `# Did`, `# Next` and `# Errors` (errors \
+             verbatim, one per line), or POST /api/agents/me/memory/entries.\n",
+            self.home.display()
+        );
+        let now = roost_core::Timestamp(now_ms());
+        for d in &self.documents {
+            text.push_str(&format!("\n## {} (version {})\n", d.name, d.version));
+            if d.content.trim().is_empty() {
+                text.push_str("(empty)\n");
+            } else if d.name == "STATE.md" {
+                text.push_str(&render::mark_stale_facts(&d.content, now, STALE_AFTER_DAYS));
+            } else {
+                text.push_str(&d.content);
+                text.push('\n');
+            }
+        }
+        text
+    }
+
+    /// The prompt's memory part of this run: the door, the current task and recent entries.
+    pub(crate) fn now_text(&self) -> String {
+        let r = &self.summary.recovery;
+        let mut text = format!(
+            "## Where you are: {} (confidence {:.2})\n{}\n",
+            r.door.as_str(),
+            r.confidence,
+            r.why
+        );
+        text.push_str("\nCurrent task (memory/current-task.md):\n");
+        text.push_str(&self.current_task);
+        let shown: &[MemoryEntry] = match r.door {
+            roost_core::memory::Door::Resume => &self.entries[..self.entries.len().min(3)],
+            roost_core::memory::Door::CatchUp => {
+                let day_ago = now_ms() - 24 * 3_600_000;
+                let n = self
+                    .entries
+                    .iter()
+                    .take_while(|e| e.created_at.0 >= day_ago)
+                    .count();
+                &self.entries[..n]
+            }
+            roost_core::memory::Door::Rebuild => &self.entries,
+        };
+        if !shown.is_empty() {
+            text.push_str("\nRecent log entries, newest first:\n");
+            text.push_str(&render::recent(shown, RECENT_BUDGET_BYTES));
+        }
+        text
+    }
+
+    /// Saves what the agent changed in its home as writes of this run, and the run's log entry
+    /// (the agent's `memory/entry.md`, or one made from the run's end when the agent logged
+    /// nothing). Returns one line per thing saved or refused.
+    pub(crate) async fn harvest(
+        &self,
+        a: &Assignment,
+        status: &str,
+        error: &str,
+        summary: Option<&str>,
+    ) -> Harvest {
+        let mut notes = Harvest::default();
+        let scope = MemoryScope::Agent(&a.agent_id);
+        for d in &self.documents {
+            let Ok(now) = std::fs::read_to_string(self.home.join(d.name)) else {
+                continue;
+            };
+            if now == d.content {
+                continue;
+            }
+            match self
+                .client
+                .put_memory_document(&scope, d.name, &now, d.version)
+                .await
+            {
+                Ok(saved) => notes.saved.push(format!(
+                    "memory: saved {} version {}",
+                    d.name, saved.version
+                )),
+                Err(e) if e.status() == Some(409) => {
+                    let kept = self.keep_conflict(&a.run_id, d.name, &now);
+                    notes.problems.push(format!(
+                        "memory: {} changed on the server since this run read version {}; this \
+                         run's edit was not saved (kept in {kept}): {e}",
+                        d.name, d.version
+                    ));
+                }
+                Err(e) => notes
+                    .problems
+                    .push(format!("memory: {} not saved: {e}", d.name)),
+            }
+        }
+        let dir = self.home.join("memory");
+        let task_text = std::fs::read_to_string(dir.join("current-task.md")).unwrap_or_default();
+        let task = (task_text != self.current_task)
+            .then(|| render::parse_current_task(&task_text))
+            .flatten();
+        let coords_text = std::fs::read_to_string(dir.join("coordinates.json")).unwrap_or_default();
+        let coords = if coords_text.trim() == self.coordinates.trim() {
+            None
+        } else {
+            match serde_json::from_str::<serde_json::Value>(&coords_text) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    notes.problems.push(format!(
+                        "memory: coordinates.json is not JSON ({e}); not saved"
+                    ));
+                    None
+                }
+            }
+        };
+        if task.is_some() || coords.is_some() {
+            match self
+                .client
+                .set_memory_live(task.as_ref(), coords.as_ref())
+                .await
+            {
+                Ok(_) => notes.saved.push("memory: saved the live state".into()),
+                Err(e) => notes
+                    .problems
+                    .push(format!("memory: live state not saved: {e}")),
+            }
+        }
+        let issue = a.issue_id.as_deref();
+        let written = std::fs::read_to_string(dir.join("entry.md"))
+            .ok()
+            .and_then(|t| render::parse_entry(&t, issue));
+        let _ = std::fs::remove_file(dir.join("entry.md"));
+        let entry = match written {
+            Some(entry) => Some(entry),
+            None if self.logged_during_run(&a.agent_id, &a.run_id).await => None,
+            None => Some(fallback_entry(a, status, error, summary)),
+        };
+        if let Some(entry) = entry {
+            match self.client.append_memory_entry(&entry).await {
+                Ok(saved) => notes
+                    .saved
+                    .push(format!("memory: logged entry {}", saved.id)),
+                Err(e) => notes
+                    .problems
+                    .push(format!("memory: log entry not saved: {e}")),
+            }
+        }
+        notes
+    }
+
+    /// Whether the agent logged an entry through the API during this run.
+    async fn logged_during_run(&self, agent_id: &str, run_id: &str) -> bool {
+        self.client
+            .memory_entries(agent_id, Some(10))
+            .await
+            .is_ok_and(|entries| entries.iter().any(|e| e.run_id == run_id))
+    }
+
+    /// Keeps an edit the server refused beside the home, so the agent's work is not lost.
+    fn keep_conflict(&self, run_id: &str, name: &str, content: &str) -> String {
+        let dir = self.home.join("memory").join("conflicts");
+        let path = dir.join(format!("{}-{name}", safe_name(run_id)));
+        match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, content)) {
+            Ok(()) => path.display().to_string(),
+            Err(e) => format!("nowhere: {e}"),
+        }
+    }
+}
+
+/// What a harvest did: the writes made, and what was refused or not sent (which the run's log
+/// shows, as the agent's work may be at stake).
+#[derive(Default)]
+pub(crate) struct Harvest {
+    pub saved: Vec<String>,
+    pub problems: Vec<String>,
+}
+
+/// The entry a run gets when its agent logged none: why it ran, how it ended, its summary or
+/// error verbatim.
+fn fallback_entry(
+    a: &Assignment,
+    status: &str,
+    error: &str,
+    summary: Option<&str>,
+) -> NewMemoryEntry {
+    let about = a
+        .issue
+        .as_ref()
+        .map(|i| format!(" on {} ({})", i.identifier, i.title))
+        .unwrap_or_default();
+    NewMemoryEntry {
+        issue_id: a.issue_id.clone(),
+        what: format!("run woken by {}{about} ended {status}", a.wake_reason),
+        did: summary.unwrap_or_default().chars().take(2_000).collect(),
+        next: String::new(),
+        errors: if error.is_empty() {
+            Vec::new()
+        } else {
+            vec![error.chars().take(2_000).collect()]
+        },
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

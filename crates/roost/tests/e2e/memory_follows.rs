@@ -1,0 +1,169 @@
+//! Agent memory follows the agent between machines (issue 23, acceptance): a run on worker A
+//! logs an entry, edits MEMORY.md and its current task in its home; A goes away; the agent's
+//! next run lands on worker B, and its prompt and home hold what A's run left. Both workers are
+//! the real `roost-worker` with the `process` adapter, against a 3-node cluster.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use roost_testkit::{wait_for, TestCluster};
+
+use crate::support::str_field;
+use crate::worker_process::{cluster_with_worker_leases, create_agent, runs, start_named_worker};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The agent: keeps its prompt and the MEMORY.md it found; on its first run (an empty
+/// MEMORY.md) it writes a fact, a log entry and its current task as files in its home.
+const AGENT: &str = r#"
+cat > "prompt-$ROOST_RUN_ID.txt"
+cp "$AGENT_HOME/MEMORY.md" "memory-seen-$ROOST_RUN_ID.md"
+if [ ! -s "$AGENT_HOME/MEMORY.md" ]; then
+  printf '# Facts\n- the parser lives in src/parse.rs\n' >> "$AGENT_HOME/MEMORY.md"
+  printf '# What\nfound the parser bug\n\n# Did\nread src/parse.rs\n\n# Next\nwrite the fix\n' > "$AGENT_HOME/memory/entry.md"
+  printf '# Doing\nfixing the parser\n\n# Last\n- found the bug\n\n# Next\n- write the fix\n' > "$AGENT_HOME/memory/current-task.md"
+fi
+"#;
+
+/// Wakes `agent` through node `via` and waits for a run other than `before` to finish.
+async fn run_once(
+    c: &TestCluster,
+    via: u64,
+    agent: &str,
+    before: &[String],
+) -> anyhow::Result<Value> {
+    c.admin(via)
+        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    wait_for("the agent's run to finish", WAIT, || async {
+        runs(c, agent).await.ok()?.into_iter().find(|r| {
+            !before.contains(&str_field(r, "id"))
+                && !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
+        })
+    })
+    .await
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let mut c = cluster_with_worker_leases(3, 1500).await?;
+    let (dir_a, dir_b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    let leader = c.leader().await?;
+    let stop_a = start_named_worker(
+        &c,
+        "worker-a",
+        dir_a.path(),
+        c.grpc_addrs(),
+        Some(c.admin(leader).base().to_string()),
+    )
+    .await?;
+    let adapter = json!({ "command": "sh", "args": ["-c", AGENT] });
+    let agent = create_agent(&c, "process", adapter).await?;
+
+    let first = run_once(&c, leader, &agent, &[]).await?;
+    assert_eq!(first["status"], "succeeded", "{first}");
+    assert_eq!(first["workerId"], "worker-a", "{first}");
+    let first_id = str_field(&first, "id");
+    let home_a = dir_a.path().join("agents").join(&agent);
+    assert!(
+        read(&dir_a.path().join(format!("prompt-{first_id}.txt"))).contains("$AGENT_HOME"),
+        "the first prompt explains the memory files"
+    );
+    // What run 1 left is replicated: its entry is the run's, MEMORY.md has its first version.
+    let memory = c
+        .admin(leader)
+        .get(&format!("/api/agents/{agent}/memory/entries"))
+        .await?
+        .ok()?;
+    let entry = memory
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["what"] == "found the parser bug"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(entry["runId"], first_id.as_str(), "{memory}");
+    assert_eq!(entry["did"], "read src/parse.rs", "{memory}");
+    let doc = c
+        .admin(leader)
+        .get(&format!("/api/agents/{agent}/memory/documents/MEMORY.md"))
+        .await?
+        .ok()?;
+    assert_eq!(doc["version"], 1, "{doc}");
+    assert_eq!(doc["runId"], first_id.as_str(), "{doc}");
+    assert!(
+        !home_a.join("memory/entry.md").exists(),
+        "the entry file was taken"
+    );
+
+    // Worker A goes away; worker B, with an empty work dir, is the only one left.
+    drop(stop_a);
+    let mut via = leader;
+    if kill_the_leader_between {
+        c.kill(leader).await;
+        via = c.leader().await?;
+    }
+    // Gone for the cluster too, so the next run cannot be handed to A while it drains.
+    wait_for("worker A to be lost", WAIT, || async {
+        let workers = c.admin(via).get("/api/workers").await.ok()?.ok().ok()?;
+        let a = workers
+            .as_array()?
+            .iter()
+            .find(|w| w["id"] == "worker-a")?
+            .clone();
+        (a["status"] != "online").then_some(())
+    })
+    .await?;
+    let _stop_b = start_named_worker(
+        &c,
+        "worker-b",
+        dir_b.path(),
+        c.ids().iter().map(|id| c.grpc_addr(*id)).collect(),
+        Some(c.admin(via).base().to_string()),
+    )
+    .await?;
+    let second = run_once(&c, via, &agent, &[first_id]).await?;
+    assert_eq!(second["status"], "succeeded", "{second}");
+    assert_eq!(second["workerId"], "worker-b", "{second}");
+    let second_id = str_field(&second, "id");
+
+    let prompt = read(&dir_b.path().join(format!("prompt-{second_id}.txt")));
+    for remembered in [
+        "found the parser bug",
+        "the parser lives in src/parse.rs",
+        "fixing the parser",
+        "write the fix",
+    ] {
+        assert!(
+            prompt.contains(remembered),
+            "{remembered:?} not in:\n{prompt}"
+        );
+    }
+    assert!(prompt.contains("## Where you are: resume"), "{prompt}");
+    let home_b = dir_b.path().join("agents").join(&agent);
+    assert!(read(&home_b.join("MEMORY.md")).contains("the parser lives in src/parse.rs"));
+    assert!(
+        read(&dir_b.path().join(format!("memory-seen-{second_id}.md")))
+            .contains("the parser lives in src/parse.rs"),
+        "the agent found A's edit in its home before it started"
+    );
+    assert!(read(&home_b.join("memory/recent.md")).contains("found the parser bug"));
+    assert!(read(&home_b.join("memory/current-task.md")).contains("fixing the parser"));
+    c.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agents_memory_follows_it_to_another_worker() -> anyhow::Result<()> {
+    memory_moves_to_worker_b(false).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agents_memory_follows_it_across_a_leader_kill() -> anyhow::Result<()> {
+    memory_moves_to_worker_b(true).await
+}
