@@ -9,8 +9,16 @@
 # (kill -9 of the leader to the first acknowledged checkout) on both, and prints one table with
 # both systems (medians) and the ratio (with its range over the repeats).
 #
-#   bench/etcd-vs-roost.sh                         # the full run (about 8 minutes once built)
-#   CLIENTS=1,64 SECONDS_PER_POINT=5 TRIALS=3 REPEAT=1 bench/etcd-vs-roost.sh    # a quick look
+# TLS selects the transport, the same for both systems:
+#   TLS=both  (the default) the plaintext table, then the TLS table: two runs, fresh clusters
+#   TLS=off   plaintext only
+#   TLS=on    TLS only: every listener of both systems (client and peer) serves TLS with
+#             certificates from `roost cert` (a CA per system); etcd requires client
+#             certificates (--client-cert-auth, --peer-client-cert-auth), and the bench
+#             presents one to both systems (`roost-bench etcd-checkout --tls`)
+#
+#   bench/etcd-vs-roost.sh                         # the full run (about 8 minutes per mode once built)
+#   CLIENTS=1,64 SECONDS_PER_POINT=5 TRIALS=3 REPEAT=1 TLS=off bench/etcd-vs-roost.sh    # a quick look
 #
 # Extra arguments go to `roost-bench etcd-checkout` (e.g. --lease-per-checkout, --json).
 # Every process and directory it creates is removed on exit, also on an error or Ctrl-C.
@@ -21,6 +29,15 @@ CLIENTS=${CLIENTS:-1,16,64,256}
 SECONDS_PER_POINT=${SECONDS_PER_POINT:-10}
 TRIALS=${TRIALS:-10}
 REPEAT=${REPEAT:-3}
+TLS=${TLS:-both}
+case "$TLS" in
+    both) MODES="off on" ;;
+    off | on) MODES=$TLS ;;
+    *)
+        echo "TLS=$TLS: use both, off or on" >&2
+        exit 2
+        ;;
+esac
 
 if ! command -v etcd > /dev/null; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -54,7 +71,7 @@ cleanup() {
     for _ in 1 2 3 4 5 6 7 8 9 10; do
         local left=""
         for proc in /proc/[0-9]*; do
-            if tr '\0' ' ' < "$proc/cmdline" 2> /dev/null | grep -qF -- "$WORK"; then
+            if tr '\0' ' ' 2> /dev/null < "$proc/cmdline" | grep -qF -- "$WORK"; then
                 left="$left ${proc#/proc/}"
             fi
         done
@@ -82,13 +99,29 @@ echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}
 
 # What else uses the CPU right now (other work on the machine distorts both systems).
 busy() { awk '/^cpu / {print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
-read -r b0 t0 < <(busy)
-sleep 3
-read -r b1 t1 < <(busy)
-echo "machine busy before the run: $(( 100 * (b1 - b0) / (t1 - t0 + 1) ))% of $(nproc) cores (3 s)" >&2
+report_busy() {
+    local b0 t0 b1 t1
+    read -r b0 t0 < <(busy)
+    sleep 3
+    read -r b1 t1 < <(busy)
+    echo "machine busy before the run: $(( 100 * (b1 - b0) / (t1 - t0 + 1) ))% of $(nproc) cores (3 s)" >&2
+}
 
-# The bench runs both clusters as its children (they die with it) with their data under $WORK.
-TMPDIR="$WORK" "$BIN" etcd-checkout --clients "$CLIENTS" --seconds "$SECONDS_PER_POINT" \
-    --trials "$TRIALS" --repeat "$REPEAT" "$@" &
-BENCH_PID=$!
-wait "$BENCH_PID"
+# The bench runs both clusters as its children (they die with it) with their data (and, with
+# TLS, their certificates) under $WORK. One run per mode, each on fresh clusters.
+for mode in $MODES; do
+    tls_flag=()
+    if [ "$mode" = on ]; then
+        tls_flag=(--tls)
+    fi
+    echo "== TLS $mode ==" >&2
+    report_busy
+    if [ "$mode" != "${MODES%% *}" ]; then
+        echo # a blank line between the two runs' tables
+    fi
+    TMPDIR="$WORK" "$BIN" etcd-checkout --clients "$CLIENTS" --seconds "$SECONDS_PER_POINT" \
+        --trials "$TRIALS" --repeat "$REPEAT" "${tls_flag[@]}" "$@" &
+    BENCH_PID=$!
+    wait "$BENCH_PID"
+    BENCH_PID=
+done

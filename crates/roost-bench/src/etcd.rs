@@ -21,6 +21,9 @@
 //!   data and the cluster waited for before the next trial. Both systems run their default
 //!   timing (etcd: heartbeat 100 ms, election 1000 ms; Roost: heartbeat 100 ms, election
 //!   500-1000 ms).
+//! - `--tls`: both systems serve TLS on every listener, client and peer, with certificates of a
+//!   CA of their own made by `roost cert` (tls_setup.rs); the bench's clients connect over
+//!   `https` with a client certificate, which etcd requires (`--client-cert-auth`).
 //!
 //! etcd is reached over its gRPC API with a hand-written subset of `etcdserverpb` (the prost
 //! structs below carry the field numbers of etcd's `api/etcdserverpb/rpc.proto`; unknown
@@ -39,10 +42,11 @@ use roost_proto::v1::control_client::ControlClient;
 use roost_proto::v1::{CheckoutRequest, ReleaseRequest};
 use roost_testkit::{wait_for, Http};
 use serde_json::json;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::procs::{self, ProcessCluster};
 use crate::stats::{ms, us};
+use crate::tls_setup::{BenchTls, CertDir};
 
 #[derive(Args)]
 pub struct EtcdArgs {
@@ -85,6 +89,10 @@ pub struct EtcdArgs {
     /// One JSON object per point and per failover series instead of tables
     #[arg(long)]
     pub(crate) json: bool,
+    /// TLS on both systems, everywhere: client and peer listeners, with client certificates
+    /// from a CA of each system's own, made by `roost cert` (tls_setup.rs)
+    #[arg(long)]
+    pub(crate) tls: bool,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -145,16 +153,25 @@ pub(crate) async fn grant(ch: &Channel, ttl: i64) -> anyhow::Result<i64> {
     Ok(r.id)
 }
 
-pub(crate) fn lazy_channel(url: &str) -> anyhow::Result<Channel> {
-    Ok(Endpoint::from_shared(url.to_string())?
-        .tcp_nodelay(true)
+/// An endpoint of `url` (`https://` with `tls`).
+fn endpoint(url: &str, tls: Option<&ClientTlsConfig>) -> anyhow::Result<Endpoint> {
+    let endpoint = Endpoint::from_shared(url.to_string())?.tcp_nodelay(true);
+    Ok(match tls {
+        Some(t) => endpoint
+            .tls_config(t.clone())
+            .with_context(|| format!("TLS settings for {url}"))?,
+        None => endpoint,
+    })
+}
+
+pub(crate) fn lazy_channel(url: &str, tls: Option<&ClientTlsConfig>) -> anyhow::Result<Channel> {
+    Ok(endpoint(url, tls)?
         .connect_timeout(Duration::from_secs(1))
         .connect_lazy())
 }
 
-pub(crate) async fn connect(url: &str) -> anyhow::Result<Channel> {
-    Endpoint::from_shared(url.to_string())?
-        .tcp_nodelay(true)
+pub(crate) async fn connect(url: &str, tls: Option<&ClientTlsConfig>) -> anyhow::Result<Channel> {
+    endpoint(url, tls)?
         .connect_timeout(Duration::from_secs(5))
         .connect()
         .await
@@ -179,6 +196,8 @@ pub(crate) struct RoostSide {
     pub(crate) restarted: Vec<Child>,
     /// Each node's config file, read from its command line (`--config <path>`).
     pub(crate) configs: HashMap<u64, PathBuf>,
+    /// With `--tls`: the bench's gRPC client settings (the CA, a client certificate).
+    pub(crate) client_tls: Option<ClientTlsConfig>,
 }
 
 impl Drop for RoostSide {
@@ -191,18 +210,17 @@ impl Drop for RoostSide {
 }
 
 impl RoostSide {
-    pub(crate) async fn start(binary: &Path, runtime_threads: usize) -> anyhow::Result<RoostSide> {
-        let cluster = ProcessCluster::start(binary, runtime_threads).await?;
+    pub(crate) async fn start(
+        binary: &Path,
+        runtime_threads: usize,
+        tls: Option<&CertDir>,
+    ) -> anyhow::Result<RoostSide> {
+        let client_tls = tls.map(CertDir::client_tls).transpose()?;
+        let cluster =
+            ProcessCluster::start_with_tls(binary, runtime_threads, tls.map(CertDir::dir)).await?;
         cluster.healthy_status(Duration::from_secs(60)).await?;
         let leader = roost_leader(&cluster).await?;
-        let company = cluster
-            .admin(leader)
-            .post(
-                "/api/companies",
-                json!({ "name": "Bench", "issuePrefix": "BEN" }),
-            )
-            .await?
-            .ok()?;
+        let company_id = roost_company(&cluster.admin(leader), "Bench", "BEN").await?;
         let pids = cluster.nodes.iter().map(|n| (n.id, n.pid())).collect();
         let mut configs = HashMap::new();
         for n in &cluster.nodes {
@@ -220,7 +238,8 @@ impl RoostSide {
         }
         Ok(RoostSide {
             configs,
-            company_id: company["id"].as_str().unwrap_or_default().to_string(),
+            client_tls,
+            company_id,
             binary: binary.to_path_buf(),
             pids,
             restarted: Vec::new(),
@@ -234,9 +253,15 @@ impl RoostSide {
 
     pub(crate) fn grpc_url(&self, id: u64) -> String {
         format!(
-            "http://{}",
+            "{}://{}",
+            self.cluster.scheme(),
             self.cluster.node(id).map(|n| n.grpc.as_str()).unwrap_or("")
         )
+    }
+
+    /// A gRPC connection to node `id` (over TLS with `--tls`).
+    pub(crate) async fn connect(&self, id: u64) -> anyhow::Result<Channel> {
+        connect(&self.grpc_url(id), self.client_tls.as_ref()).await
     }
 
     pub(crate) fn kill(&mut self, id: u64) {
@@ -276,6 +301,26 @@ pub(crate) async fn roost_leader(cluster: &ProcessCluster) -> anyhow::Result<u64
         cluster.leader()
     })
     .await
+}
+
+/// Creates a company; its id.
+pub(crate) async fn roost_company(
+    admin: &Http,
+    name: &str,
+    prefix: &str,
+) -> anyhow::Result<String> {
+    let company = admin
+        .post(
+            "/api/companies",
+            json!({ "name": name, "issuePrefix": prefix }),
+        )
+        .await?
+        .ok()
+        .with_context(|| format!("create company {name}"))?;
+    company["id"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| anyhow::anyhow!("company {name}: no id in {company}"))
 }
 
 /// A Roost client: an agent with a key, a run and its issues (as checkout.rs makes them).
@@ -491,6 +536,16 @@ impl EtcdArgs {
         self.etcd_gomaxprocs.map(|n| n as usize)
     }
 
+    /// Whether TLS was on, for the table's caption and the logs.
+    pub(crate) fn tls_label(&self) -> &'static str {
+        if self.tls {
+            "TLS on both (client and peer traffic, client certificates required by etcd and \
+             presented to both)"
+        } else {
+            "plaintext (no TLS)"
+        }
+    }
+
     /// The two settings, for the table's caption and the logs.
     pub(crate) fn threads_label(&self) -> String {
         format!(
@@ -502,28 +557,35 @@ impl EtcdArgs {
     }
 }
 
-pub(crate) async fn start_system(name: &str, args: &EtcdArgs) -> anyhow::Result<System> {
+pub(crate) async fn start_system(
+    name: &str,
+    args: &EtcdArgs,
+    tls: Option<&BenchTls>,
+) -> anyhow::Result<System> {
     match name {
         "etcd" => {
             eprintln!(
-                "starting a 3-member etcd cluster ({}; {})...",
+                "starting a 3-member etcd cluster ({}; {}; {})...",
                 args.etcd_bin.display(),
-                args.threads_label()
+                args.threads_label(),
+                args.tls_label()
             );
-            Ok(System::Etcd(
-                EtcdCluster::start(&args.etcd_bin, args.etcd_gomaxprocs()).await?,
-            ))
+            Ok(System::Etcd(Box::new(
+                EtcdCluster::start(&args.etcd_bin, args.etcd_gomaxprocs(), tls.map(|t| &t.etcd))
+                    .await?,
+            )))
         }
         "roost" => {
             let bin = procs::roost_binary(args.roost_bin.as_deref())?;
             eprintln!(
-                "starting a 3-node Roost cluster ({} server; {})...",
+                "starting a 3-node Roost cluster ({} server; {}; {})...",
                 bin.display(),
-                args.threads_label()
+                args.threads_label(),
+                args.tls_label()
             );
-            Ok(System::Roost(
-                RoostSide::start(&bin, args.roost_threads()).await?,
-            ))
+            Ok(System::Roost(Box::new(
+                RoostSide::start(&bin, args.roost_threads(), tls.map(|t| &t.roost)).await?,
+            )))
         }
         other => anyhow::bail!("unknown system {other} (etcd, roost)"),
     }
@@ -531,11 +593,20 @@ pub(crate) async fn start_system(name: &str, args: &EtcdArgs) -> anyhow::Result<
 
 pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
     procs::raise_nofile();
+    // Made before the systems, so dropped after them (restarted members read the files).
+    let tls = if args.tls {
+        Some(BenchTls::make(&procs::roost_binary(
+            args.roost_bin.as_deref(),
+        )?)?)
+    } else {
+        None
+    };
     let mut systems = Vec::new();
     for name in &args.systems {
-        systems.push(start_system(name, &args).await?);
+        systems.push(start_system(name, &args, tls.as_ref()).await?);
     }
     if !args.json {
+        println!("[{}]", args.tls_label());
         println!(
             "{:<6} {:>5} {:>7} {:>12} {:>8} {:>8} {:>8} {:>8} {:>6} {:>12} {:>8} {:>8} {:>9}",
             "system",
@@ -598,7 +669,7 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
                 println!(
                     "{}",
                     json!({ "system": f.system, "failoverTrials": f.samples.len(), "p50Ms": f.p(50.0),
-                    "p99Ms": f.p(99.0), "minMs": f.min(), "maxMs": f.max() })
+                    "p99Ms": f.p(99.0), "minMs": f.min(), "maxMs": f.max(), "tls": args.tls })
                 );
             } else {
                 println!(
@@ -618,6 +689,7 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
         print_comparison(&args, &points, &failovers);
     }
     drop(systems);
+    drop(tls);
     Ok(())
 }
 

@@ -1,14 +1,16 @@
 //! The etcd side of the etcd benchmark: three etcd members as processes on loopback, each
 //! member restartable after a SIGKILL, all killed with the benchmark.
 
-use crate::etcd::{call, lazy_channel};
+use crate::etcd::{call, connect, lazy_channel};
 use crate::etcd_pb as pb;
+use crate::tls_setup::CertDir;
 use anyhow::Context;
 use roost_testkit::wait_for;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use tonic::transport::{Channel, ClientTlsConfig};
 
 pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
@@ -50,6 +52,8 @@ pub(crate) struct EtcdCluster {
     pub(crate) gomaxprocs: Option<usize>,
     pub(crate) dir: tempfile::TempDir,
     pub(crate) members: Vec<EtcdMember>,
+    /// With `--tls`: the bench's client settings (the CA, a client certificate).
+    pub(crate) client_tls: Option<ClientTlsConfig>,
 }
 
 impl Drop for EtcdCluster {
@@ -67,7 +71,9 @@ impl EtcdCluster {
     pub(crate) async fn start(
         binary: &Path,
         gomaxprocs: Option<usize>,
+        tls: Option<&CertDir>,
     ) -> anyhow::Result<EtcdCluster> {
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let dir = tempfile::Builder::new()
             .prefix("roost-bench-etcd-")
             .tempdir()?;
@@ -77,7 +83,7 @@ impl EtcdCluster {
         let initial = ports
             .iter()
             .enumerate()
-            .map(|(i, (_, peer))| format!("etcd-{}=http://127.0.0.1:{peer}", i + 1))
+            .map(|(i, (_, peer))| format!("etcd-{}={scheme}://127.0.0.1:{peer}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
         let mut cluster = EtcdCluster {
@@ -85,13 +91,14 @@ impl EtcdCluster {
             gomaxprocs,
             dir,
             members: Vec::new(),
+            client_tls: tls.map(CertDir::client_tls).transpose()?,
         };
         for (i, (client, peer)) in ports.iter().enumerate() {
             let name = format!("etcd-{}", i + 1);
-            let client_url = format!("http://127.0.0.1:{client}");
-            let peer_url = format!("http://127.0.0.1:{peer}");
+            let client_url = format!("{scheme}://127.0.0.1:{client}");
+            let peer_url = format!("{scheme}://127.0.0.1:{peer}");
             let data = cluster.dir.path().join(&name);
-            let args: Vec<String> = vec![
+            let mut args: Vec<String> = vec![
                 "--name".into(),
                 name.clone(),
                 "--data-dir".into(),
@@ -113,6 +120,31 @@ impl EtcdCluster {
                 "--logger".into(),
                 "zap".into(),
             ];
+            if let Some(certs) = tls {
+                // One certificate per member for both listeners and for dialing peers: it has
+                // serverAuth and clientAuth (tls_setup.rs). Clients and peers must present a
+                // certificate of the CA.
+                let member = certs.node(i as u64 + 1);
+                let (cert, key, ca) = (
+                    member.cert.display().to_string(),
+                    member.key.display().to_string(),
+                    certs.ca().display().to_string(),
+                );
+                for (flag, value) in [
+                    ("--cert-file", &cert),
+                    ("--key-file", &key),
+                    ("--trusted-ca-file", &ca),
+                    ("--peer-cert-file", &cert),
+                    ("--peer-key-file", &key),
+                    ("--peer-trusted-ca-file", &ca),
+                ] {
+                    args.extend([flag.to_string(), value.clone()]);
+                }
+                args.extend([
+                    "--client-cert-auth".into(),
+                    "--peer-client-cert-auth".into(),
+                ]);
+            }
             cluster.members.push(EtcdMember {
                 name,
                 client_url,
@@ -158,6 +190,11 @@ impl EtcdCluster {
         Ok(())
     }
 
+    /// A gRPC connection to member `i` (over TLS with `--tls`).
+    pub(crate) async fn connect(&self, i: usize) -> anyhow::Result<Channel> {
+        connect(&self.members[i].client_url, self.client_tls.as_ref()).await
+    }
+
     pub(crate) fn pids(&self) -> Vec<u32> {
         self.members
             .iter()
@@ -177,7 +214,7 @@ impl EtcdCluster {
         let mut out = Vec::new();
         for m in &self.members {
             let status = async {
-                let ch = lazy_channel(&m.client_url).ok()?;
+                let ch = lazy_channel(&m.client_url, self.client_tls.as_ref()).ok()?;
                 let r: pb::StatusResponse = tokio::time::timeout(
                     Duration::from_secs(1),
                     call(&ch, pb::STATUS, pb::StatusRequest {}),

@@ -8,7 +8,7 @@ use roost_proto::v1::control_client::ControlClient;
 use tokio::task::JoinSet;
 
 use crate::etcd::{
-    call, checkout_txn, connect, grant, roost_checkout, roost_clients, roost_leader, roost_release,
+    call, checkout_txn, grant, roost_checkout, roost_clients, roost_leader, roost_release,
     RoostSide,
 };
 use crate::etcd_cluster::EtcdCluster;
@@ -53,7 +53,7 @@ pub(crate) async fn etcd_failover(c: &mut EtcdCluster, trials: usize) -> anyhow:
     for trial in 1..=trials {
         let leader = c.wait_healthy(Duration::from_secs(60)).await?;
         let writer = (0..3).find(|i| *i != leader).unwrap_or(0);
-        let ch = connect(&c.members[writer].client_url).await?;
+        let ch = c.connect(writer).await?;
         let lease = grant(&ch, 600).await?;
         let warm = format!("/roost-bench/failover/{trial}/warm-up").into_bytes();
         let r: pb::TxnResponse = call(&ch, pb::TXN, checkout_txn(&warm, b"warm-up", lease)).await?;
@@ -101,7 +101,7 @@ pub(crate) async fn roost_failover(r: &mut RoostSide, trials: usize) -> anyhow::
             .map(|n| n.id)
             .find(|i| *i != leader)
             .unwrap_or(1);
-        let ch = connect(&r.grpc_url(writer)).await?;
+        let ch = r.connect(writer).await?;
         let mut grpc = ControlClient::new(ch.clone());
         let warm = &client.issues[0];
         roost_checkout(&mut grpc, &client, warm)

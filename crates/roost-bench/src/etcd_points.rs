@@ -9,8 +9,8 @@ use roost_testkit::Http;
 use serde_json::{json, Value};
 
 use crate::etcd::{
-    connect, etcd_loop, grant, roost_clients, roost_leader, roost_loop, EtcdArgs, EtcdClient, Load,
-    RoostClient, RoostSide,
+    etcd_loop, grant, roost_clients, roost_company, roost_leader, roost_loop, EtcdArgs, EtcdClient,
+    Load, RoostClient, RoostSide,
 };
 use crate::etcd_cluster::EtcdCluster;
 use crate::procs;
@@ -22,8 +22,9 @@ pub(crate) enum Identities {
 }
 
 pub(crate) enum System {
-    Etcd(EtcdCluster),
-    Roost(RoostSide),
+    // Boxed: each holds a few hundred bytes (tonic's TLS settings among them).
+    Etcd(Box<EtcdCluster>),
+    Roost(Box<RoostSide>),
 }
 
 impl System {
@@ -80,6 +81,7 @@ impl Point {
             "leasePerCheckout": self.system == "etcd" && args.lease_per_checkout,
             "roostRuntimeThreads": args.roost_threads(),
             "etcdGomaxprocs": args.etcd_gomaxprocs(),
+            "tls": args.tls,
         })
     }
 }
@@ -114,7 +116,7 @@ pub(crate) async fn measure(
     let (channel, leader_pid, leader_admin, identities) = match sys {
         System::Etcd(c) => {
             let leader = c.wait_healthy(Duration::from_secs(30)).await?;
-            let ch = connect(&c.members[leader].client_url).await?;
+            let ch = c.connect(leader).await?;
             let mut identities = Vec::new();
             for i in 0..clients {
                 let lease = if args.lease_per_checkout {
@@ -142,9 +144,17 @@ pub(crate) async fn measure(
         System::Roost(r) => {
             r.cluster.healthy_status(Duration::from_secs(60)).await?;
             let leader = roost_leader(&r.cluster).await?;
-            let ch = connect(&r.grpc_url(leader)).await?;
-            let identities =
-                roost_clients(&r.cluster.admin(leader), &r.company_id, clients, 2, &tag).await?;
+            let ch = r.connect(leader).await?;
+            // A company per point: one holds at most 1,000 agents (MAX_AGENTS_PER_COMPANY in
+            // crates/roost-core/src/limits.rs), fewer than a full run's points make.
+            let admin = r.cluster.admin(leader);
+            let company = roost_company(
+                &admin,
+                &format!("Bench {tag}"),
+                &format!("B{point}R{repeat}"),
+            )
+            .await?;
+            let identities = roost_clients(&admin, &company, clients, 2, &tag).await?;
             let pid = r.pids.get(&leader).copied().unwrap_or(0);
             let admin = r.cluster.admin(leader);
             (ch, pid, Some(admin), Identities::Roost(identities))

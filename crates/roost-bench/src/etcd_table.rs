@@ -81,7 +81,7 @@ pub(crate) fn print_comparison(args: &EtcdArgs, points: &[Point], failovers: &[F
     println!();
     println!(
         "3 nodes each on loopback, {} s per point (+{} s warm-up){}, clients on one HTTP/2 \
-         connection to the leader; etcd lease {}; {}; ratio = Roost / etcd",
+         connection to the leader; {}; etcd lease {}; {}; ratio = Roost / etcd",
         args.seconds,
         args.warmup_sec,
         if args.repeat > 1 {
@@ -93,6 +93,7 @@ pub(crate) fn print_comparison(args: &EtcdArgs, points: &[Point], failovers: &[F
         } else {
             String::new()
         },
+        args.tls_label(),
         if args.lease_per_checkout {
             "per checkout"
         } else {

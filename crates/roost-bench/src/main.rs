@@ -7,7 +7,8 @@
 //!   kill to the first acknowledged write, over many trials.
 //! - `wake`: a 3-node cluster and a worker; wake request to assignment received.
 //! - `etcd-checkout`: the checkout workload and leader failover on 3 etcd processes and 3
-//!   `roost server` processes, side by side (bench/etcd-vs-roost.sh).
+//!   `roost server` processes, side by side (bench/etcd-vs-roost.sh); `--tls` runs both with
+//!   TLS everywhere.
 //! - `workers`: a 3-node cluster of real `roost server` processes and many simulated workers;
 //!   the leader's CPU and memory per worker, and wake-to-assignment latency under that load.
 //! - `scale`: a 3-node cluster of real `roost server` processes whose issues grow step by step
@@ -26,6 +27,7 @@ mod procs;
 mod scale;
 mod scale_load;
 mod stats;
+mod tls_setup;
 mod wake;
 mod workers;
 

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use roost_testkit::{wait_for, Http};
+use anyhow::Context;
+use roost_testkit::{client_trusting, wait_for, Http};
 use serde_json::Value;
 
 pub struct ServerNode {
@@ -32,6 +33,8 @@ pub struct ProcessCluster {
     keep: bool,
     /// The `roost` binary, to restart a killed node.
     binary: PathBuf,
+    /// With TLS: a REST client trusting the cluster CA (the nodes serve `https://`).
+    tls_http: Option<Http>,
 }
 
 impl Drop for ProcessCluster {
@@ -101,6 +104,26 @@ impl ProcessCluster {
     /// set only ids, addresses, `initial_members` and `runtime_threads`) and waits for a leader
     /// and the first admin token.
     pub async fn start(binary: &Path, runtime_threads: usize) -> anyhow::Result<ProcessCluster> {
+        Self::start_with_tls(binary, runtime_threads, None).await
+    }
+
+    /// As [`ProcessCluster::start`]; with `certs` (a directory laid out by `roost cert`:
+    /// `ca.pem`, `node-N.pem`, `node-N-key.pem`), every listener of every node serves TLS and
+    /// the nodes reach each other through their peer listeners with their node certificates
+    /// (the `[tls]` of deploy/cluster-node-1.toml).
+    pub async fn start_with_tls(
+        binary: &Path,
+        runtime_threads: usize,
+        certs: Option<&Path>,
+    ) -> anyhow::Result<ProcessCluster> {
+        let tls_http = match certs {
+            Some(c) => {
+                let ca = c.join("ca.pem");
+                let pem = std::fs::read(&ca).with_context(|| format!("read {}", ca.display()))?;
+                Some(Http::with_client(client_trusting(&pem)?, ""))
+            }
+            None => None,
+        };
         let dir = tempfile::Builder::new()
             .prefix("roost-bench-workers-")
             .tempdir()?;
@@ -120,20 +143,30 @@ impl ProcessCluster {
             dir,
             keep: false,
             binary: binary.to_path_buf(),
+            tls_http,
         };
         for (id, http, grpc, peer) in addrs {
             let data = root.join(format!("node-{id}"));
             // The load comes from a few credentials at thousands of requests a second: no
             // per-credential rate limit (crates/roost-server/src/limits.rs).
+            let tls = match certs {
+                Some(c) => format!(
+                    "[tls]\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n\n",
+                    c.join("ca.pem").display(),
+                    c.join(format!("node-{id}.pem")).display(),
+                    c.join(format!("node-{id}-key.pem")).display()
+                ),
+                None => String::new(),
+            };
             let config = format!(
-                "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\npeer_listen = \"{peer}\"\nruntime_threads = {runtime_threads}\n\n[limits]\nrequests_per_second = 0\n\n{members}",
+                "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\npeer_listen = \"{peer}\"\nruntime_threads = {runtime_threads}\n\n{tls}[limits]\nrequests_per_second = 0\n\n{members}",
                 data.display()
             );
             std::fs::write(root.join(format!("node-{id}.toml")), config)?;
             let child = cluster.spawn(id)?;
             cluster.nodes.push(ServerNode {
                 id,
-                http: format!("http://{http}"),
+                http: format!("{}://{http}", cluster.scheme()),
                 grpc,
                 child,
             });
@@ -225,7 +258,24 @@ impl ProcessCluster {
             .iter()
             .find(|n| n.id == id)
             .unwrap_or(&self.nodes[0]);
-        Http::new(node.http.clone()).with_token(&self.admin_token)
+        match &self.tls_http {
+            Some(h) => h.at(node.http.clone()).with_token(&self.admin_token),
+            None => Http::new(node.http.clone()).with_token(&self.admin_token),
+        }
+    }
+
+    /// Whether the nodes serve TLS ([`ProcessCluster::start_with_tls`]).
+    pub fn tls(&self) -> bool {
+        self.tls_http.is_some()
+    }
+
+    /// `https` with TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     pub fn grpc_addrs(&self) -> Vec<String> {
