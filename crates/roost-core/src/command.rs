@@ -139,6 +139,8 @@ pub struct AgentPatch {
     /// Replaces the agent's grants. Absent from entries written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permissions: Option<AgentPermissions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_rotation: Option<SessionRotation>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

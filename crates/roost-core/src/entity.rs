@@ -195,6 +195,65 @@ pub struct Agent {
     /// grants nothing, so rows written before it existed keep their bytes and hash.
     #[serde(default, skip_serializing_if = "AgentPermissions::grants_nothing")]
     pub permissions: AgentPermissions,
+    /// When a saved session is retired. Left out of the row at its default, as `permissions`.
+    #[serde(default, skip_serializing_if = "SessionRotation::is_default")]
+    pub session_rotation: SessionRotation,
+}
+
+/// When an agent's saved adapter session is retired and its next run starts a fresh one
+/// (issue 23, item 5): a long conversation costs more per turn and drifts, and the agent's
+/// memory carries it across. `0` is no limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct SessionRotation {
+    /// Runs one session may serve.
+    pub max_runs: u32,
+    /// Input plus output tokens one session may use.
+    pub max_tokens: u64,
+    /// Seconds since the session started.
+    pub max_age_secs: u64,
+}
+
+impl Default for SessionRotation {
+    fn default() -> Self {
+        SessionRotation {
+            max_runs: 20,
+            max_tokens: 2_000_000,
+            max_age_secs: 24 * 3600,
+        }
+    }
+}
+
+impl SessionRotation {
+    pub fn is_default(&self) -> bool {
+        *self == SessionRotation::default()
+    }
+
+    /// Why `session` is past a limit at `now`, if it is.
+    pub fn passed(&self, session: &TaskSession, now: Timestamp) -> Option<String> {
+        if self.max_runs > 0 && session.runs >= self.max_runs {
+            return Some(format!(
+                "it served {} runs (sessionRotation.maxRuns {})",
+                session.runs, self.max_runs
+            ));
+        }
+        if self.max_tokens > 0 && session.tokens >= self.max_tokens {
+            return Some(format!(
+                "it used {} tokens (sessionRotation.maxTokens {})",
+                session.tokens, self.max_tokens
+            ));
+        }
+        let started = session.started_at.unwrap_or(session.updated_at);
+        let age_secs = now.0.saturating_sub(started.0) / 1000;
+        if self.max_age_secs > 0 && age_secs >= i64::try_from(self.max_age_secs).unwrap_or(i64::MAX)
+        {
+            return Some(format!(
+                "it is {age_secs} s old (sessionRotation.maxAgeSecs {})",
+                self.max_age_secs
+            ));
+        }
+        None
+    }
 }
 
 /// Grants an administrator gives an agent (Paperclip agents carry a `permissions` object).
@@ -328,6 +387,9 @@ pub struct Run {
     /// The saved session could not be resumed; the run started a fresh one.
     #[serde(default)]
     pub session_reset: bool,
+    /// Why the task's saved session was not offered: it passed the agent's rotation limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_rotated: Option<String>,
     /// The last bytes of the run's log (the worker keeps the whole log), its full length, and
     /// the adapter's one-paragraph result.
     #[serde(default)]
@@ -395,6 +457,14 @@ pub struct TaskSession {
     pub worker_id: Option<String>,
     pub last_run_id: String,
     pub updated_at: Timestamp,
+    /// Runs the session served, tokens (input and output) it used, and when it started; absent
+    /// from sessions saved before rotation existed (counted from then on).
+    #[serde(default)]
+    pub runs: u32,
+    #[serde(default)]
+    pub tokens: u64,
+    #[serde(default)]
+    pub started_at: Option<Timestamp>,
 }
 
 /// The task a run works on, for sessions: its issue, or the agent's timer heartbeat.

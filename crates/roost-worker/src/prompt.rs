@@ -28,6 +28,11 @@ pub(crate) enum Session<'a> {
         id: &'a str,
         why: &'a str,
     },
+    /// The saved session was retired (`why`: it passed the agent's rotation limits); this is a
+    /// fresh one.
+    Rotated {
+        why: &'a str,
+    },
 }
 
 pub(crate) fn compose(
@@ -78,6 +83,13 @@ pub(crate) fn compose(
             "({} comments in all; read the rest with GET /api/issues/{}/comments.)\n",
             a.comment_ids.len(),
             a.issue_id.as_deref().unwrap_or("")
+        ));
+    }
+    if let Session::Rotated { why } = session {
+        text.push_str(&format!(
+            "\nNote: your previous session on this task was retired ({why}). This is a fresh \
+             session: your memory above says where you left off; read the issue and its comments \
+             through the API before you act.\n"
         ));
     }
     if let Session::HandedOff { id, why } = session {
@@ -140,6 +152,24 @@ mod tests {
         assert!(issue < first && first < second, "{text}");
         assert!(text.contains("3 comments in all"), "{text}");
         assert!(!text.contains("could not be resumed"));
+    }
+
+    #[test]
+    fn a_rotated_session_starts_fresh_with_the_bootstrap_and_says_why() {
+        let text = compose(
+            &assignment(),
+            Session::Rotated {
+                why: "session s-1 was retired: it served 20 runs (sessionRotation.maxRuns 20)",
+            },
+            None,
+            None,
+        );
+        assert!(text.starts_with("You are coder (agent a1)"), "{text}");
+        let wake = text.find("You were woken").expect("wake");
+        let note = text
+            .find("your previous session on this task was retired (session s-1 was retired: it served 20 runs")
+            .expect("note");
+        assert!(wake < note, "{text}");
     }
 
     #[test]

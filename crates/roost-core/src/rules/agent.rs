@@ -123,6 +123,7 @@ pub(crate) fn create(ctx: &Ctx<'_>, command: &Command) -> Result<Decision, Domai
         last_heartbeat_at: None,
         task_sessions: Default::default(),
         permissions: Default::default(),
+        session_rotation: Default::default(),
     };
     let note = agent_note(
         &agent,
@@ -179,6 +180,9 @@ pub(crate) fn update(
     if let Some(permissions) = patch.permissions {
         agent.permissions = permissions;
     }
+    if let Some(rotation) = patch.session_rotation {
+        agent.session_rotation = rotation;
+    }
     agent.updated_at = ctx.now();
     let note = agent_note(&agent, update_details(current, &agent, patch));
     Ok(Decision {
@@ -212,7 +216,8 @@ fn update_details(before: &Agent, after: &Agent, patch: &AgentPatch) -> Value {
         "adapterType" => adapter_type,
         "heartbeat" => heartbeat,
         "placementLabels" => placement_labels,
-        "permissions" => permissions
+        "permissions" => permissions,
+        "sessionRotation" => session_rotation
     );
     changed.extend(adapter_config::changed_paths(
         "adapterConfig",

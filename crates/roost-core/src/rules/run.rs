@@ -75,6 +75,7 @@ pub(crate) fn start(
         session_id_before: None,
         session_id_after: None,
         session_reset: false,
+        session_rotated: None,
         log_tail: String::new(),
         log_bytes: 0,
         summary: None,
@@ -213,8 +214,28 @@ fn save_session(ctx: &Ctx<'_>, agent: &mut Agent, run: &Run, report: &RunReport)
         return;
     };
     let task = task_key(run.issue_id.as_deref()).to_string();
+    let key = format!("{}:{task}", agent.adapter_type);
+    let usage = if report.usage == Usage::default() {
+        run.usage
+    } else {
+        report.usage
+    };
+    let tokens = usage.input_tokens.saturating_add(usage.output_tokens);
+    // The same session again counts on; a new one (fresh, reset or rotated) counts from one.
+    let previous = agent
+        .task_sessions
+        .get(&key)
+        .filter(|p| &p.session_id == session_id);
+    let (runs, tokens, started_at) = match previous {
+        Some(p) => (
+            p.runs.saturating_add(1),
+            p.tokens.saturating_add(tokens),
+            p.started_at.or(Some(p.updated_at)),
+        ),
+        None => (1, tokens, Some(ctx.now())),
+    };
     agent.task_sessions.insert(
-        format!("{}:{task}", agent.adapter_type),
+        key,
         TaskSession {
             task_key: task,
             adapter_type: agent.adapter_type,
@@ -222,23 +243,39 @@ fn save_session(ctx: &Ctx<'_>, agent: &mut Agent, run: &Run, report: &RunReport)
             worker_id: run.worker_id.clone(),
             last_run_id: run.id.clone(),
             updated_at: ctx.now(),
+            runs,
+            tokens,
+            started_at,
         },
     );
 }
 
-/// Which saved session a run for `wake` resumes: none for a timer or a new assignment (they
-/// start fresh, as in Paperclip), nor when the wake asks for `forceFreshSession`.
-pub fn session_to_resume<'a>(agent: &'a Agent, wake: &Wake) -> Option<&'a str> {
+/// Which saved session a run for `wake` resumes at `now`: none for a timer or a new assignment
+/// (they start fresh, as in Paperclip), nor when the wake asks for `forceFreshSession`, nor
+/// when the session passed the agent's rotation limits (then also why, for the prompt's
+/// hand-off note).
+pub fn session_to_resume<'a>(
+    agent: &'a Agent,
+    wake: &Wake,
+    now: Timestamp,
+) -> (Option<&'a str>, Option<String>) {
     if matches!(
         wake.reason,
         WakeReason::HeartbeatTimer | WakeReason::IssueAssigned
     ) || wake.payload["forceFreshSession"] == serde_json::Value::Bool(true)
     {
-        return None;
+        return (None, None);
     }
-    agent
-        .task_session(task_key(wake.issue_id.as_deref()))
-        .map(|s| s.session_id.as_str())
+    let Some(session) = agent.task_session(task_key(wake.issue_id.as_deref())) else {
+        return (None, None);
+    };
+    match agent.session_rotation.passed(session, now) {
+        Some(why) => (
+            None,
+            Some(format!("session {} was retired: {why}", session.session_id)),
+        ),
+        None => (Some(session.session_id.as_str()), None),
+    }
 }
 
 /// `ReportUsage`: a running run's cumulative usage, from its worker's heartbeat.
@@ -493,6 +530,7 @@ pub(crate) fn assign(
         return budget_blocked(ctx, wake, agent, why);
     }
     check_quota(ctx, &agent.company_id)?;
+    let (resume, rotated) = session_to_resume(agent, wake, ctx.now());
     let run = Run {
         id: run_id.into(),
         company_id: agent.company_id.clone(),
@@ -513,9 +551,10 @@ pub(crate) fn assign(
         retry_of_run_id: wake.retry_of_run_id.clone(),
         token_hashes: token_hash.map(|h| vec![h.to_string()]).unwrap_or_default(),
         usage: Usage::default(),
-        session_id_before: session_to_resume(agent, wake).map(str::to_string),
+        session_id_before: resume.map(str::to_string),
         session_id_after: None,
         session_reset: false,
+        session_rotated: rotated,
         log_tail: String::new(),
         log_bytes: 0,
         summary: None,

@@ -182,3 +182,125 @@ fn an_oversized_log_tail_or_a_bad_session_id_is_refused_and_changes_nothing() {
         ("last line\n", 123_456, Some("did the thing"))
     );
 }
+
+fn rotate_after(w: &mut World, rotation: SessionRotation) {
+    w.ok(
+        admin(),
+        Command::UpdateAgent {
+            agent_id: "a1".into(),
+            patch: AgentPatch {
+                session_rotation: Some(rotation),
+                ..Default::default()
+            },
+        },
+    );
+}
+
+/// Runs `n` comment-woken runs on issue i1 that each end in session `sess`, from run index
+/// `from`; returns the last run's `session_id_before`.
+fn runs_in_session(w: &mut World, from: usize, n: usize, sess: &str, tokens: u64) -> Vec<Run> {
+    let mut claimed = Vec::new();
+    for i in from..from + n {
+        comment(w, admin(), "i1", &format!("cm{i}"), "more");
+        let run = claim(w, "a1", &format!("r{i}")).expect("claimed");
+        start(w, &run.id);
+        let report = RunReport {
+            session_id: Some(sess.into()),
+            usage: usage(tokens, tokens, 0),
+            ..Default::default()
+        };
+        finish_with(w, &run.id, report).expect("finished");
+        claimed.push(run);
+    }
+    claimed
+}
+
+#[test]
+fn a_session_past_its_run_limit_is_retired_and_the_next_run_says_why() {
+    let mut w = world();
+    rotate_after(
+        &mut w,
+        SessionRotation {
+            max_runs: 3,
+            max_tokens: 0,
+            max_age_secs: 0,
+        },
+    );
+    assigned_issue(&mut w, "i1", "a1");
+    // The assignment's run starts fresh and ends in sess-1; two resumes follow.
+    let runs = runs_in_session(&mut w, 1, 3, "sess-1", 10);
+    assert_eq!(runs[0].session_id_before, None, "nothing saved yet");
+    assert_eq!(runs[2].session_id_before.as_deref(), Some("sess-1"));
+    let saved = w.state.agents["a1"].task_session("i1").expect("saved");
+    assert_eq!((saved.runs, saved.tokens), (3, 60));
+
+    let fourth = runs_in_session(&mut w, 4, 1, "sess-2", 10).remove(0);
+    assert_eq!(fourth.session_id_before, None, "three runs served: retired");
+    let why = fourth.session_rotated.expect("the run says why");
+    assert!(why.contains("sess-1") && why.contains("maxRuns 3"), "{why}");
+    let saved = w.state.agents["a1"].task_session("i1").expect("saved");
+    assert_eq!(
+        (saved.session_id.as_str(), saved.runs),
+        ("sess-2", 1),
+        "the new session counts from one"
+    );
+    let fifth = runs_in_session(&mut w, 5, 1, "sess-2", 10).remove(0);
+    assert_eq!(fifth.session_id_before.as_deref(), Some("sess-2"));
+    assert_eq!(fifth.session_rotated, None);
+}
+
+#[test]
+fn a_session_past_its_token_or_age_limit_is_retired_at_the_boundary() {
+    let mut w = world();
+    rotate_after(
+        &mut w,
+        SessionRotation {
+            max_runs: 0,
+            max_tokens: 100,
+            max_age_secs: 0,
+        },
+    );
+    assigned_issue(&mut w, "i1", "a1");
+    runs_in_session(&mut w, 1, 1, "sess-1", 49);
+    let under = runs_in_session(&mut w, 2, 1, "sess-1", 1).remove(0);
+    assert_eq!(
+        under.session_id_before.as_deref(),
+        Some("sess-1"),
+        "98 tokens < 100"
+    );
+    let over = runs_in_session(&mut w, 3, 1, "sess-2", 1).remove(0);
+    assert_eq!(over.session_id_before, None, "100 tokens reached");
+    assert!(over
+        .session_rotated
+        .is_some_and(|w| w.contains("maxTokens 100")));
+
+    let rotation = SessionRotation {
+        max_runs: 0,
+        max_tokens: 0,
+        max_age_secs: 60,
+    };
+    let session = TaskSession {
+        task_key: "i1".into(),
+        adapter_type: AdapterType::Claude,
+        session_id: "s".into(),
+        worker_id: None,
+        last_run_id: "r".into(),
+        updated_at: crate::Timestamp(500_000),
+        runs: 1,
+        tokens: 0,
+        started_at: Some(crate::Timestamp(100_000)),
+    };
+    assert_eq!(rotation.passed(&session, crate::Timestamp(159_999)), None);
+    assert!(rotation
+        .passed(&session, crate::Timestamp(160_000))
+        .is_some());
+    // A session saved before rotation existed counts its age from its last save.
+    let old = TaskSession {
+        started_at: None,
+        ..session
+    };
+    assert_eq!(rotation.passed(&old, crate::Timestamp(559_999)), None);
+    assert!(SessionRotation::default()
+        .passed(&old, crate::Timestamp(i64::MIN))
+        .is_none());
+}

@@ -5185,6 +5185,10 @@ pub struct Assignment {
     pub issue: ::core::option::Option<IssueSummary>,
     #[prost(message, repeated, tag = "15")]
     pub comments: ::prost::alloc::vec::Vec<WakeComment>,
+    /// Why the task's saved session was not offered (it passed the agent's rotation limits), for
+    /// the prompt's hand-off note; empty otherwise.
+    #[prost(string, tag = "16")]
+    pub session_rotated: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -302,8 +302,9 @@ pub(super) fn agent_patch(
         placement_labels: request
             .set_placement_labels
             .then(|| request.placement_labels.into_iter().collect()),
-        // control.proto has no permissions yet; they are granted over REST.
+        // control.proto has no permissions nor session rotation yet; they are set over REST.
         permissions: None,
+        session_rotation: None,
     };
     Ok((request.agent_id, patch))
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use roost_core::command::{AgentPatch, CompanyPatch, IssuePatch};
 use roost_core::{
     AdapterType, AgentPermissions, CompanyStatus, Credential, HeartbeatPolicy, Issue, IssueStatus,
-    PauseReason, Priority, RunStatus,
+    PauseReason, Priority, RunStatus, SessionRotation,
 };
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -125,6 +125,8 @@ pub struct PatchAgent {
     pub placement_labels: Option<BTreeMap<String, String>>,
     /// Only administrators change agents, so only they grant permissions.
     pub permissions: Option<AgentPermissions>,
+    /// When the agent's saved sessions are retired (runs, tokens, age; 0 is no limit).
+    pub session_rotation: Option<SessionRotation>,
     /// Paperclip's `runtimeConfig`: its `heartbeat` object changes the heartbeat policy.
     pub runtime_config: Option<serde_json::Value>,
     pub budget_monthly_cents: Option<u64>,
@@ -157,6 +159,7 @@ impl PatchAgent {
             heartbeat,
             placement_labels: self.placement_labels,
             permissions: self.permissions,
+            session_rotation: self.session_rotation,
         }
     }
 }

@@ -125,6 +125,7 @@ fn assignment_from_state(state: &State, run: &Run, run_token: String) -> Option<
         adapter_config_json: agent.adapter_config.to_string(),
         run_token,
         session_id: run.session_id_before.clone().unwrap_or_default(),
+        session_rotated: run.session_rotated.clone().unwrap_or_default(),
         task_key: task_key(run.issue_id.as_deref()).to_string(),
         issue: issue.map(|i| IssueSummary {
             identifier: i.identifier.clone(),

@@ -121,8 +121,11 @@ pub(crate) async fn run(run: &mut Run<'_>, cli: &dyn SessionCli, payload_file: &
     };
     let saved = run.assignment.session_id.clone();
     let saved = (!saved.is_empty()).then_some(saved);
+    let rotated = run.assignment.session_rotated.clone();
     let first_session = if saved.is_some() {
         Session::Resumed
+    } else if !rotated.is_empty() {
+        Session::Rotated { why: &rotated }
     } else {
         Session::Fresh
     };

@@ -120,6 +120,23 @@ async fn claude_resumes_a_saved_session_with_only_the_wake() {
 }
 
 #[tokio::test]
+async fn a_retired_session_starts_fresh_with_a_hand_off_note() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut a = assignment("claude", json!({ "command": fake("claude") }), "");
+    a.session_rotated =
+        "session s-old was retired: it served 20 runs (sessionRotation.maxRuns 20)".into();
+    let out = run_to_end(dir.path(), &a).await;
+    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert!(!read(dir.path(), "fake-claude.calls").contains("--resume"));
+    let prompt = read(dir.path(), "fake-claude.prompts");
+    assert!(prompt.contains("You are coder"), "{prompt}");
+    assert!(
+        prompt.contains("your previous session on this task was retired (session s-old was retired: it served 20 runs"),
+        "{prompt}"
+    );
+}
+
+#[tokio::test]
 async fn a_refused_resume_starts_a_fresh_session_in_the_same_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = json!({ "command": fake("claude"), "env": { "FAKE_CLAUDE_REFUSE_RESUME": "1" } });
