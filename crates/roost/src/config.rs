@@ -1,5 +1,5 @@
 //! `roost server`: configuration from defaults, then the TOML file, then `ROOST_*`
-//! environment variables, then flags.
+//! environment variables, then flags; `--check` stops after every check a start makes.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +44,14 @@ pub struct ServerArgs {
     /// leadership over, stopping Raft (default 10); config `shutdown_grace_secs`
     #[arg(long)]
     shutdown_grace_secs: Option<u64>,
+    /// Load and check the configuration as a start would (TLS files included), print a
+    /// summary and exit: 0 if a start would accept it, 1 with the start's error if not. Binds
+    /// no socket and opens no data dir
+    #[arg(long)]
+    pub check: bool,
+    /// With --check: print the summary as JSON
+    #[arg(long, requires = "check")]
+    pub json: bool,
 }
 
 /// The most runtime threads a config may ask for; far more than any machine has CPUs, and a
@@ -168,6 +176,25 @@ pub fn load(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
     Ok(config)
 }
 
+/// The config a start runs with: [`load`], then what a start checks before it binds a socket
+/// or opens the data dir (`preflight.rs`: addresses, Raft timing, TLS files).
+pub fn load_checked(args: &ServerArgs) -> anyhow::Result<ServerConfig> {
+    let config = load(args)?;
+    crate::preflight::server(&config)?;
+    Ok(config)
+}
+
+/// `roost server --check`: the summary of a config a start would accept (the caller prints
+/// the error of one it would refuse, as a start does).
+pub fn check(config: &ServerConfig, as_json: bool) -> ExitCode {
+    crate::check::print(
+        &crate::check::server_report(config),
+        &crate::check::server_text(config),
+        as_json,
+    );
+    ExitCode::SUCCESS
+}
+
 /// `ROOST_SHUTDOWN_GRACE_SECS`: whole seconds (the bounds are checked with the other sources).
 pub fn parse_grace_secs(v: &str) -> anyhow::Result<u64> {
     v.trim()
@@ -222,7 +249,7 @@ fn check_transport_security(config: &ServerConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs a node from `config` (read by [`load`] before the runtime starts: it names the
+/// Runs a node from `config` (read by [`load_checked`] before the runtime starts: it names the
 /// runtime's threads).
 pub async fn run_server(config: ServerConfig) -> anyhow::Result<ExitCode> {
     if config.insecure_plaintext && !config.tls.enabled() {
@@ -232,6 +259,14 @@ pub async fn run_server(config: ServerConfig) -> anyhow::Result<ExitCode> {
             peer = %config.peer_listen,
             "serving PLAINTEXT (insecure_plaintext): tokens, secrets and Raft traffic cross the \
              network unencrypted and the node-to-node service is unauthenticated"
+        );
+    }
+    let wildcards = crate::preflight::unadvertised_wildcards(&config);
+    if !wildcards.is_empty() {
+        tracing::warn!(
+            settings = wildcards.join(", "),
+            "listening on every interface with no advertise_* address: the cluster records \
+             this node at a wildcard address, which a node added later cannot dial"
         );
     }
     let mut signals = crate::stopping::Signals::install()?;
@@ -331,6 +366,8 @@ mod tests {
             tls_ca: None,
             insecure_plaintext: false,
             shutdown_grace_secs: None,
+            check: false,
+            json: false,
         }
     }
 
@@ -454,6 +491,88 @@ mod tests {
             apply_env(&mut config, |k| (k == "ROOST_SHUTDOWN_GRACE_SECS")
                 .then(|| "10s".to_string()))
             .is_err()
+        );
+    }
+
+    /// Node `id` of a three-node cluster on loopback (ports 7480+id, 7580+id, 7680+id).
+    fn cluster_node(id: u64) -> String {
+        let mut text = format!(
+            "node_id = {id}\nhttp_listen = \"127.0.0.1:{}\"\ngrpc_listen = \"127.0.0.1:{}\"\n\
+             peer_listen = \"127.0.0.1:{}\"\n",
+            7480 + id,
+            7580 + id,
+            7680 + id
+        );
+        for m in 1..=3 {
+            text += &format!(
+                "[[initial_members]]\nid = {m}\nhttp_addr = \"127.0.0.1:{}\"\n\
+                 grpc_addr = \"127.0.0.1:{}\"\npeer_addr = \"127.0.0.1:{}\"\n",
+                7480 + m,
+                7580 + m,
+                7680 + m
+            );
+        }
+        text
+    }
+
+    #[test]
+    fn a_start_and_a_check_apply_the_peer_rules_after_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(&path, cluster_node(2)).unwrap();
+        let mut args = args_with_config(path);
+        assert_eq!(load_checked(&args).unwrap().node_id, 2);
+        // The flag moves node 2's peer listener away from where its member entry says it is.
+        args.peer_listen = Some("127.0.0.1:9999".into());
+        let err = load_checked(&args).unwrap_err().to_string();
+        assert!(
+            err.contains("peer_addr = 127.0.0.1:7682") && err.contains("127.0.0.1:9999"),
+            "{err}"
+        );
+        args.peer_listen = None;
+        args.node_id = Some(4);
+        let err = load_checked(&args).unwrap_err().to_string();
+        assert!(
+            err.contains("node_id = 4 is not among initial_members"),
+            "{err}"
+        );
+        // Only the loader's checks: `load` alone still takes it (the rules are a start's).
+        assert!(load(&args).is_ok());
+    }
+
+    #[test]
+    fn a_start_and_a_check_read_the_tls_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("node.toml");
+        std::fs::write(
+            &path,
+            "[tls]\nca_file = \"missing-ca.pem\"\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\n",
+        )
+        .unwrap();
+        let args = args_with_config(path);
+        assert!(load(&args).is_ok(), "the loader reads no file");
+        let err = format!("{:#}", load_checked(&args).unwrap_err());
+        assert!(
+            err.starts_with("TLS: tls.cert_file = c.pem: cannot read it"),
+            "{err}"
+        );
+        assert_eq!(err.matches("cannot read").count(), 1, "said once: {err}");
+    }
+
+    #[test]
+    fn check_and_json_are_flags_of_roost_server() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            server: ServerArgs,
+        }
+        let cli =
+            Cli::try_parse_from(["roost", "--config", "n.toml", "--check", "--json"]).unwrap();
+        assert!(cli.server.check && cli.server.json);
+        assert!(
+            Cli::try_parse_from(["roost", "--json"]).is_err(),
+            "--json needs --check"
         );
     }
 

@@ -1,9 +1,11 @@
 //! `roost`: runs a node (`dev`, `server`) or talks to a running cluster (every other command).
 
 mod cert;
+mod check;
 mod cli;
 mod config;
 mod dev;
+mod preflight;
 mod stopping;
 mod worker_cmd;
 
@@ -106,10 +108,14 @@ fn main() -> ExitCode {
     match args.command {
         Command::Server(a) => {
             // The config names the runtime's threads: it is read before the runtime starts.
-            let config = match config::load(&a) {
+            // `--check` stops here, with what a start would have said.
+            let config = match config::load_checked(&a) {
                 Ok(c) => c,
                 Err(e) => return failure(&e),
             };
+            if a.check {
+                return config::check(&config, a.json);
+            }
             run_on_runtime(config.runtime_threads, async move {
                 init_tracing(log_format);
                 raise_open_file_limit();
@@ -121,6 +127,11 @@ fn main() -> ExitCode {
             raise_open_file_limit();
             dev::run(a).await
         }),
+        // Loading and checking a worker's config needs no runtime.
+        Command::RunWorker(a) if a.check => match worker_cmd::check(&a) {
+            Ok(code) => code,
+            Err(e) => failure(&e),
+        },
         Command::RunWorker(a) => run_on_runtime(None, async move {
             init_tracing(log_format);
             worker_cmd::run(a).await

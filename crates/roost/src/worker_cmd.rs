@@ -19,6 +19,14 @@ pub struct WorkerArgs {
     /// results (default 10); config `shutdown_grace_secs`, env `ROOST_SHUTDOWN_GRACE_SECS`
     #[arg(long)]
     shutdown_grace_secs: Option<u64>,
+    /// Load and check the configuration as a start would (TLS files included), print a
+    /// summary and exit: 0 if a start would accept it, 1 with the start's error if not. Opens
+    /// no connection and writes nothing (no credential, no CA bundle)
+    #[arg(long)]
+    pub check: bool,
+    /// With --check: print the summary as JSON
+    #[arg(long, requires = "check")]
+    pub json: bool,
 }
 
 /// The config file, then `ROOST_JOIN_TOKEN` and `ROOST_SHUTDOWN_GRACE_SECS`, then flags.
@@ -39,6 +47,20 @@ fn load(args: &WorkerArgs) -> anyhow::Result<WorkerConfig> {
     roost_worker::check_shutdown_grace("shutdown_grace_secs", config.shutdown_grace_secs)
         .map_err(anyhow::Error::msg)?;
     Ok(config)
+}
+
+/// `roost run-worker --check`: [`load`] and the checks `roost_worker::run_until` starts with
+/// (`WorkerConfig::validate`, which reads the TLS files), then the summary. The error of a
+/// refused config is the one a start prints.
+pub fn check(args: &WorkerArgs) -> anyhow::Result<ExitCode> {
+    let config = load(args)?;
+    config.validate()?;
+    crate::check::print(
+        &crate::check::worker_report(&config),
+        &crate::check::worker_text(&config),
+        args.json,
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs the worker; on SIGTERM or SIGINT its agents get `shutdown_grace_secs` to finish, then
