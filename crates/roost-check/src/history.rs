@@ -102,6 +102,12 @@ pub enum Action {
         run_id: Option<String>,
         amount_cents: u64,
     },
+    /// `POST /api/agents/me/memory/entries` by `agent_id` within `run_id`: a memory log entry.
+    MemoryEntry {
+        agent_id: String,
+        #[serde(default)]
+        run_id: Option<String>,
+    },
     /// `POST /api/agents/{agent}/wakeup`.
     Wake {
         agent_id: String,
@@ -171,6 +177,12 @@ pub struct OkResult {
     /// Wake: the id of the wake created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wake_id: Option<String>,
+    /// Memory entry: its id and its sequence number among the agent's entries (the server
+    /// keeps an agent's newest entries only, so an entry may later be dropped by newer ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_entry_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_entry_seq: Option<u64>,
     /// Read state: the applied index and the state hash that belongs to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_index: Option<u64>,

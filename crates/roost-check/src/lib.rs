@@ -32,7 +32,7 @@ pub use checkers::{
 pub use error::Error;
 pub use history::{Action, History, OkResult, Op, OpId, Outcome};
 pub use snapshot::{
-    CheckoutSnapshot, IssueSnapshot, PolicySnapshot, ReplicaSnapshot, RunSnapshot, RunStatus,
-    WakeSnapshot, WakeStatus,
+    CheckoutSnapshot, IssueSnapshot, MemorySnapshot, PolicySnapshot, ReplicaSnapshot, RunSnapshot,
+    RunStatus, WakeSnapshot, WakeStatus,
 };
 pub use verdict::{Verdict, Violation};

@@ -45,6 +45,18 @@ pub struct ReplicaSnapshot {
     /// Ids of every cost event recorded.
     #[serde(default)]
     pub cost_event_ids: BTreeSet<String>,
+    /// Agent id → its memory log entries as the replica keeps them.
+    #[serde(default)]
+    pub memory: BTreeMap<String, MemorySnapshot>,
+}
+
+/// An agent's memory log on one replica: the entries kept, and below which sequence number
+/// entries may have been dropped for newer ones (0: the agent is under its cap, none dropped).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemorySnapshot {
+    pub entry_ids: BTreeSet<String>,
+    #[serde(default)]
+    pub kept_from_seq: u64,
 }
 
 impl ReplicaSnapshot {

@@ -31,8 +31,8 @@ pub use credentials::{CreatedAdminToken, CredentialView};
 pub use error::Error;
 pub use logs::LogPage;
 pub use memory::{
-    CurrentTask, Door, MemoryDocument, MemoryDocumentInfo, MemoryEntry, MemoryLive, MemoryScope,
-    MemorySummary, NewMemoryEntry, Recovery,
+    CurrentTask, Door, MemoryDocument, MemoryDocumentInfo, MemoryEntry, MemoryHitKind, MemoryLive,
+    MemoryScope, MemorySearchHit, MemorySummary, NewMemoryEntry, Recovery,
 };
 pub use types::{
     ActivityPage, AgentUpdate, AuditReport, CommentCursor, CommentPage, CreatedKey,

@@ -5,7 +5,7 @@ use reqwest::Method;
 pub use roost_core::memory::{
     CurrentTask, Door, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry, Recovery,
 };
-pub use roost_core::views::{MemoryDocumentInfo, MemorySummary};
+pub use roost_core::views::{MemoryDocumentInfo, MemoryHitKind, MemorySearchHit, MemorySummary};
 use serde::Serialize;
 
 use crate::{Result, RoostClient, API};
@@ -43,6 +43,22 @@ impl RoostClient {
             .into_iter()
             .collect();
         self.get(&[API, "agents", agent_id, "memory", "entries"], &query)
+            .await
+    }
+
+    /// Full-text search over the agent's memory (`me`: the calling agent's): its log entries,
+    /// its documents' current versions, the comments of issues it is assigned to or commented
+    /// on; best first, every word of `query` required (the server's default page without
+    /// `limit`).
+    pub async fn memory_search(
+        &self,
+        agent_id: &str,
+        query: &str,
+        limit: Option<u32>,
+    ) -> Result<Vec<MemorySearchHit>> {
+        let mut params: Vec<(&str, String)> = vec![("q", query.to_string())];
+        params.extend(limit.map(|l| ("limit", l.to_string())));
+        self.get(&[API, "agents", agent_id, "memory", "search"], &params)
             .await
     }
 

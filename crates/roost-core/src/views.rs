@@ -167,3 +167,49 @@ impl MemorySummary {
         }
     }
 }
+
+/// What a memory search hit is: a log entry, a document's current version, or an issue's comment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryHitKind {
+    Entry,
+    Document,
+    Comment,
+}
+
+impl MemoryHitKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryHitKind::Entry => "entry",
+            MemoryHitKind::Document => "document",
+            MemoryHitKind::Comment => "comment",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "entry" => Some(MemoryHitKind::Entry),
+            "document" => Some(MemoryHitKind::Document),
+            "comment" => Some(MemoryHitKind::Comment),
+            _ => None,
+        }
+    }
+}
+
+/// One result of `GET /api/agents/{id}/memory/search` (`roost memory search`), best first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemorySearchHit {
+    pub kind: MemoryHitKind,
+    /// The entry's id, the document's name (`MEMORY.md`), or the comment's id.
+    pub id: String,
+    /// The comment's issue, or the issue an entry was about.
+    #[serde(default)]
+    pub issue_id: Option<String>,
+    /// The best-matching stretch of the text, matched words in `[` `]`.
+    pub snippet: String,
+    /// Relevance: SQLite FTS5's bm25, negated so higher is better.
+    pub score: f64,
+    /// The entry's or comment's creation, the document version's save.
+    pub created_at: Timestamp,
+}

@@ -8,8 +8,9 @@ use std::time::Duration;
 use roost_check::{
     check_acknowledged_wakes, check_acknowledged_writes, check_checkout_linearizable,
     check_liveness, check_no_double_checkout, check_reservations, check_state_hashes, Action,
-    BudgetObservation, CheckoutSnapshot, HashObservation, IssueSnapshot, Op, PolicySnapshot,
-    ReplicaSnapshot, RunSnapshot, SearchLimits, Verdict, WakeSnapshot, LIVENESS_WINDOW_NS,
+    BudgetObservation, CheckoutSnapshot, HashObservation, IssueSnapshot, MemorySnapshot, Op,
+    PolicySnapshot, ReplicaSnapshot, RunSnapshot, SearchLimits, Verdict, WakeSnapshot,
+    LIVENESS_WINDOW_NS,
 };
 use roost_testkit::{wait_for, Http, NetCluster};
 use serde_json::Value;
@@ -258,7 +259,40 @@ pub async fn snapshot(
     wakes_and_runs(&http, target, acknowledged, &mut snap).await?;
     budgets(&http, target, &mut snap).await?;
     snap.cost_event_ids = cost_event_ids(&http, &target.company_id).await?;
+    snap.memory.insert(
+        target.agent_id.clone(),
+        memory(&http, &target.agent_id).await?,
+    );
     Ok(snap)
+}
+
+/// An agent's memory log on this replica: every entry it keeps (the cap's worth in one page),
+/// and, when it is at the cap, the lowest sequence number kept.
+async fn memory(http: &Http, agent_id: &str) -> anyhow::Result<MemorySnapshot> {
+    let summary = http
+        .get(&format!("/api/agents/{agent_id}/memory"))
+        .await?
+        .ok()?;
+    let cap = usize::try_from(number(&summary["limits"], "maxEntries")?)?;
+    let page = http
+        .get(&format!(
+            "/api/agents/{agent_id}/memory/entries?limit={cap}"
+        ))
+        .await?
+        .ok()?;
+    let entries = array(page)?;
+    let mut snapshot = MemorySnapshot::default();
+    for e in &entries {
+        snapshot.entry_ids.insert(text(e, "id")?);
+    }
+    if entries.len() >= cap {
+        snapshot.kept_from_seq = entries
+            .iter()
+            .filter_map(|e| e["seq"].as_u64())
+            .min()
+            .unwrap_or(0);
+    }
+    Ok(snapshot)
 }
 
 /// Every checker's verdict on one scenario: the history, the final replicas, and the budget

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use roost_check::{BudgetObservation, Op};
+use roost_check::{Action, BudgetObservation, Op};
 use roost_testkit::NetCluster;
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -340,6 +340,16 @@ async fn verify(
         "history: {} ops ({ok_ops} ok, {unknown} unknown); replicas converged at {index} ({hash})",
         ops.len()
     );
+    let memory_acked = ops
+        .iter()
+        .filter(|o| matches!(o.action, Action::MemoryEntry { .. }) && o.is_ok())
+        .count();
+    let memory_kept = replicas[0]
+        .memory
+        .values()
+        .map(|m| m.entry_ids.len())
+        .sum::<usize>();
+    println!("memory: {memory_acked} entries acknowledged, {memory_kept} kept on a replica");
     let summary = wakes_costs::summary(ops, &replicas[0], samples);
     println!("{summary}");
     let (mut failures, mut verdicts) = (Vec::new(), Vec::new());

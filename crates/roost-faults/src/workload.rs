@@ -288,9 +288,48 @@ pub async fn client(
                 Err(outcome) => rec.record(process, call, action, outcome),
             }
         }
+        memory_entry(process, &as_agent, &target, &run_id, n, &rec).await;
         end_run(process, &target, &run_id, &mut rng, &rec).await;
     }
     Ok(())
+}
+
+/// The run logs a memory entry (one operation): the checkers then require it on every
+/// replica, unless newer entries displaced it under the agent's cap.
+async fn memory_entry(
+    process: u64,
+    as_agent: &Http,
+    target: &Target,
+    run_id: &str,
+    n: u64,
+    rec: &Recorder,
+) {
+    let call = rec.now_ns();
+    let reply = classify(
+        tokio::time::timeout(
+            OP_TIMEOUT,
+            as_agent.post(
+                "/api/agents/me/memory/entries",
+                json!({ "what": format!("p{process}-{n}"), "did": "checked out and commented" }),
+            ),
+        )
+        .await,
+    );
+    let action = Action::MemoryEntry {
+        agent_id: target.agent_id.clone(),
+        run_id: Some(run_id.to_string()),
+    };
+    match reply {
+        Ok(body) => {
+            let result = OkResult {
+                memory_entry_id: body["id"].as_str().map(String::from),
+                memory_entry_seq: body["seq"].as_u64(),
+                ..OkResult::default()
+            };
+            rec.record(process, call, action, ok(result));
+        }
+        Err(outcome) => rec.record(process, call, action, outcome),
+    }
 }
 
 /// Ends the run, retrying with one idempotency key through other nodes (one operation). Once

@@ -19,6 +19,7 @@ mod log_writer_tests;
 mod reader;
 mod row_batch;
 mod rows;
+mod search;
 mod state_machine;
 mod state_writer;
 mod types;
@@ -26,6 +27,7 @@ mod types;
 pub use error::Error;
 pub use log_store::LogStore;
 pub use reader::{ActivityFilter, CommentQuery, StateReader};
+pub use search::{SearchQuery, MAX_QUERY_CHARS};
 pub use state_machine::StateMachineStore;
 pub use types::{ApplyResult, NodeInfo, TypeConfig};
 

@@ -168,6 +168,26 @@ impl StateReader {
         .transpose()
     }
 
+    /// Full-text search (`search.rs`) over `agent_id`'s log entries and documents and the
+    /// comments of the issues of `company_id` it is assigned to or has commented on, best
+    /// first, at most `limit` (1 to 1000) hits. Sees every applied write (flushes first).
+    pub async fn search_memory(
+        &self,
+        company_id: &str,
+        agent_id: &str,
+        query: &crate::search::SearchQuery,
+        limit: u32,
+    ) -> Result<Vec<roost_core::views::MemorySearchHit>, Error> {
+        let assigned: Vec<String> = self.read(|s| {
+            s.issues_assigned_to(agent_id)
+                .filter(|i| i.company_id == company_id)
+                .map(|i| i.id.clone())
+                .collect()
+        });
+        let pool = self.flushed()?;
+        crate::search::search(pool, company_id, agent_id, &assigned, query, limit).await
+    }
+
     /// Activity of one company (or of every company), newest first, before `before_seq`.
     pub async fn activity(
         &self,

@@ -13,6 +13,7 @@ use roost_core::Change;
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
 use crate::error::Error;
+use crate::search::{self, SearchRow};
 
 /// Statement sizes, largest first: a fixed few, so the prepared-statement cache holds them all.
 const ROWS_PER_STATEMENT: [usize; 4] = [64, 16, 4, 1];
@@ -108,6 +109,8 @@ pub(crate) struct RowBatch {
     dropped: BTreeMap<&'static str, BTreeSet<String>>,
     /// Deleted issues, whose comments are deleted with them.
     deleted_issues: BTreeSet<String>,
+    /// The memory search index's texts by key (`search.rs`): `None` drops one.
+    search: BTreeMap<String, Option<SearchRow>>,
 }
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
@@ -169,6 +172,7 @@ impl RowBatch {
     }
 
     fn add_memory(&mut self, change: &MemoryChange) -> Result<(), Error> {
+        self.index_memory(change);
         match change {
             MemoryChange::Entry(e) => self.put_kept(
                 "memory_entries",
@@ -198,6 +202,26 @@ impl RowBatch {
             ),
         }
         Ok(())
+    }
+
+    /// What a memory change does to the search index. A document's versions only grow and
+    /// only the oldest are dropped, so the last version written is the current one.
+    fn index_memory(&mut self, change: &MemoryChange) {
+        match change {
+            MemoryChange::Entry(e) => {
+                let row = SearchRow::entry(e);
+                self.search.insert(row.key.clone(), Some(row));
+            }
+            MemoryChange::EntryDropped(id) => {
+                self.search.insert(SearchRow::entry_key(id), None);
+            }
+            MemoryChange::Document(d) => {
+                if let Some(row) = SearchRow::document(d) {
+                    self.search.insert(row.key.clone(), Some(row));
+                }
+            }
+            MemoryChange::DocumentDropped(_) | MemoryChange::Live(_) => {}
+        }
     }
 
     /// Adds one change; the last change of a row wins.
@@ -235,6 +259,10 @@ impl RowBatch {
                     t.appended
                         .retain(|row| !matches!(row.get(2), Some(Cell::Text(i)) if i == id));
                 }
+                self.search.retain(|_, row| {
+                    !matches!(row, Some(r) if r.kind == roost_core::views::MemoryHitKind::Comment
+                        && r.issue_id.as_ref() == Some(id))
+                });
                 self.deleted_issues.insert(id.clone());
             }
             Change::Run(r) => self.put(
@@ -255,17 +283,21 @@ impl RowBatch {
                 Replace,
                 vec![text(&c.id), Cell::Text(json(c)?)],
             ),
-            Change::Comment(c) => self.put(
-                "comments",
-                "id, company_id, issue_id, data",
-                Fail,
-                vec![
-                    text(&c.id),
-                    text(&c.company_id),
-                    text(&c.issue_id),
-                    Cell::Text(json(c)?),
-                ],
-            ),
+            Change::Comment(c) => {
+                let row = SearchRow::comment(c);
+                self.search.insert(row.key.clone(), Some(row));
+                self.put(
+                    "comments",
+                    "id, company_id, issue_id, data",
+                    Fail,
+                    vec![
+                        text(&c.id),
+                        text(&c.company_id),
+                        text(&c.issue_id),
+                        Cell::Text(json(c)?),
+                    ],
+                )
+            }
             Change::Activity(a) => self.put(
                 "activity",
                 "seq, log_index, company_id, at, actor_type, actor_id, credential_id, run_id, \
@@ -370,6 +402,15 @@ impl RowBatch {
             conn.prepare_cached(&sql)
                 .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(ids.iter())))
                 .map_err(Error::write("write change"))?;
+        }
+        for id in &deleted {
+            search::remove_issue_comments(conn, id)?;
+        }
+        for (key, row) in std::mem::take(&mut self.search) {
+            match row {
+                Some(row) => search::put(conn, &row)?,
+                None => search::remove(conn, &key)?,
+            }
         }
         for (name, keys) in std::mem::take(&mut self.dropped) {
             let key_column = if name == "memory_documents" {

@@ -10,6 +10,8 @@ use crate::error::Error;
 
 pub(crate) const SCHEMA_VERSION: &str = "1";
 
+/// The last three statements are the memory search index (`search.rs`): derived from the rows,
+/// rebuilt rather than copied, so not in [`TABLES`]. Porter stemming on Unicode words.
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sm_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS companies (id TEXT PRIMARY KEY, data TEXT NOT NULL);
@@ -40,6 +42,13 @@ CREATE TABLE IF NOT EXISTS memory_entries (id TEXT PRIMARY KEY, company_id TEXT 
     data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_documents (key TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_live (agent_id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memory_search_rows (rowid INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL, ref_id TEXT NOT NULL, company_id TEXT NOT NULL, agent_id TEXT, issue_id TEXT,
+    created_at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS memory_search_by_issue ON memory_search_rows (issue_id, kind);
+CREATE INDEX IF NOT EXISTS memory_search_by_agent ON memory_search_rows (agent_id, kind);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_search USING fts5(body,
+    tokenize = 'porter unicode61 remove_diacritics 2');
 ";
 
 /// Tables added after the first release: a snapshot made by an older node lacks them, and

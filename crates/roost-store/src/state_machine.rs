@@ -84,6 +84,8 @@ impl StateMachineStore {
                 );
             }
         }
+        // A data dir from before the memory search index (or with an older one) gets it here.
+        db::blocking(|| crate::search::ensure(&writer))?;
         let (state, last_applied, membership) = load(&readers).await?;
         let writer = StateWriter::spawn(writer)?;
         let state = Arc::new(RwLock::new(state));
@@ -217,7 +219,10 @@ async fn load(readers: &SqlitePool) -> Result<(State, Option<LogId<NodeId>>, Mem
 }
 
 /// Replaces every table's rows with those of the snapshot file `file`, in one transaction.
-fn copy_from_snapshot_file(writer: &mut rusqlite::Connection, file: &Path) -> Result<(), Error> {
+pub(crate) fn copy_from_snapshot_file(
+    writer: &mut rusqlite::Connection,
+    file: &Path,
+) -> Result<(), Error> {
     writer
         .execute("ATTACH DATABASE ?1 AS snap", [file.display().to_string()])
         .map_err(Error::write("attach snapshot"))?;
@@ -236,6 +241,8 @@ fn copy_from_snapshot_file(writer: &mut rusqlite::Connection, file: &Path) -> Re
             ))
             .map_err(Error::write("copy snapshot table"))?;
         }
+        // The search index is derived, never copied: rebuilt from the rows just copied.
+        crate::search::rebuild(&tx)?;
         tx.commit().map_err(Error::write("commit install"))
     })();
     writer

@@ -67,6 +67,35 @@ pub fn check_acknowledged_writes(ops: &[Op], replicas: &[ReplicaSnapshot]) -> Ve
                     }
                 }
             }
+            Action::MemoryEntry { agent_id, .. } => {
+                let (Some(entry_id), Some(seq)) =
+                    (&result.memory_entry_id, result.memory_entry_seq)
+                else {
+                    verdict.violation(
+                        format!("agent {agent_id}"),
+                        "acknowledged memory entry has no id and sequence in its result",
+                        vec![op.id],
+                    );
+                    continue;
+                };
+                for replica in replicas {
+                    let memory = replica.memory.get(agent_id);
+                    let present = memory.is_some_and(|m| m.entry_ids.contains(entry_id));
+                    // Older than every entry the replica keeps: dropped for newer ones (the
+                    // per-agent cap), not lost.
+                    let dropped = memory.is_some_and(|m| seq < m.kept_from_seq);
+                    if !present && !dropped {
+                        verdict.violation(
+                            format!("replica {}", replica.node),
+                            format!(
+                                "acknowledged memory entry {entry_id} (seq {seq}) of agent \
+                                 {agent_id} is missing"
+                            ),
+                            vec![op.id],
+                        );
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -180,5 +209,57 @@ mod tests {
     fn no_replicas_fails() {
         let verdict = check_acknowledged_writes(&[comment_ok(1, "i1", "c1")], &[]);
         assert!(!verdict.is_ok());
+    }
+
+    fn memory_ok(id: u64, entry_id: &str, seq: u64) -> Op {
+        let action = Action::MemoryEntry {
+            agent_id: "a1".into(),
+            run_id: Some("r1".into()),
+        };
+        let result = OkResult {
+            memory_entry_id: Some(entry_id.into()),
+            memory_entry_seq: Some(seq),
+            ..OkResult::default()
+        };
+        op(id, 0, 10, action, Outcome::Ok(result))
+    }
+
+    fn with_memory(node: &str, entries: &[&str], kept_from_seq: u64) -> ReplicaSnapshot {
+        let mut snapshot = replica(node, &[], &[]);
+        snapshot.memory.insert(
+            "a1".into(),
+            crate::snapshot::MemorySnapshot {
+                entry_ids: entries.iter().map(|e| e.to_string()).collect(),
+                kept_from_seq,
+            },
+        );
+        snapshot
+    }
+
+    #[test]
+    fn a_memory_entry_missing_on_a_replica_fails_unless_newer_entries_displaced_it() {
+        let ops = vec![memory_ok(1, "e1", 100), memory_ok(2, "e2", 200)];
+        let everywhere = vec![
+            with_memory("n1", &["e1", "e2"], 0),
+            with_memory("n2", &["e1", "e2"], 0),
+        ];
+        assert!(check_acknowledged_writes(&ops, &everywhere).is_ok());
+        let lost = vec![
+            with_memory("n1", &["e1", "e2"], 0),
+            with_memory("n2", &["e2"], 0),
+        ];
+        let verdict = check_acknowledged_writes(&ops, &lost);
+        assert_eq!(verdict.violations.len(), 1, "{verdict}");
+        assert_eq!(verdict.violations[0].subject, "replica n2");
+        assert_eq!(verdict.violations[0].ops, vec![1]);
+        // n2 keeps entries from seq 150 on: e1 (seq 100) was dropped for newer ones.
+        let capped = vec![
+            with_memory("n1", &["e1", "e2"], 0),
+            with_memory("n2", &["e2"], 150),
+        ];
+        assert!(check_acknowledged_writes(&ops, &capped).is_ok());
+        // But an entry newer than the floor must be there.
+        let hole = vec![with_memory("n1", &["e1"], 50)];
+        assert!(!check_acknowledged_writes(&ops, &hole).is_ok());
     }
 }

@@ -6,7 +6,7 @@
 use roost_core::memory::{
     CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry, MEMORY_DOCUMENT_NAMES,
 };
-use roost_core::views::MemorySummary;
+use roost_core::views::{MemorySearchHit, MemorySummary};
 use roost_core::{Agent, Command, Outcome};
 
 use super::{expect_outcome, new_id, now, Api};
@@ -16,6 +16,10 @@ use crate::error::ApiError;
 /// Entries a page holds unless asked otherwise, and at most.
 pub const DEFAULT_ENTRY_PAGE: usize = 50;
 pub const MAX_ENTRY_PAGE: usize = roost_core::limits::MAX_MEMORY_ENTRIES_PER_AGENT;
+
+/// Search hits an answer holds unless asked otherwise, and at most.
+pub const DEFAULT_SEARCH_HITS: u32 = 20;
+pub const MAX_SEARCH_HITS: u32 = 100;
 
 /// Whose documents: an agent's (its id, or `me`) or its company's shared scope.
 #[derive(Clone, Debug)]
@@ -101,6 +105,30 @@ impl Api {
                 .cloned()
                 .collect()
         }))
+    }
+
+    /// Recall: full-text search, best first, over the agent's log entries, the current
+    /// versions of its documents, and the comments of the issues of its company it is assigned
+    /// to or has commented on (`roost-store/src/search.rs`). Every word of `q` is required;
+    /// FTS syntax in it is taken as words; a `q` without words (or none) finds nothing, one
+    /// over `MAX_QUERY_CHARS` is a 400. Who may search is checked before `q`.
+    pub async fn memory_search(
+        &self,
+        caller: &Caller,
+        agent_ref: &str,
+        q: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<Vec<MemorySearchHit>, ApiError> {
+        let agent = self.memory_agent(caller, agent_ref).await?;
+        let query = roost_store::SearchQuery::parse(q.unwrap_or_default())
+            .map_err(|why| ApiError::bad_request(format!("q: {why}")))?;
+        let limit = limit
+            .unwrap_or(DEFAULT_SEARCH_HITS)
+            .clamp(1, MAX_SEARCH_HITS);
+        Ok(self
+            .reader()
+            .search_memory(&agent.company_id, &agent.id, &query, limit)
+            .await?)
     }
 
     /// The calling agent's entry for its run (`POST /api/agents/me/memory/entries`).

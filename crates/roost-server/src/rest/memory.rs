@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use roost_core::memory::{CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry};
-use roost_core::views::MemorySummary;
+use roost_core::views::{MemorySearchHit, MemorySummary};
 use serde::Deserialize;
 
 use super::created;
@@ -63,6 +63,38 @@ pub struct DocumentBody {
 #[serde(deny_unknown_fields)]
 pub struct EntriesQuery {
     pub limit: Option<usize>,
+}
+
+/// `GET .../memory/search?q=&limit=`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchParams {
+    pub q: Option<String>,
+    pub limit: Option<u32>,
+}
+
+pub async fn search(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    QueryParams(p): QueryParams<SearchParams>,
+) -> Result<Json<Vec<MemorySearchHit>>> {
+    Ok(Json(
+        api.memory_search(&caller, &id, p.q.as_deref(), p.limit)
+            .await?,
+    ))
+}
+
+/// The calling agent's own search (`GET /api/agents/me/memory/search`).
+pub async fn search_own(
+    State(api): State<Api>,
+    caller: Caller,
+    QueryParams(p): QueryParams<SearchParams>,
+) -> Result<Json<Vec<MemorySearchHit>>> {
+    Ok(Json(
+        api.memory_search(&caller, "me", p.q.as_deref(), p.limit)
+            .await?,
+    ))
 }
 
 pub async fn summary(

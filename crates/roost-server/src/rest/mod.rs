@@ -187,8 +187,10 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             get(memory::list_own_entries).post(memory::append_entry),
         )
         .route("/agents/me/memory/live", put(memory::set_live))
+        .route("/agents/me/memory/search", get(memory::search_own))
         .route("/agents/{id}/memory", get(memory::summary))
         .route("/agents/{id}/memory/entries", get(memory::list_entries))
+        .route("/agents/{id}/memory/search", get(memory::search))
         .route(
             "/agents/{id}/memory/documents/{name}",
             get(memory::get_document).put(memory::put_document),

@@ -1,7 +1,8 @@
-//! `roost memory show|log|edit|history`: an agent's replicated memory (issue 23). `show` is the
-//! summary with the recovery door a run starting now would take; `log` the rolling log, newest
-//! first; `edit` saves a new version of `MEMORY.md` or `STATE.md` (refused `409` if someone saved
-//! since the version it read); `history` the kept versions.
+//! `roost memory show|log|edit|history|search`: an agent's replicated memory (issue 23). `show`
+//! is the summary with the recovery door a run starting now would take; `log` the rolling log,
+//! newest first; `edit` saves a new version of `MEMORY.md` or `STATE.md` (refused `409` if
+//! someone saved since the version it read); `history` the kept versions; `search` full-text
+//! recall over entries, documents and the comments of the agent's issues, best first.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use roost_client::{MemoryDocument, MemoryEntry, MemoryScope, MemorySummary};
+use roost_client::{MemoryDocument, MemoryEntry, MemoryScope, MemorySearchHit, MemorySummary};
 
 use super::output::{fields, indented, or_dash, table, when};
 use super::{ClientOpts, Session};
@@ -67,6 +68,19 @@ enum MemoryCommand {
         /// Print each version's content too
         #[arg(long)]
         content: bool,
+    },
+    /// Search an agent's log entries, documents and the comments of issues it is assigned to
+    /// or commented on, best first (every word required)
+    Search {
+        agent: String,
+        /// The words to search for (`--` before words starting with `-`)
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        #[arg(long)]
+        company: Option<String>,
+        /// Hits to show [default: the server's, 20; at most 100]
+        #[arg(long)]
+        limit: Option<u32>,
     },
 }
 
@@ -136,6 +150,16 @@ pub async fn run(session: &Session, args: MemoryArgs) -> anyhow::Result<ExitCode
                 .memory_history(&MemoryScope::Agent(&id), &name)
                 .await?;
             out.show(&versions, |v| history_text(v, content))?;
+        }
+        MemoryCommand::Search {
+            agent,
+            query,
+            company,
+            limit,
+        } => {
+            let id = agent_id(session, &agent, company.as_deref()).await?;
+            let hits = client.memory_search(&id, &query.join(" "), limit).await?;
+            out.show(&hits, |h| search_text(h))?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -280,4 +304,24 @@ fn history_text(versions: &[MemoryDocument], content: bool) -> String {
         ));
     }
     text
+}
+
+fn search_text(hits: &[MemorySearchHit]) -> String {
+    if hits.is_empty() {
+        return "Nothing found.\n".into();
+    }
+    let rows: Vec<Vec<String>> = hits
+        .iter()
+        .map(|h| {
+            vec![
+                h.kind.as_str().to_string(),
+                h.id.clone(),
+                or_dash(h.issue_id.as_deref()),
+                format!("{:.2}", h.score),
+                when(h.created_at),
+                h.snippet.split_whitespace().collect::<Vec<_>>().join(" "),
+            ]
+        })
+        .collect();
+    table(&["KIND", "ID", "ISSUE", "SCORE", "WHEN", "SNIPPET"], &rows)
 }

@@ -210,6 +210,8 @@ const REST: &[(&str, &str, Rule, &str)] = &[
     ),
     ("GET", "/agents/{id}/memory", Own, ""),
     ("GET", "/agents/{id}/memory/entries", Own, ""),
+    ("GET", "/agents/me/memory/search", OwnAgent, ""),
+    ("GET", "/agents/{id}/memory/search", Own, ""),
     (
         "PUT",
         "/agents/{id}/memory/documents/{name}",

@@ -16,6 +16,7 @@ mod limits;
 mod logs;
 mod memory;
 mod memory_follows;
+mod memory_search;
 mod metrics;
 mod paperclip_cli;
 mod paperclip_compat;

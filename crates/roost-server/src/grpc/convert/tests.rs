@@ -31,6 +31,7 @@ fn sample_agent() -> Agent {
         last_heartbeat_at: None,
         task_sessions: BTreeMap::new(),
         permissions: Default::default(),
+        session_rotation: Default::default(),
     }
 }
 
@@ -243,6 +244,7 @@ fn issue_status_and_priority_round_trip_for_every_variant() {
             session_id_before: None,
             session_id_after: None,
             session_reset: false,
+            session_rotated: None,
             log_tail: String::new(),
             log_bytes: 0,
             summary: None,

@@ -1,0 +1,307 @@
+//! Recall (issue 23, item 4): full-text search over what an agent remembers, with SQLite FTS5
+//! and its bm25 ranking (the bundled SQLite that rusqlite and sqlx link is built with FTS5).
+//!
+//! The index is derived from replicated rows, on every node: it is written in the same
+//! transaction as the rows it follows (`row_batch.rs`), rebuilt from them when `state.db` has
+//! none or an older one (a data dir made before it existed) and after a snapshot is copied in
+//! (snapshots carry only the tables of `rows::TABLES`, never the index). What it holds:
+//! - every memory log entry (its `what`, `did`, `next` and errors);
+//! - the current version of each agent-scope document (`MEMORY.md`, `STATE.md`);
+//! - every comment, with its issue and author: a search keeps those of issues of the agent's
+//!   company that the agent is assigned to now or has commented on (a deleted issue's comments
+//!   leave the index with it).
+//!
+//! `memory_search_rows` keys each indexed text (`entry:<id>`, `document:<agent>/<name>`,
+//! `comment:<id>`) and holds what a search filters on; the FTS5 table `memory_search` holds
+//! the text under the same rowid, so replacing or dropping one text is two lookups by key.
+
+use roost_core::views::{MemoryHitKind, MemorySearchHit};
+use roost_core::{Comment, Timestamp};
+use rusqlite::OptionalExtension;
+use sqlx::Row;
+
+use crate::error::Error;
+
+/// The index's version in `sm_meta` (`search_index`): a `state.db` without it, or with another,
+/// is reindexed when opened. Raise it when what is indexed or how changes.
+const INDEX_VERSION: &str = "1";
+
+/// Longest query text accepted, in characters.
+pub const MAX_QUERY_CHARS: usize = 1000;
+
+/// One text in the index.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SearchRow {
+    pub key: String,
+    pub kind: MemoryHitKind,
+    /// The entry id, the document name, the comment id.
+    pub ref_id: String,
+    pub company_id: String,
+    /// The entry's or document's agent; a comment's author agent (none for a user).
+    pub agent_id: Option<String>,
+    pub issue_id: Option<String>,
+    pub created_at: Timestamp,
+    pub body: String,
+}
+
+impl SearchRow {
+    pub fn entry_key(id: &str) -> String {
+        format!("entry:{id}")
+    }
+
+    pub fn entry(e: &roost_core::memory::MemoryEntry) -> SearchRow {
+        let mut body = vec![e.what.as_str(), e.did.as_str(), e.next.as_str()];
+        body.extend(e.errors.iter().map(String::as_str));
+        SearchRow {
+            key: Self::entry_key(&e.id),
+            kind: MemoryHitKind::Entry,
+            ref_id: e.id.clone(),
+            company_id: e.company_id.clone(),
+            agent_id: Some(e.agent_id.clone()),
+            issue_id: e.issue_id.clone(),
+            created_at: e.created_at,
+            body: body.join("\n"),
+        }
+    }
+
+    /// The version `d` as its document's current text; company-scope documents are not indexed.
+    pub fn document(d: &roost_core::memory::MemoryDocument) -> Option<SearchRow> {
+        let agent = d.agent_id.as_ref()?;
+        Some(SearchRow {
+            key: format!("document:{agent}/{}", d.name),
+            kind: MemoryHitKind::Document,
+            ref_id: d.name.clone(),
+            company_id: d.company_id.clone(),
+            agent_id: Some(agent.clone()),
+            issue_id: None,
+            created_at: d.updated_at,
+            body: d.content.clone(),
+        })
+    }
+
+    pub fn comment(c: &Comment) -> SearchRow {
+        SearchRow {
+            key: format!("comment:{}", c.id),
+            kind: MemoryHitKind::Comment,
+            ref_id: c.id.clone(),
+            company_id: c.company_id.clone(),
+            agent_id: c.author_agent_id.clone(),
+            issue_id: Some(c.issue_id.clone()),
+            created_at: c.created_at,
+            body: c.body.clone(),
+        }
+    }
+}
+
+/// Drops the text under `key`, if indexed.
+pub(crate) fn remove(conn: &rusqlite::Connection, key: &str) -> Result<(), Error> {
+    let rowid: Option<i64> = conn
+        .prepare_cached("SELECT rowid FROM memory_search_rows WHERE key = ?1")
+        .and_then(|mut s| s.query_row([key], |r| r.get(0)).optional())
+        .map_err(Error::write("read search index"))?;
+    if let Some(rowid) = rowid {
+        for sql in [
+            "DELETE FROM memory_search WHERE rowid = ?1",
+            "DELETE FROM memory_search_rows WHERE rowid = ?1",
+        ] {
+            conn.prepare_cached(sql)
+                .and_then(|mut s| s.execute([rowid]))
+                .map_err(Error::write("write search index"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Indexes `row`, replacing what its key held.
+pub(crate) fn put(conn: &rusqlite::Connection, row: &SearchRow) -> Result<(), Error> {
+    remove(conn, &row.key)?;
+    conn.prepare_cached(
+        "INSERT INTO memory_search_rows (key, kind, ref_id, company_id, agent_id, issue_id, \
+         created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )
+    .and_then(|mut s| {
+        s.execute(rusqlite::params![
+            row.key,
+            row.kind.as_str(),
+            row.ref_id,
+            row.company_id,
+            row.agent_id,
+            row.issue_id,
+            row.created_at.millis(),
+        ])
+    })
+    .map_err(Error::write("write search index"))?;
+    let rowid = conn.last_insert_rowid();
+    conn.prepare_cached("INSERT INTO memory_search (rowid, body) VALUES (?1, ?2)")
+        .and_then(|mut s| s.execute(rusqlite::params![rowid, row.body]))
+        .map_err(Error::write("write search index"))?;
+    Ok(())
+}
+
+/// Drops the comments of a deleted issue.
+pub(crate) fn remove_issue_comments(
+    conn: &rusqlite::Connection,
+    issue_id: &str,
+) -> Result<(), Error> {
+    for sql in [
+        "DELETE FROM memory_search WHERE rowid IN \
+         (SELECT rowid FROM memory_search_rows WHERE issue_id = ?1 AND kind = 'comment')",
+        "DELETE FROM memory_search_rows WHERE issue_id = ?1 AND kind = 'comment'",
+    ] {
+        conn.prepare_cached(sql)
+            .and_then(|mut s| s.execute([issue_id]))
+            .map_err(Error::write("write search index"))?;
+    }
+    Ok(())
+}
+
+/// Reindexes unless `state.db` holds this version of the index already.
+pub(crate) fn ensure(conn: &rusqlite::Connection) -> Result<(), Error> {
+    let found: Option<String> = conn
+        .query_row(
+            "SELECT value FROM sm_meta WHERE key = 'search_index'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(Error::write("read search index version"))?;
+    if found.as_deref() == Some(INDEX_VERSION) {
+        return Ok(());
+    }
+    tracing::info!("building the memory search index from state.db's rows");
+    let tx = conn
+        .unchecked_transaction()
+        .map_err(Error::write("begin reindex"))?;
+    rebuild(&tx)?;
+    tx.commit().map_err(Error::write("commit reindex"))
+}
+
+/// Empties the index and fills it again from the rows (inside the caller's transaction), then
+/// records its version. `sm_meta` may have come from a snapshot: the version is written here.
+pub(crate) fn rebuild(conn: &rusqlite::Connection) -> Result<(), Error> {
+    conn.execute_batch("DELETE FROM memory_search; DELETE FROM memory_search_rows;")
+        .map_err(Error::write("empty search index"))?;
+    for_each_json(conn, "SELECT data FROM memory_entries", |e| {
+        put(conn, &SearchRow::entry(&e))
+    })?;
+    // Versions of a scope and name sort oldest first by key: the last put of a name wins.
+    for_each_json(
+        conn,
+        "SELECT data FROM memory_documents WHERE key LIKE 'agent:%' ORDER BY key",
+        |d| match SearchRow::document(&d) {
+            Some(row) => put(conn, &row),
+            None => Ok(()),
+        },
+    )?;
+    for_each_json(conn, "SELECT data FROM comments ORDER BY seq", |c| {
+        put(conn, &SearchRow::comment(&c))
+    })?;
+    conn.execute(
+        "INSERT INTO sm_meta (key, value) VALUES ('search_index', ?1) \
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [INDEX_VERSION],
+    )
+    .map_err(Error::write("write search index version"))?;
+    Ok(())
+}
+
+fn for_each_json<T: serde::de::DeserializeOwned>(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    mut f: impl FnMut(T) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut statement = conn.prepare(sql).map_err(Error::write("read rows"))?;
+    let mut rows = statement.query([]).map_err(Error::write("read rows"))?;
+    while let Some(row) = rows.next().map_err(Error::write("read rows"))? {
+        let text: String = row.get(0).map_err(Error::write("read rows"))?;
+        f(serde_json::from_str(&text).map_err(|e| Error::corrupt("state row", e))?)?;
+    }
+    Ok(())
+}
+
+/// A user's query text as an FTS5 expression: every word (a run of letters and digits) a
+/// quoted term, all of them required. Nothing typed reaches FTS5's syntax (`"`, `*`, `NEAR`,
+/// `-`, `:`, parentheses are separators or quoted words), so any text is a valid expression,
+/// or none (a text without words, which finds nothing), or too long (a sentence saying so).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchQuery(Option<String>);
+
+impl SearchQuery {
+    pub fn parse(text: &str) -> Result<SearchQuery, String> {
+        let chars = text.chars().count();
+        if chars > MAX_QUERY_CHARS {
+            return Err(format!(
+                "the query is {chars} characters long; at most {MAX_QUERY_CHARS} are searched"
+            ));
+        }
+        let terms: Vec<String> = text
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(|w| format!("\"{w}\""))
+            .collect();
+        Ok(SearchQuery(
+            (!terms.is_empty()).then(|| terms.join(" AND ")),
+        ))
+    }
+
+    /// The FTS5 expression; `None` for a text without words.
+    pub fn expression(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+/// The best `limit` hits for `query` in `agent_id`'s memory and the comments of the issues
+/// `issue_ids` names or the agent commented on, within `company_id`.
+pub(crate) async fn search(
+    pool: &sqlx::SqlitePool,
+    company_id: &str,
+    agent_id: &str,
+    assigned_issue_ids: &[String],
+    query: &SearchQuery,
+    limit: u32,
+) -> Result<Vec<MemorySearchHit>, Error> {
+    let Some(expression) = query.expression() else {
+        return Ok(Vec::new());
+    };
+    let assigned =
+        serde_json::to_string(assigned_issue_ids).map_err(|e| Error::corrupt("issue ids", e))?;
+    // bm25 is lower for better matches. `CROSS JOIN` keeps the FTS5 table the outer loop
+    // whatever the planner thinks: snippet() and bm25() work only on its MATCH cursor.
+    let rows = sqlx::query(
+        "SELECT r.kind, r.ref_id, r.issue_id, r.created_at, \
+         snippet(memory_search, 0, '[', ']', '…', 16) AS snippet, bm25(memory_search) AS rank \
+         FROM memory_search CROSS JOIN memory_search_rows r ON r.rowid = memory_search.rowid \
+         WHERE memory_search MATCH ?1 AND r.company_id = ?2 \
+         AND ((r.kind IN ('entry', 'document') AND r.agent_id = ?3) \
+           OR (r.kind = 'comment' AND (r.issue_id IN (SELECT value FROM json_each(?4)) \
+             OR r.issue_id IN (SELECT c.issue_id FROM memory_search_rows c \
+               WHERE c.agent_id = ?3 AND c.kind = 'comment' AND c.company_id = ?2)))) \
+         ORDER BY rank, r.created_at DESC LIMIT ?5",
+    )
+    .bind(expression)
+    .bind(company_id)
+    .bind(agent_id)
+    .bind(assigned)
+    .bind(limit.clamp(1, 1000) as i64)
+    .fetch_all(pool)
+    .await
+    .map_err(Error::sql("search memory"))?;
+    rows.iter()
+        .map(|r| {
+            let kind: String = r.get(0);
+            Ok(MemorySearchHit {
+                kind: MemoryHitKind::parse(&kind)
+                    .ok_or_else(|| Error::corrupt("search row", format!("kind {kind:?}")))?,
+                id: r.get(1),
+                issue_id: r.get(2),
+                created_at: Timestamp(r.get(3)),
+                snippet: r.get(4),
+                score: -r.get::<f64, _>(5),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "search_tests.rs"]
+mod tests;
