@@ -9,11 +9,19 @@
 //! ROOST_REGENERATE=1 cargo test -p roost-proto --test generated_code_is_fresh
 //! ```
 //!
+//! The same test keeps `src/gen/roost_descriptor.bin`, the encoded descriptor set of those files
+//! ([`FILE_DESCRIPTOR_SET`]), which the node's gRPC server reflection serves.
+//!
 //! Services (package `roost.v1`):
 //! - `Control`, the typed client API: [`v1::control_client::ControlClient`],
 //!   [`v1::control_server::ControlServer`] and [`v1::control_server::Control`];
 //! - `Raft`, the node-to-node Raft transport carrying openraft's JSON: [`v1::raft_client::RaftClient`],
 //!   [`v1::raft_server::RaftServer`] and [`v1::raft_server::Raft`].
+
+/// The encoded `google.protobuf.FileDescriptorSet` of `proto/roost/v1/*.proto`, comments
+/// included, for gRPC server reflection (checked in beside the generated code, kept fresh by
+/// `tests/generated_code_is_fresh.rs`).
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("gen/roost_descriptor.bin");
 
 /// Package `roost.v1`.
 #[allow(

@@ -227,12 +227,26 @@ impl Server {
             node.clone(),
             stop_rx.clone(),
         ));
+        // The standard services (grpc/standard.rs), on the client listener only: health, kept
+        // on what `/readyz` answers, and reflection.
+        let (health_reporter, health_service) = grpc::standard::health_service().await;
+        let health = tokio::spawn({
+            let (api, tasks, stop) = (api.clone(), supervisor.clone(), stop_rx.clone());
+            async move {
+                grpc::standard::report_health(health_reporter, api, tasks, stop).await;
+                Ok(())
+            }
+        });
+        let (reflection_v1, reflection_v1alpha) = grpc::standard::reflection_services();
         let grpc_router = config
             .limits
             .grpc_server()
             .add_service(control_service)
             .add_service(cluster_service)
-            .add_service(worker_service);
+            .add_service(worker_service)
+            .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha);
         let grpc = supervisor.spawn_critical(
             "grpc server",
             stop_rx.clone(),
@@ -315,7 +329,7 @@ impl Server {
             peer_addr,
             stop,
             stop_peers,
-            tasks: vec![http, grpc, duties, step_down, leader_changes],
+            tasks: vec![http, grpc, duties, step_down, leader_changes, health],
             peers,
             supervisor,
             shutdown_grace: config.shutdown_grace(),

@@ -5,6 +5,7 @@ mod cluster;
 mod convert;
 mod credentials;
 mod service;
+pub(crate) mod standard;
 
 use roost_proto::v1::control_server::ControlServer;
 

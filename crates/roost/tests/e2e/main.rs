@@ -10,6 +10,7 @@ mod crash;
 mod credentials;
 mod fleet;
 mod grpc;
+mod grpc_python;
 mod hostile;
 mod issue_lists;
 mod limits;
