@@ -55,9 +55,13 @@ impl RoostClient {
         agent_id: &str,
         query: &str,
         limit: Option<u32>,
+        any_word: bool,
     ) -> Result<Vec<MemorySearchHit>> {
         let mut params: Vec<(&str, String)> = vec![("q", query.to_string())];
         params.extend(limit.map(|l| ("limit", l.to_string())));
+        if any_word {
+            params.push(("match", "any".to_string()));
+        }
         self.get(&[API, "agents", agent_id, "memory", "search"], &params)
             .await
     }

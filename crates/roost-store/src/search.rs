@@ -220,7 +220,8 @@ fn for_each_json<T: serde::de::DeserializeOwned>(
 }
 
 /// A user's query text as an FTS5 expression: every word (a run of letters and digits) a
-/// quoted term, all of them required. Nothing typed reaches FTS5's syntax (`"`, `*`, `NEAR`,
+/// quoted term, all of them required ([`SearchQuery::parse`]) or any of them
+/// ([`SearchQuery::parse_any`], ranked by how many and how rare). Nothing typed reaches FTS5's syntax (`"`, `*`, `NEAR`,
 /// `-`, `:`, parentheses are separators or quoted words), so any text is a valid expression,
 /// or none (a text without words, which finds nothing), or too long (a sentence saying so).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -228,6 +229,16 @@ pub struct SearchQuery(Option<String>);
 
 impl SearchQuery {
     pub fn parse(text: &str) -> Result<SearchQuery, String> {
+        Self::parse_joined(text, " AND ")
+    }
+
+    /// As [`SearchQuery::parse`], a hit needing any one of the words (auto-recall asks with a
+    /// whole issue title, which no single text holds every word of).
+    pub fn parse_any(text: &str) -> Result<SearchQuery, String> {
+        Self::parse_joined(text, " OR ")
+    }
+
+    fn parse_joined(text: &str, join: &str) -> Result<SearchQuery, String> {
         let chars = text.chars().count();
         if chars > MAX_QUERY_CHARS {
             return Err(format!(
@@ -239,9 +250,7 @@ impl SearchQuery {
             .filter(|w| !w.is_empty())
             .map(|w| format!("\"{w}\""))
             .collect();
-        Ok(SearchQuery(
-            (!terms.is_empty()).then(|| terms.join(" AND ")),
-        ))
+        Ok(SearchQuery((!terms.is_empty()).then(|| terms.join(join))))
     }
 
     /// The FTS5 expression; `None` for a text without words.

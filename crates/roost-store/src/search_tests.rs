@@ -347,3 +347,24 @@ async fn installing_a_snapshot_rebuilds_the_index_from_its_rows() {
         vec![(MemoryHitKind::Entry, "e2")]
     );
 }
+
+/// Auto-recall asks with a whole issue title: any one word finds a text, and a text with more
+/// of the words ranks first; "all words" finds neither.
+#[tokio::test]
+async fn any_word_matching_finds_texts_holding_some_of_the_words_best_first() {
+    let db = db().await;
+    db.apply(vec![
+        entry("e1", "a1", "the parser drops the last line"),
+        entry("e2", "a1", "the parser is slow"),
+        entry("e3", "a1", "unrelated deploy work"),
+    ]);
+    let title = "Fix parser dropping trailing line";
+    let all = db.find("a1", &[], title).await;
+    assert!(all.is_empty(), "{all:?}");
+    let query = SearchQuery::parse_any(title).expect("query");
+    let hits = search(&db.pool, "c1", "a1", &[], &query, 20)
+        .await
+        .expect("search");
+    let found: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
+    assert_eq!(found, ["e1", "e2"], "{hits:?}");
+}

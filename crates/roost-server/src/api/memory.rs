@@ -110,7 +110,7 @@ impl Api {
     /// Recall: full-text search, best first, over the agent's log entries, the current
     /// versions of its documents, and the comments of the issues of its company it is assigned
     /// to or has commented on (`roost-store/src/search.rs`). Every word of `q` is required;
-    /// FTS syntax in it is taken as words; a `q` without words (or none) finds nothing, one
+    /// (with `any`, one of them is enough); FTS syntax in it is taken as words; a `q` without words (or none) finds nothing, one
     /// over `MAX_QUERY_CHARS` is a 400. Who may search is checked before `q`.
     pub async fn memory_search(
         &self,
@@ -118,10 +118,16 @@ impl Api {
         agent_ref: &str,
         q: Option<&str>,
         limit: Option<u32>,
+        any: bool,
     ) -> Result<Vec<MemorySearchHit>, ApiError> {
         let agent = self.memory_agent(caller, agent_ref).await?;
-        let query = roost_store::SearchQuery::parse(q.unwrap_or_default())
-            .map_err(|why| ApiError::bad_request(format!("q: {why}")))?;
+        let text = q.unwrap_or_default();
+        let query = if any {
+            roost_store::SearchQuery::parse_any(text)
+        } else {
+            roost_store::SearchQuery::parse(text)
+        }
+        .map_err(|why| ApiError::bad_request(format!("q: {why}")))?;
         let limit = limit
             .unwrap_or(DEFAULT_SEARCH_HITS)
             .clamp(1, MAX_SEARCH_HITS);

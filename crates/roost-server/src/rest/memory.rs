@@ -65,12 +65,28 @@ pub struct EntriesQuery {
     pub limit: Option<usize>,
 }
 
-/// `GET .../memory/search?q=&limit=`.
+/// `GET .../memory/search?q=&limit=&match=all|any`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SearchParams {
     pub q: Option<String>,
     pub limit: Option<u32>,
+    /// `all` (default): every word of `q` in a hit; `any`: one is enough.
+    #[serde(rename = "match")]
+    pub match_words: Option<MatchWords>,
+}
+
+#[derive(Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchWords {
+    All,
+    Any,
+}
+
+impl SearchParams {
+    fn any(&self) -> bool {
+        self.match_words == Some(MatchWords::Any)
+    }
 }
 
 pub async fn search(
@@ -80,7 +96,7 @@ pub async fn search(
     QueryParams(p): QueryParams<SearchParams>,
 ) -> Result<Json<Vec<MemorySearchHit>>> {
     Ok(Json(
-        api.memory_search(&caller, &id, p.q.as_deref(), p.limit)
+        api.memory_search(&caller, &id, p.q.as_deref(), p.limit, p.any())
             .await?,
     ))
 }
@@ -92,7 +108,7 @@ pub async fn search_own(
     QueryParams(p): QueryParams<SearchParams>,
 ) -> Result<Json<Vec<MemorySearchHit>>> {
     Ok(Json(
-        api.memory_search(&caller, "me", p.q.as_deref(), p.limit)
+        api.memory_search(&caller, "me", p.q.as_deref(), p.limit, p.any())
             .await?,
     ))
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use roost_client::{ClientTls, MemoryScope, RoostClient};
 use roost_core::memory::{MemoryEntry, NewMemoryEntry};
-use roost_core::views::MemorySummary;
+use roost_core::views::{MemorySearchHit, MemorySummary};
 use roost_proto::v1::Assignment;
 
 use crate::config::WorkerConfig;
@@ -28,6 +28,9 @@ const DOCUMENTS: [&str; 2] = ["STATE.md", "MEMORY.md"];
 const RECENT_ENTRIES: usize = 100;
 /// A fact in STATE.md not verified for this many days is marked stale in the prompt.
 const STALE_AFTER_DAYS: i64 = 7;
+/// Recall hits put into a prompt (issue 23, item 4's auto-recall), and their text's cap.
+const RECALL_HITS: usize = 3;
+const RECALL_BUDGET_BYTES: usize = 2 * 1024;
 /// Each memory request's bound: memory must not hold a run back for long.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -48,6 +51,8 @@ pub(crate) struct Memory {
     current_task: String,
     coordinates: String,
     entries: Vec<MemoryEntry>,
+    /// What recall found for the wake's issue in the agent's older memory.
+    recalled: Vec<MemorySearchHit>,
 }
 
 /// The agent's home directory on this worker.
@@ -110,6 +115,7 @@ impl Memory {
                 content,
             });
         }
+        let recalled = recall(&client, a).await;
         let live = summary.live.as_ref();
         let current_task = render::current_task(live.and_then(|l| l.current_task.as_ref()));
         let coordinates = live
@@ -123,6 +129,7 @@ impl Memory {
             current_task,
             coordinates,
             entries,
+            recalled,
         };
         memory
             .write_files()
@@ -206,6 +213,13 @@ impl Memory {
         if !shown.is_empty() {
             text.push_str("\nRecent log entries, newest first:\n");
             text.push_str(&render::recent(shown, RECENT_BUDGET_BYTES));
+        }
+        if !self.recalled.is_empty() {
+            text.push_str(
+                "\nRecalled from your memory for this issue (best matches first; \
+                 GET /api/agents/me/memory/search?q= finds more):\n",
+            );
+            text.push_str(&render::recalled(&self.recalled, RECALL_BUDGET_BYTES));
         }
         text
     }
@@ -322,6 +336,31 @@ impl Memory {
             Err(e) => format!("nowhere: {e}"),
         }
     }
+}
+
+/// The best matches for the wake's issue (its title) among the agent's entries, documents and
+/// the comments of its other issues; nothing when the wake has no issue or search fails (a
+/// prompt without recall is still a prompt).
+async fn recall(client: &RoostClient, a: &Assignment) -> Vec<MemorySearchHit> {
+    let Some(issue) = &a.issue else {
+        return Vec::new();
+    };
+    let limit = u32::try_from(RECALL_HITS * 3).unwrap_or(10);
+    let Ok(hits) = client
+        .memory_search(&a.agent_id, &issue.title, Some(limit), true)
+        .await
+    else {
+        return Vec::new();
+    };
+    // The wake already carries its own issue's new comments.
+    hits.into_iter()
+        .filter(|h| {
+            !(h.kind == roost_core::views::MemoryHitKind::Comment
+                && h.issue_id.is_some()
+                && h.issue_id == a.issue_id)
+        })
+        .take(RECALL_HITS)
+        .collect()
 }
 
 /// What a harvest did: the writes made, and what was refused or not sent (which the run's log

@@ -65,6 +65,30 @@ fn cut(text: &str, max: usize) -> String {
     format!("{}…\n", &text[..end])
 }
 
+/// Recall hits as prompt lines, best first, within `budget` bytes.
+pub(crate) fn recalled(hits: &[roost_core::views::MemorySearchHit], budget: usize) -> String {
+    let mut out = String::new();
+    for h in hits {
+        let about = h
+            .issue_id
+            .as_deref()
+            .map(|i| format!(", issue {i}"))
+            .unwrap_or_default();
+        let line = format!(
+            "- {} {} ({}{about}): {}\n",
+            h.kind.as_str(),
+            h.id,
+            h.created_at,
+            h.snippet.replace('\n', " ")
+        );
+        if !out.is_empty() && out.len() + line.len() > budget {
+            break;
+        }
+        out.push_str(&cut(&line, budget));
+    }
+    out
+}
+
 /// `memory/current-task.md`: the sections the agent edits and [`parse_current_task`] reads.
 pub(crate) fn current_task(task: Option<&CurrentTask>) -> String {
     let empty = CurrentTask {

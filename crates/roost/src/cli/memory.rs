@@ -81,6 +81,9 @@ enum MemoryCommand {
         /// Hits to show [default: the server's, 20; at most 100]
         #[arg(long)]
         limit: Option<u32>,
+        /// A hit needs any one of the words, not all of them
+        #[arg(long)]
+        any: bool,
     },
 }
 
@@ -156,9 +159,12 @@ pub async fn run(session: &Session, args: MemoryArgs) -> anyhow::Result<ExitCode
             query,
             company,
             limit,
+            any,
         } => {
             let id = agent_id(session, &agent, company.as_deref()).await?;
-            let hits = client.memory_search(&id, &query.join(" "), limit).await?;
+            let hits = client
+                .memory_search(&id, &query.join(" "), limit, any)
+                .await?;
             out.show(&hits, |h| search_text(h))?;
         }
     }

@@ -27,17 +27,29 @@ if [ ! -s "$AGENT_HOME/MEMORY.md" ]; then
 fi
 "#;
 
-/// Wakes `agent` through node `via` and waits for a run other than `before` to finish.
+/// Wakes `agent` through node `via` (by assigning it a new issue titled `issue`, if given) and
+/// waits for a run other than `before` to finish.
 async fn run_once(
     c: &TestCluster,
     via: u64,
     agent: &str,
     before: &[String],
+    issue: Option<&str>,
 ) -> anyhow::Result<Value> {
-    c.admin(via)
-        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
-        .await?
-        .ok()?;
+    let admin = c.admin(via);
+    match issue {
+        Some(title) => admin
+            .post(
+                &format!("/api/companies/{}/issues", c.company_id),
+                json!({ "title": title, "status": "todo", "assigneeAgentId": agent }),
+            )
+            .await?
+            .ok()?,
+        None => admin
+            .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
+            .await?
+            .ok()?,
+    };
     wait_for("the agent's run to finish", WAIT, || async {
         runs(c, agent).await.ok()?.into_iter().find(|r| {
             !before.contains(&str_field(r, "id"))
@@ -67,7 +79,7 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
     let adapter = json!({ "command": "sh", "args": ["-c", AGENT] });
     let agent = create_agent(&c, "process", adapter).await?;
 
-    let first = run_once(&c, leader, &agent, &[]).await?;
+    let first = run_once(&c, leader, &agent, &[], None).await?;
     assert_eq!(first["status"], "succeeded", "{first}");
     assert_eq!(first["workerId"], "worker-a", "{first}");
     let first_id = str_field(&first, "id");
@@ -127,7 +139,8 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
         Some(c.admin(via).base().to_string()),
     )
     .await?;
-    let second = run_once(&c, via, &agent, &[first_id]).await?;
+    // The second run is about a new issue: recall finds run 1's entry for it.
+    let second = run_once(&c, via, &agent, &[first_id], Some("Fix the parser bug")).await?;
     assert_eq!(second["status"], "succeeded", "{second}");
     assert_eq!(second["workerId"], "worker-b", "{second}");
     let second_id = str_field(&second, "id");
@@ -145,6 +158,14 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
         );
     }
     assert!(prompt.contains("## Where you are: resume"), "{prompt}");
+    let recalled = prompt
+        .split("Recalled from your memory for this issue")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        recalled.contains("entry") && recalled.contains("[parser]"),
+        "recall put run 1's entry in the prompt:\n{prompt}"
+    );
     let home_b = dir_b.path().join("agents").join(&agent);
     assert!(read(&home_b.join("MEMORY.md")).contains("the parser lives in src/parse.rs"));
     assert!(
