@@ -676,6 +676,208 @@ pub mod cluster_server {
         const NAME: &'static str = SERVICE_NAME;
     }
 }
+/// `agent_id` is an agent's id or `me` (the calling agent) in every memory request.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetMemorySummaryRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct MemorySummary {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    /// resume, catch_up or rebuild, for a run starting now; its confidence (1.0 to 0) and why.
+    #[prost(string, tag = "3")]
+    pub door: ::prost::alloc::string::String,
+    #[prost(double, tag = "4")]
+    pub confidence: f64,
+    #[prost(string, tag = "5")]
+    pub why: ::prost::alloc::string::String,
+    #[prost(int64, optional, tag = "6")]
+    pub live_age_secs: ::core::option::Option<i64>,
+    #[prost(uint64, tag = "7")]
+    pub entry_count: u64,
+    #[prost(uint64, tag = "8")]
+    pub bytes_used: u64,
+    #[prost(message, repeated, tag = "9")]
+    pub documents: ::prost::alloc::vec::Vec<MemoryDocumentInfo>,
+    #[prost(message, optional, tag = "10")]
+    pub current_task: ::core::option::Option<CurrentTask>,
+    /// The live coordinates as JSON; empty when never saved.
+    #[prost(string, tag = "11")]
+    pub coordinates_json: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MemoryDocumentInfo {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "2")]
+    pub version: u64,
+    #[prost(uint64, tag = "3")]
+    pub bytes: u64,
+    #[prost(int64, tag = "4")]
+    pub updated_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CurrentTask {
+    #[prost(string, tag = "1")]
+    pub doing: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "2")]
+    pub last: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "3")]
+    pub next: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListMemoryEntriesRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    /// Newest first; the server's default page without it.
+    #[prost(uint32, optional, tag = "2")]
+    pub limit: ::core::option::Option<u32>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListMemoryEntriesResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub entries: ::prost::alloc::vec::Vec<MemoryEntry>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MemoryEntry {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "3")]
+    pub seq: u64,
+    #[prost(string, tag = "4")]
+    pub run_id: ::prost::alloc::string::String,
+    /// Empty when the run had no wake.
+    #[prost(string, tag = "5")]
+    pub wake_reason: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "6")]
+    pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, tag = "7")]
+    pub what: ::prost::alloc::string::String,
+    #[prost(string, tag = "8")]
+    pub did: ::prost::alloc::string::String,
+    #[prost(string, tag = "9")]
+    pub next: ::prost::alloc::string::String,
+    /// Verbatim.
+    #[prost(string, repeated, tag = "10")]
+    pub errors: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(int64, tag = "11")]
+    pub created_at_ms: i64,
+}
+/// The calling agent's entry for its run (the run from `x-roost-run-id` or a run key).
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AppendMemoryEntryRequest {
+    #[prost(string, optional, tag = "1")]
+    pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, tag = "2")]
+    pub what: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub did: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub next: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "5")]
+    pub errors: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+/// An agent's document (`agent_id`), or with `agent_id` empty the company's shared one.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetMemoryDocumentRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    /// MEMORY.md, STATE.md, ...
+    #[prost(string, tag = "3")]
+    pub name: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MemoryDocument {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, tag = "3")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "4")]
+    pub version: u64,
+    #[prost(string, tag = "5")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(int64, tag = "6")]
+    pub updated_at_ms: i64,
+    /// user, agent or system, and its id; the run that saved it, if any.
+    #[prost(string, tag = "7")]
+    pub updated_by_type: ::prost::alloc::string::String,
+    #[prost(string, tag = "8")]
+    pub updated_by_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "9")]
+    pub run_id: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PutMemoryDocumentRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "5")]
+    pub expected_version: u64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SearchMemoryRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub q: ::prost::alloc::string::String,
+    #[prost(uint32, optional, tag = "3")]
+    pub limit: ::core::option::Option<u32>,
+    /// One word of q is enough (default: every word).
+    #[prost(bool, tag = "4")]
+    pub any_word: bool,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SearchMemoryResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub hits: ::prost::alloc::vec::Vec<MemoryHit>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct MemoryHit {
+    /// entry, document or comment.
+    #[prost(string, tag = "1")]
+    pub kind: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Matched words in \[ \].
+    #[prost(string, tag = "4")]
+    pub snippet: ::prost::alloc::string::String,
+    /// bm25, negated: higher is better.
+    #[prost(double, tag = "5")]
+    pub score: f64,
+    #[prost(int64, tag = "6")]
+    pub created_at_ms: i64,
+}
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct BudgetPolicy {
@@ -2424,6 +2626,142 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "RecordCostEvent"));
             self.inner.unary(req, path, codec).await
         }
+        /// Agent memory, with REST's rules (`/api/agents/{id}/memory...`): an agent its own (`me`),
+        /// administrators any; writes of an agent are made in its live run.
+        pub async fn get_memory_summary(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetMemorySummaryRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemorySummary>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetMemorySummary",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetMemorySummary"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn list_memory_entries(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListMemoryEntriesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListMemoryEntriesResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListMemoryEntries",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListMemoryEntries"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn append_memory_entry(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AppendMemoryEntryRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemoryEntry>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/AppendMemoryEntry",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "AppendMemoryEntry"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn get_memory_document(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetMemoryDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemoryDocument>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetMemoryDocument",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetMemoryDocument"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Saves a new version if the current one is expected_version (0: none yet); else ABORTED.
+        pub async fn put_memory_document(
+            &mut self,
+            request: impl tonic::IntoRequest<super::PutMemoryDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemoryDocument>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/PutMemoryDocument",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "PutMemoryDocument"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Recall: full-text search (bm25) over the agent's entries, documents and issues' comments.
+        pub async fn search_memory(
+            &mut self,
+            request: impl tonic::IntoRequest<super::SearchMemoryRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::SearchMemoryResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/SearchMemory",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "SearchMemory"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -2653,6 +2991,40 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::RecordCostEventRequest>,
         ) -> std::result::Result<tonic::Response<super::CostEvent>, tonic::Status>;
+        /// Agent memory, with REST's rules (`/api/agents/{id}/memory...`): an agent its own (`me`),
+        /// administrators any; writes of an agent are made in its live run.
+        async fn get_memory_summary(
+            &self,
+            request: tonic::Request<super::GetMemorySummaryRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemorySummary>, tonic::Status>;
+        async fn list_memory_entries(
+            &self,
+            request: tonic::Request<super::ListMemoryEntriesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListMemoryEntriesResponse>,
+            tonic::Status,
+        >;
+        async fn append_memory_entry(
+            &self,
+            request: tonic::Request<super::AppendMemoryEntryRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemoryEntry>, tonic::Status>;
+        async fn get_memory_document(
+            &self,
+            request: tonic::Request<super::GetMemoryDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemoryDocument>, tonic::Status>;
+        /// Saves a new version if the current one is expected_version (0: none yet); else ABORTED.
+        async fn put_memory_document(
+            &self,
+            request: tonic::Request<super::PutMemoryDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemoryDocument>, tonic::Status>;
+        /// Recall: full-text search (bm25) over the agent's entries, documents and issues' comments.
+        async fn search_memory(
+            &self,
+            request: tonic::Request<super::SearchMemoryRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::SearchMemoryResponse>,
+            tonic::Status,
+        >;
     }
     /// The client API.
     #[derive(Debug)]
@@ -4230,6 +4602,276 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = RecordCostEventSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetMemorySummary" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetMemorySummarySvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetMemorySummaryRequest>
+                    for GetMemorySummarySvc<T> {
+                        type Response = super::MemorySummary;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetMemorySummaryRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_memory_summary(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetMemorySummarySvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListMemoryEntries" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListMemoryEntriesSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListMemoryEntriesRequest>
+                    for ListMemoryEntriesSvc<T> {
+                        type Response = super::ListMemoryEntriesResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListMemoryEntriesRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_memory_entries(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListMemoryEntriesSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/AppendMemoryEntry" => {
+                    #[allow(non_camel_case_types)]
+                    struct AppendMemoryEntrySvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::AppendMemoryEntryRequest>
+                    for AppendMemoryEntrySvc<T> {
+                        type Response = super::MemoryEntry;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AppendMemoryEntryRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::append_memory_entry(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AppendMemoryEntrySvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetMemoryDocument" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetMemoryDocumentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetMemoryDocumentRequest>
+                    for GetMemoryDocumentSvc<T> {
+                        type Response = super::MemoryDocument;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetMemoryDocumentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_memory_document(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetMemoryDocumentSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/PutMemoryDocument" => {
+                    #[allow(non_camel_case_types)]
+                    struct PutMemoryDocumentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::PutMemoryDocumentRequest>
+                    for PutMemoryDocumentSvc<T> {
+                        type Response = super::MemoryDocument;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::PutMemoryDocumentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::put_memory_document(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = PutMemoryDocumentSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/SearchMemory" => {
+                    #[allow(non_camel_case_types)]
+                    struct SearchMemorySvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::SearchMemoryRequest>
+                    for SearchMemorySvc<T> {
+                        type Response = super::SearchMemoryResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::SearchMemoryRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::search_memory(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = SearchMemorySvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

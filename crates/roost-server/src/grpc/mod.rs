@@ -4,6 +4,7 @@ mod budgets;
 mod cluster;
 mod convert;
 mod credentials;
+mod memory;
 mod service;
 pub(crate) mod standard;
 

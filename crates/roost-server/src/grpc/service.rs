@@ -405,6 +405,60 @@ impl Control for ControlService {
         Ok(Response::new(reply))
     }
 
+    async fn get_memory_summary(
+        &self,
+        request: Request<pb::GetMemorySummaryRequest>,
+    ) -> Reply<pb::MemorySummary> {
+        let caller = self.caller(&request).await?;
+        let reply = super::memory::summary(&self.api, &caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn list_memory_entries(
+        &self,
+        request: Request<pb::ListMemoryEntriesRequest>,
+    ) -> Reply<pb::ListMemoryEntriesResponse> {
+        let caller = self.caller(&request).await?;
+        let reply = super::memory::entries(&self.api, &caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn append_memory_entry(
+        &self,
+        request: Request<pb::AppendMemoryEntryRequest>,
+    ) -> Reply<pb::MemoryEntry> {
+        let caller = self.caller(&request).await?;
+        let reply = super::memory::append(&self.api, &caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn get_memory_document(
+        &self,
+        request: Request<pb::GetMemoryDocumentRequest>,
+    ) -> Reply<pb::MemoryDocument> {
+        let caller = self.caller(&request).await?;
+        let reply = super::memory::document(&self.api, &caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn put_memory_document(
+        &self,
+        request: Request<pb::PutMemoryDocumentRequest>,
+    ) -> Reply<pb::MemoryDocument> {
+        let caller = self.caller(&request).await?;
+        let reply = super::memory::put_document(&self.api, &caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn search_memory(
+        &self,
+        request: Request<pb::SearchMemoryRequest>,
+    ) -> Reply<pb::SearchMemoryResponse> {
+        let caller = self.caller(&request).await?;
+        let reply = super::memory::search(&self.api, &caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
+    }
+
     type StreamRunLogStream = futures::stream::BoxStream<'static, Result<pb::RunLogChunk, Status>>;
 
     async fn stream_run_log(

@@ -193,3 +193,132 @@ async fn grpc_budgets_meter_costs_like_rest() -> anyhow::Result<()> {
     assert_eq!(overview.policies[0].remaining_cents, 380);
     Ok(())
 }
+
+/// Agent memory over gRPC keeps REST's rules: an agent writes its own in its run, reads and
+/// searches its own, and another agent of the company is refused; a lost update is ABORTED.
+#[tokio::test]
+async fn grpc_memory_follows_rests_rules() -> anyhow::Result<()> {
+    use roost_proto::v1::{
+        AppendMemoryEntryRequest, GetMemoryDocumentRequest, GetMemorySummaryRequest,
+        ListMemoryEntriesRequest, PutMemoryDocumentRequest, SearchMemoryRequest,
+    };
+    let node = TestNode::start().await?;
+    let mut grpc = control(&node).await?;
+    let (me, key) = node.agent("grpc-rememberer").await?;
+    let (_, other_key) = node.agent("grpc-snoop").await?;
+    let run = node.start_run(&me).await?;
+
+    // Without a run an agent cannot write its log.
+    let entry = AppendMemoryEntryRequest {
+        what: "found the flaky parser test".into(),
+        did: "reran it 20 times".into(),
+        errors: vec!["assertion failed: left == right".into()],
+        ..Default::default()
+    };
+    let no_run = grpc
+        .append_memory_entry(authed(&key, None, entry.clone())?)
+        .await
+        .expect_err("no run");
+    assert_eq!(no_run.code(), tonic::Code::InvalidArgument, "{no_run:?}");
+    let written = grpc
+        .append_memory_entry(authed(&key, Some(&run), entry)?)
+        .await?
+        .into_inner();
+    assert_eq!(
+        (written.run_id.as_str(), written.agent_id.as_str()),
+        (run.as_str(), me.as_str())
+    );
+    let put = |content: &str, expected_version| PutMemoryDocumentRequest {
+        agent_id: "me".into(),
+        name: "MEMORY.md".into(),
+        content: content.into(),
+        expected_version,
+        ..Default::default()
+    };
+    let doc = grpc
+        .put_memory_document(authed(&key, Some(&run), put("- parser: flaky", 0))?)
+        .await?
+        .into_inner();
+    assert_eq!(doc.version, 1);
+    let lost = grpc
+        .put_memory_document(authed(&key, Some(&run), put("- overwritten", 0))?)
+        .await
+        .expect_err("a lost update");
+    assert_eq!(lost.code(), tonic::Code::Aborted, "{lost:?}");
+
+    let entries = grpc
+        .list_memory_entries(authed(
+            &node.admin_token,
+            None,
+            ListMemoryEntriesRequest {
+                agent_id: me.clone(),
+                limit: Some(10),
+            },
+        )?)
+        .await?
+        .into_inner()
+        .entries;
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].errors, ["assertion failed: left == right"]);
+    let read = grpc
+        .get_memory_document(authed(
+            &key,
+            None,
+            GetMemoryDocumentRequest {
+                agent_id: "me".into(),
+                name: "MEMORY.md".into(),
+                ..Default::default()
+            },
+        )?)
+        .await?
+        .into_inner();
+    assert_eq!(
+        (read.version, read.content.as_str()),
+        (1, "- parser: flaky")
+    );
+    let summary = grpc
+        .get_memory_summary(authed(
+            &key,
+            None,
+            GetMemorySummaryRequest {
+                agent_id: "me".into(),
+            },
+        )?)
+        .await?
+        .into_inner();
+    assert_eq!(summary.entry_count, 1);
+    assert_eq!(summary.door, "rebuild", "no live state saved yet");
+    let hits = grpc
+        .search_memory(authed(
+            &key,
+            None,
+            SearchMemoryRequest {
+                agent_id: "me".into(),
+                q: "flaky parser".into(),
+                ..Default::default()
+            },
+        )?)
+        .await?
+        .into_inner()
+        .hits;
+    let kinds: Vec<&str> = hits.iter().map(|h| h.kind.as_str()).collect();
+    assert!(
+        kinds.contains(&"entry") && kinds.contains(&"document"),
+        "{hits:?}"
+    );
+
+    // Another agent of the company reads none of it.
+    let snooped = grpc
+        .list_memory_entries(authed(
+            &other_key,
+            None,
+            ListMemoryEntriesRequest {
+                agent_id: me.clone(),
+                limit: None,
+            },
+        )?)
+        .await
+        .expect_err("another agent's memory");
+    assert_eq!(snooped.code(), tonic::Code::PermissionDenied, "{snooped:?}");
+    node.shutdown().await
+}
