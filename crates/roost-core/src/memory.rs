@@ -40,6 +40,14 @@ pub struct MemoryEntry {
     #[serde(default)]
     pub errors: Vec<String>,
     pub created_at: Timestamp,
+    /// A daily summary: how many runs' entries it replaced (`rules/memory.rs`, compaction);
+    /// 0 for an entry a run wrote.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub summary_of: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl MemoryEntry {

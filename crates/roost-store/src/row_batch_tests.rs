@@ -170,6 +170,7 @@ fn memory_entry(id: &str) -> Change {
             next: String::new(),
             errors: Vec::new(),
             created_at: Timestamp(1),
+            summary_of: 0,
         },
     ))
 }

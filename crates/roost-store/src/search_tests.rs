@@ -59,6 +59,7 @@ fn entry(id: &str, agent: &str, what: &str) -> Change {
         next: String::new(),
         errors: vec!["error[E0433]: failed to resolve".into()],
         created_at: Timestamp(10),
+        summary_of: 0,
     }))
 }
 

@@ -59,6 +59,97 @@ fn live_run_of<'c>(ctx: &'c Ctx<'_>, agent: &Agent, what: &str) -> Result<&'c Ru
     Ok(run)
 }
 
+const DAY_MS: i64 = 24 * 3_600_000;
+/// Entries of whole UTC days older than this are compacted into one summary per day
+/// (issue 23, item 6): still searchable and in the log, at a fraction of the entries.
+pub const COMPACT_AFTER_DAYS: i64 = 7;
+/// How much of a summary's `did` (the merged entries' `what` lines) and errors are kept.
+const SUMMARY_DID_CHARS: usize = 4_000;
+const SUMMARY_ERRORS: usize = 10;
+const SUMMARY_ERROR_CHARS: usize = 300;
+
+/// Compaction, done with an append at the append's time (so every replica does the same):
+/// each UTC day wholly older than [`COMPACT_AFTER_DAYS`] with more than one entry becomes one
+/// summary entry (a day's earlier summary absorbs later stragglers). Returns the changes and
+/// the ids of the entries it removed.
+fn compact_old_days(
+    ctx: &Ctx<'_>,
+    agent_id: &str,
+) -> (Vec<Change>, std::collections::BTreeSet<String>) {
+    let before_day = ctx.now().0.div_euclid(DAY_MS) - COMPACT_AFTER_DAYS;
+    let mut days: std::collections::BTreeMap<i64, Vec<&MemoryEntry>> = Default::default();
+    for e in ctx.state.memory.entries_of(agent_id) {
+        let day = e.created_at.0.div_euclid(DAY_MS);
+        if day < before_day {
+            days.entry(day).or_default().push(e);
+        }
+    }
+    let mut changes = Vec::new();
+    let mut removed = std::collections::BTreeSet::new();
+    for (day, entries) in days {
+        if entries.len() < 2 {
+            continue;
+        }
+        let summary = summarize(ctx, day, &entries);
+        for e in &entries {
+            if e.id != summary.id {
+                removed.insert(e.id.clone());
+                changes.push(Change::Memory(MemoryChange::EntryDropped(e.id.clone())));
+            }
+        }
+        changes.push(Change::Memory(MemoryChange::Entry(summary)));
+    }
+    (changes, removed)
+}
+
+/// One day's entries (in seq order) as one: a summary already among them keeps its id and
+/// place; its `did` lists every run's `what`, its errors the first few, verbatim but cut.
+fn summarize(ctx: &Ctx<'_>, day: i64, entries: &[&MemoryEntry]) -> MemoryEntry {
+    let first = entries[0];
+    let base = entries.iter().find(|e| e.summary_of > 0).copied();
+    let runs: u32 = entries
+        .iter()
+        .map(|e| e.summary_of.max(1))
+        .fold(0u32, |a, b| a.saturating_add(b));
+    let mut did = base.map(|b| b.did.clone()).unwrap_or_default();
+    let mut errors: Vec<String> = base.map(|b| b.errors.clone()).unwrap_or_default();
+    for e in entries.iter().filter(|e| e.summary_of == 0) {
+        let about = e
+            .issue_id
+            .as_deref()
+            .map(|i| format!(" [issue {i}]"))
+            .unwrap_or_default();
+        did.push_str(&format!("- {}{about}\n", e.what));
+        for error in &e.errors {
+            if errors.len() < SUMMARY_ERRORS {
+                errors.push(error.chars().take(SUMMARY_ERROR_CHARS).collect());
+            }
+        }
+    }
+    if did.chars().count() > SUMMARY_DID_CHARS {
+        did = did.chars().take(SUMMARY_DID_CHARS).collect::<String>() + "…";
+    }
+    let date = crate::time::Timestamp(day * DAY_MS).to_rfc3339();
+    MemoryEntry {
+        id: base.map_or_else(|| format!("{}-day-{day}", ctx.slot), |b| b.id.clone()),
+        company_id: first.company_id.clone(),
+        agent_id: first.agent_id.clone(),
+        seq: base.map_or(first.seq, |b| b.seq),
+        run_id: first.run_id.clone(),
+        wake_reason: None,
+        issue_id: None,
+        what: format!(
+            "Summary of {} ({runs} runs' entries)",
+            date.get(..10).unwrap_or(&date)
+        ),
+        did,
+        next: entries.last().map(|e| e.next.clone()).unwrap_or_default(),
+        errors,
+        created_at: base.map_or(first.created_at, |b| b.created_at),
+        summary_of: runs,
+    }
+}
+
 pub(crate) fn append_entry(
     ctx: &Ctx<'_>,
     id: &str,
@@ -104,11 +195,22 @@ pub(crate) fn append_entry(
         next: new.next.clone(),
         errors: new.errors.clone(),
         created_at: ctx.now(),
+        summary_of: 0,
     };
-    let mut changes = Vec::new();
-    let kept = ctx.state.memory.entry_count(agent_id);
+    let (mut changes, compacted) = compact_old_days(ctx, agent_id);
+    let kept = ctx
+        .state
+        .memory
+        .entry_count(agent_id)
+        .saturating_sub(compacted.len());
     let drop = (kept + 1).saturating_sub(MAX_MEMORY_ENTRIES_PER_AGENT);
-    for old in ctx.state.memory.entries_of(agent_id).take(drop) {
+    for old in ctx
+        .state
+        .memory
+        .entries_of(agent_id)
+        .filter(|e| !compacted.contains(&e.id))
+        .take(drop)
+    {
         changes.push(Change::Memory(MemoryChange::EntryDropped(old.id.clone())));
     }
     changes.push(Change::Memory(MemoryChange::Entry(entry.clone())));

@@ -476,3 +476,96 @@ fn old_log_entries_without_memory_fields_still_read() {
     let json = r#"{"type":"set_memory_live","agent_id":"a1"}"#;
     assert!(serde_json::from_str::<Command>(json).is_ok());
 }
+
+const DAY: i64 = 24 * 3_600_000;
+
+/// Appends entry `id` for a1's run r1 at `at_ms`.
+fn append_at(w: &mut World, at_ms: i64, id: &str, what: &str) -> MemoryEntry {
+    let mut e = entry(what);
+    e.errors = vec![format!("error of {id}")];
+    match w.run_at(
+        at_ms,
+        agent_actor("a1", "c1", Some("r1")),
+        Command::AppendMemoryEntry {
+            id: id.into(),
+            agent_id: "a1".into(),
+            entry: e,
+        },
+    ) {
+        Ok(Outcome::MemoryEntry(e)) => e,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn whole_days_older_than_a_week_are_compacted_into_one_summary_each_and_stay_searchable_text() {
+    let mut w = world();
+    w.start_run("r1", "a1");
+    let day0 = 20_000 * DAY;
+    append_at(&mut w, day0 + 1_000, "d0-a", "fixed the parser");
+    append_at(&mut w, day0 + 2_000, "d0-b", "wrote the release notes");
+    append_at(&mut w, day0 + DAY + 1_000, "d1-a", "alone on its day");
+    append_at(&mut w, day0 + 2 * DAY, "d2-a", "recent enough");
+    append_at(&mut w, day0 + 2 * DAY + 5, "d2-b", "recent too");
+    // Seven whole days after day 0 ends: day 0 is compacted, day 1 (one entry) and day 2 (not
+    // yet old enough) are not.
+    append_at(&mut w, day0 + 8 * DAY, "now", "today");
+    let ids: Vec<String> = w
+        .state
+        .memory
+        .entries_of("a1")
+        .map(|e| e.id.clone())
+        .collect();
+    assert!(
+        !ids.contains(&"d0-a".to_string()) && !ids.contains(&"d0-b".to_string()),
+        "{ids:?}"
+    );
+    for kept in ["d1-a", "d2-a", "d2-b", "now"] {
+        assert!(ids.contains(&kept.to_string()), "{kept} in {ids:?}");
+    }
+    let summary = w
+        .state
+        .memory
+        .entries_of("a1")
+        .find(|e| e.summary_of > 0)
+        .cloned()
+        .expect("a summary");
+    assert_eq!(summary.summary_of, 2);
+    assert_eq!(
+        ids.first(),
+        Some(&summary.id),
+        "it keeps day 0's place in the log"
+    );
+    assert!(
+        summary.what.contains("2024-10-04") && summary.what.contains("2 runs"),
+        "{}",
+        summary.what
+    );
+    assert!(
+        summary.did.contains("- fixed the parser")
+            && summary.did.contains("- wrote the release notes")
+    );
+    assert_eq!(summary.errors, ["error of d0-a", "error of d0-b"]);
+
+    // A late straggler of an old day (an entry whose day is past, as a backdated clock would
+    // give) joins that day's summary rather than making a second one; the count adds up.
+    append_at(&mut w, day0 + 3_000, "d0-c", "late");
+    append_at(&mut w, day0 + 9 * DAY, "later", "tomorrow");
+    let summaries: Vec<MemoryEntry> = w
+        .state
+        .memory
+        .entries_of("a1")
+        .filter(|e| e.summary_of > 0)
+        .cloned()
+        .collect();
+    let day0_summary = summaries
+        .iter()
+        .find(|e| e.id == summary.id)
+        .expect("same id");
+    assert_eq!(day0_summary.summary_of, 3, "{summaries:?}");
+    assert!(day0_summary.did.contains("- late"));
+    // Replay from the rows agrees with the incremental digest.
+    let mut fresh = w.state.clone();
+    fresh.row_digests = crate::state_hash::RowDigests::default();
+    assert_eq!(w.state.hash(), fresh.hash());
+}

@@ -238,6 +238,7 @@ mod tests {
             next: String::new(),
             errors: vec!["exit 2: no such file".into()],
             created_at: Timestamp(n as i64 * 1000),
+            summary_of: 0,
         }
     }
 
