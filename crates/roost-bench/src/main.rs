@@ -14,6 +14,9 @@
 //! - `scale`: a 3-node cluster of real `roost server` processes whose issues grow step by step
 //!   (10^3 to 10^6); at each step creation rate, checkout throughput and latency on random
 //!   issues, leader and follower memory, database sizes, list latency, follower catch-up.
+//! - `memory`: agent memory log entries (10^4 to 10^6) in a `state.db` written through the
+//!   store's own rows; search latency, bytes per entry on disk and in memory, and the time to
+//!   render the prompt's recent entries.
 
 mod checkout;
 mod etcd;
@@ -23,6 +26,7 @@ mod etcd_pb;
 mod etcd_points;
 mod etcd_table;
 mod failover;
+mod memory;
 mod procs;
 mod scale;
 mod scale_load;
@@ -57,6 +61,9 @@ enum Command {
     /// Throughput, latency, memory and storage as the number of issues grows (10^3 to 10^6),
     /// on `roost server` processes
     Scale(scale::ScaleArgs),
+    /// Agent memory at 10^4 to 10^6 log entries: search latency, bytes per entry on disk and
+    /// in memory, prompt rendering time (in-process store, no server)
+    Memory(memory::MemoryArgs),
 }
 
 #[tokio::main]
@@ -68,5 +75,6 @@ async fn main() -> anyhow::Result<()> {
         Command::EtcdCheckout(a) => etcd::run(a).await,
         Command::Workers(a) => workers::run(a).await,
         Command::Scale(a) => scale::run(a).await,
+        Command::Memory(a) => memory::run(a).await,
     }
 }

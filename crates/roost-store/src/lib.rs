@@ -8,6 +8,7 @@
 //! entities is kept in memory ([`roost_core::State`]) for the rules and for fast reads.
 
 mod abort_on_panic;
+mod bulk;
 mod db;
 mod error;
 mod files;
@@ -24,6 +25,7 @@ mod state_machine;
 mod state_writer;
 mod types;
 
+pub use bulk::BulkDb;
 pub use error::Error;
 pub use log_store::LogStore;
 pub use reader::{ActivityFilter, CommentQuery, StateReader};

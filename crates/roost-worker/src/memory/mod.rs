@@ -22,6 +22,12 @@ use crate::config::WorkerConfig;
 
 pub(crate) use render::RECENT_BUDGET_BYTES;
 
+/// For benchmarks (`roost-bench memory`): `memory/recent.md`'s text for `entries` (newest
+/// first) within the prompt's budget, as [`Memory::prepare`] renders it; no IO.
+pub fn render_recent_for_bench(entries: &[MemoryEntry]) -> String {
+    render::recent(entries, RECENT_BUDGET_BYTES)
+}
+
 /// The documents a run gets as files in its home.
 const DOCUMENTS: [&str; 2] = ["STATE.md", "MEMORY.md"];
 /// Log entries fetched for `memory/recent.md` (the "last 100").
