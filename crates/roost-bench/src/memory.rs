@@ -9,7 +9,7 @@
 //! file's bytes per entry (and the search index's share, from SQLite's `dbstat`), the
 //! in-memory state's bytes per entry (process RSS before and after `load_state`, the node's
 //! load), and the time to render the prompt's `memory/recent.md` from an agent's newest 100
-//! entries (`roost_worker::render_recent_for_bench`).
+//! entries (`roost_worker::recent_entries_text`).
 
 use std::time::Instant;
 
@@ -255,7 +255,7 @@ async fn one(args: &MemoryArgs, n: u64, vocab: &[String]) -> anyhow::Result<Valu
     let mut rendered = 0;
     for _ in 0..1000 {
         let t = Instant::now();
-        rendered = roost_worker::render_recent_for_bench(&newest).len();
+        rendered = roost_worker::recent_entries_text(&newest).len();
         render.push(t.elapsed().as_nanos() as u64);
     }
     render.sort_unstable();

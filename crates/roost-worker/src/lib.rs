@@ -15,7 +15,7 @@ pub use config::{
     MAX_SHUTDOWN_GRACE_SECS,
 };
 pub use credential::WORKER_CREDENTIAL_PREFIX;
-pub use memory::render_recent_for_bench;
+pub use memory::recent_entries_text;
 pub use session::{run, run_until, Stop, Stopped};
 
 /// What can stop a worker.

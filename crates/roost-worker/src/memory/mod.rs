@@ -22,9 +22,9 @@ use crate::config::WorkerConfig;
 
 pub(crate) use render::RECENT_BUDGET_BYTES;
 
-/// For benchmarks (`roost-bench memory`): `memory/recent.md`'s text for `entries` (newest
-/// first) within the prompt's budget, as [`Memory::prepare`] renders it; no IO.
-pub fn render_recent_for_bench(entries: &[MemoryEntry]) -> String {
+/// `memory/recent.md`'s text for `entries` (newest first) within the prompt's budget, as
+/// [`Memory::prepare`] writes it; no IO (`roost-bench memory` times it).
+pub fn recent_entries_text(entries: &[MemoryEntry]) -> String {
     render::recent(entries, RECENT_BUDGET_BYTES)
 }
 

@@ -7,32 +7,11 @@ use serde_json::{json, Value};
 
 use roost_testkit::{Http, Reply, TestCluster, TestNode};
 
-use crate::support::{one_cluster_at_a_time, roost_binary, str_field};
+use crate::support::{agent_with_key, one_cluster_at_a_time, roost_binary, str_field};
 
 async fn put(http: &Http, path: &str, body: Value) -> anyhow::Result<Reply> {
     http.raw(Method::PUT, path, Some(serde_json::to_vec(&body)?))
         .await
-}
-
-/// An agent of `company_id` and its key, made through `admin`.
-async fn agent_with_key(
-    admin: &Http,
-    company_id: &str,
-    name: &str,
-) -> anyhow::Result<(String, String)> {
-    let agent = admin
-        .post(
-            &format!("/api/companies/{company_id}/agents"),
-            json!({ "name": name }),
-        )
-        .await?
-        .ok()?;
-    let id = str_field(&agent, "id");
-    let key = admin
-        .post(&format!("/api/agents/{id}/keys"), json!({}))
-        .await?
-        .ok()?;
-    Ok((id, str_field(&key, "token")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use roost_testkit::{Http, TestCluster};
 
-use crate::support::{one_cluster_at_a_time, roost_binary, str_field};
+use crate::support::{agent_with_key, one_cluster_at_a_time, roost_binary, str_field};
 
 /// Every byte but ASCII letters and digits as `%XX`: any text as a query string value.
 fn encode(text: &str) -> String {
@@ -38,27 +38,6 @@ fn kinds_and_ids(hits: &[Value]) -> Vec<(String, String)> {
     hits.iter()
         .map(|h| (str_field(h, "kind"), str_field(h, "id")))
         .collect()
-}
-
-/// An agent of `company_id` and its key, made through `admin`.
-async fn agent_with_key(
-    admin: &Http,
-    company_id: &str,
-    name: &str,
-) -> anyhow::Result<(String, String)> {
-    let agent = admin
-        .post(
-            &format!("/api/companies/{company_id}/agents"),
-            json!({ "name": name }),
-        )
-        .await?
-        .ok()?;
-    let id = str_field(&agent, "id");
-    let key = admin
-        .post(&format!("/api/agents/{id}/keys"), json!({}))
-        .await?
-        .ok()?;
-    Ok((id, str_field(&key, "token")))
 }
 
 async fn issue_with_comment(

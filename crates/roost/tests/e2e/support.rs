@@ -92,3 +92,24 @@ pub fn authed<T>(token: &str, run: Option<&str>, message: T) -> anyhow::Result<t
 pub async fn control(node: &TestNode) -> anyhow::Result<ControlClient<Channel>> {
     Ok(ControlClient::connect(format!("http://{}", node.server().grpc_addr())).await?)
 }
+
+/// An agent of `company_id` and its key, made through `admin`.
+pub async fn agent_with_key(
+    admin: &Http,
+    company_id: &str,
+    name: &str,
+) -> anyhow::Result<(String, String)> {
+    let agent = admin
+        .post(
+            &format!("/api/companies/{company_id}/agents"),
+            json!({ "name": name }),
+        )
+        .await?
+        .ok()?;
+    let id = str_field(&agent, "id");
+    let key = admin
+        .post(&format!("/api/agents/{id}/keys"), json!({}))
+        .await?
+        .ok()?;
+    Ok((id, str_field(&key, "token")))
+}
