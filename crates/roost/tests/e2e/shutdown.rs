@@ -349,7 +349,25 @@ async fn sigterm_to_the_leader_hands_over_and_loses_no_acknowledged_write() -> a
     let new_leader = wait_for("another leader", WAIT, || async {
         leader_seen_by(survivor).await.filter(|l| *l != leader)
     })
-    .await?;
+    .await
+    .map_err(|e| {
+        // Seen once under a full suite's load (no new leader in 30 s): keep what the nodes
+        // said, to tell a stalled hand-over from a stalled election.
+        let tails: Vec<String> = nodes
+            .iter()
+            .map(|n| {
+                let log = dir.path().join(format!("node-{}.log", n.id));
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(40).collect();
+                format!(
+                    "--- node {} ---\n{}",
+                    n.id,
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                )
+            })
+            .collect();
+        e.context(tails.join("\n"))
+    })?;
     let elected = sent.elapsed();
     let (status, took) = {
         let node = Mutex::new(&mut nodes[leader_at]);
