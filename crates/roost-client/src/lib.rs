@@ -4,13 +4,17 @@
 //! goes through one request path that sets the bearer token, the run id header and a timeout,
 //! and turns error responses into [`Error::Api`] with the server's code and message.
 
+mod approvals;
 mod budgets;
 mod cluster;
 mod credentials;
 mod error;
+mod home;
 mod logs;
 mod memory;
+mod projects;
 mod routes;
+mod routines;
 mod types;
 mod wakes;
 
@@ -23,17 +27,20 @@ use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use approvals::{Approval, ApprovalComment, ApprovalDecision, ApprovalStatus, ApprovalType};
 pub use budgets::{
     AgentSpend, BudgetOverview, CostSummary, NewBudgetPolicy, NewCostEvent, PolicyStatus,
 };
 pub use cluster::{ClusterStatus, Member, MemberStatus, NodeReport};
 pub use credentials::{CreatedAdminToken, CredentialView};
 pub use error::Error;
+pub use home::{AgentHome, HomeFile, HomeView};
 pub use logs::LogPage;
 pub use memory::{
     CurrentTask, Door, MemoryDocument, MemoryDocumentInfo, MemoryEntry, MemoryHitKind, MemoryLive,
     MemoryScope, MemorySearchHit, MemorySummary, NewMemoryEntry, Recovery,
 };
+pub use projects::{Goal, GoalLevel, GoalPatch, GoalStatus, Project, ProjectPatch, ProjectStatus};
 pub use types::{
     ActivityPage, AgentUpdate, AuditReport, CommentCursor, CommentPage, CreatedKey,
     HeartbeatContext, IssueFilter, IssueUpdate, IssueWithComment, NewAgent, NewCompany, NewIssue,

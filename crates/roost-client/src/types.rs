@@ -59,6 +59,9 @@ pub struct AgentUpdate {
     pub heartbeat: Option<HeartbeatPolicy>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub placement_labels: Option<BTreeMap<String, String>>,
+    /// The most the agent's home files may hold, in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub home_max_bytes: Option<u64>,
 }
 
 /// Body of `POST /api/companies/{cid}/issues` and `POST /api/issues/{id}/children` (which

@@ -73,7 +73,7 @@ pub struct Envelope {
 
 /// Keeps "clear this field" (`Some(None)`, serialized as `null`) distinct from "leave it"
 /// (`None`, not serialized) through the JSON form of log entries.
-mod nullable {
+pub(crate) mod nullable {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     pub fn serialize<S: Serializer, T: Serialize>(
@@ -112,6 +112,10 @@ pub struct IssuePatch {
     pub blocked_by_issue_ids: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub billing_code: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
+    pub project_id: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
+    pub goal_id: Option<Option<String>>,
 }
 
 /// Fields of a company an administrator may change; `None` leaves a field unchanged.
@@ -123,6 +127,12 @@ pub struct CompanyPatch {
     pub description: Option<Option<String>>,
     pub status: Option<CompanyStatus>,
     pub require_board_approval_for_new_agents: Option<bool>,
+    /// Replaces the company's loop-breaker settings (`loop_breaker.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_breaker: Option<crate::loop_breaker::LoopBreaker>,
+    /// Seconds an issue may stay blocked before its manager is woken; 0 is off (`rules/org.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalate_blocked_after_secs: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,6 +151,14 @@ pub struct AgentPatch {
     pub permissions: Option<AgentPermissions>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_rotation: Option<SessionRotation>,
+    /// Replaces the agent's loop-breaker settings (`loop_breaker.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_breaker: Option<crate::loop_breaker::LoopBreaker>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_max_bytes: Option<u64>,
+    /// Its manager (`rules/org.rs`); `Some(None)` clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
+    pub reports_to: Option<Option<String>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -298,6 +316,12 @@ pub enum Command {
         /// Deduplicates wakes of this agent: a repeat returns the first wake.
         wake_key: Option<String>,
     },
+    /// The leader's escalation timer: `issue_id` has been blocked past its company's
+    /// `escalateBlockedAfterSecs`; its assignee's manager is woken once per blocked spell
+    /// (`rules/org.rs`).
+    EscalateIssue {
+        issue_id: String,
+    },
     /// The leader's scheduler: the agent's heartbeat interval has passed.
     TimerTick {
         agent_id: String,
@@ -333,6 +357,10 @@ pub enum Command {
     WorkerLost {
         worker_id: String,
     },
+    /// Routines, their triggers and firings (`routine_command.rs`, `rules/routine.rs`).
+    Routine {
+        routine: crate::routine_command::RoutineCommand,
+    },
     /// An agent's log entry, written during its run (fenced on it; `rules/memory.rs`).
     AppendMemoryEntry {
         id: String,
@@ -356,6 +384,81 @@ pub enum Command {
         current_task: Option<crate::memory::CurrentTask>,
         #[serde(default)]
         coordinates: Option<serde_json::Value>,
+    },
+    /// Goals and projects (`rules/project.rs`): `fields` holds every field at creation.
+    CreateGoal {
+        id: String,
+        company_id: String,
+        fields: crate::project::GoalPatch,
+    },
+    UpdateGoal {
+        goal_id: String,
+        patch: crate::project::GoalPatch,
+    },
+    DeleteGoal {
+        goal_id: String,
+    },
+    CreateProject {
+        id: String,
+        company_id: String,
+        fields: crate::project::ProjectPatch,
+    },
+    UpdateProject {
+        project_id: String,
+        patch: crate::project::ProjectPatch,
+    },
+    DeleteProject {
+        project_id: String,
+    },
+    /// Opens an approval (`rules/approval.rs`); not `hire_agent`, which `HireAgent` opens.
+    CreateApproval {
+        id: String,
+        company_id: String,
+        approval_type: crate::approval::ApprovalType,
+        payload: serde_json::Value,
+        #[serde(default)]
+        requested_by_agent_id: Option<String>,
+        #[serde(default)]
+        issue_ids: Vec<String>,
+    },
+    /// Creates an agent (`agent`, a `CreateAgent`); when its company requires board approval
+    /// for new agents it is `pending_approval` with a `hire_agent` approval `approval_id`.
+    HireAgent {
+        approval_id: String,
+        agent: Box<Command>,
+        payload: serde_json::Value,
+    },
+    DecideApproval {
+        approval_id: String,
+        decision: crate::approval::ApprovalDecision,
+        #[serde(default)]
+        decision_note: Option<String>,
+    },
+    ResubmitApproval {
+        approval_id: String,
+        #[serde(default)]
+        payload: Option<serde_json::Value>,
+    },
+    AddApprovalComment {
+        approval_id: String,
+        comment_id: String,
+        body: String,
+    },
+    /// Chunks of an agent's home files (base64), uploaded by its live run before it saves the
+    /// home (`rules/home.rs`).
+    PutHomeChunks {
+        agent_id: String,
+        chunks: Vec<String>,
+    },
+    /// A new version of an agent's home, if it is still at `base_version`: the files that
+    /// changed (their chunks uploaded or already stored) and the paths removed.
+    SaveAgentHome {
+        agent_id: String,
+        base_version: u64,
+        #[serde(default)]
+        files: BTreeMap<String, crate::home::HomeFile>,
+        #[serde(default)]
+        deleted: Vec<String>,
     },
 }
 
@@ -390,14 +493,29 @@ impl Command {
             Command::ResolveBudgetIncident { .. } => "budget.incident_resolved",
             Command::Wakeup { .. } => "wake.requested",
             Command::TimerTick { .. } => "agent.timer_tick",
+            Command::EscalateIssue { .. } => "issue.escalated",
             Command::AssignRun { .. } => "run.assigned",
             Command::AddRunToken { .. } => "run.token_added",
             Command::RunStarted { .. } => "run.running",
             Command::RegisterWorker { .. } => "worker.registered",
             Command::WorkerLost { .. } => "worker.lost",
+            Command::Routine { routine } => routine.name(),
             Command::AppendMemoryEntry { .. } => "memory.entry_added",
             Command::PutMemoryDocument { .. } => "memory.document_saved",
             Command::SetMemoryLive { .. } => "memory.live_saved",
+            Command::CreateGoal { .. } => "goal.created",
+            Command::UpdateGoal { .. } => "goal.updated",
+            Command::DeleteGoal { .. } => "goal.deleted",
+            Command::CreateProject { .. } => "project.created",
+            Command::UpdateProject { .. } => "project.updated",
+            Command::DeleteProject { .. } => "project.deleted",
+            Command::CreateApproval { .. } => "approval.created",
+            Command::HireAgent { .. } => "agent.hired",
+            Command::DecideApproval { .. } => "approval.decided",
+            Command::ResubmitApproval { .. } => "approval.resubmitted",
+            Command::AddApprovalComment { .. } => "approval.comment_added",
+            Command::PutHomeChunks { .. } => "home.chunks_uploaded",
+            Command::SaveAgentHome { .. } => "home.saved",
         }
     }
 }
@@ -423,9 +541,22 @@ pub enum Outcome {
     BudgetPolicy(BudgetPolicy),
     CostEvent(CostEvent),
     BudgetIncident(BudgetIncident),
+    Routine(crate::routine_command::RoutineOutcome),
     MemoryEntry(crate::memory::MemoryEntry),
     MemoryDocument(crate::memory::MemoryDocument),
     MemoryLive(crate::memory::MemoryLive),
+    /// The hashes of the chunks an upload carried, in its order.
+    HomeChunks(Vec<String>),
+    Goal(crate::project::Goal),
+    Project(crate::project::Project),
+    Approval(crate::approval::Approval),
+    ApprovalComment(crate::approval::ApprovalComment),
+    /// A hire: the agent and, when the company requires board approval, its approval.
+    Hire {
+        agent: Agent,
+        approval: Option<crate::approval::Approval>,
+    },
+    AgentHome(crate::home::AgentHome),
 }
 
 impl Outcome {
@@ -443,9 +574,17 @@ impl Outcome {
             Outcome::BudgetPolicy(_) => "budget_policy",
             Outcome::CostEvent(_) => "cost_event",
             Outcome::BudgetIncident(_) => "budget_incident",
+            Outcome::Routine(_) => "routine",
             Outcome::MemoryEntry(_) => "memory_entry",
             Outcome::MemoryDocument(_) => "memory_document",
             Outcome::MemoryLive(_) => "memory_live",
+            Outcome::HomeChunks(_) => "home_chunks",
+            Outcome::Goal(_) => "goal",
+            Outcome::Project(_) => "project",
+            Outcome::Approval(_) => "approval",
+            Outcome::ApprovalComment(_) => "approval_comment",
+            Outcome::Hire { .. } => "hire",
+            Outcome::AgentHome(_) => "agent_home",
         }
     }
 }

@@ -48,6 +48,8 @@ macro_rules! string_enum {
     };
 }
 
+pub(crate) use string_enum;
+
 string_enum!(
     /// Lifecycle of an issue. `done` and `cancelled` are terminal.
     IssueStatus {
@@ -69,7 +71,16 @@ impl IssueStatus {
 
 string_enum!(Priority { Critical => "critical", High => "high", Medium => "medium", Low => "low" });
 
-string_enum!(AgentStatus { Active => "active", Paused => "paused", Terminated => "terminated" });
+string_enum!(
+    /// `pending_approval`: hired through a `hire_agent` approval not yet approved; it runs
+    /// nothing until then (`rules/approval.rs`).
+    AgentStatus {
+        Active => "active",
+        Paused => "paused",
+        Terminated => "terminated",
+        PendingApproval => "pending_approval",
+    }
+);
 string_enum!(
     /// A paused or archived company starts no runs: its wakes are skipped and its queued ones
     /// wait (`rules/wake.rs`).
@@ -84,7 +95,7 @@ impl Default for CompanyStatus {
     }
 }
 
-string_enum!(PauseReason { Manual => "manual", Budget => "budget", System => "system" });
+string_enum!(PauseReason { Manual => "manual", Budget => "budget", System => "system", LoopDetected => "loop_detected" });
 
 string_enum!(
     /// How a worker runs an agent. Paperclip's names for the same adapters are read as aliases
@@ -135,6 +146,20 @@ pub struct Company {
     /// Kept for the approvals of agent hires (Paperclip's company setting).
     #[serde(default)]
     pub require_board_approval_for_new_agents: bool,
+    /// Loop-breaker settings its agents inherit (`loop_breaker.rs`); left out of the row
+    /// while unset.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::loop_breaker::LoopBreaker::is_unset"
+    )]
+    pub loop_breaker: crate::loop_breaker::LoopBreaker,
+    /// Seconds an issue may stay `blocked` before its assignee's manager is woken
+    /// (`rules/org.rs`); 0 is off. Left out of the row at the default (an hour).
+    #[serde(
+        default = "crate::rules::org::default_escalate_secs",
+        skip_serializing_if = "crate::rules::org::is_default_escalate_secs"
+    )]
+    pub escalate_blocked_after_secs: u32,
     pub issue_prefix: String,
     pub issue_counter: u64,
     pub created_at: Timestamp,
@@ -198,6 +223,33 @@ pub struct Agent {
     /// When a saved session is retired. Left out of the row at its default, as `permissions`.
     #[serde(default, skip_serializing_if = "SessionRotation::is_default")]
     pub session_rotation: SessionRotation,
+    /// The most its home's files may hold (`home.rs`); left out of the row at the default.
+    #[serde(
+        default = "default_home_max_bytes",
+        skip_serializing_if = "is_default_home_max"
+    )]
+    pub home_max_bytes: u64,
+    /// Loop-breaker settings over its company's (`loop_breaker.rs`); left out while unset.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::loop_breaker::LoopBreaker::is_unset"
+    )]
+    pub loop_breaker: crate::loop_breaker::LoopBreaker,
+    /// Set by each resume: the loop breaker counts none of its wakes from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_window_since: Option<Timestamp>,
+    /// Its manager in the org chart (Paperclip's `reportsTo`, `rules/org.rs`); left out of
+    /// the row while none, so older rows keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reports_to: Option<String>,
+}
+
+fn default_home_max_bytes() -> u64 {
+    crate::home::DEFAULT_HOME_MAX_BYTES
+}
+
+fn is_default_home_max(n: &u64) -> bool {
+    *n == crate::home::DEFAULT_HOME_MAX_BYTES
 }
 
 /// When an agent's saved adapter session is retired and its next run starts a fresh one
@@ -263,6 +315,8 @@ impl SessionRotation {
 pub struct AgentPermissions {
     /// Read the logs (and log tails) of every run of its company, not only its own runs'.
     pub read_company_run_logs: bool,
+    /// Hire agents (`POST /api/companies/{cid}/agent-hires`), as Paperclip's `canCreateAgents`.
+    pub can_create_agents: bool,
 }
 
 impl AgentPermissions {
@@ -318,6 +372,19 @@ pub struct Issue {
     pub cancelled_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// When its status last changed (stamped in apply, `rules/loop_breaker.rs`); absent until
+    /// the first change, when `createdAt` stands for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_changed_at: Option<Timestamp>,
+    /// The start of the blocked spell whose escalation woke the assignee's manager
+    /// (`rules/org.rs`): a spell escalates once; a new spell has another start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalated_blocked_since: Option<Timestamp>,
+    /// The project and goal it serves (`project.rs`); left out of the row when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal_id: Option<String>,
 }
 
 impl Issue {
@@ -552,6 +619,7 @@ string_enum!(
         OnDemand => "on_demand",
         Routine => "routine",
         ProcessLostRetry => "process_lost_retry",
+        IssueEscalated => "issue_escalated",
     }
 );
 
@@ -646,12 +714,13 @@ pub struct Worker {
 
 string_enum!(BudgetScopeType { Company => "company", Agent => "agent", Project => "project" });
 string_enum!(BudgetWindow { CalendarMonthUtc => "calendar_month_utc", Lifetime => "lifetime" });
-string_enum!(IncidentKind { Soft => "soft", Hard => "hard" });
+string_enum!(IncidentKind { Soft => "soft", Hard => "hard", WakeLoop => "wake_loop" });
 string_enum!(IncidentStatus { Open => "open", Resolved => "resolved", Dismissed => "dismissed" });
 string_enum!(IncidentAction {
     RaiseAndResume => "raise_and_resume",
     KeepPaused => "keep_paused",
     Dismiss => "dismiss",
+    Resume => "resume",
 });
 
 impl BudgetWindow {
@@ -745,6 +814,10 @@ pub struct BudgetIncident {
     pub created_at: Timestamp,
     pub resolved_at: Option<Timestamp>,
     pub resolution: Option<IncidentAction>,
+    /// Kind `wake_loop` only (the loop breaker's, `rules/loop_breaker.rs`): the loop, its
+    /// agents, issues and wakes. Absent from budget incidents, whose JSON is Paperclip's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_loop: Option<crate::loop_breaker::WakeLoop>,
 }
 
 #[cfg(test)]

@@ -78,6 +78,7 @@ pub fn fingerprint(command: &Command) -> String {
             *token_hash = None;
         }
         Command::AddRunToken { token_hash, .. } => token_hash.clear(),
+        Command::Routine { routine } => routine.clear_generated(),
         _ => {}
     }
     let json = serde_json::to_vec(&c).unwrap_or_default();

@@ -6,13 +6,19 @@
 
 pub mod activity;
 pub mod adapter_config;
+pub mod approval;
 pub mod cluster_view;
 pub mod command;
 pub mod entity;
 pub mod error;
+pub mod home;
 pub mod idempotency;
 pub mod limits;
+pub mod loop_breaker;
 pub mod memory;
+pub mod project;
+pub mod routine;
+pub mod routine_command;
 mod rules;
 pub mod state;
 mod state_hash;
@@ -28,8 +34,18 @@ pub use time::Timestamp;
 /// Scheduling rules the leader's dispatcher and timer consult before proposing.
 pub mod scheduling {
     pub use crate::rules::budget::{budget_blocker, exhausted, hard_incident_open};
+    pub use crate::rules::routine::{alerts_due, due_firings};
     pub use crate::rules::run::{
         claim_blocker, quota_blocker, session_to_resume, worker_fits, worker_suits,
     };
     pub use crate::rules::wake::next_tick;
+}
+
+/// The org chart: reporting lines, chains of command, the tree, escalations due
+/// (`rules/org.rs`).
+pub mod org {
+    pub use crate::rules::org::{
+        blocked_since, chain_of_command, escalations_due, org_tree, OrgNode, DEFAULT_ESCALATE_SECS,
+        MAX_ESCALATE_SECS,
+    };
 }

@@ -62,7 +62,25 @@ pub const MAX_CURRENT_TASK_CHARS: usize = 2_000;
 pub const MAX_CURRENT_TASK_ITEMS: usize = 3;
 /// Live `coordinates`, as JSON text.
 pub const MAX_COORDINATES_BYTES: usize = 4 * 1024;
+/// An agent's home (`home.rs`): files it may hold, a path's length, and the largest cap an
+/// administrator may give it (`homeMaxBytes`).
+pub const MAX_HOME_FILES: usize = 10_000;
+pub const MAX_HOME_PATH_BYTES: usize = 512;
+pub const MAX_HOME_MAX_BYTES: u64 = 1024 * 1024 * 1024;
+/// One upload of home chunks: their bytes together (base64 in the request: under the 1 MiB
+/// REST body limit) and their count.
+pub const MAX_HOME_UPLOAD_BYTES: usize = 512 * 1024;
+pub const MAX_HOME_UPLOAD_CHUNKS: usize = 64;
+/// An approval (`approval.rs`): its payload as JSON, the issues it links, its comments and a
+/// comment's or decision note's length.
+pub const MAX_APPROVAL_PAYLOAD_BYTES: usize = 64 * 1024;
+pub const MAX_APPROVAL_ISSUES: usize = 50;
+pub const MAX_APPROVAL_COMMENTS: usize = 200;
+pub const MAX_APPROVAL_TEXT_CHARS: usize = 10_000;
 
+/// Goals and projects a company may have (`project.rs`).
+pub const MAX_GOALS_PER_COMPANY: usize = 1_000;
+pub const MAX_PROJECTS_PER_COMPANY: usize = 1_000;
 /// Agents a company may have (terminated ones included: their rows stay).
 pub const MAX_AGENTS_PER_COMPANY: usize = 1_000;
 /// Issues of a company that are not done or cancelled.
@@ -70,6 +88,11 @@ pub const MAX_OPEN_ISSUES_PER_COMPANY: usize = 100_000;
 /// Runs a company may start in one clock hour (UTC, from the leader's stamped time): enough for
 /// every agent of a full company to run once a minute, so only a runaway start loop meets it.
 pub const MAX_RUNS_PER_HOUR_PER_COMPANY: u32 = 60 * MAX_AGENTS_PER_COMPANY as u32;
+/// The loop breaker's windows (`loopBreaker.windowMinutes`, `runWindowMinutes`): up to a day,
+/// which also bounds the wakes the state keeps for it (`loop_breaker.rs`).
+pub const MAX_LOOP_WINDOW_MINUTES: u32 = 24 * 60;
+/// The loop breaker's counts (`issueWakes`, `pingPongWakes`, `runWakes`).
+pub const MAX_LOOP_WAKES: u32 = 10_000;
 
 /// Refuses a command any of whose fields is out of range. Depends on the command alone.
 pub fn check(command: &Command) -> Result<(), DomainError> {
@@ -87,6 +110,9 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         }
         Command::CreateCompany { name, .. } => chars("name", name, MAX_NAME_CHARS),
         Command::UpdateCompany { patch, .. } => {
+            if let Some(lb) = &patch.loop_breaker {
+                lb.check("loopBreaker")?;
+            }
             opt_chars("name", patch.name.as_ref(), MAX_NAME_CHARS)?;
             opt_chars(
                 "description",
@@ -175,6 +201,7 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
             }
             labels("labels", worker_labels)
         }
+        Command::Routine { routine } => routine.check(),
         Command::AppendMemoryEntry { entry, .. } => memory_entry(entry),
         Command::PutMemoryDocument { content, .. } => {
             if content.len() > MAX_MEMORY_DOCUMENT_BYTES {
@@ -213,11 +240,51 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
                 json_bytes("coordinates", c, MAX_COORDINATES_BYTES)
             })
         }
+        Command::PutHomeChunks { chunks, .. } => home_upload(chunks),
+        Command::CreateApproval { payload, .. } => {
+            json_bytes("payload", payload, MAX_APPROVAL_PAYLOAD_BYTES)
+        }
+        Command::HireAgent { agent, payload, .. } => {
+            json_bytes("payload", payload, MAX_APPROVAL_PAYLOAD_BYTES)?;
+            check(agent)
+        }
+        Command::DecideApproval { decision_note, .. } => opt_chars(
+            "decisionNote",
+            decision_note.as_ref(),
+            MAX_APPROVAL_TEXT_CHARS,
+        ),
+        Command::ResubmitApproval { payload, .. } => payload.as_ref().map_or(Ok(()), |p| {
+            json_bytes("payload", p, MAX_APPROVAL_PAYLOAD_BYTES)
+        }),
+        Command::AddApprovalComment { body, .. } => chars("body", body, MAX_APPROVAL_TEXT_CHARS),
+        Command::SaveAgentHome { files, deleted, .. } => {
+            if files.len() > MAX_HOME_FILES || deleted.len() > MAX_HOME_FILES {
+                return Err(DomainError::too_large(
+                    "files",
+                    MAX_HOME_FILES as u64,
+                    "files",
+                ));
+            }
+            for path in files.keys().chain(deleted) {
+                if let Some(problem) = crate::home::path_problem(path) {
+                    return Err(DomainError::invalid("files", problem));
+                }
+            }
+            Ok(())
+        }
+        // Goals and projects are checked field by field in `rules/project.rs`.
+        Command::CreateGoal { .. }
+        | Command::UpdateGoal { .. }
+        | Command::DeleteGoal { .. }
+        | Command::CreateProject { .. }
+        | Command::UpdateProject { .. }
+        | Command::DeleteProject { .. } => Ok(()),
         Command::PauseAgent { .. }
         | Command::ResumeAgent { .. }
         | Command::TerminateAgent { .. }
         | Command::Release { .. }
         | Command::TimerTick { .. }
+        | Command::EscalateIssue { .. }
         | Command::AssignRun { .. }
         | Command::AddRunToken { .. }
         | Command::RunStarted { .. }
@@ -283,6 +350,9 @@ fn heartbeat_policy(policy: &HeartbeatPolicy) -> Result<(), DomainError> {
 }
 
 fn agent_patch(patch: &AgentPatch) -> Result<(), DomainError> {
+    if let Some(lb) = &patch.loop_breaker {
+        lb.check("loopBreaker")?;
+    }
     opt_chars("name", patch.name.as_ref(), MAX_NAME_CHARS)?;
     opt_chars("role", patch.role.as_ref(), MAX_NAME_CHARS)?;
     opt_chars(
@@ -295,6 +365,11 @@ fn agent_patch(patch: &AgentPatch) -> Result<(), DomainError> {
     }
     if let Some(policy) = &patch.heartbeat {
         heartbeat_policy(policy)?;
+    }
+    if let Some(cap) = patch.home_max_bytes {
+        if cap > MAX_HOME_MAX_BYTES {
+            return Err(out_of_range("homeMaxBytes", 0, MAX_HOME_MAX_BYTES));
+        }
     }
     patch
         .placement_labels
@@ -344,6 +419,30 @@ fn memory_entry(entry: &crate::memory::NewMemoryEntry) -> Result<(), DomainError
             "entry",
             MAX_MEMORY_ENTRY_BYTES as u64,
             "bytes (what, did, next and errors together)",
+        ));
+    }
+    Ok(())
+}
+
+/// An upload's chunks, as base64 text: their count, and their decoded size bounded from their
+/// length (4 characters per 3 bytes) before anything is decoded.
+fn home_upload(chunks: &[String]) -> Result<(), DomainError> {
+    if chunks.is_empty() {
+        return Err(DomainError::invalid("chunks", "send at least one chunk"));
+    }
+    if chunks.len() > MAX_HOME_UPLOAD_CHUNKS {
+        return Err(DomainError::too_large(
+            "chunks",
+            MAX_HOME_UPLOAD_CHUNKS as u64,
+            "chunks per upload",
+        ));
+    }
+    let decoded: usize = chunks.iter().map(|c| c.len() / 4 * 3).sum();
+    if decoded > MAX_HOME_UPLOAD_BYTES + 2 * chunks.len() {
+        return Err(DomainError::too_large(
+            "chunks",
+            MAX_HOME_UPLOAD_BYTES as u64,
+            "bytes per upload",
         ));
     }
     Ok(())

@@ -12,6 +12,7 @@ use crate::activity::{ActivityEntry, GENESIS_HASH};
 use crate::command::{Command, Envelope, Outcome};
 use crate::entity::*;
 use crate::error::DomainError;
+use crate::home::HomeChange;
 use crate::idempotency::{fingerprint, scoped_key, IdempotencyTable, Remembered, MAX_KEY_LEN};
 use crate::memory::{MemoryChange, MemoryDocument, MemoryEntry, MemoryLive, MemoryState};
 use crate::rules;
@@ -43,6 +44,16 @@ pub enum Change {
     BudgetIncident(BudgetIncident),
     /// Agent memory: an entry, a document version or live state, written or dropped.
     Memory(MemoryChange),
+    /// A routine, trigger or routine run (`routine.rs`).
+    Routine(crate::routine::RoutineChange),
+    /// An agent's home files (`home.rs`): a manifest, or a chunk written or dropped.
+    Home(crate::home::HomeChange),
+    Approval(crate::approval::Approval),
+    Goal(crate::project::Goal),
+    Project(crate::project::Project),
+    /// A goal or project removed (its id).
+    GoalDeleted(String),
+    ProjectDeleted(String),
 }
 
 /// Commands one log entry carries at most. The command at `position` in the entry at log
@@ -105,6 +116,12 @@ pub struct StateRows {
     pub memory_entries: Vec<MemoryEntry>,
     pub memory_documents: Vec<MemoryDocument>,
     pub memory_live: Vec<MemoryLive>,
+    /// Chunks before homes: a chunk no loaded home names is pending.
+    pub home_chunks: Vec<crate::home::HomeChunk>,
+    pub agent_homes: Vec<crate::home::AgentHome>,
+    pub approvals: Vec<crate::approval::Approval>,
+    pub goals: Vec<crate::project::Goal>,
+    pub projects: Vec<crate::project::Project>,
     pub activity_seq: u64,
     pub activity_head: Option<String>,
 }
@@ -124,6 +141,15 @@ pub struct State {
     pub budget_incidents: BTreeMap<String, BudgetIncident>,
     /// Agents' and companies' memory (`memory.rs`).
     pub memory: MemoryState,
+    /// Routines, their triggers and runs (`routine.rs`).
+    pub routines: crate::routine::RoutineState,
+    /// Agents' home files (`home.rs`).
+    pub home: crate::home::HomeState,
+    /// Approvals (`approval.rs`).
+    pub approvals: crate::approval::ApprovalState,
+    /// Goals and projects by id (`project.rs`).
+    pub goals: BTreeMap<String, crate::project::Goal>,
+    pub projects: BTreeMap<String, crate::project::Project>,
     pub activity_seq: u64,
     pub activity_head: String,
     pub idempotency: IdempotencyTable,
@@ -156,8 +182,14 @@ pub struct State {
     pub(crate) spend: BTreeMap<(String, i64), u64>,
     /// Issues neither done nor cancelled, per company (the open-issue quota).
     pub(crate) open_issues: BTreeMap<String, usize>,
+    /// Ids of the issues in status `blocked`: the escalation timer reads only these
+    /// (`rules/org.rs`).
+    pub(crate) blocked_issues: BTreeSet<String>,
     /// Runs created per (company, clock hour) (the runs-per-hour quota).
     pub(crate) runs_per_hour: BTreeMap<(String, i64), u32>,
+    /// Counted wakes of the last day, for the loop breaker (`loop_breaker.rs`): derived from
+    /// the wakes, rebuilt on load, pruned by time.
+    pub(crate) recent_wakes: crate::loop_breaker::RecentWakes,
     /// The rows' digests behind [`State::hash`], updated lazily from the rows `put` marks.
     pub(crate) row_digests: RowDigests,
 }
@@ -185,6 +217,24 @@ fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::Memory(MemoryChange::Document(_)) => return None,
         Change::Memory(MemoryChange::DocumentDropped(key)) => (Table::MemoryDocument, key.as_str()),
         Change::Memory(MemoryChange::Live(l)) => (Table::MemoryLive, l.agent_id.as_str()),
+        Change::Routine(c) => match c {
+            crate::routine::RoutineChange::Routine(r) => (Table::Routine, r.id.as_str()),
+            crate::routine::RoutineChange::Trigger(t) => (Table::RoutineTrigger, t.id.as_str()),
+            crate::routine::RoutineChange::TriggerDeleted(id) => {
+                (Table::RoutineTrigger, id.as_str())
+            }
+            crate::routine::RoutineChange::Run(r) => (Table::RoutineRun, r.id.as_str()),
+            crate::routine::RoutineChange::RunDropped(id) => (Table::RoutineRun, id.as_str()),
+        },
+        Change::Approval(a) => (Table::Approval, a.id.as_str()),
+        Change::Goal(g) => (Table::Goal, g.id.as_str()),
+        Change::GoalDeleted(id) => (Table::Goal, id.as_str()),
+        Change::Project(p) => (Table::Project, p.id.as_str()),
+        Change::ProjectDeleted(id) => (Table::Project, id.as_str()),
+        Change::Home(HomeChange::Home(h)) => (Table::AgentHome, h.agent_id.as_str()),
+        // Its key is derived ([`crate::home::HomeChunk::key`]): `put` touches it.
+        Change::Home(HomeChange::Chunk(..)) => return None,
+        Change::Home(HomeChange::ChunkDropped(key)) => (Table::HomeChunk, key.as_str()),
         Change::Activity(_) => return None,
     })
 }
@@ -271,42 +321,71 @@ impl State {
         }
     }
 
+    /// Adds the routine rows (`routine.rs`) to a state [`State::from_rows`] built.
+    pub fn load_routines(
+        &mut self,
+        routines: Vec<crate::routine::Routine>,
+        triggers: Vec<crate::routine::RoutineTrigger>,
+        runs: Vec<crate::routine::RoutineRun>,
+    ) {
+        use crate::routine::RoutineChange as R;
+        let rows = routines
+            .into_iter()
+            .map(R::Routine)
+            .chain(triggers.into_iter().map(R::Trigger))
+            .chain(runs.into_iter().map(R::Run));
+        for row in rows {
+            self.put(Change::Routine(row));
+        }
+    }
+
     /// Rebuilds a state from persisted rows.
     pub fn from_rows(rows: StateRows) -> Self {
         let mut state = State::new();
-        let puts = rows
-            .companies
-            .into_iter()
-            .map(Change::Company)
-            .chain(rows.agents.into_iter().map(Change::Agent))
-            .chain(rows.issues.into_iter().map(Change::Issue))
-            .chain(rows.runs.into_iter().map(Change::Run))
-            .chain(rows.credentials.into_iter().map(Change::Credential))
-            .chain(rows.remembered.into_iter().map(Change::Remembered))
-            .chain(rows.wakes.into_iter().map(Change::Wake))
-            .chain(rows.workers.into_iter().map(Change::Worker))
-            .chain(rows.budget_policies.into_iter().map(Change::BudgetPolicy))
-            .chain(rows.cost_events.into_iter().map(Change::CostEvent))
-            .chain(
-                rows.budget_incidents
-                    .into_iter()
-                    .map(Change::BudgetIncident),
-            )
-            .chain(
-                rows.memory_entries
-                    .into_iter()
-                    .map(|e| Change::Memory(MemoryChange::Entry(e))),
-            )
-            .chain(
-                rows.memory_documents
-                    .into_iter()
-                    .map(|d| Change::Memory(MemoryChange::Document(d))),
-            )
-            .chain(
-                rows.memory_live
-                    .into_iter()
-                    .map(|l| Change::Memory(MemoryChange::Live(l))),
-            );
+        let puts =
+            rows.companies
+                .into_iter()
+                .map(Change::Company)
+                .chain(rows.agents.into_iter().map(Change::Agent))
+                .chain(rows.issues.into_iter().map(Change::Issue))
+                .chain(rows.runs.into_iter().map(Change::Run))
+                .chain(rows.credentials.into_iter().map(Change::Credential))
+                .chain(rows.remembered.into_iter().map(Change::Remembered))
+                .chain(rows.wakes.into_iter().map(Change::Wake))
+                .chain(rows.workers.into_iter().map(Change::Worker))
+                .chain(rows.budget_policies.into_iter().map(Change::BudgetPolicy))
+                .chain(rows.cost_events.into_iter().map(Change::CostEvent))
+                .chain(
+                    rows.budget_incidents
+                        .into_iter()
+                        .map(Change::BudgetIncident),
+                )
+                .chain(
+                    rows.memory_entries
+                        .into_iter()
+                        .map(|e| Change::Memory(MemoryChange::Entry(e))),
+                )
+                .chain(
+                    rows.memory_documents
+                        .into_iter()
+                        .map(|d| Change::Memory(MemoryChange::Document(d))),
+                )
+                .chain(
+                    rows.memory_live
+                        .into_iter()
+                        .map(|l| Change::Memory(MemoryChange::Live(l))),
+                )
+                .chain(rows.home_chunks.into_iter().map(|c| {
+                    Change::Home(HomeChange::Chunk(c, crate::home::ChunkBytes(Vec::new())))
+                }))
+                .chain(
+                    rows.agent_homes
+                        .into_iter()
+                        .map(|h| Change::Home(HomeChange::Home(h))),
+                )
+                .chain(rows.approvals.into_iter().map(Change::Approval))
+                .chain(rows.goals.into_iter().map(Change::Goal))
+                .chain(rows.projects.into_iter().map(Change::Project));
         for change in puts {
             state.put(change);
         }
@@ -427,10 +506,13 @@ impl State {
                 changes,
             },
             Ok(Decision {
-                outcome,
+                mut outcome,
                 mut changes,
                 note,
             }) => {
+                rules::loop_breaker::stamp_status_changes(self, &mut changes, &mut outcome, env.at);
+                // A routine run learns its issue's outcome in the same command (`rules/routine.rs`).
+                rules::routine::follow_issues_of(self, slot, env, &mut changes);
                 let mut entry = ActivityEntry {
                     seq: self.activity_seq + 1,
                     log_index: index,
@@ -468,6 +550,9 @@ impl State {
         }
         if let Change::Memory(MemoryChange::Document(d)) = &change {
             self.row_digests.touch(Table::MemoryDocument, &d.key());
+        }
+        if let Change::Home(HomeChange::Chunk(c, _)) = &change {
+            self.row_digests.touch(Table::HomeChunk, &c.key());
         }
         match change {
             Change::Company(c) => {
@@ -526,6 +611,11 @@ impl State {
                 if let Some(parent) = &i.parent_id {
                     self.issues_by_parent
                         .insert((parent.clone(), i.issue_number), i.id.clone());
+                }
+                if i.status == IssueStatus::Blocked {
+                    self.blocked_issues.insert(i.id.clone());
+                } else {
+                    self.blocked_issues.remove(&i.id);
                 }
                 match self.issues.get_mut(&i.id) {
                     Some(slot) => *slot = i,
@@ -595,6 +685,21 @@ impl State {
                 );
             }
             Change::Memory(m) => self.memory.put(m),
+            Change::Routine(r) => self.routines.put(r),
+            Change::Home(h) => self.home.put(h),
+            Change::Approval(a) => self.approvals.put(a),
+            Change::Goal(g) => {
+                self.goals.insert(g.id.clone(), g);
+            }
+            Change::GoalDeleted(id) => {
+                self.goals.remove(&id);
+            }
+            Change::Project(p) => {
+                self.projects.insert(p.id.clone(), p);
+            }
+            Change::ProjectDeleted(id) => {
+                self.projects.remove(&id);
+            }
             Change::Activity(_) => {}
             Change::Remembered(r) => self.idempotency.insert(r),
             Change::Forgotten(key) => self.idempotency.remove(&key),
@@ -602,6 +707,9 @@ impl State {
     }
 
     fn put_wake(&mut self, w: Wake) {
+        if !self.wakes.contains_key(&w.id) {
+            self.recent_wakes.insert(&w);
+        }
         if let Some(old) = self.wakes.get(&w.id) {
             let slot = (old.agent_id.clone(), old.issue_id.clone());
             if self.pending_wakes.get(&slot) == Some(&old.id) {
@@ -676,6 +784,7 @@ impl State {
         let Some(old) = self.issues.remove(id) else {
             return;
         };
+        self.blocked_issues.remove(id);
         if !old.status.is_terminal() {
             if let Some(open) = self.open_issues.get_mut(&old.company_id) {
                 *open = open.saturating_sub(1);
@@ -779,6 +888,14 @@ impl State {
         feed(serde_json::to_string(&self.memory.entries));
         feed(serde_json::to_string(&self.memory.documents));
         feed(serde_json::to_string(&self.memory.live));
+        feed(serde_json::to_string(&self.routines.routines));
+        feed(serde_json::to_string(&self.routines.triggers));
+        feed(serde_json::to_string(&self.routines.runs));
+        feed(serde_json::to_string(&self.home.homes));
+        feed(serde_json::to_string(&self.home.chunks));
+        feed(serde_json::to_string(&self.approvals.approvals));
+        feed(serde_json::to_string(&self.goals));
+        feed(serde_json::to_string(&self.projects));
         feed(serde_json::to_string(&(
             self.activity_seq,
             &self.activity_head,

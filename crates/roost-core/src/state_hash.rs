@@ -34,9 +34,17 @@ pub(crate) enum Table {
     MemoryEntry,
     MemoryDocument,
     MemoryLive,
+    Routine,
+    RoutineTrigger,
+    RoutineRun,
+    AgentHome,
+    HomeChunk,
+    Approval,
+    Goal,
+    Project,
 }
 
-const TABLES: [Table; 15] = [
+const TABLES: [Table; 23] = [
     Table::Company,
     Table::Agent,
     Table::Issue,
@@ -52,6 +60,14 @@ const TABLES: [Table; 15] = [
     Table::MemoryEntry,
     Table::MemoryDocument,
     Table::MemoryLive,
+    Table::Routine,
+    Table::RoutineTrigger,
+    Table::RoutineRun,
+    Table::AgentHome,
+    Table::HomeChunk,
+    Table::Approval,
+    Table::Goal,
+    Table::Project,
 ];
 
 type Lanes = [u64; 4];
@@ -202,6 +218,14 @@ fn keys(state: &State, table: Table) -> Vec<String> {
         Table::MemoryEntry => of(&state.memory.entries),
         Table::MemoryDocument => of(&state.memory.documents),
         Table::MemoryLive => of(&state.memory.live),
+        Table::Routine => of(&state.routines.routines),
+        Table::RoutineTrigger => of(&state.routines.triggers),
+        Table::RoutineRun => of(&state.routines.runs),
+        Table::AgentHome => of(&state.home.homes),
+        Table::HomeChunk => of(&state.home.chunks),
+        Table::Approval => of(&state.approvals.approvals),
+        Table::Goal => of(&state.goals),
+        Table::Project => of(&state.projects),
     }
 }
 
@@ -229,6 +253,14 @@ fn row_digest(state: &State, table: Table, key: &str) -> Option<Lanes> {
         Table::MemoryEntry => json(state.memory.entries.get(key)),
         Table::MemoryDocument => json(state.memory.documents.get(key)),
         Table::MemoryLive => json(state.memory.live.get(key)),
+        Table::Routine => json(state.routines.routines.get(key)),
+        Table::RoutineTrigger => json(state.routines.triggers.get(key)),
+        Table::RoutineRun => json(state.routines.runs.get(key)),
+        Table::AgentHome => json(state.home.homes.get(key)),
+        Table::HomeChunk => json(state.home.chunks.get(key)),
+        Table::Approval => json(state.approvals.approvals.get(key)),
+        Table::Goal => json(state.goals.get(key)),
+        Table::Project => json(state.projects.get(key)),
     }?;
     let mut hasher = Sha256::new();
     hasher.update([table as u8]);

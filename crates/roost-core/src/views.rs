@@ -208,8 +208,49 @@ pub struct MemorySearchHit {
     pub issue_id: Option<String>,
     /// The best-matching stretch of the text, matched words in `[` `]`.
     pub snippet: String,
-    /// Relevance: SQLite FTS5's bm25, negated so higher is better.
+    /// Relevance, higher is better: SQLite FTS5's bm25 negated (`lexical`), or the hybrid
+    /// score, 0 to 1 (`hybrid`: roost-server/src/recall/score.rs).
     pub score: f64,
     /// The entry's or comment's creation, the document version's save.
     pub created_at: Timestamp,
+    /// How `score` was computed: `lexical` (bm25 only: no embeddings endpoint configured, or
+    /// it failed) or `hybrid` (bm25 and embedding similarity).
+    #[serde(default)]
+    pub ranking: MemoryRanking,
+    /// With `hybrid`: the cosine similarity of the query's and the text's embeddings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector_score: Option<f64>,
+}
+
+/// How a search ranked its hits ([`MemorySearchHit::ranking`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryRanking {
+    #[default]
+    Lexical,
+    Hybrid,
+}
+
+impl MemoryRanking {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryRanking::Lexical => "lexical",
+            MemoryRanking::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// An agent's home as served (`GET /api/agents/{id}/home`): the manifest and its cap.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HomeView {
+    #[serde(flatten)]
+    pub home: crate::home::AgentHome,
+    pub max_bytes: u64,
+}
+
+/// What an upload of home chunks answers: their hashes, in the order sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HomeChunksStored {
+    pub hashes: Vec<String>,
 }

@@ -42,6 +42,8 @@ pub struct ServerConfig {
     pub limits: crate::limits::LimitsConfig,
     /// TLS for the REST and gRPC listeners and for connections to peers (`tls.rs`).
     pub tls: TlsConfig,
+    /// Embeddings for hybrid memory search (`recall/`); none by default.
+    pub recall: crate::recall::RecallConfig,
     /// Serve plaintext on a non-loopback address (refused otherwise): for a network that is
     /// already private and encrypted. A warning is logged at every start.
     pub insecure_plaintext: bool,
@@ -94,6 +96,7 @@ impl Default for ServerConfig {
             workers: crate::workers::WorkerConfig::default(),
             limits: crate::limits::LimitsConfig::default(),
             tls: TlsConfig::default(),
+            recall: crate::recall::RecallConfig::default(),
             insecure_plaintext: false,
             shutdown_grace_secs: DEFAULT_SHUTDOWN_GRACE_SECS,
         }

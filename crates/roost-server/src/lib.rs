@@ -12,6 +12,7 @@ pub mod limits;
 mod live_logs;
 mod metrics;
 mod rate_limit;
+pub mod recall;
 mod rest;
 mod supervise;
 mod tls;
@@ -161,7 +162,10 @@ impl Server {
             node_tls.as_ref().map(|t| t.peer.clone()),
         )
         .await?;
-        let api = Api::new(node.clone()).with_rate_limiter(config.limits.rate_limiter());
+        let recall = recall::Embedder::from_config(&config.recall).map_err(Error::Config)?;
+        let api = Api::new(node.clone())
+            .with_rate_limiter(config.limits.rate_limiter())
+            .with_recall(recall);
         let (stop, stop_rx) = watch::channel(false);
         let supervisor = Supervisor::new(Policy::default());
 

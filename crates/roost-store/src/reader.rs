@@ -168,6 +168,18 @@ impl StateReader {
         .transpose()
     }
 
+    /// The bytes of the home chunk `key` (`roost_core::home::chunk_key`), if stored. Sees every
+    /// applied write (flushes first).
+    pub async fn home_chunk(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
+        let pool = self.flushed()?;
+        let row = sqlx::query("SELECT bytes FROM home_chunks WHERE key = ?")
+            .bind(key)
+            .fetch_optional(pool)
+            .await
+            .map_err(Error::sql("get home chunk"))?;
+        Ok(row.map(|r| r.get::<Vec<u8>, _>(0)))
+    }
+
     /// Full-text search (`search.rs`) over `agent_id`'s log entries and documents and the
     /// comments of the issues of `company_id` it is assigned to or has commented on, best
     /// first, at most `limit` (1 to 1000) hits. Sees every applied write (flushes first).
@@ -186,6 +198,34 @@ impl StateReader {
         });
         let pool = self.flushed()?;
         crate::search::search(pool, company_id, agent_id, &assigned, query, limit).await
+    }
+
+    /// For hybrid ranking: as [`StateReader::search_memory`] with each hit's whole text, and
+    /// the newest `recent` texts of the same scope whatever they say (`search.rs`).
+    pub async fn search_memory_texts(
+        &self,
+        company_id: &str,
+        agent_id: &str,
+        query: &crate::search::SearchQuery,
+        limit: u32,
+        recent: u32,
+    ) -> Result<(Vec<crate::SearchText>, Vec<crate::SearchText>), Error> {
+        let assigned: Vec<String> = self.read(|s| {
+            s.issues_assigned_to(agent_id)
+                .filter(|i| i.company_id == company_id)
+                .map(|i| i.id.clone())
+                .collect()
+        });
+        let pool = self.flushed()?;
+        let found =
+            crate::search::search_texts(pool, company_id, agent_id, &assigned, query, limit)
+                .await?;
+        let newest = if recent == 0 {
+            Vec::new()
+        } else {
+            crate::search::recent_texts(pool, company_id, agent_id, &assigned, recent).await?
+        };
+        Ok((found, newest))
     }
 
     /// Activity of one company (or of every company), newest first, before `before_seq`.

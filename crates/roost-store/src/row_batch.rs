@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use roost_core::home::HomeChange;
 use roost_core::memory::MemoryChange;
 use roost_core::Change;
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -23,6 +24,7 @@ enum Cell {
     Text(String),
     MaybeText(Option<String>),
     Int(i64),
+    Blob(Vec<u8>),
 }
 
 impl rusqlite::ToSql for Cell {
@@ -31,6 +33,7 @@ impl rusqlite::ToSql for Cell {
             Cell::Text(s) | Cell::MaybeText(Some(s)) => ValueRef::Text(s.as_bytes()),
             Cell::MaybeText(None) => ValueRef::Null,
             Cell::Int(n) => ValueRef::Integer(*n),
+            Cell::Blob(b) => ValueRef::Blob(b),
         }))
     }
 }
@@ -169,6 +172,64 @@ impl RowBatch {
             set.remove(key);
         }
         self.put(name, columns, OnConflict::Replace, row);
+    }
+
+    fn add_home(&mut self, change: &HomeChange) -> Result<(), Error> {
+        match change {
+            HomeChange::Home(h) => self.put(
+                "agent_homes",
+                "agent_id, company_id, data",
+                OnConflict::Replace,
+                vec![text(&h.agent_id), text(&h.company_id), Cell::Text(json(h)?)],
+            ),
+            HomeChange::Chunk(c, bytes) => self.put_kept(
+                "home_chunks",
+                "key, company_id, data, bytes",
+                vec![
+                    Cell::Text(c.key()),
+                    text(&c.company_id),
+                    Cell::Text(json(c)?),
+                    Cell::Blob(bytes.0.clone()),
+                ],
+            ),
+            HomeChange::ChunkDropped(key) => self.drop_row("home_chunks", key),
+        }
+        Ok(())
+    }
+
+    /// Routines, triggers and runs (`roost_core::routine`).
+    fn add_routine(&mut self, change: &roost_core::routine::RoutineChange) -> Result<(), Error> {
+        use roost_core::routine::RoutineChange as R;
+        match change {
+            R::Routine(r) => self.put_kept(
+                "routines",
+                "id, company_id, data",
+                vec![text(&r.id), text(&r.company_id), Cell::Text(json(r)?)],
+            ),
+            R::Trigger(t) => self.put_kept(
+                "routine_triggers",
+                "id, company_id, routine_id, data",
+                vec![
+                    text(&t.id),
+                    text(&t.company_id),
+                    text(&t.routine_id),
+                    Cell::Text(json(t)?),
+                ],
+            ),
+            R::TriggerDeleted(id) => self.drop_row("routine_triggers", id),
+            R::Run(r) => self.put_kept(
+                "routine_runs",
+                "id, company_id, routine_id, data",
+                vec![
+                    text(&r.id),
+                    text(&r.company_id),
+                    text(&r.routine_id),
+                    Cell::Text(json(r)?),
+                ],
+            ),
+            R::RunDropped(id) => self.drop_row("routine_runs", id),
+        }
+        Ok(())
     }
 
     fn add_memory(&mut self, change: &MemoryChange) -> Result<(), Error> {
@@ -377,6 +438,26 @@ impl RowBatch {
                 vec![text(&i.id), text(&i.company_id), Cell::Text(json(i)?)],
             ),
             Change::Memory(m) => self.add_memory(m)?,
+            Change::Routine(r) => self.add_routine(r)?,
+            Change::Home(h) => self.add_home(h)?,
+            Change::Goal(g) => self.put_kept(
+                "goals",
+                "id, company_id, data",
+                vec![text(&g.id), text(&g.company_id), Cell::Text(json(g)?)],
+            ),
+            Change::GoalDeleted(id) => self.drop_row("goals", id),
+            Change::Project(p) => self.put_kept(
+                "projects",
+                "id, company_id, data",
+                vec![text(&p.id), text(&p.company_id), Cell::Text(json(p)?)],
+            ),
+            Change::ProjectDeleted(id) => self.drop_row("projects", id),
+            Change::Approval(a) => self.put(
+                "approvals",
+                "id, company_id, data",
+                Replace,
+                vec![text(&a.id), text(&a.company_id), Cell::Text(json(a)?)],
+            ),
         }
         Ok(())
     }
@@ -413,7 +494,7 @@ impl RowBatch {
             }
         }
         for (name, keys) in std::mem::take(&mut self.dropped) {
-            let key_column = if name == "memory_documents" {
+            let key_column = if name == "memory_documents" || name == "home_chunks" {
                 "key"
             } else {
                 "id"

@@ -21,6 +21,8 @@ fn company(id: &str, name: &str) -> Company {
         description: None,
         status: Default::default(),
         require_board_approval_for_new_agents: false,
+        loop_breaker: Default::default(),
+        escalate_blocked_after_secs: 3600,
         issue_prefix: "T".into(),
         issue_counter: 0,
         created_at: Timestamp(1),

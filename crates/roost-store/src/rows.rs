@@ -42,18 +42,40 @@ CREATE TABLE IF NOT EXISTS memory_entries (id TEXT PRIMARY KEY, company_id TEXT 
     data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_documents (key TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_live (agent_id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS routines (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS routine_triggers (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, routine_id TEXT NOT NULL,
+    data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS routine_runs (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, routine_id TEXT NOT NULL,
+    data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS goals (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS projects (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS approvals (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS agent_homes (agent_id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS home_chunks (key TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL,
+    bytes BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_search_rows (rowid INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE,
     kind TEXT NOT NULL, ref_id TEXT NOT NULL, company_id TEXT NOT NULL, agent_id TEXT, issue_id TEXT,
     created_at INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS memory_search_by_issue ON memory_search_rows (issue_id, kind);
 CREATE INDEX IF NOT EXISTS memory_search_by_agent ON memory_search_rows (agent_id, kind);
-CREATE VIRTUAL TABLE IF NOT EXISTS memory_search USING fts5(body,
-    tokenize = 'porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_search USING fts5(body, scope, tokenize = 'porter unicode61 remove_diacritics 2');
 ";
 
 /// Tables added after the first release: a snapshot made by an older node lacks them, and
 /// installing it empties them.
-pub(crate) const NEWER_TABLES: &[&str] = &["memory_entries", "memory_documents", "memory_live"];
+pub(crate) const NEWER_TABLES: &[&str] = &[
+    "memory_entries",
+    "memory_documents",
+    "memory_live",
+    "routines",
+    "routine_triggers",
+    "routine_runs",
+    "agent_homes",
+    "home_chunks",
+    "approvals",
+    "goals",
+    "projects",
+];
 
 /// Every table a snapshot carries, in the order they are copied.
 pub(crate) const TABLES: &[&str] = &[
@@ -74,6 +96,14 @@ pub(crate) const TABLES: &[&str] = &[
     "memory_entries",
     "memory_documents",
     "memory_live",
+    "routines",
+    "routine_triggers",
+    "routine_runs",
+    "agent_homes",
+    "home_chunks",
+    "approvals",
+    "goals",
+    "projects",
 ];
 
 async fn load_json<T: serde::de::DeserializeOwned>(
@@ -108,6 +138,15 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
     let memory_entries = load_json(conn, "SELECT data FROM memory_entries").await?;
     let memory_documents = load_json(conn, "SELECT data FROM memory_documents").await?;
     let memory_live = load_json(conn, "SELECT data FROM memory_live").await?;
+    let routines = load_json(conn, "SELECT data FROM routines").await?;
+    let routine_triggers = load_json(conn, "SELECT data FROM routine_triggers").await?;
+    let routine_runs = load_json(conn, "SELECT data FROM routine_runs").await?;
+    // A chunk's bytes stay on disk: only its metadata is in memory.
+    let home_chunks = load_json(conn, "SELECT data FROM home_chunks").await?;
+    let agent_homes = load_json(conn, "SELECT data FROM agent_homes").await?;
+    let approvals = load_json(conn, "SELECT data FROM approvals").await?;
+    let goals = load_json(conn, "SELECT data FROM goals").await?;
+    let projects = load_json(conn, "SELECT data FROM projects").await?;
     let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
         .fetch_all(&mut *conn)
         .await
@@ -132,7 +171,7 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
         Some(r) => (r.get::<i64, _>(0) as u64, Some(r.get::<String, _>(1))),
         None => (0, None),
     };
-    Ok(State::from_rows(StateRows {
+    let mut state = State::from_rows(StateRows {
         companies,
         agents,
         issues,
@@ -148,9 +187,16 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
         memory_entries,
         memory_documents,
         memory_live,
+        home_chunks,
+        agent_homes,
+        approvals,
+        goals,
+        projects,
         activity_seq: seq,
         activity_head: hash,
-    }))
+    });
+    state.load_routines(routines, routine_triggers, routine_runs);
+    Ok(state)
 }
 
 pub(crate) fn activity_from_row(row: &SqliteRow) -> Result<ActivityEntry, Error> {

@@ -14,8 +14,14 @@
 //! `memory_search_rows` keys each indexed text (`entry:<id>`, `document:<agent>/<name>`,
 //! `comment:<id>`) and holds what a search filters on; the FTS5 table `memory_search` holds
 //! the text under the same rowid, so replacing or dropping one text is two lookups by key.
+//!
+//! Whose a text is lives in the FTS5 index too: its `scope` column holds one token per text
+//! ([`scope_token`]: the company and agent of an entry or document, the company and issue of a
+//! comment), and a search matches `scope : (<the agent's> OR <its issues'>) AND body : (...)`,
+//! so FTS5 walks only that agent's postings, skipping the rest of each word's list, instead
+//! of every agent's texts holding the words (BENCHMARKS.md "Agent memory").
 
-use roost_core::views::{MemoryHitKind, MemorySearchHit};
+use roost_core::views::{MemoryHitKind, MemoryRanking, MemorySearchHit};
 use roost_core::{Comment, Timestamp};
 use rusqlite::OptionalExtension;
 use sqlx::Row;
@@ -24,7 +30,31 @@ use crate::error::Error;
 
 /// The index's version in `sm_meta` (`search_index`): a `state.db` without it, or with another,
 /// is reindexed when opened. Raise it when what is indexed or how changes.
-const INDEX_VERSION: &str = "1";
+const INDEX_VERSION: &str = "2";
+
+/// The FTS5 table (rows.rs `SCHEMA` creates the same): `body` the text, `scope` its
+/// [`scope_token`]. Version 1 had `body` only: [`rebuild`] drops and creates it again.
+pub(crate) const CREATE_FTS: &str = "CREATE VIRTUAL TABLE IF NOT EXISTS memory_search \
+    USING fts5(body, scope, tokenize = 'porter unicode61 remove_diacritics 2');";
+
+/// The token naming whose a text is: `a` (an agent's entry or document) or `i` (a comment on
+/// an issue), the company id and the agent's or issue's id in hex, and a final `0`. Hex and
+/// the separating `x` keep it one Unicode word; ending in a digit, Porter stemming leaves it
+/// as it is.
+pub(crate) fn scope_token(kind: char, company_id: &str, id: &str) -> String {
+    use std::fmt::Write;
+    let mut token = String::with_capacity(3 + 2 * (company_id.len() + id.len()));
+    token.push(kind);
+    for b in company_id.bytes() {
+        let _ = write!(token, "{b:02x}");
+    }
+    token.push('x');
+    for b in id.bytes() {
+        let _ = write!(token, "{b:02x}");
+    }
+    token.push('0');
+    token
+}
 
 /// Longest query text accepted, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;
@@ -45,6 +75,15 @@ pub(crate) struct SearchRow {
 }
 
 impl SearchRow {
+    /// Its [`scope_token`].
+    fn scope(&self) -> String {
+        match (self.kind, &self.agent_id, &self.issue_id) {
+            (MemoryHitKind::Comment, _, Some(issue)) => scope_token('i', &self.company_id, issue),
+            (_, Some(agent), _) => scope_token('a', &self.company_id, agent),
+            _ => String::new(),
+        }
+    }
+
     pub fn entry_key(id: &str) -> String {
         format!("entry:{id}")
     }
@@ -132,8 +171,8 @@ pub(crate) fn put(conn: &rusqlite::Connection, row: &SearchRow) -> Result<(), Er
     })
     .map_err(Error::write("write search index"))?;
     let rowid = conn.last_insert_rowid();
-    conn.prepare_cached("INSERT INTO memory_search (rowid, body) VALUES (?1, ?2)")
-        .and_then(|mut s| s.execute(rusqlite::params![rowid, row.body]))
+    conn.prepare_cached("INSERT INTO memory_search (rowid, body, scope) VALUES (?1, ?2, ?3)")
+        .and_then(|mut s| s.execute(rusqlite::params![rowid, row.body, row.scope()]))
         .map_err(Error::write("write search index"))?;
     Ok(())
 }
@@ -178,9 +217,12 @@ pub(crate) fn ensure(conn: &rusqlite::Connection) -> Result<(), Error> {
 
 /// Empties the index and fills it again from the rows (inside the caller's transaction), then
 /// records its version. `sm_meta` may have come from a snapshot: the version is written here.
+/// The FTS5 table is dropped and created again, so one of an older shape gets this one.
 pub(crate) fn rebuild(conn: &rusqlite::Connection) -> Result<(), Error> {
-    conn.execute_batch("DELETE FROM memory_search; DELETE FROM memory_search_rows;")
+    conn.execute_batch("DROP TABLE IF EXISTS main.memory_search; DELETE FROM memory_search_rows;")
         .map_err(Error::write("empty search index"))?;
+    conn.execute_batch(CREATE_FTS)
+        .map_err(Error::write("create search index"))?;
     for_each_json(conn, "SELECT data FROM memory_entries", |e| {
         put(conn, &SearchRow::entry(&e))
     })?;
@@ -259,6 +301,73 @@ impl SearchQuery {
     }
 }
 
+/// A hit with its whole text (hybrid ranking embeds it: roost-server/src/recall/).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchText {
+    pub hit: MemorySearchHit,
+    pub body: String,
+}
+
+/// Whose texts a search may find: `agent_id`'s entries and documents, and the comments of
+/// `issue_ids` (the issues it is assigned to and those it commented on), within `company_id`.
+struct Scope {
+    company_id: String,
+    agent_id: String,
+    issue_ids: Vec<String>,
+}
+
+impl Scope {
+    async fn of(
+        pool: &sqlx::SqlitePool,
+        company_id: &str,
+        agent_id: &str,
+        assigned_issue_ids: &[String],
+    ) -> Result<Scope, Error> {
+        let commented: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT issue_id FROM memory_search_rows \
+             WHERE agent_id = ?1 AND kind = 'comment' AND company_id = ?2",
+        )
+        .bind(agent_id)
+        .bind(company_id)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::sql("search memory"))?;
+        let mut issue_ids: Vec<String> = assigned_issue_ids.to_vec();
+        issue_ids.extend(commented);
+        issue_ids.sort();
+        issue_ids.dedup();
+        Ok(Scope {
+            company_id: company_id.to_string(),
+            agent_id: agent_id.to_string(),
+            issue_ids,
+        })
+    }
+
+    /// `scope : ("<agent token>" OR "<issue token>" ...)`.
+    fn expression(&self) -> String {
+        let mut tokens = vec![format!(
+            "\"{}\"",
+            scope_token('a', &self.company_id, &self.agent_id)
+        )];
+        tokens.extend(
+            self.issue_ids
+                .iter()
+                .map(|i| format!("\"{}\"", scope_token('i', &self.company_id, i))),
+        );
+        format!("scope : ({})", tokens.join(" OR "))
+    }
+
+    fn issue_ids_json(&self) -> Result<String, Error> {
+        serde_json::to_string(&self.issue_ids).map_err(|e| Error::corrupt("issue ids", e))
+    }
+}
+
+/// The rows a scope admits, on `memory_search_rows r` (?2 company, ?3 agent, ?4 issue ids):
+/// the same filter as the scope tokens, kept so a search never relies on tokens alone.
+const IN_SCOPE: &str = "r.company_id = ?2 \
+    AND ((r.kind IN ('entry', 'document') AND r.agent_id = ?3) \
+      OR (r.kind = 'comment' AND r.issue_id IN (SELECT value FROM json_each(?4))))";
+
 /// The best `limit` hits for `query` in `agent_id`'s memory and the comments of the issues
 /// `issue_ids` names or the agent commented on, within `company_id`.
 pub(crate) async fn search(
@@ -269,46 +378,132 @@ pub(crate) async fn search(
     query: &SearchQuery,
     limit: u32,
 ) -> Result<Vec<MemorySearchHit>, Error> {
-    let Some(expression) = query.expression() else {
+    let scope = Scope::of(pool, company_id, agent_id, assigned_issue_ids).await?;
+    Ok(matching(pool, &scope, query, limit, false)
+        .await?
+        .into_iter()
+        .map(|t| t.hit)
+        .collect())
+}
+
+/// As [`search`], each hit with its text.
+pub(crate) async fn search_texts(
+    pool: &sqlx::SqlitePool,
+    company_id: &str,
+    agent_id: &str,
+    assigned_issue_ids: &[String],
+    query: &SearchQuery,
+    limit: u32,
+) -> Result<Vec<SearchText>, Error> {
+    let scope = Scope::of(pool, company_id, agent_id, assigned_issue_ids).await?;
+    matching(pool, &scope, query, limit, true).await
+}
+
+async fn matching(
+    pool: &sqlx::SqlitePool,
+    scope: &Scope,
+    query: &SearchQuery,
+    limit: u32,
+    with_body: bool,
+) -> Result<Vec<SearchText>, Error> {
+    let Some(words) = query.expression() else {
         return Ok(Vec::new());
     };
-    let assigned =
-        serde_json::to_string(assigned_issue_ids).map_err(|e| Error::corrupt("issue ids", e))?;
-    // bm25 is lower for better matches. `CROSS JOIN` keeps the FTS5 table the outer loop
-    // whatever the planner thinks: snippet() and bm25() work only on its MATCH cursor.
-    let rows = sqlx::query(
+    let expression = format!("{} AND body : ({words})", scope.expression());
+    // bm25 is lower for better matches; the scope column weighs nothing in it. `CROSS JOIN`
+    // keeps the FTS5 table the outer loop whatever the planner thinks: snippet() and bm25()
+    // work only on its MATCH cursor.
+    let body = if with_body {
+        "memory_search.body"
+    } else {
+        "''"
+    };
+    let sql = format!(
         "SELECT r.kind, r.ref_id, r.issue_id, r.created_at, \
-         snippet(memory_search, 0, '[', ']', '…', 16) AS snippet, bm25(memory_search) AS rank \
+         snippet(memory_search, 0, '[', ']', '…', 16) AS snippet, \
+         bm25(memory_search, 1.0, 0.0) AS rank, {body} \
          FROM memory_search CROSS JOIN memory_search_rows r ON r.rowid = memory_search.rowid \
-         WHERE memory_search MATCH ?1 AND r.company_id = ?2 \
-         AND ((r.kind IN ('entry', 'document') AND r.agent_id = ?3) \
-           OR (r.kind = 'comment' AND (r.issue_id IN (SELECT value FROM json_each(?4)) \
-             OR r.issue_id IN (SELECT c.issue_id FROM memory_search_rows c \
-               WHERE c.agent_id = ?3 AND c.kind = 'comment' AND c.company_id = ?2)))) \
-         ORDER BY rank, r.created_at DESC LIMIT ?5",
-    )
-    .bind(expression)
-    .bind(company_id)
-    .bind(agent_id)
-    .bind(assigned)
-    .bind(limit.clamp(1, 1000) as i64)
-    .fetch_all(pool)
-    .await
-    .map_err(Error::sql("search memory"))?;
+         WHERE memory_search MATCH ?1 AND {IN_SCOPE} \
+         ORDER BY rank, r.created_at DESC LIMIT ?5"
+    );
+    let rows = sqlx::query(&sql)
+        .bind(&expression)
+        .bind(&scope.company_id)
+        .bind(&scope.agent_id)
+        .bind(scope.issue_ids_json()?)
+        .bind(limit.clamp(1, 1000) as i64)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::sql("search memory"))?;
     rows.iter()
         .map(|r| {
-            let kind: String = r.get(0);
-            Ok(MemorySearchHit {
-                kind: MemoryHitKind::parse(&kind)
-                    .ok_or_else(|| Error::corrupt("search row", format!("kind {kind:?}")))?,
-                id: r.get(1),
-                issue_id: r.get(2),
-                created_at: Timestamp(r.get(3)),
-                snippet: r.get(4),
-                score: -r.get::<f64, _>(5),
+            Ok(SearchText {
+                hit: hit(r, r.get(4), -r.get::<f64, _>(5))?,
+                body: r.get(6),
             })
         })
         .collect()
+}
+
+/// The newest `limit` texts in the agent's scope (as [`search`] would search), whatever they
+/// say: hybrid ranking's candidates beyond the lexical ones. Score 0, the text's start as its
+/// snippet.
+pub(crate) async fn recent_texts(
+    pool: &sqlx::SqlitePool,
+    company_id: &str,
+    agent_id: &str,
+    assigned_issue_ids: &[String],
+    limit: u32,
+) -> Result<Vec<SearchText>, Error> {
+    let scope = Scope::of(pool, company_id, agent_id, assigned_issue_ids).await?;
+    let sql = format!(
+        "SELECT r.kind, r.ref_id, r.issue_id, r.created_at, \
+         (SELECT body FROM memory_search WHERE rowid = r.rowid) \
+         FROM memory_search_rows r WHERE {IN_SCOPE} \
+         ORDER BY r.created_at DESC, r.rowid DESC LIMIT ?5"
+    );
+    let rows = sqlx::query(&sql)
+        .bind("")
+        .bind(&scope.company_id)
+        .bind(&scope.agent_id)
+        .bind(scope.issue_ids_json()?)
+        .bind(limit.clamp(1, 1000) as i64)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::sql("recent memory"))?;
+    rows.iter()
+        .map(|r| {
+            let body: Option<String> = r.get(4);
+            let body = body.unwrap_or_default();
+            Ok(SearchText {
+                hit: hit(r, opening(&body), 0.0)?,
+                body,
+            })
+        })
+        .collect()
+}
+
+/// The first 160 characters of `body`, with `…` if cut.
+fn opening(body: &str) -> String {
+    match body.char_indices().nth(160) {
+        Some((at, _)) => format!("{}…", &body[..at]),
+        None => body.to_string(),
+    }
+}
+
+fn hit(r: &sqlx::sqlite::SqliteRow, snippet: String, score: f64) -> Result<MemorySearchHit, Error> {
+    let kind: String = r.get(0);
+    Ok(MemorySearchHit {
+        kind: MemoryHitKind::parse(&kind)
+            .ok_or_else(|| Error::corrupt("search row", format!("kind {kind:?}")))?,
+        id: r.get(1),
+        issue_id: r.get(2),
+        created_at: Timestamp(r.get(3)),
+        snippet,
+        score,
+        ranking: MemoryRanking::Lexical,
+        vector_score: None,
+    })
 }
 
 #[cfg(test)]

@@ -369,3 +369,113 @@ async fn any_word_matching_finds_texts_holding_some_of_the_words_best_first() {
     let found: Vec<&str> = hits.iter().map(|h| h.id.as_str()).collect();
     assert_eq!(found, ["e1", "e2"], "{hits:?}");
 }
+
+/// The FTS5 table rows.rs creates is the one `rebuild` creates again.
+#[test]
+fn the_schema_creates_the_index_rebuild_creates() {
+    assert!(
+        crate::rows::SCHEMA.contains(super::CREATE_FTS),
+        "{}",
+        super::CREATE_FTS
+    );
+}
+
+/// Whose a text is goes into the index as one token: ids with any characters, an agent's and
+/// an issue's of the same id, and another company's, never meet.
+#[tokio::test]
+async fn the_scope_is_matched_in_the_index_for_any_id() {
+    let db = db().await;
+    let odd = "ag ent\"*:(x)-é";
+    db.apply(vec![
+        entry("e1", odd, "the walrus sang"),
+        entry("e2", "a2", "the walrus sang too"),
+        comment("k1", odd, None, "a walrus on an issue named like the agent"),
+    ]);
+    assert_eq!(
+        ids(&db.find(odd, &[], "walrus").await),
+        vec![(MemoryHitKind::Entry, "e1")]
+    );
+    let mut found: Vec<&str> = Vec::new();
+    let hits = db.find(odd, &[odd], "walrus").await;
+    found.extend(hits.iter().map(|h| h.id.as_str()));
+    found.sort();
+    assert_eq!(found, ["e1", "k1"]);
+    let query = SearchQuery::parse("walrus").expect("query");
+    let other_company = search(&db.pool, "c2", odd, &[], &query, 20)
+        .await
+        .expect("search");
+    assert!(other_company.is_empty(), "{other_company:?}");
+    assert_ne!(
+        super::scope_token('a', "c1", "x"),
+        super::scope_token('i', "c1", "x")
+    );
+    assert!(super::scope_token('a', "c1", "ab")
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric()));
+}
+
+/// A data dir whose index has version 1's shape (no `scope` column) gets the new one when
+/// opened, and searches find what its rows hold.
+#[tokio::test]
+async fn an_index_of_the_old_shape_is_rebuilt_on_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let writer = rusqlite::Connection::open(dir.path().join("state.db")).expect("state.db");
+        writer.execute_batch(crate::rows::SCHEMA).expect("schema");
+        let mut batch = RowBatch::default();
+        batch
+            .add(&entry("e1", "a1", "migrated the queue"))
+            .expect("add");
+        batch.write(&writer).expect("write");
+        writer
+            .execute_batch(
+                "DROP TABLE memory_search; \
+                 CREATE VIRTUAL TABLE memory_search USING fts5(body, \
+                   tokenize = 'porter unicode61 remove_diacritics 2'); \
+                 INSERT INTO memory_search (rowid, body) \
+                   SELECT rowid, 'migrated the queue' FROM memory_search_rows; \
+                 INSERT INTO sm_meta (key, value) VALUES ('search_index', '1') \
+                   ON CONFLICT(key) DO UPDATE SET value = excluded.value;",
+            )
+            .expect("as version 1 left it");
+    }
+    let (_sm, reader) = crate::StateMachineStore::open(dir.path())
+        .await
+        .expect("open");
+    let query = SearchQuery::parse("queue").expect("query");
+    let hits = reader
+        .search_memory("c1", "a1", &query, 10)
+        .await
+        .expect("search");
+    assert_eq!(ids(&hits), vec![(MemoryHitKind::Entry, "e1")]);
+}
+
+/// Hybrid ranking's candidates: hits with their whole text, and the scope's newest texts
+/// whatever they say.
+#[tokio::test]
+async fn texts_and_recent_texts_of_the_scope() {
+    let db = db().await;
+    let mut older = entry("e1", "a1", "parked the automobile");
+    if let Change::Memory(MemoryChange::Entry(e)) = &mut older {
+        e.created_at = Timestamp(5);
+    }
+    db.apply(vec![
+        older,
+        entry("e2", "a1", "washed the car"),
+        entry("e3", "a2", "another agent's car"),
+        comment("k1", "i9", None, "a comment on an assigned issue"),
+    ]);
+    let query = SearchQuery::parse_any("car").expect("query");
+    let found = super::search_texts(&db.pool, "c1", "a1", &["i9".into()], &query, 10)
+        .await
+        .expect("search");
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].body.starts_with("washed the car\n"), "{found:?}");
+    let recent = super::recent_texts(&db.pool, "c1", "a1", &["i9".into()], 10)
+        .await
+        .expect("recent");
+    let order: Vec<&str> = recent.iter().map(|t| t.hit.id.as_str()).collect();
+    assert_eq!(order, ["k1", "e2", "e1"], "{recent:?}");
+    assert_eq!(recent[2].body.lines().next(), Some("parked the automobile"));
+    assert_eq!(recent[0].hit.snippet, "a comment on an assigned issue");
+}

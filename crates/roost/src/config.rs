@@ -101,6 +101,20 @@ pub fn apply_env(
     if let Some(v) = env("ROOST_SHUTDOWN_GRACE_SECS") {
         config.shutdown_grace_secs = parse_grace_secs(&v)?;
     }
+    if let Some(v) = env("ROOST_RECALL_EMBEDDINGS_URL") {
+        config.recall.embeddings_url = (!v.is_empty()).then_some(v);
+    }
+    if let Some(v) = env("ROOST_RECALL_EMBEDDINGS_MODEL") {
+        config.recall.embeddings_model = v;
+    }
+    if let Some(v) = env("ROOST_RECALL_API_KEY_ENV") {
+        config.recall.api_key_env = (!v.is_empty()).then_some(v);
+    }
+    if let Some(v) = env("ROOST_RECALL_TIMEOUT_MS") {
+        config.recall.timeout_ms = v.parse().with_context(|| {
+            format!("ROOST_RECALL_TIMEOUT_MS={v} is not a whole number of milliseconds")
+        })?;
+    }
     if let Some(v) = env("ROOST_BOOTSTRAP") {
         config.bootstrap = match v.as_str() {
             "1" | "true" => true,
@@ -604,5 +618,45 @@ mod tests {
         std::fs::write(&path, "[limits]\nhttp_max_connections = 0\n").unwrap();
         let err = load(&args_with_config(path)).unwrap_err().to_string();
         assert!(err.contains("http_max_connections"), "{err}");
+    }
+
+    #[test]
+    fn recall_comes_from_the_file_then_env_and_refuses_unknown_keys() {
+        let mut config: ServerConfig = toml::from_str(
+            "[recall]\nembeddings_url = \"http://127.0.0.1:11434/v1\"\n\
+             embeddings_model = \"nomic-embed-text\"\ntimeout_ms = 900\n",
+        )
+        .unwrap();
+        assert_eq!(config.recall.timeout_ms, 900);
+        apply_env(&mut config, |k| match k {
+            "ROOST_RECALL_EMBEDDINGS_MODEL" => Some("all-minilm".to_string()),
+            "ROOST_RECALL_API_KEY_ENV" => Some("EMBED_KEY".to_string()),
+            "ROOST_RECALL_TIMEOUT_MS" => Some("1500".to_string()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(
+            (
+                config.recall.embeddings_url.as_deref(),
+                config.recall.embeddings_model.as_str(),
+                config.recall.api_key_env.as_deref(),
+                config.recall.timeout_ms
+            ),
+            (
+                Some("http://127.0.0.1:11434/v1"),
+                "all-minilm",
+                Some("EMBED_KEY"),
+                1500
+            )
+        );
+        apply_env(&mut config, |k| {
+            (k == "ROOST_RECALL_EMBEDDINGS_URL").then(String::new)
+        })
+        .unwrap();
+        assert_eq!(config.recall.embeddings_url, None);
+        assert!(apply_env(&mut config, |k| (k == "ROOST_RECALL_TIMEOUT_MS")
+            .then(|| "soon".to_string()))
+        .is_err());
+        assert!(toml::from_str::<ServerConfig>("[recall]\nembedding_url = \"x\"\n").is_err());
     }
 }

@@ -56,6 +56,84 @@ fn validate_heartbeat(policy: &HeartbeatPolicy) -> Result<(), DomainError> {
 }
 
 pub(crate) fn create(ctx: &Ctx<'_>, command: &Command) -> Result<Decision, DomainError> {
+    ctx.require_admin("create an agent")?;
+    let agent = new_agent(ctx, command)?;
+    let note = agent_note(
+        &agent,
+        json!({ "name": agent.name, "role": agent.role, "adapterType": agent.adapter_type }),
+    );
+    Ok(Decision {
+        outcome: Outcome::Agent(agent.clone()),
+        changes: vec![Change::Agent(agent)],
+        note,
+    })
+}
+
+/// `HireAgent`: an administrator, or an agent granted `canCreateAgents`, adds an agent to its
+/// company; with the company's `requireBoardApprovalForNewAgents` it waits in
+/// `pending_approval` on a `hire_agent` approval (`rules/approval.rs`) whose payload is the
+/// caller's.
+pub(crate) fn hire(
+    ctx: &Ctx<'_>,
+    approval_id: &str,
+    command: &Command,
+    payload: &serde_json::Value,
+) -> Result<Decision, DomainError> {
+    if let Some(own) = ctx.actor.agent_id() {
+        let granted = ctx
+            .state
+            .agents
+            .get(own)
+            .is_some_and(|a| a.permissions.can_create_agents);
+        if !granted {
+            return Err(DomainError::forbidden(
+                "this agent may not hire agents: an administrator grants canCreateAgents",
+            ));
+        }
+    } else {
+        ctx.require_admin("hire an agent")?;
+    }
+    ctx.fence()?;
+    let mut agent = new_agent(ctx, command)?;
+    let company = ctx
+        .state
+        .companies
+        .get(&agent.company_id)
+        .ok_or_else(|| DomainError::not_found("company", &agent.company_id))?;
+    let approval = if company.require_board_approval_for_new_agents {
+        agent.status = AgentStatus::PendingApproval;
+        let mut body = payload.clone();
+        if let Some(map) = body.as_object_mut() {
+            map.insert("agentId".into(), json!(agent.id));
+        }
+        Some(super::approval::new_approval(
+            ctx,
+            approval_id,
+            &agent.company_id,
+            crate::approval::ApprovalType::HireAgent,
+            &body,
+            None,
+            &[],
+            Some(&agent.id),
+        )?)
+    } else {
+        None
+    };
+    let note = agent_note(
+        &agent,
+        json!({ "name": agent.name, "hired": true, "approvalId": approval.as_ref().map(|a| &a.id) }),
+    );
+    let mut changes = vec![Change::Agent(agent.clone())];
+    changes.extend(approval.clone().map(Change::Approval));
+    Ok(Decision {
+        outcome: Outcome::Hire { agent, approval },
+        changes,
+        note,
+    })
+}
+
+/// The agent a `CreateAgent` describes, checked against the state (not against the actor).
+fn new_agent(ctx: &Ctx<'_>, command: &Command) -> Result<Agent, DomainError> {
     let Command::CreateAgent {
         id,
         company_id,
@@ -70,7 +148,6 @@ pub(crate) fn create(ctx: &Ctx<'_>, command: &Command) -> Result<Decision, Domai
     else {
         return Err(DomainError::invalid("command", "not an agent creation"));
     };
-    ctx.require_admin("create an agent")?;
     require_id("id", id)?;
     let company = ctx
         .state
@@ -124,16 +201,12 @@ pub(crate) fn create(ctx: &Ctx<'_>, command: &Command) -> Result<Decision, Domai
         task_sessions: Default::default(),
         permissions: Default::default(),
         session_rotation: Default::default(),
+        home_max_bytes: crate::home::DEFAULT_HOME_MAX_BYTES,
+        loop_breaker: Default::default(),
+        loop_window_since: None,
+        reports_to: None,
     };
-    let note = agent_note(
-        &agent,
-        json!({ "name": agent.name, "role": agent.role, "adapterType": adapter_type }),
-    );
-    Ok(Decision {
-        outcome: Outcome::Agent(agent.clone()),
-        changes: vec![Change::Agent(agent)],
-        note,
-    })
+    Ok(agent)
 }
 
 pub(crate) fn update(
@@ -183,6 +256,15 @@ pub(crate) fn update(
     if let Some(rotation) = patch.session_rotation {
         agent.session_rotation = rotation;
     }
+    if let Some(cap) = patch.home_max_bytes {
+        agent.home_max_bytes = cap;
+    }
+    if let Some(lb) = patch.loop_breaker {
+        agent.loop_breaker = lb;
+    }
+    if let Some(manager) = &patch.reports_to {
+        agent.reports_to = super::org::check_manager(ctx, &agent, manager.as_deref())?;
+    }
     agent.updated_at = ctx.now();
     let note = agent_note(&agent, update_details(current, &agent, patch));
     Ok(Decision {
@@ -217,7 +299,10 @@ fn update_details(before: &Agent, after: &Agent, patch: &AgentPatch) -> Value {
         "heartbeat" => heartbeat,
         "placementLabels" => placement_labels,
         "permissions" => permissions,
-        "sessionRotation" => session_rotation
+        "sessionRotation" => session_rotation,
+        "homeMaxBytes" => home_max_bytes,
+        "loopBreaker" => loop_breaker,
+        "reportsTo" => reports_to
     );
     changed.extend(adapter_config::changed_paths(
         "adapterConfig",
@@ -261,6 +346,8 @@ pub(crate) fn resume(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, DomainEr
     let mut agent = current.clone();
     agent.status = AgentStatus::Active;
     agent.pause_reason = None;
+    // The loop breaker counts none of its earlier wakes (`rules/loop_breaker.rs`).
+    agent.loop_window_since = Some(ctx.now());
     agent.updated_at = ctx.now();
     let note = agent_note(&agent, json!({}));
     Ok(Decision {

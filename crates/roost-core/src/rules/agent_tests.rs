@@ -154,6 +154,7 @@ fn permissions_are_granted_by_a_patch_and_old_rows_read_without_them() {
     let mut w = World::new();
     let grant = AgentPermissions {
         read_company_run_logs: true,
+        ..Default::default()
     };
     let (agent, entry) = update(
         &mut w,

@@ -119,6 +119,7 @@ pub(crate) fn stop_scope(
         created_at: ctx.now(),
         resolved_at: None,
         resolution: None,
+        wake_loop: None,
     }));
     let agents: Vec<String> = ctx
         .state
@@ -181,6 +182,7 @@ pub(crate) fn after_spend(
                 created_at: now,
                 resolved_at: None,
                 resolution: None,
+                wake_loop: None,
             }));
         }
         if policy.hard_stop_enabled && observed >= policy.amount {
@@ -410,14 +412,16 @@ pub(crate) fn resolve_incident(
             incident.status
         )));
     }
-    let mut resolved = incident.clone();
-    resolved.resolved_at = Some(ctx.now());
-    resolved.resolution = Some(action);
-    resolved.status = if action == IncidentAction::Dismiss {
-        IncidentStatus::Dismissed
-    } else {
-        IncidentStatus::Resolved
-    };
+    if incident.kind == IncidentKind::WakeLoop {
+        return super::loop_breaker::resolve(ctx, incident, action);
+    }
+    if action == IncidentAction::Resume {
+        return Err(DomainError::invalid(
+            "action",
+            "resume resolves wake-loop incidents: resolve a budget incident with raise_and_resume, keep_paused or dismiss",
+        ));
+    }
+    let resolved = resolved_incident(incident, action, ctx.now());
     let mut changes = Vec::new();
     if action == IncidentAction::RaiseAndResume {
         let policy = ctx
@@ -470,4 +474,21 @@ pub(crate) fn resolve_incident(
         changes,
         note,
     })
+}
+
+/// The incident as `action` closes it at `now`.
+pub(super) fn resolved_incident(
+    incident: &BudgetIncident,
+    action: IncidentAction,
+    now: Timestamp,
+) -> BudgetIncident {
+    let mut resolved = incident.clone();
+    resolved.resolved_at = Some(now);
+    resolved.resolution = Some(action);
+    resolved.status = if action == IncidentAction::Dismiss {
+        IncidentStatus::Dismissed
+    } else {
+        IncidentStatus::Resolved
+    };
+    resolved
 }

@@ -71,6 +71,9 @@ pub(crate) fn checkout(
             agent.status
         )));
     }
+    if let Some(waiting) = super::approval::waiting_on(ctx, &issue.id, agent_id) {
+        return Err(waiting);
+    }
     let blockers = unresolved_blockers(ctx, issue);
     if !blockers.is_empty() {
         return Err(DomainError::invariant(

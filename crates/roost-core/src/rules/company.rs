@@ -55,6 +55,8 @@ pub(crate) fn create(
         description: None,
         status: Default::default(),
         require_board_approval_for_new_agents: false,
+        loop_breaker: Default::default(),
+        escalate_blocked_after_secs: super::org::default_escalate_secs(),
         issue_prefix: prefix.clone(),
         issue_counter: 0,
         created_at: ctx.now(),
@@ -100,6 +102,12 @@ pub(crate) fn update(
     }
     if let Some(required) = patch.require_board_approval_for_new_agents {
         company.require_board_approval_for_new_agents = required;
+    }
+    if let Some(lb) = patch.loop_breaker {
+        company.loop_breaker = lb;
+    }
+    if let Some(secs) = patch.escalate_blocked_after_secs {
+        company.escalate_blocked_after_secs = super::org::check_escalate_secs(secs)?;
     }
     company.updated_at = ctx.now();
     let mut details = serde_json::to_value(patch).unwrap_or(serde_json::Value::Null);

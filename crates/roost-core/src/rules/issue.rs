@@ -106,6 +106,10 @@ pub(crate) fn create(
         cancelled_at: None,
         created_at: ctx.now(),
         updated_at: ctx.now(),
+        status_changed_at: None,
+        escalated_blocked_since: None,
+        project_id: None,
+        goal_id: None,
     };
     apply_patch(ctx, &mut issue, fields)?;
     let note = ActivityNote {
@@ -295,6 +299,18 @@ fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(
     }
     if let Some(code) = &patch.billing_code {
         issue.billing_code = code.clone();
+    }
+    if let Some(project) = &patch.project_id {
+        if let Some(id) = project {
+            super::project::project_in(ctx, &issue.company_id, id)?;
+        }
+        issue.project_id = project.clone();
+    }
+    if let Some(goal) = &patch.goal_id {
+        if let Some(id) = goal {
+            super::project::goal_in(ctx, &issue.company_id, id)?;
+        }
+        issue.goal_id = goal.clone();
     }
 
     if issue.assignee_agent_id.is_some() && issue.assignee_user_id.is_some() {

@@ -24,7 +24,7 @@ use crate::state::{ActivityNote, Change, Decision};
 
 /// The agent whose memory this is, if the actor may write it: an administrator any, an agent
 /// only its own (another company's is not found).
-fn writable_agent<'a>(ctx: &Ctx<'a>, agent_id: &str) -> Result<&'a Agent, DomainError> {
+pub(super) fn writable_agent<'a>(ctx: &Ctx<'a>, agent_id: &str) -> Result<&'a Agent, DomainError> {
     let agent = visible_agent(ctx, agent_id)?;
     if let Some(own) = ctx.actor.agent_id() {
         if own != agent_id {
@@ -41,7 +41,11 @@ fn writable_agent<'a>(ctx: &Ctx<'a>, agent_id: &str) -> Result<&'a Agent, Domain
 }
 
 /// The live run of `agent` this write is made for: required, and fenced.
-fn live_run_of<'c>(ctx: &'c Ctx<'_>, agent: &Agent, what: &str) -> Result<&'c Run, DomainError> {
+pub(super) fn live_run_of<'c>(
+    ctx: &'c Ctx<'_>,
+    agent: &Agent,
+    what: &str,
+) -> Result<&'c Run, DomainError> {
     let run_id = ctx.actor.run_id.as_deref().ok_or_else(|| {
         DomainError::invalid(
             "runId",

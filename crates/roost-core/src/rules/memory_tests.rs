@@ -57,7 +57,7 @@ fn version_of(outcome: Outcome) -> u64 {
 }
 
 /// `state` as a restarted node loads it from its rows (no idempotency keys in these tests).
-fn reloaded(state: &State) -> State {
+pub(super) fn reloaded(state: &State) -> State {
     let m = &state.memory;
     State::from_rows(StateRows {
         companies: state.companies.values().cloned().collect(),
@@ -79,6 +79,11 @@ fn reloaded(state: &State) -> State {
         memory_entries: m.entries.values().cloned().collect(),
         memory_documents: m.documents.values().cloned().collect(),
         memory_live: m.live.values().cloned().collect(),
+        home_chunks: state.home.chunks.values().cloned().collect(),
+        agent_homes: state.home.homes.values().cloned().collect(),
+        approvals: state.approvals.approvals.values().cloned().collect(),
+        goals: state.goals.values().cloned().collect(),
+        projects: state.projects.values().cloned().collect(),
         activity_seq: state.activity_seq,
         activity_head: Some(state.activity_head.clone()),
     })

@@ -2,6 +2,9 @@
 //! and returns the rows to write; none mutates the state itself.
 
 mod agent;
+mod approval;
+#[cfg(test)]
+mod approval_tests;
 #[cfg(test)]
 mod batch_tests;
 pub(crate) mod budget;
@@ -15,14 +18,27 @@ pub(crate) mod credential;
 // The credential tests' helpers, for worker_credential_tests.rs.
 #[cfg(test)]
 use credential::tests as credential_tests;
+mod home;
+#[cfg(test)]
+mod home_tests;
 #[cfg(test)]
 mod hostile_tests;
 mod issue;
 #[cfg(test)]
 mod issue_index_tests;
+pub(crate) mod loop_breaker;
 mod memory;
 #[cfg(test)]
 mod memory_tests;
+pub(crate) mod org;
+#[cfg(test)]
+mod org_tests;
+mod project;
+#[cfg(test)]
+mod project_tests;
+pub(crate) mod routine;
+#[cfg(test)]
+mod routine_tests;
 pub(crate) mod run;
 #[cfg(test)]
 mod session_tests;
@@ -133,6 +149,7 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             wake_key.as_deref(),
         ),
         Command::TimerTick { agent_id, wake_id } => wake::timer_tick(&ctx, agent_id, wake_id),
+        Command::EscalateIssue { issue_id } => org::escalate_issue(&ctx, issue_id),
         Command::AssignRun {
             wake_id,
             run_id,
@@ -178,6 +195,7 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             *hard_stop_enabled,
         ),
         Command::RecordCostEvent { event } => budget::record_cost(&ctx, event),
+        Command::Routine { routine: cmd } => routine::decide(&ctx, cmd),
         Command::AppendMemoryEntry {
             id,
             agent_id,
@@ -202,6 +220,64 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             current_task,
             coordinates,
         } => memory::set_live(&ctx, agent_id, current_task.as_ref(), coordinates.as_ref()),
+        Command::CreateGoal {
+            id,
+            company_id,
+            fields,
+        } => project::create_goal(&ctx, id, company_id, fields),
+        Command::UpdateGoal { goal_id, patch } => project::update_goal(&ctx, goal_id, patch),
+        Command::DeleteGoal { goal_id } => project::delete_goal(&ctx, goal_id),
+        Command::CreateProject {
+            id,
+            company_id,
+            fields,
+        } => project::create_project(&ctx, id, company_id, fields),
+        Command::UpdateProject { project_id, patch } => {
+            project::update_project(&ctx, project_id, patch)
+        }
+        Command::DeleteProject { project_id } => project::delete_project(&ctx, project_id),
+        Command::CreateApproval {
+            id,
+            company_id,
+            approval_type,
+            payload,
+            requested_by_agent_id,
+            issue_ids,
+        } => approval::create(
+            &ctx,
+            id,
+            company_id,
+            *approval_type,
+            payload,
+            requested_by_agent_id.as_deref(),
+            issue_ids,
+        ),
+        Command::HireAgent {
+            approval_id,
+            agent,
+            payload,
+        } => agent::hire(&ctx, approval_id, agent, payload),
+        Command::DecideApproval {
+            approval_id,
+            decision,
+            decision_note,
+        } => approval::decide(&ctx, approval_id, *decision, decision_note.as_deref()),
+        Command::ResubmitApproval {
+            approval_id,
+            payload,
+        } => approval::resubmit(&ctx, approval_id, payload.as_ref()),
+        Command::AddApprovalComment {
+            approval_id,
+            comment_id,
+            body,
+        } => approval::comment(&ctx, approval_id, comment_id, body),
+        Command::PutHomeChunks { agent_id, chunks } => home::put_chunks(&ctx, agent_id, chunks),
+        Command::SaveAgentHome {
+            agent_id,
+            base_version,
+            files,
+            deleted,
+        } => home::save(&ctx, agent_id, *base_version, files, deleted),
         Command::ResolveBudgetIncident {
             incident_id,
             action,

@@ -441,6 +441,23 @@ pub fn claim_blocker(state: &crate::state::State, wake: &Wake) -> Option<String>
     if let Some(why) = super::wake::company_halt(state, &agent.company_id) {
         return Some(why.replace('_', " "));
     }
+    // A paused project holds its issues' runs until it is resumed (`rules/project.rs`).
+    let project = wake
+        .issue_id
+        .as_ref()
+        .and_then(|i| state.issues.get(i))
+        .and_then(|i| i.project_id.as_ref())
+        .and_then(|p| state.projects.get(p));
+    if let Some(p) = project.filter(|p| p.paused_at.is_some()) {
+        return Some(format!(
+            "project {} is paused{}",
+            p.name,
+            p.pause_reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ));
+    }
     let live: Vec<&Run> = state
         .live_runs()
         .filter(|r| r.agent_id == agent.id)

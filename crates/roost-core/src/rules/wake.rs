@@ -167,11 +167,14 @@ pub(crate) fn enqueue(
         skip(&mut wake, WakeStatus::Suppressed, "self_authored");
     } else if agent.status == AgentStatus::Terminated {
         skip(&mut wake, WakeStatus::Skipped, "agent_terminated");
+    } else if agent.status == AgentStatus::PendingApproval {
+        skip(&mut wake, WakeStatus::Skipped, "agent_pending_approval");
     } else if let Some(why) = company_halt(ctx.state, &agent.company_id) {
         skip(&mut wake, WakeStatus::Skipped, why);
     } else if agent.status == AgentStatus::Paused {
         let why = match agent.pause_reason {
             Some(PauseReason::Budget) => "agent_paused_budget",
+            Some(PauseReason::LoopDetected) => "agent_paused_loop",
             _ => "agent_paused",
         };
         skip(&mut wake, WakeStatus::Skipped, why);
@@ -207,6 +210,10 @@ pub(crate) fn enqueue(
             holder.id, holder.agent_id
         ));
         wake.waiting_on_run = Some(holder.id.clone());
+    }
+    if !matches!(wake.status, WakeStatus::Skipped | WakeStatus::Suppressed) {
+        // The loop breaker decides here, where every wake is recorded.
+        super::loop_breaker::guard(ctx, pending.changes, &mut wake);
     }
     pending.changes.push(Change::Wake(wake.clone()));
     Ok(wake)

@@ -229,6 +229,8 @@ pub enum Op {
         adapter: Option<AdapterType>,
         config: Option<Json>,
         heartbeat: Option<Heartbeat>,
+        /// Small counts make the loop breaker trip inside a sequence; large ones pass its bounds.
+        loop_breaker: Option<roost_core::loop_breaker::LoopBreaker>,
     },
     PauseAgent {
         agent: Id,
@@ -270,6 +272,7 @@ pub enum Op {
         company: Id,
         name: Option<Text>,
         status: CompanyStatus,
+        loop_breaker: Option<roost_core::loop_breaker::LoopBreaker>,
     },
     StartRun {
         id: Id,

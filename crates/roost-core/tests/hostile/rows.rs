@@ -32,6 +32,11 @@ pub struct Rows {
     memory_entries: BTreeMap<String, memory::MemoryEntry>,
     memory_documents: BTreeMap<String, memory::MemoryDocument>,
     memory_live: BTreeMap<String, memory::MemoryLive>,
+    agent_homes: BTreeMap<String, home::AgentHome>,
+    home_chunks: BTreeMap<String, home::HomeChunk>,
+    approvals: BTreeMap<String, approval::Approval>,
+    goals: BTreeMap<String, project::Goal>,
+    projects: BTreeMap<String, project::Project>,
     /// Rows that did not survive their JSON form, or a second insert the store refuses.
     pub problems: Vec<String>,
 }
@@ -120,6 +125,29 @@ impl Rows {
                         upsert!(memory_live, "memory_live", r, r.agent_id)
                     }
                 },
+                // The hostile generators make no routines.
+                Change::Routine(_) => {}
+                Change::Approval(r) => upsert!(approvals, "approvals", r, r.id),
+                Change::Goal(r) => upsert!(goals, "goals", r, r.id),
+                Change::GoalDeleted(id) => {
+                    self.goals.remove(id);
+                }
+                Change::Project(r) => upsert!(projects, "projects", r, r.id),
+                Change::ProjectDeleted(id) => {
+                    self.projects.remove(id);
+                }
+                Change::Home(h) => match h {
+                    home::HomeChange::Home(r) => {
+                        upsert!(agent_homes, "agent_homes", r, r.agent_id)
+                    }
+                    home::HomeChange::Chunk(r, _) => {
+                        let key = r.key();
+                        upsert!(home_chunks, "home_chunks", r, key)
+                    }
+                    home::HomeChange::ChunkDropped(key) => {
+                        self.home_chunks.remove(key);
+                    }
+                },
                 Change::Activity(a) => {
                     self.activity_seq = a.seq;
                     self.activity_head = Some(a.hash.clone());
@@ -153,6 +181,11 @@ impl Rows {
             memory_entries: all(&self.memory_entries),
             memory_documents: all(&self.memory_documents),
             memory_live: all(&self.memory_live),
+            home_chunks: all(&self.home_chunks),
+            agent_homes: all(&self.agent_homes),
+            approvals: all(&self.approvals),
+            goals: all(&self.goals),
+            projects: all(&self.projects),
             activity_seq: self.activity_seq,
             activity_head: self.activity_head.clone(),
         })

@@ -314,16 +314,49 @@ fn update_agent() -> impl Strategy<Value = Op> {
         prop::option::of(select(AdapterType::ALL)),
         prop::option::weighted(0.3, json()),
         prop::option::weighted(0.7, heartbeat()),
+        prop::option::weighted(0.5, loop_breaker()),
     )
         .prop_map(
-            |(agent, name, adapter, config, heartbeat)| Op::UpdateAgent {
+            |(agent, name, adapter, config, heartbeat, loop_breaker)| Op::UpdateAgent {
                 agent,
                 name,
                 adapter,
                 config,
                 heartbeat,
+                loop_breaker,
             },
         )
+}
+
+/// A loop-breaker count: mostly tiny (trips within a few steps), sometimes past the bound.
+fn loop_count() -> impl Strategy<Value = Option<u32>> {
+    prop::option::weighted(0.8, prop_oneof![6 => 0..4u32, 1 => any::<u32>()])
+}
+
+/// A loop-breaker window in minutes: mostly in range, sometimes past the day it may span.
+fn loop_window() -> impl Strategy<Value = Option<u32>> {
+    prop::option::of(prop_oneof![6 => 0..120u32, 1 => any::<u32>()])
+}
+
+fn loop_breaker() -> impl Strategy<Value = roost_core::loop_breaker::LoopBreaker> {
+    (
+        prop::option::of(any::<bool>()),
+        loop_window(),
+        loop_count(),
+        loop_count(),
+        loop_window(),
+        loop_count(),
+    )
+        .prop_map(|(enabled, window, issue, ping_pong, run_window, runs)| {
+            roost_core::loop_breaker::LoopBreaker {
+                enabled,
+                window_minutes: window,
+                issue_wakes: issue,
+                ping_pong_wakes: ping_pong,
+                run_window_minutes: run_window,
+                run_wakes: runs,
+            }
+        })
 }
 
 fn pause_agent() -> impl Strategy<Value = Op> {
@@ -394,11 +427,13 @@ fn update_company() -> impl Strategy<Value = Op> {
             CompanyStatus::Paused,
             CompanyStatus::Archived,
         ]),
+        prop::option::weighted(0.5, loop_breaker()),
     )
-        .prop_map(|(company, name, status)| Op::UpdateCompany {
+        .prop_map(|(company, name, status, loop_breaker)| Op::UpdateCompany {
             company,
             name,
             status,
+            loop_breaker,
         })
 }
 

@@ -118,5 +118,19 @@ pub fn outcome_companies(o: &Outcome) -> Vec<Option<String>> {
         Outcome::MemoryEntry(e) => vec![Some(e.company_id.clone())],
         Outcome::MemoryDocument(d) => vec![Some(d.company_id.clone())],
         Outcome::MemoryLive(l) => vec![Some(l.company_id.clone())],
+        Outcome::Routine(r) => vec![r.company_id().map(str::to_string)],
+        // Chunk hashes carry no company; the upload itself was checked against the agent.
+        Outcome::HomeChunks(_) => vec![],
+        Outcome::Goal(g) => vec![Some(g.company_id.clone())],
+        Outcome::Project(p) => vec![Some(p.company_id.clone())],
+        Outcome::Approval(a) => vec![Some(a.company_id.clone())],
+        // A comment carries no company; the command was checked against its approval's.
+        Outcome::ApprovalComment(_) => vec![],
+        Outcome::Hire { agent, approval } => {
+            let mut v = vec![Some(agent.company_id.clone())];
+            v.extend(approval.iter().map(|a| Some(a.company_id.clone())));
+            v
+        }
+        Outcome::AgentHome(h) => vec![Some(h.company_id.clone())],
     }
 }

@@ -391,6 +391,8 @@ impl World {
                     .collect()
             }),
             billing_code: f.billing_code.map(|c| text(&c)),
+            project_id: None,
+            goal_id: None,
         }
     }
 
@@ -447,6 +449,7 @@ impl World {
                 adapter,
                 config,
                 heartbeat,
+                loop_breaker,
             } => Command::UpdateAgent {
                 agent_id: pick(Kind::Agent, *agent),
                 patch: AgentPatch {
@@ -454,6 +457,7 @@ impl World {
                     adapter_type: *adapter,
                     adapter_config: config.map(|c| c.render()),
                     heartbeat: heartbeat.as_ref().map(policy),
+                    loop_breaker: *loop_breaker,
                     ..Default::default()
                 },
             },
@@ -514,11 +518,13 @@ impl World {
                 company,
                 name,
                 status,
+                loop_breaker,
             } => Command::UpdateCompany {
                 company_id: pick(Kind::Company, *company),
                 patch: CompanyPatch {
                     name: name.as_ref().map(|n| n.render()),
                     status: Some(*status),
+                    loop_breaker: *loop_breaker,
                     ..Default::default()
                 },
             },

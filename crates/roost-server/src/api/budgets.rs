@@ -147,7 +147,7 @@ pub fn parse_action(action: &str) -> Result<IncidentAction, ApiError> {
         "raise_budget_and_resume" => Ok(IncidentAction::RaiseAndResume),
         other => other.parse().map_err(|_| {
             ApiError::bad_request(format!(
-                "unknown action `{other}`: use raise_and_resume, keep_paused or dismiss"
+                "unknown action `{other}`: use raise_and_resume, keep_paused or dismiss (budget incidents), resume, keep_paused or dismiss (wake_loop incidents)"
             ))
         }),
     }

@@ -31,6 +31,9 @@ pub struct HeartbeatContext {
     pub comment_cursor: CommentCursor,
     pub wake_comment: Option<Comment>,
     pub active_run: Option<RunView>,
+    /// The project and goal the issue serves (its own goal, else its project's first).
+    pub project: Option<roost_core::project::Project>,
+    pub goal: Option<roost_core::project::Goal>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -324,7 +327,20 @@ impl Api {
                 .and_then(|c| s.runs.get(&c.run_id))
                 .filter(|r| r.status.is_live())
                 .map(|r| run_view(caller, s, r.clone()));
+            let project = issue
+                .project_id
+                .as_ref()
+                .and_then(|p| s.projects.get(p))
+                .cloned();
+            let goal = issue
+                .goal_id
+                .as_ref()
+                .or(project.as_ref().and_then(|p| p.goal_id.as_ref()))
+                .and_then(|g| s.goals.get(g))
+                .cloned();
             HeartbeatContext {
+                project,
+                goal,
                 issue: issue.clone(),
                 ancestors,
                 blocked_by,

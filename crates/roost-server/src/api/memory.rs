@@ -32,7 +32,11 @@ impl Api {
     /// The agent `agent_ref` names (`me`: the caller) if the caller may read its memory: the
     /// agent itself or an administrator; another agent of its company is refused, another
     /// company's agent is not found.
-    async fn memory_agent(&self, caller: &Caller, agent_ref: &str) -> Result<Agent, ApiError> {
+    pub(super) async fn memory_agent(
+        &self,
+        caller: &Caller,
+        agent_ref: &str,
+    ) -> Result<Agent, ApiError> {
         let agent_id = if agent_ref == "me" {
             caller.agent_id().ok_or_else(|| {
                 ApiError::forbidden(
@@ -131,10 +135,70 @@ impl Api {
         let limit = limit
             .unwrap_or(DEFAULT_SEARCH_HITS)
             .clamp(1, MAX_SEARCH_HITS);
+        if query.expression().is_some() {
+            if let Some(hits) = self.hybrid_search(&agent, text, limit).await? {
+                return Ok(hits);
+            }
+        }
         Ok(self
             .reader()
             .search_memory(&agent.company_id, &agent.id, &query, limit)
             .await?)
+    }
+
+    /// With `[recall]` embeddings: the index's best any-word candidates and the agent's newest
+    /// texts, ranked by bm25 and embedding similarity (`recall/score.rs`). `None` without an
+    /// endpoint, or when it failed (logged in `recall/`): the caller ranks lexically.
+    async fn hybrid_search(
+        &self,
+        agent: &Agent,
+        text: &str,
+        limit: u32,
+    ) -> Result<Option<Vec<MemorySearchHit>>, ApiError> {
+        let Some(recall) = self.recall() else {
+            return Ok(None);
+        };
+        let any = roost_store::SearchQuery::parse_any(text)
+            .map_err(|why| ApiError::bad_request(format!("q: {why}")))?;
+        let (lexical, recent) = self
+            .reader()
+            .search_memory_texts(
+                &agent.company_id,
+                &agent.id,
+                &any,
+                recall.candidates.max(limit),
+                recall.recent,
+            )
+            .await?;
+        let mut texts: Vec<&str> = vec![text];
+        texts.extend(lexical.iter().map(|t| t.body.as_str()));
+        texts.extend(recent.iter().map(|t| t.body.as_str()));
+        let Ok(vectors) = recall.embed(&texts).await else {
+            return Ok(None);
+        };
+        let mut vectors = vectors.into_iter();
+        let Some(query) = vectors.next() else {
+            return Ok(None);
+        };
+        let mut with_vectors = |list: Vec<roost_store::SearchText>| -> Vec<_> {
+            list.into_iter()
+                .map(|t| {
+                    (
+                        t.hit,
+                        vectors.next().map(|v| v.to_vec()).unwrap_or_default(),
+                    )
+                })
+                .collect()
+        };
+        let lexical = with_vectors(lexical);
+        let recent = with_vectors(recent);
+        Ok(Some(crate::recall::score::rank(
+            &query,
+            lexical,
+            recent,
+            recall.weights,
+            limit as usize,
+        )))
     }
 
     /// The calling agent's entry for its run (`POST /api/agents/me/memory/entries`).
@@ -233,7 +297,7 @@ impl Api {
 }
 
 /// Refuses before proposing what the state machine would refuse: a run's write with no run.
-fn require_run(caller: &Caller, what: &str) -> Result<(), ApiError> {
+pub(super) fn require_run(caller: &Caller, what: &str) -> Result<(), ApiError> {
     if caller.actor.run_id.is_some() {
         return Ok(());
     }

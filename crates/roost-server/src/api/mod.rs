@@ -5,12 +5,16 @@
 //! sees every write acknowledged before it started.
 
 mod admin;
+mod approvals;
 mod budgets;
 mod cluster;
 mod credentials;
+mod home;
 mod issues;
 mod memory;
 mod paperclip;
+mod projects;
+mod routines;
 mod run_logs;
 mod runs;
 mod views;
@@ -21,6 +25,7 @@ use roost_raft::RaftNode;
 use roost_store::StateReader;
 
 pub use admin::{default_prefix, NewAgent};
+pub use approvals::NewApproval;
 pub use budgets::{
     monthly_budget_cents, parse_action, AgentSpend, BudgetOverview, CostEventRequest, CostSummary,
     NewBudgetPolicy, PolicyStatus,
@@ -46,6 +51,8 @@ pub struct Api {
     live_logs: LiveLogs,
     rate_limiter: crate::rate_limit::RateLimiter,
     metrics: crate::metrics::Metrics,
+    /// Embeddings for hybrid memory search (`recall/`); `None`: lexical only.
+    recall: Option<std::sync::Arc<crate::recall::Embedder>>,
 }
 
 pub(crate) fn new_id() -> String {
@@ -63,7 +70,22 @@ impl Api {
             live_logs: LiveLogs::default(),
             rate_limiter: crate::rate_limit::RateLimiter::off(),
             metrics: crate::metrics::Metrics::default(),
+            recall: None,
         }
+    }
+
+    /// This API with hybrid memory search over `recall`'s embeddings (`recall/`).
+    pub(crate) fn with_recall(
+        mut self,
+        recall: Option<std::sync::Arc<crate::recall::Embedder>>,
+    ) -> Self {
+        self.recall = recall;
+        self
+    }
+
+    /// The embeddings client, when `[recall]` names an endpoint.
+    pub(crate) fn recall(&self) -> Option<&crate::recall::Embedder> {
+        self.recall.as_deref()
     }
 
     /// This node's `/metrics` (`metrics.rs`).

@@ -302,9 +302,14 @@ pub(super) fn agent_patch(
         placement_labels: request
             .set_placement_labels
             .then(|| request.placement_labels.into_iter().collect()),
-        // control.proto has no permissions nor session rotation yet; they are set over REST.
+        // control.proto has no permissions, session rotation nor home cap yet; they are set
+        // over REST.
         permissions: None,
         session_rotation: None,
+        home_max_bytes: None,
+        loop_breaker: None,
+        // Nor reporting lines (`reportsTo` over REST).
+        reports_to: None,
     };
     Ok((request.agent_id, patch))
 }
@@ -343,6 +348,9 @@ pub(super) fn new_issue(request: pb::CreateIssueRequest) -> Result<(String, Issu
         blocked_by_issue_ids: (!request.blocked_by_issue_ids.is_empty())
             .then_some(request.blocked_by_issue_ids),
         billing_code: non_empty(request.billing_code).map(Some),
+        // control.proto has no project or goal yet; they are set over REST.
+        project_id: None,
+        goal_id: None,
     };
     Ok((request.company_id, fields))
 }
@@ -382,6 +390,8 @@ pub(super) fn issue_patch(
             .set_blocked_by
             .then_some(request.blocked_by_issue_ids),
         billing_code: clearable(request.billing_code),
+        project_id: None,
+        goal_id: None,
     };
     Ok((request.issue_id, patch, request.comment))
 }

@@ -29,9 +29,10 @@ pub async fn create_company(
         None => api.create_company_derived(&caller, &body.name).await?,
     };
     let mut company = company;
-    if let Some(description) = body.description {
+    if body.description.is_some() || body.loop_breaker.is_some() {
         let patch = CompanyPatch {
-            description: Some(Some(description)),
+            description: body.description.map(Some),
+            loop_breaker: body.loop_breaker,
             ..Default::default()
         };
         company = api.update_company(&caller, &company.id, patch).await?;
@@ -118,24 +119,45 @@ pub async fn get_company(
     Ok(Json(company_row(&api, company)))
 }
 
+/// The agent a Paperclip creation body describes (its defaults filled in).
+pub(super) fn new_agent(body: &dto::CreateAgent) -> Result<NewAgent> {
+    let base = HeartbeatPolicy::default();
+    let heartbeat = heartbeat_of(&base, body.heartbeat.clone(), body.runtime_config.as_ref())?;
+    Ok(NewAgent {
+        name: body.name.clone(),
+        role: body.role.clone().unwrap_or_else(|| "general".into()),
+        title: body.title.clone(),
+        adapter_type: body.adapter_type.unwrap_or(AdapterType::Process),
+        adapter_config: body
+            .adapter_config
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({})),
+        heartbeat: heartbeat.unwrap_or(base),
+        placement_labels: body.placement_labels.clone().unwrap_or_default(),
+    })
+}
+
 pub async fn create_agent(
     State(api): State<Api>,
     caller: Caller,
     Path(cid): Path<String>,
     JsonBody(body): JsonBody<dto::CreateAgent>,
 ) -> Result<(axum::http::StatusCode, Json<AgentRow>)> {
-    let base = HeartbeatPolicy::default();
-    let heartbeat = heartbeat_of(&base, body.heartbeat, body.runtime_config.as_ref())?;
-    let new = NewAgent {
-        name: body.name,
-        role: body.role.unwrap_or_else(|| "general".into()),
-        title: body.title,
-        adapter_type: body.adapter_type.unwrap_or(AdapterType::Process),
-        adapter_config: body.adapter_config.unwrap_or_else(|| serde_json::json!({})),
-        heartbeat: heartbeat.unwrap_or(base),
-        placement_labels: body.placement_labels.unwrap_or_default(),
-    };
-    let agent = api.create_agent(&caller, &cid, new).await?;
+    let new = new_agent(&body)?;
+    if let Some(manager) = &body.reports_to {
+        check_new_manager(&api, &caller, &cid, manager).await?;
+    }
+    let mut agent = api.create_agent(&caller, &cid, new).await?;
+    if body.loop_breaker.is_some() || body.reports_to.is_some() {
+        // Set by a second write; the manager was checked before the create, and the rule
+        // (`roost-core/src/rules/org.rs`) checks it again.
+        let patch = AgentPatch {
+            loop_breaker: body.loop_breaker,
+            reports_to: body.reports_to.clone().map(Some),
+            ..Default::default()
+        };
+        agent = api.update_agent(&caller, &agent.id, patch).await?;
+    }
     if let Some(policy) =
         monthly_budget(BudgetScopeType::Agent, &agent.id, body.budget_monthly_cents)
     {
@@ -143,6 +165,23 @@ pub async fn create_agent(
             .await?;
     }
     Ok(created(agent_row(&api, agent)))
+}
+
+/// Refuses a new agent's `reportsTo` before the agent is created, so a bad manager creates
+/// nothing: an agent of company `cid` that is not terminated.
+async fn check_new_manager(api: &Api, caller: &Caller, cid: &str, manager: &str) -> Result<()> {
+    let found = api.get_agent(caller, manager).await.ok();
+    let problem = match found {
+        None => format!("reportsTo: there is no agent {manager}; name an agent of the same company"),
+        Some(m) if m.company_id != cid => format!(
+            "reportsTo: agent {manager} belongs to another company; an agent reports to an agent of its own company"
+        ),
+        Some(m) if m.status == roost_core::AgentStatus::Terminated => {
+            format!("reportsTo: agent {manager} is terminated; name a manager that is not")
+        }
+        Some(_) => return Ok(()),
+    };
+    Err(crate::error::ApiError::bad_request(problem))
 }
 
 pub async fn list_agents(

@@ -1,6 +1,6 @@
 //! Routes Paperclip's CLI and agents call that map onto what Roost already has (issue 22,
 //! item 4). Each answers in Paperclip's shape with Roost's data; what Roost lacks (an org
-//! chart, approvals) is shown empty rather than invented.
+//! chart) is shown empty rather than invented.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -140,25 +140,18 @@ pub async fn heartbeat_invoke(
     Ok((StatusCode::ACCEPTED, Json(result)))
 }
 
-/// `GET /api/companies/{cid}/org`: Roost has no reporting lines, so every agent not
-/// terminated is a root with no reports.
+/// `GET /api/companies/{cid}/org`: Paperclip's lean org tree, `[{id, name, role, status,
+/// reports: [...]}]`: the agents not terminated, roots first (reporting to nobody, or to a
+/// terminated agent), each with those reporting to it (`roost-core/src/rules/org.rs`).
 pub async fn org(
     State(api): State<Api>,
     caller: Caller,
     Path(cid): Path<String>,
-) -> Result<Json<Vec<Value>>> {
-    let agents = api.list_agents(&caller, &cid).await?;
+) -> Result<Json<Vec<roost_core::org::OrgNode>>> {
+    // Checks the caller's company and passes the read barrier.
+    api.list_agents(&caller, &cid).await?;
     Ok(Json(
-        agents
-            .into_iter()
-            .filter(|a| a.status != roost_core::AgentStatus::Terminated)
-            .map(|a| {
-                json!({
-                    "id": a.id, "name": a.name, "role": a.role, "title": a.title,
-                    "status": a.status, "reports": [],
-                })
-            })
-            .collect(),
+        api.reader().read(|s| roost_core::org::org_tree(s, &cid)),
     ))
 }
 
@@ -274,7 +267,7 @@ const DASHBOARD_COUNT_CAP: usize = 5000;
 
 /// `GET /api/companies/{cid}/dashboard`: agents by state, issues by state, this month's spend
 /// against the budget. `tasks.open` and `tasks.closed` (done or cancelled) are exact;
-/// `inProgress` and `blocked` count up to 5,000 each. Roost has no approvals: `0`.
+/// `inProgress` and `blocked` count up to 5,000 each.
 pub async fn dashboard(
     State(api): State<Api>,
     caller: Caller,
@@ -301,6 +294,14 @@ pub async fn dashboard(
         .reader()
         .read(|s| s.open_issue_count(&company.id) as u64);
     let costs = api.cost_summary(&caller, &company.id).await?;
+    let pending = api
+        .list_approvals(
+            &caller,
+            &company.id,
+            Some(roost_core::approval::ApprovalStatus::Pending),
+        )
+        .await?
+        .len();
     Ok(Json(json!({
         "companyId": company.id,
         "agents": {
@@ -321,6 +322,6 @@ pub async fn dashboard(
             "monthBudgetCents": costs.budget_cents,
             "monthUtilizationPercent": costs.utilization_percent,
         },
-        "pendingApprovals": 0,
+        "pendingApprovals": pending,
     })))
 }

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 
 use roost_core::command::{AgentPatch, CompanyPatch, IssuePatch};
+use roost_core::loop_breaker::LoopBreaker;
 use roost_core::{
     AdapterType, AgentPermissions, CompanyStatus, Credential, HeartbeatPolicy, Issue, IssueStatus,
     PauseReason, Priority, RunStatus, SessionRotation,
@@ -16,7 +17,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
-fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+pub(super) fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
 ) -> Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(d).map(Some)
@@ -31,6 +32,8 @@ pub struct CreateCompany {
     /// A monthly company budget (hard stop) when above 0.
     pub budget_monthly_cents: Option<u64>,
     pub description: Option<String>,
+    /// Loop-breaker settings its agents inherit (Roost's; set by a second write).
+    pub loop_breaker: Option<LoopBreaker>,
     pub default_responsible_user_id: Option<IgnoredAny>,
 }
 
@@ -48,6 +51,13 @@ pub struct PatchCompany {
     pub budget_monthly_cents: Option<u64>,
     /// Roost derives spend from cost events; a value is refused (`rest/compat.rs`).
     pub spent_monthly_cents: Option<u64>,
+    /// Replaces the company's loop-breaker settings (Roost's).
+    pub loop_breaker: Option<LoopBreaker>,
+    /// Minutes an issue may stay blocked before its assignee's manager is woken; 0 is off
+    /// (Roost's, `roost-core/src/rules/org.rs`). `escalateBlockedAfterSecs` wins when both
+    /// are sent.
+    pub escalate_blocked_after_minutes: Option<u32>,
+    pub escalate_blocked_after_secs: Option<u32>,
     pub default_responsible_user_id: Option<IgnoredAny>,
     pub interaction_resolver_governance: Option<IgnoredAny>,
     pub feedback_data_sharing_enabled: Option<IgnoredAny>,
@@ -64,6 +74,10 @@ impl PatchCompany {
             description: self.description.clone(),
             status: self.status,
             require_board_approval_for_new_agents: self.require_board_approval_for_new_agents,
+            loop_breaker: self.loop_breaker,
+            escalate_blocked_after_secs: self.escalate_blocked_after_secs.or(self
+                .escalate_blocked_after_minutes
+                .map(|m| m.saturating_mul(60))),
         }
     }
 }
@@ -94,10 +108,13 @@ pub struct CreateAgent {
     pub runtime_config: Option<serde_json::Value>,
     /// A monthly agent budget (hard stop) when above 0.
     pub budget_monthly_cents: Option<u64>,
+    /// Loop-breaker settings over the company's (Roost's; set by a second write).
+    pub loop_breaker: Option<LoopBreaker>,
+    /// The agent's manager (Paperclip's; set by a second write, `rest/admin.rs`).
+    pub reports_to: Option<String>,
     // Paperclip fields Roost does not use.
     icon: Option<IgnoredAny>,
     appearance: Option<IgnoredAny>,
-    reports_to: Option<IgnoredAny>,
     capabilities: Option<IgnoredAny>,
     desired_skills: Option<IgnoredAny>,
     instructions_bundle: Option<IgnoredAny>,
@@ -127,13 +144,19 @@ pub struct PatchAgent {
     pub permissions: Option<AgentPermissions>,
     /// When the agent's saved sessions are retired (runs, tokens, age; 0 is no limit).
     pub session_rotation: Option<SessionRotation>,
+    /// Replaces the agent's loop-breaker settings (Roost's; absent fields inherit).
+    pub loop_breaker: Option<LoopBreaker>,
+    /// The most the agent's home files may hold, in bytes.
+    pub home_max_bytes: Option<u64>,
     /// Paperclip's `runtimeConfig`: its `heartbeat` object changes the heartbeat policy.
     pub runtime_config: Option<serde_json::Value>,
     pub budget_monthly_cents: Option<u64>,
+    /// The agent's manager; `null` clears it (`roost-core/src/rules/org.rs`).
+    #[serde(default, deserialize_with = "nullable")]
+    pub reports_to: Option<Option<String>>,
     // Paperclip fields Roost does not use.
     icon: Option<IgnoredAny>,
     appearance: Option<IgnoredAny>,
-    reports_to: Option<IgnoredAny>,
     capabilities: Option<IgnoredAny>,
     desired_skills: Option<IgnoredAny>,
     instructions_bundle: Option<IgnoredAny>,
@@ -160,6 +183,9 @@ impl PatchAgent {
             placement_labels: self.placement_labels,
             permissions: self.permissions,
             session_rotation: self.session_rotation,
+            loop_breaker: self.loop_breaker,
+            home_max_bytes: self.home_max_bytes,
+            reports_to: self.reports_to,
         }
     }
 }
@@ -211,9 +237,7 @@ macro_rules! with_paperclip_issue_fields {
         $(#[$m])*
         pub struct $name {
             $($body)*
-            project_id: Option<IgnoredAny>,
             project_workspace_id: Option<IgnoredAny>,
-            goal_id: Option<IgnoredAny>,
             team_id: Option<IgnoredAny>,
             inherit_execution_workspace_from_issue_id: Option<IgnoredAny>,
             estimate: Option<IgnoredAny>,
@@ -263,6 +287,8 @@ with_paperclip_issue_fields! {
         pub parent_id: Option<String>,
         pub blocked_by_issue_ids: Option<Vec<String>>,
         pub billing_code: Option<String>,
+        pub project_id: Option<String>,
+        pub goal_id: Option<String>,
         /// Paperclip's body form of the `Idempotency-Key` header (the header wins).
         pub idempotency_key: Option<String>,
     }
@@ -280,6 +306,8 @@ impl From<CreateIssue> for IssuePatch {
             parent_id: c.parent_id.map(Some),
             blocked_by_issue_ids: c.blocked_by_issue_ids,
             billing_code: c.billing_code.map(Some),
+            project_id: c.project_id.map(Some),
+            goal_id: c.goal_id.map(Some),
         }
     }
 }
@@ -303,6 +331,10 @@ with_paperclip_issue_fields! {
         pub blocked_by_issue_ids: Option<Vec<String>>,
         #[serde(default, deserialize_with = "nullable")]
         pub billing_code: Option<Option<String>>,
+        #[serde(default, deserialize_with = "nullable")]
+        pub project_id: Option<Option<String>>,
+        #[serde(default, deserialize_with = "nullable")]
+        pub goal_id: Option<Option<String>>,
         pub comment: Option<String>,
         /// Reopen a `done` or `cancelled` issue (to `todo`) unless `status` says otherwise.
         pub reopen: Option<bool>,
@@ -323,6 +355,8 @@ impl PatchIssue {
             parent_id: self.parent_id,
             blocked_by_issue_ids: self.blocked_by_issue_ids,
             billing_code: self.billing_code,
+            project_id: self.project_id,
+            goal_id: self.goal_id,
         };
         (patch, self.comment)
     }

@@ -2,6 +2,7 @@
 //! agent loop, plus `/healthz` and `/readyz`.
 
 mod admin;
+mod approvals;
 mod budgets;
 mod cluster;
 mod compat;
@@ -10,9 +11,12 @@ mod dto;
 mod extract;
 #[doc(hidden)]
 pub mod fuzzing;
+mod home;
 mod issues;
 mod memory;
 mod paperclip;
+mod projects;
+mod routines;
 mod runs;
 mod wakes;
 
@@ -188,6 +192,55 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         )
         .route("/agents/me/memory/live", put(memory::set_live))
         .route("/agents/me/memory/search", get(memory::search_own))
+        // Goals and projects (issue 24, item 3): rest/projects.rs.
+        .route(
+            "/companies/{cid}/goals",
+            get(projects::list_goals).post(projects::create_goal),
+        )
+        .route(
+            "/goals/{id}",
+            get(projects::get_goal)
+                .patch(projects::update_goal)
+                .delete(projects::delete_goal),
+        )
+        .route(
+            "/companies/{cid}/projects",
+            get(projects::list_projects).post(projects::create_project),
+        )
+        .route(
+            "/projects/{id}",
+            get(projects::get_project)
+                .patch(projects::update_project)
+                .delete(projects::delete_project),
+        )
+        .route("/projects/{id}/pause", post(projects::pause_project))
+        .route("/projects/{id}/resume", post(projects::resume_project))
+        // Approvals and hires (issue 24, item 1): rest/approvals.rs.
+        .route(
+            "/companies/{cid}/approvals",
+            get(approvals::list).post(approvals::create),
+        )
+        .route("/companies/{cid}/agent-hires", post(approvals::hire))
+        .route("/approvals/{id}", get(approvals::get))
+        .route("/approvals/{id}/issues", get(approvals::issues))
+        .route("/approvals/{id}/approve", post(approvals::approve))
+        .route("/approvals/{id}/reject", post(approvals::reject))
+        .route(
+            "/approvals/{id}/request-revision",
+            post(approvals::request_revision),
+        )
+        .route("/approvals/{id}/resubmit", post(approvals::resubmit))
+        .route(
+            "/approvals/{id}/comments",
+            get(approvals::comments).post(approvals::add_comment),
+        )
+        .route("/issues/{id}/approvals", get(approvals::of_issue))
+        // The agent's home files (issue 23, item 8): rest/home.rs.
+        .route("/agents/me/home", get(home::get_own).put(home::save))
+        .route("/agents/me/home/chunks", post(home::upload))
+        .route("/agents/{id}/home", get(home::get))
+        // `me` reaches this one too: a chunk is read by hash whoever asks.
+        .route("/agents/{id}/home/chunks/{hash}", get(home::chunk))
         .route("/agents/{id}/memory", get(memory::summary))
         .route("/agents/{id}/memory/entries", get(memory::list_entries))
         .route("/agents/{id}/memory/search", get(memory::search))
@@ -207,6 +260,27 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/companies/{cid}/memory/documents/{name}/history",
             get(memory::company_document_history),
         )
+        // Routines (rest/routines.rs): Paperclip's routes.
+        .route(
+            "/companies/{cid}/routines",
+            get(routines::list).post(routines::create),
+        )
+        .route("/routines/{id}", get(routines::get).patch(routines::update))
+        .route("/routines/{id}/runs", get(routines::runs))
+        .route(
+            "/routines/{id}/triggers",
+            get(routines::triggers).post(routines::create_trigger),
+        )
+        .route("/routines/{id}/run", post(routines::run))
+        .route(
+            "/routine-triggers/{id}",
+            axum::routing::patch(routines::update_trigger).delete(routines::delete_trigger),
+        )
+        .route(
+            "/routine-triggers/{id}/rotate-secret",
+            post(routines::rotate_secret),
+        )
+        .route("/routine-triggers/public/{id}/fire", post(routines::fire))
         .fallback(unknown_route);
     Router::new()
         .nest("/api", api_routes)

@@ -1,6 +1,7 @@
 //! What Paperclip's request schemas carry that Roost reads differently: `runtimeConfig`'s
 //! heartbeat and `budgetMonthlyCents`.
 
+use roost_core::loop_breaker::LoopPolicy;
 use roost_core::{Agent, BudgetScopeType, BudgetWindow, Company, HeartbeatPolicy, State};
 use serde::Serialize;
 use serde_json::Value;
@@ -91,7 +92,8 @@ pub fn monthly_budget(
 
 /// An agent as Paperclip's clients read it: Roost's row plus `budgetMonthlyCents` (its
 /// monthly budget policy, 0 when none), `spentMonthlyCents` (this UTC month's cost events),
-/// and `reportsTo` and `chainOfCommand` (Roost has no org chart yet: `null` and `[]`).
+/// `reportsTo` (its manager or `null`) and `chainOfCommand` (its managers from the direct one
+/// up, each `{id, name, role, title}`: `roost-core/src/rules/org.rs`).
 /// Paperclip's skill reads the last three from `GET /api/agents/me`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -102,6 +104,8 @@ pub struct AgentRow {
     spent_monthly_cents: u64,
     reports_to: Option<String>,
     chain_of_command: Vec<Value>,
+    /// The loop breaker's thresholds in force: the agent's over the company's over the defaults.
+    loop_breaker_effective: LoopPolicy,
 }
 
 /// A company as Paperclip's clients read it: Roost's row plus `budgetMonthlyCents` and
@@ -113,6 +117,12 @@ pub struct CompanyRow {
     company: Company,
     budget_monthly_cents: u64,
     spent_monthly_cents: u64,
+    /// The loop breaker's thresholds its agents inherit: the company's over the defaults.
+    loop_breaker_effective: LoopPolicy,
+    /// How long an issue may stay blocked before its assignee's manager is woken (0: off),
+    /// in seconds and in whole minutes (`roost-core/src/rules/org.rs`).
+    escalate_blocked_after_secs: u32,
+    escalate_blocked_after_minutes: u32,
 }
 
 /// Cents a scope spent this UTC month.
@@ -126,12 +136,19 @@ impl CompanyRow {
     }
 }
 
-fn agent_row_in(s: &State, agent: Agent) -> AgentRow {
+fn agent_row_in(s: &State, mut agent: Agent) -> AgentRow {
     AgentRow {
         budget_monthly_cents: monthly_budget_cents(s, BudgetScopeType::Agent, &agent.id),
         spent_monthly_cents: spent_this_month(s, BudgetScopeType::Agent, &agent.id),
-        reports_to: None,
-        chain_of_command: Vec::new(),
+        reports_to: agent.reports_to.take(),
+        chain_of_command: roost_core::org::chain_of_command(s, &agent.id)
+            .into_iter()
+            .map(|m| serde_json::json!({ "id": m.id, "name": m.name, "role": m.role, "title": m.title }))
+            .collect(),
+        loop_breaker_effective: LoopPolicy::effective(
+            s.companies.get(&agent.company_id).map(|c| &c.loop_breaker),
+            &agent.loop_breaker,
+        ),
         agent,
     }
 }
@@ -145,10 +162,21 @@ pub fn agent_row(api: &Api, agent: Agent) -> AgentRow {
     api.reader().read(|s| agent_row_in(s, agent))
 }
 
-fn company_row_in(s: &State, company: Company) -> CompanyRow {
+fn company_row_in(s: &State, mut company: Company) -> CompanyRow {
+    // Shown by the row's own fields; the company's is left out of the flattened row.
+    let escalate_secs = std::mem::replace(
+        &mut company.escalate_blocked_after_secs,
+        roost_core::org::DEFAULT_ESCALATE_SECS,
+    );
     CompanyRow {
+        escalate_blocked_after_secs: escalate_secs,
+        escalate_blocked_after_minutes: escalate_secs / 60,
         budget_monthly_cents: monthly_budget_cents(s, BudgetScopeType::Company, &company.id),
         spent_monthly_cents: spent_this_month(s, BudgetScopeType::Company, &company.id),
+        loop_breaker_effective: LoopPolicy::effective(
+            Some(&company.loop_breaker),
+            &Default::default(),
+        ),
         company,
     }
 }

@@ -2,8 +2,10 @@
 //! queued wakes into runs on workers, and the timer that wakes agents on their interval.
 //! Followers keep none of it; they redirect workers to the leader.
 
+mod escalation_timer;
 mod identity;
 mod registry;
+mod routine_timer;
 mod scheduler;
 mod session;
 
@@ -34,6 +36,9 @@ pub struct WorkerConfig {
     pub heartbeat_interval_ms: u64,
     /// A worker that has not heartbeated for this long is lost.
     pub lease_ttl_ms: u64,
+    /// Routines due at one instant are proposed spread over this window, each routine always
+    /// at the same offset (`roost_core::routine::stagger_ms`; the routine timer).
+    pub routine_stagger_window_ms: u64,
 }
 
 impl Default for WorkerConfig {
@@ -41,6 +46,7 @@ impl Default for WorkerConfig {
         WorkerConfig {
             heartbeat_interval_ms: 1000,
             lease_ttl_ms: 5000,
+            routine_stagger_window_ms: roost_core::routine::DEFAULT_STAGGER_WINDOW_MS,
         }
     }
 }
@@ -236,7 +242,22 @@ impl Workers {
             let (scheduler, api) = (scheduler.clone(), self.api.clone());
             async move { scheduler.run(api).await }
         };
+        let routine_timer = || {
+            let timer = routine_timer::RoutineTimer::new(
+                Clock::system(),
+                self.config.routine_stagger_window_ms,
+            );
+            let api = self.api.clone();
+            async move { timer.run(api).await }
+        };
+        let escalation_timer = || {
+            let timer = escalation_timer::EscalationTimer::new(Clock::system());
+            let api = self.api.clone();
+            async move { timer.run(api).await }
+        };
         tokio::select! {
+            failure = tasks.supervise("escalation timer", escalation_timer) => failure,
+            failure = tasks.supervise("routine timer", routine_timer) => failure,
             failure = tasks.supervise("dispatcher", dispatcher) => failure,
             failure = tasks.supervise("lease keeper", lease_keeper) => failure,
             failure = tasks.supervise("heartbeat timer", timer) => failure,

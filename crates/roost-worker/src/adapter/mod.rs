@@ -198,7 +198,12 @@ pub(crate) fn process_environment(
 pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
     if run.config.agent_memory && run.memory.is_none() {
         match Memory::prepare(run.assignment, run.config).await {
-            Ok(memory) => run.memory = Some(memory),
+            Ok(memory) => {
+                for note in memory.start_notes() {
+                    run.log.note(&note);
+                }
+                run.memory = Some(memory);
+            }
             Err(e) => run
                 .log
                 .note(&format!("{e}; the run starts without its memory")),

@@ -8,6 +8,7 @@
 //! The worker talks to the REST API here as the agent (`roost-client`, the run's key): the same
 //! fenced path, limits and errors as an agent's own calls.
 
+mod home;
 mod render;
 
 use std::path::PathBuf;
@@ -59,6 +60,11 @@ pub(crate) struct Memory {
     entries: Vec<MemoryEntry>,
     /// What recall found for the wake's issue in the agent's older memory.
     recalled: Vec<MemorySearchHit>,
+    /// The home files as restored (`home.rs`); `None` if restoring failed, and then nothing
+    /// is saved either (a save would drop what was not restored).
+    home_files: Option<home::RestoredHome>,
+    /// Why restoring the home files failed, for the run's log.
+    home_problem: Option<String>,
 }
 
 /// The agent's home directory on this worker.
@@ -122,13 +128,21 @@ impl Memory {
             });
         }
         let recalled = recall(&client, a).await;
+        let home_dir = home_of(config, agent);
+        let (home_files, home_problem) = match home::restore(&client, agent, &home_dir).await {
+            Ok(restored) => (Some(restored), None),
+            Err(e) => (
+                None,
+                Some(format!("{e}; the run starts without its home files")),
+            ),
+        };
         let live = summary.live.as_ref();
         let current_task = render::current_task(live.and_then(|l| l.current_task.as_ref()));
         let coordinates = live
             .and_then(|l| l.coordinates.as_ref())
             .map_or_else(|| "{}\n".to_string(), |c| format!("{c:#}\n"));
         let memory = Memory {
-            home: home_of(config, agent),
+            home: home_dir,
             client,
             summary,
             documents,
@@ -136,6 +150,8 @@ impl Memory {
             coordinates,
             entries,
             recalled,
+            home_files,
+            home_problem,
         };
         memory
             .write_files()
@@ -174,8 +190,12 @@ impl Memory {
              - memory/coordinates.json: where things are (small JSON).\n\
              Roost saves your edits to those files when the run ends. Log this run in \
              memory/entry.md with the sections `# What`, `# Did`, `# Next` and `# Errors` (errors \
-             verbatim, one per line), or POST /api/agents/me/memory/entries.\n",
-            self.home.display()
+             verbatim, one per line), or POST /api/agents/me/memory/entries.\n\
+             Any other files you keep under $AGENT_HOME (notes, a PARA tree, daily logs) are \
+             saved too when the run ends and are there in your next run, on whichever machine \
+             it runs (up to {} bytes in all).\n",
+            self.home.display(),
+            self.home_files.as_ref().map_or(0, |h| h.view.max_bytes)
         );
         let now = roost_core::Timestamp(now_ms());
         for d in &self.documents {
@@ -228,6 +248,18 @@ impl Memory {
             text.push_str(&render::recalled(&self.recalled, RECALL_BUDGET_BYTES));
         }
         text
+    }
+
+    /// What the run's log should say about the start: home files fetched, or why not.
+    pub(crate) fn start_notes(&self) -> Vec<String> {
+        match (&self.home_files, &self.home_problem) {
+            (_, Some(problem)) => vec![problem.clone()],
+            (Some(h), None) if h.fetched + h.removed > 0 => vec![format!(
+                "home: restored version {} ({} files fetched, {} removed)",
+                h.view.home.version, h.fetched, h.removed
+            )],
+            _ => Vec::new(),
+        }
     }
 
     /// Saves what the agent changed in its home as writes of this run, and the run's log entry
@@ -300,6 +332,18 @@ impl Memory {
                 Err(e) => notes
                     .problems
                     .push(format!("memory: live state not saved: {e}")),
+            }
+        }
+        if let Some(restored) = &self.home_files {
+            match home::save(&self.client, &restored.view, &self.home).await {
+                Ok(Some(saved)) => notes.saved.push(format!(
+                    "home: saved version {} ({} files, {} bytes)",
+                    saved.home.version,
+                    saved.home.files.len(),
+                    saved.home.bytes
+                )),
+                Ok(None) => {}
+                Err(problem) => notes.problems.push(problem),
             }
         }
         let issue = a.issue_id.as_deref();

@@ -1,4 +1,4 @@
-//! `roost agent list|create|show|pause|resume|terminate|wake|key create|list|revoke|me`.
+//! `roost agent list|create|show|chain|pause|resume|terminate|wake|key create|list|revoke|me`.
 
 use std::process::ExitCode;
 
@@ -49,6 +49,11 @@ enum AgentCommand {
         /// Print only the agent's id
         #[arg(short, long)]
         quiet: bool,
+    },
+    /// Show an agent's chain of command: its manager, that one's manager, up to the top
+    Chain {
+        /// Agent id or name
+        agent: String,
     },
     /// Pause an agent: it gets no new runs until resumed
     Pause {
@@ -122,6 +127,13 @@ pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode>
         AgentCommand::List { company } => {
             let company_id = session.company_id(company.as_deref()).await?;
             out.show(&client.list_agents(&company_id).await?, |a| agent_table(a))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        AgentCommand::Chain { agent } => {
+            let agent = session.agent(&agent, None).await?;
+            let colleagues = client.list_agents(&agent.company_id).await?;
+            let chain = super::org::chain_of(&agent, &colleagues);
+            out.show(&chain, |c| super::org::chain_text(&agent, c))?;
             return Ok(ExitCode::SUCCESS);
         }
         AgentCommand::Key(KeyCommand::Create { agent, name, quiet }) => {

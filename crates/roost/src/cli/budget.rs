@@ -46,7 +46,8 @@ enum BudgetCommand {
         #[arg(long)]
         company: Option<String>,
     },
-    /// Decide an open incident: raise_and_resume (with --usd), keep_paused or dismiss
+    /// Decide an open incident: raise_and_resume (with --usd), keep_paused or dismiss; a
+    /// wake_loop incident: resume (its paused agents), keep_paused or dismiss
     Resolve {
         incident: String,
         #[arg(long)]
@@ -190,9 +191,16 @@ fn overview_text(o: &BudgetOverview) -> String {
         .map(|i| {
             vec![
                 i.id.clone(),
-                i.kind.to_string(),
+                // A wake-loop incident names its loop and agents where a budget's names its policy.
+                match &i.wake_loop {
+                    Some(l) => format!("{}:{}", i.kind, l.loop_kind),
+                    None => i.kind.to_string(),
+                },
                 i.status.to_string(),
-                i.policy_id.clone(),
+                match &i.wake_loop {
+                    Some(l) => format!("agents {}", l.agent_ids.join(",")),
+                    None => i.policy_id.clone(),
+                },
                 i.message.clone(),
                 when(i.created_at),
             ]

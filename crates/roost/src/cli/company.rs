@@ -47,6 +47,9 @@ enum CompanyCommand {
         /// active, paused or archived
         #[arg(long)]
         status: Option<CompanyStatus>,
+        /// Seconds an issue may stay blocked before its assignee's manager is woken
+        #[arg(long, value_name = "SECS")]
+        escalate_blocked_after: Option<u32>,
     },
 }
 
@@ -77,15 +80,20 @@ pub async fn run(session: &Session, args: CompanyArgs) -> anyhow::Result<ExitCod
             name,
             description,
             status,
+            escalate_blocked_after,
         } => {
             let patch = CompanyPatch {
                 name,
                 description: description.map(|d| Some(d).filter(|d| !d.trim().is_empty())),
                 status,
                 require_board_approval_for_new_agents: None,
+                loop_breaker: None,
+                escalate_blocked_after_secs: escalate_blocked_after,
             };
             if patch == CompanyPatch::default() {
-                anyhow::bail!("nothing to change: give --name, --description or --status");
+                anyhow::bail!(
+                    "nothing to change: give --name, --description, --status or --escalate-blocked-after"
+                );
             }
             out.show(&client.update_company(&id, &patch).await?, company_fields)?
         }

@@ -1,8 +1,9 @@
-//! `roost memory show|log|edit|history|search`: an agent's replicated memory (issue 23). `show`
+//! `roost memory show|home|log|edit|history|search`: an agent's replicated memory (issue 23). `show`
 //! is the summary with the recovery door a run starting now would take; `log` the rolling log,
 //! newest first; `edit` saves a new version of `MEMORY.md` or `STATE.md` (refused `409` if
 //! someone saved since the version it read); `history` the kept versions; `search` full-text
-//! recall over entries, documents and the comments of the agent's issues, best first.
+//! recall over entries, documents and the comments of the agent's issues, best first; `home`
+//! the files the agent keeps under `$AGENT_HOME`, as its last run saved them.
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -10,7 +11,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use roost_client::{MemoryDocument, MemoryEntry, MemoryScope, MemorySearchHit, MemorySummary};
+use roost_client::{
+    HomeView, MemoryDocument, MemoryEntry, MemoryScope, MemorySearchHit, MemorySummary,
+};
 
 use super::output::{fields, indented, or_dash, table, when};
 use super::{ClientOpts, Session};
@@ -31,6 +34,13 @@ enum MemoryCommand {
         /// Agent id or name
         agent: String,
         /// The agent's company (id, prefix or name), to look its name up in
+        #[arg(long)]
+        company: Option<String>,
+    },
+    /// The files an agent keeps under its $AGENT_HOME, as last saved by a run: they are
+    /// restored before its next run on whichever worker runs it
+    Home {
+        agent: String,
         #[arg(long)]
         company: Option<String>,
     },
@@ -93,6 +103,10 @@ pub async fn run(session: &Session, args: MemoryArgs) -> anyhow::Result<ExitCode
         MemoryCommand::Show { agent, company } => {
             let id = agent_id(session, &agent, company.as_deref()).await?;
             out.show(&client.memory_summary(&id).await?, summary_text)?;
+        }
+        MemoryCommand::Home { agent, company } => {
+            let id = agent_id(session, &agent, company.as_deref()).await?;
+            out.show(&client.agent_home(&id).await?, home_text)?;
         }
         MemoryCommand::Log {
             agent,
@@ -177,6 +191,37 @@ async fn agent_id(session: &Session, agent: &str, company: Option<&str>) -> anyh
         None => None,
     };
     session.agent_id(agent, company_id.as_deref()).await
+}
+
+fn home_text(h: &HomeView) -> String {
+    let home = &h.home;
+    let mut text = fields(&[
+        ("agent", home.agent_id.clone()),
+        ("version", home.version.to_string()),
+        (
+            "bytes",
+            format!("{} of {} (homeMaxBytes)", home.bytes, h.max_bytes),
+        ),
+        (
+            "saved",
+            if home.version == 0 {
+                "-".into()
+            } else {
+                when(home.updated_at)
+            },
+        ),
+        ("by run", or_dash(home.run_id.clone())),
+    ]);
+    if !home.files.is_empty() {
+        let rows: Vec<Vec<String>> = home
+            .files
+            .iter()
+            .map(|(path, f)| vec![path.clone(), f.size.to_string(), f.chunks.len().to_string()])
+            .collect();
+        text.push('\n');
+        text.push_str(&table(&["PATH", "BYTES", "CHUNKS"], &rows));
+    }
+    text
 }
 
 fn summary_text(s: &MemorySummary) -> String {

@@ -1,15 +1,19 @@
-//! The client commands: `roost company|agent|issue|run|wake|worker|budget|cost|activity|audit|memory ...`,
+//! The client commands: `roost company|agent|issue|run|wake|worker|budget|cost|activity|audit|memory|approval|goal|project ...`,
 //! each a REST call
 //! (or a few) against a running cluster, with human output or `--json`.
 
 mod activity;
 mod agent;
+mod approval;
 mod budget;
 mod cluster;
 mod company;
 mod issue;
 mod memory;
+mod org;
 mod output;
+mod project;
+mod routine;
 mod run;
 mod token;
 mod wake;
@@ -53,6 +57,14 @@ pub enum ClientCommand {
     Cost(budget::CostArgs),
     /// Agent memory: the recovery door, the rolling log, MEMORY.md and STATE.md
     Memory(memory::MemoryArgs),
+    /// Goals: why work exists, in a hierarchy
+    Goal(project::GoalArgs),
+    /// Projects: a lead, goals, and a pause that holds their issues' runs
+    Project(project::ProjectArgs),
+    /// Approvals: ask, decide (the requester is woken with the decision), comment
+    Approval(approval::ApprovalArgs),
+    /// Routines: schedules (cron in a time zone, every, at) that open issues for an agent
+    Routine(routine::RoutineArgs),
 }
 
 /// How to reach the cluster; accepted by every client command, before or after its verb.
@@ -104,6 +116,10 @@ impl ClientCommand {
             ClientCommand::Budget(a) => &a.client,
             ClientCommand::Cost(a) => &a.client,
             ClientCommand::Memory(a) => &a.client,
+            ClientCommand::Routine(a) => &a.client,
+            ClientCommand::Approval(a) => &a.client,
+            ClientCommand::Goal(a) => &a.client,
+            ClientCommand::Project(a) => &a.client,
         }
     }
 }
@@ -124,6 +140,10 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Audit(a) => activity::run_audit(&session, a).await,
         ClientCommand::Cluster(a) => cluster::run(&session, a).await,
         ClientCommand::Memory(a) => memory::run(&session, a).await,
+        ClientCommand::Routine(a) => routine::run(&session, a).await,
+        ClientCommand::Approval(a) => approval::run(&session, a).await,
+        ClientCommand::Goal(a) => project::run_goal(&session, a).await,
+        ClientCommand::Project(a) => project::run_project(&session, a).await,
     }
 }
 

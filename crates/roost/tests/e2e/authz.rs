@@ -17,6 +17,9 @@ use tonic::Code;
 enum Rule {
     /// Anyone, without a credential (health probes).
     Public,
+    /// No credential: the routine webhook, whose trigger's signature the node checks; an
+    /// unknown public id is `404` to everyone.
+    Webhook,
     /// Administrators only.
     Admin,
     /// Administrators, and agents of the company the object belongs to.
@@ -243,6 +246,112 @@ const REST: &[(&str, &str, Rule, &str)] = &[
         Company,
         "",
     ),
+    ("GET", "/companies/{cid}/routines", Company, ""),
+    (
+        "POST",
+        "/companies/{cid}/routines",
+        Admin,
+        r#"{"title":"authz routine"}"#,
+    ),
+    ("GET", "/routines/{id}", Company, ""),
+    ("PATCH", "/routines/{id}", Admin, r#"{"title":"renamed"}"#),
+    ("GET", "/routines/{id}/runs", Company, ""),
+    ("GET", "/routines/{id}/triggers", Company, ""),
+    (
+        "POST",
+        "/routines/{id}/triggers",
+        Admin,
+        r#"{"kind":"api"}"#,
+    ),
+    ("POST", "/routines/{id}/run", Company, "{}"),
+    (
+        "PATCH",
+        "/routine-triggers/{id}",
+        Admin,
+        r#"{"enabled":true}"#,
+    ),
+    ("DELETE", "/routine-triggers/{id}", Admin, ""),
+    ("POST", "/routine-triggers/{id}/rotate-secret", Admin, "{}"),
+    ("POST", "/routine-triggers/public/{id}/fire", Webhook, "{}"),
+    ("GET", "/companies/{cid}/goals", Company, ""),
+    (
+        "POST",
+        "/companies/{cid}/goals",
+        Company,
+        r#"{"title":"authz goal"}"#,
+    ),
+    ("GET", "/goals/{id}", Company, ""),
+    ("PATCH", "/goals/{id}", Company, r#"{"title":"renamed"}"#),
+    ("DELETE", "/goals/{id}", Admin, ""),
+    ("GET", "/companies/{cid}/projects", Company, ""),
+    (
+        "POST",
+        "/companies/{cid}/projects",
+        Company,
+        r#"{"name":"authz project"}"#,
+    ),
+    ("GET", "/projects/{id}", Company, ""),
+    ("PATCH", "/projects/{id}", Company, r#"{"name":"renamed"}"#),
+    ("DELETE", "/projects/{id}", Admin, ""),
+    (
+        "POST",
+        "/projects/{id}/pause",
+        Company,
+        r#"{"reason":"authz"}"#,
+    ),
+    ("POST", "/projects/{id}/resume", Company, "{}"),
+    ("GET", "/companies/{cid}/approvals", Company, ""),
+    (
+        "POST",
+        "/companies/{cid}/approvals",
+        Company,
+        r#"{"type":"request_board_approval","payload":{"why":"authz"}}"#,
+    ),
+    (
+        "POST",
+        "/companies/{cid}/agent-hires",
+        Company,
+        r#"{"name":"hired by authz"}"#,
+    ),
+    ("GET", "/approvals/{id}", Company, ""),
+    ("GET", "/approvals/{id}/issues", Company, ""),
+    (
+        "POST",
+        "/approvals/{id}/approve",
+        Admin,
+        r#"{"decisionNote":"ok"}"#,
+    ),
+    (
+        "POST",
+        "/approvals/{id}/reject",
+        Admin,
+        r#"{"decisionNote":"no"}"#,
+    ),
+    (
+        "POST",
+        "/approvals/{id}/request-revision",
+        Admin,
+        r#"{"decisionNote":"again"}"#,
+    ),
+    ("POST", "/approvals/{id}/resubmit", Company, "{}"),
+    ("GET", "/approvals/{id}/comments", Company, ""),
+    (
+        "POST",
+        "/approvals/{id}/comments",
+        Company,
+        r#"{"body":"a comment"}"#,
+    ),
+    ("GET", "/issues/{id}/approvals", Company, ""),
+    ("GET", "/agents/me/home", OwnAgent, ""),
+    (
+        "PUT",
+        "/agents/me/home",
+        OwnRun,
+        r#"{"baseVersion":0,"files":{}}"#,
+    ),
+    ("POST", "/agents/me/home/chunks", OwnRun, r#"{"chunks":[]}"#),
+    ("GET", "/agents/{id}/home", Own, ""),
+    ("GET", "/agents/{id}/home/chunks/{hash}", Own, ""),
 ];
 
 /// Who may call a gRPC method. `Peer` methods are served on the peer listener only.
@@ -426,6 +535,9 @@ struct World {
     comment_a: String,
     run_a: String,
     wake_a: String,
+    goal_a: String,
+    project_a: String,
+    approval_a: String,
     key_b: String,
 }
 
@@ -481,6 +593,38 @@ impl World {
             .and_then(|w| w["id"].as_str())
             .unwrap_or("no-such-wake")
             .to_string();
+        // A may hire (`permissions.canCreateAgents`), so `agent-hires` serves it.
+        admin
+            .patch(
+                &format!("/api/agents/{agent_a}"),
+                json!({ "permissions": { "canCreateAgents": true } }),
+            )
+            .await?
+            .ok()?;
+        let goal = admin
+            .post(
+                &format!("/api/companies/{cid}/goals"),
+                json!({ "title": "authz goal" }),
+            )
+            .await?
+            .ok()?;
+        let project = admin
+            .post(
+                &format!("/api/companies/{cid}/projects"),
+                json!({ "name": "authz project" }),
+            )
+            .await?
+            .ok()?;
+        // Asked by A, which may then resubmit it (only its requester may).
+        let approval = node
+            .http()
+            .with_token(&text(&key, "token")?)
+            .post(
+                &format!("/api/companies/{cid}/approvals"),
+                json!({ "type": "request_board_approval", "payload": {}, "issueIds": [issue_a] }),
+            )
+            .await?
+            .ok()?;
         let company_b = admin
             .post(
                 "/api/companies",
@@ -509,6 +653,9 @@ impl World {
             comment_a: text(&comment, "id")?,
             run_a,
             wake_a,
+            goal_a: text(&goal, "id")?,
+            project_a: text(&project, "id")?,
+            approval_a: text(&approval, "id")?,
             key_b: text(&key_b, "token")?,
             node,
         })
@@ -527,6 +674,12 @@ impl World {
             &self.run_a
         } else if path.starts_with("/wakes/") {
             &self.wake_a
+        } else if path.starts_with("/goals/") {
+            &self.goal_a
+        } else if path.starts_with("/projects/") {
+            &self.project_a
+        } else if path.starts_with("/approvals/") {
+            &self.approval_a
         } else if path.starts_with("/cluster/nodes/") {
             "99"
         } else {
@@ -610,6 +763,7 @@ async fn every_rule_holds_against_a_real_node() -> anyhow::Result<()> {
         );
         match rule {
             Public => check(anon.status.is_success(), what),
+            Webhook => check(anon.status == 404, what),
             _ => check(anon.status == 401, what),
         }
         let b = w.call(&as_b, method, path, body).await?;
@@ -622,6 +776,7 @@ async fn every_rule_holds_against_a_real_node() -> anyhow::Result<()> {
                 check(matches!(b.status.as_u16(), 403 | 404), what)
             }
             Public | OwnAgent | Authenticated => check(b.status.is_success(), what),
+            Webhook => check(b.status == 404, what),
             // B's key names no run: refused as bad input, not as a stranger.
             OwnRun => check(b.status == 400, what),
         }

@@ -1,6 +1,7 @@
 //! End-to-end tests: one binary. In-process nodes for API behaviour, real `roost` processes for
 //! crashes and the CLI. Regression tests are named after the bug they pin.
 
+mod approvals;
 mod authz;
 mod bad_input;
 mod budgets;
@@ -11,12 +12,15 @@ mod credentials;
 mod fleet;
 mod grpc;
 mod grpc_python;
+mod home_follows;
 mod hostile;
 mod issue_lists;
 mod limits;
 mod logs;
+mod loop_breaker;
 mod memory;
 mod memory_follows;
+mod memory_hybrid;
 mod memory_search;
 mod metrics;
 mod paperclip_cli;
@@ -25,8 +29,10 @@ mod paperclip_edits;
 mod paperclip_skill;
 mod peers;
 mod processes;
+mod projects;
 mod readiness;
 mod readme;
+mod routines;
 mod secrets;
 mod shutdown;
 mod support;

@@ -37,6 +37,7 @@ async fn a_cut_off_worker_stops_its_agent_before_the_cluster_declares_it_lost() 
         LeaseConfig {
             heartbeat_interval_ms: 200,
             lease_ttl_ms: LEASE.as_millis() as u64,
+            ..LeaseConfig::default()
         },
     )
     .await?;

@@ -107,6 +107,7 @@ pub(crate) async fn cluster_with_worker_leases(
         LeaseConfig {
             heartbeat_interval_ms: 200,
             lease_ttl_ms,
+            ..LeaseConfig::default()
         },
     )
     .await

@@ -30,6 +30,7 @@ async fn cluster() -> anyhow::Result<TestCluster> {
         LeaseConfig {
             heartbeat_interval_ms: 200,
             lease_ttl_ms: 2000,
+            ..LeaseConfig::default()
         },
     )
     .await

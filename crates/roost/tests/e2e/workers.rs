@@ -17,6 +17,7 @@ fn fast_leases() -> WorkerConfig {
     WorkerConfig {
         heartbeat_interval_ms: 200,
         lease_ttl_ms: 1500,
+        ..WorkerConfig::default()
     }
 }
 

@@ -32,6 +32,10 @@ fn sample_agent() -> Agent {
         task_sessions: BTreeMap::new(),
         permissions: Default::default(),
         session_rotation: Default::default(),
+        home_max_bytes: roost_core::home::DEFAULT_HOME_MAX_BYTES,
+        loop_breaker: Default::default(),
+        loop_window_since: None,
+        reports_to: None,
     }
 }
 
@@ -65,6 +69,10 @@ fn sample_issue() -> Issue {
         cancelled_at: None,
         created_at: Timestamp(1_000),
         updated_at: Timestamp(3_000),
+        status_changed_at: None,
+        escalated_blocked_since: None,
+        project_id: None,
+        goal_id: None,
     }
 }
 
@@ -406,6 +414,8 @@ fn records_without_enums_map_field_for_field() {
         description: None,
         status: Default::default(),
         require_board_approval_for_new_agents: false,
+        loop_breaker: Default::default(),
+        escalate_blocked_after_secs: 3600,
         issue_prefix: "AC".into(),
         issue_counter: 3,
         created_at: Timestamp(10),

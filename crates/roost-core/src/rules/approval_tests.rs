@@ -1,0 +1,241 @@
+//! Approvals: who asks and who decides, the requester woken once with the decision, issues
+//! waiting on an open approval, hires that run only once approved.
+
+use serde_json::json;
+
+use super::test_world::*;
+use crate::approval::*;
+use crate::command::*;
+use crate::entity::*;
+use crate::error::DomainError;
+
+fn ask(w: &mut World, actor: Actor, id: &str, issues: &[&str]) -> Result<Approval, DomainError> {
+    match w.run(
+        actor,
+        Command::CreateApproval {
+            id: id.into(),
+            company_id: "c1".into(),
+            approval_type: ApprovalType::RequestBoardApproval,
+            payload: json!({ "plan": "ship it" }),
+            requested_by_agent_id: None,
+            issue_ids: issues.iter().map(|s| s.to_string()).collect(),
+        },
+    )? {
+        Outcome::Approval(a) => Ok(a),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn decide(
+    w: &mut World,
+    actor: Actor,
+    id: &str,
+    decision: ApprovalDecision,
+) -> Result<Approval, DomainError> {
+    match w.run(
+        actor,
+        Command::DecideApproval {
+            approval_id: id.into(),
+            decision,
+            decision_note: Some("looks good".into()),
+        },
+    )? {
+        Outcome::Approval(a) => Ok(a),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+fn approval_wakes<'a>(w: &'a World, agent: &str) -> Vec<&'a Wake> {
+    wakes_of(w, agent)
+        .into_iter()
+        .filter(|x| x.reason == WakeReason::ApprovalResolved)
+        .collect()
+}
+
+#[test]
+fn an_approved_request_wakes_its_requester_once_with_the_decision() {
+    let mut w = world();
+    assigned_issue(&mut w, "i1", "a1");
+    let a = ask(&mut w, agent_actor("a1", "c1", None), "ap1", &["i1"]).expect("asked");
+    assert_eq!(a.status, ApprovalStatus::Pending);
+    assert_eq!(a.requested_by_agent_id.as_deref(), Some("a1"));
+    let err = decide(
+        &mut w,
+        agent_actor("a1", "c1", None),
+        "ap1",
+        ApprovalDecision::Approve,
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), "forbidden", "agents do not decide");
+    let decided = decide(&mut w, admin(), "ap1", ApprovalDecision::Approve).expect("approved");
+    assert_eq!(decided.status, ApprovalStatus::Approved);
+    assert_eq!(decided.decision_note.as_deref(), Some("looks good"));
+    let again = decide(&mut w, admin(), "ap1", ApprovalDecision::Approve).expect("idempotent");
+    assert_eq!(again, decided);
+    let wakes = approval_wakes(&w, "a1");
+    assert_eq!(wakes.len(), 1, "woken once: {wakes:?}");
+    assert_eq!(wakes[0].payload["reason"], "approval_approved");
+    assert_eq!(wakes[0].payload["approvalStatus"], "approved");
+    assert_eq!(wakes[0].payload["decisionNote"], "looks good");
+    assert_eq!(wakes[0].issue_id.as_deref(), Some("i1"));
+    let err = decide(&mut w, admin(), "ap1", ApprovalDecision::Reject).unwrap_err();
+    assert_eq!(err.code(), "invariant_violation");
+}
+
+#[test]
+fn a_revision_is_resubmitted_by_its_requester_then_rejected() {
+    let mut w = world();
+    ask(&mut w, agent_actor("a1", "c1", None), "ap1", &[]).expect("asked");
+    let sent_back =
+        decide(&mut w, admin(), "ap1", ApprovalDecision::RequestRevision).expect("revision");
+    assert_eq!(sent_back.status, ApprovalStatus::RevisionRequested);
+    let resubmit = |w: &mut World, actor| {
+        w.run(
+            actor,
+            Command::ResubmitApproval {
+                approval_id: "ap1".into(),
+                payload: Some(json!({ "plan": "ship it, with tests" })),
+            },
+        )
+    };
+    let err = resubmit(&mut w, agent_actor("a2", "c1", None)).unwrap_err();
+    assert_eq!(err.code(), "forbidden");
+    let Outcome::Approval(back) = resubmit(&mut w, agent_actor("a1", "c1", None)).expect("ok")
+    else {
+        panic!("not an approval")
+    };
+    assert_eq!(back.status, ApprovalStatus::Pending);
+    assert_eq!(back.payload["plan"], "ship it, with tests");
+    decide(&mut w, admin(), "ap1", ApprovalDecision::Reject).expect("rejected");
+    let reasons: Vec<_> = approval_wakes(&w, "a1")
+        .iter()
+        .map(|x| x.payload["reason"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["approval_revision_requested", "approval_rejected"]
+    );
+}
+
+#[test]
+fn an_issue_waiting_on_an_open_approval_is_checked_out_by_its_requester_only() {
+    let mut w = world();
+    assigned_issue(&mut w, "i1", "a2");
+    ask(&mut w, agent_actor("a1", "c1", None), "ap1", &["i1"]).expect("asked");
+    claim(&mut w, "a2", "r2").expect("a2 runs");
+    let err = w
+        .checkout("i1", "a2", "r2")
+        .expect_err("the issue waits on the approval");
+    assert!(err.to_string().contains("waits on approval ap1"), "{err}");
+    decide(&mut w, admin(), "ap1", ApprovalDecision::Approve).expect("approved");
+    w.checkout("i1", "a2", "r2").expect("free once decided");
+}
+
+#[test]
+fn approvals_are_company_scoped_and_validated() {
+    let mut w = world();
+    let err = ask(&mut w, agent_actor("b1", "c2", None), "ap1", &[]).unwrap_err();
+    assert_eq!(err.code(), "not_found", "another company's is not found");
+    let err = ask(&mut w, agent_actor("a1", "c1", None), "ap1", &["missing"]).unwrap_err();
+    assert_eq!(err.code(), "not_found");
+    let err = w
+        .run(
+            agent_actor("a1", "c1", None),
+            Command::CreateApproval {
+                id: "ap2".into(),
+                company_id: "c1".into(),
+                approval_type: ApprovalType::RequestBoardApproval,
+                payload: json!({}),
+                requested_by_agent_id: Some("a2".into()),
+                issue_ids: vec![],
+            },
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), "forbidden", "an agent asks for itself only");
+    assert!(w.state.approvals.approvals.is_empty());
+}
+
+fn hire(w: &mut World, actor: Actor, agent: &str) -> Result<Outcome, DomainError> {
+    w.run(
+        actor,
+        Command::HireAgent {
+            approval_id: format!("hire-{agent}"),
+            agent: Box::new(create_agent(agent, "c1")),
+            payload: json!({ "reason": "we need a tester" }),
+        },
+    )
+}
+
+#[test]
+fn a_hired_agent_runs_only_once_its_hire_is_approved() {
+    let mut w = world();
+    w.ok(
+        admin(),
+        Command::UpdateCompany {
+            company_id: "c1".into(),
+            patch: CompanyPatch {
+                require_board_approval_for_new_agents: Some(true),
+                ..Default::default()
+            },
+        },
+    );
+    let err = hire(&mut w, agent_actor("a1", "c1", None), "h1").unwrap_err();
+    assert_eq!(err.code(), "forbidden", "hiring needs canCreateAgents");
+    w.ok(
+        admin(),
+        Command::UpdateAgent {
+            agent_id: "a1".into(),
+            patch: AgentPatch {
+                permissions: Some(AgentPermissions {
+                    can_create_agents: true,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        },
+    );
+    let Outcome::Hire { agent, approval } =
+        hire(&mut w, agent_actor("a1", "c1", None), "h1").expect("hired")
+    else {
+        panic!("not a hire")
+    };
+    assert_eq!(agent.status, AgentStatus::PendingApproval);
+    let approval = approval.expect("a hire_agent approval");
+    assert_eq!(approval.approval_type, ApprovalType::HireAgent);
+    assert_eq!(approval.payload["agentId"], "h1");
+    assigned_issue(&mut w, "i1", "h1");
+    assert!(pending(&w, "h1").is_empty(), "a pending hire is not woken");
+    let skipped: Vec<_> = wakes_of(&w, "h1")
+        .iter()
+        .map(|x| x.status_reason.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(skipped, ["agent_pending_approval"]);
+    decide(&mut w, admin(), &approval.id, ApprovalDecision::Approve).expect("approved");
+    assert_eq!(w.state.agents["h1"].status, AgentStatus::Active);
+    assigned_issue(&mut w, "i2", "h1");
+    claim(&mut w, "h1", "r1").expect("it runs now");
+    // Without the company's requirement a hire is active at once.
+    let mut w = world();
+    let Outcome::Hire { agent, approval } = hire(&mut w, admin(), "h2").expect("hired") else {
+        panic!("not a hire")
+    };
+    assert_eq!((agent.status, approval), (AgentStatus::Active, None));
+}
+
+#[test]
+fn a_rejected_hire_is_terminated() {
+    let mut w = world();
+    w.ok(
+        admin(),
+        Command::UpdateCompany {
+            company_id: "c1".into(),
+            patch: CompanyPatch {
+                require_board_approval_for_new_agents: Some(true),
+                ..Default::default()
+            },
+        },
+    );
+    hire(&mut w, admin(), "h1").expect("hired");
+    decide(&mut w, admin(), "hire-h1", ApprovalDecision::Reject).expect("rejected");
+    assert_eq!(w.state.agents["h1"].status, AgentStatus::Terminated);
+}
