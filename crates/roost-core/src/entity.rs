@@ -620,6 +620,7 @@ string_enum!(
         Routine => "routine",
         ProcessLostRetry => "process_lost_retry",
         IssueEscalated => "issue_escalated",
+        IncidentEscalated => "incident_escalated",
     }
 );
 
@@ -739,7 +740,7 @@ impl BudgetWindow {
 /// The window key of lifetime policies.
 pub const LIFETIME_WINDOW: i64 = -1;
 
-/// A spending limit on a company or an agent (DESIGN.md section 8).
+/// A spending limit on a company, an agent or a project (DESIGN.md section 8).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetPolicy {
@@ -762,12 +763,14 @@ impl BudgetPolicy {
         scope_key(self.scope_type, &self.scope_id)
     }
 
-    pub fn applies_to(&self, company_id: &str, agent_id: &str) -> bool {
+    /// Whether spend of `agent_id` in `company_id`, on an issue of `project_id` (if any),
+    /// counts against this policy.
+    pub fn applies_to(&self, company_id: &str, agent_id: &str, project_id: Option<&str>) -> bool {
         self.company_id == company_id
             && match self.scope_type {
                 BudgetScopeType::Company => self.scope_id == company_id,
                 BudgetScopeType::Agent => self.scope_id == agent_id,
-                BudgetScopeType::Project => false,
+                BudgetScopeType::Project => project_id == Some(self.scope_id.as_str()),
             }
     }
 }
@@ -795,6 +798,10 @@ pub struct CostEvent {
     pub created_at: Timestamp,
     /// `agent` (posted through the API) or `run` (a run's usage, settled at its end).
     pub source: String,
+    /// The project of `issue_id` when the cost was recorded: project budgets and cost
+    /// summaries count it there, whatever the issue's project becomes later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_id: Option<String>,
 }
 
 /// A budget threshold crossed: `soft` at the warning, `hard` at the limit (the scope pauses).

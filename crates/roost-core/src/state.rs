@@ -264,16 +264,21 @@ fn unlink_issue(
 }
 
 /// The spend index entries a cost event adds to.
-fn spend_keys(e: &CostEvent) -> [(String, i64); 4] {
+fn spend_keys(e: &CostEvent) -> Vec<(String, i64)> {
     let month = BudgetWindow::CalendarMonthUtc.key(e.occurred_at);
-    let company = scope_key(BudgetScopeType::Company, &e.company_id);
-    let agent = scope_key(BudgetScopeType::Agent, &e.agent_id);
-    [
-        (company.clone(), month),
-        (company, LIFETIME_WINDOW),
-        (agent.clone(), month),
-        (agent, LIFETIME_WINDOW),
-    ]
+    let mut scopes = vec![
+        scope_key(BudgetScopeType::Company, &e.company_id),
+        scope_key(BudgetScopeType::Agent, &e.agent_id),
+    ];
+    scopes.extend(
+        e.project_id
+            .as_deref()
+            .map(|p| scope_key(BudgetScopeType::Project, p)),
+    );
+    scopes
+        .into_iter()
+        .flat_map(|s| [(s.clone(), month), (s, LIFETIME_WINDOW)])
+        .collect()
 }
 
 impl State {
@@ -303,15 +308,32 @@ impl State {
     pub fn reserved(&self, policy: &BudgetPolicy, except: Option<&str>) -> u64 {
         self.live_runs()
             .filter(|r| Some(r.id.as_str()) != except)
-            .filter(|r| policy.applies_to(&r.company_id, &r.agent_id))
+            .filter(|r| {
+                policy.applies_to(
+                    &r.company_id,
+                    &r.agent_id,
+                    self.project_of(r.issue_id.as_deref()),
+                )
+            })
             .fold(0u64, |sum, r| sum.saturating_add(r.reserved_cents))
     }
 
-    /// The hard-stop budgets that bind a run of `agent`.
-    pub fn hard_budgets<'a>(&'a self, agent: &'a Agent) -> impl Iterator<Item = &'a BudgetPolicy> {
-        self.budget_policies
-            .values()
-            .filter(|p| p.hard_stop_enabled && p.applies_to(&agent.company_id, &agent.id))
+    /// The project of an issue, if it has one.
+    pub fn project_of(&self, issue_id: Option<&str>) -> Option<&str> {
+        issue_id
+            .and_then(|i| self.issues.get(i))
+            .and_then(|i| i.project_id.as_deref())
+    }
+
+    /// The hard-stop budgets that bind a run of `agent` on an issue of `project` (if any).
+    pub fn hard_budgets<'a>(
+        &'a self,
+        agent: &'a Agent,
+        project: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a BudgetPolicy> {
+        self.budget_policies.values().filter(move |p| {
+            p.hard_stop_enabled && p.applies_to(&agent.company_id, &agent.id, project)
+        })
     }
 
     pub fn new() -> Self {

@@ -56,6 +56,7 @@ fn cost(id: &str, cents: u64) -> Change {
         occurred_at: Timestamp(1),
         created_at: Timestamp(1),
         source: "agent".into(),
+        project_id: None,
     })
 }
 

@@ -224,6 +224,16 @@ pub(crate) fn decide(
             }
         }
     }
+    if a.approval_type == ApprovalType::BudgetOverrideRequired
+        && decision != ApprovalDecision::RequestRevision
+    {
+        super::budget::override_decided(
+            ctx,
+            &a,
+            decision == ApprovalDecision::Approve,
+            &mut changes,
+        );
+    }
     let mut woke = None;
     if let Some(requester) = &a.requested_by_agent_id {
         let req = WakeRequest {

@@ -11,16 +11,25 @@ use serde_json::json;
 
 use super::agent::visible_agent;
 use super::{require_id, require_text, Ctx};
+use crate::approval::{Approval, ApprovalStatus, ApprovalType};
 use crate::command::{NewCostEvent, Outcome};
 use crate::entity::*;
 use crate::error::DomainError;
 use crate::state::{ActivityNote, Change, Decision, State};
 use crate::time::Timestamp;
 
-/// Why no run of `agent` may be claimed now at time `now`, if none may.
-pub fn budget_blocker(state: &State, agent: &Agent, now: Timestamp) -> Option<String> {
+/// The reason a project stopped by its budget is paused with (Paperclip's `budget`).
+pub const BUDGET_PAUSE_REASON: &str = "budget";
+
+/// Why no run of `agent` on an issue of `project` may be claimed at time `now`, if none may.
+pub fn budget_blocker(
+    state: &State,
+    agent: &Agent,
+    project: Option<&str>,
+    now: Timestamp,
+) -> Option<String> {
     let reserve = agent.heartbeat.run_reserve_cents;
-    state.hard_budgets(agent).find_map(|p| {
+    state.hard_budgets(agent, project).find_map(|p| {
         let (spent, reserved) = (state.spent(p, now), state.reserved(p, None));
         (spent.saturating_add(reserved).saturating_add(reserve) > p.amount).then(|| {
             format!(
@@ -31,10 +40,16 @@ pub fn budget_blocker(state: &State, agent: &Agent, now: Timestamp) -> Option<St
     })
 }
 
-/// The hard budgets of `agent` where spend alone leaves no room for one more run.
-pub fn exhausted<'a>(state: &'a State, agent: &'a Agent, now: Timestamp) -> Vec<&'a BudgetPolicy> {
+/// The hard budgets of `agent` (on an issue of `project`) where spend alone leaves no room
+/// for one more run.
+pub fn exhausted<'a>(
+    state: &'a State,
+    agent: &'a Agent,
+    project: Option<&'a str>,
+    now: Timestamp,
+) -> Vec<&'a BudgetPolicy> {
     state
-        .hard_budgets(agent)
+        .hard_budgets(agent, project)
         .filter(|p| {
             let spent = state.spent(p, now);
             spent >= p.amount || spent.saturating_add(agent.heartbeat.run_reserve_cents) > p.amount
@@ -52,8 +67,9 @@ pub fn hard_incident_open(state: &State, policy: &BudgetPolicy) -> bool {
 /// How many more cents a run of `agent` may hold, over every hard budget (`u64::MAX` when
 /// none binds), not counting the run's own reservation.
 pub(crate) fn room_for(state: &State, agent: &Agent, run_id: &str, now: Timestamp) -> u64 {
+    let project = state.project_of(state.runs.get(run_id).and_then(|r| r.issue_id.as_deref()));
     state
-        .hard_budgets(agent)
+        .hard_budgets(agent, project)
         .map(|p| {
             p.amount.saturating_sub(
                 state
@@ -106,8 +122,16 @@ pub(crate) fn stop_scope(
     {
         return;
     }
-    changes.push(Change::BudgetIncident(BudgetIncident {
-        id: format!("inc-{}-{}-hard", ctx.slot, policy.id),
+    let incident_id = format!("inc-{}-{}-hard", ctx.slot, policy.id);
+    changes.push(Change::Approval(override_approval(
+        ctx,
+        policy,
+        &incident_id,
+        observed,
+        why,
+    )));
+    let incident = BudgetIncident {
+        id: incident_id,
         company_id: policy.company_id.clone(),
         policy_id: policy.id.clone(),
         kind: IncidentKind::Hard,
@@ -120,29 +144,49 @@ pub(crate) fn stop_scope(
         resolved_at: None,
         resolution: None,
         wake_loop: None,
-    }));
+    };
+    changes.push(Change::BudgetIncident(incident.clone()));
+    if policy.scope_type == BudgetScopeType::Project {
+        // A project stops by pausing it: its issues start no run (`run::claim_blocker`),
+        // while its agents go on with other work.
+        if let Some(project) = ctx.state.projects.get(&policy.scope_id) {
+            if project.paused_at.is_none() {
+                let mut paused = project.clone();
+                paused.paused_at = Some(ctx.now());
+                paused.pause_reason = Some(BUDGET_PAUSE_REASON.into());
+                paused.updated_at = ctx.now();
+                changes.push(Change::Project(paused));
+            }
+        }
+        return;
+    }
     let agents: Vec<String> = ctx
         .state
         .agents
         .values()
-        .filter(|a| policy.applies_to(&a.company_id, &a.id) && a.status == AgentStatus::Active)
+        .filter(|a| {
+            policy.applies_to(&a.company_id, &a.id, None) && a.status == AgentStatus::Active
+        })
         .map(|a| a.id.clone())
         .collect();
-    for id in agents {
-        upsert_agent(ctx, changes, &id, |a| {
+    for id in &agents {
+        upsert_agent(ctx, changes, id, |a| {
             a.status = AgentStatus::Paused;
             a.pause_reason = Some(PauseReason::Budget);
             a.updated_at = ctx.now();
         });
     }
+    super::org::escalate_incident(ctx, changes, &incident, &agents);
 }
 
-/// After `added` cents were spent by `agent_id` in `company_id`: a soft incident at the
-/// warning (once per policy, window and amount), a hard stop at the limit.
+/// After `added` cents were spent by `agent_id` in `company_id` (on an issue of `project`):
+/// a soft incident at the warning (once per policy, window and amount), a hard stop at the
+/// limit.
 pub(crate) fn after_spend(
     ctx: &Ctx<'_>,
     company_id: &str,
     agent_id: &str,
+    project: Option<&str>,
     added: u64,
     changes: &mut Vec<Change>,
 ) {
@@ -151,7 +195,7 @@ pub(crate) fn after_spend(
         .state
         .budget_policies
         .values()
-        .filter(|p| p.applies_to(company_id, agent_id) && p.amount > 0)
+        .filter(|p| p.applies_to(company_id, agent_id, project) && p.amount > 0)
         .collect();
     for policy in policies {
         let observed = ctx.state.spent(policy, now).saturating_add(added);
@@ -204,6 +248,10 @@ pub(crate) fn settle(ctx: &Ctx<'_>, run: &Run, changes: &mut Vec<Change>) {
         Some(AdapterType::Codex) => "openai",
         _ => "unknown",
     };
+    let project = ctx
+        .state
+        .project_of(run.issue_id.as_deref())
+        .map(str::to_string);
     changes.push(Change::CostEvent(CostEvent {
         id: format!("run-{}", run.id),
         company_id: run.company_id.clone(),
@@ -219,8 +267,16 @@ pub(crate) fn settle(ctx: &Ctx<'_>, run: &Run, changes: &mut Vec<Change>) {
         occurred_at: ctx.now(),
         created_at: ctx.now(),
         source: "run".into(),
+        project_id: project.clone(),
     }));
-    after_spend(ctx, &run.company_id, &run.agent_id, cents, changes);
+    after_spend(
+        ctx,
+        &run.company_id,
+        &run.agent_id,
+        project.as_deref(),
+        cents,
+        changes,
+    );
 }
 
 /// `SetBudgetPolicy`: creates or replaces the policy of a scope and window.
@@ -256,10 +312,11 @@ pub(crate) fn set_policy(
             }
         }
         BudgetScopeType::Project => {
-            return Err(DomainError::invalid(
-                "scopeType",
-                "project budgets need projects, which Roost does not have yet",
-            ))
+            ctx.state
+                .projects
+                .get(scope_id)
+                .filter(|p| p.company_id == company_id)
+                .ok_or_else(|| DomainError::not_found("project", scope_id))?;
         }
         BudgetScopeType::Company => {}
     }
@@ -369,6 +426,10 @@ pub(crate) fn record_cost(ctx: &Ctx<'_>, e: &NewCostEvent) -> Result<Decision, D
         occurred_at: e.occurred_at.unwrap_or(ctx.now()),
         created_at: ctx.now(),
         source: "agent".into(),
+        project_id: ctx
+            .state
+            .project_of(e.issue_id.as_deref())
+            .map(str::to_string),
     };
     let mut changes = vec![Change::CostEvent(event.clone())];
     // The window of the event is where it counts; thresholds are checked for now's window.
@@ -376,6 +437,7 @@ pub(crate) fn record_cost(ctx: &Ctx<'_>, e: &NewCostEvent) -> Result<Decision, D
         ctx,
         &event.company_id,
         &event.agent_id,
+        event.project_id.as_deref(),
         event.cost_cents,
         &mut changes,
     );
@@ -443,12 +505,13 @@ pub(crate) fn resolve_incident(
         raised.amount = amount;
         raised.updated_at = ctx.now();
         changes.push(Change::BudgetPolicy(raised.clone()));
+        resume_project(ctx, &raised, &mut changes);
         let paused: Vec<String> = ctx
             .state
             .agents
             .values()
             .filter(|a| {
-                raised.applies_to(&a.company_id, &a.id)
+                raised.applies_to(&a.company_id, &a.id, None)
                     && a.status == AgentStatus::Paused
                     && a.pause_reason == Some(PauseReason::Budget)
             })
@@ -462,6 +525,7 @@ pub(crate) fn resolve_incident(
             });
         }
     }
+    close_override_approval(ctx, incident, action, &mut changes);
     changes.push(Change::BudgetIncident(resolved.clone()));
     let note = ActivityNote {
         company_id: Some(incident.company_id.clone()),
@@ -491,4 +555,158 @@ pub(super) fn resolved_incident(
         IncidentStatus::Resolved
     };
     resolved
+}
+
+/// The id of the `budget_override_required` approval a hard incident opens with.
+pub fn override_approval_id(incident_id: &str) -> String {
+    format!("{incident_id}-override")
+}
+
+/// The `budget_override_required` approval opened with a hard stop (Paperclip opens one too):
+/// approving it raises the budget to `proposedAmountCents` and resumes the scope, rejecting it
+/// keeps the scope stopped (`rules/approval.rs` decides it through [`override_decided`]).
+fn override_approval(
+    ctx: &Ctx<'_>,
+    policy: &BudgetPolicy,
+    incident_id: &str,
+    observed: u64,
+    why: &str,
+) -> Approval {
+    // Twice the old limit, and above what is spent: enough room to go on, a person decides.
+    let proposed = policy
+        .amount
+        .saturating_mul(2)
+        .max(observed.saturating_add(1));
+    Approval {
+        id: override_approval_id(incident_id),
+        company_id: policy.company_id.clone(),
+        approval_type: ApprovalType::BudgetOverrideRequired,
+        status: ApprovalStatus::Pending,
+        payload: json!({
+            "incidentId": incident_id,
+            "policyId": policy.id,
+            "scopeType": policy.scope_type,
+            "scopeId": policy.scope_id,
+            "windowKind": policy.window_kind,
+            "amountCents": policy.amount,
+            "observedCents": observed,
+            "proposedAmountCents": proposed,
+            "reason": why,
+        }),
+        requested_by_agent_id: None,
+        requested_by_user_id: None,
+        decision_note: None,
+        decided_by_user_id: None,
+        decided_at: None,
+        issue_ids: Vec::new(),
+        agent_id: None,
+        comments: Vec::new(),
+        created_at: ctx.now(),
+        updated_at: ctx.now(),
+    }
+}
+
+/// Resumes the project `policy` stopped, if it is still paused for its budget.
+fn resume_project(ctx: &Ctx<'_>, policy: &BudgetPolicy, changes: &mut Vec<Change>) {
+    if policy.scope_type != BudgetScopeType::Project {
+        return;
+    }
+    let paused = ctx.state.projects.get(&policy.scope_id).filter(|p| {
+        p.paused_at.is_some() && p.pause_reason.as_deref() == Some(BUDGET_PAUSE_REASON)
+    });
+    if let Some(project) = paused {
+        let mut resumed = project.clone();
+        resumed.paused_at = None;
+        resumed.pause_reason = None;
+        resumed.updated_at = ctx.now();
+        changes.push(Change::Project(resumed));
+    }
+}
+
+/// An incident resolved directly closes its override approval with the same meaning.
+fn close_override_approval(
+    ctx: &Ctx<'_>,
+    incident: &BudgetIncident,
+    action: IncidentAction,
+    changes: &mut Vec<Change>,
+) {
+    let id = override_approval_id(&incident.id);
+    let Some(approval) = ctx.state.approvals.approvals.get(&id) else {
+        return;
+    };
+    if !approval.status.is_open() {
+        return;
+    }
+    let mut closed = approval.clone();
+    closed.status = if action == IncidentAction::RaiseAndResume {
+        ApprovalStatus::Approved
+    } else {
+        ApprovalStatus::Rejected
+    };
+    closed.decision_note = Some(format!("the incident was resolved with {action}"));
+    closed.decided_by_user_id = Some(ctx.actor.id.clone());
+    closed.decided_at = Some(ctx.now());
+    closed.updated_at = ctx.now();
+    changes.push(Change::Approval(closed));
+}
+
+/// A `budget_override_required` approval decided: approving raises the budget to the
+/// proposed amount and resumes the scope, rejecting keeps it stopped; either resolves the
+/// incident. Nothing happens when the incident was resolved already.
+pub(crate) fn override_decided(
+    ctx: &Ctx<'_>,
+    approval: &Approval,
+    approved: bool,
+    changes: &mut Vec<Change>,
+) {
+    let incident = approval.payload["incidentId"]
+        .as_str()
+        .and_then(|id| ctx.state.budget_incidents.get(id))
+        .filter(|i| i.status == IncidentStatus::Open && i.kind == IncidentKind::Hard);
+    let Some(incident) = incident else {
+        return;
+    };
+    let action = if approved {
+        IncidentAction::RaiseAndResume
+    } else {
+        IncidentAction::KeepPaused
+    };
+    if approved {
+        let Some(policy) = ctx.state.budget_policies.get(&incident.policy_id) else {
+            return;
+        };
+        let spent = ctx.state.spent(policy, ctx.now());
+        let proposed = approval.payload["proposedAmountCents"]
+            .as_u64()
+            .unwrap_or(0)
+            .max(spent.saturating_add(1));
+        let mut raised = policy.clone();
+        raised.amount = proposed;
+        raised.updated_at = ctx.now();
+        resume_project(ctx, &raised, changes);
+        let paused: Vec<String> = ctx
+            .state
+            .agents
+            .values()
+            .filter(|a| {
+                raised.applies_to(&a.company_id, &a.id, None)
+                    && a.status == AgentStatus::Paused
+                    && a.pause_reason == Some(PauseReason::Budget)
+            })
+            .map(|a| a.id.clone())
+            .collect();
+        for id in paused {
+            upsert_agent(ctx, changes, &id, |a| {
+                a.status = AgentStatus::Active;
+                a.pause_reason = None;
+                a.updated_at = ctx.now();
+            });
+        }
+        changes.push(Change::BudgetPolicy(raised));
+    }
+    changes.push(Change::BudgetIncident(resolved_incident(
+        incident,
+        action,
+        ctx.now(),
+    )));
 }

@@ -15,7 +15,7 @@ const FEB_1: i64 = 1_769_904_000_000;
 
 /// A world with worker `big` (20 slots) and agent `spender` in c1 that may run 10 at a time
 /// with a 25¢ reserve per run, under a $1.00 hard company budget (calendar month).
-fn budget_world() -> World {
+pub(super) fn budget_world() -> World {
     let mut w = world();
     w.ok(
         admin(),
@@ -50,7 +50,7 @@ fn budget_world() -> World {
     w
 }
 
-fn set_budget(
+pub(super) fn set_budget(
     w: &mut World,
     scope_type: BudgetScopeType,
     scope_id: &str,
@@ -72,7 +72,7 @@ fn set_budget(
 }
 
 /// Claims the spender's oldest queued wake on worker `big`.
-fn claim_big(w: &mut World, run_id: &str) -> Result<Outcome, DomainError> {
+pub(super) fn claim_big(w: &mut World, run_id: &str) -> Result<Outcome, DomainError> {
     let wake = pending(w, "spender")
         .into_iter()
         .find(|x| x.status == WakeStatus::Queued)
@@ -89,7 +89,7 @@ fn claim_big(w: &mut World, run_id: &str) -> Result<Outcome, DomainError> {
     )
 }
 
-fn finish_costing(w: &mut World, run: &str, cents: u64) {
+pub(super) fn finish_costing(w: &mut World, run: &str, cents: u64) {
     w.ok(
         worker_actor("big"),
         Command::FinishRun {
@@ -124,7 +124,7 @@ fn live_reserved(w: &World) -> u64 {
     w.state.live_runs().map(|r| r.reserved_cents).sum()
 }
 
-fn incidents(w: &World, kind: IncidentKind) -> Vec<&BudgetIncident> {
+pub(super) fn incidents(w: &World, kind: IncidentKind) -> Vec<&BudgetIncident> {
     w.state
         .budget_incidents
         .values()
@@ -132,7 +132,7 @@ fn incidents(w: &World, kind: IncidentKind) -> Vec<&BudgetIncident> {
         .collect()
 }
 
-fn cost(
+pub(super) fn cost(
     w: &mut World,
     actor: Actor,
     id: &str,
@@ -345,9 +345,9 @@ fn bad_budget_input_is_refused_and_changes_nothing() {
         matches!(unknown, Err(DomainError::NotFound { .. })),
         "{unknown:?}"
     );
-    let project = set_budget(&mut w, BudgetScopeType::Project, "p1", 100);
+    let project = set_budget(&mut w, BudgetScopeType::Project, "no-such-project", 100);
     assert!(
-        matches!(project, Err(DomainError::Invalid { .. })),
+        matches!(project, Err(DomainError::NotFound { .. })),
         "{project:?}"
     );
     let other_company_agent = set_budget(&mut w, BudgetScopeType::Agent, "b1", 100);

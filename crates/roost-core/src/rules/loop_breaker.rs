@@ -295,7 +295,8 @@ fn apply_trip(ctx: &Ctx<'_>, changes: &mut Vec<Change>, wake: &mut Wake, trip: T
         trip.threshold,
         trip.agents.join(", ")
     );
-    changes.push(Change::BudgetIncident(BudgetIncident {
+    let paused = trip.agents.clone();
+    let incident = BudgetIncident {
         id: incident_id,
         company_id,
         policy_id: String::new(),
@@ -317,7 +318,9 @@ fn apply_trip(ctx: &Ctx<'_>, changes: &mut Vec<Change>, wake: &mut Wake, trip: T
             threshold: trip.threshold,
             window_minutes: trip.window_minutes,
         }),
-    }));
+    };
+    changes.push(Change::BudgetIncident(incident.clone()));
+    super::org::escalate_incident(ctx, changes, &incident, &paused);
 }
 
 /// Cancels every pending wake of `agent_id`: in the state and made earlier by this command.

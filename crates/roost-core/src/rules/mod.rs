@@ -9,6 +9,8 @@ mod approval_tests;
 mod batch_tests;
 pub(crate) mod budget;
 #[cfg(test)]
+mod budget_project_tests;
+#[cfg(test)]
 mod budget_tests;
 mod checkout;
 mod company;

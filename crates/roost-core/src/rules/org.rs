@@ -7,6 +7,8 @@
 //! The leader's escalation timer (roost-server `workers/escalation_timer.rs`) proposes an
 //! `EscalateIssue` for each issue [`escalations_due`] names; apply decides again, so a second
 //! proposal (the next tick, another leader) is refused and wakes nobody twice.
+//! An incident that pauses agents (a hard budget stop, a wake loop) wakes each paused agent's
+//! manager with `incident_escalated`, in the same apply ([`escalate_incident`]).
 
 use serde::Serialize;
 use serde_json::json;
@@ -318,4 +320,59 @@ pub(crate) fn escalate_issue(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, 
         changes,
         note,
     })
+}
+
+/// Wakes the managers of the agents an incident paused (`incident_escalated`), each once, and
+/// only those still active after this command: a manager paused by the same incident is not
+/// woken to find itself paused.
+pub(crate) fn escalate_incident(
+    ctx: &Ctx<'_>,
+    changes: &mut Vec<Change>,
+    incident: &BudgetIncident,
+    paused: &[String],
+) {
+    let latest = |changes: &[Change], id: &str| -> Option<Agent> {
+        changes
+            .iter()
+            .rev()
+            .find_map(|c| match c {
+                Change::Agent(a) if a.id == id => Some(a.clone()),
+                _ => None,
+            })
+            .or_else(|| ctx.state.agents.get(id).cloned())
+    };
+    let mut managers: Vec<(String, Vec<String>)> = Vec::new();
+    for id in paused {
+        let Some(manager) = latest(changes, id).and_then(|a| a.reports_to) else {
+            continue;
+        };
+        match managers.iter_mut().find(|(m, _)| *m == manager) {
+            Some((_, reports)) => reports.push(id.clone()),
+            None => managers.push((manager, vec![id.clone()])),
+        }
+    }
+    for (n, (manager, reports)) in managers.into_iter().enumerate() {
+        if latest(changes, &manager).is_none_or(|m| m.status != AgentStatus::Active) {
+            continue;
+        }
+        let req = WakeRequest {
+            id: format!("w{}-inc-{n}", ctx.slot),
+            agent_id: manager,
+            issue_id: None,
+            reason: WakeReason::IncidentEscalated,
+            comment_ids: Vec::new(),
+            payload: json!({
+                "reason": WakeReason::IncidentEscalated,
+                "incidentId": incident.id,
+                "incidentKind": incident.kind,
+                "message": incident.message,
+                "pausedAgentIds": reports,
+            }),
+            idempotency_key: None,
+            retry_of_run_id: None,
+        };
+        // A manager that cannot be woken (a wake id taken, a company halted) is recorded as
+        // such by enqueue; nothing else of the incident depends on it.
+        let _ = enqueue(ctx, &mut Pending { changes }, req);
+    }
 }

@@ -543,7 +543,8 @@ pub(crate) fn assign(
         .get(worker_id)
         .ok_or_else(|| DomainError::not_found("worker", worker_id))?;
     worker_fits(ctx.state, worker, agent).map_err(DomainError::conflict)?;
-    if let Some(why) = budget::budget_blocker(ctx.state, agent, ctx.now()) {
+    let project = ctx.state.project_of(wake.issue_id.as_deref());
+    if let Some(why) = budget::budget_blocker(ctx.state, agent, project, ctx.now()) {
         return budget_blocked(ctx, wake, agent, why);
     }
     check_quota(ctx, &agent.company_id)?;
@@ -604,7 +605,8 @@ fn budget_blocked(
     why: String,
 ) -> Result<Decision, DomainError> {
     let mut changes = Vec::new();
-    for policy in budget::exhausted(ctx.state, agent, ctx.now()) {
+    let project = ctx.state.project_of(wake.issue_id.as_deref());
+    for policy in budget::exhausted(ctx.state, agent, project, ctx.now()) {
         let spent = ctx.state.spent(policy, ctx.now());
         budget::stop_scope(ctx, policy, spent, &why, &mut changes);
     }

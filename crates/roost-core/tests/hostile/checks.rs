@@ -276,8 +276,12 @@ pub fn reads_hold(state: &State, now: Timestamp) -> Result<(), String> {
 fn reads(state: &State, now: Timestamp) {
     for agent in state.agents.values() {
         let _ = next_tick(agent);
-        let _ = budget_blocker(state, agent, now);
-        let _ = exhausted(state, agent, now);
+        let _ = budget_blocker(state, agent, None, now);
+        let _ = exhausted(state, agent, None, now);
+        for project in state.projects.keys() {
+            let _ = budget_blocker(state, agent, Some(project), now);
+            let _ = exhausted(state, agent, Some(project), now);
+        }
         for worker in state.workers.values() {
             let _ = worker_fits(state, worker, agent);
         }

@@ -20,8 +20,8 @@ use crate::error::ApiError;
 pub struct NewBudgetPolicy {
     pub scope_type: BudgetScopeType,
     pub scope_id: Option<String>,
-    #[serde(default = "default_window")]
-    pub window_kind: BudgetWindow,
+    /// Paperclip's defaults: `lifetime` for a project, `calendar_month_utc` otherwise.
+    pub window_kind: Option<BudgetWindow>,
     /// Cents.
     pub amount: u64,
     #[serde(default = "default_warn")]
@@ -34,9 +34,6 @@ pub struct NewBudgetPolicy {
     pub is_active: Option<bool>,
 }
 
-fn default_window() -> BudgetWindow {
-    BudgetWindow::CalendarMonthUtc
-}
 fn default_warn() -> u8 {
     80
 }
@@ -99,6 +96,8 @@ pub struct CostSummary {
     pub lifetime_cents: u64,
     pub reserved_cents: u64,
     pub by_agent: Vec<AgentSpend>,
+    /// Spend on the issues of each project (as they were when the cost was recorded).
+    pub by_project: Vec<ProjectSpend>,
     /// Paperclip's names: this month's spend, the company's monthly budget (0: none) and the
     /// share of it spent, in percent with two decimals.
     pub spend_cents: u64,
@@ -141,6 +140,15 @@ pub struct AgentSpend {
     pub output_tokens: u64,
 }
 
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProjectSpend {
+    pub project_id: String,
+    pub name: String,
+    pub month_cents: u64,
+    pub lifetime_cents: u64,
+}
+
 /// The resolutions an operator may choose; Paperclip's name for raising is an alias.
 pub fn parse_action(action: &str) -> Result<IncidentAction, ApiError> {
     match action {
@@ -172,7 +180,10 @@ impl Api {
             company_id: company.id,
             scope_type: body.scope_type,
             scope_id,
-            window_kind: body.window_kind,
+            window_kind: body.window_kind.unwrap_or(match body.scope_type {
+                BudgetScopeType::Project => BudgetWindow::Lifetime,
+                _ => BudgetWindow::CalendarMonthUtc,
+            }),
             amount: body.amount,
             warn_percent: body.warn_percent,
             hard_stop_enabled: body.hard_stop_enabled,
@@ -311,6 +322,7 @@ impl Api {
         let month = BudgetWindow::CalendarMonthUtc.key(now());
         Ok(self.reader().read(|s| {
             let mut by_agent: BTreeMap<String, AgentSpend> = BTreeMap::new();
+            let mut by_project: BTreeMap<String, ProjectSpend> = BTreeMap::new();
             let mut summary = CostSummary {
                 month_cents: 0,
                 lifetime_cents: 0,
@@ -320,6 +332,7 @@ impl Api {
                     .map(|r| r.reserved_cents)
                     .sum(),
                 by_agent: Vec::new(),
+                by_project: Vec::new(),
                 spend_cents: 0,
                 budget_cents: monthly_budget_cents(s, BudgetScopeType::Company, &company.id),
                 utilization_percent: 0.0,
@@ -344,16 +357,39 @@ impl Api {
                         input_tokens: 0,
                         output_tokens: 0,
                     });
-                entry.lifetime_cents += e.cost_cents;
-                entry.input_tokens += e.input_tokens;
-                entry.output_tokens += e.output_tokens;
-                summary.lifetime_cents += e.cost_cents;
+                // Saturating: an agent may report any amount, and a sum must not wrap.
+                entry.lifetime_cents = entry.lifetime_cents.saturating_add(e.cost_cents);
+                entry.input_tokens = entry.input_tokens.saturating_add(e.input_tokens);
+                entry.output_tokens = entry.output_tokens.saturating_add(e.output_tokens);
+                summary.lifetime_cents = summary.lifetime_cents.saturating_add(e.cost_cents);
                 if this_month {
-                    entry.month_cents += e.cost_cents;
-                    summary.month_cents += e.cost_cents;
+                    entry.month_cents = entry.month_cents.saturating_add(e.cost_cents);
+                    summary.month_cents = summary.month_cents.saturating_add(e.cost_cents);
+                }
+                if let Some(project) = &e.project_id {
+                    let entry = by_project
+                        .entry(project.clone())
+                        .or_insert_with(|| ProjectSpend {
+                            project_id: project.clone(),
+                            name: s
+                                .projects
+                                .get(project)
+                                .map(|p| p.name.clone())
+                                .unwrap_or_default(),
+                            month_cents: 0,
+                            lifetime_cents: 0,
+                        });
+                    entry.lifetime_cents = entry.lifetime_cents.saturating_add(e.cost_cents);
+                    if this_month {
+                        entry.month_cents = entry.month_cents.saturating_add(e.cost_cents);
+                    }
                 }
             }
             summary.by_agent = by_agent.into_values().collect();
+            summary.by_project = by_project.into_values().collect();
+            summary
+                .by_project
+                .sort_by_key(|p| std::cmp::Reverse(p.lifetime_cents));
             summary
                 .by_agent
                 .sort_by_key(|a| std::cmp::Reverse(a.lifetime_cents));

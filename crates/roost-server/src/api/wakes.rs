@@ -136,7 +136,12 @@ pub fn blocked_by(state: &State, wake: &Wake) -> Option<String> {
     }
     let budget = || {
         let agent = state.agents.get(&wake.agent_id)?;
-        budget_blocker(state, agent, super::now())
+        budget_blocker(
+            state,
+            agent,
+            state.project_of(wake.issue_id.as_deref()),
+            super::now(),
+        )
     };
     Some(
         claim_blocker(state, wake)

@@ -80,10 +80,10 @@ pub(super) async fn set_policy(
     caller: &Caller,
     r: pb::SetBudgetPolicyRequest,
 ) -> Result<pb::BudgetPolicy, ApiError> {
-    let window = if r.window_kind.is_empty() {
-        "calendar_month_utc"
-    } else {
-        r.window_kind.as_str()
+    // Empty: the scope's default (`api/budgets.rs`).
+    let window = match r.window_kind.as_str() {
+        "" => None,
+        w => Some(parse_enum("windowKind", w)?),
     };
     let warn_percent = match r.warn_percent {
         0 => 80,
@@ -94,7 +94,7 @@ pub(super) async fn set_policy(
     let body = NewBudgetPolicy {
         scope_type: parse_enum("scopeType", &r.scope_type)?,
         scope_id: r.scope_id,
-        window_kind: parse_enum("windowKind", window)?,
+        window_kind: window,
         amount: r.amount_cents,
         warn_percent,
         hard_stop_enabled: r.hard_stop_enabled.unwrap_or(true),

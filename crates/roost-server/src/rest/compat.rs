@@ -178,6 +178,28 @@ pub async fn costs_by_agent(
     ))
 }
 
+/// `GET /api/companies/{cid}/costs/by-project`: spend on each project's issues (`costCents`
+/// all time, and this month's).
+pub async fn costs_by_project(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+) -> Result<Json<Vec<Value>>> {
+    let summary = api.cost_summary(&caller, &cid).await?;
+    Ok(Json(
+        summary
+            .by_project
+            .into_iter()
+            .map(|p| {
+                json!({
+                    "projectId": p.project_id, "projectName": p.name,
+                    "costCents": p.lifetime_cents, "monthCents": p.month_cents,
+                })
+            })
+            .collect(),
+    ))
+}
+
 /// `GET /api/issues/{id}/cost-summary`: what the cost events naming the issue add up to.
 pub async fn issue_cost_summary(
     State(api): State<Api>,

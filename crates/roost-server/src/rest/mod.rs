@@ -79,6 +79,10 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             get(compat::costs_by_agent),
         )
         .route(
+            "/companies/{cid}/costs/by-project",
+            get(compat::costs_by_project),
+        )
+        .route(
             "/companies/{cid}/budgets",
             axum::routing::patch(compat::set_company_budget),
         )

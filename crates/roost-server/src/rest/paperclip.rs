@@ -80,7 +80,7 @@ pub fn monthly_budget(
     Some(NewBudgetPolicy {
         scope_type,
         scope_id: Some(scope_id.to_string()),
-        window_kind: BudgetWindow::CalendarMonthUtc,
+        window_kind: Some(BudgetWindow::CalendarMonthUtc),
         amount,
         warn_percent: 80,
         hard_stop_enabled: true,

@@ -356,8 +356,9 @@ impl Workers {
                 };
                 // A wake held back by a budget waits here, unless spend has used the budget
                 // up and the claim must open the incident and pause the scope.
-                if budget_blocker(s, agent, now).is_some()
-                    && exhausted(s, agent, now)
+                let project = s.project_of(wake.issue_id.as_deref());
+                if budget_blocker(s, agent, project, now).is_some()
+                    && exhausted(s, agent, project, now)
                         .iter()
                         .all(|p| hard_incident_open(s, p))
                 {

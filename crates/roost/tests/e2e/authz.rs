@@ -56,6 +56,7 @@ const REST: &[(&str, &str, Rule, &str)] = &[
     ("GET", "/companies/{cid}/org", Company, ""),
     ("GET", "/companies/{cid}/dashboard", Company, ""),
     ("GET", "/companies/{cid}/costs/by-agent", Company, ""),
+    ("GET", "/companies/{cid}/costs/by-project", Company, ""),
     (
         "PATCH",
         "/companies/{cid}/budgets",

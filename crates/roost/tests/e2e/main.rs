@@ -10,6 +10,7 @@ mod cluster;
 mod crash;
 mod credentials;
 mod fleet;
+mod governance;
 mod grpc;
 mod grpc_python;
 mod home_follows;
