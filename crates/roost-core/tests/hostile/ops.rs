@@ -374,6 +374,8 @@ pub enum Op {
         doing: Option<Text>,
         coordinates: Option<Json>,
     },
+    /// Goals, projects, approvals, the org chart, routines, the agent's home.
+    Governance(super::governance::GovOp),
     /// Several steps in one log entry; `nested` puts a batch inside it (always refused).
     Batch {
         steps: Vec<Step>,

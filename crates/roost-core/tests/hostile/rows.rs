@@ -37,6 +37,9 @@ pub struct Rows {
     approvals: BTreeMap<String, approval::Approval>,
     goals: BTreeMap<String, project::Goal>,
     projects: BTreeMap<String, project::Project>,
+    routines: BTreeMap<String, routine::Routine>,
+    triggers: BTreeMap<String, routine::RoutineTrigger>,
+    routine_runs: BTreeMap<String, routine::RoutineRun>,
     /// Rows that did not survive their JSON form, or a second insert the store refuses.
     pub problems: Vec<String>,
 }
@@ -125,8 +128,21 @@ impl Rows {
                         upsert!(memory_live, "memory_live", r, r.agent_id)
                     }
                 },
-                // The hostile generators make no routines.
-                Change::Routine(_) => {}
+                Change::Routine(r) => match r {
+                    routine::RoutineChange::Routine(r) => upsert!(routines, "routines", r, r.id),
+                    routine::RoutineChange::Trigger(r) => {
+                        upsert!(triggers, "routine_triggers", r, r.id)
+                    }
+                    routine::RoutineChange::TriggerDeleted(id) => {
+                        self.triggers.remove(id);
+                    }
+                    routine::RoutineChange::Run(r) => {
+                        upsert!(routine_runs, "routine_runs", r, r.id)
+                    }
+                    routine::RoutineChange::RunDropped(id) => {
+                        self.routine_runs.remove(id);
+                    }
+                },
                 Change::Approval(r) => upsert!(approvals, "approvals", r, r.id),
                 Change::Goal(r) => upsert!(goals, "goals", r, r.id),
                 Change::GoalDeleted(id) => {
@@ -161,7 +177,7 @@ impl Rows {
         fn all<T: Clone>(m: &BTreeMap<String, T>) -> Vec<T> {
             m.values().cloned().collect()
         }
-        State::from_rows(StateRows {
+        let mut state = State::from_rows(StateRows {
             companies: all(&self.companies),
             agents: all(&self.agents),
             issues: all(&self.issues),
@@ -188,6 +204,13 @@ impl Rows {
             projects: all(&self.projects),
             activity_seq: self.activity_seq,
             activity_head: self.activity_head.clone(),
-        })
+        });
+        // As the store loads them (`roost-store/src/rows.rs`): after the other rows.
+        state.load_routines(
+            all(&self.routines),
+            all(&self.triggers),
+            all(&self.routine_runs),
+        );
+        state
     }
 }

@@ -671,6 +671,7 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         3 => append_memory_entry(),
         2 => put_memory_document(),
         2 => set_memory_live(),
+        12 => super::governance::gov_op().prop_map(Op::Governance),
     ]
 }
 
@@ -699,6 +700,7 @@ fn natural(op: &Op, who: Who, n: u8) -> Who {
         | Op::AppendMemoryEntry { .. }
         | Op::SetMemoryLive { .. } => agent,
         Op::PutMemoryDocument { .. } if n.is_multiple_of(2) => agent,
+        Op::Governance(g) if super::governance::agent_sends(g) => agent,
         _ if n.is_multiple_of(8) => Who::System,
         _ => Who::Admin,
     }

@@ -24,6 +24,14 @@ pub struct Foreign {
     memory_entries: BTreeMap<String, memory::MemoryEntry>,
     memory_documents: BTreeMap<String, memory::MemoryDocument>,
     memory_live: BTreeMap<String, memory::MemoryLive>,
+    approvals: BTreeMap<String, approval::Approval>,
+    goals: BTreeMap<String, project::Goal>,
+    projects: BTreeMap<String, project::Project>,
+    homes: BTreeMap<String, home::AgentHome>,
+    home_chunks: BTreeMap<String, home::HomeChunk>,
+    routines: BTreeMap<String, routine::Routine>,
+    triggers: BTreeMap<String, routine::RoutineTrigger>,
+    routine_runs: BTreeMap<String, routine::RoutineRun>,
 }
 
 fn not_of<T: Clone>(
@@ -73,6 +81,14 @@ impl Foreign {
             memory_entries: not_of(&s.memory.entries, c, |r| Some(&r.company_id)),
             memory_documents: not_of(&s.memory.documents, c, |r| Some(&r.company_id)),
             memory_live: not_of(&s.memory.live, c, |r| Some(&r.company_id)),
+            approvals: not_of(&s.approvals.approvals, c, |r| Some(&r.company_id)),
+            goals: not_of(&s.goals, c, |r| Some(&r.company_id)),
+            projects: not_of(&s.projects, c, |r| Some(&r.company_id)),
+            homes: not_of(&s.home.homes, c, |r| Some(&r.company_id)),
+            home_chunks: not_of(&s.home.chunks, c, |r| Some(&r.company_id)),
+            routines: not_of(&s.routines.routines, c, |r| Some(&r.company_id)),
+            triggers: not_of(&s.routines.triggers, c, |r| Some(&r.company_id)),
+            routine_runs: not_of(&s.routines.runs, c, |r| Some(&r.company_id)),
         }
     }
 
@@ -93,6 +109,14 @@ impl Foreign {
             .or_else(|| differs("memory_entries", &a.memory_entries, &b.memory_entries))
             .or_else(|| differs("memory_documents", &a.memory_documents, &b.memory_documents))
             .or_else(|| differs("memory_live", &a.memory_live, &b.memory_live))
+            .or_else(|| differs("approvals", &a.approvals, &b.approvals))
+            .or_else(|| differs("goals", &a.goals, &b.goals))
+            .or_else(|| differs("projects", &a.projects, &b.projects))
+            .or_else(|| differs("agent_homes", &a.homes, &b.homes))
+            .or_else(|| differs("home_chunks", &a.home_chunks, &b.home_chunks))
+            .or_else(|| differs("routines", &a.routines, &b.routines))
+            .or_else(|| differs("routine_triggers", &a.triggers, &b.triggers))
+            .or_else(|| differs("routine_runs", &a.routine_runs, &b.routine_runs))
     }
 }
 

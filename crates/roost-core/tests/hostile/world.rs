@@ -12,6 +12,8 @@ use serde_json::json;
 use super::ops::{self, hostile_id, Id, IssueFields, Op, RunOf, Step, Text, When, Who};
 use super::rows::Rows;
 
+mod governance;
+
 /// A day past the idempotency retention, and a month past any budget month.
 const DAY_MS: i64 = 25 * 60 * 60 * 1000;
 const MONTH_MS: i64 = 32 * 24 * 60 * 60 * 1000;
@@ -30,6 +32,11 @@ enum Kind {
     Policy,
     Cost,
     Credential,
+    Goal,
+    Project,
+    Approval,
+    Routine,
+    Trigger,
 }
 
 impl Kind {
@@ -46,6 +53,11 @@ impl Kind {
             Kind::Policy => "bp",
             Kind::Cost => "ce",
             Kind::Credential => "cr",
+            Kind::Goal => "go",
+            Kind::Project => "pj",
+            Kind::Approval => "ap",
+            Kind::Routine => "rt",
+            Kind::Trigger => "tr",
         }
     }
 }
@@ -76,7 +88,8 @@ fn hash_of(n: u8) -> String {
 impl World {
     /// Companies c1, c2 and c3; agents a1, a2 (c1), b1, b2 (c2), d1 (c3), named as their
     /// ids so comments can mention them; worker wk1; a run of a1, b1 and d1; an issue in c1
-    /// and in c2; a company budget on c1, an agent budget on b1; a queued wake of a2.
+    /// and in c2; a company budget on c1, an agent budget on b1; a queued wake of a2; the
+    /// governance objects of `world/governance.rs`.
     pub fn new() -> World {
         let mut w = World {
             state: State::new(),
@@ -184,6 +197,7 @@ impl World {
             payload: json!({}),
             wake_key: None,
         });
+        w.setup_governance();
         w
     }
 
@@ -284,6 +298,11 @@ impl World {
             Kind::Policy => of(&s.budget_policies, c, |r| Some(&r.company_id)),
             Kind::Cost => of(&s.cost_events, c, |r| Some(&r.company_id)),
             Kind::Credential => of(&s.credentials, c, |r| r.company_id.as_deref()),
+            Kind::Goal => of(&s.goals, c, |r| Some(&r.company_id)),
+            Kind::Project => of(&s.projects, c, |r| Some(&r.company_id)),
+            Kind::Approval => of(&s.approvals.approvals, c, |r| Some(&r.company_id)),
+            Kind::Routine => of(&s.routines.routines, c, |r| Some(&r.company_id)),
+            Kind::Trigger => of(&s.routines.triggers, c, |r| Some(&r.company_id)),
         }
     }
 
@@ -749,6 +768,7 @@ impl World {
                 }),
                 coordinates: coordinates.map(ops::Json::render),
             },
+            Op::Governance(g) => self.governance(g, actor),
             Op::Batch { .. } => unreachable!("batches are resolved by envelope()"),
         }
     }
