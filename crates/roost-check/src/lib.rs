@@ -14,6 +14,7 @@
 //! | [`check_state_hashes`] | replicas at the same applied index have the same state hash |
 //! | [`check_checkout_linearizable`] | per issue, checkout/release is a linearizable fenced lock |
 //! | [`check_liveness`] | after the heal a new write succeeded within 5 s |
+//! | [`check_routine_firings`] | every due instant of a schedule fired exactly once |
 //!
 //! Time comparisons are strict: operation A precedes B only if `A.return_ns < B.call_ns`; equal
 //! timestamps count as concurrent.
@@ -26,13 +27,14 @@ mod verdict;
 
 pub use checkers::{
     check_acknowledged_wakes, check_acknowledged_writes, check_checkout_linearizable,
-    check_liveness, check_no_double_checkout, check_reservations, check_state_hashes,
-    BudgetObservation, HashObservation, SearchLimits, LIVENESS_WINDOW_NS,
+    check_liveness, check_no_double_checkout, check_reservations, check_routine_firings,
+    check_state_hashes, BudgetObservation, HashObservation, RoutineSchedule, SearchLimits,
+    LIVENESS_WINDOW_NS,
 };
 pub use error::Error;
 pub use history::{Action, History, OkResult, Op, OpId, Outcome};
 pub use snapshot::{
-    CheckoutSnapshot, IssueSnapshot, MemorySnapshot, PolicySnapshot, ReplicaSnapshot, RunSnapshot,
-    RunStatus, WakeSnapshot, WakeStatus,
+    CheckoutSnapshot, IssueSnapshot, MemorySnapshot, PolicySnapshot, ReplicaSnapshot,
+    RoutineRunSnapshot, RoutineSnapshot, RunSnapshot, RunStatus, WakeSnapshot, WakeStatus,
 };
 pub use verdict::{Verdict, Violation};

@@ -48,6 +48,48 @@ pub struct ReplicaSnapshot {
     /// Agent id → its memory log entries as the replica keeps them.
     #[serde(default)]
     pub memory: BTreeMap<String, MemorySnapshot>,
+    /// Routine id → the runs the replica lists for it.
+    #[serde(default)]
+    pub routines: BTreeMap<String, RoutineSnapshot>,
+}
+
+/// A routine's runs on one replica, as its API lists them (newest first, at most a page).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutineSnapshot {
+    pub runs: Vec<RoutineRunSnapshot>,
+    /// The list holds every run the routine made: false when it filled the API's page, so
+    /// older runs may be missing from it.
+    #[serde(default)]
+    pub complete: bool,
+}
+
+/// One run of a routine (Paperclip's `routine_runs` row, the fields the checker reads).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutineRunSnapshot {
+    pub id: String,
+    /// `schedule`, `manual`, `api` or `webhook`.
+    pub source: String,
+    /// `received`, `coalesced`, `skipped`, `issue_created`, `completed` or `failed`.
+    pub status: String,
+    /// A schedule firing's nominal instant, Unix milliseconds.
+    #[serde(default)]
+    pub scheduled_for_ms: Option<i64>,
+    /// When the firing was applied (its command's time), Unix milliseconds.
+    #[serde(default)]
+    pub triggered_at_ms: Option<i64>,
+    /// Whether the firing led anywhere: an issue, a wake, or the run it was coalesced into.
+    #[serde(default)]
+    pub linked: bool,
+}
+
+impl RoutineRunSnapshot {
+    /// A schedule run that fired nothing: the record of missed instants dropped past the
+    /// catch-up cap, from its `scheduled_for_ms` up to the next instant fired
+    /// (roost-core/src/rules/routine.rs, `fire`). A firing skipped for another reason (its
+    /// wake skipped, the routine busy) links what it skipped for.
+    pub fn is_drop_record(&self) -> bool {
+        self.source == "schedule" && self.status == "skipped" && !self.linked
+    }
 }
 
 /// An agent's memory log on one replica: the entries kept, and below which sequence number

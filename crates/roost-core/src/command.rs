@@ -116,6 +116,10 @@ pub struct IssuePatch {
     pub project_id: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub goal_id: Option<Option<String>>,
+    /// Fields of Paperclip's issue schemas Roost does not use, to keep as sent
+    /// (`limits::PAPERCLIP_ISSUE_FIELDS`); a `null` value removes one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paperclip: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 /// Fields of a company an administrator may change; `None` leaves a field unchanged.

@@ -385,6 +385,11 @@ pub struct Issue {
     pub project_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal_id: Option<String>,
+    /// Fields of Paperclip's issue schemas Roost does not use (`labelIds`, `executionPolicy`,
+    /// ...: `limits::PAPERCLIP_ISSUE_FIELDS`), kept as a client sent them and shown back at
+    /// the top level of the issue, as Paperclip shows them.
+    #[serde(default, flatten)]
+    pub paperclip: BTreeMap<String, serde_json::Value>,
 }
 
 impl Issue {

@@ -377,7 +377,67 @@ fn agent_patch(patch: &AgentPatch) -> Result<(), DomainError> {
         .map_or(Ok(()), |l| labels("placementLabels", l))
 }
 
+/// Fields of Paperclip's issue schemas that Roost accepts and keeps without using them (its
+/// clients send them, often with their defaults); any other unknown field is refused.
+pub const PAPERCLIP_ISSUE_FIELDS: &[&str] = &[
+    "projectWorkspaceId",
+    "teamId",
+    "inheritExecutionWorkspaceFromIssueId",
+    "estimate",
+    "requestDepth",
+    "assigneeAdapterOverrides",
+    "executionPolicy",
+    "executionWorkspaceId",
+    "executionWorkspacePreference",
+    "executionWorkspaceSettings",
+    "labelIds",
+    "allowDuplicate",
+    "acceptanceCriteria",
+    "blockParentUntilDone",
+    "interrupt",
+    "hiddenAt",
+    "reviewRequest",
+    "unblockDescriptor",
+    "workMode",
+    "harnessKind",
+    "reviewPolicy",
+    "responsibleUserId",
+    "watchdogDiscovery",
+    "watchdog",
+    "initialPlan",
+    "onboardingFirstTask",
+    "commentClientRequestId",
+    "attachmentIds",
+    "onBehalfOfUserId",
+    "reviewInteractionId",
+    "deferWakeForGoal",
+];
+/// The most the kept Paperclip fields of one issue hold, as JSON.
+pub const MAX_PAPERCLIP_FIELDS_BYTES: usize = 16 * 1024;
+
 fn issue_patch(patch: &IssuePatch) -> Result<(), DomainError> {
+    if let Some(fields) = &patch.paperclip {
+        if let Some(unknown) = fields
+            .keys()
+            .find(|k| !PAPERCLIP_ISSUE_FIELDS.contains(&k.as_str()))
+        {
+            let shown: String = unknown.chars().take(64).collect();
+            return Err(DomainError::invalid(
+                "paperclipFields",
+                format!("`{shown}` is not a field of Paperclip's issue schemas that Roost keeps"),
+            ));
+        }
+        let bytes = serde_json::to_vec(fields)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if bytes > MAX_PAPERCLIP_FIELDS_BYTES {
+            return Err(DomainError::too_large(
+                "paperclipFields",
+                MAX_PAPERCLIP_FIELDS_BYTES as u64,
+                "bytes of JSON",
+            ));
+        }
+    }
     opt_chars("title", patch.title.as_ref(), MAX_TITLE_CHARS)?;
     opt_chars(
         "description",

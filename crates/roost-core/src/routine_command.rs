@@ -119,6 +119,10 @@ pub enum RoutineCommand {
         scheduled_for: Timestamp,
         run_id: String,
         issue_id: String,
+        /// The routine's stagger the leader waited past `scheduled_for` (`stagger_ms`): the
+        /// next instant is late only if it is due with the same delay (0 in older entries).
+        #[serde(default)]
+        stagger_ms: u64,
     },
     Run {
         request: RunRequest,

@@ -1,8 +1,9 @@
 //! The fault-injection suite (DESIGN.md section 11, tier 4): real `roost server` processes,
 //! each in its own network namespace, and a `roost run-worker`, under a seeded schedule of
 //! faults while clients check out, comment, end runs, wake an agent the worker runs and report
-//! its costs against a hard budget through random nodes; then the heal, and the checkers of
-//! `roost-check` over the recorded history, budget samples and every replica's final state.
+//! its costs against a hard budget through random nodes, and a routine fires every 2 s; then
+//! the heal, and the checkers of `roost-check` over the recorded history, budget samples and
+//! every replica's final state.
 //!
 //! Used by the `roost-faults` binary (`roost-faults run <scenario> --seed N`) and by the
 //! `faults` test of the `roost` crate. Needs root and iproute2 (network namespaces). The
@@ -11,6 +12,7 @@
 
 mod membership;
 mod observe;
+mod routines;
 mod scenario;
 mod schedule;
 mod wakes_costs;

@@ -1,16 +1,17 @@
 //! After the heal: wait for the replicas to converge, read each one's state into a
 //! [`ReplicaSnapshot`] over its REST API (issues and comments, the waker's wakes and runs, the
-//! budget, every cost event), and run the checkers over the history and the snapshots.
+//! budget, every cost event, the routine's runs), and run the checkers over the history and
+//! the snapshots.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use roost_check::{
     check_acknowledged_wakes, check_acknowledged_writes, check_checkout_linearizable,
-    check_liveness, check_no_double_checkout, check_reservations, check_state_hashes, Action,
-    BudgetObservation, CheckoutSnapshot, HashObservation, IssueSnapshot, MemorySnapshot, Op,
-    PolicySnapshot, ReplicaSnapshot, RunSnapshot, SearchLimits, Verdict, WakeSnapshot,
-    LIVENESS_WINDOW_NS,
+    check_liveness, check_no_double_checkout, check_reservations, check_routine_firings,
+    check_state_hashes, Action, BudgetObservation, CheckoutSnapshot, HashObservation,
+    IssueSnapshot, MemorySnapshot, Op, PolicySnapshot, ReplicaSnapshot, RoutineSchedule,
+    RunSnapshot, SearchLimits, Verdict, WakeSnapshot, LIVENESS_WINDOW_NS,
 };
 use roost_testkit::{wait_for, Http, NetCluster};
 use serde_json::Value;
@@ -221,12 +222,13 @@ pub fn acknowledged_wakes(ops: &[Op]) -> BTreeSet<String> {
         .collect()
 }
 
-/// One replica's state as the checkers read it.
+/// One replica's state as the checkers read it; `routine_id` is the routine workload's.
 pub async fn snapshot(
     cluster: &NetCluster,
     node: u64,
     target: &Target,
     acknowledged: &BTreeSet<String>,
+    routine_id: &str,
 ) -> anyhow::Result<ReplicaSnapshot> {
     let http = cluster.http(node);
     let report = http.get("/api/cluster/node").await?.ok()?;
@@ -263,6 +265,10 @@ pub async fn snapshot(
         target.agent_id.clone(),
         memory(&http, &target.agent_id).await?,
     );
+    snap.routines.insert(
+        routine_id.to_string(),
+        crate::routines::snapshot(&http, routine_id).await?,
+    );
     Ok(snap)
 }
 
@@ -295,13 +301,15 @@ async fn memory(http: &Http, agent_id: &str) -> anyhow::Result<MemorySnapshot> {
     Ok(snapshot)
 }
 
-/// Every checker's verdict on one scenario: the history, the final replicas, and the budget
-/// samples taken during the run (the final replicas add one sample each).
+/// Every checker's verdict on one scenario: the history, the final replicas, the budget
+/// samples taken during the run (the final replicas add one sample each), and what the
+/// routine's schedule should have fired.
 pub fn check_all(
     ops: &[Op],
     replicas: &[ReplicaSnapshot],
     samples: &[BudgetObservation],
     heal_ns: i64,
+    routine: &RoutineSchedule,
 ) -> Vec<Verdict> {
     let hashes: Vec<HashObservation> = replicas
         .iter()
@@ -317,5 +325,6 @@ pub fn check_all(
         check_reservations(&budget),
         check_state_hashes(&hashes),
         check_liveness(ops, heal_ns, LIVENESS_WINDOW_NS),
+        check_routine_firings(replicas, routine),
     ]
 }

@@ -1,6 +1,7 @@
-//! One scenario from start to verdict: the cluster and the worker, the workload's clients, the
-//! fault schedule, the liveness probe from the schedule's last heal (while the clients drain),
-//! the settling of the wakes, then the snapshots and the checkers. Everything is written to
+//! One scenario from start to verdict: the cluster and the worker, the routine and the
+//! workload's clients, the fault schedule, the liveness probe from the schedule's last heal
+//! (while the clients drain), the settling of the wakes, the routine's pause, then the
+//! snapshots and the checkers. Everything is written to
 //! the scenario's directory as it goes; a green run then removes the nodes' and the worker's
 //! data and keeps the logs, the history, the snapshots and the verdict.
 
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use roost_check::{Action, BudgetObservation, Op};
+use roost_check::{Action, BudgetObservation, Op, RoutineSchedule};
 use roost_testkit::NetCluster;
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -19,7 +20,7 @@ use tokio::task::JoinHandle;
 use crate::schedule::{inject, Fault};
 use crate::wakes_costs::{self, Waker};
 use crate::workload::{self, Recorder, Target};
-use crate::{membership, observe, text, worker_cut, RunOptions, Scenario};
+use crate::{membership, observe, routines, text, worker_cut, RunOptions, Scenario};
 
 /// Checkout clients (processes 0..6 in the history); the wake client, the cost client and the
 /// operator are processes 10, 11 and 12; the membership changes 20.
@@ -258,6 +259,8 @@ async fn drive(
         .await?
         .ok()?;
     let work_dir = cluster.start_worker(&text(&token, "token")?)?;
+    let ticker =
+        routines::create_ticker(&cluster.http(cluster.leader().await?), &target.company_id).await?;
     let rec = Recorder::new();
     let deadline = Instant::now() + Duration::from_secs(options.secs);
     let mut clients: Vec<(String, JoinHandle<anyhow::Result<()>>)> = (0..CLIENTS)
@@ -302,7 +305,19 @@ async fn drive(
     clients?;
     let samples = samples?;
     wakes_costs::settle(&target, &rec, SETTLE).await;
-    verify(cluster, &target, &rec.ops(), &samples, healed_ns, dir).await?;
+    // Paused before the replicas are read: a firing every 2 s would keep them from meeting at
+    // one applied index (the state hash checker compares only equal indexes).
+    let routine = routines::stop(&target, &ticker).await?;
+    verify(
+        cluster,
+        &target,
+        &rec.ops(),
+        &samples,
+        healed_ns,
+        &routine,
+        dir,
+    )
+    .await?;
     Ok(done.faults)
 }
 
@@ -312,6 +327,7 @@ async fn verify(
     ops: &[Op],
     samples: &[BudgetObservation],
     heal_ns: i64,
+    routine: &RoutineSchedule,
     dir: &Path,
 ) -> anyhow::Result<()> {
     let mut history = String::new();
@@ -328,7 +344,8 @@ async fn verify(
     let acknowledged = observe::acknowledged_wakes(ops);
     let mut replicas = Vec::new();
     for id in cluster.ids() {
-        replicas.push(observe::snapshot(cluster, id, target, &acknowledged).await?);
+        let rid = &routine.routine_id;
+        replicas.push(observe::snapshot(cluster, id, target, &acknowledged, rid).await?);
     }
     std::fs::write(
         dir.join("snapshots.json"),
@@ -353,7 +370,8 @@ async fn verify(
     let summary = wakes_costs::summary(ops, &replicas[0], samples);
     println!("{summary}");
     let (mut failures, mut verdicts) = (Vec::new(), Vec::new());
-    for verdict in observe::check_all(ops, &replicas, samples, heal_ns) {
+    println!("{}", routines::summary(&replicas[0], routine));
+    for verdict in observe::check_all(ops, &replicas, samples, heal_ns, routine) {
         println!("  {verdict}");
         verdicts.push(verdict.to_string());
         if !verdict.is_ok() {

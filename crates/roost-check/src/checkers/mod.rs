@@ -7,6 +7,7 @@ pub mod double_checkout;
 pub mod hashes;
 pub mod linearizable;
 pub mod liveness;
+pub mod routines;
 pub mod wakes;
 
 #[cfg(test)]
@@ -18,4 +19,5 @@ pub use double_checkout::check_no_double_checkout;
 pub use hashes::{check_state_hashes, HashObservation};
 pub use linearizable::{check_checkout_linearizable, SearchLimits};
 pub use liveness::{check_liveness, LIVENESS_WINDOW_NS};
+pub use routines::{check_routine_firings, RoutineSchedule};
 pub use wakes::check_acknowledged_wakes;

@@ -1,7 +1,7 @@
 //! Issues and comments: identifiers, the one-assignee rule, parents and `blocked_by` without
 //! cycles, and who may write to an issue another run has checked out.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
@@ -110,6 +110,7 @@ pub(crate) fn create(
         escalated_blocked_since: None,
         project_id: None,
         goal_id: None,
+        paperclip: BTreeMap::new(),
     };
     apply_patch(ctx, &mut issue, fields)?;
     let note = ActivityNote {
@@ -311,6 +312,25 @@ fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(
             super::project::goal_in(ctx, &issue.company_id, id)?;
         }
         issue.goal_id = goal.clone();
+    }
+    if let Some(fields) = &patch.paperclip {
+        for (key, value) in fields {
+            if value.is_null() {
+                issue.paperclip.remove(key);
+            } else {
+                issue.paperclip.insert(key.clone(), value.clone());
+            }
+        }
+        let bytes = serde_json::to_vec(&issue.paperclip)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if bytes > crate::limits::MAX_PAPERCLIP_FIELDS_BYTES {
+            return Err(DomainError::too_large(
+                "paperclipFields",
+                crate::limits::MAX_PAPERCLIP_FIELDS_BYTES as u64,
+                "bytes of JSON",
+            ));
+        }
     }
 
     if issue.assignee_agent_id.is_some() && issue.assignee_user_id.is_some() {

@@ -66,7 +66,15 @@ pub(crate) fn decide(ctx: &Ctx<'_>, command: &RoutineCommand) -> Result<Decision
             scheduled_for,
             run_id,
             issue_id,
-        } => fire(ctx, trigger_id, *scheduled_for, run_id, issue_id),
+            stagger_ms,
+        } => fire(
+            ctx,
+            trigger_id,
+            *scheduled_for,
+            *stagger_ms,
+            run_id,
+            issue_id,
+        ),
         RoutineCommand::Run {
             request,
             run_id,
@@ -400,6 +408,7 @@ fn fire(
     ctx: &Ctx<'_>,
     trigger_id: &str,
     scheduled_for: Timestamp,
+    stagger_ms: u64,
     run_id: &str,
     issue_id: &str,
 ) -> Result<Decision, DomainError> {
@@ -438,8 +447,12 @@ fn fire(
         .map_err(|m| DomainError::invalid("cronExpression", m))?;
     let now = ctx.now();
     let next = schedule.next_after(scheduled_for);
-    // Late: the next instant is due already (the cluster was down, or the routine busy).
-    let late = next.is_some_and(|n| n <= now);
+    // Late: the next instant is due already, with the same stagger this one waited (the
+    // cluster was down, or the routine busy). Without the stagger, a routine whose stagger
+    // passes its period would look late at every firing and have its 26th dropped
+    // (`routine_tests.rs`: a_stagger_longer_than_the_period_drops_no_firing).
+    let stagger = i64::try_from(stagger_ms).unwrap_or(i64::MAX);
+    let late = next.is_some_and(|n| n.0.saturating_add(stagger) <= now.0);
     let mut trig = t.clone();
     let (fires, next_run_at, dropped) = match (r.catch_up_policy, late) {
         (_, false) => {
@@ -744,13 +757,17 @@ fn latest_routine(ctx: &Ctx<'_>, changes: &[Change], id: &str) -> Option<Routine
         .or_else(|| ctx.state.routines.routines.get(id).cloned())
 }
 
+/// A firing the leader should propose: the trigger, its instant and the routine's stagger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueFiring {
+    pub trigger_id: String,
+    pub scheduled_for: Timestamp,
+    pub stagger_ms: u64,
+}
+
 /// The schedule firings the leader should propose at `now`: each enabled schedule trigger of
 /// an active routine whose `next_run_at`, delayed by its routine's stagger, has come.
-pub fn due_firings(
-    state: &State,
-    now: Timestamp,
-    stagger_window_ms: u64,
-) -> Vec<(String, Timestamp)> {
+pub fn due_firings(state: &State, now: Timestamp, stagger_window_ms: u64) -> Vec<DueFiring> {
     let rs = &state.routines;
     rs.triggers
         .values()
@@ -758,8 +775,13 @@ pub fn due_firings(
         .filter_map(|t| {
             let at = t.next_run_at?;
             let r = rs.routines.get(&t.routine_id)?;
-            let due = at.0.saturating_add(stagger_ms(&r.id, stagger_window_ms));
-            (r.status == RoutineStatus::Active && due <= now.0).then(|| (t.id.clone(), at))
+            let stagger = stagger_ms(&r.id, stagger_window_ms);
+            let due = at.0.saturating_add(stagger);
+            (r.status == RoutineStatus::Active && due <= now.0).then(|| DueFiring {
+                trigger_id: t.id.clone(),
+                scheduled_for: at,
+                stagger_ms: stagger.unsigned_abs(),
+            })
         })
         .collect()
 }

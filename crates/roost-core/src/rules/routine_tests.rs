@@ -64,12 +64,17 @@ fn setup(w: &mut World, f: RoutineFields, expr: &str) {
 }
 
 fn fire_cmd(w: &World, trigger: &str, at: Timestamp) -> Command {
+    fire_staggered(w, trigger, at, 0)
+}
+
+fn fire_staggered(w: &World, trigger: &str, at: Timestamp, stagger_ms: u64) -> Command {
     let n = w.index + 1;
     routine_cmd(RoutineCommand::Fire {
         trigger_id: trigger.into(),
         scheduled_for: at,
         run_id: format!("rr{n}"),
         issue_id: format!("ri{n}"),
+        stagger_ms,
     })
 }
 
@@ -81,8 +86,8 @@ fn tick(w: &mut World, now: i64) -> usize {
         if due.is_empty() {
             return fired;
         }
-        for (trigger, at) in due {
-            let cmd = fire_cmd(w, &trigger, at);
+        for f in due {
+            let cmd = fire_staggered(w, &f.trigger_id, f.scheduled_for, f.stagger_ms);
             w.run_at(now, Actor::system(), cmd)
                 .expect("a due firing applies");
             fired += 1;
@@ -190,6 +195,37 @@ fn catch_up_after_a_long_downtime_makes_at_most_25_firings() {
     );
     // Back to normal: the next instant fires on time, once.
     assert_eq!(tick(&mut w, T0 + 101 * MIN), 1);
+}
+
+/// Regression (found by the fault suite's routine check): a routine whose stagger (2.7 s)
+/// is longer than its period (`every 2s`) looked late at every firing, so after 25 firings
+/// on time the 26th instant was dropped as if the cluster had been down.
+#[test]
+fn a_stagger_longer_than_the_period_drops_no_firing() {
+    let mut w = World::new();
+    let f = fields(
+        ConcurrencyPolicy::AlwaysEnqueue,
+        CatchUpPolicy::EnqueueMissedWithCap,
+    );
+    setup(&mut w, f, "every 2s");
+    let stagger = 2_700u64;
+    for k in 1..=60i64 {
+        let at = Timestamp(T0 + k * 2_000);
+        // The leader fires each instant once its stagger has passed (and a tick later).
+        let now = at.0 + stagger as i64 + 150;
+        let cmd = fire_staggered(&w, "t1", at, stagger);
+        w.run_at(now, Actor::system(), cmd)
+            .expect("each instant fires");
+    }
+    let all = runs(&w);
+    assert_eq!(all.len(), 60, "one run per instant, none dropped");
+    assert!(all
+        .iter()
+        .all(|r| r.status == RoutineRunStatus::IssueCreated));
+    assert_eq!(
+        w.state.routines.triggers["t1"].next_run_at,
+        Some(Timestamp(T0 + 61 * 2_000))
+    );
 }
 
 #[test]

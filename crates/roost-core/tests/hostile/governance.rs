@@ -73,11 +73,13 @@ pub enum GovOp {
     DeleteProject {
         project: Id,
     },
-    /// Moves an issue into or out of a project and goal.
+    /// Moves an issue into or out of a project and goal, and sets Paperclip's kept fields
+    /// (`kept`: ordinary, a name that is an issue's own field, huge, a removal).
     FileIssue {
         issue: Id,
         project: Option<Option<Id>>,
         goal: Option<Option<Id>>,
+        kept: Option<u8>,
     },
     ProjectBudget {
         id: Id,
@@ -221,8 +223,8 @@ pub fn gov_op() -> impl Strategy<Value = GovOp> {
         2 => (id(), opt(text()), opt(opt(id())), opt(any::<bool>()))
             .prop_map(|(project, name, lead, paused)| GovOp::UpdateProject { project, name, lead, paused }),
         1 => id().prop_map(|project| GovOp::DeleteProject { project }),
-        2 => (mine_id(), opt(opt(id())), opt(opt(id())))
-            .prop_map(|(issue, project, goal)| GovOp::FileIssue { issue, project, goal }),
+        2 => (mine_id(), opt(opt(id())), opt(opt(id())), opt(any::<u8>()))
+            .prop_map(|(issue, project, goal, kept)| GovOp::FileIssue { issue, project, goal, kept }),
         1 => (new_id(), id(), big(), any::<bool>())
             .prop_map(|(id, project, amount, hard)| GovOp::ProjectBudget { id, project, amount, hard }),
         2 => (new_id(), mine_id(), select(ApprovalType::ALL), json(), vec(id(), 0..3))

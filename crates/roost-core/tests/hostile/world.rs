@@ -412,6 +412,7 @@ impl World {
             billing_code: f.billing_code.map(|c| text(&c)),
             project_id: None,
             goal_id: None,
+            paperclip: None,
         }
     }
 

@@ -351,6 +351,7 @@ pub(super) fn new_issue(request: pb::CreateIssueRequest) -> Result<(String, Issu
         // control.proto has no project or goal yet; they are set over REST.
         project_id: None,
         goal_id: None,
+        paperclip: None,
     };
     Ok((request.company_id, fields))
 }
@@ -392,6 +393,7 @@ pub(super) fn issue_patch(
         billing_code: clearable(request.billing_code),
         project_id: None,
         goal_id: None,
+        paperclip: None,
     };
     Ok((request.issue_id, patch, request.comment))
 }

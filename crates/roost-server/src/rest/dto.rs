@@ -230,47 +230,93 @@ impl CreatedKey {
 }
 
 /// Declares an issue body (create or update) with the fields of Paperclip's issue schemas that
-/// Roost accepts and ignores appended: one list for both. (serde's `flatten` would share them
-/// but cannot be combined with `deny_unknown_fields`, which names a field no schema has.)
+/// Roost keeps without using appended (`roost_core::limits::PAPERCLIP_ISSUE_FIELDS`; a test
+/// below checks the two lists agree): one list for both bodies, gathered by `kept()`. (serde's
+/// `flatten` would collect them but cannot be combined with `deny_unknown_fields`, which names
+/// a field no schema has.) `createdByUserId` is accepted and ignored: Roost sets its own.
 macro_rules! with_paperclip_issue_fields {
     ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
+        with_paperclip_issue_fields!(@emit [$(#[$m])*] $name { $($body)* } [
+            project_workspace_id,
+            team_id,
+            inherit_execution_workspace_from_issue_id,
+            estimate,
+            request_depth,
+            assignee_adapter_overrides,
+            execution_policy,
+            execution_workspace_id,
+            execution_workspace_preference,
+            execution_workspace_settings,
+            label_ids,
+            allow_duplicate,
+            acceptance_criteria,
+            block_parent_until_done,
+            interrupt,
+            hidden_at,
+            review_request,
+            unblock_descriptor,
+            work_mode,
+            harness_kind,
+            review_policy,
+            responsible_user_id,
+            watchdog_discovery,
+            watchdog,
+            initial_plan,
+            onboarding_first_task,
+            comment_client_request_id,
+            attachment_ids,
+            on_behalf_of_user_id,
+            review_interaction_id,
+            defer_wake_for_goal,
+        ]);
+    };
+    (@emit [$(#[$m:meta])*] $name:ident { $($body:tt)* } [$($kept:ident),* $(,)?]) => {
         $(#[$m])*
         pub struct $name {
             $($body)*
-            project_workspace_id: Option<IgnoredAny>,
-            team_id: Option<IgnoredAny>,
-            inherit_execution_workspace_from_issue_id: Option<IgnoredAny>,
-            estimate: Option<IgnoredAny>,
-            request_depth: Option<IgnoredAny>,
-            assignee_adapter_overrides: Option<IgnoredAny>,
-            execution_policy: Option<IgnoredAny>,
-            execution_workspace_id: Option<IgnoredAny>,
-            execution_workspace_preference: Option<IgnoredAny>,
-            execution_workspace_settings: Option<IgnoredAny>,
-            label_ids: Option<IgnoredAny>,
-            allow_duplicate: Option<IgnoredAny>,
-            acceptance_criteria: Option<IgnoredAny>,
-            block_parent_until_done: Option<IgnoredAny>,
-            interrupt: Option<IgnoredAny>,
-            hidden_at: Option<IgnoredAny>,
-            review_request: Option<IgnoredAny>,
-            unblock_descriptor: Option<IgnoredAny>,
-            work_mode: Option<IgnoredAny>,
-            harness_kind: Option<IgnoredAny>,
-            review_policy: Option<IgnoredAny>,
+            $(
+                #[serde(default, deserialize_with = "nullable")]
+                $kept: Option<Option<serde_json::Value>>,
+            )*
             created_by_user_id: Option<IgnoredAny>,
-            responsible_user_id: Option<IgnoredAny>,
-            watchdog_discovery: Option<IgnoredAny>,
-            watchdog: Option<IgnoredAny>,
-            initial_plan: Option<IgnoredAny>,
-            onboarding_first_task: Option<IgnoredAny>,
-            comment_client_request_id: Option<IgnoredAny>,
-            attachment_ids: Option<IgnoredAny>,
-            on_behalf_of_user_id: Option<IgnoredAny>,
-            review_interaction_id: Option<IgnoredAny>,
-            defer_wake_for_goal: Option<IgnoredAny>,
+        }
+
+        impl $name {
+            /// The kept Paperclip fields sent, by their camelCase names; `null` removes one.
+            pub fn kept(&mut self) -> Option<BTreeMap<String, serde_json::Value>> {
+                let mut kept = BTreeMap::new();
+                $(
+                    if let Some(v) = self.$kept.take() {
+                        kept.insert(camel_case(stringify!($kept)), v.unwrap_or_default());
+                    }
+                )*
+                (!kept.is_empty()).then_some(kept)
+            }
+
+            /// The kept fields' names, for the test that they match the core's list.
+            #[cfg(test)]
+            pub fn kept_names() -> Vec<String> {
+                vec![$(camel_case(stringify!($kept))),*]
+            }
         }
     };
+}
+
+/// `label_ids` → `labelIds`.
+fn camel_case(snake: &str) -> String {
+    let mut out = String::with_capacity(snake.len());
+    let mut upper = false;
+    for c in snake.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 with_paperclip_issue_fields! {
@@ -295,7 +341,8 @@ with_paperclip_issue_fields! {
 }
 
 impl From<CreateIssue> for IssuePatch {
-    fn from(c: CreateIssue) -> Self {
+    fn from(mut c: CreateIssue) -> Self {
+        let paperclip = c.kept();
         IssuePatch {
             title: Some(c.title),
             description: c.description.map(Some),
@@ -308,6 +355,7 @@ impl From<CreateIssue> for IssuePatch {
             billing_code: c.billing_code.map(Some),
             project_id: c.project_id.map(Some),
             goal_id: c.goal_id.map(Some),
+            paperclip,
         }
     }
 }
@@ -344,7 +392,8 @@ with_paperclip_issue_fields! {
 }
 
 impl PatchIssue {
-    pub fn split(self) -> (IssuePatch, Option<String>) {
+    pub fn split(mut self) -> (IssuePatch, Option<String>) {
+        let paperclip = self.kept();
         let patch = IssuePatch {
             title: self.title,
             description: self.description,
@@ -357,6 +406,7 @@ impl PatchIssue {
             billing_code: self.billing_code,
             project_id: self.project_id,
             goal_id: self.goal_id,
+            paperclip,
         };
         (patch, self.comment)
     }
@@ -563,5 +613,46 @@ impl CreatedJoinToken {
             max_uses: c.max_uses,
             token,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kept_issue_fields_are_the_cores_list() {
+        let core: Vec<String> = roost_core::limits::PAPERCLIP_ISSUE_FIELDS
+            .iter()
+            .map(|f| f.to_string())
+            .collect();
+        assert_eq!(CreateIssue::kept_names(), core);
+        assert_eq!(PatchIssue::kept_names(), core);
+    }
+
+    #[test]
+    fn paperclip_fields_are_kept_and_null_removes_one() {
+        let body = serde_json::json!({
+            "title": "t", "labelIds": ["l1"], "executionPolicy": {"mode": "x"},
+            "createdByUserId": "someone"
+        });
+        let create: CreateIssue = serde_json::from_value(body).expect("a Paperclip body");
+        let patch = IssuePatch::from(create);
+        let kept = patch.paperclip.expect("kept fields");
+        assert_eq!(kept["labelIds"], serde_json::json!(["l1"]));
+        assert_eq!(kept.len(), 2, "createdByUserId is not kept: {kept:?}");
+        let update: PatchIssue =
+            serde_json::from_value(serde_json::json!({ "labelIds": null })).expect("a patch");
+        let (patch, _) = update.split();
+        assert_eq!(
+            patch.paperclip.expect("kept")["labelIds"],
+            serde_json::Value::Null
+        );
+        let unknown: Result<CreateIssue, _> =
+            serde_json::from_value(serde_json::json!({ "title": "t", "labelz": [] }));
+        assert!(
+            unknown.is_err(),
+            "a field no Paperclip schema has is refused"
+        );
     }
 }

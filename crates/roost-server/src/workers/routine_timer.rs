@@ -38,14 +38,13 @@ impl RoutineTimer {
         let (firings, alerts) = api
             .reader()
             .read(|s| (due_firings(s, now, window), alerts_due(s)));
-        let fires = firings
-            .into_iter()
-            .map(|(trigger_id, at)| RoutineCommand::Fire {
-                trigger_id,
-                scheduled_for: at,
-                run_id: new_id(),
-                issue_id: new_id(),
-            });
+        let fires = firings.into_iter().map(|f| RoutineCommand::Fire {
+            trigger_id: f.trigger_id,
+            scheduled_for: f.scheduled_for,
+            run_id: new_id(),
+            issue_id: new_id(),
+            stagger_ms: f.stagger_ms,
+        });
         let alerts = alerts.into_iter().map(|routine_id| RoutineCommand::Alert {
             routine_id,
             issue_id: new_id(),

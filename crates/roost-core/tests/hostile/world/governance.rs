@@ -216,11 +216,25 @@ impl World {
                 issue,
                 project,
                 goal,
+                kept,
             } => Command::UpdateIssue {
                 issue_id: pick(Kind::Issue, *issue),
                 patch: IssuePatch {
                     project_id: opt2(Kind::Project, project),
                     goal_id: opt2(Kind::Goal, goal),
+                    paperclip: kept.map(|k| {
+                        let (key, value) = match k % 5 {
+                            0 | 1 => ("labelIds", serde_json::json!(["l1", k])),
+                            // An issue's own field: must never reach the row.
+                            2 => ("title", serde_json::json!("shadow")),
+                            3 => (
+                                "executionPolicy",
+                                serde_json::json!({ "blob": "p".repeat(20_000) }),
+                            ),
+                            _ => ("labelIds", serde_json::Value::Null),
+                        };
+                        [(key.to_string(), value)].into_iter().collect()
+                    }),
                     ..Default::default()
                 },
                 comment: None,
@@ -429,6 +443,7 @@ impl World {
                         scheduled_for,
                         run_id: pick(Kind::Run, *run),
                         issue_id: pick(Kind::Issue, *issue),
+                        stagger_ms: u64::from(*due) * 2_700,
                     },
                 }
             }

@@ -73,6 +73,7 @@ fn sample_issue() -> Issue {
         escalated_blocked_since: None,
         project_id: None,
         goal_id: None,
+        paperclip: Default::default(),
     }
 }
 
