@@ -4,12 +4,13 @@
 //! routine are in `rules/routine.rs`, the bounds in [`check`].
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::entity::Priority;
+use crate::entity::{string_enum, Priority};
 use crate::error::DomainError;
 use crate::time::Timestamp;
 
@@ -33,46 +34,21 @@ pub const MAX_EVERY_MS: i64 = 366 * 24 * 3600 * 1000;
 /// The default spread of a routine's firings after their nominal instant (`stagger_ms`).
 pub const DEFAULT_STAGGER_WINDOW_MS: u64 = 5_000;
 
-macro_rules! text_enum {
-    ($name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        pub enum $name {
-            $(#[serde(rename = $text)] $variant),+
-        }
-
-        impl $name {
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text),+ }
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s {
-                    $($text => Ok($name::$variant),)+
-                    other => Err(format!("`{other}` is not one of: {}", [$($text),+].join(", "))),
-                }
-            }
-        }
-    };
-}
-
-text_enum!(RoutineStatus { Active => "active", Paused => "paused", Archived => "archived" });
-text_enum!(ConcurrencyPolicy {
+string_enum!(RoutineStatus { Active => "active", Paused => "paused", Archived => "archived" });
+string_enum!(ConcurrencyPolicy {
     CoalesceIfActive => "coalesce_if_active",
     AlwaysEnqueue => "always_enqueue",
     SkipIfActive => "skip_if_active",
 });
-text_enum!(CatchUpPolicy { SkipMissed => "skip_missed", EnqueueMissedWithCap => "enqueue_missed_with_cap" });
-text_enum!(TriggerKind { Schedule => "schedule", Webhook => "webhook", Api => "api" });
-text_enum!(SigningMode {
+string_enum!(CatchUpPolicy { SkipMissed => "skip_missed", EnqueueMissedWithCap => "enqueue_missed_with_cap" });
+string_enum!(TriggerKind { Schedule => "schedule", Webhook => "webhook", Api => "api" });
+string_enum!(SigningMode {
     None => "none",
     Bearer => "bearer",
     HmacSha256 => "hmac_sha256",
     GithubHmac => "github_hmac",
 });
-text_enum!(RoutineRunStatus {
+string_enum!(RoutineRunStatus {
     Received => "received",
     Coalesced => "coalesced",
     Skipped => "skipped",
@@ -80,8 +56,8 @@ text_enum!(RoutineRunStatus {
     Completed => "completed",
     Failed => "failed",
 });
-text_enum!(RunSource { Schedule => "schedule", Manual => "manual", Api => "api", Webhook => "webhook" });
-text_enum!(RoutineAction { Issue => "issue", Wake => "wake" });
+string_enum!(RunSource { Schedule => "schedule", Manual => "manual", Api => "api", Webhook => "webhook" });
+string_enum!(RoutineAction { Issue => "issue", Wake => "wake" });
 
 fn default_true() -> bool {
     true

@@ -505,25 +505,7 @@ pub(crate) fn resolve_incident(
         raised.amount = amount;
         raised.updated_at = ctx.now();
         changes.push(Change::BudgetPolicy(raised.clone()));
-        resume_project(ctx, &raised, &mut changes);
-        let paused: Vec<String> = ctx
-            .state
-            .agents
-            .values()
-            .filter(|a| {
-                raised.applies_to(&a.company_id, &a.id, None)
-                    && a.status == AgentStatus::Paused
-                    && a.pause_reason == Some(PauseReason::Budget)
-            })
-            .map(|a| a.id.clone())
-            .collect();
-        for id in paused {
-            upsert_agent(ctx, &mut changes, &id, |a| {
-                a.status = AgentStatus::Active;
-                a.pause_reason = None;
-                a.updated_at = ctx.now();
-            });
-        }
+        resume_scope(ctx, &raised, &mut changes);
     }
     close_override_approval(ctx, incident, action, &mut changes);
     changes.push(Change::BudgetIncident(resolved.clone()));
@@ -606,9 +588,27 @@ fn override_approval(
     }
 }
 
-/// Resumes the project `policy` stopped, if it is still paused for its budget.
-fn resume_project(ctx: &Ctx<'_>, policy: &BudgetPolicy, changes: &mut Vec<Change>) {
+/// Resumes what `policy` (raised) stopped: its project, or its agents paused for budget.
+fn resume_scope(ctx: &Ctx<'_>, policy: &BudgetPolicy, changes: &mut Vec<Change>) {
     if policy.scope_type != BudgetScopeType::Project {
+        let paused: Vec<String> = ctx
+            .state
+            .agents
+            .values()
+            .filter(|a| {
+                policy.applies_to(&a.company_id, &a.id, None)
+                    && a.status == AgentStatus::Paused
+                    && a.pause_reason == Some(PauseReason::Budget)
+            })
+            .map(|a| a.id.clone())
+            .collect();
+        for id in paused {
+            upsert_agent(ctx, changes, &id, |a| {
+                a.status = AgentStatus::Active;
+                a.pause_reason = None;
+                a.updated_at = ctx.now();
+            });
+        }
         return;
     }
     let paused = ctx.state.projects.get(&policy.scope_id).filter(|p| {
@@ -683,25 +683,7 @@ pub(crate) fn override_decided(
         let mut raised = policy.clone();
         raised.amount = proposed;
         raised.updated_at = ctx.now();
-        resume_project(ctx, &raised, changes);
-        let paused: Vec<String> = ctx
-            .state
-            .agents
-            .values()
-            .filter(|a| {
-                raised.applies_to(&a.company_id, &a.id, None)
-                    && a.status == AgentStatus::Paused
-                    && a.pause_reason == Some(PauseReason::Budget)
-            })
-            .map(|a| a.id.clone())
-            .collect();
-        for id in paused {
-            upsert_agent(ctx, changes, &id, |a| {
-                a.status = AgentStatus::Active;
-                a.pause_reason = None;
-                a.updated_at = ctx.now();
-            });
-        }
+        resume_scope(ctx, &raised, changes);
         changes.push(Change::BudgetPolicy(raised));
     }
     changes.push(Change::BudgetIncident(resolved_incident(

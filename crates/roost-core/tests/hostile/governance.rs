@@ -9,7 +9,7 @@ use roost_core::approval::{ApprovalDecision, ApprovalType};
 use roost_core::project::{GoalLevel, ProjectStatus};
 
 use super::ops::{Id, Json, Text};
-use super::strategies::{big, id, mine_id, new_id, text};
+use super::strategies::{big, id, json, mine_id, new_id, text};
 
 /// A chunk a run uploads: base64 of a small text, of nothing, not base64, or past the chunk
 /// size.
@@ -167,17 +167,6 @@ pub enum GovOp {
     },
 }
 
-fn json() -> impl Strategy<Value = Json> {
-    prop_oneof![
-        4 => Just(Json::Empty),
-        3 => Just(Json::Small),
-        1 => Just(Json::Null),
-        1 => Just(Json::Array),
-        1 => any::<u8>().prop_map(Json::Deep),
-        1 => Just(Json::Huge),
-    ]
-}
-
 fn chunk() -> impl Strategy<Value = Chunk> {
     prop_oneof![
         6 => any::<u8>().prop_map(Chunk::Small),
@@ -187,9 +176,10 @@ fn chunk() -> impl Strategy<Value = Chunk> {
     ]
 }
 
+/// Mostly ordinary: one bad path refuses the whole save, and saves must get through too.
 fn home_path() -> impl Strategy<Value = HomePath> {
     prop_oneof![
-        6 => any::<u8>().prop_map(HomePath::Ordinary),
+        16 => any::<u8>().prop_map(HomePath::Ordinary),
         1 => Just(HomePath::Managed),
         2 => any::<u8>().prop_map(HomePath::Hostile),
     ]
@@ -254,8 +244,8 @@ pub fn gov_op() -> impl Strategy<Value = GovOp> {
             .prop_map(|(trigger, due, run, issue)| GovOp::Fire { trigger, due, run, issue }),
         1 => (id(), new_id(), new_id(), json())
             .prop_map(|(routine, run, issue, variables)| GovOp::RunRoutine { routine, run, issue, variables }),
-        2 => (mine_id(), vec(chunk(), 0..4)).prop_map(|(agent, chunks)| GovOp::PutHomeChunks { agent, chunks }),
-        2 => (mine_id(), any::<u8>(), vec((home_path(), any::<u8>(), big()), 0..4), vec(home_path(), 0..2))
+        4 => (mine_id(), vec(chunk(), 0..4)).prop_map(|(agent, chunks)| GovOp::PutHomeChunks { agent, chunks }),
+        4 => (mine_id(), any::<u8>(), vec((home_path(), any::<u8>(), big()), 0..3), vec(home_path(), 0..2))
             .prop_map(|(agent, base, files, deleted)| GovOp::SaveAgentHome { agent, base, files, deleted }),
     ]
 }

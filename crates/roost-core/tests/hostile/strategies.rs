@@ -38,7 +38,7 @@ pub fn text() -> impl Strategy<Value = Text> {
     ]
 }
 
-fn json() -> impl Strategy<Value = Json> {
+pub fn json() -> impl Strategy<Value = Json> {
     prop_oneof![
         4 => Just(Json::Empty),
         3 => Just(Json::Small),

@@ -880,6 +880,650 @@ pub struct MemoryHit {
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Goal {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub title: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "4")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    /// One of: company, team, agent, task.
+    #[prost(string, tag = "5")]
+    pub level: ::prost::alloc::string::String,
+    /// One of: planned, active, achieved, cancelled.
+    #[prost(string, tag = "6")]
+    pub status: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "7")]
+    pub parent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "8")]
+    pub owner_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, tag = "9")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "10")]
+    pub updated_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateGoalRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub title: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means task.
+    #[prost(string, optional, tag = "4")]
+    pub level: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means planned.
+    #[prost(string, optional, tag = "5")]
+    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    /// A goal of the same company.
+    #[prost(string, optional, tag = "6")]
+    pub parent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "7")]
+    pub owner_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetGoalRequest {
+    #[prost(string, tag = "1")]
+    pub goal_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListGoalsRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListGoalsResponse {
+    /// Oldest first.
+    #[prost(message, repeated, tag = "1")]
+    pub goals: ::prost::alloc::vec::Vec<Goal>,
+}
+/// Absent fields are left unchanged; for description, parent_id and owner_agent_id a present
+/// empty string clears the field.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UpdateGoalRequest {
+    #[prost(string, tag = "1")]
+    pub goal_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub title: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "3")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub level: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "5")]
+    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "6")]
+    pub parent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "7")]
+    pub owner_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteGoalRequest {
+    #[prost(string, tag = "1")]
+    pub goal_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Project {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "4")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    /// One of: backlog, planned, in_progress, completed, cancelled.
+    #[prost(string, tag = "5")]
+    pub status: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "6")]
+    pub lead_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "7")]
+    pub goal_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The first of goal_ids (Paperclip's older single goal).
+    #[prost(string, optional, tag = "8")]
+    pub goal_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "9")]
+    pub target_date: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "10")]
+    pub color: ::core::option::Option<::prost::alloc::string::String>,
+    /// True while paused: wakes for its issues are held.
+    #[prost(bool, tag = "11")]
+    pub paused: bool,
+    #[prost(int64, optional, tag = "12")]
+    pub paused_at_ms: ::core::option::Option<i64>,
+    #[prost(string, optional, tag = "13")]
+    pub pause_reason: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, tag = "14")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "15")]
+    pub updated_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateProjectRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means backlog.
+    #[prost(string, optional, tag = "4")]
+    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    /// An agent of the same company.
+    #[prost(string, optional, tag = "5")]
+    pub lead_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, repeated, tag = "6")]
+    pub goal_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "7")]
+    pub target_date: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "8")]
+    pub color: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetProjectRequest {
+    #[prost(string, tag = "1")]
+    pub project_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListProjectsRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListProjectsResponse {
+    /// Oldest first.
+    #[prost(message, repeated, tag = "1")]
+    pub projects: ::prost::alloc::vec::Vec<Project>,
+}
+/// Absent fields are left unchanged; for description, lead_agent_id, target_date and color a
+/// present empty string clears the field. Pausing has its own calls.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UpdateProjectRequest {
+    #[prost(string, tag = "1")]
+    pub project_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub name: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "3")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "5")]
+    pub lead_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// When true, goal_ids replaces the goals (an empty list clears them); when false, goal_ids
+    /// is ignored.
+    #[prost(bool, tag = "6")]
+    pub set_goal_ids: bool,
+    #[prost(string, repeated, tag = "7")]
+    pub goal_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "8")]
+    pub target_date: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "9")]
+    pub color: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteProjectRequest {
+    #[prost(string, tag = "1")]
+    pub project_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PauseProjectRequest {
+    #[prost(string, tag = "1")]
+    pub project_id: ::prost::alloc::string::String,
+    /// Shown in the held wakes' blockedBy; absent or empty: none.
+    #[prost(string, optional, tag = "2")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResumeProjectRequest {
+    #[prost(string, tag = "1")]
+    pub project_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Approval {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    /// One of: hire_agent, approve_ceo_strategy, budget_override_required, request_board_approval.
+    #[prost(string, tag = "3")]
+    pub r#type: ::prost::alloc::string::String,
+    /// One of: pending, revision_requested, approved, rejected, cancelled.
+    #[prost(string, tag = "4")]
+    pub status: ::prost::alloc::string::String,
+    /// A JSON object.
+    #[prost(string, tag = "5")]
+    pub payload_json: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "6")]
+    pub requested_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "7")]
+    pub requested_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "8")]
+    pub decision_note: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "9")]
+    pub decided_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, optional, tag = "10")]
+    pub decided_at_ms: ::core::option::Option<i64>,
+    /// The issues waiting on it.
+    #[prost(string, repeated, tag = "11")]
+    pub issue_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// For hire_agent: the agent it would let run.
+    #[prost(string, optional, tag = "12")]
+    pub agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Oldest first.
+    #[prost(message, repeated, tag = "13")]
+    pub comments: ::prost::alloc::vec::Vec<ApprovalComment>,
+    #[prost(int64, tag = "14")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "15")]
+    pub updated_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ApprovalComment {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub body: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub author_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub author_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, tag = "5")]
+    pub created_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateApprovalRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    /// One of: approve_ceo_strategy, budget_override_required, request_board_approval (a
+    /// hire_agent approval is made by HireAgent).
+    #[prost(string, tag = "2")]
+    pub r#type: ::prost::alloc::string::String,
+    /// A JSON object; empty means {}.
+    #[prost(string, tag = "3")]
+    pub payload_json: ::prost::alloc::string::String,
+    /// Default: the calling agent.
+    #[prost(string, optional, tag = "4")]
+    pub requested_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Issues of the company that wait on the decision.
+    #[prost(string, repeated, tag = "5")]
+    pub issue_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetApprovalRequest {
+    #[prost(string, tag = "1")]
+    pub approval_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListApprovalsRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    /// Keeps approvals in this status; absent keeps all.
+    #[prost(string, optional, tag = "2")]
+    pub status: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListApprovalsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub approvals: ::prost::alloc::vec::Vec<Approval>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DecideApprovalRequest {
+    #[prost(string, tag = "1")]
+    pub approval_id: ::prost::alloc::string::String,
+    /// One of: approve, reject, request_revision.
+    #[prost(string, tag = "2")]
+    pub decision: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub decision_note: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResubmitApprovalRequest {
+    #[prost(string, tag = "1")]
+    pub approval_id: ::prost::alloc::string::String,
+    /// A JSON object replacing the payload; absent keeps it.
+    #[prost(string, optional, tag = "2")]
+    pub payload_json: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AddApprovalCommentRequest {
+    #[prost(string, tag = "1")]
+    pub approval_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub body: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListApprovalCommentsRequest {
+    #[prost(string, tag = "1")]
+    pub approval_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListApprovalCommentsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub comments: ::prost::alloc::vec::Vec<ApprovalComment>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct HireAgentRequest {
+    /// The agent to hire, as CreateAgent takes it (its company_id names the company).
+    #[prost(message, optional, tag = "1")]
+    pub agent: ::core::option::Option<CreateAgentRequest>,
+    /// The issues the hire came from, recorded in the approval's payload (sourceIssueIds).
+    #[prost(string, repeated, tag = "2")]
+    pub source_issue_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct HireAgentResponse {
+    #[prost(message, optional, tag = "1")]
+    pub agent: ::core::option::Option<Agent>,
+    /// Absent when the company does not require board approval for new agents.
+    #[prost(message, optional, tag = "2")]
+    pub approval: ::core::option::Option<Approval>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Routine {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub title: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "4")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "5")]
+    pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// One of: critical, high, medium, low.
+    #[prost(string, tag = "6")]
+    pub priority: ::prost::alloc::string::String,
+    /// One of: active, paused, archived.
+    #[prost(string, tag = "7")]
+    pub status: ::prost::alloc::string::String,
+    /// One of: coalesce_if_active, always_enqueue, skip_if_active.
+    #[prost(string, tag = "8")]
+    pub concurrency_policy: ::prost::alloc::string::String,
+    /// One of: skip_missed, enqueue_missed_with_cap.
+    #[prost(string, tag = "9")]
+    pub catch_up_policy: ::prost::alloc::string::String,
+    /// Paperclip's variable definitions, a JSON array.
+    #[prost(string, tag = "10")]
+    pub variables_json: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "11")]
+    pub project_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "12")]
+    pub goal_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "13")]
+    pub parent_issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// issue (a firing opens an issue) or wake (it wakes the assignee).
+    #[prost(string, tag = "14")]
+    pub action: ::prost::alloc::string::String,
+    /// Failures in a row that open an alert issue (0: never).
+    #[prost(uint32, tag = "15")]
+    pub failure_alert_after: u32,
+    #[prost(uint32, tag = "16")]
+    pub consecutive_failures: u32,
+    #[prost(int64, optional, tag = "17")]
+    pub last_triggered_at_ms: ::core::option::Option<i64>,
+    #[prost(string, optional, tag = "18")]
+    pub created_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "19")]
+    pub created_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, tag = "20")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "21")]
+    pub updated_at_ms: i64,
+    #[prost(message, repeated, tag = "22")]
+    pub triggers: ::prost::alloc::vec::Vec<RoutineTrigger>,
+    /// The issue the last firing opened, while it is not done or cancelled.
+    #[prost(string, optional, tag = "23")]
+    pub active_issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Newest first: up to 25 from GetRoutine, CreateRoutine and UpdateRoutine; the newest only
+    /// from ListRoutines.
+    #[prost(message, repeated, tag = "24")]
+    pub recent_runs: ::prost::alloc::vec::Vec<RoutineRun>,
+}
+/// A trigger as every reader sees it: whether it has a secret, never the secret.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RoutineTrigger {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub routine_id: ::prost::alloc::string::String,
+    /// One of: schedule, webhook, api.
+    #[prost(string, tag = "3")]
+    pub kind: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "4")]
+    pub label: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(bool, tag = "5")]
+    pub enabled: bool,
+    /// Five cron fields, `every <duration>` or `at <RFC 3339 time>`.
+    #[prost(string, optional, tag = "6")]
+    pub cron_expression: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "7")]
+    pub timezone: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, optional, tag = "8")]
+    pub next_run_at_ms: ::core::option::Option<i64>,
+    #[prost(int64, optional, tag = "9")]
+    pub last_fired_at_ms: ::core::option::Option<i64>,
+    #[prost(string, optional, tag = "10")]
+    pub last_result: ::core::option::Option<::prost::alloc::string::String>,
+    /// A webhook's id in /api/routine-triggers/public/{public_id}/fire.
+    #[prost(string, optional, tag = "11")]
+    pub public_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// One of: none, bearer, hmac_sha256, github_hmac.
+    #[prost(string, optional, tag = "12")]
+    pub signing_mode: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint32, optional, tag = "13")]
+    pub replay_window_sec: ::core::option::Option<u32>,
+    #[prost(bool, tag = "14")]
+    pub has_secret: bool,
+    #[prost(int64, tag = "15")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "16")]
+    pub updated_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RoutineRun {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub routine_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "4")]
+    pub trigger_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// One of: schedule, manual, api, webhook.
+    #[prost(string, tag = "5")]
+    pub source: ::prost::alloc::string::String,
+    /// One of: received, coalesced, skipped, issue_created, completed, failed.
+    #[prost(string, tag = "6")]
+    pub status: ::prost::alloc::string::String,
+    #[prost(int64, tag = "7")]
+    pub triggered_at_ms: i64,
+    #[prost(int64, optional, tag = "8")]
+    pub scheduled_for_ms: ::core::option::Option<i64>,
+    #[prost(string, optional, tag = "9")]
+    pub idempotency_key: ::core::option::Option<::prost::alloc::string::String>,
+    /// The firing's payload, a JSON value.
+    #[prost(string, tag = "10")]
+    pub trigger_payload_json: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "11")]
+    pub linked_issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// The linked issue's identifier and status, while it exists.
+    #[prost(string, optional, tag = "12")]
+    pub linked_issue_identifier: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "13")]
+    pub linked_issue_status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "14")]
+    pub linked_wake_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "15")]
+    pub coalesced_into_run_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "16")]
+    pub failure_reason: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, optional, tag = "17")]
+    pub completed_at_ms: ::core::option::Option<i64>,
+    #[prost(int64, tag = "18")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "19")]
+    pub updated_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListRoutinesRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListRoutinesResponse {
+    /// The most recently updated first.
+    #[prost(message, repeated, tag = "1")]
+    pub routines: ::prost::alloc::vec::Vec<Routine>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetRoutineRequest {
+    #[prost(string, tag = "1")]
+    pub routine_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateRoutineRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub title: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means medium.
+    #[prost(string, optional, tag = "5")]
+    pub priority: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means active.
+    #[prost(string, optional, tag = "6")]
+    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means coalesce_if_active.
+    #[prost(string, optional, tag = "7")]
+    pub concurrency_policy: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means skip_missed.
+    #[prost(string, optional, tag = "8")]
+    pub catch_up_policy: ::core::option::Option<::prost::alloc::string::String>,
+    /// A JSON array of variable definitions; empty means \[\].
+    #[prost(string, tag = "9")]
+    pub variables_json: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "10")]
+    pub project_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "11")]
+    pub goal_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "12")]
+    pub parent_issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means issue.
+    #[prost(string, optional, tag = "13")]
+    pub action: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means 3.
+    #[prost(uint32, optional, tag = "14")]
+    pub failure_alert_after: ::core::option::Option<u32>,
+}
+/// Absent fields are left unchanged; for description and assignee_agent_id a present empty
+/// string clears the field.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UpdateRoutineRequest {
+    #[prost(string, tag = "1")]
+    pub routine_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub title: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "3")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "5")]
+    pub priority: ::core::option::Option<::prost::alloc::string::String>,
+    /// paused pauses the routine, active resumes it, archived retires it.
+    #[prost(string, optional, tag = "6")]
+    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "7")]
+    pub concurrency_policy: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "8")]
+    pub catch_up_policy: ::core::option::Option<::prost::alloc::string::String>,
+    /// A JSON array replacing the variable definitions.
+    #[prost(string, optional, tag = "9")]
+    pub variables_json: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "10")]
+    pub action: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint32, optional, tag = "11")]
+    pub failure_alert_after: ::core::option::Option<u32>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RunRoutineRequest {
+    #[prost(string, tag = "1")]
+    pub routine_id: ::prost::alloc::string::String,
+    /// An api trigger of the routine.
+    #[prost(string, optional, tag = "2")]
+    pub trigger_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// manual or api; absent means manual.
+    #[prost(string, optional, tag = "3")]
+    pub source: ::core::option::Option<::prost::alloc::string::String>,
+    /// JSON objects; empty means none.
+    #[prost(string, tag = "4")]
+    pub payload_json: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub variables_json: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "6")]
+    pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Runs with the same key (per routine, source and trigger) are made once.
+    #[prost(string, optional, tag = "7")]
+    pub idempotency_key: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListRoutineRunsRequest {
+    #[prost(string, tag = "1")]
+    pub routine_id: ::prost::alloc::string::String,
+    /// 0 means 50; at most 200.
+    #[prost(uint32, tag = "2")]
+    pub limit: u32,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListRoutineRunsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub runs: ::prost::alloc::vec::Vec<RoutineRun>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct BudgetPolicy {
     #[prost(string, tag = "1")]
     pub id: ::prost::alloc::string::String,
@@ -2762,6 +3406,591 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "SearchMemory"));
             self.inner.unary(req, path, codec).await
         }
+        /// Goals and projects, with REST's rules (`/api/companies/{cid}/goals`, `/api/goals/{id}`,
+        /// `/api/companies/{cid}/projects`, `/api/projects/{id}`): members of the company read and
+        /// write them, administrators alone delete. A delete answers the record as it was.
+        pub async fn create_goal(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateGoalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Goal>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CreateGoal",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CreateGoal"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn get_goal(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetGoalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Goal>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/GetGoal");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetGoal"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn list_goals(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListGoalsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListGoalsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListGoals",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListGoals"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn update_goal(
+            &mut self,
+            request: impl tonic::IntoRequest<super::UpdateGoalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Goal>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/UpdateGoal",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "UpdateGoal"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn delete_goal(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DeleteGoalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Goal>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/DeleteGoal",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "DeleteGoal"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn create_project(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CreateProject",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CreateProject"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn get_project(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetProject",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetProject"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn list_projects(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListProjectsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListProjectsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListProjects",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListProjects"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn update_project(
+            &mut self,
+            request: impl tonic::IntoRequest<super::UpdateProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/UpdateProject",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "UpdateProject"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn delete_project(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DeleteProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/DeleteProject",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "DeleteProject"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Pauses a project: wakes for its issues are held until it resumes.
+        pub async fn pause_project(
+            &mut self,
+            request: impl tonic::IntoRequest<super::PauseProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/PauseProject",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "PauseProject"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn resume_project(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ResumeProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ResumeProject",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ResumeProject"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Approvals, with REST's rules (`/api/companies/{cid}/approvals`, `/api/approvals/{id}`):
+        /// members of the company read, ask and comment; administrators alone decide; the requesting
+        /// agent resubmits.
+        pub async fn create_approval(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CreateApproval",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CreateApproval"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn get_approval(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetApproval",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetApproval"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Newest first.
+        pub async fn list_approvals(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListApprovalsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListApprovalsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListApprovals",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListApprovals"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// approve, reject or request_revision; a repeated decision answers the approval unchanged.
+        pub async fn decide_approval(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DecideApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/DecideApproval",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "DecideApproval"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn resubmit_approval(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ResubmitApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ResubmitApproval",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ResubmitApproval"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn add_approval_comment(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AddApprovalCommentRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ApprovalComment>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/AddApprovalComment",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "AddApprovalComment"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Oldest first.
+        pub async fn list_approval_comments(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListApprovalCommentsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListApprovalCommentsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListApprovalComments",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListApprovalComments"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Creates an agent; in a company that requires board approval for new agents it is created
+        /// pending_approval with its hire_agent approval (`POST /api/companies/{cid}/agent-hires`).
+        pub async fn hire_agent(
+            &mut self,
+            request: impl tonic::IntoRequest<super::HireAgentRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::HireAgentResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/HireAgent",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "HireAgent"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Routines, with REST's rules (`/api/companies/{cid}/routines`, `/api/routines/{id}`):
+        /// members of the company read them and run them; administrators create and change them.
+        /// Triggers are managed over REST; no trigger secret is ever shown here.
+        pub async fn list_routines(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListRoutinesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListRoutinesResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListRoutines",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListRoutines"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn get_routine(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetRoutineRequest>,
+        ) -> std::result::Result<tonic::Response<super::Routine>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetRoutine",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetRoutine"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn create_routine(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateRoutineRequest>,
+        ) -> std::result::Result<tonic::Response<super::Routine>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CreateRoutine",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CreateRoutine"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Pauses (status paused), resumes (active) or archives a routine, or changes its fields.
+        pub async fn update_routine(
+            &mut self,
+            request: impl tonic::IntoRequest<super::UpdateRoutineRequest>,
+        ) -> std::result::Result<tonic::Response<super::Routine>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/UpdateRoutine",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "UpdateRoutine"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Fires a routine now (source manual or api); the run says what the firing did.
+        pub async fn run_routine(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RunRoutineRequest>,
+        ) -> std::result::Result<tonic::Response<super::RoutineRun>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/RunRoutine",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "RunRoutine"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Newest first.
+        pub async fn list_routine_runs(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListRoutineRunsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListRoutineRunsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListRoutineRuns",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListRoutineRuns"));
+            self.inner.unary(req, path, codec).await
+        }
     }
 }
 /// Generated server implementations.
@@ -3023,6 +4252,149 @@ pub mod control_server {
             request: tonic::Request<super::SearchMemoryRequest>,
         ) -> std::result::Result<
             tonic::Response<super::SearchMemoryResponse>,
+            tonic::Status,
+        >;
+        /// Goals and projects, with REST's rules (`/api/companies/{cid}/goals`, `/api/goals/{id}`,
+        /// `/api/companies/{cid}/projects`, `/api/projects/{id}`): members of the company read and
+        /// write them, administrators alone delete. A delete answers the record as it was.
+        async fn create_goal(
+            &self,
+            request: tonic::Request<super::CreateGoalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Goal>, tonic::Status>;
+        async fn get_goal(
+            &self,
+            request: tonic::Request<super::GetGoalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Goal>, tonic::Status>;
+        async fn list_goals(
+            &self,
+            request: tonic::Request<super::ListGoalsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListGoalsResponse>,
+            tonic::Status,
+        >;
+        async fn update_goal(
+            &self,
+            request: tonic::Request<super::UpdateGoalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Goal>, tonic::Status>;
+        async fn delete_goal(
+            &self,
+            request: tonic::Request<super::DeleteGoalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Goal>, tonic::Status>;
+        async fn create_project(
+            &self,
+            request: tonic::Request<super::CreateProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status>;
+        async fn get_project(
+            &self,
+            request: tonic::Request<super::GetProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status>;
+        async fn list_projects(
+            &self,
+            request: tonic::Request<super::ListProjectsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListProjectsResponse>,
+            tonic::Status,
+        >;
+        async fn update_project(
+            &self,
+            request: tonic::Request<super::UpdateProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status>;
+        async fn delete_project(
+            &self,
+            request: tonic::Request<super::DeleteProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status>;
+        /// Pauses a project: wakes for its issues are held until it resumes.
+        async fn pause_project(
+            &self,
+            request: tonic::Request<super::PauseProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status>;
+        async fn resume_project(
+            &self,
+            request: tonic::Request<super::ResumeProjectRequest>,
+        ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status>;
+        /// Approvals, with REST's rules (`/api/companies/{cid}/approvals`, `/api/approvals/{id}`):
+        /// members of the company read, ask and comment; administrators alone decide; the requesting
+        /// agent resubmits.
+        async fn create_approval(
+            &self,
+            request: tonic::Request<super::CreateApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status>;
+        async fn get_approval(
+            &self,
+            request: tonic::Request<super::GetApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status>;
+        /// Newest first.
+        async fn list_approvals(
+            &self,
+            request: tonic::Request<super::ListApprovalsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListApprovalsResponse>,
+            tonic::Status,
+        >;
+        /// approve, reject or request_revision; a repeated decision answers the approval unchanged.
+        async fn decide_approval(
+            &self,
+            request: tonic::Request<super::DecideApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status>;
+        async fn resubmit_approval(
+            &self,
+            request: tonic::Request<super::ResubmitApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status>;
+        async fn add_approval_comment(
+            &self,
+            request: tonic::Request<super::AddApprovalCommentRequest>,
+        ) -> std::result::Result<tonic::Response<super::ApprovalComment>, tonic::Status>;
+        /// Oldest first.
+        async fn list_approval_comments(
+            &self,
+            request: tonic::Request<super::ListApprovalCommentsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListApprovalCommentsResponse>,
+            tonic::Status,
+        >;
+        /// Creates an agent; in a company that requires board approval for new agents it is created
+        /// pending_approval with its hire_agent approval (`POST /api/companies/{cid}/agent-hires`).
+        async fn hire_agent(
+            &self,
+            request: tonic::Request<super::HireAgentRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::HireAgentResponse>,
+            tonic::Status,
+        >;
+        /// Routines, with REST's rules (`/api/companies/{cid}/routines`, `/api/routines/{id}`):
+        /// members of the company read them and run them; administrators create and change them.
+        /// Triggers are managed over REST; no trigger secret is ever shown here.
+        async fn list_routines(
+            &self,
+            request: tonic::Request<super::ListRoutinesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListRoutinesResponse>,
+            tonic::Status,
+        >;
+        async fn get_routine(
+            &self,
+            request: tonic::Request<super::GetRoutineRequest>,
+        ) -> std::result::Result<tonic::Response<super::Routine>, tonic::Status>;
+        async fn create_routine(
+            &self,
+            request: tonic::Request<super::CreateRoutineRequest>,
+        ) -> std::result::Result<tonic::Response<super::Routine>, tonic::Status>;
+        /// Pauses (status paused), resumes (active) or archives a routine, or changes its fields.
+        async fn update_routine(
+            &self,
+            request: tonic::Request<super::UpdateRoutineRequest>,
+        ) -> std::result::Result<tonic::Response<super::Routine>, tonic::Status>;
+        /// Fires a routine now (source manual or api); the run says what the firing did.
+        async fn run_routine(
+            &self,
+            request: tonic::Request<super::RunRoutineRequest>,
+        ) -> std::result::Result<tonic::Response<super::RoutineRun>, tonic::Status>;
+        /// Newest first.
+        async fn list_routine_runs(
+            &self,
+            request: tonic::Request<super::ListRoutineRunsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListRoutineRunsResponse>,
             tonic::Status,
         >;
     }
@@ -4872,6 +6244,1171 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = SearchMemorySvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CreateGoal" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateGoalSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CreateGoalRequest>
+                    for CreateGoalSvc<T> {
+                        type Response = super::Goal;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateGoalRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::create_goal(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateGoalSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetGoal" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetGoalSvc<T: Control>(pub Arc<T>);
+                    impl<T: Control> tonic::server::UnaryService<super::GetGoalRequest>
+                    for GetGoalSvc<T> {
+                        type Response = super::Goal;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetGoalRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_goal(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetGoalSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListGoals" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListGoalsSvc<T: Control>(pub Arc<T>);
+                    impl<T: Control> tonic::server::UnaryService<super::ListGoalsRequest>
+                    for ListGoalsSvc<T> {
+                        type Response = super::ListGoalsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListGoalsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_goals(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListGoalsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/UpdateGoal" => {
+                    #[allow(non_camel_case_types)]
+                    struct UpdateGoalSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::UpdateGoalRequest>
+                    for UpdateGoalSvc<T> {
+                        type Response = super::Goal;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::UpdateGoalRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::update_goal(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UpdateGoalSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/DeleteGoal" => {
+                    #[allow(non_camel_case_types)]
+                    struct DeleteGoalSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::DeleteGoalRequest>
+                    for DeleteGoalSvc<T> {
+                        type Response = super::Goal;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DeleteGoalRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::delete_goal(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DeleteGoalSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CreateProject" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateProjectSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CreateProjectRequest>
+                    for CreateProjectSvc<T> {
+                        type Response = super::Project;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateProjectRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::create_project(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateProjectSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetProject" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetProjectSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetProjectRequest>
+                    for GetProjectSvc<T> {
+                        type Response = super::Project;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetProjectRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_project(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetProjectSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListProjects" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListProjectsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListProjectsRequest>
+                    for ListProjectsSvc<T> {
+                        type Response = super::ListProjectsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListProjectsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_projects(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListProjectsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/UpdateProject" => {
+                    #[allow(non_camel_case_types)]
+                    struct UpdateProjectSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::UpdateProjectRequest>
+                    for UpdateProjectSvc<T> {
+                        type Response = super::Project;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::UpdateProjectRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::update_project(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UpdateProjectSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/DeleteProject" => {
+                    #[allow(non_camel_case_types)]
+                    struct DeleteProjectSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::DeleteProjectRequest>
+                    for DeleteProjectSvc<T> {
+                        type Response = super::Project;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DeleteProjectRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::delete_project(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DeleteProjectSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/PauseProject" => {
+                    #[allow(non_camel_case_types)]
+                    struct PauseProjectSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::PauseProjectRequest>
+                    for PauseProjectSvc<T> {
+                        type Response = super::Project;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::PauseProjectRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::pause_project(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = PauseProjectSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ResumeProject" => {
+                    #[allow(non_camel_case_types)]
+                    struct ResumeProjectSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ResumeProjectRequest>
+                    for ResumeProjectSvc<T> {
+                        type Response = super::Project;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ResumeProjectRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::resume_project(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ResumeProjectSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CreateApproval" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateApprovalSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CreateApprovalRequest>
+                    for CreateApprovalSvc<T> {
+                        type Response = super::Approval;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateApprovalRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::create_approval(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateApprovalSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetApproval" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetApprovalSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetApprovalRequest>
+                    for GetApprovalSvc<T> {
+                        type Response = super::Approval;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetApprovalRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_approval(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetApprovalSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListApprovals" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListApprovalsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListApprovalsRequest>
+                    for ListApprovalsSvc<T> {
+                        type Response = super::ListApprovalsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListApprovalsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_approvals(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListApprovalsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/DecideApproval" => {
+                    #[allow(non_camel_case_types)]
+                    struct DecideApprovalSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::DecideApprovalRequest>
+                    for DecideApprovalSvc<T> {
+                        type Response = super::Approval;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DecideApprovalRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::decide_approval(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DecideApprovalSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ResubmitApproval" => {
+                    #[allow(non_camel_case_types)]
+                    struct ResubmitApprovalSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ResubmitApprovalRequest>
+                    for ResubmitApprovalSvc<T> {
+                        type Response = super::Approval;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ResubmitApprovalRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::resubmit_approval(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ResubmitApprovalSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/AddApprovalComment" => {
+                    #[allow(non_camel_case_types)]
+                    struct AddApprovalCommentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::AddApprovalCommentRequest>
+                    for AddApprovalCommentSvc<T> {
+                        type Response = super::ApprovalComment;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AddApprovalCommentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::add_approval_comment(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AddApprovalCommentSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListApprovalComments" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListApprovalCommentsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListApprovalCommentsRequest>
+                    for ListApprovalCommentsSvc<T> {
+                        type Response = super::ListApprovalCommentsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListApprovalCommentsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_approval_comments(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListApprovalCommentsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/HireAgent" => {
+                    #[allow(non_camel_case_types)]
+                    struct HireAgentSvc<T: Control>(pub Arc<T>);
+                    impl<T: Control> tonic::server::UnaryService<super::HireAgentRequest>
+                    for HireAgentSvc<T> {
+                        type Response = super::HireAgentResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::HireAgentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::hire_agent(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = HireAgentSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListRoutines" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListRoutinesSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListRoutinesRequest>
+                    for ListRoutinesSvc<T> {
+                        type Response = super::ListRoutinesResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListRoutinesRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_routines(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListRoutinesSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetRoutine" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetRoutineSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetRoutineRequest>
+                    for GetRoutineSvc<T> {
+                        type Response = super::Routine;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetRoutineRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_routine(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetRoutineSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CreateRoutine" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateRoutineSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CreateRoutineRequest>
+                    for CreateRoutineSvc<T> {
+                        type Response = super::Routine;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateRoutineRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::create_routine(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateRoutineSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/UpdateRoutine" => {
+                    #[allow(non_camel_case_types)]
+                    struct UpdateRoutineSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::UpdateRoutineRequest>
+                    for UpdateRoutineSvc<T> {
+                        type Response = super::Routine;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::UpdateRoutineRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::update_routine(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UpdateRoutineSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/RunRoutine" => {
+                    #[allow(non_camel_case_types)]
+                    struct RunRoutineSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::RunRoutineRequest>
+                    for RunRoutineSvc<T> {
+                        type Response = super::RoutineRun;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RunRoutineRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::run_routine(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RunRoutineSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListRoutineRuns" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListRoutineRunsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListRoutineRunsRequest>
+                    for ListRoutineRunsSvc<T> {
+                        type Response = super::ListRoutineRunsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListRoutineRunsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_routine_runs(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListRoutineRunsSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -200,18 +200,18 @@ fn parse_enums<T: FromStr<Err = String>>(
     texts.iter().map(|text| parse_enum(field, text)).collect()
 }
 
-fn parse_json(field: &str, text: &str) -> Result<serde_json::Value, ApiError> {
+pub(super) fn parse_json(field: &str, text: &str) -> Result<serde_json::Value, ApiError> {
     serde_json::from_str(text)
         .map_err(|e| ApiError::bad_request(format!("{field} is not valid JSON: {e}")))
 }
 
 /// proto3 has no null, so in an update a present empty string stands for "clear".
-fn clearable(value: Option<String>) -> Option<Option<String>> {
+pub(super) fn clearable(value: Option<String>) -> Option<Option<String>> {
     value.map(|text| if text.is_empty() { None } else { Some(text) })
 }
 
 /// An optional id or text where an empty string can only mean "none".
-fn non_empty(value: Option<String>) -> Option<String> {
+pub(super) fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|text| !text.is_empty())
 }
 
@@ -431,6 +431,9 @@ pub(super) fn run_page_size(limit: u32) -> usize {
 pub(super) fn activity_page_size(limit: u32) -> u32 {
     page_size(limit, DEFAULT_ACTIVITY_PAGE)
 }
+
+// Goals, projects and approvals, in their own file to keep this one short.
+pub(super) mod governance;
 
 // The tests live in their own file to keep this one short.
 #[cfg(test)]

@@ -4,7 +4,9 @@ mod budgets;
 mod cluster;
 mod convert;
 mod credentials;
+mod governance;
 mod memory;
+mod routines;
 mod service;
 pub(crate) mod standard;
 

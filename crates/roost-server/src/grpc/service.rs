@@ -9,7 +9,7 @@ use roost_proto::v1::control_server::Control;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
-use super::convert;
+use super::{convert, governance, routines};
 use crate::api::Api;
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -30,6 +30,22 @@ impl ControlService {
 
     async fn caller<T>(&self, request: &Request<T>) -> Result<Caller, ApiError> {
         authenticate_request(&self.api, request).await
+    }
+
+    /// Authenticates the call, then hands the message to `handle`, a handler kept in a file of
+    /// its own (`governance.rs`, `routines.rs`), which gets the service layer and the caller
+    /// by value.
+    async fn serve<T, R, F>(
+        &self,
+        request: Request<T>,
+        handle: impl FnOnce(Api, Caller, T) -> F,
+    ) -> Reply<R>
+    where
+        F: std::future::Future<Output = Result<R, ApiError>>,
+    {
+        let caller = self.caller(&request).await?;
+        let reply = handle(self.api.clone(), caller, request.into_inner()).await?;
+        Ok(Response::new(reply))
     }
 }
 
@@ -457,6 +473,166 @@ impl Control for ControlService {
         let caller = self.caller(&request).await?;
         let reply = super::memory::search(&self.api, &caller, request.into_inner()).await?;
         Ok(Response::new(reply))
+    }
+
+    // Goals, projects and approvals: handlers in governance.rs.
+
+    async fn create_goal(&self, request: Request<pb::CreateGoalRequest>) -> Reply<pb::Goal> {
+        self.serve(request, governance::create_goal).await
+    }
+
+    async fn get_goal(&self, request: Request<pb::GetGoalRequest>) -> Reply<pb::Goal> {
+        self.serve(request, governance::get_goal).await
+    }
+
+    async fn list_goals(
+        &self,
+        request: Request<pb::ListGoalsRequest>,
+    ) -> Reply<pb::ListGoalsResponse> {
+        self.serve(request, governance::list_goals).await
+    }
+
+    async fn update_goal(&self, request: Request<pb::UpdateGoalRequest>) -> Reply<pb::Goal> {
+        self.serve(request, governance::update_goal).await
+    }
+
+    async fn delete_goal(&self, request: Request<pb::DeleteGoalRequest>) -> Reply<pb::Goal> {
+        self.serve(request, governance::delete_goal).await
+    }
+
+    async fn create_project(
+        &self,
+        request: Request<pb::CreateProjectRequest>,
+    ) -> Reply<pb::Project> {
+        self.serve(request, governance::create_project).await
+    }
+
+    async fn get_project(&self, request: Request<pb::GetProjectRequest>) -> Reply<pb::Project> {
+        self.serve(request, governance::get_project).await
+    }
+
+    async fn list_projects(
+        &self,
+        request: Request<pb::ListProjectsRequest>,
+    ) -> Reply<pb::ListProjectsResponse> {
+        self.serve(request, governance::list_projects).await
+    }
+
+    async fn update_project(
+        &self,
+        request: Request<pb::UpdateProjectRequest>,
+    ) -> Reply<pb::Project> {
+        self.serve(request, governance::update_project).await
+    }
+
+    async fn delete_project(
+        &self,
+        request: Request<pb::DeleteProjectRequest>,
+    ) -> Reply<pb::Project> {
+        self.serve(request, governance::delete_project).await
+    }
+
+    async fn pause_project(&self, request: Request<pb::PauseProjectRequest>) -> Reply<pb::Project> {
+        self.serve(request, governance::pause_project).await
+    }
+
+    async fn resume_project(
+        &self,
+        request: Request<pb::ResumeProjectRequest>,
+    ) -> Reply<pb::Project> {
+        self.serve(request, governance::resume_project).await
+    }
+
+    async fn create_approval(
+        &self,
+        request: Request<pb::CreateApprovalRequest>,
+    ) -> Reply<pb::Approval> {
+        self.serve(request, governance::create_approval).await
+    }
+
+    async fn get_approval(&self, request: Request<pb::GetApprovalRequest>) -> Reply<pb::Approval> {
+        self.serve(request, governance::get_approval).await
+    }
+
+    async fn list_approvals(
+        &self,
+        request: Request<pb::ListApprovalsRequest>,
+    ) -> Reply<pb::ListApprovalsResponse> {
+        self.serve(request, governance::list_approvals).await
+    }
+
+    async fn decide_approval(
+        &self,
+        request: Request<pb::DecideApprovalRequest>,
+    ) -> Reply<pb::Approval> {
+        self.serve(request, governance::decide_approval).await
+    }
+
+    async fn resubmit_approval(
+        &self,
+        request: Request<pb::ResubmitApprovalRequest>,
+    ) -> Reply<pb::Approval> {
+        self.serve(request, governance::resubmit_approval).await
+    }
+
+    async fn add_approval_comment(
+        &self,
+        request: Request<pb::AddApprovalCommentRequest>,
+    ) -> Reply<pb::ApprovalComment> {
+        self.serve(request, governance::add_approval_comment).await
+    }
+
+    async fn list_approval_comments(
+        &self,
+        request: Request<pb::ListApprovalCommentsRequest>,
+    ) -> Reply<pb::ListApprovalCommentsResponse> {
+        self.serve(request, governance::list_approval_comments)
+            .await
+    }
+
+    async fn hire_agent(
+        &self,
+        request: Request<pb::HireAgentRequest>,
+    ) -> Reply<pb::HireAgentResponse> {
+        self.serve(request, governance::hire_agent).await
+    }
+
+    // Routines: handlers in routines.rs.
+
+    async fn list_routines(
+        &self,
+        request: Request<pb::ListRoutinesRequest>,
+    ) -> Reply<pb::ListRoutinesResponse> {
+        self.serve(request, routines::list_routines).await
+    }
+
+    async fn get_routine(&self, request: Request<pb::GetRoutineRequest>) -> Reply<pb::Routine> {
+        self.serve(request, routines::get_routine).await
+    }
+
+    async fn create_routine(
+        &self,
+        request: Request<pb::CreateRoutineRequest>,
+    ) -> Reply<pb::Routine> {
+        self.serve(request, routines::create_routine).await
+    }
+
+    async fn update_routine(
+        &self,
+        request: Request<pb::UpdateRoutineRequest>,
+    ) -> Reply<pb::Routine> {
+        self.serve(request, routines::update_routine).await
+    }
+
+    async fn run_routine(&self, request: Request<pb::RunRoutineRequest>) -> Reply<pb::RoutineRun> {
+        self.serve(request, routines::run_routine).await
+    }
+
+    async fn list_routine_runs(
+        &self,
+        request: Request<pb::ListRoutineRunsRequest>,
+    ) -> Reply<pb::ListRoutineRunsResponse> {
+        self.serve(request, routines::list_routine_runs).await
     }
 
     type StreamRunLogStream = futures::stream::BoxStream<'static, Result<pb::RunLogChunk, Status>>;

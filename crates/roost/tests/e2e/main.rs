@@ -12,6 +12,7 @@ mod credentials;
 mod fleet;
 mod governance;
 mod grpc;
+mod grpc_governance;
 mod grpc_python;
 mod home_follows;
 mod hostile;

@@ -61,6 +61,32 @@ async fn issues_carry_projects_and_goals_and_a_paused_project_holds_their_runs(
     assert_eq!(issue.status.as_u16(), 201, "{}", issue.body);
     let issue_id = str_field(&issue.body, "id");
     assert_eq!(issue.body["projectId"], project_id.as_str());
+    // Paperclip's fields Roost does not use are kept and shown back as sent.
+    let kept = node
+        .admin
+        .patch(
+            &format!("/api/issues/{issue_id}"),
+            json!({ "labelIds": ["l-1"], "executionPolicy": { "mode": "review" } }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(kept["labelIds"], json!(["l-1"]), "{kept}");
+    assert_eq!(kept["executionPolicy"]["mode"], "review", "{kept}");
+    let read = node
+        .admin
+        .get(&format!("/api/issues/{issue_id}"))
+        .await?
+        .ok()?;
+    assert_eq!(read["labelIds"], json!(["l-1"]), "{read}");
+    let removed = node
+        .admin
+        .patch(
+            &format!("/api/issues/{issue_id}"),
+            json!({ "labelIds": null }),
+        )
+        .await?
+        .ok()?;
+    assert!(removed.get("labelIds").is_none(), "{removed}");
     let context = agent
         .get(&format!("/api/issues/{issue_id}/heartbeat-context"))
         .await?

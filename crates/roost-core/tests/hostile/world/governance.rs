@@ -478,13 +478,36 @@ impl World {
                 deleted,
             } => {
                 let agent_id = pick(Kind::Agent, *agent);
-                // Hashes of chunks that exist (any company's: a foreign one must not be
-                // usable), of a chunk never uploaded, or not a hash at all.
+                // Mostly a chunk of the agent's company with its true size (so saves get
+                // through), else a foreign company's chunk, one never uploaded, or no hash.
+                let company = self
+                    .state
+                    .agents
+                    .get(&agent_id)
+                    .map(|a| a.company_id.clone());
                 let stored: Vec<&home::HomeChunk> = self.state.home.chunks.values().collect();
-                let hash_for = |n: u8| match n % 4 {
-                    0 | 1 if !stored.is_empty() => stored[n as usize % stored.len()].hash.clone(),
-                    2 => sha_hex(b"never uploaded"),
-                    _ => "not-a-hash".into(),
+                let own: Vec<&&home::HomeChunk> = stored
+                    .iter()
+                    .filter(|c| Some(&c.company_id) == company.as_ref())
+                    .collect();
+                let file_for = |n: u8, size: u64| -> HomeFile {
+                    let (chunks, size) = match n % 8 {
+                        0..=4 if !own.is_empty() => {
+                            let c = own[n as usize % own.len()];
+                            (vec![c.hash.clone()], c.size)
+                        }
+                        0..=4 => (Vec::new(), 0),
+                        5 if !stored.is_empty() => {
+                            (vec![stored[n as usize % stored.len()].hash.clone()], size)
+                        }
+                        6 => (vec![sha_hex(b"never uploaded")], size),
+                        _ => (vec!["not-a-hash".to_string()], size),
+                    };
+                    HomeFile {
+                        size,
+                        chunks,
+                        executable: n.is_multiple_of(2),
+                    }
                 };
                 let version = self
                     .state
@@ -501,21 +524,7 @@ impl World {
                     },
                     files: files
                         .iter()
-                        .map(|(p, chunk, size)| {
-                            let chunks = if chunk % 5 == 4 {
-                                Vec::new()
-                            } else {
-                                vec![hash_for(*chunk)]
-                            };
-                            (
-                                home_path(*p),
-                                HomeFile {
-                                    size: *size,
-                                    chunks,
-                                    executable: chunk % 2 == 0,
-                                },
-                            )
-                        })
+                        .map(|(p, chunk, size)| (home_path(*p), file_for(*chunk, *size)))
                         .collect(),
                     deleted: deleted.iter().map(|p| home_path(*p)).collect(),
                     agent_id,
