@@ -9,6 +9,7 @@ mod budgets;
 mod cluster;
 mod credentials;
 mod error;
+mod events;
 mod home;
 mod logs;
 mod memory;
@@ -34,6 +35,7 @@ pub use budgets::{
 pub use cluster::{ClusterStatus, Member, MemberStatus, NodeReport};
 pub use credentials::{CreatedAdminToken, CredentialView};
 pub use error::Error;
+pub use events::Event;
 pub use home::{AgentHome, HomeFile, HomeView};
 pub use logs::LogPage;
 pub use memory::{
@@ -264,6 +266,11 @@ impl RoostClient {
                 tokio::time::sleep(RETRY_PAUSE).await;
             }
         }
+    }
+
+    /// Makes the next server the preferred one (a stream broke on the current one).
+    fn prefer_next_server(&self) {
+        self.inner.preferred.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A request to `url` with this client's credentials and no timeout (for streams).

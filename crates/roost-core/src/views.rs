@@ -1,5 +1,6 @@
-//! The JSON shapes of credentials as the API shows them, shared by the server that writes them
-//! and the client that reads them: what a credential is, never what it opens.
+//! JSON shapes the API shows (credentials, memory, homes, events), shared by the server that
+//! writes them and the client that reads them. A credential's shows what it is, never what it
+//! opens.
 
 use serde::{Deserialize, Serialize};
 
@@ -253,4 +254,44 @@ pub struct HomeView {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HomeChunksStored {
     pub hashes: Vec<String>,
+}
+
+/// One event of a company's event stream (`GET /api/companies/{cid}/events`, gRPC `Watch`):
+/// an accepted write, as the activity log records it, with the Raft index it was applied at.
+/// `seq` orders events and is the same on every node: a client that saw `seq` resumes from
+/// there on any node (`after`, or SSE's `Last-Event-ID`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    pub seq: u64,
+    /// The Raft log index of the entry that made it.
+    pub index: u64,
+    pub at: Timestamp,
+    pub company_id: Option<String>,
+    /// What happened: `issue.created`, `issue.checked_out`, `run.finished`, ...
+    pub action: String,
+    pub entity_type: String,
+    pub entity_id: String,
+    pub actor_type: String,
+    pub actor_id: String,
+    pub run_id: Option<String>,
+    pub details: serde_json::Value,
+}
+
+impl From<crate::activity::ActivityEntry> for Event {
+    fn from(a: crate::activity::ActivityEntry) -> Self {
+        Event {
+            seq: a.seq,
+            index: a.log_index,
+            at: a.at,
+            company_id: a.company_id,
+            action: a.action,
+            entity_type: a.entity_type,
+            entity_id: a.entity_id,
+            actor_type: a.actor_type,
+            actor_id: a.actor_id,
+            run_id: a.run_id,
+            details: a.details,
+        }
+    }
 }

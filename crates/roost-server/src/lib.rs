@@ -163,10 +163,11 @@ impl Server {
         )
         .await?;
         let recall = recall::Embedder::from_config(&config.recall).map_err(Error::Config)?;
+        let (stop, stop_rx) = watch::channel(false);
         let api = Api::new(node.clone())
             .with_rate_limiter(config.limits.rate_limiter())
-            .with_recall(recall);
-        let (stop, stop_rx) = watch::channel(false);
+            .with_recall(recall)
+            .with_stop(stop_rx.clone());
         let supervisor = Supervisor::new(Policy::default());
 
         let router = rest::router(api.clone(), config.max_body_bytes, supervisor.clone());

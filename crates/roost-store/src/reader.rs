@@ -259,6 +259,39 @@ impl StateReader {
         rows.iter().map(activity_from_row).collect()
     }
 
+    /// Activity after `after_seq`, oldest first: of one company, or of every company. The
+    /// event stream's read (`roost-server/src/api/events.rs`); `seq` is the same on every
+    /// node, so a reader resumes on any node where it stopped on another.
+    pub async fn activity_after(
+        &self,
+        company_id: Option<&str>,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<ActivityEntry>, Error> {
+        let pool = self.flushed()?;
+        let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
+        let limit = i64::from(limit.clamp(1, 1000));
+        let rows = match company_id {
+            Some(c) => sqlx::query(
+                "SELECT * FROM activity WHERE company_id = ? AND seq > ? ORDER BY seq ASC LIMIT ?",
+            )
+            .bind(c)
+            .bind(after)
+            .bind(limit)
+            .fetch_all(pool)
+            .await,
+            None => {
+                sqlx::query("SELECT * FROM activity WHERE seq > ? ORDER BY seq ASC LIMIT ?")
+                    .bind(after)
+                    .bind(limit)
+                    .fetch_all(pool)
+                    .await
+            }
+        }
+        .map_err(Error::sql("read activity"))?;
+        rows.iter().map(activity_from_row).collect()
+    }
+
     /// A company's activity, newest first, with only the entries `filter` matches.
     pub async fn activity_matching(
         &self,

@@ -1915,6 +1915,18 @@ pub struct Run {
 /// One entry of the hash-chained audit log.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WatchRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    /// Events after this seq; 0 from the first.
+    #[prost(uint64, tag = "2")]
+    pub after_seq: u64,
+    /// Keep the stream open for new events; absent means true. False ends after the backlog.
+    #[prost(bool, optional, tag = "3")]
+    pub follow: ::core::option::Option<bool>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ActivityEntry {
     #[prost(uint64, tag = "1")]
     pub seq: u64,
@@ -3138,6 +3150,30 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "ListActivity"));
             self.inner.unary(req, path, codec).await
         }
+        /// The company's event stream: its audit entries after `after_seq`, oldest first, then each
+        /// new one as the serving node applies it. `seq` is the same on every node, so a client
+        /// resumes on any node from the last `seq` it saw, with nothing missed or repeated.
+        pub async fn watch(
+            &mut self,
+            request: impl tonic::IntoRequest<super::WatchRequest>,
+        ) -> std::result::Result<
+            tonic::Response<tonic::codec::Streaming<super::ActivityEntry>>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/Watch");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "Watch"));
+            self.inner.server_streaming(req, path, codec).await
+        }
         /// Verifies the hash chain of the whole audit log (admin only).
         pub async fn verify_audit(
             &mut self,
@@ -4187,6 +4223,19 @@ pub mod control_server {
             tonic::Response<super::ListActivityResponse>,
             tonic::Status,
         >;
+        /// Server streaming response type for the Watch method.
+        type WatchStream: tonic::codegen::tokio_stream::Stream<
+                Item = std::result::Result<super::ActivityEntry, tonic::Status>,
+            >
+            + std::marker::Send
+            + 'static;
+        /// The company's event stream: its audit entries after `after_seq`, oldest first, then each
+        /// new one as the serving node applies it. `seq` is the same on every node, so a client
+        /// resumes on any node from the last `seq` it saw, with nothing missed or repeated.
+        async fn watch(
+            &self,
+            request: tonic::Request<super::WatchRequest>,
+        ) -> std::result::Result<tonic::Response<Self::WatchStream>, tonic::Status>;
         /// Verifies the hash chain of the whole audit log (admin only).
         async fn verify_audit(
             &self,
@@ -5716,6 +5765,52 @@ pub mod control_server {
                                 max_encoding_message_size,
                             );
                         let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/Watch" => {
+                    #[allow(non_camel_case_types)]
+                    struct WatchSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::ServerStreamingService<super::WatchRequest>
+                    for WatchSvc<T> {
+                        type Response = super::ActivityEntry;
+                        type ResponseStream = T::WatchStream;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::ResponseStream>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::WatchRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::watch(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = WatchSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.server_streaming(method, req).await;
                         Ok(res)
                     };
                     Box::pin(fut)

@@ -9,6 +9,7 @@ mod approvals;
 mod budgets;
 mod cluster;
 mod credentials;
+mod events;
 mod home;
 mod issues;
 mod memory;
@@ -32,6 +33,7 @@ pub use budgets::{
 };
 pub use cluster::NewMember;
 pub use credentials::{CredentialView, JoinTokenLimits};
+pub use events::{EventStream, StreamItem, KEEP_ALIVE};
 pub use issues::{HeartbeatContext, IssueFilter};
 pub use memory::MemoryScope;
 pub use run_logs::{LogChunk, LogStream};
@@ -53,6 +55,10 @@ pub struct Api {
     metrics: crate::metrics::Metrics,
     /// Embeddings for hybrid memory search (`recall/`); `None`: lexical only.
     recall: Option<std::sync::Arc<crate::recall::Embedder>>,
+    /// True once the node stops: long-lived streams (events) end then, so a stop does not
+    /// wait out its grace for them. Its own sender until `with_stop` gives the server's.
+    stop: tokio::sync::watch::Receiver<bool>,
+    _own_stop: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 pub(crate) fn new_id() -> String {
@@ -65,13 +71,27 @@ pub(crate) fn now() -> Timestamp {
 
 impl Api {
     pub fn new(node: RaftNode) -> Self {
+        let (own_stop, stop) = tokio::sync::watch::channel(false);
         Api {
+            stop,
+            _own_stop: std::sync::Arc::new(own_stop),
             node,
             live_logs: LiveLogs::default(),
             rate_limiter: crate::rate_limit::RateLimiter::off(),
             metrics: crate::metrics::Metrics::default(),
             recall: None,
         }
+    }
+
+    /// This API with the server's stop signal (`lib.rs`).
+    pub(crate) fn with_stop(mut self, stop: tokio::sync::watch::Receiver<bool>) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// The stop signal: true once the node stops.
+    pub(crate) fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stop.clone()
     }
 
     /// This API with hybrid memory search over `recall`'s embeddings (`recall/`).

@@ -46,6 +46,7 @@ pub const QUERIES: &[&str] = &[
     "run_list",
     "activity",
     "wake_list",
+    "events",
 ];
 
 fn request(uri: &str, body: &[u8]) -> Option<Request<Body>> {
@@ -131,6 +132,7 @@ pub fn parse_query(n: usize, bytes: &[u8]) -> Result<(), ApiError> {
         "comment_list" => query::<dto::CommentListQuery>(bytes).map(drop),
         "heartbeat_context" => query::<dto::HeartbeatContextQuery>(bytes).map(drop),
         "run_log" => query::<dto::RunLogQuery>(bytes).map(drop),
+        "events" => query::<super::events::EventsQuery>(bytes).map(drop),
         "run_list" => query::<dto::RunListQuery>(bytes).map(drop),
         "activity" => query::<dto::ActivityQuery>(bytes).map(drop),
         _ => query::<dto::WakeListQuery>(bytes).and_then(|q| {

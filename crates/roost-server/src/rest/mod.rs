@@ -8,6 +8,7 @@ mod cluster;
 mod compat;
 mod credentials;
 mod dto;
+mod events;
 mod extract;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -78,6 +79,8 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/companies/{cid}/costs/by-agent",
             get(compat::costs_by_agent),
         )
+        // The event stream (SSE): rest/events.rs.
+        .route("/companies/{cid}/events", get(events::events))
         .route(
             "/companies/{cid}/costs/by-project",
             get(compat::costs_by_project),

@@ -1,4 +1,4 @@
-//! The client commands: `roost company|agent|issue|run|wake|worker|budget|cost|activity|audit|memory|approval|goal|project ...`,
+//! The client commands: `roost company|agent|issue|run|wake|worker|budget|cost|activity|audit|watch|memory|approval|goal|project|routine ...`,
 //! each a REST call
 //! (or a few) against a running cluster, with human output or `--json`.
 
@@ -17,6 +17,7 @@ mod routine;
 mod run;
 mod token;
 mod wake;
+mod watch;
 mod worker;
 
 use std::path::{Path, PathBuf};
@@ -49,6 +50,8 @@ pub enum ClientCommand {
     Activity(activity::ActivityArgs),
     /// Check the tamper-evident activity chain
     Audit(activity::AuditArgs),
+    /// Follow a company's events as they happen (resumes across a server's loss)
+    Watch(watch::WatchArgs),
     /// The cluster: status, formation, adding and removing nodes
     Cluster(cluster::ClusterArgs),
     /// Budgets: limits per company or agent, where they stand, incident decisions
@@ -112,6 +115,7 @@ impl ClientCommand {
             ClientCommand::Token(a) => &a.client,
             ClientCommand::Activity(a) => &a.client,
             ClientCommand::Audit(a) => &a.client,
+            ClientCommand::Watch(a) => &a.client,
             ClientCommand::Cluster(a) => &a.client,
             ClientCommand::Budget(a) => &a.client,
             ClientCommand::Cost(a) => &a.client,
@@ -138,6 +142,7 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Token(a) => token::run(&session, a).await,
         ClientCommand::Activity(a) => activity::run_activity(&session, a).await,
         ClientCommand::Audit(a) => activity::run_audit(&session, a).await,
+        ClientCommand::Watch(a) => watch::run(&session, a).await,
         ClientCommand::Cluster(a) => cluster::run(&session, a).await,
         ClientCommand::Memory(a) => memory::run(&session, a).await,
         ClientCommand::Routine(a) => routine::run(&session, a).await,

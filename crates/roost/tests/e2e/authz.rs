@@ -57,6 +57,7 @@ const REST: &[(&str, &str, Rule, &str)] = &[
     ("GET", "/companies/{cid}/dashboard", Company, ""),
     ("GET", "/companies/{cid}/costs/by-agent", Company, ""),
     ("GET", "/companies/{cid}/costs/by-project", Company, ""),
+    ("GET", "/companies/{cid}/events", Company, ""),
     (
         "PATCH",
         "/companies/{cid}/budgets",
@@ -438,6 +439,7 @@ const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/UpdateProject", GrpcRule::Caller),
     ("/roost.v1.Control/UpdateRoutine", GrpcRule::Caller),
     ("/roost.v1.Control/VerifyAudit", GrpcRule::Caller),
+    ("/roost.v1.Control/Watch", GrpcRule::Caller),
     ("/roost.v1.Raft/AppendEntries", GrpcRule::Peer),
     ("/roost.v1.Raft/AppendEntriesStream", GrpcRule::Peer),
     ("/roost.v1.Raft/Forward", GrpcRule::Peer),
@@ -718,7 +720,13 @@ impl World {
             .replace("{comment_id}", &self.comment_a)
             .replace("{name}", "MEMORY.md")
             .replace("{id}", id);
-        format!("/api{filled}")
+        // The event stream would stay open: the walk reads what it holds so far.
+        let query = if path.ends_with("/events") {
+            "?follow=false"
+        } else {
+            ""
+        };
+        format!("/api{filled}{query}")
     }
 
     async fn call(

@@ -189,6 +189,32 @@ async fn a_python_client_generated_from_the_protos_checks_out_and_comments() -> 
         "{got}"
     );
     assert_eq!(got["unauthenticated"], "UNAUTHENTICATED", "{got}");
+
+    // The Watch stream: the backlog in order, then the checkout and the comment, live.
+    let backlog: Vec<u64> = got["backlog_seqs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert!(
+        !backlog.is_empty() && backlog.windows(2).all(|w| w[0] < w[1]),
+        "{got}"
+    );
+    let watched: Vec<(&str, &str)> = got["watched"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["action"].as_str()?, e["entity_id"].as_str()?)))
+        .collect();
+    let issue = got["issue_id"].as_str().unwrap_or_default();
+    assert!(watched.contains(&("issue.checked_out", issue)), "{got}");
+    assert!(
+        watched.iter().any(|(a, _)| *a == "issue.comment_added"),
+        "{got}"
+    );
+    let first_live = got["watched"][0]["seq"].as_u64().unwrap_or(0);
+    assert!(first_live > *backlog.last().unwrap_or(&0), "{got}");
     assert_eq!(got["cluster_leader"], 1, "{got}");
 
     // Health: the server and each Roost service of the client listener; Raft is not there.

@@ -9,6 +9,7 @@ mod checkout;
 mod cluster;
 mod crash;
 mod credentials;
+mod events;
 mod fleet;
 mod governance;
 mod grpc;

@@ -35,7 +35,7 @@ impl ServerProcess {
     }
 
     /// SIGKILL, then reap.
-    fn kill(&mut self) -> std::io::Result<std::process::ExitStatus> {
+    pub(crate) fn kill(&mut self) -> std::io::Result<std::process::ExitStatus> {
         let _ = self.child.kill();
         self.child.wait()
     }
@@ -72,7 +72,7 @@ fn spawn_server(config: &Path, log: &Path) -> anyhow::Result<Child> {
         .spawn()?)
 }
 
-fn cli(servers: &str, token: &str, args: &[&str]) -> anyhow::Result<Output> {
+pub(crate) fn cli(servers: &str, token: &str, args: &[&str]) -> anyhow::Result<Output> {
     Ok(Command::new(roost_binary())
         .args(args)
         .env("ROOST_SERVER", servers)
@@ -80,7 +80,7 @@ fn cli(servers: &str, token: &str, args: &[&str]) -> anyhow::Result<Output> {
         .output()?)
 }
 
-fn stdout_json(out: &Output) -> anyhow::Result<Value> {
+pub(crate) fn stdout_json(out: &Output) -> anyhow::Result<Value> {
     anyhow::ensure!(
         out.status.success(),
         "roost failed: {}",

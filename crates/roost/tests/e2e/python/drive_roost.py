@@ -6,14 +6,18 @@ Run by crates/roost/tests/e2e/grpc_python.rs:
 
 with the admin token in ROOST_ADMIN_TOKEN. As the administrator it creates an agent, a key for
 it, an issue and a run; as the agent, in that run (`x-roost-run-id`), it checks the issue out
-and comments on it; as the administrator it reads both back. It also asks grpc.health.v1 and
+and comments on it; as the administrator it reads both back, and follows the company's event
+stream (Watch) from before the checkout, so the checkout and the comment arrive on it live.
+It also asks grpc.health.v1 and
 lists the services through server reflection (v1alpha, grpcio-reflection's client), and prints
 one JSON object for the Rust test to assert on. Any gRPC error ends it non-zero.
 """
 
 import json
 import os
+import queue
 import sys
+import threading
 import time
 
 STUBS, TARGET, COMPANY = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -99,6 +103,31 @@ def main():
             metadata=as_(ADMIN),
             timeout=10,
         )
+        # Follow the company's events from here on, in a thread: the checkout and the
+        # comment below must arrive on the open stream.
+        backlog = list(
+            ctl.Watch(
+                control_pb2.WatchRequest(company_id=COMPANY, follow=False),
+                metadata=as_(ADMIN),
+                timeout=10,
+            )
+        )
+        after = backlog[-1].seq if backlog else 0
+        events = queue.Queue()
+        stream = ctl.Watch(
+            control_pb2.WatchRequest(company_id=COMPANY, after_seq=after),
+            metadata=as_(ADMIN),
+            timeout=30,
+        )
+
+        def follow():
+            try:
+                for event in stream:
+                    events.put((event.seq, event.action, event.entity_id))
+            except grpc.RpcError:
+                pass
+
+        threading.Thread(target=follow, daemon=True).start()
         checked_out = ctl.Checkout(
             control_pb2.CheckoutRequest(
                 issue_id=issue.id, agent_id=agent.id, expected_statuses=["todo"]
@@ -121,6 +150,16 @@ def main():
             metadata=as_(ADMIN),
             timeout=10,
         ).comments
+        watched = []
+        until = time.monotonic() + 20
+        while time.monotonic() < until and "issue.comment_added" not in [a for _, a, _ in watched]:
+            try:
+                watched.append(events.get(timeout=1))
+            except queue.Empty:
+                pass
+        stream.cancel()
+        out["backlog_seqs"] = [e.seq for e in backlog]
+        out["watched"] = [{"seq": s, "action": a, "entity_id": e} for s, a, e in watched]
         try:
             ctl.GetIssue(control_pb2.GetIssueRequest(issue_id=issue.id), timeout=10)
             out["unauthenticated"] = "answered"
