@@ -69,16 +69,11 @@ impl RoostClient {
         let url = self.url(&[API, "companies", company_id, "events"])?;
         let shown = url.to_string();
         let mut response = self
-            .request_to(url)
-            .query(&[("after", last.to_string()), ("follow", follow.to_string())])
-            .send()
-            .await
-            .map_err(Error::Transport)?;
-        if !response.status().is_success() {
-            let status = response.status().as_u16();
-            let body = response.bytes().await.map_err(Error::Transport)?;
-            return Err(Error::from_response(status, &body));
-        }
+            .open_stream(
+                url,
+                &[("after", last.to_string()), ("follow", follow.to_string())],
+            )
+            .await?;
         let mut buffer = String::new();
         while let Some(chunk) = response.chunk().await.map_err(Error::Transport)? {
             buffer.push_str(&String::from_utf8_lossy(&chunk));

@@ -268,6 +268,23 @@ impl RoostClient {
         }
     }
 
+    /// A streamed GET of `url` with `query` (no timeout): the response, once its status says
+    /// success; else the server's error.
+    async fn open_stream(&self, url: Url, query: &[(&str, String)]) -> Result<reqwest::Response> {
+        let response = self
+            .request_to(url)
+            .query(query)
+            .send()
+            .await
+            .map_err(Error::Transport)?;
+        if !response.status().is_success() {
+            let status = response.status().as_u16();
+            let body = response.bytes().await.map_err(Error::Transport)?;
+            return Err(Error::from_response(status, &body));
+        }
+        Ok(response)
+    }
+
     /// Makes the next server the preferred one (a stream broke on the current one).
     fn prefer_next_server(&self) {
         self.inner.preferred.fetch_add(1, Ordering::Relaxed);

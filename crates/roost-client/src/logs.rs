@@ -62,16 +62,11 @@ impl RoostClient {
     ) -> Result<u64> {
         let url = self.url(&[API, "heartbeat-runs", run_id, "log"])?;
         let mut response = self
-            .request_to(url)
-            .query(&[("offset", offset.to_string()), ("follow", "true".into())])
-            .send()
-            .await
-            .map_err(Error::Transport)?;
-        if !response.status().is_success() {
-            let status = response.status().as_u16();
-            let body = response.bytes().await.map_err(Error::Transport)?;
-            return Err(Error::from_response(status, &body));
-        }
+            .open_stream(
+                url,
+                &[("offset", offset.to_string()), ("follow", "true".into())],
+            )
+            .await?;
         let mut received = 0u64;
         while let Some(chunk) = response.chunk().await.map_err(Error::Transport)? {
             sink(&chunk);
