@@ -300,3 +300,120 @@ async fn paperclips_cli_drives_operator_commands_and_an_agent_loop() -> anyhow::
     );
     Ok(())
 }
+
+/// Paperclip's `approval` commands, unchanged, against Roost (issue 24, items 1 and 6): an
+/// operator asks on an agent's behalf with a payload and linked issue, lists, reads, comments,
+/// sends it back for revision, and approves it with a note; the agent is woken with
+/// `approval_resolved` and the decision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_cli_asks_comments_and_decides_approvals() -> anyhow::Result<()> {
+    let cli = tokio::task::spawn_blocking(install).await??;
+    let dir = tempfile::tempdir()?;
+    let roost = RoostProcess::spawn_dev(&roost_binary(), dir.path(), Duration::from_secs(60))?;
+    let base = roost.base_url.clone();
+    let admin = roost.admin_token.clone();
+    let op = |args: &[&str]| cli.run(&base, &admin, args);
+
+    let company = op(&[
+        "company",
+        "create",
+        "--payload-json",
+        r#"{"name":"Approvals Works"}"#,
+    ])?
+    .json()?;
+    let cid = text(&company, "id")?;
+    let agent = op(&[
+        "agent",
+        "create",
+        "-C",
+        &cid,
+        "--payload-json",
+        r#"{"name":"ceo","role":"ceo","adapterType":"process","adapterConfig":{"command":"true"}}"#,
+    ])?
+    .json()?;
+    let agent_id = text(&agent, "id")?;
+    let issue = op(&[
+        "issue",
+        "create",
+        "-C",
+        &cid,
+        "--title",
+        "Strategy for Q1",
+        "--status",
+        "todo",
+    ])?
+    .json()?;
+    let issue_id = text(&issue, "id")?;
+
+    let asked = op(&[
+        "approval",
+        "create",
+        "-C",
+        &cid,
+        "--type",
+        "approve_ceo_strategy",
+        "--payload",
+        r#"{"plan":"focus on the CLI"}"#,
+        "--requested-by-agent-id",
+        &agent_id,
+        "--issue-ids",
+        &issue_id,
+    ])?
+    .json()?;
+    let approval_id = text(&asked, "id")?;
+    assert_eq!(asked["status"], "pending", "{asked}");
+    assert_eq!(asked["payload"]["plan"], "focus on the CLI", "{asked}");
+
+    let listed = op(&["approval", "list", "-C", &cid, "--status", "pending"])?.json()?;
+    assert!(
+        listed
+            .as_array()
+            .is_some_and(|a| a.iter().any(|a| a["id"] == approval_id.as_str())),
+        "{listed}"
+    );
+    let comment = op(&["approval", "comment", &approval_id, "--body", "why now?"])?.json()?;
+    assert_eq!(comment["body"], "why now?", "{comment}");
+    let revised = op(&[
+        "approval",
+        "request-revision",
+        &approval_id,
+        "--decision-note",
+        "add numbers",
+    ])?
+    .json()?;
+    assert_eq!(revised["status"], "revision_requested", "{revised}");
+    let approved = op(&[
+        "approval",
+        "approve",
+        &approval_id,
+        "--decision-note",
+        "go",
+        "--decided-by-user-id",
+        "board",
+    ])?
+    .json()?;
+    assert_eq!(approved["status"], "approved", "{approved}");
+    let got = op(&["approval", "get", &approval_id])?.json()?;
+    assert_eq!(got["decisionNote"], "go", "{got}");
+
+    // The requester was woken with the decision (once per decision).
+    let wakes = Http::new(&base)
+        .with_token(&admin)
+        .get(&format!("/api/companies/{cid}/wakes?agentId={agent_id}"))
+        .await?
+        .ok()?;
+    let resolved: Vec<&Value> = wakes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|w| w["reason"] == "approval_resolved")
+        .collect();
+    assert!(
+        resolved
+            .iter()
+            .any(|w| w["payload"]["reason"] == "approval_approved"
+                && w["payload"]["decisionNote"] == "go"),
+        "{wakes}"
+    );
+    Ok(())
+}
