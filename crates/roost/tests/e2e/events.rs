@@ -163,3 +163,41 @@ async fn a_watch_resumes_on_another_node_across_a_leader_kill_with_nothing_misse
     );
     Ok(())
 }
+
+/// A node that stops ends its open event streams at once instead of waiting out its shutdown
+/// grace for them (here a minute), and the stream's reader sees it end.
+#[tokio::test]
+async fn a_stopping_node_ends_its_event_streams_without_waiting_out_its_grace() -> anyhow::Result<()>
+{
+    let node = roost_testkit::TestNode::start_with(|c| c.shutdown_grace_secs = 60).await?;
+    let url = format!(
+        "{}/api/companies/{}/events",
+        node.http().base(),
+        node.company_id
+    );
+    let mut stream = reqwest::Client::new()
+        .get(url)
+        .bearer_auth(&node.admin_token)
+        .send()
+        .await?;
+    anyhow::ensure!(stream.status().is_success(), "{}", stream.status());
+    let first = stream.chunk().await?.unwrap_or_default();
+    let first = String::from_utf8_lossy(&first);
+    assert!(first.starts_with("id: "), "the backlog first: {first}");
+
+    let stopped = tokio::time::timeout(Duration::from_secs(20), async {
+        let reader = tokio::spawn(async move {
+            // Whatever else arrives, the stream ends.
+            while let Ok(Some(_)) = stream.chunk().await {}
+        });
+        node.shutdown().await?;
+        reader.await?;
+        anyhow::Ok(())
+    })
+    .await;
+    assert!(
+        stopped.is_ok(),
+        "the node stopped and the stream ended well within the one-minute grace"
+    );
+    stopped?
+}
