@@ -4,6 +4,7 @@
 pub mod api;
 pub mod auth;
 mod config;
+mod dashboard;
 mod error;
 mod grpc;
 mod health;

@@ -28,7 +28,7 @@ pub struct EventsQuery {
 }
 
 /// The `seq` a reconnecting `EventSource` last saw.
-fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>> {
+pub(crate) fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>> {
     let Some(value) = headers.get("last-event-id") else {
         return Ok(None);
     };
@@ -45,7 +45,7 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>> {
 }
 
 /// One SSE frame: an event as `id` and JSON `data`, or a comment that keeps the stream open.
-fn frame(item: StreamItem) -> Bytes {
+pub(crate) fn sse_frame(item: StreamItem) -> Bytes {
     match item {
         StreamItem::Event(entry) => {
             let event = Event::from(*entry);
@@ -70,7 +70,7 @@ pub async fn events(
     let stream = api
         .events(&caller, &cid, after, q.follow.unwrap_or(true))
         .await?;
-    let body = Body::from_stream(stream.map(|item| item.map(frame)));
+    let body = Body::from_stream(stream.map(|item| item.map(sse_frame)));
     Ok((
         [
             (header::CONTENT_TYPE, "text/event-stream"),

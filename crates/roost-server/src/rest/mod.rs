@@ -9,6 +9,7 @@ mod compat;
 mod credentials;
 mod dto;
 mod events;
+pub(crate) use events::{last_event_id, sse_frame};
 mod extract;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -291,6 +292,8 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .fallback(unknown_route);
     Router::new()
         .nest("/api", api_routes)
+        // The web dashboard (dashboard/): HTML pages at `/`, cookie sessions, its own stream.
+        .merge(crate::dashboard::router())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .fallback(unknown_route)

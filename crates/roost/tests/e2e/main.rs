@@ -9,6 +9,7 @@ mod checkout;
 mod cluster;
 mod crash;
 mod credentials;
+mod dashboard;
 mod events;
 mod fleet;
 mod governance;
