@@ -4,10 +4,8 @@
 //! `Api` function as its REST route, as the signed-in operator.
 
 use axum::extract::{Path, Query, State};
-use axum::http::header;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Form;
-use futures::StreamExt;
 use roost_core::command::IssuePatch;
 use roost_core::{Agent, Issue, IssueStatus, PauseReason};
 use serde::Deserialize;
@@ -376,13 +374,5 @@ pub async fn events(
         None => q.after.unwrap_or(0),
     };
     let stream = api.events(&op.0, &q.company, after, true).await?;
-    let body = axum::body::Body::from_stream(stream.map(|item| item.map(crate::rest::sse_frame)));
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response())
+    Ok(crate::rest::sse_response(stream))
 }

@@ -45,7 +45,7 @@ pub(crate) fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>> {
 }
 
 /// One SSE frame: an event as `id` and JSON `data`, or a comment that keeps the stream open.
-pub(crate) fn sse_frame(item: StreamItem) -> Bytes {
+fn sse_frame(item: StreamItem) -> Bytes {
     match item {
         StreamItem::Event(entry) => {
             let event = Event::from(*entry);
@@ -54,6 +54,19 @@ pub(crate) fn sse_frame(item: StreamItem) -> Bytes {
         }
         StreamItem::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
     }
+}
+
+/// An event stream as a `text/event-stream` response (this route's and the dashboard's).
+pub(crate) fn sse_response(stream: crate::api::EventStream) -> Response {
+    let body = Body::from_stream(stream.map(|item| item.map(sse_frame)));
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 pub async fn events(
@@ -70,13 +83,5 @@ pub async fn events(
     let stream = api
         .events(&caller, &cid, after, q.follow.unwrap_or(true))
         .await?;
-    let body = Body::from_stream(stream.map(|item| item.map(sse_frame)));
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response())
+    Ok(sse_response(stream))
 }

@@ -9,7 +9,7 @@ mod compat;
 mod credentials;
 mod dto;
 mod events;
-pub(crate) use events::{last_event_id, sse_frame};
+pub(crate) use events::{last_event_id, sse_response};
 mod extract;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -97,6 +97,14 @@ impl Cli {
     }
 }
 
+/// The installed CLI and a `roost dev` in a directory of its own.
+async fn start() -> anyhow::Result<(Cli, tempfile::TempDir, RoostProcess)> {
+    let cli = tokio::task::spawn_blocking(install).await??;
+    let dir = tempfile::tempdir()?;
+    let roost = RoostProcess::spawn_dev(&roost_binary(), dir.path(), Duration::from_secs(60))?;
+    Ok((cli, dir, roost))
+}
+
 fn text(v: &Value, field: &str) -> anyhow::Result<String> {
     v[field]
         .as_str()
@@ -106,9 +114,7 @@ fn text(v: &Value, field: &str) -> anyhow::Result<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paperclips_cli_drives_operator_commands_and_an_agent_loop() -> anyhow::Result<()> {
-    let cli = tokio::task::spawn_blocking(install).await??;
-    let dir = tempfile::tempdir()?;
-    let roost = RoostProcess::spawn_dev(&roost_binary(), dir.path(), Duration::from_secs(60))?;
+    let (cli, _dir, roost) = start().await?;
     let base = roost.base_url.clone();
     let admin = roost.admin_token.clone();
     let op = |args: &[&str]| cli.run(&base, &admin, args);
@@ -307,9 +313,7 @@ async fn paperclips_cli_drives_operator_commands_and_an_agent_loop() -> anyhow::
 /// `approval_resolved` and the decision.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paperclips_cli_asks_comments_and_decides_approvals() -> anyhow::Result<()> {
-    let cli = tokio::task::spawn_blocking(install).await??;
-    let dir = tempfile::tempdir()?;
-    let roost = RoostProcess::spawn_dev(&roost_binary(), dir.path(), Duration::from_secs(60))?;
+    let (cli, _dir, roost) = start().await?;
     let base = roost.base_url.clone();
     let admin = roost.admin_token.clone();
     let op = |args: &[&str]| cli.run(&base, &admin, args);
