@@ -6,6 +6,7 @@
 
 mod html;
 mod pages;
+mod runs;
 
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
@@ -37,11 +38,14 @@ pub fn router() -> Router<Api> {
         .route("/agents/{id}/pause", post(pages::pause_agent))
         .route("/agents/{id}/resume", post(pages::resume_agent))
         .route("/ui/events", get(pages::events))
+        .route("/ui/runs/{id}", get(runs::run))
+        .route("/ui/runs/{id}/log", get(runs::log))
 }
 
-/// An operator signed in through the cookie. Without one (or with one no longer valid), a
-/// page redirects to the login form.
-pub struct Operator(pub Caller);
+/// An operator signed in through the cookie, and the token it holds (a follower relays a live
+/// log from the leader with it). Without one (or with one no longer valid), a page redirects
+/// to the login form.
+pub struct Operator(pub Caller, pub String);
 
 /// Why a dashboard request was not served.
 pub enum Refusal {
@@ -135,7 +139,7 @@ impl FromRequestParts<Api> for Operator {
                 "this form was posted from another site: use the dashboard's own pages".into(),
             ));
         }
-        Ok(Operator(caller))
+        Ok(Operator(caller, token))
     }
 }
 

@@ -223,9 +223,9 @@ pub async fn issue(State(api): State<Api>, op: Operator, Path(id): Path<String>)
     let activity = api.issue_activity(&op.0, &issue.id, None, 20).await?;
     let holder = match &issue.checkout {
         Some(c) => format!(
-            "held by <strong>{}</strong> for run <code>{}</code>",
+            "held by <strong>{}</strong> for run <a id=\"holder-run\" href=\"/ui/runs/{run}\"><code>{run}</code></a>",
             esc(&agent_name(&agents, Some(&c.agent_id))),
-            esc(&c.run_id)
+            run = esc(&c.run_id)
         ),
         None => "not checked out".into(),
     };
@@ -299,6 +299,11 @@ pub async fn comment(
 pub async fn agents(State(api): State<Api>, op: Operator, Query(q): Query<BoardQuery>) -> Page {
     let cid = company_of(&api, &op, q.company.as_deref()).await?;
     let agents = api.list_agents(&op.0, &cid).await?;
+    let live: Vec<(String, String)> = api.reader().read(|s| {
+        s.live_runs()
+            .map(|r| (r.agent_id.clone(), r.id.clone()))
+            .collect()
+    });
     let rows: String = agents
         .iter()
         .map(|a| {
@@ -307,9 +312,14 @@ pub async fn agents(State(api): State<Api>, op: Operator, Query(q): Query<BoardQ
             } else {
                 ("pause", "Pause")
             };
+            let runs: String = live
+                .iter()
+                .filter(|(agent, _)| *agent == a.id)
+                .map(|(_, run)| format!("<a class=\"run\" href=\"/ui/runs/{r}\">run {r}</a> ", r = esc(run)))
+                .collect();
             format!(
                 "<tr data-agent=\"{name}\"><td>{name}</td><td class=\"status\">{status}{reason}</td>\
-                 <td>{adapter}</td><td><form class=\"inline\" method=\"post\" action=\"/agents/{id}/{action}\">\
+                 <td>{adapter}</td><td>{runs}</td><td><form class=\"inline\" method=\"post\" action=\"/agents/{id}/{action}\">\
                  <input type=\"hidden\" name=\"company\" value=\"{cid}\">\
                  <button class=\"{action}\">{label}</button></form></td></tr>",
                 name = esc(&a.name),
@@ -325,7 +335,7 @@ pub async fn agents(State(api): State<Api>, op: Operator, Query(q): Query<BoardQ
         })
         .collect();
     let body = format!(
-        "<h1>Agents</h1><table><tr><th>Name</th><th>Status</th><th>Adapter</th><th></th></tr>{rows}</table>"
+        "<h1>Agents</h1><table><tr><th>Name</th><th>Status</th><th>Adapter</th><th>Running</th><th></th></tr>{rows}</table>"
     );
     Ok(Html(html::page("Agents", Some(&cid), &body)).into_response())
 }

@@ -349,3 +349,102 @@ async fn an_operator_watches_an_issue_move_live_and_pauses_an_agent_in_a_browser
     assert!(board_png.exists() && issue_png.exists());
     Ok(())
 }
+
+/// A run's page follows its live log as the agent writes it: a real worker runs a process
+/// agent that prints a line, waits for the test's signal (a file), prints another and ends;
+/// both lines appear on the open page in order, and the page sees the stream end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_runs_page_follows_its_live_log_in_a_browser() -> anyhow::Result<()> {
+    use crate::worker_process::{cluster_with_worker_leases, start_worker};
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let c = cluster_with_worker_leases(1, 1500).await?;
+    let dir = tempfile::tempdir()?;
+    let go = dir.path().join("go");
+    let script = format!(
+        "echo first-line; while [ ! -e '{}' ]; do sleep 0.05; done; echo second-line",
+        go.display()
+    );
+    let _worker = start_worker(&c, dir.path(), c.grpc_addrs(), None).await?;
+    let admin = c.admin(1);
+    let agent = admin
+        .post(
+            &format!("/api/companies/{}/agents", c.company_id),
+            json!({ "name": "logger", "adapterType": "process",
+                    "adapterConfig": { "command": "sh", "args": ["-c", script] } }),
+        )
+        .await?
+        .ok()?;
+    let agent_id = str_field(&agent, "id");
+    admin
+        .post(&format!("/api/agents/{agent_id}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    let run_id = wait_for("a running run", Duration::from_secs(20), || async {
+        let runs = admin
+            .get(&format!(
+                "/api/companies/{}/heartbeat-runs?agentId={agent_id}",
+                c.company_id
+            ))
+            .await
+            .ok()?
+            .ok()
+            .ok()?;
+        runs.as_array()?
+            .iter()
+            .find(|r| r["status"] == "running")
+            .map(|r| str_field(r, "id"))
+    })
+    .await?;
+
+    let browser = Browser::start().await?;
+    browser.goto(&format!("{}/login", admin.base())).await?;
+    browser.type_into("#token", &c.admin_token).await?;
+    browser.click("#login").await?;
+    browser
+        .until(
+            "the board",
+            "return document.getElementById('board') !== null",
+        )
+        .await?;
+    // From the agents page to the agent's live run.
+    browser
+        .goto(&format!("{}/agents?company={}", admin.base(), c.company_id))
+        .await?;
+    browser.click("tr[data-agent=logger] a.run").await?;
+    browser
+        .until(
+            "the first line on the run's page",
+            "var l=document.getElementById('log'); return l && l.textContent.indexOf('first-line')>=0",
+        )
+        .await?;
+    let status = browser
+        .script("return document.getElementById('run-status').textContent")
+        .await?;
+    assert_eq!(status, "running");
+    std::fs::write(&go, "")?;
+    let log = browser
+        .until(
+            "the second line, and the end of the stream",
+            "var l=document.getElementById('log'); \
+             return l && l.dataset.ended==='true' && l.textContent",
+        )
+        .await?;
+    let log = log.as_str().unwrap_or_default();
+    let (first, second) = (log.find("first-line"), log.find("second-line"));
+    assert!(
+        first.is_some() && second.is_some() && first < second,
+        "both lines, in order: {log}"
+    );
+    browser.screenshot("run.png").await?;
+    // The stream ended because the run did.
+    wait_for("the run to succeed", Duration::from_secs(20), || async {
+        let run = admin
+            .get(&format!("/api/heartbeat-runs/{run_id}"))
+            .await
+            .ok()?;
+        (run.body["status"] == "succeeded").then_some(())
+    })
+    .await?;
+    c.shutdown().await;
+    Ok(())
+}
