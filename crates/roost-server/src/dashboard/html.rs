@@ -35,7 +35,9 @@ pub fn page(title: &str, company: Option<&str>, body: &str) -> String {
         Some(c) => {
             let c = esc(c);
             format!(
-                "<a href=\"/board?company={c}\">Board</a><a href=\"/agents?company={c}\">Agents</a>"
+                "<a href=\"/board?company={c}\">Board</a><a href=\"/agents?company={c}\">Agents</a>\
+                 <a href=\"/budgets?company={c}\">Budgets</a><a href=\"/workers?company={c}\">Workers</a>\
+                 <a href=\"/cluster?company={c}\">Cluster</a>"
             )
         }
         None => String::new(),

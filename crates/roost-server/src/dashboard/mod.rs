@@ -4,6 +4,7 @@
 //! it in an HTTP-only, same-site cookie; agent keys cannot log in. A form post must come from
 //! this origin (`Origin`/`Sec-Fetch-Site`), on top of the same-site cookie.
 
+mod fleet;
 mod html;
 mod pages;
 mod runs;
@@ -38,6 +39,10 @@ pub fn router() -> Router<Api> {
         .route("/agents/{id}/pause", post(pages::pause_agent))
         .route("/agents/{id}/resume", post(pages::resume_agent))
         .route("/ui/events", get(pages::events))
+        .route("/budgets", get(fleet::budgets))
+        .route("/budgets/incidents/{id}", post(fleet::resolve_incident))
+        .route("/workers", get(fleet::workers))
+        .route("/cluster", get(fleet::cluster))
         .route("/ui/runs/{id}", get(runs::run))
         .route("/ui/runs/{id}/log", get(runs::log))
 }

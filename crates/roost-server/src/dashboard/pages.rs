@@ -21,13 +21,17 @@ type Page = Result<Response, Refusal>;
 
 #[derive(Deserialize, Default)]
 pub struct BoardQuery {
-    company: Option<String>,
+    pub(super) company: Option<String>,
     agent: Option<String>,
     project: Option<String>,
 }
 
 /// The company the query names, else the operator's oldest one.
-async fn company_of(api: &Api, op: &Operator, named: Option<&str>) -> Result<String, Refusal> {
+pub(super) async fn company_of(
+    api: &Api,
+    op: &Operator,
+    named: Option<&str>,
+) -> Result<String, Refusal> {
     if let Some(id) = named.filter(|c| !c.is_empty()) {
         return Ok(api.get_company(&op.0, id).await?.id);
     }
@@ -117,7 +121,7 @@ fn board_query_string(cid: &str, q: &BoardQuery) -> String {
     s
 }
 
-fn urlencode(text: &str) -> String {
+pub(super) fn urlencode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {

@@ -329,6 +329,67 @@ async fn an_operator_watches_an_issue_move_live_and_pauses_an_agent_in_a_browser
         .unwrap_or_default();
     assert_eq!(paused["actorType"], "user", "{activity}");
 
+    // Budgets: a hard stop's incident shows up and is resolved from the page.
+    node.admin
+        .post(
+            &format!("/api/companies/{cid}/budgets/policies"),
+            json!({ "scopeType": "agent", "scopeId": agent_id, "amount": 30 }),
+        )
+        .await?
+        .ok()?;
+    node.admin
+        .post(
+            &format!("/api/companies/{cid}/cost-events"),
+            json!({ "agentId": agent_id, "provider": "anthropic", "costCents": 40 }),
+        )
+        .await?
+        .ok()?;
+    browser
+        .goto(&format!("{base}/budgets?company={cid}"))
+        .await?;
+    browser
+        .until(
+            "an open hard incident",
+            "var r=[...document.querySelectorAll('tr[data-incident]')].find(function(r){\
+             return r.cells[0].textContent==='hard'}); return r && r.querySelector('.status').textContent==='open'",
+        )
+        .await?;
+    browser
+        .script(
+            "var r=[...document.querySelectorAll('tr[data-incident]')].find(function(r){\
+             return r.cells[0].textContent==='hard'});\
+             [...r.querySelectorAll('button')].find(function(b){return b.textContent==='keep_paused'}).click();\
+             return true",
+        )
+        .await?;
+    browser
+        .until(
+            "the incident resolved",
+            "var r=[...document.querySelectorAll('tr[data-incident]')].find(function(r){\
+             return r.cells[0].textContent==='hard'}); return r && r.querySelector('.status').textContent==='resolved'",
+        )
+        .await?;
+    // The cluster and the workers, as the node sees them.
+    browser
+        .goto(&format!("{base}/cluster?company={cid}"))
+        .await?;
+    let leader = browser
+        .until(
+            "the cluster page",
+            "var l=document.getElementById('leader'); return l && l.textContent",
+        )
+        .await?;
+    assert_eq!(leader, "1");
+    browser
+        .goto(&format!("{base}/workers?company={cid}"))
+        .await?;
+    browser
+        .until(
+            "the workers page",
+            "return document.querySelector('h1') && document.querySelector('h1').textContent==='Workers'",
+        )
+        .await?;
+
     // A form posted from another site, even with the session, is refused.
     let cookie = format!("roost_session={}", node.admin_token);
     let forged = reqwest::Client::new()
