@@ -8,16 +8,12 @@ use axum::Form;
 use roost_core::IncidentStatus;
 use serde::Deserialize;
 
-use super::html::{self, esc};
+use super::html::{self, dollars, esc};
 use super::pages::{company_of, urlencode, BoardQuery};
 use super::{Operator, Refusal};
 use crate::api::Api;
 
 type Page = Result<Response, Refusal>;
-
-fn dollars(cents: u64) -> String {
-    format!("${}.{:02}", cents / 100, cents % 100)
-}
 
 pub async fn budgets(State(api): State<Api>, op: Operator, Query(q): Query<BoardQuery>) -> Page {
     let cid = company_of(&api, &op, q.company.as_deref()).await?;

@@ -17,6 +17,11 @@ pub fn esc(text: &str) -> String {
     out
 }
 
+/// Cents as dollars: `$12.05`.
+pub fn dollars(cents: u64) -> String {
+    format!("${}.{:02}", cents / 100, cents % 100)
+}
+
 const STYLE: &str = "body{font:15px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f5f6f8}\
 header{display:flex;gap:1em;align-items:center;padding:.6em 1em;background:#1d2330;color:#fff;flex-wrap:wrap}\
 header a{color:#fff;text-decoration:none}main{padding:1em}\

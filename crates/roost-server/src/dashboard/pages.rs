@@ -10,7 +10,7 @@ use roost_core::command::IssuePatch;
 use roost_core::{Agent, Issue, IssueStatus, PauseReason};
 use serde::Deserialize;
 
-use super::html::{self, esc};
+use super::html::{self, dollars, esc};
 use super::{Operator, Refusal};
 use crate::api::{Api, IssueFilter};
 
@@ -308,6 +308,43 @@ pub async fn agents(State(api): State<Api>, op: Operator, Query(q): Query<BoardQ
             .map(|r| (r.agent_id.clone(), r.id.clone()))
             .collect()
     });
+    // Each agent's spend this month against its monthly budget, and its last wake with what
+    // became of it (and, while queued, why it has not run).
+    let now = crate::api::now();
+    let facts: Vec<(String, String, String)> = api.reader().read(|s| {
+        agents
+            .iter()
+            .map(|a| {
+                let spent = s.spent_in(
+                    roost_core::BudgetScopeType::Agent,
+                    &a.id,
+                    roost_core::BudgetWindow::CalendarMonthUtc,
+                    now,
+                );
+                let limit =
+                    crate::api::monthly_budget_cents(s, roost_core::BudgetScopeType::Agent, &a.id);
+                let budget = if limit > 0 {
+                    format!("{} of {}", dollars(spent), dollars(limit))
+                } else {
+                    format!("{} (no budget)", dollars(spent))
+                };
+                let last = s
+                    .wakes
+                    .values()
+                    .filter(|w| w.agent_id == a.id)
+                    .max_by_key(|w| w.seq)
+                    .map(|w| {
+                        let why = crate::api::blocked_by(s, w)
+                            .or_else(|| w.status_reason.clone())
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default();
+                        format!("{} {}{}", w.reason.as_str(), w.status.as_str(), why)
+                    })
+                    .unwrap_or_else(|| "never woken".into());
+                (a.id.clone(), budget, last)
+            })
+            .collect()
+    });
     let rows: String = agents
         .iter()
         .map(|a| {
@@ -321,9 +358,14 @@ pub async fn agents(State(api): State<Api>, op: Operator, Query(q): Query<BoardQ
                 .filter(|(agent, _)| *agent == a.id)
                 .map(|(_, run)| format!("<a class=\"run\" href=\"/ui/runs/{r}\">run {r}</a> ", r = esc(run)))
                 .collect();
+            let (budget, last_wake) = facts
+                .iter()
+                .find(|(id, _, _)| *id == a.id)
+                .map(|(_, b, w)| (b.as_str(), w.as_str()))
+                .unwrap_or(("", ""));
             format!(
                 "<tr data-agent=\"{name}\"><td>{name}</td><td class=\"status\">{status}{reason}</td>\
-                 <td>{adapter}</td><td>{runs}</td><td><form class=\"inline\" method=\"post\" action=\"/agents/{id}/{action}\">\
+                 <td>{adapter}</td><td>{runs}</td><td>{budget}</td><td class=\"wake\">{last_wake}</td><td><form class=\"inline\" method=\"post\" action=\"/agents/{id}/{action}\">\
                  <input type=\"hidden\" name=\"company\" value=\"{cid}\">\
                  <button class=\"{action}\">{label}</button></form></td></tr>",
                 name = esc(&a.name),
@@ -333,13 +375,15 @@ pub async fn agents(State(api): State<Api>, op: Operator, Query(q): Query<BoardQ
                     .map(|r| format!(" ({})", r.as_str()))
                     .unwrap_or_default(),
                 adapter = a.adapter_type.as_str(),
+                budget = esc(budget),
+                last_wake = esc(last_wake),
                 id = esc(&a.id),
                 cid = esc(&cid),
             )
         })
         .collect();
     let body = format!(
-        "<h1>Agents</h1><table><tr><th>Name</th><th>Status</th><th>Adapter</th><th>Running</th><th></th></tr>{rows}</table>"
+        "<h1>Agents</h1><table><tr><th>Name</th><th>Status</th><th>Adapter</th><th>Running</th><th>Spent this month</th><th>Last wake</th><th></th></tr>{rows}</table>"
     );
     Ok(Html(html::page("Agents", Some(&cid), &body)).into_response())
 }

@@ -369,6 +369,17 @@ async fn an_operator_watches_an_issue_move_live_and_pauses_an_agent_in_a_browser
              return r.cells[0].textContent==='hard'}); return r && r.querySelector('.status').textContent==='resolved'",
         )
         .await?;
+    // The agents page shows the spend against the budget, and the agent's last wake.
+    browser
+        .goto(&format!("{base}/agents?company={cid}"))
+        .await?;
+    let spend = browser
+        .until(
+            "the agent's spend",
+            "var r=document.querySelector('tr[data-agent=coder]'); return r && r.cells[4].textContent",
+        )
+        .await?;
+    assert_eq!(spend, "$0.40 of $0.30");
     // The cluster and the workers, as the node sees them.
     browser
         .goto(&format!("{base}/cluster?company={cid}"))
