@@ -38,6 +38,8 @@ pub fn router() -> Router<Api> {
         .route("/agents", get(pages::agents))
         .route("/agents/{id}/pause", post(pages::pause_agent))
         .route("/agents/{id}/resume", post(pages::resume_agent))
+        .route("/agents/{id}/wake", post(pages::wake_agent))
+        .route("/ui/runs/{id}/cancel", post(runs::cancel))
         .route("/ui/events", get(pages::events))
         .route("/budgets", get(fleet::budgets))
         .route("/budgets/incidents/{id}", post(fleet::resolve_incident))

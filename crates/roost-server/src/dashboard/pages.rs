@@ -367,7 +367,10 @@ pub async fn agents(State(api): State<Api>, op: Operator, Query(q): Query<BoardQ
                 "<tr data-agent=\"{name}\"><td>{name}</td><td class=\"status\">{status}{reason}</td>\
                  <td>{adapter}</td><td>{runs}</td><td>{budget}</td><td class=\"wake\">{last_wake}</td><td><form class=\"inline\" method=\"post\" action=\"/agents/{id}/{action}\">\
                  <input type=\"hidden\" name=\"company\" value=\"{cid}\">\
-                 <button class=\"{action}\">{label}</button></form></td></tr>",
+                 <button class=\"{action}\">{label}</button></form> \
+                 <form class=\"inline\" method=\"post\" action=\"/agents/{id}/wake\">\
+                 <input type=\"hidden\" name=\"company\" value=\"{cid}\">\
+                 <button class=\"wake\">Wake</button></form></td></tr>",
                 name = esc(&a.name),
                 status = a.status.as_str(),
                 reason = a
@@ -400,6 +403,18 @@ pub async fn pause_agent(
     Form(f): Form<AgentAction>,
 ) -> Page {
     api.pause_agent(&op.0, &id, PauseReason::Manual).await?;
+    Ok(Redirect::to(&format!("/agents?company={}", urlencode(&f.company))).into_response())
+}
+
+/// Wakes the agent on demand, as `POST /api/agents/{id}/wakeup` with no body does.
+pub async fn wake_agent(
+    State(api): State<Api>,
+    op: Operator,
+    Path(id): Path<String>,
+    Form(f): Form<AgentAction>,
+) -> Page {
+    api.wakeup(&op.0, &id, crate::api::WakeupRequest::default())
+        .await?;
     Ok(Redirect::to(&format!("/agents?company={}", urlencode(&f.company))).into_response())
 }
 

@@ -31,7 +31,7 @@ pub async fn run(State(api): State<Api>, op: Operator, Path(id): Path<String>) -
          <p>Status <strong id=\"run-status\">{status}</strong> · agent {agent} · {issue} · \
          woken by {reason}</p>\
          <p class=\"muted\">{input} input, {cached} cached, {output} output tokens · \
-         ${cost:.2}</p><h2>Log</h2><pre id=\"log\" style=\"white-space:pre-wrap;background:#fff;\
+         ${cost:.2}</p>{cancel}<h2>Log</h2><pre id=\"log\" style=\"white-space:pre-wrap;background:#fff;\
          padding:.6em;border-radius:5px;max-height:60vh;overflow:auto\"></pre>\
          <script>(function(){{var pre=document.getElementById('log');\
          fetch('/ui/runs/'+encodeURIComponent({id_js})+'/log',{{credentials:'same-origin'}})\
@@ -50,8 +50,31 @@ pub async fn run(State(api): State<Api>, op: Operator, Path(id): Path<String>) -
         cached = usage.cached_input_tokens,
         output = usage.output_tokens,
         cost = usage.cost_micro_usd as f64 / 1_000_000.0,
+        cancel = if run.status.is_live() {
+            format!(
+                "<form method=\"post\" action=\"/ui/runs/{}/cancel\"><button id=\"cancel\">Cancel the run</button></form>",
+                esc(&run.id)
+            )
+        } else {
+            String::new()
+        },
     );
     Ok(Html(html::page("Run", Some(&run.company_id), &body)).into_response())
+}
+
+/// Cancels a live run, as `POST /api/heartbeat-runs/{id}/cancel` does.
+pub async fn cancel(State(api): State<Api>, op: Operator, Path(id): Path<String>) -> Page {
+    api.finish_run(
+        &op.0,
+        &id,
+        roost_core::RunStatus::Cancelled,
+        Some("cancelled from the dashboard".into()),
+    )
+    .await?;
+    Ok(
+        axum::response::Redirect::to(&format!("/ui/runs/{}", super::pages::urlencode(&id)))
+            .into_response(),
+    )
 }
 
 /// The run's log as it grows, as plain text, until the run ends.

@@ -297,9 +297,27 @@ async fn an_operator_watches_an_issue_move_live_and_pauses_an_agent_in_a_browser
     assert_eq!(status, "in_progress");
     let issue_png = browser.screenshot("issue.png").await?;
 
-    // Pause the agent from the agents page; the write is the operator's.
+    // The holder's run: cancelled from its page.
+    browser.click("#holder-run").await?;
+    browser.click("#cancel").await?;
+    browser
+        .until(
+            "the run cancelled",
+            "var s=document.getElementById('run-status'); return s && s.textContent==='cancelled'",
+        )
+        .await?;
+
+    // Wake the agent, then pause it, from the agents page; the writes are the operator's.
     browser
         .goto(&format!("{base}/agents?company={cid}"))
+        .await?;
+    browser.click("tr[data-agent=coder] button.wake").await?;
+    browser
+        .until(
+            "the wake on the agents page",
+            "var w=document.querySelector('tr[data-agent=coder] .wake'); \
+             return w && w.textContent.indexOf('on_demand')===0",
+        )
         .await?;
     browser.click("tr[data-agent=coder] button.pause").await?;
     browser
