@@ -22,7 +22,11 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use roost_core::{AgentStatus, IssueStatus, RunStatus, State as RoostState, WorkerStatus};
+use roost_core::approval::ApprovalStatus;
+use roost_core::{
+    AgentStatus, IncidentKind, IncidentStatus, IssueStatus, RunStatus, State as RoostState,
+    WakeReason, WakeStatus, WorkerStatus,
+};
 use roost_raft::{HistogramSnapshot, RaftNode};
 use tokio::sync::watch;
 
@@ -260,6 +264,14 @@ struct StateCounts {
     agents: Vec<(&'static str, u64)>,
     workers: Vec<(&'static str, u64)>,
     wakes_queued: u64,
+    /// Every wake recorded, by what became of it and by why it was asked.
+    wakes: Vec<(&'static str, u64)>,
+    wake_reasons: Vec<(&'static str, u64)>,
+    /// Cents reserved by live runs, and spent this UTC month, over every company.
+    reserved_cents: u64,
+    spent_month_cents: u64,
+    incidents_open: Vec<(&'static str, u64)>,
+    approvals_pending: u64,
 }
 
 /// How many of `items` have each of `all`'s values, in `all`'s order (zeros too, so a series
@@ -304,6 +316,42 @@ impl StateCounts {
                 s.workers.values().map(|w| w.status),
             ),
             wakes_queued: s.queued_wakes().count() as u64,
+            wakes: by_status(
+                WakeStatus::ALL,
+                WakeStatus::as_str,
+                s.wakes.values().map(|w| w.status),
+            ),
+            wake_reasons: by_status(
+                WakeReason::ALL,
+                WakeReason::as_str,
+                s.wakes.values().map(|w| w.reason),
+            ),
+            reserved_cents: s
+                .live_runs()
+                .fold(0u64, |sum, r| sum.saturating_add(r.reserved_cents)),
+            spent_month_cents: {
+                let month = roost_core::BudgetWindow::CalendarMonthUtc.key(crate::api::now());
+                s.cost_events
+                    .values()
+                    .filter(|e| {
+                        roost_core::BudgetWindow::CalendarMonthUtc.key(e.occurred_at) == month
+                    })
+                    .fold(0u64, |sum, e| sum.saturating_add(e.cost_cents))
+            },
+            incidents_open: by_status(
+                IncidentKind::ALL,
+                IncidentKind::as_str,
+                s.budget_incidents
+                    .values()
+                    .filter(|i| i.status == IncidentStatus::Open)
+                    .map(|i| i.kind),
+            ),
+            approvals_pending: s
+                .approvals
+                .approvals
+                .values()
+                .filter(|a| a.status == ApprovalStatus::Pending)
+                .count() as u64,
         }
     }
 }
@@ -515,6 +563,45 @@ impl Collector for Snapshot {
             "roost_wakes_queued",
             "Wakes queued for a run",
             s.wakes_queued,
+        )?;
+        gauges(
+            e,
+            "roost_wakes",
+            "Wakes recorded, by what became of them",
+            "status",
+            &s.wakes,
+        )?;
+        gauges(
+            e,
+            "roost_wakes_by_reason",
+            "Wakes recorded, by why they were asked",
+            "reason",
+            &s.wake_reasons,
+        )?;
+        gauge(
+            e,
+            "roost_budget_reserved_cents",
+            "Cents live runs hold against their budgets, over every company",
+            s.reserved_cents,
+        )?;
+        gauge(
+            e,
+            "roost_spend_month_cents",
+            "Cents spent this UTC month, over every company",
+            s.spent_month_cents,
+        )?;
+        gauges(
+            e,
+            "roost_budget_incidents_open",
+            "Open budget and wake-loop incidents, by kind",
+            "kind",
+            &s.incidents_open,
+        )?;
+        gauge(
+            e,
+            "roost_approvals_pending",
+            "Approvals waiting for a decision",
+            s.approvals_pending,
         )?;
         if let Some(connected) = self.connected_workers {
             gauge(

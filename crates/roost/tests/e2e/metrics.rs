@@ -289,6 +289,12 @@ const NAMED: &[&str] = &[
     "roost_agents",
     "roost_workers",
     "roost_wakes_queued",
+    "roost_wakes",
+    "roost_wakes_by_reason",
+    "roost_budget_reserved_cents",
+    "roost_spend_month_cents",
+    "roost_budget_incidents_open",
+    "roost_approvals_pending",
     "roost_workers_connected",
     "roost_process_open_fds",
     "roost_process_resident_memory_bytes",
@@ -394,6 +400,36 @@ async fn metrics_parse_name_every_series_and_move_under_load() -> anyhow::Result
         after.get("roost_http_request_duration_seconds_count")?
             > before.get("roost_http_request_duration_seconds_count")?
     );
+    // Spend, reservations and wakes move with a cost event, the run and a wake.
+    assert!(
+        after.get("roost_budget_reserved_cents")? >= before.get("roost_budget_reserved_cents")?
+    );
+    let spent_before = after.get("roost_spend_month_cents")?;
+    let wakes_before = after
+        .sum("roost_wakes_by_reason", &[("reason", "on_demand")])
+        .unwrap_or(0.0);
+    node.admin
+        .post(
+            &format!("/api/companies/{}/cost-events", node.company_id),
+            json!({ "agentId": agent, "provider": "anthropic", "costCents": 7 }),
+        )
+        .await?
+        .ok()?;
+    node.admin
+        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    wait_for(
+        "spend and wakes to move",
+        TestNode::default_timeout(),
+        || async {
+            let s = scrape(&base).await.ok()?;
+            let moved = s.get("roost_spend_month_cents").ok()? >= spent_before + 7.0
+                && s.sum("roost_wakes_by_reason", &[("reason", "on_demand")])? > wakes_before;
+            moved.then_some(())
+        },
+    )
+    .await?;
     // An unknown path is counted under one label, not its own.
     node.admin.get("/api/no/such/route/at/all").await?;
     let unmatched = wait_for(
