@@ -168,7 +168,8 @@ impl Server {
         let api = Api::new(node.clone())
             .with_rate_limiter(config.limits.rate_limiter())
             .with_recall(recall)
-            .with_stop(stop_rx.clone());
+            .with_stop(stop_rx.clone())
+            .with_https(node_tls.is_some());
         let supervisor = Supervisor::new(Policy::default());
 
         let router = rest::router(api.clone(), config.max_body_bytes, supervisor.clone());

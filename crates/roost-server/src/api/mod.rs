@@ -59,6 +59,8 @@ pub struct Api {
     /// wait out its grace for them. Its own sender until `with_stop` gives the server's.
     stop: tokio::sync::watch::Receiver<bool>,
     _own_stop: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+    /// The REST listener serves TLS: the dashboard's cookie is then `Secure`.
+    https: bool,
 }
 
 pub(crate) fn new_id() -> String {
@@ -73,6 +75,7 @@ impl Api {
     pub fn new(node: RaftNode) -> Self {
         let (own_stop, stop) = tokio::sync::watch::channel(false);
         Api {
+            https: false,
             stop,
             _own_stop: std::sync::Arc::new(own_stop),
             node,
@@ -87,6 +90,17 @@ impl Api {
     pub(crate) fn with_stop(mut self, stop: tokio::sync::watch::Receiver<bool>) -> Self {
         self.stop = stop;
         self
+    }
+
+    /// This API behind a TLS listener (`lib.rs`).
+    pub(crate) fn with_https(mut self, https: bool) -> Self {
+        self.https = https;
+        self
+    }
+
+    /// Whether clients reach this node over TLS.
+    pub(crate) fn https(&self) -> bool {
+        self.https
     }
 
     /// The stop signal: true once the node stops.

@@ -190,9 +190,12 @@ async fn login(
     let caller = api.authenticate(Some(token), None).await;
     match caller {
         Ok(c) if c.is_admin() => {
-            // HTTP-only: no script reads it; SameSite=Strict: no other site sends it.
-            let cookie =
-                format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200");
+            // HTTP-only: no script reads it; SameSite=Strict: no other site sends it; Secure
+            // when the node serves TLS: never sent in the clear.
+            let secure = if api.https() { "; Secure" } else { "" };
+            let cookie = format!(
+                "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200{secure}"
+            );
             ([(header::SET_COOKIE, cookie)], Redirect::to("/board")).into_response()
         }
         Ok(_) => (

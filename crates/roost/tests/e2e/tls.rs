@@ -171,6 +171,30 @@ async fn a_tls_cluster_serves_the_cli_and_a_worker_and_refuses_plaintext_and_str
         ],
     )?)?;
 
+    // The dashboard's session cookie over TLS is Secure (never sent in the clear).
+    let browserish = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(&ca)?)?)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let login = browserish
+        .post(format!("{}/login", nodes[0].http))
+        .form(&[("token", token.as_str())])
+        .send()
+        .await?;
+    let cookie = login
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Strict")
+            && cookie.contains("Secure"),
+        "{} {cookie}",
+        login.status()
+    );
+
     // Plaintext to the TLS ports: no HTTP answer, no gRPC answer.
     let (http, grpc) = (nodes[0].http.trim_start_matches("https://"), &nodes[0].grpc);
     let answer = plaintext_answer(http).await?;
