@@ -638,31 +638,9 @@ impl Control for ControlService {
     type WatchStream = futures::stream::BoxStream<'static, Result<pb::ActivityEntry, Status>>;
 
     async fn watch(&self, request: Request<pb::WatchRequest>) -> Reply<Self::WatchStream> {
-        use futures::StreamExt;
         let caller = self.caller(&request).await?;
-        let body = request.into_inner();
-        let stream = self
-            .api
-            .events(
-                &caller,
-                &body.company_id,
-                body.after_seq,
-                body.follow.unwrap_or(true),
-            )
-            .await?;
-        // HTTP/2 keeps an idle stream open by itself: the keep-alives are REST's.
         Ok(Response::new(
-            stream
-                .filter_map(|item| async move {
-                    match item {
-                        Ok(crate::api::StreamItem::Event(entry)) => {
-                            Some(Ok(convert::activity_to_proto(*entry)))
-                        }
-                        Ok(crate::api::StreamItem::KeepAlive) => None,
-                        Err(e) => Some(Err(Status::from(e))),
-                    }
-                })
-                .boxed(),
+            super::events::watch(&self.api, &caller, request.into_inner()).await?,
         ))
     }
 
