@@ -470,7 +470,7 @@ pub struct Run {
     pub log_bytes: u64,
     #[serde(default)]
     pub summary: Option<String>,
-    /// Cents held against the agent's budgets while the run is live (DESIGN.md section 8).
+    /// Cents held against the agent's budgets while the run is live (ARCHITECTURE.md, "Budgets").
     #[serde(default)]
     pub reserved_cents: u64,
 }
@@ -745,7 +745,7 @@ impl BudgetWindow {
 /// The window key of lifetime policies.
 pub const LIFETIME_WINDOW: i64 = -1;
 
-/// A spending limit on a company, an agent or a project (DESIGN.md section 8).
+/// A spending limit on a company, an agent or a project (ARCHITECTURE.md, "Budgets").
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetPolicy {

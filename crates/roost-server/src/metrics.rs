@@ -329,14 +329,17 @@ impl StateCounts {
             reserved_cents: s
                 .live_runs()
                 .fold(0u64, |sum, r| sum.saturating_add(r.reserved_cents)),
+            // From the spend index apply keeps per (scope, month): no pass over cost events.
             spent_month_cents: {
-                let month = roost_core::BudgetWindow::CalendarMonthUtc.key(crate::api::now());
-                s.cost_events
-                    .values()
-                    .filter(|e| {
-                        roost_core::BudgetWindow::CalendarMonthUtc.key(e.occurred_at) == month
-                    })
-                    .fold(0u64, |sum, e| sum.saturating_add(e.cost_cents))
+                let now = crate::api::now();
+                s.companies.keys().fold(0u64, |sum, c| {
+                    sum.saturating_add(s.spent_in(
+                        roost_core::BudgetScopeType::Company,
+                        c,
+                        roost_core::BudgetWindow::CalendarMonthUtc,
+                        now,
+                    ))
+                })
             },
             incidents_open: by_status(
                 IncidentKind::ALL,

@@ -1,4 +1,4 @@
-//! Transition tests for budgets (DESIGN.md section 8): reservations at claim, metering during a
+//! Transition tests for budgets (ARCHITECTURE.md, "Budgets"): reservations at claim, metering during a
 //! run, settlement at its end, incidents, operator decisions, windows, bad input.
 
 use std::collections::BTreeMap;

@@ -3218,7 +3218,7 @@ pub mod control_client {
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetMe"));
             self.inner.unary(req, path, codec).await
         }
-        /// Budgets (DESIGN.md section 8): creates or replaces the budget of a scope and window.
+        /// Budgets (ARCHITECTURE.md, "Budgets"): creates or replaces the budget of a scope and window.
         pub async fn set_budget_policy(
             &mut self,
             request: impl tonic::IntoRequest<super::SetBudgetPolicyRequest>,
@@ -4249,7 +4249,7 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::GetMeRequest>,
         ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status>;
-        /// Budgets (DESIGN.md section 8): creates or replaces the budget of a scope and window.
+        /// Budgets (ARCHITECTURE.md, "Budgets"): creates or replaces the budget of a scope and window.
         async fn set_budget_policy(
             &self,
             request: tonic::Request<super::SetBudgetPolicyRequest>,

@@ -1,5 +1,5 @@
 //! Budgets and costs: policies, cost events, incidents and their resolution, the overview an
-//! operator reads and the spend summary (DESIGN.md section 8).
+//! operator reads and the spend summary (ARCHITECTURE.md, "Budgets").
 
 use std::collections::BTreeMap;
 

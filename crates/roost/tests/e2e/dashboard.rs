@@ -365,27 +365,23 @@ async fn an_operator_watches_an_issue_move_live_and_pauses_an_agent_in_a_browser
     browser
         .goto(&format!("{base}/budgets?company={cid}"))
         .await?;
+    // The hard incident's row of the budgets page, as the first statement of each script.
+    let hard_row = "var r=[...document.querySelectorAll('tr[data-incident]')]\
+                    .find(function(r){return r.cells[0].textContent==='hard'});";
+    let row_status = |status: &str| {
+        format!("{hard_row} return r && r.querySelector('.status').textContent==='{status}'")
+    };
     browser
-        .until(
-            "an open hard incident",
-            "var r=[...document.querySelectorAll('tr[data-incident]')].find(function(r){\
-             return r.cells[0].textContent==='hard'}); return r && r.querySelector('.status').textContent==='open'",
-        )
+        .until("an open hard incident", &row_status("open"))
         .await?;
     browser
-        .script(
-            "var r=[...document.querySelectorAll('tr[data-incident]')].find(function(r){\
-             return r.cells[0].textContent==='hard'});\
-             [...r.querySelectorAll('button')].find(function(b){return b.textContent==='keep_paused'}).click();\
-             return true",
-        )
+        .script(&format!(
+            "{hard_row} [...r.querySelectorAll('button')]\
+             .find(function(b){{return b.textContent==='keep_paused'}}).click(); return true"
+        ))
         .await?;
     browser
-        .until(
-            "the incident resolved",
-            "var r=[...document.querySelectorAll('tr[data-incident]')].find(function(r){\
-             return r.cells[0].textContent==='hard'}); return r && r.querySelector('.status').textContent==='resolved'",
-        )
+        .until("the incident resolved", &row_status("resolved"))
         .await?;
     // The agents page shows the spend against the budget, and the agent's last wake.
     browser

@@ -13,7 +13,9 @@ use serde_json::{json, Value};
 use roost_testkit::{wait_for, TestCluster};
 
 use crate::support::str_field;
-use crate::worker_process::{cluster_with_worker_leases, create_agent, runs, start_named_worker};
+use crate::worker_process::{
+    cluster_with_worker_leases, create_agent, runs, start_named_worker, worker_gone,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 const SUMMARY: &str = "# Roost\nA replicated control plane for agents.\n";
@@ -118,16 +120,7 @@ async fn an_agents_home_files_follow_it_and_a_home_over_its_cap_is_refused() -> 
 
     // Worker A goes away; worker B, with an empty work dir, is the only one left.
     drop(stop_a);
-    wait_for("worker A to be lost", WAIT, || async {
-        let workers = c.admin(leader).get("/api/workers").await.ok()?.ok().ok()?;
-        let a = workers
-            .as_array()?
-            .iter()
-            .find(|w| w["id"] == "worker-a")?
-            .clone();
-        (a["status"] != "online").then_some(())
-    })
-    .await?;
+    worker_gone(&c, leader, "worker-a").await?;
     let _stop_b = start_named_worker(
         &c,
         "worker-b",

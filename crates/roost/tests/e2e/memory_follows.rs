@@ -11,7 +11,9 @@ use serde_json::{json, Value};
 use roost_testkit::{wait_for, TestCluster};
 
 use crate::support::str_field;
-use crate::worker_process::{cluster_with_worker_leases, create_agent, runs, start_named_worker};
+use crate::worker_process::{
+    cluster_with_worker_leases, create_agent, runs, start_named_worker, worker_gone,
+};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -121,16 +123,7 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
         via = c.leader().await?;
     }
     // Gone for the cluster too, so the next run cannot be handed to A while it drains.
-    wait_for("worker A to be lost", WAIT, || async {
-        let workers = c.admin(via).get("/api/workers").await.ok()?.ok().ok()?;
-        let a = workers
-            .as_array()?
-            .iter()
-            .find(|w| w["id"] == "worker-a")?
-            .clone();
-        (a["status"] != "online").then_some(())
-    })
-    .await?;
+    worker_gone(&c, via, "worker-a").await?;
     let _stop_b = start_named_worker(
         &c,
         "worker-b",

@@ -113,6 +113,20 @@ pub(crate) async fn cluster_with_worker_leases(
     .await
 }
 
+/// Waits until node `via` no longer sees worker `worker_id` online (its lease lost).
+pub(crate) async fn worker_gone(c: &TestCluster, via: u64, worker_id: &str) -> anyhow::Result<()> {
+    wait_for("the worker to be lost", WAIT, || async {
+        let workers = c.admin(via).get("/api/workers").await.ok()?.ok().ok()?;
+        let w = workers
+            .as_array()?
+            .iter()
+            .find(|w| w["id"] == worker_id)?
+            .clone();
+        (w["status"] != "online").then_some(())
+    })
+    .await
+}
+
 /// Waits for a run of `agent` that is no longer queued, assigned or running; returns it.
 pub(crate) async fn finished_run(c: &TestCluster, agent: &str) -> anyhow::Result<Value> {
     wait_for("a finished run", WAIT, || async {
