@@ -69,6 +69,11 @@ pub struct Envelope {
     /// change) returns the first outcome instead of applying again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The id of the request that proposed it (REST's `X-Request-Id`), so the log lines of the
+    /// request, its proposal and its apply on every replica can be found together. Left out of
+    /// the entry when there is none, so older entries keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 /// Keeps "clear this field" (`Some(None)`, serialized as `null`) distinct from "leave it"
@@ -414,6 +419,25 @@ pub enum Command {
     DeleteProject {
         project_id: String,
     },
+    /// A company skill (`skill.rs`, `rules/skill.rs`).
+    CreateSkill {
+        id: String,
+        company_id: String,
+        fields: crate::skill::SkillCreate,
+    },
+    UpdateSkill {
+        skill_id: String,
+        patch: crate::skill::SkillPatch,
+    },
+    /// Removes the skill and unassigns it from every agent.
+    DeleteSkill {
+        skill_id: String,
+    },
+    /// Replaces the agent's assigned skills with these keys (Paperclip's `skills/sync`).
+    SetAgentSkills {
+        agent_id: String,
+        skills: Vec<String>,
+    },
     /// Opens an approval (`rules/approval.rs`); not `hire_agent`, which `HireAgent` opens.
     CreateApproval {
         id: String,
@@ -513,6 +537,10 @@ impl Command {
             Command::CreateProject { .. } => "project.created",
             Command::UpdateProject { .. } => "project.updated",
             Command::DeleteProject { .. } => "project.deleted",
+            Command::CreateSkill { .. } => "skill.created",
+            Command::UpdateSkill { .. } => "skill.updated",
+            Command::DeleteSkill { .. } => "skill.deleted",
+            Command::SetAgentSkills { .. } => "agent.skills_set",
             Command::CreateApproval { .. } => "approval.created",
             Command::HireAgent { .. } => "agent.hired",
             Command::DecideApproval { .. } => "approval.decided",
@@ -553,6 +581,7 @@ pub enum Outcome {
     HomeChunks(Vec<String>),
     Goal(crate::project::Goal),
     Project(crate::project::Project),
+    Skill(crate::skill::Skill),
     Approval(crate::approval::Approval),
     ApprovalComment(crate::approval::ApprovalComment),
     /// A hire: the agent and, when the company requires board approval, its approval.
@@ -585,6 +614,7 @@ impl Outcome {
             Outcome::HomeChunks(_) => "home_chunks",
             Outcome::Goal(_) => "goal",
             Outcome::Project(_) => "project",
+            Outcome::Skill(_) => "skill",
             Outcome::Approval(_) => "approval",
             Outcome::ApprovalComment(_) => "approval_comment",
             Outcome::Hire { .. } => "hire",

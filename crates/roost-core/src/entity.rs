@@ -99,12 +99,16 @@ string_enum!(PauseReason { Manual => "manual", Budget => "budget", System => "sy
 
 string_enum!(
     /// How a worker runs an agent. Paperclip's names for the same adapters are read as aliases
-    /// (`claude_local`, `codex_local`), so its clients' agent bodies work unchanged; Roost's own
-    /// name is what it stores and shows.
+    /// (`claude_local`, `codex_local`, ...), so its clients' agent bodies work unchanged; Roost's
+    /// own name is what it stores and shows.
     AdapterType {
         Process => "process",
         Claude => "claude" | "claude_local",
         Codex => "codex" | "codex_local",
+        Gemini => "gemini" | "gemini_local",
+        OpenCode => "opencode" | "opencode_local",
+        Hermes => "hermes" | "hermes_local",
+        OpenClawGateway => "openclaw_gateway" | "openclaw",
         Http => "http",
     }
 );
@@ -242,6 +246,10 @@ pub struct Agent {
     /// the row while none, so older rows keep their bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reports_to: Option<String>,
+    /// Keys of the company skills its worker writes before every run (`skill.rs`); Paperclip's
+    /// `desiredSkills`. Left out of the row while empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub desired_skills: Vec<String>,
 }
 
 fn default_home_max_bytes() -> u64 {
@@ -473,6 +481,10 @@ pub struct Run {
     /// Cents held against the agent's budgets while the run is live (ARCHITECTURE.md, "Budgets").
     #[serde(default)]
     pub reserved_cents: u64,
+    /// The directory the agent ran in on its worker (`roost-worker/src/workspace.rs`), reported
+    /// with its end; left out of the row while unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_path: Option<String>,
 }
 
 /// The most of a run's log the cluster keeps (the tail; the worker keeps the whole log).
@@ -516,6 +528,8 @@ pub struct RunReport {
     pub log_tail: String,
     pub log_bytes: u64,
     pub summary: Option<String>,
+    /// Where the agent ran on the worker.
+    pub workspace_path: Option<String>,
 }
 
 /// An agent's saved adapter session for one task (Paperclip's `agent_task_sessions`).
@@ -841,6 +855,10 @@ mod tests {
         for (paperclip, roost) in [
             ("claude_local", AdapterType::Claude),
             ("codex_local", AdapterType::Codex),
+            ("gemini_local", AdapterType::Gemini),
+            ("opencode_local", AdapterType::OpenCode),
+            ("hermes_local", AdapterType::Hermes),
+            ("openclaw", AdapterType::OpenClawGateway),
         ] {
             assert_eq!(paperclip.parse::<AdapterType>(), Ok(roost));
             let read: AdapterType =
@@ -851,9 +869,11 @@ mod tests {
                 serde_json::json!(roost.as_str())
             );
         }
-        let unknown = "gemini_local".parse::<AdapterType>().unwrap_err();
+        let unknown = "cursor_local".parse::<AdapterType>().unwrap_err();
         assert!(
-            unknown.contains("process, claude, codex, http"),
+            unknown.contains(
+                "process, claude, codex, gemini, opencode, hermes, openclaw_gateway, http"
+            ),
             "{unknown}"
         );
     }

@@ -222,6 +222,20 @@ pub fn is_managed(path: &str) -> bool {
 /// Why `path` cannot name a file of a home, if it cannot: it must be relative, `/`-separated,
 /// without empty, `.` or `..` parts, and not one of memory's own files.
 pub fn path_problem(path: &str) -> Option<String> {
+    if let Some(problem) = relative_path_problem(path) {
+        return Some(problem);
+    }
+    if is_managed(path) {
+        return Some(format!(
+            "{path} is the agent's memory, saved through the memory API, not as a home file"
+        ));
+    }
+    None
+}
+
+/// Why `path` cannot name a file under a directory a worker writes (a home, a skill), if it
+/// cannot: it must be relative, '/'-separated, without empty, '.' or '..' parts.
+pub fn relative_path_problem(path: &str) -> Option<String> {
     if path.is_empty() {
         return Some("a file path is empty".into());
     }
@@ -243,11 +257,6 @@ pub fn path_problem(path: &str) -> Option<String> {
     {
         return Some(format!(
             "the file path {path:?} has an empty, '.' or '..' part"
-        ));
-    }
-    if is_managed(path) {
-        return Some(format!(
-            "{path} is the agent's memory, saved through the memory API, not as a home file"
         ));
     }
     None

@@ -20,6 +20,7 @@ pub mod project;
 pub mod routine;
 pub mod routine_command;
 mod rules;
+pub mod skill;
 pub mod state;
 mod state_hash;
 pub mod time;

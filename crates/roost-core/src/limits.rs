@@ -279,6 +279,32 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         | Command::CreateProject { .. }
         | Command::UpdateProject { .. }
         | Command::DeleteProject { .. } => Ok(()),
+        Command::CreateSkill { fields, .. } => skill_files(
+            fields
+                .files
+                .iter()
+                .map(|(p, c)| (p.as_str(), Some(c.as_str())))
+                .chain(
+                    fields
+                        .markdown
+                        .as_deref()
+                        .map(|m| (crate::skill::SKILL_FILE, Some(m))),
+                ),
+        ),
+        Command::UpdateSkill { patch, .. } => {
+            skill_files(patch.files.iter().map(|(p, c)| (p.as_str(), c.as_deref())))
+        }
+        Command::SetAgentSkills { skills, .. } => {
+            if skills.len() > crate::skill::MAX_AGENT_SKILLS {
+                return Err(DomainError::too_large(
+                    "desiredSkills",
+                    crate::skill::MAX_AGENT_SKILLS as u64,
+                    "skills",
+                ));
+            }
+            Ok(())
+        }
+        Command::DeleteSkill { .. } => Ok(()),
         Command::PauseAgent { .. }
         | Command::ResumeAgent { .. }
         | Command::TerminateAgent { .. }
@@ -291,6 +317,37 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         | Command::WorkerLost { .. }
         | Command::ExchangeJoinToken { .. } => Ok(()),
     }
+}
+
+/// A skill's files as sent: paths that can be written on a worker, and no more files or bytes
+/// than one skill may hold (the rules check the skill as it would become).
+fn skill_files<'a>(
+    files: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> Result<(), DomainError> {
+    use crate::skill::{file_path_problem, MAX_SKILL_BYTES, MAX_SKILL_FILES};
+    let (mut count, mut bytes) = (0usize, 0usize);
+    for (path, content) in files {
+        count += 1;
+        bytes = bytes.saturating_add(content.map_or(0, str::len));
+        if let Some(problem) = file_path_problem(path) {
+            return Err(DomainError::invalid("files", problem));
+        }
+    }
+    if count > MAX_SKILL_FILES + 1 {
+        return Err(DomainError::too_large(
+            "files",
+            MAX_SKILL_FILES as u64,
+            "files",
+        ));
+    }
+    if bytes > MAX_SKILL_BYTES {
+        return Err(DomainError::too_large(
+            "files",
+            MAX_SKILL_BYTES as u64,
+            "bytes",
+        ));
+    }
+    Ok(())
 }
 
 /// The clock hour (UTC) a time falls in, the window of the runs-per-hour quota.

@@ -54,6 +54,9 @@ pub enum Change {
     /// A goal or project removed (its id).
     GoalDeleted(String),
     ProjectDeleted(String),
+    /// A company skill written, or removed (its id) (`skill.rs`).
+    Skill(crate::skill::Skill),
+    SkillDeleted(String),
 }
 
 /// Commands one log entry carries at most. The command at `position` in the entry at log
@@ -122,6 +125,7 @@ pub struct StateRows {
     pub approvals: Vec<crate::approval::Approval>,
     pub goals: Vec<crate::project::Goal>,
     pub projects: Vec<crate::project::Project>,
+    pub skills: Vec<crate::skill::Skill>,
     pub activity_seq: u64,
     pub activity_head: Option<String>,
 }
@@ -150,6 +154,8 @@ pub struct State {
     /// Goals and projects by id (`project.rs`).
     pub goals: BTreeMap<String, crate::project::Goal>,
     pub projects: BTreeMap<String, crate::project::Project>,
+    /// Company skills by id (`skill.rs`).
+    pub skills: BTreeMap<String, crate::skill::Skill>,
     pub activity_seq: u64,
     pub activity_head: String,
     pub idempotency: IdempotencyTable,
@@ -231,6 +237,8 @@ fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::GoalDeleted(id) => (Table::Goal, id.as_str()),
         Change::Project(p) => (Table::Project, p.id.as_str()),
         Change::ProjectDeleted(id) => (Table::Project, id.as_str()),
+        Change::Skill(k) => (Table::Skill, k.id.as_str()),
+        Change::SkillDeleted(id) => (Table::Skill, id.as_str()),
         Change::Home(HomeChange::Home(h)) => (Table::AgentHome, h.agent_id.as_str()),
         // Its key is derived ([`crate::home::HomeChunk::key`]): `put` touches it.
         Change::Home(HomeChange::Chunk(..)) => return None,
@@ -407,7 +415,8 @@ impl State {
                 )
                 .chain(rows.approvals.into_iter().map(Change::Approval))
                 .chain(rows.goals.into_iter().map(Change::Goal))
-                .chain(rows.projects.into_iter().map(Change::Project));
+                .chain(rows.projects.into_iter().map(Change::Project))
+                .chain(rows.skills.into_iter().map(Change::Skill));
         for change in puts {
             state.put(change);
         }
@@ -722,6 +731,12 @@ impl State {
             Change::ProjectDeleted(id) => {
                 self.projects.remove(&id);
             }
+            Change::Skill(k) => {
+                self.skills.insert(k.id.clone(), k);
+            }
+            Change::SkillDeleted(id) => {
+                self.skills.remove(&id);
+            }
             Change::Activity(_) => {}
             Change::Remembered(r) => self.idempotency.insert(r),
             Change::Forgotten(key) => self.idempotency.remove(&key),
@@ -918,6 +933,7 @@ impl State {
         feed(serde_json::to_string(&self.approvals.approvals));
         feed(serde_json::to_string(&self.goals));
         feed(serde_json::to_string(&self.projects));
+        feed(serde_json::to_string(&self.skills));
         feed(serde_json::to_string(&(
             self.activity_seq,
             &self.activity_head,

@@ -42,9 +42,10 @@ pub(crate) enum Table {
     Approval,
     Goal,
     Project,
+    Skill,
 }
 
-const TABLES: [Table; 23] = [
+const TABLES: [Table; 24] = [
     Table::Company,
     Table::Agent,
     Table::Issue,
@@ -68,6 +69,7 @@ const TABLES: [Table; 23] = [
     Table::Approval,
     Table::Goal,
     Table::Project,
+    Table::Skill,
 ];
 
 type Lanes = [u64; 4];
@@ -226,6 +228,7 @@ fn keys(state: &State, table: Table) -> Vec<String> {
         Table::Approval => of(&state.approvals.approvals),
         Table::Goal => of(&state.goals),
         Table::Project => of(&state.projects),
+        Table::Skill => of(&state.skills),
     }
 }
 
@@ -261,6 +264,7 @@ fn row_digest(state: &State, table: Table, key: &str) -> Option<Lanes> {
         Table::Approval => json(state.approvals.approvals.get(key)),
         Table::Goal => json(state.goals.get(key)),
         Table::Project => json(state.projects.get(key)),
+        Table::Skill => json(state.skills.get(key)),
     }?;
     let mut hasher = Sha256::new();
     hasher.update([table as u8]);

@@ -184,6 +184,7 @@ fn times_outside_years_0_to_9999_survive_the_log_and_the_rows() {
     for at in times {
         let mut world = World::new();
         let env = Envelope {
+            request_id: None,
             at: Timestamp(at),
             actor: hostile::world::admin(),
             command: Command::CreateCompany {
@@ -211,8 +212,9 @@ fn times_outside_years_0_to_9999_survive_the_log_and_the_rows() {
 }
 
 /// The properties above say nothing about a command the generators never get accepted: over
-/// a fixed set of sequences, each governance and home command is accepted at least once, so
-/// the properties run over deep states of approvals, projects, routines and homes too.
+/// a fixed set of sequences, each governance, home and skill command is accepted at least
+/// once, so the properties run over deep states of approvals, projects, routines, homes and
+/// skills too.
 #[test]
 fn the_generators_reach_every_governance_command() {
     use proptest::strategy::ValueTree;
@@ -255,6 +257,10 @@ fn the_generators_reach_every_governance_command() {
         "routine.updated",
         "goal.deleted",
         "project.deleted",
+        "skill.created",
+        "skill.updated",
+        "skill.deleted",
+        "agent.skills_set",
     ];
     let missing: Vec<&str> = wanted
         .iter()

@@ -65,7 +65,7 @@ pub async fn cycles(
         .post(
             &format!("/api/companies/{cid}/agents"),
             json!({ "name": "cut-agent", "adapterType": "process",
-                    "adapterConfig": { "command": "sh", "args": [script] } }),
+                    "adapterConfig": { "command": "sh", "args": [script], "cwd": "." } }),
         )
         .await?
         .ok()?;

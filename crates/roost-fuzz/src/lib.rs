@@ -138,6 +138,7 @@ fn small_state() -> &'static State {
         let mut state = State::new();
         for (n, command) in commands.into_iter().enumerate() {
             let env = Envelope {
+                request_id: None,
                 at: Timestamp(1_767_225_600_000),
                 actor: admin.clone(),
                 command,

@@ -23,8 +23,9 @@ pub use faults::NetworkFaults;
 pub use membership::{ClusterStatus, Leadership, MemberInfo, MemberStatus, NodeReport};
 pub use network::{GrpcNetworkFactory, MAX_MESSAGE_BYTES as MAX_RAFT_MESSAGE_BYTES};
 pub use node::{RaftNode, WriteOutcome};
+pub use roost_store::stats::{HistogramSnapshot, StoreStats};
 pub use roost_store::{ApplyResult, NodeInfo, StateReader, TypeConfig};
 #[doc(hidden)]
 pub use service::decode_any as decode_raft_payload;
 pub use service::RaftService;
-pub use write_stats::{HistogramSnapshot, WriteStats};
+pub use write_stats::WriteStats;

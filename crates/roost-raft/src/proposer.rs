@@ -196,6 +196,7 @@ async fn propose_batch(raft: &Raft<TypeConfig>, mut batch: Vec<Queued>, timeout:
         batch.into_iter().map(|q| (q.envelope, q.reply)).unzip();
     let at = envelopes.iter().map(|e| e.at).max().unwrap_or_default();
     let entry = Envelope {
+        request_id: None,
         at,
         actor: Actor::system(),
         command: Command::Batch { envelopes },

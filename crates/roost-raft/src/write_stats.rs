@@ -3,9 +3,10 @@
 //! owned by the node and read by whoever reports them (the server's `/metrics`); the write path
 //! pays one relaxed add per bucket hit and knows nothing of any metrics format.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use roost_store::stats::{Histogram, HistogramSnapshot};
 
 /// Upper bounds of the write latency buckets, in microseconds (250 µs to 10 s: an fsync on an
 /// idle disk up to a write that waited out an election).
@@ -15,64 +16,6 @@ const LATENCY_BOUNDS_US: &[u64] = &[
 ];
 /// Upper bounds of the batch size buckets, in writes per entry (up to `proposer::MAX_BATCH`).
 const BATCH_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256];
-
-/// A histogram of whole-number observations with fixed bounds.
-struct Histogram {
-    bounds: &'static [u64],
-    /// One per bound, then one for everything above the last.
-    buckets: Box<[AtomicU64]>,
-    sum: AtomicU64,
-}
-
-impl Histogram {
-    fn new(bounds: &'static [u64]) -> Histogram {
-        Histogram {
-            bounds,
-            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum: AtomicU64::new(0),
-        }
-    }
-
-    fn observe(&self, value: u64) {
-        let at = self.bounds.partition_point(|bound| *bound < value);
-        if let Some(bucket) = self.buckets.get(at) {
-            bucket.fetch_add(1, Ordering::Relaxed);
-        }
-        self.sum.fetch_add(value, Ordering::Relaxed);
-    }
-
-    /// `per_unit` stored units make one reported unit (a division, not a multiplication by its
-    /// inverse: 25000 / 1e6 prints as 0.025, 25000 * 1e-6 as 0.024999999999999998).
-    fn snapshot(&self, per_unit: f64) -> HistogramSnapshot {
-        let mut buckets = Vec::with_capacity(self.buckets.len());
-        let mut count = 0;
-        for (i, bucket) in self.buckets.iter().enumerate() {
-            let n = bucket.load(Ordering::Relaxed);
-            count += n;
-            let bound = self
-                .bounds
-                .get(i)
-                .map_or(f64::INFINITY, |b| *b as f64 / per_unit);
-            buckets.push((bound, n));
-        }
-        HistogramSnapshot {
-            // The count is the buckets' total, so a reader never sees them disagree even while
-            // writes land between the loads.
-            count,
-            sum: self.sum.load(Ordering::Relaxed) as f64 / per_unit,
-            buckets,
-        }
-    }
-}
-
-/// A histogram as read at one moment.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HistogramSnapshot {
-    pub count: u64,
-    pub sum: f64,
-    /// `(upper bound, observations in this bucket alone)`, the last bound `+Inf`.
-    pub buckets: Vec<(f64, u64)>,
-}
 
 struct Inner {
     latency: Histogram,

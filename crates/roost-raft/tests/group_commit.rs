@@ -8,6 +8,7 @@ use roost_raft::{NodeInfo, RaftNode, RaftTiming};
 
 fn create_company(id: &str) -> Envelope {
     Envelope {
+        request_id: None,
         at: Timestamp(1_700_000_000_000),
         actor: Actor::system(),
         command: Command::CreateCompany {

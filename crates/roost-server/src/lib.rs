@@ -14,6 +14,7 @@ mod live_logs;
 mod metrics;
 mod rate_limit;
 pub mod recall;
+mod request_id;
 mod rest;
 mod supervise;
 mod tls;
@@ -170,6 +171,7 @@ impl Server {
             .with_recall(recall)
             .with_stop(stop_rx.clone())
             .with_https(node_tls.is_some());
+        api.metrics().watch_data_dir(config.data_dir.clone());
         let supervisor = Supervisor::new(Policy::default());
 
         let router = rest::router(api.clone(), config.max_body_bytes, supervisor.clone());
@@ -247,7 +249,7 @@ impl Server {
         let (reflection_v1, reflection_v1alpha) = grpc::standard::reflection_services();
         let grpc_router = config
             .limits
-            .grpc_server()
+            .grpc_server(api.metrics())
             .add_service(control_service)
             .add_service(cluster_service)
             .add_service(worker_service)
@@ -270,7 +272,10 @@ impl Server {
         );
         // The Raft service has a listener of its own: with TLS, only nodes of this cluster are
         // served there, so no client can append entries, vote or forward a write as anyone.
-        let peer_router = config.limits.grpc_server().add_service(raft_service);
+        let peer_router = config
+            .limits
+            .grpc_server(api.metrics())
+            .add_service(raft_service);
         let peers = supervisor.spawn_critical(
             "peer server",
             stop_peers_rx.clone(),
@@ -494,7 +499,7 @@ const RAFT_STOP_MIN: Duration = Duration::from_millis(500);
 /// `admit`) when `tls` is given, else plaintext with the listener limits of `limits.rs`.
 async fn serve_grpc(
     name: &'static str,
-    router: tonic::transport::server::Router,
+    router: limits::GrpcRouter,
     listener: TcpListener,
     tls: Option<(std::sync::Arc<roost_tls::rustls::ServerConfig>, tls::Admit)>,
     limits: limits::LimitsConfig,

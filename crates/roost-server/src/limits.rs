@@ -68,6 +68,15 @@ fn ms(ms: u64) -> Duration {
     Duration::from_millis(ms)
 }
 
+/// The node's gRPC server type: tonic's, behind the metering layer.
+pub(crate) type GrpcServer = tonic::transport::Server<
+    tower::layer::util::Stack<crate::grpc::metered::Metered, tower::layer::util::Identity>,
+>;
+/// Its router, once services are added.
+pub(crate) type GrpcRouter = tonic::transport::server::Router<
+    tower::layer::util::Stack<crate::grpc::metered::Metered, tower::layer::util::Identity>,
+>;
+
 impl LimitsConfig {
     /// Fills an unset rate with `roost server`'s defaults.
     pub fn with_server_defaults(mut self) -> Self {
@@ -94,12 +103,14 @@ impl LimitsConfig {
     /// The gRPC server, its connections kept alive and bounded. A connection whose peer stops
     /// answering HTTP/2 pings is closed; that covers TLS connections too, whose TCP keepalive
     /// `grpc_incoming` does not set.
-    pub(crate) fn grpc_server(&self) -> tonic::transport::Server {
+    /// A gRPC server with these limits, every call counted in `metrics` (`grpc/metered.rs`).
+    pub(crate) fn grpc_server(&self, metrics: &crate::metrics::Metrics) -> GrpcServer {
         tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(ms(self.grpc_keepalive_interval_ms)))
             .http2_keepalive_timeout(Some(ms(self.grpc_keepalive_timeout_ms)))
             .timeout(ms(self.grpc_request_timeout_ms))
             .max_concurrent_streams(Some(self.grpc_max_concurrent_streams))
+            .layer(crate::grpc::metered::Metered::new(metrics.clone()))
     }
 
     /// Plaintext gRPC connections, TCP_NODELAY and TCP keepalive set (tonic's own

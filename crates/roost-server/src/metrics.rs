@@ -59,6 +59,17 @@ struct RouteLabels {
     route: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GrpcLabels {
+    method: String,
+    code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GrpcMethodLabels {
+    method: String,
+}
+
 fn request_histogram() -> Histogram {
     Histogram::new(REQUEST_SECONDS.iter().copied())
 }
@@ -70,7 +81,12 @@ struct Inner {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    grpc_requests: Family<GrpcLabels, Counter>,
+    grpc_latency: Family<GrpcMethodLabels, Histogram, fn() -> Histogram>,
     leader_changes: Counter,
+    leases_expired: Counter,
+    /// The node's data directory, whose files' sizes a scrape reports.
+    data_dir: OnceLock<std::path::PathBuf>,
     /// The worker plane's open sessions, once it exists (it is built after the API).
     connected_workers: OnceLock<ConnectedWorkers>,
 }
@@ -86,7 +102,11 @@ impl Default for Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: Family<RouteLabels, Histogram, fn() -> Histogram> =
             Family::new_with_constructor(request_histogram);
+        let grpc_requests = Family::<GrpcLabels, Counter>::default();
+        let grpc_latency: Family<GrpcMethodLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(request_histogram);
         let leader_changes = Counter::default();
+        let leases_expired = Counter::default();
         let mut registry = Registry::default();
         registry.register(
             "roost_http_requests",
@@ -99,6 +119,22 @@ impl Default for Metrics {
             latency.clone(),
         );
         registry.register(
+            "roost_grpc_requests",
+            "gRPC calls served (client and peer listeners), by full method and status code \
+             (grpc/metered.rs says how the code is read)",
+            grpc_requests.clone(),
+        );
+        registry.register(
+            "roost_grpc_request_duration_seconds",
+            "Seconds from a gRPC call's arrival to its response's head, by full method",
+            grpc_latency.clone(),
+        );
+        registry.register(
+            "roost_worker_leases_expired",
+            "Workers this node, while leading, declared lost because their lease expired",
+            leases_expired.clone(),
+        );
+        registry.register(
             "roost_raft_leader_changes",
             "Leaders this node has seen elected since it started (each new term with a known \
              leader counts once)",
@@ -109,7 +145,11 @@ impl Default for Metrics {
                 registry,
                 requests,
                 latency,
+                grpc_requests,
+                grpc_latency,
                 leader_changes,
+                leases_expired,
+                data_dir: OnceLock::new(),
                 connected_workers: OnceLock::new(),
             }),
         }
@@ -140,6 +180,30 @@ impl Metrics {
                 route,
                 code: status_class(status),
             })
+            .inc();
+    }
+
+    /// Counts a worker declared lost at its lease's expiry (`workers/mod.rs`).
+    pub(crate) fn lease_expired(&self) {
+        self.inner.leases_expired.inc();
+    }
+
+    /// Reports the sizes of the Raft log and the state machine files under `dir` (`lib.rs`).
+    pub(crate) fn watch_data_dir(&self, dir: std::path::PathBuf) {
+        let _ = self.inner.data_dir.set(dir);
+    }
+
+    /// Counts one gRPC call (`grpc/metered.rs`).
+    pub(crate) fn record_grpc(&self, method: String, code: &'static str, took: Duration) {
+        self.inner
+            .grpc_latency
+            .get_or_create(&GrpcMethodLabels {
+                method: method.clone(),
+            })
+            .observe(took.as_secs_f64());
+        self.inner
+            .grpc_requests
+            .get_or_create(&GrpcLabels { method, code })
             .inc();
     }
 
@@ -251,6 +315,11 @@ struct Snapshot {
     voters: usize,
     write_latency: Option<HistogramSnapshot>,
     batch_sizes: Option<HistogramSnapshot>,
+    apply_latency: Option<HistogramSnapshot>,
+    snapshot_builds: Option<HistogramSnapshot>,
+    /// Bytes of `raft-log.db` and of `state.db`, each with its WAL.
+    log_bytes: Option<u64>,
+    state_bytes: Option<u64>,
     state: StateCounts,
     connected_workers: Option<usize>,
     open_fds: Option<u64>,
@@ -376,6 +445,20 @@ impl Snapshot {
             committed_index,
             write_latency: Some(node.write_stats().latency_seconds()),
             batch_sizes: Some(node.write_stats().batch_sizes()),
+            apply_latency: Some(api.reader().stats().apply_seconds()),
+            snapshot_builds: Some(api.reader().stats().snapshot_build_seconds()),
+            log_bytes: api
+                .metrics()
+                .inner
+                .data_dir
+                .get()
+                .map(|d| file_bytes(d, "raft-log.db")),
+            state_bytes: api
+                .metrics()
+                .inner
+                .data_dir
+                .get()
+                .map(|d| file_bytes(d, "state.db")),
             state: api.reader().read(StateCounts::read),
             connected_workers: api.metrics().inner.connected_workers.get().map(|f| f()),
             open_fds: open_fds(),
@@ -395,6 +478,15 @@ impl Snapshot {
         snapshot.voters = membership.voter_ids().count();
         snapshot
     }
+}
+
+/// The bytes of SQLite file `name` in `dir` with its write-ahead log.
+fn file_bytes(dir: &std::path::Path, name: &str) -> u64 {
+    [name.to_string(), format!("{name}-wal")]
+        .iter()
+        .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
+        .map(|m| m.len())
+        .sum()
 }
 
 /// Open file descriptors, from `/proc/self/fd` (Linux; `None` elsewhere).
@@ -531,6 +623,39 @@ impl Collector for Snapshot {
                  write went alone)",
                 h,
             )?;
+        }
+        if let Some(h) = &self.apply_latency {
+            histogram(
+                e,
+                "roost_apply_duration_seconds",
+                "Seconds each batch of committed entries took to apply on this node (rules, \
+                 in-memory state and rows)",
+                h,
+            )?;
+        }
+        if let Some(h) = &self.snapshot_builds {
+            histogram(
+                e,
+                "roost_snapshot_build_duration_seconds",
+                "Seconds each snapshot this node built took; the count is the snapshots built",
+                h,
+            )?;
+        }
+        for (name, help, bytes) in [
+            (
+                "roost_raft_log_bytes",
+                "Bytes of this node's Raft log file (raft-log.db and its WAL)",
+                self.log_bytes,
+            ),
+            (
+                "roost_state_bytes",
+                "Bytes of this node's state machine file (state.db and its WAL)",
+                self.state_bytes,
+            ),
+        ] {
+            if let Some(bytes) = bytes {
+                gauge(e, name, help, bytes)?;
+            }
         }
         let s = &self.state;
         gauges(

@@ -23,6 +23,7 @@ mod rows;
 mod search;
 mod state_machine;
 mod state_writer;
+pub mod stats;
 mod types;
 
 pub use bulk::BulkDb;

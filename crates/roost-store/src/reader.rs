@@ -24,6 +24,7 @@ pub struct StateReader {
     /// Flushed before a query, so SQL sees every applied write (`state_writer.rs`).
     writer: StateWriter,
     applied: watch::Receiver<u64>,
+    stats: crate::stats::StoreStats,
 }
 
 /// Which entries of a company's activity to list; `None` matches any.
@@ -50,6 +51,7 @@ impl StateReader {
         pool: SqlitePool,
         writer: StateWriter,
         applied: watch::Receiver<u64>,
+        stats: crate::stats::StoreStats,
     ) -> Self {
         StateReader {
             state,
@@ -57,7 +59,13 @@ impl StateReader {
             pool,
             writer,
             applied,
+            stats,
         }
+    }
+
+    /// How long applies and snapshot builds take on this node (`stats.rs`).
+    pub fn stats(&self) -> &crate::stats::StoreStats {
+        &self.stats
     }
 
     /// Runs `f` on the in-memory state. Keep `f` short: apply waits for it.

@@ -452,6 +452,12 @@ impl RowBatch {
                 vec![text(&p.id), text(&p.company_id), Cell::Text(json(p)?)],
             ),
             Change::ProjectDeleted(id) => self.drop_row("projects", id),
+            Change::Skill(k) => self.put_kept(
+                "skills",
+                "id, company_id, data",
+                vec![text(&k.id), text(&k.company_id), Cell::Text(json(k)?)],
+            ),
+            Change::SkillDeleted(id) => self.drop_row("skills", id),
             Change::Approval(a) => self.put(
                 "approvals",
                 "id, company_id, data",

@@ -215,6 +215,7 @@ fn applied(commands: Vec<roost_core::Command>) -> Vec<Vec<Change>> {
         .enumerate()
         .map(|(n, command)| {
             let env = roost_core::Envelope {
+                request_id: None,
                 at: Timestamp(1_000 * (n as i64 + 1)),
                 actor: admin.clone(),
                 command,

@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS routine_runs (id TEXT PRIMARY KEY, company_id TEXT NO
     data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS goals (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS skills (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS approvals (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS agent_homes (agent_id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS home_chunks (key TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL,
@@ -75,6 +76,7 @@ pub(crate) const NEWER_TABLES: &[&str] = &[
     "approvals",
     "goals",
     "projects",
+    "skills",
 ];
 
 /// Every table a snapshot carries, in the order they are copied.
@@ -104,6 +106,7 @@ pub(crate) const TABLES: &[&str] = &[
     "approvals",
     "goals",
     "projects",
+    "skills",
 ];
 
 async fn load_json<T: serde::de::DeserializeOwned>(
@@ -147,6 +150,7 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
     let approvals = load_json(conn, "SELECT data FROM approvals").await?;
     let goals = load_json(conn, "SELECT data FROM goals").await?;
     let projects = load_json(conn, "SELECT data FROM projects").await?;
+    let skills = load_json(conn, "SELECT data FROM skills").await?;
     let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
         .fetch_all(&mut *conn)
         .await
@@ -192,6 +196,7 @@ pub(crate) async fn load_state(conn: &mut SqliteConnection) -> Result<State, Err
         approvals,
         goals,
         projects,
+        skills,
         activity_seq: seq,
         activity_head: hash,
     });

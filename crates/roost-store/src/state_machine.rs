@@ -1,6 +1,7 @@
 //! The Raft state machine on `state.db`; a snapshot records its durable applied id, and the
 //! file is copied only when a snapshot is sent.
 
+use crate::stats::StoreStats;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +42,7 @@ pub struct StateMachineStore {
     snapshots: Arc<SnapshotDir>,
     /// Until openraft's first use: its start reads the current snapshot for the meta alone.
     starting: bool,
+    stats: StoreStats,
 }
 
 impl StateMachineStore {
@@ -90,7 +92,14 @@ impl StateMachineStore {
         let writer = StateWriter::spawn(writer)?;
         let state = Arc::new(RwLock::new(state));
         let (applied_tx, applied_rx) = watch::channel(last_applied.map(|l| l.index).unwrap_or(0));
-        let reader = StateReader::new(state.clone(), readers.clone(), writer.clone(), applied_rx);
+        let stats = StoreStats::default();
+        let reader = StateReader::new(
+            state.clone(),
+            readers.clone(),
+            writer.clone(),
+            applied_rx,
+            stats.clone(),
+        );
         Ok((
             StateMachineStore {
                 writer,
@@ -101,6 +110,7 @@ impl StateMachineStore {
                 membership,
                 snapshots,
                 starting: true,
+                stats,
             },
             reader,
         ))
@@ -110,7 +120,10 @@ impl StateMachineStore {
     /// aborts the process with the index it reached (`abort_on_panic.rs`): half an apply is never
     /// served, and a restart replays the log from what `state.db` committed.
     fn apply_batch(&mut self, entries: Vec<Entry<TypeConfig>>) -> Result<Vec<ApplyResult>, Error> {
-        abort_on_panic::or_abort("apply", |at| self.apply_entries(entries, at))
+        let started = std::time::Instant::now();
+        let applied = abort_on_panic::or_abort("apply", |at| self.apply_entries(entries, at));
+        self.stats.observe_apply(started.elapsed());
+        applied
     }
 
     /// Applies `entries` in order, keeping in `at` the index of the entry being applied.
@@ -152,6 +165,7 @@ impl StateMachineStore {
                     for change in applied.iter().flat_map(|a| &a.changes) {
                         rows.add(change)?;
                     }
+                    trace_applied(index, &envelope, &applied);
                     let mut outcomes: Vec<_> = applied.into_iter().map(|a| a.outcome).collect();
                     if matches!(envelope.command, roost_core::Command::Batch { .. }) {
                         batch = outcomes;
@@ -634,6 +648,7 @@ pub struct SnapshotBuilder {
     snapshots: Arc<SnapshotDir>,
     writer: StateWriter,
     readers: SqlitePool,
+    stats: StoreStats,
 }
 
 impl SnapshotBuilder {
@@ -653,9 +668,38 @@ impl SnapshotBuilder {
     }
 }
 
+/// One debug line per applied command, with the request that proposed it (`request_id`, the
+/// REST request's `X-Request-Id`), so a request can be followed to its apply on every replica.
+fn trace_applied(index: u64, envelope: &roost_core::Envelope, applied: &[roost_core::Applied]) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let inner: Vec<&roost_core::Envelope> = match &envelope.command {
+        roost_core::Command::Batch { envelopes } => envelopes.iter().collect(),
+        _ => vec![envelope],
+    };
+    for (env, a) in inner.iter().zip(applied) {
+        tracing::debug!(
+            index,
+            request_id = env.request_id.as_deref(),
+            command = env.command.name(),
+            agent_id = env.actor.agent_id(),
+            run_id = env.actor.run_id.as_deref(),
+            company_id = env.actor.company_id.as_deref(),
+            outcome = a.outcome.as_ref().map_or_else(|e| e.code(), |o| o.kind()),
+            "applied"
+        );
+    }
+}
+
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
-        self.build().await.map_err(snapshot_err)
+        let started = std::time::Instant::now();
+        let built = self.build().await.map_err(snapshot_err);
+        if built.is_ok() {
+            self.stats.observe_snapshot_build(started.elapsed());
+        }
+        built
     }
 }
 
@@ -682,6 +726,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             snapshots: self.snapshots.clone(),
             writer: self.writer.clone(),
             readers: self.readers.clone(),
+            stats: self.stats.clone(),
         }
     }
 

@@ -15,6 +15,7 @@ fn company_entry(index: u64, id: &str, prefix: &str) -> Entry<TypeConfig> {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
         payload: EntryPayload::Normal(Envelope {
+            request_id: None,
             at: Timestamp(1_000 + index as i64),
             actor: Actor::system(),
             command: Command::CreateCompany {

@@ -4,6 +4,7 @@
 
 mod cluster;
 mod http;
+pub mod model;
 mod netns;
 mod node;
 mod process;

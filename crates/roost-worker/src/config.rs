@@ -25,8 +25,11 @@ pub struct WorkerConfig {
     pub credential_file: Option<PathBuf>,
     pub slots: u32,
     pub labels: BTreeMap<String, String>,
-    /// Where agent processes run.
+    /// Where the worker keeps its files; agent processes run in per-task workspaces under it
+    /// (`<work_dir>/workspaces/<agent>/<task>`, or the agent's `adapterConfig.cwd`).
     pub work_dir: PathBuf,
+    /// Hours a workspace may sit unused before a run's start removes it; 0 keeps them all.
+    pub workspace_retention_hours: u64,
     /// Where full run logs are kept (`<run id>.log`); default `<work_dir>/.roost-logs`.
     pub log_dir: Option<PathBuf>,
     /// Seconds between SIGTERM and SIGKILL when a run is stopped.
@@ -45,6 +48,20 @@ pub struct WorkerConfig {
     /// checks the servers against it; `cert_file` and `key_file` are the worker's certificate
     /// (`roost cert issue worker`), presented to the server.
     pub tls: WorkerTls,
+    /// Prices per model (`[prices."<model>"]`), to cost a CLI run whose runtime reports tokens
+    /// but no cost (Codex). A runtime's own cost (Claude Code's) is used as reported.
+    pub prices: BTreeMap<String, Price>,
+}
+
+/// One model's price: US dollars per million tokens of each kind.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Input tokens not read from the cache.
+    pub input: f64,
+    /// Input tokens read from the cache.
+    pub cached_input: f64,
+    pub output: f64,
 }
 
 /// `[tls]` of a worker's config.
@@ -102,12 +119,14 @@ impl Default for WorkerConfig {
             slots: 4,
             labels: BTreeMap::new(),
             work_dir: PathBuf::from("."),
+            workspace_retention_hours: 168,
             log_dir: None,
             grace_sec: 10,
             shutdown_grace_secs: DEFAULT_SHUTDOWN_GRACE_SECS,
             self_fence_fraction: 0.6,
             agent_memory: true,
             tls: WorkerTls::default(),
+            prices: BTreeMap::new(),
         }
     }
 }
@@ -172,6 +191,16 @@ impl WorkerConfig {
         if !(0.1..=0.9).contains(&self.self_fence_fraction) {
             return bad("self_fence_fraction must be between 0.1 and 0.9");
         }
+        for (model, p) in &self.prices {
+            if ![p.input, p.cached_input, p.output]
+                .iter()
+                .all(|v| v.is_finite() && *v >= 0.0)
+            {
+                return Err(crate::Error::Config(format!(
+                    "prices.\"{model}\": prices are US dollars per million tokens, 0 or more"
+                )));
+            }
+        }
         if self.tls.ca_file.is_none() && self.tls.cert_file.is_some() {
             return bad(
                 "tls.cert_file needs tls.ca_file (the cluster CA the servers are checked against)",
@@ -206,5 +235,41 @@ mod tests {
             let err = config.validate().expect_err("out of bounds").to_string();
             assert!(err.contains("shutdown_grace_secs"), "{err}");
         }
+    }
+
+    #[test]
+    fn prices_are_read_per_model_and_unknown_keys_refused() {
+        let text = r#"
+            worker_id = "w"
+            [prices."gpt-5-codex"]
+            input = 1.25
+            cached_input = 0.125
+            output = 10.0
+        "#;
+        let config: WorkerConfig = toml::from_str(text).expect("prices");
+        assert_eq!(
+            config.prices["gpt-5-codex"],
+            Price {
+                input: 1.25,
+                cached_input: 0.125,
+                output: 10.0
+            }
+        );
+        let typo = text.replace("cached_input", "cache_input");
+        assert!(toml::from_str::<WorkerConfig>(&typo).is_err());
+        let negative = WorkerConfig {
+            join_token: "t".into(),
+            prices: [(
+                "m".to_string(),
+                Price {
+                    output: -1.0,
+                    ..Price::default()
+                },
+            )]
+            .into(),
+            ..config
+        };
+        let err = negative.validate().expect_err("negative").to_string();
+        assert!(err.contains("prices.\"m\""), "{err}");
     }
 }

@@ -9,10 +9,13 @@ mod memory;
 mod prompt;
 mod runlog;
 mod session;
+mod skills;
+mod workspace;
+mod worktree;
 
 pub use config::{
-    check_shutdown_grace, WorkerConfig, WorkerTls, CREDENTIAL_FILE, DEFAULT_SHUTDOWN_GRACE_SECS,
-    MAX_SHUTDOWN_GRACE_SECS,
+    check_shutdown_grace, Price, WorkerConfig, WorkerTls, CREDENTIAL_FILE,
+    DEFAULT_SHUTDOWN_GRACE_SECS, MAX_SHUTDOWN_GRACE_SECS,
 };
 pub use credential::WORKER_CREDENTIAL_PREFIX;
 pub use memory::recent_entries_text;

@@ -673,6 +673,7 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
             log,
             usage: usage.clone(),
             memory: None,
+            workspace: config.work_dir.clone(),
         };
         let ended = adapter::run(&mut run).await;
         info!(run_id = %a.run_id, status = ended.status, "run ended");
@@ -691,6 +692,7 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
             log_tail: run.log.tail(),
             log_bytes: run.log.bytes(),
             summary: ended.summary.unwrap_or_default(),
+            workspace_path: run.workspace.display().to_string(),
         };
         // One critical section: no heartbeat can leave the run out before its result is
         // queued ahead of that heartbeat.

@@ -205,6 +205,7 @@ fn new_agent(ctx: &Ctx<'_>, command: &Command) -> Result<Agent, DomainError> {
         loop_breaker: Default::default(),
         loop_window_since: None,
         reports_to: None,
+        desired_skills: Vec::new(),
     };
     Ok(agent)
 }

@@ -14,6 +14,7 @@ use crate::time::Timestamp;
 fn update(w: &mut World, patch: AgentPatch) -> (Agent, ActivityEntry) {
     w.index += 1;
     let env = Envelope {
+        request_id: None,
         at: Timestamp(1_000 * w.index as i64),
         actor: admin(),
         command: Command::UpdateAgent {

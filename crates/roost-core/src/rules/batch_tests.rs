@@ -10,6 +10,7 @@ use crate::time::Timestamp;
 
 fn envelope(actor: Actor, command: Command, key: Option<&str>) -> Envelope {
     Envelope {
+        request_id: None,
         at: Timestamp(1_000_000),
         actor,
         command,

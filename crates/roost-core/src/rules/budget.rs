@@ -246,6 +246,7 @@ pub(crate) fn settle(ctx: &Ctx<'_>, run: &Run, changes: &mut Vec<Change>) {
     let provider = match adapter {
         Some(AdapterType::Claude) => "anthropic",
         Some(AdapterType::Codex) => "openai",
+        Some(AdapterType::Gemini) => "google",
         _ => "unknown",
     };
     let project = ctx

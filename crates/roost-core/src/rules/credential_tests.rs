@@ -38,6 +38,7 @@ fn revoke(kind: CredentialKind, id: &str, agent: Option<&str>) -> Command {
 fn apply(w: &mut World, actor: Actor, command: Command, at_ms: i64) -> Applied {
     w.index += 1;
     let env = Envelope {
+        request_id: None,
         at: Timestamp(at_ms),
         actor,
         command,

@@ -30,6 +30,7 @@ fn cost(id: &str, agent: &str, company: &str, cents: u64) -> Command {
 
 fn keyed(actor: Actor, command: Command, key: &str, at: i64) -> Envelope {
     Envelope {
+        request_id: None,
         at: Timestamp(at),
         actor,
         command,

@@ -84,6 +84,7 @@ pub(super) fn reloaded(state: &State) -> State {
         approvals: state.approvals.approvals.values().cloned().collect(),
         goals: state.goals.values().cloned().collect(),
         projects: state.projects.values().cloned().collect(),
+        skills: state.skills.values().cloned().collect(),
         activity_seq: state.activity_seq,
         activity_head: Some(state.activity_head.clone()),
     })

@@ -44,6 +44,9 @@ mod routine_tests;
 pub(crate) mod run;
 #[cfg(test)]
 mod session_tests;
+mod skill;
+#[cfg(test)]
+mod skill_tests;
 #[cfg(test)]
 mod state_hash_tests;
 #[cfg(test)]
@@ -238,6 +241,16 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             project::update_project(&ctx, project_id, patch)
         }
         Command::DeleteProject { project_id } => project::delete_project(&ctx, project_id),
+        Command::CreateSkill {
+            id,
+            company_id,
+            fields,
+        } => skill::create(&ctx, id, company_id, fields),
+        Command::UpdateSkill { skill_id, patch } => skill::update(&ctx, skill_id, patch),
+        Command::DeleteSkill { skill_id } => skill::delete(&ctx, skill_id),
+        Command::SetAgentSkills { agent_id, skills } => {
+            skill::set_agent_skills(&ctx, agent_id, skills)
+        }
         Command::CreateApproval {
             id,
             company_id,

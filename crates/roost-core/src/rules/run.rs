@@ -80,6 +80,7 @@ pub(crate) fn start(
         log_bytes: 0,
         summary: None,
         reserved_cents: 0,
+        workspace_path: None,
     };
     let note = ActivityNote {
         company_id: Some(run.company_id.clone()),
@@ -186,6 +187,16 @@ fn check_report(report: &RunReport) -> Result<(), DomainError> {
     if report.summary.as_ref().is_some_and(|s| s.len() > 4000) {
         return Err(DomainError::invalid("summary", "at most 4000 bytes"));
     }
+    if report
+        .workspace_path
+        .as_ref()
+        .is_some_and(|p| p.len() > 4096 || p.chars().any(char::is_control))
+    {
+        return Err(DomainError::invalid(
+            "workspacePath",
+            "at most 4096 bytes, no control characters",
+        ));
+    }
     if let Some(id) = &report.session_id {
         if id.is_empty() || id.len() > 200 || id.chars().any(char::is_control) {
             return Err(DomainError::invalid(
@@ -206,6 +217,9 @@ fn record_report(run: &mut Run, report: &RunReport) {
     run.log_tail = report.log_tail.clone();
     run.log_bytes = report.log_bytes;
     run.summary = report.summary.clone();
+    if report.workspace_path.is_some() {
+        run.workspace_path = report.workspace_path.clone();
+    }
 }
 
 /// The session the run ended in becomes the agent's session for the task.
@@ -577,6 +591,7 @@ pub(crate) fn assign(
         log_bytes: 0,
         summary: None,
         reserved_cents: agent.heartbeat.run_reserve_cents,
+        workspace_path: None,
     };
     let mut claimed = wake.clone();
     claimed.status = WakeStatus::Claimed;

@@ -84,6 +84,7 @@ impl World {
     ) -> Result<Outcome, DomainError> {
         self.index += 1;
         let env = Envelope {
+            request_id: None,
             at: Timestamp(at_ms),
             actor,
             command,
@@ -95,6 +96,7 @@ impl World {
     pub(crate) fn run(&mut self, actor: Actor, command: Command) -> Result<Outcome, DomainError> {
         self.index += 1;
         let env = Envelope {
+            request_id: None,
             at: Timestamp(1_000 * self.index as i64),
             actor,
             command,

@@ -561,6 +561,7 @@ fn a_retried_keyed_write_is_applied_once() {
     let mut w = World::new();
     // Each copy of the request has its own minted id, as a retry through another node has.
     let env = |at: i64, id: &str| Envelope {
+        request_id: None,
         at: Timestamp(at),
         actor: admin(),
         command: Command::CreateIssue {

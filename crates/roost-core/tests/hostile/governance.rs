@@ -165,6 +165,30 @@ pub enum GovOp {
         files: Vec<(HomePath, u8, u64)>,
         deleted: Vec<HomePath>,
     },
+    /// A company skill (issue 25): name, slug (`None`: from the name), `SKILL.md` and files.
+    CreateSkill {
+        id: Id,
+        company: Id,
+        name: Text,
+        slug: Option<Text>,
+        markdown: Option<Text>,
+        files: Vec<(HomePath, Text)>,
+    },
+    /// Writes (`Some`) or removes a file of a skill, or renames it.
+    WriteSkill {
+        skill: Id,
+        name: Option<Text>,
+        files: Vec<(HomePath, Option<Text>)>,
+    },
+    DeleteSkill {
+        skill: Id,
+    },
+    /// Assigns skills by the key of a skill (any company's) or a made-up one.
+    AssignSkills {
+        agent: Id,
+        skills: Vec<Id>,
+        made_up: Option<Text>,
+    },
 }
 
 fn chunk() -> impl Strategy<Value = Chunk> {
@@ -247,6 +271,15 @@ pub fn gov_op() -> impl Strategy<Value = GovOp> {
         4 => (mine_id(), vec(chunk(), 0..4)).prop_map(|(agent, chunks)| GovOp::PutHomeChunks { agent, chunks }),
         4 => (mine_id(), any::<u8>(), vec((home_path(), any::<u8>(), big()), 0..3), vec(home_path(), 0..2))
             .prop_map(|(agent, base, files, deleted)| GovOp::SaveAgentHome { agent, base, files, deleted }),
+        3 => (new_id(), mine_id(), text(), opt(text()), opt(text()), vec((home_path(), text()), 0..3))
+            .prop_map(|(id, company, name, slug, markdown, files)| GovOp::CreateSkill {
+                id, company, name, slug, markdown, files
+            }),
+        4 => (id(), opt(text()), vec((home_path(), opt(text())), 0..3))
+            .prop_map(|(skill, name, files)| GovOp::WriteSkill { skill, name, files }),
+        3 => id().prop_map(|skill| GovOp::DeleteSkill { skill }),
+        2 => (mine_id(), vec(id(), 0..4), opt(text()))
+            .prop_map(|(agent, skills, made_up)| GovOp::AssignSkills { agent, skills, made_up }),
     ]
 }
 

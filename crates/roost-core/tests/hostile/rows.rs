@@ -37,6 +37,7 @@ pub struct Rows {
     approvals: BTreeMap<String, approval::Approval>,
     goals: BTreeMap<String, project::Goal>,
     projects: BTreeMap<String, project::Project>,
+    skills: BTreeMap<String, roost_core::skill::Skill>,
     routines: BTreeMap<String, routine::Routine>,
     triggers: BTreeMap<String, routine::RoutineTrigger>,
     routine_runs: BTreeMap<String, routine::RoutineRun>,
@@ -152,6 +153,10 @@ impl Rows {
                 Change::ProjectDeleted(id) => {
                     self.projects.remove(id);
                 }
+                Change::Skill(r) => upsert!(skills, "skills", r, r.id),
+                Change::SkillDeleted(id) => {
+                    self.skills.remove(id);
+                }
                 Change::Home(h) => match h {
                     home::HomeChange::Home(r) => {
                         upsert!(agent_homes, "agent_homes", r, r.agent_id)
@@ -202,6 +207,7 @@ impl Rows {
             approvals: all(&self.approvals),
             goals: all(&self.goals),
             projects: all(&self.projects),
+            skills: all(&self.skills),
             activity_seq: self.activity_seq,
             activity_head: self.activity_head.clone(),
         });

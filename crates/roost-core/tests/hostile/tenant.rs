@@ -27,6 +27,7 @@ pub struct Foreign {
     approvals: BTreeMap<String, approval::Approval>,
     goals: BTreeMap<String, project::Goal>,
     projects: BTreeMap<String, project::Project>,
+    skills: BTreeMap<String, roost_core::skill::Skill>,
     homes: BTreeMap<String, home::AgentHome>,
     home_chunks: BTreeMap<String, home::HomeChunk>,
     routines: BTreeMap<String, routine::Routine>,
@@ -84,6 +85,7 @@ impl Foreign {
             approvals: not_of(&s.approvals.approvals, c, |r| Some(&r.company_id)),
             goals: not_of(&s.goals, c, |r| Some(&r.company_id)),
             projects: not_of(&s.projects, c, |r| Some(&r.company_id)),
+            skills: not_of(&s.skills, c, |r| Some(&r.company_id)),
             homes: not_of(&s.home.homes, c, |r| Some(&r.company_id)),
             home_chunks: not_of(&s.home.chunks, c, |r| Some(&r.company_id)),
             routines: not_of(&s.routines.routines, c, |r| Some(&r.company_id)),
@@ -112,6 +114,7 @@ impl Foreign {
             .or_else(|| differs("approvals", &a.approvals, &b.approvals))
             .or_else(|| differs("goals", &a.goals, &b.goals))
             .or_else(|| differs("projects", &a.projects, &b.projects))
+            .or_else(|| differs("skills", &a.skills, &b.skills))
             .or_else(|| differs("agent_homes", &a.homes, &b.homes))
             .or_else(|| differs("home_chunks", &a.home_chunks, &b.home_chunks))
             .or_else(|| differs("routines", &a.routines, &b.routines))
@@ -147,6 +150,7 @@ pub fn outcome_companies(o: &Outcome) -> Vec<Option<String>> {
         Outcome::HomeChunks(_) => vec![],
         Outcome::Goal(g) => vec![Some(g.company_id.clone())],
         Outcome::Project(p) => vec![Some(p.company_id.clone())],
+        Outcome::Skill(s) => vec![Some(s.company_id.clone())],
         Outcome::Approval(a) => vec![Some(a.company_id.clone())],
         // A comment carries no company; the command was checked against its approval's.
         Outcome::ApprovalComment(_) => vec![],

@@ -37,6 +37,7 @@ enum Kind {
     Approval,
     Routine,
     Trigger,
+    Skill,
 }
 
 impl Kind {
@@ -58,6 +59,7 @@ impl Kind {
             Kind::Approval => "ap",
             Kind::Routine => "rt",
             Kind::Trigger => "tr",
+            Kind::Skill => "sk",
         }
     }
 }
@@ -205,6 +207,7 @@ impl World {
         self.clock += 1000;
         let name = command.name();
         let env = Envelope {
+            request_id: None,
             at: Timestamp(self.clock),
             actor: admin(),
             command,
@@ -255,6 +258,7 @@ impl World {
                         envelopes: envelopes.clone(),
                     };
                     envelopes.push(Envelope {
+                        request_id: None,
                         at: Timestamp(at),
                         actor: admin(),
                         command: inner,
@@ -266,6 +270,7 @@ impl World {
             op => self.command(op, &actor),
         };
         Envelope {
+            request_id: None,
             at: Timestamp(at),
             actor,
             command,
@@ -303,6 +308,7 @@ impl World {
             Kind::Approval => of(&s.approvals.approvals, c, |r| Some(&r.company_id)),
             Kind::Routine => of(&s.routines.routines, c, |r| Some(&r.company_id)),
             Kind::Trigger => of(&s.routines.triggers, c, |r| Some(&r.company_id)),
+            Kind::Skill => of(&s.skills, c, |r| Some(&r.company_id)),
         }
     }
 
@@ -577,6 +583,8 @@ impl World {
                     log_tail: log.map(Text::render).unwrap_or_default(),
                     log_bytes: usage.output_tokens,
                     summary: error.map(Text::render),
+                    // Hostile paths too: control characters, 300 KB.
+                    workspace_path: session.map(Text::render),
                 },
             },
             Op::SetBudgetPolicy {

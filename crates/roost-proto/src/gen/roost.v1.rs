@@ -8375,6 +8375,9 @@ pub struct RunFinished {
     pub log_bytes: u64,
     #[prost(string, tag = "10")]
     pub summary: ::prost::alloc::string::String,
+    /// The directory the agent ran in on the worker (empty: not reported).
+    #[prost(string, tag = "11")]
+    pub workspace_path: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -8463,6 +8466,25 @@ pub struct Assignment {
     /// the prompt's hand-off note; empty otherwise.
     #[prost(string, tag = "16")]
     pub session_rotated: ::prost::alloc::string::String,
+    /// The company skills assigned to the agent, which the worker writes where the agent's
+    /// runtime reads skills before the run (at most 1 MiB together: roost-core/src/skill.rs).
+    #[prost(message, repeated, tag = "17")]
+    pub skills: ::prost::alloc::vec::Vec<SkillFiles>,
+}
+/// One company skill as a run gets it: its key (the directory it is written to), its version,
+/// and its files by relative path.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SkillFiles {
+    #[prost(string, tag = "1")]
+    pub key: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "2")]
+    pub version: u64,
+    #[prost(map = "string, string", tag = "3")]
+    pub files: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]

@@ -18,6 +18,7 @@ mod projects;
 mod routines;
 mod run_logs;
 mod runs;
+mod skills;
 mod views;
 mod wakes;
 
@@ -177,12 +178,16 @@ impl Api {
         // Out-of-range input is a 4xx here, before anything enters the log; apply checks again.
         roost_core::limits::check(&command)?;
         let envelope = Envelope {
+            request_id: crate::request_id::current(),
             at: now(),
             actor: caller.actor.clone(),
             command,
             idempotency_key: caller.idempotency_key.clone(),
         };
+        let command = envelope.command.name();
         let written = self.node.write(envelope).await?;
+        // In the request's span (`rest/traced.rs`): the index finds the entry on every node.
+        tracing::debug!(command, index = written.index, "committed");
         written.result.map_err(ApiError::Domain)
     }
 

@@ -7,6 +7,7 @@ mod credentials;
 mod events;
 mod governance;
 mod memory;
+pub(crate) mod metered;
 mod routines;
 mod service;
 pub(crate) mod standard;

@@ -20,6 +20,8 @@ mod paperclip;
 mod projects;
 mod routines;
 mod runs;
+mod skills;
+mod traced;
 mod wakes;
 
 use axum::extract::{DefaultBodyLimit, State};
@@ -221,6 +223,26 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
                 .patch(projects::update_project)
                 .delete(projects::delete_project),
         )
+        // Company skills and agents' assignments (issue 25, item 3): rest/skills.rs.
+        .route(
+            "/companies/{cid}/skills",
+            get(skills::list).post(skills::create),
+        )
+        .route(
+            "/companies/{cid}/skills/{id}",
+            get(skills::get)
+                .patch(skills::update)
+                .delete(skills::delete),
+        )
+        .route(
+            "/companies/{cid}/skills/{id}/files",
+            get(skills::get_file)
+                .patch(skills::put_file)
+                .put(skills::put_file)
+                .delete(skills::delete_file),
+        )
+        .route("/agents/{id}/skills", get(skills::agent_skills))
+        .route("/agents/{id}/skills/sync", post(skills::sync_agent_skills))
         .route("/projects/{id}/pause", post(projects::pause_project))
         .route("/projects/{id}/resume", post(projects::resume_project))
         // Approvals and hires (issue 24, item 1): rest/approvals.rs.
@@ -304,6 +326,10 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             api.clone(),
             crate::metrics::track,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            traced::trace,
         ))
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(Extension(BodyLimit(max_body_bytes)))

@@ -35,6 +35,7 @@ impl EscalationTimer {
                 .read(|s| roost_core::org::escalations_due(s, now));
             for issue_id in due {
                 let envelope = Envelope {
+                    request_id: None,
                     at: now,
                     actor: Actor::system(),
                     command: Command::EscalateIssue { issue_id },

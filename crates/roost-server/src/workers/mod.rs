@@ -16,7 +16,7 @@ use roost_core::scheduling::{
     budget_blocker, claim_blocker, exhausted, hard_incident_open, quota_blocker, worker_suits,
 };
 use roost_core::{task_key, Actor, Command, Outcome, Run, State, WorkerStatus};
-use roost_proto::v1::{server_message, Assignment, IssueSummary, WakeComment};
+use roost_proto::v1::{server_message, Assignment, IssueSummary, SkillFiles, WakeComment};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -144,6 +144,21 @@ fn assignment_from_state(state: &State, run: &Run, run_token: String) -> Option<
             ),
         }),
         comments: Vec::new(),
+        skills: agent
+            .desired_skills
+            .iter()
+            .filter_map(|key| {
+                state
+                    .skills
+                    .values()
+                    .find(|s| s.company_id == agent.company_id && s.key == *key)
+            })
+            .map(|s| SkillFiles {
+                key: s.key.clone(),
+                version: s.version,
+                files: s.files.clone().into_iter().collect(),
+            })
+            .collect(),
     })
 }
 
@@ -309,7 +324,7 @@ impl Workers {
                     )
                     .await
                 {
-                    Ok(_) => {}
+                    Ok(_) => self.api.metrics().lease_expired(),
                     Err(e) => {
                         warn!(worker_id, error = %e, "could not record a lost worker; retrying");
                         self.registry.renew(&worker_id, Duration::from_millis(200));

@@ -60,6 +60,7 @@ impl RoutineTimer {
             let mut applied = false;
             for command in self.due(&api) {
                 let envelope = Envelope {
+                    request_id: None,
                     at: self.clock.now(),
                     actor: Actor::system(),
                     command,

@@ -70,6 +70,7 @@ impl Scheduler {
             let due = api.reader().read(|s| Self::due(s, now));
             for command in due {
                 let envelope = Envelope {
+                    request_id: None,
                     at: now,
                     actor: Actor::system(),
                     command,
@@ -93,6 +94,7 @@ mod tests {
     fn apply(state: &mut State, index: &mut u64, at: Timestamp, command: Command) -> Outcome {
         *index += 1;
         let env = Envelope {
+            request_id: None,
             at,
             actor: Actor::system(),
             command,

@@ -309,6 +309,7 @@ impl Workers {
                         log_tail: f.log_tail,
                         log_bytes: f.log_bytes,
                         summary: (!f.summary.is_empty()).then_some(f.summary),
+                        workspace_path: (!f.workspace_path.is_empty()).then_some(f.workspace_path),
                     };
                     let command = Command::FinishRun {
                         run_id: f.run_id.clone(),

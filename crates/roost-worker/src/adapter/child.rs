@@ -56,6 +56,65 @@ fn signal_group(pid: u32, signal: i32) {
     }
 }
 
+/// A process's parent and start time (clock ticks since boot) from `/proc/<pid>/stat`.
+fn stat_of(stat: &str) -> Option<(i32, u64)> {
+    // The command name is in parentheses and may hold anything: the fields after its last `)`.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state (3), ppid (4), ..., starttime (22).
+    Some((fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+}
+
+/// Every process descended from `root`, with its start time, read from `/proc`. An agent CLI
+/// may start its tools in sessions of their own (Claude Code's Bash tool, Codex's terminals),
+/// out of reach of a signal to its process group.
+fn descendants(root: u32) -> Vec<(i32, u64)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let all: Vec<(i32, i32, u64)> = dir
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let (ppid, start) = stat_of(&stat)?;
+            Some((pid, ppid, start))
+        })
+        .collect();
+    let mut found: Vec<(i32, u64)> = Vec::new();
+    let mut parents = vec![root as i32];
+    while let Some(parent) = parents.pop() {
+        for (pid, ppid, start) in &all {
+            if *ppid == parent && !found.iter().any(|(p, _)| p == pid) {
+                found.push((*pid, *start));
+                parents.push(*pid);
+            }
+        }
+    }
+    found
+}
+
+/// Signals each process of `tree` that is still the one recorded (same start time), and the
+/// process group it leads.
+fn signal_tree(tree: &[(i32, u64)], signal: i32) {
+    for (pid, start) in tree {
+        let same = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| stat_of(&s))
+            .is_some_and(|(_, s)| s == *start);
+        if same {
+            // SAFETY: kill(2) and getpgid(2) on a process of the agent's tree; no memory of
+            // ours is touched.
+            unsafe {
+                if libc::getpgid(*pid) == *pid {
+                    libc::kill(-*pid, signal);
+                }
+                libc::kill(*pid, signal);
+            }
+        }
+    }
+}
+
 async fn forward_lines(
     stream: Stream,
     reader: impl AsyncRead + Unpin,
@@ -154,18 +213,24 @@ pub(crate) async fn run(
             _ = flush.tick() => log.flush(),
         }
     };
+    // The tree as it is now: once the agent exits, what it left running is no longer its own.
+    let mut tree = descendants(pid);
     signal_group(pid, libc::SIGTERM);
+    signal_tree(&tree, libc::SIGTERM);
     let grace = if why == SHUTTING_DOWN {
         spec.grace.min(SHUTDOWN_KILL_AFTER)
     } else {
         spec.grace
     };
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        tree.extend(descendants(pid));
         signal_group(pid, libc::SIGKILL);
         let _ = child.wait().await;
     }
-    // Whatever is left in the group (it ignored SIGTERM, or outlived its parent) goes too.
+    // Whatever is left in the group or the tree (it ignored SIGTERM, or outlived its parent)
+    // goes too.
     signal_group(pid, libc::SIGKILL);
+    signal_tree(&tree, libc::SIGKILL);
     while let Ok(line) = lines.try_recv() {
         take_line(log, line);
     }
@@ -174,5 +239,33 @@ pub(crate) async fn run(
         Exit::TimedOut
     } else {
         Exit::Stopped(why)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stat_line_gives_parent_and_start_whatever_the_command_name() {
+        let stat = "4242 (tail (x) y) S 4200 4242 4242 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 \
+                    987654 8192 100 18446744073709551615";
+        assert_eq!(stat_of(stat), Some((4200, 987654)));
+        assert_eq!(stat_of("garbage"), None);
+    }
+
+    #[test]
+    fn the_tree_of_this_process_holds_a_child_it_started() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep");
+        let tree = descendants(std::process::id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            tree.iter().any(|(pid, _)| *pid == child.id() as i32),
+            "{tree:?}"
+        );
     }
 }

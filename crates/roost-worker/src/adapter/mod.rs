@@ -1,5 +1,7 @@
 //! Adapters run one agent heartbeat each: `process` (any command), `claude` (Claude Code's
-//! stream-json), `codex` (Codex's JSON events) and `http` (POST the wake to a URL). They share
+//! stream-json), `codex` (Codex's JSON events), `gemini` (Gemini CLI's stream-json), `opencode`
+//! (OpenCode's JSON events), `hermes` (Hermes Agent's quiet mode, metered from its session
+//! export) and `http` (POST the wake to a URL). They share
 //! the run environment, the prompt, supervision and the run log; the CLI adapters also resume
 //! the agent's saved session and fall back to a fresh one when the CLI refuses it.
 
@@ -8,7 +10,10 @@ pub(crate) use child::SHUTTING_DOWN;
 mod claude;
 mod codex;
 mod env_value;
+mod gemini;
+mod hermes;
 mod http;
+mod opencode;
 mod process;
 mod session_cli;
 #[cfg(test)]
@@ -91,6 +96,8 @@ pub(crate) struct Run<'a> {
     /// The agent's memory, written into its home before the run (`memory/mod.rs`); `None` when
     /// the worker keeps no memory or it could not be read.
     pub memory: Option<Memory>,
+    /// Where the agent process starts (`workspace.rs`), set by [`run`] before the adapter.
+    pub workspace: std::path::PathBuf,
 }
 
 /// Raises the run's usage to `totals`; counters never go down, whatever an agent printed.
@@ -181,6 +188,17 @@ pub(crate) fn process_environment(
     agent_env: &BTreeMap<String, String>,
 ) -> Vec<(String, String)> {
     let mut env = environment(a, &config.api_url, Some(payload_file));
+    // The run's workspace and the skills written into it (`workspace.rs`, `skills.rs`), under
+    // Roost's names and Paperclip's.
+    let workspace = crate::workspace::path_of(config, a);
+    let skills = workspace.join(crate::skills::dir_for(&a.adapter_type));
+    for (name, value) in [
+        ("ROOST_WORKSPACE", workspace.display().to_string()),
+        ("PAPERCLIP_WORKSPACE_CWD", workspace.display().to_string()),
+        ("ROOST_SKILLS_DIR", skills.display().to_string()),
+    ] {
+        env.push((name.into(), value));
+    }
     // The agent's home (`memory/mod.rs`): where its memory files are, and where file-based
     // memory schemes (Paperclip's `para-memory-files` skill) keep theirs.
     let home = crate::memory::home_of(config, &a.agent_id)
@@ -196,6 +214,14 @@ pub(crate) fn process_environment(
 /// Runs the assignment with its adapter to its end, or until `run.stop` says why it must
 /// end early. The log's tail and length are the caller's to report.
 pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
+    match prepare_workspace(run).await {
+        Ok(dir) => run.workspace = dir,
+        Err(e) => {
+            run.log.note(&e);
+            run.log.flush();
+            return Ended::failed(e);
+        }
+    }
     if run.config.agent_memory && run.memory.is_none() {
         match Memory::prepare(run.assignment, run.config).await {
             Ok(memory) => {
@@ -234,10 +260,39 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
     ended
 }
 
+/// Makes the run's workspace (a git worktree when the agent names a repository), removes idle
+/// ones, and writes the agent's skills into it.
+async fn prepare_workspace(run: &mut Run<'_>) -> Result<std::path::PathBuf, String> {
+    let (a, config) = (run.assignment, run.config);
+    let dir = crate::workspace::prepare(config, a)?;
+    tracing::info!(run_id = %a.run_id, workspace = %dir.display(), "run workspace");
+    if let Some((repository, git_ref)) = crate::worktree::configured(&a.adapter_config_json) {
+        let made = crate::worktree::ensure(&config.work_dir, &dir, &repository, git_ref.as_deref())
+            .await
+            .map_err(|e| format!("the agent's repository could not be checked out: {e}"))?;
+        if let Some(note) = made {
+            run.log.note(&note);
+        }
+    }
+    if config.workspace_retention_hours > 0 {
+        let retention = Duration::from_secs(config.workspace_retention_hours.saturating_mul(3600));
+        for old in crate::workspace::clean(&config.work_dir, retention, &dir) {
+            tracing::info!(dir = %old.display(), "idle workspace removed");
+        }
+    }
+    let skills_dir = dir.join(crate::skills::dir_for(&a.adapter_type));
+    let synced = crate::skills::sync(&skills_dir, &a.skills)
+        .map_err(|e| format!("the agent's skills could not be written: {e}"))?;
+    if let Some(note) = synced.note(&skills_dir) {
+        run.log.note(&note);
+    }
+    Ok(dir)
+}
+
 async fn run_adapter(run: &mut Run<'_>) -> Ended {
     let kind = run.assignment.adapter_type.clone();
     match kind.as_str() {
-        "process" | "claude" | "codex" => {
+        "process" | "claude" | "codex" | "gemini" | "opencode" | "hermes" => {
             // Kept for the whole run (a refused resume starts a second process), then removed.
             let a = run.assignment;
             match wake_payload::PayloadFile::write(&run.config.work_dir, &a.run_id, &a.payload_json)
@@ -245,7 +300,10 @@ async fn run_adapter(run: &mut Run<'_>) -> Ended {
                 Ok(payload) => match kind.as_str() {
                     "process" => process::run(run, payload.path()).await,
                     "claude" => session_cli::run(run, &claude::Claude, payload.path()).await,
-                    _ => session_cli::run(run, &codex::Codex, payload.path()).await,
+                    "codex" => session_cli::run(run, &codex::Codex, payload.path()).await,
+                    "gemini" => session_cli::run(run, &gemini::Gemini, payload.path()).await,
+                    "opencode" => session_cli::run(run, &opencode::OpenCode, payload.path()).await,
+                    _ => hermes::run(run, payload.path()).await,
                 },
                 Err(e) => Ended::failed(e),
             }
@@ -256,4 +314,6 @@ async fn run_adapter(run: &mut Run<'_>) -> Ended {
 }
 
 /// The adapters this worker offers, as registered with the cluster.
-pub(crate) const ADAPTERS: [&str; 4] = ["process", "claude", "codex", "http"];
+pub(crate) const ADAPTERS: [&str; 7] = [
+    "process", "claude", "codex", "gemini", "opencode", "hermes", "http",
+];

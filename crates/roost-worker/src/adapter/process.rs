@@ -21,7 +21,7 @@ pub(crate) async fn run(run: &mut Run<'_>, payload_file: &Path) -> Ended {
         program: &config.command,
         args: config.args.clone(),
         env,
-        cwd: &run.config.work_dir,
+        cwd: &run.workspace,
         stdin: prompt::compose(
             a,
             Session::Fresh,

@@ -12,6 +12,8 @@ use super::{run, Ended, Run, UsageCell};
 use crate::config::WorkerConfig;
 use crate::runlog::RunLog;
 
+mod runtimes;
+
 fn fake(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fake-cli")
@@ -42,6 +44,16 @@ struct Outcome {
 }
 
 async fn run_in(dir: &Path, a: &Assignment, stop: oneshot::Receiver<&'static str>) -> Outcome {
+    // The fake CLIs write what they saw into their working directory: run them in `dir` (an
+    // agent's `cwd`) instead of a per-task workspace under it (`workspace.rs`).
+    let mut with_cwd = a.clone();
+    let mut adapter_config: serde_json::Value =
+        serde_json::from_str(&a.adapter_config_json).unwrap_or_else(|_| json!({}));
+    if adapter_config.is_object() && adapter_config.get("cwd").is_none() {
+        adapter_config["cwd"] = json!(dir);
+        with_cwd.adapter_config_json = adapter_config.to_string();
+    }
+    let a = &with_cwd;
     let config = WorkerConfig {
         work_dir: dir.to_path_buf(),
         grace_sec: 1,
@@ -57,6 +69,7 @@ async fn run_in(dir: &Path, a: &Assignment, stop: oneshot::Receiver<&'static str
         log: RunLog::open(&config.log_dir(), &a.run_id, Box::new(|_, _| {})),
         usage: usage.clone(),
         memory: None,
+        workspace: config.work_dir.clone(),
     };
     let ended = run(&mut r).await;
     let usage = usage.lock().map(|u| u.clone()).unwrap_or_default();
@@ -98,7 +111,7 @@ async fn claude_reports_its_session_usage_cost_and_result() {
     let calls = read(dir.path(), "fake-claude.calls");
     assert_eq!(
         calls.trim(),
-        "--print - --output-format stream-json --verbose"
+        "--print --output-format stream-json --verbose --dangerously-skip-permissions"
     );
     assert!(read(dir.path(), "fake-claude.prompts").contains("You are coder (agent a1)"));
     let file = std::fs::read(dir.path().join(".roost-logs/run-1.log")).expect("log file");
@@ -240,6 +253,29 @@ async fn a_timeout_stops_the_whole_process_group_even_if_it_ignores_sigterm() {
     }
 }
 
+/// Regression: Claude Code runs its Bash tool in a session of its own (`setsid`), out of reach
+/// of the signal to the agent's process group, and a run that timed out left the tool's
+/// command running after the CLI was gone.
+#[tokio::test]
+async fn a_timeout_stopped_the_agent_but_left_a_tool_it_ran_in_its_own_session() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = "setsid sh -c 'echo $$ > grandchild.pid; exec sleep 60' & sleep 60";
+    let a = assignment(
+        "process",
+        json!({ "command": "sh", "args": ["-c", script], "timeoutSec": 1, "graceSec": 1 }),
+        "",
+    );
+    let out = run_to_end(dir.path(), &a).await;
+    assert_eq!(out.ended.status, "timed_out", "{:?}", out.ended);
+    let pid = read(dir.path(), "grandchild.pid");
+    assert!(!pid.trim().is_empty(), "the tool never started");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while running(pid.trim()) {
+        assert!(Instant::now() < deadline, "the tool {pid} survived");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Whether `pid` is a live process (a zombie waiting for its reaper is dead).
 fn running(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
@@ -348,9 +384,9 @@ async fn http_posts_the_wake_and_takes_the_reply() {
 #[tokio::test]
 async fn an_unknown_adapter_or_bad_config_fails_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = run_to_end(dir.path(), &assignment("gemini", json!({}), "")).await;
+    let out = run_to_end(dir.path(), &assignment("cursor", json!({}), "")).await;
     assert_eq!(out.ended.status, "failed");
-    assert!(out.ended.error.contains("no gemini adapter"));
+    assert!(out.ended.error.contains("no cursor adapter"));
     let out = run_to_end(
         dir.path(),
         &assignment("http", json!({ "url": "ftp://x" }), ""),

@@ -258,7 +258,7 @@ async fn roost_dev_runs_process_agents_with_its_own_worker() -> anyhow::Result<(
     let dir = tempfile::tempdir()?;
     let process = RoostProcess::spawn_dev(&roost_binary(), dir.path(), START_DEADLINE)?;
     let admin = Http::new(process.base_url.clone()).with_token(&process.admin_token);
-    let adapter = json!({ "command": "sh", "args": ["-c", "echo \"$ROOST_WAKE_REASON\" > \"ran-$ROOST_RUN_ID\""] });
+    let adapter = json!({ "command": "sh", "args": ["-c", "echo \"$ROOST_WAKE_REASON\" > \"ran-$ROOST_RUN_ID\""], "cwd": "." });
     let agent = admin
         .post(
             &format!("/api/companies/{}/agents", process.company_id),

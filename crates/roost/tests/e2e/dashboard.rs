@@ -456,7 +456,7 @@ async fn a_runs_page_follows_its_live_log_in_a_browser() -> anyhow::Result<()> {
         .post(
             &format!("/api/companies/{}/agents", c.company_id),
             json!({ "name": "logger", "adapterType": "process",
-                    "adapterConfig": { "command": "sh", "args": ["-c", script] } }),
+                    "adapterConfig": { "command": "sh", "args": ["-c", script], "cwd": "." } }),
         )
         .await?
         .ok()?;

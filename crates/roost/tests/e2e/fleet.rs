@@ -261,7 +261,7 @@ impl Fleet {
         let body = json!({
             "name": name,
             "adapterType": "process",
-            "adapterConfig": { "command": "sh", "args": [script] },
+            "adapterConfig": { "command": "sh", "args": [script], "cwd": "." },
             "heartbeat": heartbeat,
             "placementLabels": placement,
         });

@@ -6,18 +6,14 @@
 //! in the run's log, and the replicated home keeps the previous version. Both workers are the
 //! real `roost-worker` with the `process` adapter, against a 3-node cluster.
 
-use std::time::Duration;
-
-use serde_json::{json, Value};
-
-use roost_testkit::{wait_for, TestCluster};
+use serde_json::json;
 
 use crate::support::str_field;
 use crate::worker_process::{
-    cluster_with_worker_leases, create_agent, runs, start_named_worker, worker_gone,
+    cluster_with_worker_leases, create_agent, start_named_worker, wake_and_wait_finished,
+    worker_gone,
 };
 
-const WAIT: Duration = Duration::from_secs(30);
 const SUMMARY: &str = "# Roost\nA replicated control plane for agents.\n";
 const CAP: u64 = 100_000;
 
@@ -40,25 +36,6 @@ else
 fi
 "#;
 
-async fn run_once(
-    c: &TestCluster,
-    via: u64,
-    agent: &str,
-    before: &[String],
-) -> anyhow::Result<Value> {
-    c.admin(via)
-        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
-        .await?
-        .ok()?;
-    wait_for("the agent's run to finish", WAIT, || async {
-        runs(c, agent).await.ok()?.into_iter().find(|r| {
-            !before.contains(&str_field(r, "id"))
-                && !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
-        })
-    })
-    .await
-}
-
 fn sha256(text: &str) -> String {
     roost_core::home::chunk_hash(text.as_bytes())
 }
@@ -77,7 +54,7 @@ async fn an_agents_home_files_follow_it_and_a_home_over_its_cap_is_refused() -> 
         Some(c.admin(leader).base().to_string()),
     )
     .await?;
-    let adapter = json!({ "command": "sh", "args": ["-c", AGENT] });
+    let adapter = json!({ "command": "sh", "args": ["-c", AGENT], "cwd": "." });
     let agent = create_agent(&c, "process", adapter).await?;
     let patched = c
         .admin(leader)
@@ -89,7 +66,7 @@ async fn an_agents_home_files_follow_it_and_a_home_over_its_cap_is_refused() -> 
         .ok()?;
     assert_eq!(patched["homeMaxBytes"], CAP, "{patched}");
 
-    let first = run_once(&c, leader, &agent, &[]).await?;
+    let first = wake_and_wait_finished(&c, leader, &agent, &[]).await?;
     assert_eq!(first["status"], "succeeded", "{first}");
     assert_eq!(first["workerId"], "worker-a", "{first}");
     let first_id = str_field(&first, "id");
@@ -129,7 +106,8 @@ async fn an_agents_home_files_follow_it_and_a_home_over_its_cap_is_refused() -> 
         Some(c.admin(leader).base().to_string()),
     )
     .await?;
-    let second = run_once(&c, leader, &agent, std::slice::from_ref(&first_id)).await?;
+    let second =
+        wake_and_wait_finished(&c, leader, &agent, std::slice::from_ref(&first_id)).await?;
     assert_eq!(second["status"], "succeeded", "{second}");
     assert_eq!(second["workerId"], "worker-b", "{second}");
     let second_id = str_field(&second, "id");

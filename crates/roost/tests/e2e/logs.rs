@@ -78,3 +78,112 @@ async fn roost_log_format_json_writes_one_object_per_line() -> anyhow::Result<()
     assert!(serving, "no `node serving` entry:\n{text}");
     Ok(())
 }
+
+/// A write's request id follows it (issue 26, item 4): the client's `X-Request-Id` comes back
+/// on the response, the request's span carries it with the ids its path names, and the apply of
+/// the entry it proposed logs it too.
+#[tokio::test]
+async fn a_request_id_follows_a_write_from_rest_to_apply() -> anyhow::Result<()> {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().join(".roost");
+    let log = dir.path().join("roost.log");
+    let mut child = Command::new(roost_binary())
+        .args(["dev", "--dir"])
+        .arg(&data)
+        .args([
+            "--http-listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+        ])
+        .env("ROOST_LOG", "info,roost_server=debug,roost_store=debug")
+        .env("ROOST_LOG_FORMAT", "json")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut base, mut company) = (None, None);
+    while base.is_none() || company.is_none() {
+        let line = rx.recv_timeout(Duration::from_secs(60))?;
+        match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["API", url] => base = Some(url.to_string()),
+            ["Company", .., "id", id] => company = Some(id.to_string()),
+            _ => {}
+        }
+    }
+    let (base, company) = (base.unwrap_or_default(), company.unwrap_or_default());
+    let token = std::fs::read_to_string(data.join("admin-token"))?;
+    let response = reqwest::Client::new()
+        .post(format!("{base}/companies/{company}/issues"))
+        .bearer_auth(token.trim())
+        .header("X-Request-Id", "e2e-req-42")
+        .json(&serde_json::json!({ "title": "traced" }))
+        .send()
+        .await?;
+    let echoed = response
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    assert!(response.status().is_success(), "{}", response.text().await?);
+    assert_eq!(echoed.as_deref(), Some("e2e-req-42"));
+
+    let lines = wait_for(
+        "the request and its apply in the log",
+        Duration::from_secs(30),
+        || {
+            let log = log.clone();
+            async move {
+                let text = std::fs::read_to_string(&log).ok()?;
+                let entries: Vec<serde_json::Value> = text
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .filter(|e: &serde_json::Value| e.to_string().contains("e2e-req-42"))
+                    .collect();
+                let committed = entries
+                    .iter()
+                    .any(|e| e["fields"]["message"] == "committed");
+                let applied = entries.iter().any(|e| e["fields"]["message"] == "applied");
+                (committed && applied).then_some(entries)
+            }
+        },
+    )
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let lines = lines?;
+    let committed = lines
+        .iter()
+        .find(|e| e["fields"]["message"] == "committed")
+        .cloned()
+        .unwrap_or_default();
+    let span = &committed["span"];
+    assert_eq!(span["request_id"], "e2e-req-42", "{committed}");
+    assert_eq!(span["company_id"], company.as_str(), "{committed}");
+    assert_eq!(span["route"], "/api/companies/{cid}/issues", "{committed}");
+    assert_eq!(
+        committed["fields"]["command"], "issue.created",
+        "{committed}"
+    );
+    let applied = lines
+        .iter()
+        .find(|e| e["fields"]["message"] == "applied")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(applied["fields"]["command"], "issue.created", "{applied}");
+    assert_eq!(
+        applied["fields"]["index"], committed["fields"]["index"],
+        "{applied}"
+    );
+    Ok(())
+}

@@ -4,18 +4,15 @@
 //! the real `roost-worker` with the `process` adapter, against a 3-node cluster.
 
 use std::path::Path;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use roost_testkit::{wait_for, TestCluster};
+use roost_testkit::TestCluster;
 
 use crate::support::str_field;
 use crate::worker_process::{
-    cluster_with_worker_leases, create_agent, runs, start_named_worker, worker_gone,
+    cluster_with_worker_leases, create_agent, start_named_worker, worker_gone,
 };
-
-const WAIT: Duration = Duration::from_secs(30);
 
 /// The agent: keeps its prompt and the MEMORY.md it found; on its first run (an empty
 /// MEMORY.md) it writes a fact, a log entry and its current task as files in its home.
@@ -52,13 +49,7 @@ async fn run_once(
             .await?
             .ok()?,
     };
-    wait_for("the agent's run to finish", WAIT, || async {
-        runs(c, agent).await.ok()?.into_iter().find(|r| {
-            !before.contains(&str_field(r, "id"))
-                && !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
-        })
-    })
-    .await
+    crate::worker_process::finished_run_besides(c, agent, before).await
 }
 
 fn read(path: &Path) -> String {
@@ -78,7 +69,7 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
         Some(c.admin(leader).base().to_string()),
     )
     .await?;
-    let adapter = json!({ "command": "sh", "args": ["-c", AGENT] });
+    let adapter = json!({ "command": "sh", "args": ["-c", AGENT], "cwd": "." });
     let agent = create_agent(&c, "process", adapter).await?;
 
     let first = run_once(&c, leader, &agent, &[], None).await?;

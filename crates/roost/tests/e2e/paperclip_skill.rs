@@ -74,7 +74,7 @@ async fn an_agent_following_paperclips_skill_finishes_its_issue_with_a_comment(
                 "name": "skill-follower",
                 "role": "engineer",
                 "adapterType": "process",
-                "adapterConfig": { "command": "sh", "args": [script()] },
+                "adapterConfig": { "command": "sh", "args": [script()], "cwd": "." },
             }),
         )
         .await?

@@ -86,7 +86,7 @@ async fn process_agent(
 ) -> anyhow::Result<String> {
     let body = json!({
         "name": name,
-        "adapterConfig": { "command": "sh", "args": ["-c", script] },
+        "adapterConfig": { "command": "sh", "args": ["-c", script], "cwd": "." },
     });
     let agent = admin
         .post(&format!("/api/companies/{company}/agents"), body)

@@ -34,6 +34,7 @@ pub async fn as_dispatcher(node: &TestNode, command: Command) -> anyhow::Result<
         actor: Actor::system(),
         command,
         idempotency_key: None,
+        request_id: None,
     };
     let written = node.server().api().node().write(envelope).await?;
     Ok(written.result?)

@@ -57,7 +57,7 @@ async fn a_cut_off_worker_stops_its_agent_before_the_cluster_declares_it_lost() 
     let agent = create_agent(
         &c,
         "process",
-        json!({ "command": "sh", "args": [agent_script()] }),
+        json!({ "command": "sh", "args": [agent_script()], "cwd": "." }),
     )
     .await?;
     let admin = c.admin(leader);

@@ -18,7 +18,8 @@ async fn setup(
     script: &str,
 ) -> anyhow::Result<(String, tokio::sync::oneshot::Sender<()>)> {
     let stop = start_worker(c, dir, c.grpc_addrs(), None).await?;
-    let adapter = json!({ "command": "sh", "args": ["-c", script] });
+    // In the worker's own directory, where the tests look for what the scripts write.
+    let adapter = json!({ "command": "sh", "args": ["-c", script], "cwd": "." });
     let agent = create_agent(c, "process", adapter).await?;
     Ok((agent, stop))
 }
@@ -129,12 +130,36 @@ pub(crate) async fn worker_gone(c: &TestCluster, via: u64, worker_id: &str) -> a
 
 /// Waits for a run of `agent` that is no longer queued, assigned or running; returns it.
 pub(crate) async fn finished_run(c: &TestCluster, agent: &str) -> anyhow::Result<Value> {
+    finished_run_besides(c, agent, &[]).await
+}
+
+/// [`finished_run`], for a run not in `before`.
+pub(crate) async fn finished_run_besides(
+    c: &TestCluster,
+    agent: &str,
+    before: &[String],
+) -> anyhow::Result<Value> {
     wait_for("a finished run", WAIT, || async {
         runs(c, agent).await.ok()?.into_iter().find(|r| {
-            !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
+            !before.contains(&str_field(r, "id"))
+                && !["queued", "assigned", "running"].contains(&r["status"].as_str().unwrap_or(""))
         })
     })
     .await
+}
+
+/// Wakes `agent` on demand through node `via` and waits for a run not in `before` to finish.
+pub(crate) async fn wake_and_wait_finished(
+    c: &TestCluster,
+    via: u64,
+    agent: &str,
+    before: &[String],
+) -> anyhow::Result<Value> {
+    c.admin(via)
+        .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
+        .await?
+        .ok()?;
+    finished_run_besides(c, agent, before).await
 }
 
 /// Wakes `agent` (through node 1) and waits for its run to be running; returns the run id.

@@ -71,7 +71,11 @@ async fn a_refused_resume_becomes_a_fresh_session_in_the_same_run_and_is_saved(
     let c = cluster().await?;
     let dir = tempfile::tempdir()?;
     let _worker = start_worker(&c, dir.path(), c.grpc_addrs(), None).await?;
-    let config = json!({ "command": fake_claude(), "env": { "FAKE_CLAUDE_REFUSE_RESUME": "1" } });
+    let config = json!({
+        "command": fake_claude(),
+        "cwd": ".",
+        "env": { "FAKE_CLAUDE_REFUSE_RESUME": "1" }
+    });
     let agent = create_agent(&c, "claude", config).await?;
     let issue = assigned_issue(&c, &agent).await?;
 
@@ -170,6 +174,7 @@ async fn usage_is_metered_with_heartbeats_while_the_run_runs() -> anyhow::Result
     let release = dir.path().join("release");
     let config = json!({
         "command": fake_claude(),
+        "cwd": ".",
         "env": { "FAKE_CLAUDE_WAIT_FOR": release.display().to_string() },
     });
     let agent = create_agent(&c, "claude", config).await?;
@@ -226,7 +231,7 @@ async fn a_live_run_log_streams_through_a_follower_until_the_run_ends() -> anyho
     let agent = create_agent(
         &c,
         "process",
-        json!({ "command": "sh", "args": ["-c", script] }),
+        json!({ "command": "sh", "args": ["-c", script], "cwd": "." }),
     )
     .await?;
     let run = wake_and_wait_running(&c, &agent).await?;

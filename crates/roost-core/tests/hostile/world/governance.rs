@@ -471,6 +471,56 @@ impl World {
                 agent_id: pick(Kind::Agent, *agent),
                 chunks: chunks.iter().map(|c| chunk_bytes(*c)).collect(),
             },
+            GovOp::CreateSkill {
+                id,
+                company,
+                name,
+                slug,
+                markdown,
+                files,
+            } => Command::CreateSkill {
+                id: pick(Kind::Skill, *id),
+                company_id: pick(Kind::Company, *company),
+                fields: roost_core::skill::SkillCreate {
+                    name: name.render(),
+                    slug: slug.map(Text::render),
+                    description: None,
+                    markdown: markdown.map(Text::render),
+                    files: files
+                        .iter()
+                        .map(|(p, t)| (home_path(*p), t.render()))
+                        .collect(),
+                },
+            },
+            GovOp::WriteSkill { skill, name, files } => Command::UpdateSkill {
+                skill_id: pick(Kind::Skill, *skill),
+                patch: roost_core::skill::SkillPatch {
+                    name: name.map(Text::render),
+                    description: None,
+                    files: files
+                        .iter()
+                        .map(|(p, t)| (home_path(*p), t.map(Text::render)))
+                        .collect(),
+                },
+            },
+            GovOp::DeleteSkill { skill } => Command::DeleteSkill {
+                skill_id: pick(Kind::Skill, *skill),
+            },
+            GovOp::AssignSkills {
+                agent,
+                skills,
+                made_up,
+            } => Command::SetAgentSkills {
+                agent_id: pick(Kind::Agent, *agent),
+                skills: skills
+                    .iter()
+                    .map(|k| {
+                        let id = pick(Kind::Skill, *k);
+                        self.state.skills.get(&id).map_or(id, |s| s.key.clone())
+                    })
+                    .chain(made_up.map(Text::render))
+                    .collect(),
+            },
             GovOp::SaveAgentHome {
                 agent,
                 base,

@@ -36,6 +36,7 @@ fn sample_agent() -> Agent {
         loop_breaker: Default::default(),
         loop_window_since: None,
         reports_to: None,
+        desired_skills: Vec::new(),
     }
 }
 
@@ -258,6 +259,7 @@ fn issue_status_and_priority_round_trip_for_every_variant() {
             log_bytes: 0,
             summary: None,
             reserved_cents: 0,
+            workspace_path: None,
         };
         let proto = run_to_proto(run);
         assert_eq!(run_status(&proto.status).unwrap(), status);
