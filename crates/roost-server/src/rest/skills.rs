@@ -290,6 +290,7 @@ pub async fn delete_file(
     Path((cid, id)): Path<(String, String)>,
     QueryParams(q): QueryParams<FileQuery>,
 ) -> Result<Json<Value>> {
+    caller.require_admin()?;
     let path = required_path(q)?;
     let (before, _) = api.get_skill(&caller, &cid, &id).await?;
     if !before.files.contains_key(&path) {

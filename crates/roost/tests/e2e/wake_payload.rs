@@ -18,7 +18,7 @@ async fn a_large_wake_payload_reaches_the_agent_in_a_file() -> anyhow::Result<()
     let agent = create_agent(
         &c,
         "process",
-        json!({ "command": "sh", "args": ["-c", script] }),
+        json!({ "command": "sh", "args": ["-c", script], "cwd": "." }),
     )
     .await?;
     let payload = json!({ "notes": "n".repeat(32 * 1024) });
