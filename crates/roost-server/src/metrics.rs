@@ -74,8 +74,6 @@ fn request_histogram() -> Histogram {
     Histogram::new(REQUEST_SECONDS.iter().copied())
 }
 
-type ConnectedWorkers = Box<dyn Fn() -> usize + Send + Sync>;
-
 struct Inner {
     /// What is counted as it happens; the rest is read at scrape time ([`Snapshot`]).
     registry: Registry,
@@ -87,8 +85,6 @@ struct Inner {
     leases_expired: Counter,
     /// The node's data directory, whose files' sizes a scrape reports.
     data_dir: OnceLock<std::path::PathBuf>,
-    /// The worker plane's open sessions, once it exists (it is built after the API).
-    connected_workers: OnceLock<ConnectedWorkers>,
 }
 
 /// This node's metrics: a cheap `Clone` handle owned by its [`Api`].
@@ -150,22 +146,12 @@ impl Default for Metrics {
                 leader_changes,
                 leases_expired,
                 data_dir: OnceLock::new(),
-                connected_workers: OnceLock::new(),
             }),
         }
     }
 }
 
 impl Metrics {
-    /// Reports `count` as the connected workers (`workers/mod.rs` gives its registry's).
-    pub(crate) fn count_connected_workers(
-        &self,
-        count: impl Fn() -> usize + Send + Sync + 'static,
-    ) {
-        // Only the first is kept: a node has one worker plane.
-        let _ = self.inner.connected_workers.set(Box::new(count));
-    }
-
     fn record(&self, method: &'static str, route: String, status: StatusCode, took: Duration) {
         self.inner
             .latency
@@ -460,7 +446,7 @@ impl Snapshot {
                 .get()
                 .map(|d| file_bytes(d, "state.db")),
             state: api.reader().read(StateCounts::read),
-            connected_workers: api.metrics().inner.connected_workers.get().map(|f| f()),
+            connected_workers: api.worker_plane().map(|p| p.connected_count()),
             open_fds: open_fds(),
             resident_bytes: resident_bytes(),
             ..Snapshot::default()

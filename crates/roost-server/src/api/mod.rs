@@ -62,6 +62,17 @@ pub struct Api {
     _own_stop: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
     /// The REST listener serves TLS: the dashboard's cookie is then `Secure`.
     https: bool,
+    /// What the worker plane knows and the state does not (open sessions, leases); set once it
+    /// exists, after the API (`workers/mod.rs`).
+    worker_plane: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<dyn WorkerPlane>>>,
+}
+
+/// The leader's in-memory view of its workers, for `/metrics` and the workers views.
+pub(crate) trait WorkerPlane: Send + Sync {
+    /// Workers with a session open on this node.
+    fn connected_count(&self) -> usize;
+    /// How long `worker_id`'s lease still runs, if this node holds it (it leads).
+    fn lease_left(&self, worker_id: &str) -> Option<std::time::Duration>;
 }
 
 pub(crate) fn new_id() -> String {
@@ -84,7 +95,17 @@ impl Api {
             rate_limiter: crate::rate_limit::RateLimiter::off(),
             metrics: crate::metrics::Metrics::default(),
             recall: None,
+            worker_plane: std::sync::Arc::default(),
         }
+    }
+
+    /// Gives the API its node's worker plane (only the first is kept: a node has one).
+    pub(crate) fn attach_worker_plane(&self, plane: std::sync::Arc<dyn WorkerPlane>) {
+        let _ = self.worker_plane.set(plane);
+    }
+
+    pub(crate) fn worker_plane(&self) -> Option<&dyn WorkerPlane> {
+        self.worker_plane.get().map(|p| p.as_ref())
     }
 
     /// This API with the server's stop signal (`lib.rs`).

@@ -127,6 +127,8 @@ pub struct WorkerView {
     #[serde(flatten)]
     pub worker: Worker,
     pub live_runs: usize,
+    /// Milliseconds left on its lease, as the leader holds it; `null` from other nodes.
+    pub lease_expires_in_ms: Option<u64>,
 }
 
 /// Why a queued wake has not become a run; `None` for any other status.
@@ -351,9 +353,17 @@ impl Api {
                 .map(|w| WorkerView {
                     live_runs: busy.get(w.id.as_str()).copied().unwrap_or(0),
                     worker: w.clone(),
+                    lease_expires_in_ms: None,
                 })
-                .collect()
+                .collect::<Vec<_>>()
         });
+        if let Some(plane) = self.worker_plane() {
+            for w in &mut workers {
+                w.lease_expires_in_ms = plane
+                    .lease_left(&w.worker.id)
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+            }
+        }
         workers.sort_by(|a, b| {
             a.worker
                 .registered_at

@@ -106,20 +106,25 @@ pub async fn workers(State(api): State<Api>, op: Operator, Query(q): Query<Board
             let adapters: Vec<&str> = w.worker.adapters.iter().map(|a| a.as_str()).collect();
             format!(
                 "<tr data-worker=\"{id}\"><td>{id}</td><td>{name}</td><td class=\"status\">{status}</td>\
-                 <td>{live}/{slots}</td><td>{adapters}</td><td>{version}</td></tr>",
+                 <td>{live}/{slots}</td><td class=\"lease\">{lease}</td><td>{adapters}</td>\
+                 <td>{version}</td></tr>",
                 id = esc(&w.worker.id),
                 name = esc(&w.worker.name),
                 status = w.worker.status.as_str(),
                 live = w.live_runs,
                 slots = w.worker.slots,
+                lease = w
+                    .lease_expires_in_ms
+                    .map_or_else(|| "-".to_string(), |ms| format!("{:.1} s", ms as f64 / 1000.0)),
                 adapters = esc(&adapters.join(", ")),
                 version = esc(&w.worker.version),
             )
         })
         .collect();
     let body = format!(
-        "<h1>Workers</h1><table><tr><th>Id</th><th>Name</th><th>Status</th><th>Runs/slots</th>\
-         <th>Adapters</th><th>Version</th></tr>{rows}</table>"
+        "<h1>Workers</h1><p>Leases as this node holds them: only the leader holds leases.</p>\
+         <table><tr><th>Id</th><th>Name</th><th>Status</th><th>Runs/slots</th>\
+         <th>Lease left</th><th>Adapters</th><th>Version</th></tr>{rows}</table>"
     );
     Ok(Html(html::page("Workers", cid.as_deref(), &body)).into_response())
 }

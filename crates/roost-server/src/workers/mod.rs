@@ -165,10 +165,7 @@ fn assignment_from_state(state: &State, run: &Run, run_token: String) -> Option<
 impl Workers {
     pub(crate) fn new(api: Api, config: WorkerConfig) -> Self {
         let registry = Registry::default();
-        api.metrics().count_connected_workers({
-            let registry = registry.clone();
-            move || registry.connected_count()
-        });
+        api.attach_worker_plane(std::sync::Arc::new(registry.clone()));
         Workers {
             api,
             registry,

@@ -66,6 +66,12 @@ impl Registry {
         self.lock().sessions.len()
     }
 
+    /// How long the worker's lease still runs, if this node holds one for it.
+    pub fn lease_left(&self, worker_id: &str) -> Option<Duration> {
+        let deadline = *self.lock().leases.get(worker_id)?;
+        Some(deadline.saturating_duration_since(Instant::now()))
+    }
+
     /// Extends the worker's lease to `ttl` from now.
     pub fn renew(&self, worker_id: &str, ttl: Duration) {
         self.lock()
@@ -129,5 +135,15 @@ impl Registry {
             }));
         }
         self.lock().leases.clear();
+    }
+}
+
+impl crate::api::WorkerPlane for Registry {
+    fn connected_count(&self) -> usize {
+        Registry::connected_count(self)
+    }
+
+    fn lease_left(&self, worker_id: &str) -> Option<Duration> {
+        Registry::lease_left(self, worker_id)
     }
 }

@@ -1,16 +1,20 @@
-//! A scripted model server for tests of real agent CLIs (Claude Code, Codex): the only fake is
-//! the model. It listens on plain HTTP on 127.0.0.1 and speaks the APIs these CLIs call through
-//! their base-URL settings: Anthropic Messages (`anthropic.rs`) and OpenAI Responses and Chat
-//! Completions (`openai.rs`), streamed (SSE) or not. It answers with a script (`script.rs`):
-//! run this shell command (a call of the shell tool the request offers), or end with this text.
-//! It keeps no state per conversation: the step is the number of tool results after the last
-//! real user message, so a resumed session starts the script again. Every request is recorded
-//! (a test can check that a resumed request carries the previous run's history), and every
-//! answer reports the same scripted token usage. Paths it does not know are answered 404 and
-//! listed in [`ScriptedModel::unknown_paths`]. Gemini (`:generateContent`) would be a third
-//! wire module and its routes.
+//! A scripted model server for tests of real agent CLIs (Claude Code, Codex, Gemini CLI,
+//! OpenCode, Hermes): the only fake is the model. It listens on plain HTTP on 127.0.0.1 and
+//! speaks the APIs these CLIs call through their base-URL settings: Anthropic Messages
+//! (`anthropic.rs`), OpenAI Responses and Chat Completions (`openai.rs`) and Gemini's
+//! `generateContent` (`gemini.rs`), streamed (SSE) or not. It answers with a script
+//! (`script.rs`): run this shell command (a call of the shell tool the request offers), or end
+//! with this text. It keeps no state per conversation: the step is the number of tool results
+//! after the last real user message, so a resumed session starts the script again. Every
+//! request is recorded (a test can check that a resumed request carries the previous run's
+//! history), and every answer reports the same scripted token usage. Paths it does not know are
+//! answered 404 and listed in [`ScriptedModel::unknown_paths`]. The model lists CLIs probe
+//! (`GET /v1/models`; Hermes' probes of Ollama's, OpenRouter's and llama.cpp's APIs) are
+//! answered too: the one model asked for, 404 for the other servers' own APIs (not listed as
+//! unknown).
 
 mod anthropic;
+mod gemini;
 mod openai;
 mod script;
 
@@ -20,10 +24,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
@@ -74,6 +78,7 @@ pub enum Api {
     AnthropicMessages,
     OpenAiResponses,
     OpenAiChat,
+    Gemini,
 }
 
 /// One request the model answered.
@@ -127,6 +132,17 @@ impl ScriptedModel {
             .route("/v1/messages/count_tokens", post(count_tokens))
             .route("/v1/responses", post(responses))
             .route("/v1/chat/completions", post(chat))
+            .route("/v1beta/models/{model_method}", post(generate_content))
+            .route("/v1/models", get(models))
+            .route("/v1/models/{*model}", get(one_model))
+            // Hermes probes what kind of server this is (OpenRouter's, Ollama's, llama.cpp's
+            // APIs) for the model's context length: not this one.
+            .route("/api/v1/models", get(not_this_api))
+            .route("/api/show", post(not_this_api))
+            .route("/api/tags", get(not_this_api))
+            .route("/v1/props", get(not_this_api))
+            .route("/props", get(not_this_api))
+            .route("/version", get(not_this_api))
             .fallback(unknown)
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -249,6 +265,54 @@ async fn chat(State(shared): State<Arc<Shared>>, uri: Uri, body: Bytes) -> Respo
         }
         None => bad_request(),
     }
+}
+
+async fn generate_content(
+    State(shared): State<Arc<Shared>>,
+    Path(model_method): Path<String>,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    let path = uri.to_string();
+    let (model, method) = match gemini::model_and_method(&model_method) {
+        Some((model, method)) => (model.to_string(), method.to_string()),
+        None => return unknown(State(shared), axum::http::Method::POST, uri).await,
+    };
+    match method.as_str() {
+        "countTokens" => gemini::count_tokens(shared.usage).into_response(),
+        "generateContent" | "streamGenerateContent" => {
+            match answer(&shared, Api::Gemini, &path, &body, gemini::turn) {
+                Some((reply, _, id)) => {
+                    let stream = method == "streamGenerateContent";
+                    gemini::answer(&reply, shared.usage, &model, id, stream).into_response()
+                }
+                None => bad_request(),
+            }
+        }
+        _ => unknown(State(shared), axum::http::Method::POST, uri).await,
+    }
+}
+
+fn model_entry(id: &str) -> Value {
+    json!({ "id": id, "object": "model", "created": 0, "owned_by": "scripted" })
+}
+
+/// `GET /v1/models`: the scripted model, under the one name it answers to whatever is asked.
+async fn models() -> Response {
+    axum::Json(json!({ "object": "list", "data": [model_entry("scripted-model")] })).into_response()
+}
+
+async fn one_model(Path(model): Path<String>) -> Response {
+    axum::Json(model_entry(&model)).into_response()
+}
+
+/// Another vendor's API, probed by a CLI to learn what kind of server this is: 404, expected.
+async fn not_this_api() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(json!({ "error": { "type": "not_found_error", "message": "not served" } })),
+    )
+        .into_response()
 }
 
 async fn unknown(

@@ -43,7 +43,8 @@ pub struct ShellTool {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArgShape {
-    /// `{"command": "..."}`: Claude Code's `Bash`, Gemini CLI's `run_shell_command`.
+    /// `{"command": "..."}`: Claude Code's `Bash`, Gemini CLI's `run_shell_command`, OpenCode's
+    /// `bash`, Hermes' `terminal`.
     Command,
     /// `{"cmd": "...", "yield_time_ms": 30000}`: Codex's `exec_command` (unified exec), told
     /// to wait for the command as long as it can (30 s) before it answers that the command is
@@ -80,7 +81,14 @@ pub fn shell_tool<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> 
             None
         }
     };
-    let known = ["Bash", "exec_command", "shell", "run_shell_command", "bash"];
+    let known = [
+        "Bash",
+        "exec_command",
+        "shell",
+        "run_shell_command",
+        "bash",
+        "terminal",
+    ];
     let found = known
         .iter()
         .find_map(|k| tools.iter().find(|(name, _)| name == k))

@@ -8,6 +8,9 @@ use super::CommonConfig;
 
 pub(crate) struct OpenCode;
 
+/// The title of a session this adapter starts (`--title`).
+const NEW_SESSION_TITLE: &str = "Roost heartbeat run";
+
 /// OpenCode colours its stderr even into a pipe (`\x1b[91m\x1b[1mError: \x1b[0m...`); the
 /// error text the cluster shows is plain.
 fn strip_ansi(line: &str) -> String {
@@ -43,6 +46,14 @@ impl SessionCli for OpenCode {
             .to_vec();
         if let Some(id) = resume {
             args.extend(["--session".into(), id.into()]);
+        } else if !config
+            .args
+            .iter()
+            .any(|a| a == "--title" || a.starts_with("--title="))
+        {
+            // An untitled new session has the model write its title in a call of its own,
+            // which `--format json` reports nowhere (no `step_finish`): unmetered tokens.
+            args.extend(["--title".into(), NEW_SESSION_TITLE.into()]);
         }
         if let Some(model) = &config.model {
             args.extend(["--model".into(), model.clone()]);
@@ -190,6 +201,35 @@ mod tests {
                 "high"
             ]
         );
+    }
+
+    #[test]
+    fn a_new_session_is_titled_so_opencode_makes_no_unmetered_title_call() {
+        // opencode-ai 1.18.33 asks the model for an untitled new session's title in a call
+        // its JSON events never report; a `--title` skips that call.
+        let args = OpenCode.args(&CommonConfig::default(), None);
+        assert_eq!(
+            args,
+            [
+                "run",
+                "--format",
+                "json",
+                "--auto",
+                "--title",
+                NEW_SESSION_TITLE
+            ]
+        );
+        // The agent's own title wins; a resumed session has its title already.
+        let own = CommonConfig {
+            args: vec!["--title=Mine".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            OpenCode.args(&own, None),
+            ["run", "--format", "json", "--auto", "--title=Mine"]
+        );
+        let resumed = OpenCode.args(&CommonConfig::default(), Some("ses_1"));
+        assert!(!resumed.iter().any(|a| a == "--title"), "{resumed:?}");
     }
 
     #[test]

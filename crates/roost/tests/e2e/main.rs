@@ -33,6 +33,7 @@ mod paperclip_compat;
 mod paperclip_edits;
 mod paperclip_skill;
 mod peers;
+mod pip;
 mod processes;
 mod projects;
 mod readiness;

@@ -2,7 +2,7 @@
 //! Paperclip's routes and assigned to an agent is in the agent's next run's work directory on
 //! worker B, a different machine from the one it first ran on, where its runtime reads skills;
 //! after it is unassigned the next run no longer finds it; each run says which workspace it ran
-//! in. Bad skill input is refused with a
+//! in, and the leader shows the lease it holds for that worker. Bad skill input is refused with a
 //! clear error and changes nothing. Real `roost-worker`s with the `process` adapter, against a
 //! 3-node cluster.
 
@@ -170,6 +170,28 @@ async fn a_skill_added_through_the_api_reaches_the_agent_on_another_worker_and_l
     assert!(
         std::path::Path::new(&skills_dir).starts_with(workspace),
         "the skills are in worker B's workspace of the run: {skills_dir}"
+    );
+
+    // The leader holds worker B's lease (1.5 s, renewed by its heartbeats); other nodes do not.
+    let leader = c.leader().await?;
+    let workers = c.admin(leader).get("/api/workers").await?.ok()?;
+    let b = workers
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["id"] == "worker-b"))
+        .cloned()
+        .unwrap_or_default();
+    let left = b["leaseExpiresInMs"].as_u64().unwrap_or(u64::MAX);
+    assert!(left <= 1500, "{workers}");
+    let follower = c
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .unwrap_or(leader);
+    let seen = c.admin(follower).get("/api/workers").await?.ok()?;
+    assert!(
+        seen.as_array()
+            .is_some_and(|w| w.iter().all(|w| w["leaseExpiresInMs"].is_null())),
+        "{seen}"
     );
 
     // Unassigned: the next run finds nothing and the directory is gone.

@@ -1,5 +1,5 @@
-//! The worker's `claude` and `codex` adapters with the real CLIs (pinned npm releases,
-//! installed by `npm.rs`), the only fake being the model: `roost_testkit::model` answers the
+//! The worker's CLI adapters with the real CLIs (pinned npm releases installed by `npm.rs`,
+//! Hermes from PyPI by `pip.rs`), the only fake being the model: `roost_testkit::model` answers the
 //! CLI's API calls from a script that makes it do Paperclip's loop with curl against the
 //! cluster, using only the run's environment (the calls of `tests/agents/paperclip-loop.sh`:
 //! check out, comment, mark done). Each runtime checks: the issue done with the comment; the
@@ -10,6 +10,9 @@
 
 mod claude;
 mod codex;
+mod gemini;
+mod hermes;
+mod opencode;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -40,8 +43,8 @@ struct Runtime {
     /// The agent's `adapterConfig` for a CLI at `bin` calling `model`, keeping its state
     /// (HOME, CODEX_HOME) under `state`.
     config: fn(bin: &Path, model: &ScriptedModel, state: &Path) -> anyhow::Result<Value>,
-    /// Where the CLI keeps its sessions under `state`: deleting it makes the CLI refuse a
-    /// resume.
+    /// Where the CLI keeps its sessions under `state` (a directory, or an SQLite file):
+    /// deleting it makes the CLI refuse a resume.
     session_store: fn(state: &Path) -> PathBuf,
     /// The worker's `[prices]`.
     prices: fn() -> Vec<(&'static str, Price)>,
@@ -324,8 +327,7 @@ async fn loop_resume_and_refused_resume(rt: &Runtime, bin: PathBuf) -> anyhow::R
     // 3. The CLI's session store is gone: it refuses the resume, and the same run starts a
     // fresh session that does the loop.
     let store = (rt.session_store)(s.state.path());
-    std::fs::remove_dir_all(&store)
-        .map_err(|e| anyhow::anyhow!("cannot delete {}: {e}", store.display()))?;
+    remove_store(&store).map_err(|e| anyhow::anyhow!("cannot delete {}: {e}", store.display()))?;
     let before = s.model.requests().len();
     s.reopen_with_comment(&issue, "And the docs.").await?;
     let third = s.ended_run(3).await?;
@@ -351,6 +353,23 @@ async fn loop_resume_and_refused_resume(rt: &Runtime, bin: PathBuf) -> anyhow::R
     let Setup { c, work, .. } = s;
     c.shutdown().await;
     drop(work);
+    Ok(())
+}
+
+/// Deletes a session store: a directory, or an SQLite database with its journal files.
+fn remove_store(store: &Path) -> std::io::Result<()> {
+    if store.is_dir() {
+        return std::fs::remove_dir_all(store);
+    }
+    std::fs::remove_file(store)?;
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut journal = store.as_os_str().to_owned();
+        journal.push(suffix);
+        match std::fs::remove_file(&journal) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
     Ok(())
 }
 
