@@ -30,6 +30,26 @@ impl RoostProcess {
         deadline: Duration,
         flags: &[&str],
     ) -> anyhow::Result<RoostProcess> {
+        Self::spawn(binary, dir, deadline, flags, &[])
+    }
+
+    /// [`RoostProcess::spawn_dev`] with more environment (`ROOST_OTLP_ENDPOINT`).
+    pub fn spawn_dev_with_env(
+        binary: &Path,
+        dir: &Path,
+        deadline: Duration,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<RoostProcess> {
+        Self::spawn(binary, dir, deadline, &[], env)
+    }
+
+    fn spawn(
+        binary: &Path,
+        dir: &Path,
+        deadline: Duration,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<RoostProcess> {
         let mut child = Command::new(binary)
             .args(["dev", "--dir"])
             .arg(dir)
@@ -41,6 +61,7 @@ impl RoostProcess {
             ])
             .args(flags)
             .env("ROOST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()?;

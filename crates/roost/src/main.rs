@@ -7,6 +7,7 @@ mod config;
 mod dev;
 mod preflight;
 mod stopping;
+mod telemetry;
 mod worker_cmd;
 
 use std::process::ExitCode;
@@ -29,6 +30,10 @@ struct Args {
     /// How `dev`, `server` and `run-worker` write their logs to stderr
     #[arg(long, global = true, env = "ROOST_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Export `dev`'s, `server`'s and `run-worker`'s spans to this OpenTelemetry collector
+    /// (OTLP over HTTP, e.g. http://collector:4318); off when unset
+    #[arg(long, global = true, env = "ROOST_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -56,26 +61,60 @@ enum Command {
     Client(cli::ClientCommand),
 }
 
+/// How a process that runs a node or a worker logs and traces.
+#[derive(Clone)]
+struct Observe {
+    format: LogFormat,
+    otlp_endpoint: Option<String>,
+}
+
 /// Logs go to stderr: `ROOST_LOG` filters them (default `info,openraft=warn,sqlx=warn`);
 /// `--log-format json` (`ROOST_LOG_FORMAT=json`) writes one JSON object per line for log
 /// collectors. Colours only on a terminal, and never with `NO_COLOR` set: a file or a journal
-/// gets plain text.
-fn init_tracing(format: LogFormat) {
+/// gets plain text. With an OTLP endpoint the same filtered spans are exported too
+/// (`telemetry.rs`); the exporter is returned to be shut down last.
+fn init_tracing(observe: &Observe) -> anyhow::Result<Option<telemetry::Otlp>> {
     use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
     let filter = EnvFilter::try_from_env("ROOST_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn,sqlx=warn"));
-    let json = format == LogFormat::Json;
+    let json = observe.format == LogFormat::Json;
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(colour && !json);
-    if json {
-        builder.json().init();
+    let fmt = if json {
+        fmt.json().boxed()
     } else {
-        builder.init();
+        fmt.boxed()
+    };
+    let registry = tracing_subscriber::registry().with(filter).with(fmt);
+    match observe.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) {
+        Some(endpoint) => {
+            let (otlp, layer) = telemetry::Otlp::start(endpoint)?;
+            registry.with(layer).init();
+            Ok(Some(otlp))
+        }
+        None => {
+            registry.init();
+            Ok(None)
+        }
     }
+}
+
+/// Runs `task` with tracing set up, and exports the last spans after it.
+async fn observed(
+    observe: Observe,
+    task: impl std::future::Future<Output = anyhow::Result<ExitCode>>,
+) -> anyhow::Result<ExitCode> {
+    let otlp = init_tracing(&observe)?;
+    let result = task.await;
+    if let Some(otlp) = otlp {
+        otlp.shutdown().await;
+    }
+    result
 }
 
 /// A server holds one socket per worker and per client: it raises its soft open-file limit to
@@ -104,7 +143,10 @@ fn raise_open_file_limit() {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let log_format = args.log_format;
+    let observe = Observe {
+        format: args.log_format,
+        otlp_endpoint: args.otlp_endpoint.clone(),
+    };
     match args.command {
         Command::Server(a) => {
             // The config names the runtime's threads: it is read before the runtime starts.
@@ -116,26 +158,27 @@ fn main() -> ExitCode {
             if a.check {
                 return config::check(&config, a.json);
             }
-            run_on_runtime(config.runtime_threads, async move {
-                init_tracing(log_format);
-                raise_open_file_limit();
-                config::run_server(config).await
-            })
+            run_on_runtime(
+                config.runtime_threads,
+                observed(observe, async move {
+                    raise_open_file_limit();
+                    config::run_server(config).await
+                }),
+            )
         }
-        Command::Dev(a) => run_on_runtime(None, async move {
-            init_tracing(log_format);
-            raise_open_file_limit();
-            dev::run(a).await
-        }),
+        Command::Dev(a) => run_on_runtime(
+            None,
+            observed(observe, async move {
+                raise_open_file_limit();
+                dev::run(a).await
+            }),
+        ),
         // Loading and checking a worker's config needs no runtime.
         Command::RunWorker(a) if a.check => match worker_cmd::check(&a) {
             Ok(code) => code,
             Err(e) => failure(&e),
         },
-        Command::RunWorker(a) => run_on_runtime(None, async move {
-            init_tracing(log_format);
-            worker_cmd::run(a).await
-        }),
+        Command::RunWorker(a) => run_on_runtime(None, observed(observe, worker_cmd::run(a))),
         Command::Cert(a) => match cert::run(a) {
             Ok(code) => code,
             Err(e) => failure(&e),

@@ -187,3 +187,73 @@ async fn a_request_id_follows_a_write_from_rest_to_apply() -> anyhow::Result<()>
     );
     Ok(())
 }
+
+/// With `ROOST_OTLP_ENDPOINT` the node exports its spans to an OpenTelemetry collector (OTLP
+/// over HTTP): a stand-in collector (a real one does not run here) receives the batch holding
+/// the REST request's span, with its request id and the service name.
+#[tokio::test]
+async fn spans_reach_an_otlp_collector() -> anyhow::Result<()> {
+    use std::sync::{Arc, Mutex};
+    let received: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let collector = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post({
+            let received = received.clone();
+            move |body: axum::body::Bytes| async move {
+                received
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(body.to_vec());
+                (
+                    [("content-type", "application/x-protobuf")],
+                    Vec::<u8>::new(),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let endpoint = format!("http://{}", listener.local_addr()?);
+    tokio::spawn(async move { axum::serve(listener, collector).await });
+
+    let dir = tempfile::tempdir()?;
+    let mut dev = roost_testkit::RoostProcess::spawn_dev_with_env(
+        &roost_binary(),
+        &dir.path().join(".roost"),
+        Duration::from_secs(60),
+        &[
+            ("ROOST_OTLP_ENDPOINT", endpoint.as_str()),
+            ("ROOST_LOG", "info"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "200"),
+        ],
+    )?;
+    let reply = reqwest::Client::new()
+        .get(format!(
+            "{}/api/companies/{}/issues",
+            dev.base_url, dev.company_id
+        ))
+        .bearer_auth(&dev.admin_token)
+        .header("X-Request-Id", "otlp-req-7")
+        .send()
+        .await?;
+    assert!(reply.status().is_success());
+    let exported = wait_for(
+        "the request's span at the collector",
+        Duration::from_secs(30),
+        || {
+            let received = received.clone();
+            async move {
+                let bodies = received.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let has =
+                    |needle: &[u8], body: &Vec<u8>| body.windows(needle.len()).any(|w| w == needle);
+                bodies
+                    .into_iter()
+                    .find(|b| has(b"otlp-req-7", b))
+                    .filter(|b| has(b"roost", b) && has(b"/api/companies/{cid}/issues", b))
+            }
+        },
+    )
+    .await;
+    dev.kill_9()?;
+    exported?;
+    Ok(())
+}
