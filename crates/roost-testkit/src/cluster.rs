@@ -75,9 +75,10 @@ impl TestCluster {
         let dir = tempfile::tempdir()?;
         let mut members = Vec::new();
         for id in 1..=n as u64 {
-            let http = std::net::TcpListener::bind("127.0.0.1:0")?;
-            let grpc = std::net::TcpListener::bind("127.0.0.1:0")?;
-            let peer = std::net::TcpListener::bind("127.0.0.1:0")?;
+            // Outside the ephemeral range: a restarted node binds its ports again.
+            let http = crate::ports::listener()?;
+            let grpc = crate::ports::listener()?;
+            let peer = crate::ports::listener()?;
             let config = ServerConfig {
                 node_id: id,
                 data_dir: dir.path().join(format!("node-{id}")),

@@ -7,6 +7,7 @@ mod http;
 pub mod model;
 mod netns;
 mod node;
+pub mod ports;
 mod process;
 mod proxy;
 mod worker;

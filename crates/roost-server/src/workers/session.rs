@@ -229,6 +229,20 @@ impl Workers {
     /// nothing (regression: the fault suite's worker_cut_off scenario).
     fn renew_lease(&self, caller: &Caller, seq: u64) -> bool {
         let worker_id = caller.actor.id.as_str();
+        // A session that outlived this node's leadership, or that was opened in the moment it
+        // was lost (regression: a worker_kept_by_a_node_that_no_longer_leads, found by the
+        // fault suite's mixed_faults: the leader declared the worker lost, the worker
+        // registered again through a node that had just stepped down, and that node kept the
+        // session; no lease of the leader's covered it and its wakes stayed queued).
+        if !self.is_leader() {
+            let redirect = roost_proto::v1::Redirect {
+                leader_grpc_addr: self.leader_elsewhere().unwrap_or_default(),
+                message: "this node no longer leads".into(),
+            };
+            self.registry
+                .send(worker_id, server_message::Body::Redirect(redirect));
+            return false;
+        }
         let refusal = self.api.reader().read(|s| {
             if s.workers
                 .get(worker_id)
@@ -364,9 +378,12 @@ impl WorkerRpc for WorkerService {
         };
         let workers = self.workers.clone();
         let admission = workers.admit(&register).await?;
-        if let Some(leader_addr) = workers.leader_elsewhere() {
+        // Only the leader holds sessions: its leases are the ones that expire, its dispatcher
+        // the one that assigns. A node that does not lead (another does, or none is known yet
+        // in an election) sends the worker on, to the leader or to try again.
+        if !workers.is_leader() {
             let redirect = roost_proto::v1::Redirect {
-                leader_grpc_addr: leader_addr,
+                leader_grpc_addr: workers.leader_elsewhere().unwrap_or_default(),
                 message: "dial the leader".into(),
             };
             return Ok(Response::new(one_message(server_message::Body::Redirect(

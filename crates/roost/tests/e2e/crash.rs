@@ -161,11 +161,7 @@ async fn audit_verify_reports_a_tampered_activity_row() -> anyhow::Result<()> {
 #[tokio::test]
 async fn roost_dev_survives_a_closed_stdout() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let free_port = || -> anyhow::Result<u16> {
-        Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port())
-    };
+    let free_port = roost_testkit::ports::free_port;
     let (http_port, grpc_port) = (free_port()?, free_port()?);
     let mut child = std::process::Command::new(roost_binary())
         .args(["dev", "--dir"])

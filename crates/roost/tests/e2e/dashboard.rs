@@ -37,9 +37,7 @@ impl Drop for Browser {
 
 impl Browser {
     async fn start() -> anyhow::Result<Browser> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
+        let port = roost_testkit::ports::free_port()?;
         let driver = Command::new("chromedriver")
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())

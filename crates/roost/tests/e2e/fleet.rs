@@ -19,12 +19,6 @@ const LEASE_MS: u64 = 1500;
 const WAIT: Duration = Duration::from_secs(30);
 const WORKERS: [&str; 2] = ["worker-a", "worker-b"];
 
-fn free_addr() -> anyhow::Result<String> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .to_string())
-}
-
 fn agent_script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/agents")
@@ -133,7 +127,11 @@ impl Fleet {
         let mut members = String::new();
         let mut peers = Vec::new();
         for id in 1..=3 {
-            let (http, grpc, peer) = (free_addr()?, free_addr()?, free_addr()?);
+            let (http, grpc, peer) = (
+                roost_testkit::ports::free_addr()?,
+                roost_testkit::ports::free_addr()?,
+                roost_testkit::ports::free_addr()?,
+            );
             members.push_str(&format!(
                 "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\npeer_addr = \"{peer}\"\n\n"
             ));

@@ -47,12 +47,6 @@ impl Drop for ServerProcess {
     }
 }
 
-fn free_addr() -> anyhow::Result<String> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .to_string())
-}
-
 /// `roost server --config config`, its output discarded.
 fn server_command(config: &Path) -> Command {
     let mut command = Command::new(roost_binary());
@@ -108,7 +102,11 @@ pub(crate) async fn start_three_servers_with(
     let mut members = String::new();
     let mut addrs = Vec::new();
     for id in 1..=3u64 {
-        let (http, grpc, peer) = (free_addr()?, free_addr()?, free_addr()?);
+        let (http, grpc, peer) = (
+            roost_testkit::ports::free_addr()?,
+            roost_testkit::ports::free_addr()?,
+            roost_testkit::ports::free_addr()?,
+        );
         members.push_str(&format!(
             "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\npeer_addr = \"{peer}\"\n\n"
         ));
@@ -279,9 +277,9 @@ fn one_node_config(dir: &Path, extra: &str) -> anyhow::Result<PathBuf> {
         format!(
             "node_id = 1\ndata_dir = \"{}\"\nhttp_listen = \"{}\"\ngrpc_listen = \"{}\"\npeer_listen = \"{}\"\n{extra}",
             dir.join("data").display(),
-            free_addr()?,
-            free_addr()?,
-            free_addr()?
+            roost_testkit::ports::free_addr()?,
+            roost_testkit::ports::free_addr()?,
+            roost_testkit::ports::free_addr()?
         ),
     )?;
     Ok(config)

@@ -25,12 +25,6 @@ impl Drop for Killed {
     }
 }
 
-fn free_addr() -> anyhow::Result<String> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .to_string())
-}
-
 pub(crate) fn roost(args: &[&str]) -> anyhow::Result<Output> {
     Ok(Command::new(roost_binary()).args(args).output()?)
 }
@@ -335,7 +329,10 @@ async fn a_tls_cluster_serves_the_cli_and_a_worker_and_refuses_plaintext_and_str
 async fn a_node_exposed_without_tls_refuses_to_start() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let port = |addr: String| addr.rsplit_once(':').map(|(_, p)| p.to_string());
-    let (http, grpc) = (port(free_addr()?), port(free_addr()?));
+    let (http, grpc) = (
+        port(roost_testkit::ports::free_addr()?),
+        port(roost_testkit::ports::free_addr()?),
+    );
     let (Some(http), Some(grpc)) = (http, grpc) else {
         anyhow::bail!("no port");
     };
@@ -345,7 +342,7 @@ async fn a_node_exposed_without_tls_refuses_to_start() -> anyhow::Result<()> {
         format!(
             "node_id = 1\ndata_dir = \"{}\"\nhttp_listen = \"0.0.0.0:{http}\"\ngrpc_listen = \"127.0.0.1:{grpc}\"\npeer_listen = \"{}\"\n",
             dir.path().join("data").display(),
-            free_addr()?
+            roost_testkit::ports::free_addr()?
         ),
     )?;
     let out = tokio::time::timeout(

@@ -607,3 +607,48 @@ async fn a_result_lost_with_its_session_is_taken_and_acknowledged_when_sent_agai
     c.shutdown().await;
     Ok(())
 }
+
+/// Regression (a_worker_kept_by_a_node_that_no_longer_leads, found by the fault suite's
+/// mixed_faults): a node that did not lead took a worker's session while no leader was known
+/// (its registration then reached the new leader by forwarding), and kept it: no lease of the
+/// leader's covered the worker, so its agent's wakes stayed queued. A node that does not lead
+/// now sends every worker on, to the leader or, with none known, to try again; and a session
+/// that outlives its node's leadership is sent on at its next heartbeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_that_does_not_lead_keeps_no_worker_session_even_with_no_leader_known(
+) -> anyhow::Result<()> {
+    use roost_proto::v1::server_message::Body;
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let c = cluster().await?;
+    let token = join_token(&c).await?;
+    let leader = c.leader().await?;
+    let follower = c
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .unwrap_or(leader);
+    // The worker's first session, on the leader, makes its credential.
+    let (tx, mut inbound) =
+        raw_session(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
+    match inbound.message().await?.and_then(|m| m.body) {
+        Some(Body::Registered(_)) => {}
+        other => anyhow::bail!("expected the leader to register the worker, got {other:?}"),
+    }
+    drop((tx, inbound));
+    // Cut off from its peers, the follower campaigns and knows no leader.
+    c.isolate(follower);
+    wait_for("the isolated node to know no leader", WAIT, || async {
+        c.report(follower).leader_id.is_none().then_some(())
+    })
+    .await?;
+    let (_tx, mut inbound) =
+        raw_session(&c.grpc_addr(follower), &token, Vec::new(), Vec::new()).await?;
+    let first = inbound.message().await?.and_then(|m| m.body);
+    match first {
+        Some(Body::Redirect(r)) => assert!(r.leader_grpc_addr.is_empty(), "{r:?}"),
+        other => anyhow::bail!("expected a redirect from a node that does not lead, got {other:?}"),
+    }
+    c.heal();
+    c.shutdown().await;
+    Ok(())
+}
