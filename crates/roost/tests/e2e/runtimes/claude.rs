@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 
 use roost_testkit::model::ScriptedModel;
+use roost_worker::Price;
 
-use super::{Runtime, USAGE};
+use super::{Pricing, Runtime};
 
 const PACKAGE: &str = "@anthropic-ai/claude-code@2.1.332";
 const BIN: &str = "node_modules/.bin/claude";
@@ -43,20 +44,13 @@ const CLAUDE: Runtime = Runtime {
     adapter: "claude",
     config,
     session_store: |state| state.join("home/.claude/projects"),
-    prices: Vec::new,
-    // Anthropic's input tokens exclude the cached ones.
-    tokens: |calls| {
-        (
-            calls * USAGE.input,
-            calls * USAGE.cached_input,
-            calls * USAGE.output,
-        )
-    },
-    // Micro-dollars: $3, $0.30 and $15 per million tokens are 3, 0.3 and 15 per token.
-    cost_micro_usd: |calls| {
-        calls * (USAGE.input * 3 + USAGE.cached_input * 3 / 10 + USAGE.output * 15)
-    },
-    cost_note: "cost reported by the runtime",
+    input_includes_cached: false,
+    // Anthropic's published price for the model, which Claude Code reports itself.
+    pricing: Pricing::Reported(Price {
+        input: 3.0,
+        cached_input: 0.3,
+        output: 15.0,
+    }),
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use roost_testkit::model::ScriptedModel;
 use roost_worker::Price;
 
-use super::{Runtime, USAGE};
+use super::{Pricing, Runtime};
 
 const PACKAGE: &str = "@google/gemini-cli@0.61.0";
 const BIN: &str = "node_modules/.bin/gemini";
@@ -57,19 +57,8 @@ const GEMINI: Runtime = Runtime {
     adapter: "gemini",
     config,
     session_store: |state| state.join("home/.gemini/tmp"),
-    prices: || vec![(MODEL, PRICE)],
-    tokens: |calls| {
-        (
-            calls * (USAGE.input + USAGE.cached_input),
-            calls * USAGE.cached_input,
-            calls * USAGE.output,
-        )
-    },
-    // Micro-dollars: 1.25, 0.125 and 10 per token.
-    cost_micro_usd: |calls| {
-        calls * (USAGE.input * 125 / 100 + USAGE.cached_input * 125 / 1000 + USAGE.output * 10)
-    },
-    cost_note: "at the configured price for model gemini-2.5-pro",
+    input_includes_cached: true,
+    pricing: Pricing::Configured(MODEL, PRICE),
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

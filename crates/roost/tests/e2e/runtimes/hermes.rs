@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use roost_testkit::model::ScriptedModel;
 use roost_worker::Price;
 
-use super::{Runtime, USAGE};
+use super::{Pricing, Runtime};
 
 const PACKAGE: &str = "hermes-agent==0.19.0";
 const BIN: &str = "bin/hermes";
@@ -58,19 +58,8 @@ const HERMES: Runtime = Runtime {
     adapter: "hermes",
     config,
     session_store: |state| state.join("hermes-home/state.db"),
-    prices: || vec![(MODEL, PRICE)],
-    tokens: |calls| {
-        (
-            calls * USAGE.input,
-            calls * USAGE.cached_input,
-            calls * USAGE.output,
-        )
-    },
-    // Micro-dollars: 3, 0.3 and 15 per token.
-    cost_micro_usd: |calls| {
-        calls * (USAGE.input * 3 + USAGE.cached_input * 3 / 10 + USAGE.output * 15)
-    },
-    cost_note: "at the configured price for model scripted-model",
+    input_includes_cached: false,
+    pricing: Pricing::Configured(MODEL, PRICE),
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

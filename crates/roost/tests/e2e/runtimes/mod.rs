@@ -46,15 +46,62 @@ struct Runtime {
     /// Where the CLI keeps its sessions under `state` (a directory, or an SQLite file):
     /// deleting it makes the CLI refuse a resume.
     session_store: fn(state: &Path) -> PathBuf,
+    /// Whether the runtime's input token count includes the cached ones (OpenAI's and
+    /// Google's convention; Anthropic's and OpenCode's and Hermes' count them apart).
+    input_includes_cached: bool,
+    /// Where a run's cost comes from; the expected cost is the scripted usage at that price.
+    pricing: Pricing,
+}
+
+/// Who prices a runtime's tokens.
+enum Pricing {
+    /// The runtime itself, at its vendor's published price (dollars per million tokens).
+    Reported(Price),
+    /// The worker's `[prices]` entry for this model.
+    Configured(&'static str, Price),
+}
+
+impl Runtime {
     /// The worker's `[prices]`.
-    prices: fn() -> Vec<(&'static str, Price)>,
-    /// A run's expected (input, cached input, output) tokens after `calls` model calls, as the
-    /// runtime reports them.
-    tokens: fn(calls: u64) -> (u64, u64, u64),
-    /// A run's expected cost in millionths of a dollar after `calls` model calls.
-    cost_micro_usd: fn(calls: u64) -> u64,
+    fn prices(&self) -> Vec<(&'static str, Price)> {
+        match &self.pricing {
+            Pricing::Reported(_) => Vec::new(),
+            Pricing::Configured(model, price) => vec![(*model, price.clone())],
+        }
+    }
+
+    /// A run's expected (input, cached input, output) tokens after `calls` model calls, as
+    /// the runtime reports them.
+    fn tokens(&self, calls: u64) -> (u64, u64, u64) {
+        let input = if self.input_includes_cached {
+            USAGE.input + USAGE.cached_input
+        } else {
+            USAGE.input
+        };
+        (
+            calls * input,
+            calls * USAGE.cached_input,
+            calls * USAGE.output,
+        )
+    }
+
+    /// A run's expected cost in millionths of a dollar: the scripted usage at the price (per
+    /// million tokens, so per token in millionths).
+    fn cost_micro_usd(&self, calls: u64) -> u64 {
+        let (Pricing::Reported(p) | Pricing::Configured(_, p)) = &self.pricing;
+        let per_call = USAGE.input as f64 * p.input
+            + USAGE.cached_input as f64 * p.cached_input
+            + USAGE.output as f64 * p.output;
+        (calls as f64 * per_call).round() as u64
+    }
+
     /// The run log's line about where the cost came from.
-    cost_note: &'static str,
+    fn cost_note(&self) -> String {
+        match &self.pricing {
+            Pricing::Reported(_) => "cost reported by the runtime".into(),
+            Pricing::Configured(model, _) => format!("at the configured price for model {model}"),
+        }
+    }
 }
 
 /// A shell command calling the API as Paperclip's loop does (`tests/agents/lib.sh`): the run's
@@ -160,7 +207,7 @@ async fn setup(
     let model = ScriptedModel::start(script, USAGE).await?;
     let work = tempfile::tempdir()?;
     let state = tempfile::tempdir()?;
-    let (c, stop) = cluster_and_worker(work.path(), (rt.prices)()).await?;
+    let (c, stop) = cluster_and_worker(work.path(), rt.prices()).await?;
     let mut config = (rt.config)(&bin, &model, state.path())?;
     if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
         config.extend(extra.clone());
@@ -250,10 +297,10 @@ fn usage_of(run: &Value) -> (u64, u64, u64, u64) {
 /// Asserts the run succeeded with the tokens and cost of `calls` model calls.
 fn assert_metered(rt: &Runtime, run: &Value, calls: usize) {
     let calls = calls as u64;
-    let (input, cached, output) = (rt.tokens)(calls);
+    let (input, cached, output) = rt.tokens(calls);
     assert_eq!(
         usage_of(run),
-        (input, cached, output, (rt.cost_micro_usd)(calls)),
+        (input, cached, output, rt.cost_micro_usd(calls)),
         "{calls} model calls: {run}"
     );
 }
@@ -287,7 +334,7 @@ async fn loop_resume_and_refused_resume(rt: &Runtime, bin: PathBuf) -> anyhow::R
     assert!(!session.is_empty(), "no session saved: {first}");
     assert_metered(rt, &first, calls_1);
     let log = s.log_of(&first_id).await?;
-    assert!(log.contains(rt.cost_note), "{log}");
+    assert!(log.contains(&rt.cost_note()), "{log}");
     let sessions = s
         .get(&format!("/api/agents/{}/task-sessions", s.agent))
         .await?;

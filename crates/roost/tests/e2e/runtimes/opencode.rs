@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use roost_testkit::model::ScriptedModel;
 use roost_worker::Price;
 
-use super::{Runtime, USAGE};
+use super::{Pricing, Runtime};
 
 const PACKAGE: &str = "opencode-ai@1.18.33";
 const BIN: &str = "node_modules/.bin/opencode";
@@ -73,17 +73,8 @@ const OPENCODE: Runtime = Runtime {
     adapter: "opencode",
     config,
     session_store: |state| state.join("data/opencode"),
-    prices: || vec![(MODEL, PRICE)],
-    tokens: |calls| {
-        (
-            calls * USAGE.input,
-            calls * USAGE.cached_input,
-            calls * USAGE.output,
-        )
-    },
-    // Micro-dollars: 2, 0.5 and 8 per token.
-    cost_micro_usd: |calls| calls * (USAGE.input * 2 + USAGE.cached_input / 2 + USAGE.output * 8),
-    cost_note: "at the configured price for model scripted/scripted-model",
+    input_includes_cached: false,
+    pricing: Pricing::Configured(MODEL, PRICE),
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
