@@ -1,9 +1,9 @@
 //! Budgets and costs (`/api/companies/{cid}/budgets/*`, `/cost-events`, `/costs/summary`).
 
 use roost_core::{BudgetIncident, BudgetPolicy, CostEvent};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::{Result, RoostClient, API};
+use crate::{BudgetOverview, CostSummary, Result, RoostClient, API};
 
 /// Body of `POST /api/companies/{cid}/budgets/policies`.
 #[derive(Clone, Debug, Serialize)]
@@ -16,45 +16,6 @@ pub struct NewBudgetPolicy {
     pub amount: u64,
     pub warn_percent: u8,
     pub hard_stop_enabled: bool,
-}
-
-/// A policy with its spend and reservations now.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicyStatus {
-    #[serde(flatten)]
-    pub policy: BudgetPolicy,
-    pub spent: u64,
-    pub reserved: u64,
-    pub remaining: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BudgetOverview {
-    pub policies: Vec<PolicyStatus>,
-    pub incidents: Vec<BudgetIncident>,
-    pub paused_agent_ids: Vec<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentSpend {
-    pub agent_id: String,
-    pub name: String,
-    pub month_cents: u64,
-    pub lifetime_cents: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CostSummary {
-    pub month_cents: u64,
-    pub lifetime_cents: u64,
-    pub reserved_cents: u64,
-    pub by_agent: Vec<AgentSpend>,
 }
 
 /// Body of `POST /api/companies/{cid}/cost-events`.

@@ -29,26 +29,28 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use approvals::{Approval, ApprovalComment, ApprovalDecision, ApprovalStatus, ApprovalType};
-pub use budgets::{
-    AgentSpend, BudgetOverview, CostSummary, NewBudgetPolicy, NewCostEvent, PolicyStatus,
-};
+pub use budgets::{NewBudgetPolicy, NewCostEvent};
 pub use cluster::{ClusterStatus, Member, MemberStatus, NodeReport};
 pub use credentials::{CreatedAdminToken, CredentialView};
 pub use error::Error;
 pub use events::Event;
 pub use home::{AgentHome, HomeFile, HomeView};
-pub use logs::LogPage;
 pub use memory::{
     CurrentTask, Door, MemoryDocument, MemoryDocumentInfo, MemoryEntry, MemoryHitKind, MemoryLive,
     MemoryScope, MemorySearchHit, MemorySummary, NewMemoryEntry, Recovery,
 };
 pub use projects::{Goal, GoalLevel, GoalPatch, GoalStatus, Project, ProjectPatch, ProjectStatus};
-pub use types::{
-    ActivityPage, AgentUpdate, AuditReport, CommentCursor, CommentPage, CreatedKey,
-    HeartbeatContext, IssueFilter, IssueUpdate, IssueWithComment, NewAgent, NewCompany, NewIssue,
-    RunFilter,
+/// The shapes the server answers with, declared once for both sides.
+pub use roost_core::views::{
+    AgentSpend, AuditReport, BudgetOverview, CommentCursor, CostSummary, CreatedJoinToken,
+    CreatedKey, HeartbeatContext, IssueWithComment, LogPage, PolicyStatus, ProjectSpend, RunView,
+    WakeView, WakeupResult, WorkerView,
 };
-pub use wakes::{CreatedJoinToken, WakeFilter, WakeView, WakeupRequest, WakeupResult, WorkerView};
+pub use types::{
+    ActivityPage, AgentUpdate, CommentPage, IssueFilter, IssueUpdate, NewAgent, NewCompany,
+    NewIssue, RunFilter,
+};
+pub use wakes::{WakeFilter, WakeupRequest};
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

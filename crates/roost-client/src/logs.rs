@@ -3,23 +3,8 @@
 use std::time::Duration;
 
 use roost_core::TaskSession;
-use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result, RoostClient, API};
-
-/// One page of a run's log.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LogPage {
-    pub run_id: String,
-    /// Where `content` starts in the log (later than asked when the cluster no longer has the
-    /// bytes asked for: the worker keeps the whole log).
-    pub offset: u64,
-    pub content: String,
-    pub next_offset: u64,
-    /// The run has ended and this is the last of its log.
-    pub ended: bool,
-}
+use crate::{Error, LogPage, Result, RoostClient, API};
 
 impl RoostClient {
     pub async fn run_log(&self, run_id: &str, offset: u64) -> Result<LogPage> {

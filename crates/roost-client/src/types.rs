@@ -7,11 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use roost_core::{
-    AdapterType, Comment, HeartbeatPolicy, Issue, IssueStatus, PauseReason, Priority, Run,
-    Timestamp,
-};
-use serde::{Deserialize, Serialize};
+use roost_core::{AdapterType, HeartbeatPolicy, IssueStatus, PauseReason, Priority};
+use serde::Serialize;
 
 /// Body of `POST /api/companies`. Without a prefix the server derives one from the name.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -209,58 +206,6 @@ impl ActivityPage {
         push(&mut q, "limit", &self.limit);
         q
     }
-}
-
-/// An agent key as returned once, at creation (`POST /api/agents/{id}/keys`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CreatedKey {
-    pub id: String,
-    pub name: String,
-    pub agent_id: Option<String>,
-    pub created_at: Timestamp,
-    pub token: String,
-}
-
-/// An issue with the comment its update added, if any (`PATCH /api/issues/{id}`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct IssueWithComment {
-    #[serde(flatten)]
-    pub issue: Issue,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comment: Option<Comment>,
-}
-
-/// Everything a run needs to start on an issue (`GET /api/issues/{id}/heartbeat-context`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HeartbeatContext {
-    pub issue: Issue,
-    pub ancestors: Vec<Issue>,
-    pub blocked_by: Vec<Issue>,
-    pub children: Vec<Issue>,
-    pub comment_cursor: CommentCursor,
-    pub wake_comment: Option<Comment>,
-    pub active_run: Option<Run>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CommentCursor {
-    pub total_comments: usize,
-    pub latest_comment_id: Option<String>,
-}
-
-/// The verdict of `GET /api/audit/verify` on the activity hash chain.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditReport {
-    pub ok: bool,
-    pub entries: u64,
-    pub head_hash: Option<String>,
-    pub broken_at_seq: Option<u64>,
-    pub message: String,
 }
 
 #[cfg(test)]

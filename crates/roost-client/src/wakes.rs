@@ -1,11 +1,11 @@
 //! Wakes and workers (`/api/agents/{id}/wakeup`, `/api/companies/{cid}/wakes`, `/api/wakes/*`,
 //! `/api/workers/*`) and their answers.
 
-use roost_core::{Run, Timestamp, Wake, WakeReason, WakeStatus, Worker};
-use serde::{Deserialize, Serialize};
+use roost_core::{WakeReason, WakeStatus};
+use serde::Serialize;
 
 use crate::types::Query;
-use crate::{Result, RoostClient, API};
+use crate::{CreatedJoinToken, Result, RoostClient, WakeView, WakeupResult, WorkerView, API};
 
 /// Body of `POST /api/agents/{id}/wakeup`; absent fields are left out (the server refuses
 /// unknown ones and fills in `on_demand` for the reason).
@@ -23,59 +23,6 @@ pub struct WakeupRequest {
     /// A repeat with the same key returns the first wake.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
-}
-
-/// A wake and, while it is queued, what keeps it from becoming a run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WakeView {
-    #[serde(flatten)]
-    pub wake: Wake,
-    #[serde(default)]
-    pub blocked_by: Option<String>,
-}
-
-impl WakeView {
-    /// The short answer to "why didn't my agent run?": what a queued wake waits for, else why
-    /// the wake ended as it did.
-    pub fn why(&self) -> Option<&str> {
-        self.blocked_by
-            .as_deref()
-            .or(self.wake.status_reason.as_deref())
-    }
-}
-
-/// The answer to a wakeup. `run` is usually absent: the dispatcher assigns runs after the
-/// wake is committed; `get_wake` shows its progress.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WakeupResult {
-    pub wake: WakeView,
-    #[serde(default)]
-    pub run: Option<Run>,
-}
-
-/// A worker and how many live runs it holds.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkerView {
-    #[serde(flatten)]
-    pub worker: Worker,
-    pub live_runs: usize,
-}
-
-/// A worker join token as returned once, at creation (`POST /api/workers/join-tokens`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CreatedJoinToken {
-    pub id: String,
-    pub name: String,
-    pub created_at: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_uses: Option<u32>,
-    pub token: String,
 }
 
 /// Filters of `GET /api/companies/{cid}/wakes` (newest first); an empty `statuses` means all.

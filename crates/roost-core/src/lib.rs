@@ -19,7 +19,7 @@ pub mod memory;
 pub mod project;
 pub mod routine;
 pub mod routine_command;
-mod rules;
+pub(crate) mod rules;
 pub mod skill;
 pub mod state;
 mod state_hash;

@@ -1,6 +1,16 @@
-//! JSON shapes the API shows (credentials, memory, homes, events), shared by the server that
-//! writes them and the client that reads them. A credential's shows what it is, never what it
-//! opens.
+//! The API's wire types: the JSON shapes the server writes and the client reads, declared once
+//! here for both (credentials, memory, homes and events in this file; runs, issues, budgets and
+//! wakes in `views/`). A credential's shows what it is, never what it opens.
+
+mod budgets;
+mod issues;
+mod runs;
+mod wakes;
+
+pub use budgets::{AgentSpend, BudgetOverview, CostSummary, PolicyStatus, ProjectSpend};
+pub use issues::{CommentCursor, HeartbeatContext, IssueWithComment};
+pub use runs::{AuditReport, LogPage, RunView};
+pub use wakes::{WakeView, WakeupResult, WorkerView};
 
 use serde::{Deserialize, Serialize};
 
@@ -70,6 +80,56 @@ impl CreatedAdminToken {
             id: c.id,
             name: c.name,
             created_at: c.created_at,
+            token,
+        }
+    }
+}
+
+/// An agent key as shown once, at creation (`POST /api/agents/{id}/keys`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedKey {
+    pub id: String,
+    pub name: String,
+    pub agent_id: Option<String>,
+    pub created_at: Timestamp,
+    pub token: String,
+}
+
+impl CreatedKey {
+    pub fn new(c: Credential, token: String) -> Self {
+        CreatedKey {
+            id: c.id,
+            name: c.name,
+            agent_id: c.agent_id,
+            created_at: c.created_at,
+            token,
+        }
+    }
+}
+
+/// A worker join token as shown once, at creation (`POST /api/workers/join-tokens`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedJoinToken {
+    pub id: String,
+    pub name: String,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_uses: Option<u32>,
+    pub token: String,
+}
+
+impl CreatedJoinToken {
+    pub fn new(c: Credential, token: String) -> Self {
+        CreatedJoinToken {
+            id: c.id,
+            name: c.name,
+            created_at: c.created_at,
+            expires_at: c.expires_at,
+            max_uses: c.max_uses,
             token,
         }
     }
@@ -295,3 +355,6 @@ impl From<crate::activity::ActivityEntry> for Event {
         }
     }
 }
+
+#[cfg(test)]
+mod wire_tests;

@@ -50,7 +50,7 @@ mod skill_tests;
 #[cfg(test)]
 mod state_hash_tests;
 #[cfg(test)]
-mod test_world;
+pub(crate) mod test_world;
 #[cfg(test)]
 mod tests;
 pub(crate) mod wake;

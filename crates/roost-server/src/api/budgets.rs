@@ -8,7 +8,9 @@ use roost_core::{
     BudgetIncident, BudgetPolicy, BudgetScopeType, BudgetWindow, Command, CostEvent,
     IncidentAction, IncidentStatus, Outcome, State, Timestamp,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+
+pub use roost_core::views::{AgentSpend, BudgetOverview, CostSummary, PolicyStatus, ProjectSpend};
 
 use super::{expect_outcome, new_id, now, Api};
 use crate::auth::Caller;
@@ -68,43 +70,6 @@ pub struct CostEventRequest {
     pub billing_type: Option<String>,
 }
 
-/// A policy with where it stands now.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PolicyStatus {
-    #[serde(flatten)]
-    pub policy: BudgetPolicy,
-    pub spent: u64,
-    pub reserved: u64,
-    pub remaining: u64,
-}
-
-/// `GET /api/companies/{cid}/budgets/overview`.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BudgetOverview {
-    pub policies: Vec<PolicyStatus>,
-    pub incidents: Vec<BudgetIncident>,
-    pub paused_agent_ids: Vec<String>,
-}
-
-/// `GET /api/companies/{cid}/costs/summary`: this month's and all-time spend, per agent.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CostSummary {
-    pub month_cents: u64,
-    pub lifetime_cents: u64,
-    pub reserved_cents: u64,
-    pub by_agent: Vec<AgentSpend>,
-    /// Spend on the issues of each project (as they were when the cost was recorded).
-    pub by_project: Vec<ProjectSpend>,
-    /// Paperclip's names: this month's spend, the company's monthly budget (0: none) and the
-    /// share of it spent, in percent with two decimals.
-    pub spend_cents: u64,
-    pub budget_cents: u64,
-    pub utilization_percent: f64,
-}
-
 /// The monthly budget of a scope: the strictest amount of its calendar-month policies, 0 when
 /// it has none (Paperclip's `budgetMonthlyCents`).
 pub fn monthly_budget_cents(state: &State, scope_type: BudgetScopeType, scope_id: &str) -> u64 {
@@ -127,26 +92,6 @@ pub fn utilization_percent(spent: u64, budget: u64) -> f64 {
         return 0.0;
     }
     (spent as f64 * 10_000.0 / budget as f64).round() / 100.0
-}
-
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentSpend {
-    pub agent_id: String,
-    pub name: String,
-    pub month_cents: u64,
-    pub lifetime_cents: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProjectSpend {
-    pub project_id: String,
-    pub name: String,
-    pub month_cents: u64,
-    pub lifetime_cents: u64,
 }
 
 /// The resolutions an operator may choose; Paperclip's name for raising is an alias.

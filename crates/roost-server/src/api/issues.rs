@@ -3,7 +3,8 @@
 use roost_core::command::{IssuePatch, NewComment};
 use roost_core::{Command, Comment, Issue, IssueStatus, Outcome};
 use roost_store::CommentQuery;
-use serde::Serialize;
+
+pub use roost_core::views::{CommentCursor, HeartbeatContext};
 
 use super::views::{run_view, RunView};
 use super::{expect_outcome, new_id, Api};
@@ -17,30 +18,6 @@ pub struct IssueFilter {
     pub assignee_agent_id: Option<String>,
     pub parent_id: Option<String>,
     pub limit: Option<usize>,
-}
-
-/// What a run needs to start work on an issue, in one call
-/// (`GET /api/issues/{id}/heartbeat-context`).
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HeartbeatContext {
-    pub issue: Issue,
-    pub ancestors: Vec<Issue>,
-    pub blocked_by: Vec<Issue>,
-    pub children: Vec<Issue>,
-    pub comment_cursor: CommentCursor,
-    pub wake_comment: Option<Comment>,
-    pub active_run: Option<RunView>,
-    /// The project and goal the issue serves (its own goal, else its project's first).
-    pub project: Option<roost_core::project::Project>,
-    pub goal: Option<roost_core::project::Goal>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CommentCursor {
-    pub total_comments: usize,
-    pub latest_comment_id: Option<String>,
 }
 
 impl Api {

@@ -1,24 +1,13 @@
 //! Runs in their minimal form, the activity log and its verification.
 
 use roost_core::activity::{ActivityEntry, ChainBreak};
+pub use roost_core::views::AuditReport;
 use roost_core::{Command, Outcome, Run, RunStatus};
-use serde::Serialize;
 
 use super::views::{run_view, RunView};
 use super::{expect_outcome, new_id, Api};
 use crate::auth::Caller;
 use crate::error::ApiError;
-
-/// The verdict of `roost audit verify`.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditReport {
-    pub ok: bool,
-    pub entries: u64,
-    pub head_hash: Option<String>,
-    pub broken_at_seq: Option<u64>,
-    pub message: String,
-}
 
 impl Api {
     pub async fn start_run(

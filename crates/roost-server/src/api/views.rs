@@ -8,63 +8,11 @@
 //! - A run's log, and the log tail a run's details carry, are for administrators, the run's own
 //!   agent, and agents an operator granted `permissions.readCompanyRunLogs`.
 
+pub use roost_core::views::RunView;
 use roost_core::{Agent, Run, State};
-use serde::{Serialize, Serializer};
 
 use crate::auth::Caller;
 use crate::error::ApiError;
-
-/// A run as the API shows it: without its key hashes (and without its log tail for a reader
-/// who may not read its log).
-#[derive(Clone, Debug)]
-pub struct RunView(Run);
-
-impl RunView {
-    /// Strips what no API shows to anyone.
-    fn new(mut run: Run) -> RunView {
-        run.token_hashes = Vec::new();
-        RunView(run)
-    }
-
-    pub fn into_run(self) -> Run {
-        self.0
-    }
-}
-
-impl Serialize for RunView {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::Error;
-        let mut value = serde_json::to_value(&self.0).map_err(S::Error::custom)?;
-        if let Some(fields) = value.as_object_mut() {
-            fields.remove("tokenHashes");
-            let (source, detail) = paperclip_source(&self.0);
-            fields.insert("invocationSource".into(), source.into());
-            fields.insert("triggerDetail".into(), detail.into());
-        }
-        value.serialize(serializer)
-    }
-}
-
-/// Paperclip's `invocationSource` (`assignment`, `on_demand`, `timer`, `automation`) and
-/// `triggerDetail` (`manual`, `system`) of a run, from the wake it answers; the wake's own
-/// reason stays in `wakeReason`. A run started by hand keeps its stored source.
-fn paperclip_source(run: &Run) -> (String, &'static str) {
-    use roost_core::WakeReason;
-    let Some(reason) = run.wake_reason else {
-        let detail = if run.invocation_source == "on_demand" {
-            "manual"
-        } else {
-            "system"
-        };
-        return (run.invocation_source.clone(), detail);
-    };
-    match reason {
-        WakeReason::OnDemand => ("on_demand".into(), "manual"),
-        WakeReason::IssueAssigned => ("assignment".into(), "system"),
-        WakeReason::HeartbeatTimer => ("timer".into(), "system"),
-        _ => ("automation".into(), "system"),
-    }
-}
 
 /// `run` as `caller` may see it.
 pub(crate) fn run_view(caller: &Caller, state: &State, mut run: Run) -> RunView {

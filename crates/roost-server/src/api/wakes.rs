@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 
 use roost_core::scheduling::{budget_blocker, claim_blocker, quota_blocker, worker_suits};
+pub use roost_core::views::{WakeView, WakeupResult, WorkerView};
 use roost_core::{Command, Outcome, Run, State, Wake, WakeReason, WakeStatus, Worker};
-use serde::Serialize;
 use serde_json::Value;
 
-use super::views::{run_view, RunView};
+use super::views::run_view;
 use super::{expect_outcome, new_id, Api};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -38,74 +38,6 @@ pub struct WakeupRequest {
     pub idempotency_key: Option<String>,
 }
 
-/// A wake, and while it is queued, what keeps it from becoming a run.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WakeView {
-    #[serde(flatten)]
-    pub wake: Wake,
-    /// Only for a queued wake: the agent's state, its concurrency limit, a run of its own on the
-    /// issue, or the lack of a worker. Other statuses explain themselves in `statusReason`.
-    pub blocked_by: Option<String>,
-}
-
-/// The answer to a wakeup: the wake, and the run answering it if one exists already (runs are
-/// assigned by the dispatcher after the wake is committed; a wakeup waits a moment for it when
-/// an online worker could take it).
-///
-/// Shown as Paperclip shows it, with `wake` and `run` beside: the run's fields at the top level
-/// (`id` is the run id) when there is a run; `{"status": "skipped", "reason": "wakeup_skipped",
-/// ...}` when the wake will not become a run of its own (skipped, suppressed, coalesced,
-/// cancelled); otherwise `status` `queued` or `deferred` with the wake standing in for
-/// Paperclip's queued run: `id` and `wakeId` are the wake's id.
-#[derive(Clone, Debug)]
-pub struct WakeupResult {
-    pub wake: WakeView,
-    pub run: Option<RunView>,
-}
-
-impl Serialize for WakeupResult {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::Error;
-        let wake = &self.wake.wake;
-        let mut top = match &self.run {
-            Some(run) => serde_json::to_value(run).map_err(S::Error::custom)?,
-            None => {
-                let status = match wake.status {
-                    WakeStatus::Queued | WakeStatus::Claimed => "queued",
-                    WakeStatus::Deferred => "deferred",
-                    _ => "skipped",
-                };
-                let mut top = serde_json::json!({
-                    "status": status,
-                    "wakeId": wake.id,
-                    "agentId": wake.agent_id,
-                    "companyId": wake.company_id,
-                    "issueId": wake.issue_id,
-                    "wakeReason": wake.reason,
-                    "statusReason": wake.status_reason,
-                    "executionRunId": wake.waiting_on_run,
-                });
-                if status == "skipped" {
-                    top["reason"] = "wakeup_skipped".into();
-                } else {
-                    // Paperclip's queued run is Roost's queued wake: until the dispatcher
-                    // claims it, the wake stands in for the run (`GET /api/wakes/{id}`).
-                    top["id"] = wake.id.clone().into();
-                }
-                top
-            }
-        };
-        if let Some(fields) = top.as_object_mut() {
-            let wake = serde_json::to_value(&self.wake).map_err(S::Error::custom)?;
-            let run = serde_json::to_value(&self.run).map_err(S::Error::custom)?;
-            fields.insert("wake".into(), wake);
-            fields.insert("run".into(), run);
-        }
-        top.serialize(serializer)
-    }
-}
-
 /// How long a wakeup waits for the dispatcher to claim its wake, when an online worker could.
 const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -118,17 +50,6 @@ pub struct WakeFilter {
     /// An issue id or `PREFIX-N` identifier.
     pub issue_id: Option<String>,
     pub limit: Option<usize>,
-}
-
-/// A worker and how many live runs it holds now.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkerView {
-    #[serde(flatten)]
-    pub worker: Worker,
-    pub live_runs: usize,
-    /// Milliseconds left on its lease, as the leader holds it; `null` from other nodes.
-    pub lease_expires_in_ms: Option<u64>,
 }
 
 /// Why a queued wake has not become a run; `None` for any other status.

@@ -24,7 +24,7 @@ type Answer<T> = Result<T, ApiError>;
 /// The fields of `api/routines.rs` `run_view` this API shows; enums stay their snake_case text.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RunView {
+struct RoutineRunView {
     id: String,
     company_id: String,
     routine_id: String,
@@ -62,9 +62,9 @@ struct RoutineExtras {
     active_issue: Option<IssueRef>,
     /// In a routine's detail.
     #[serde(default)]
-    recent_runs: Vec<RunView>,
+    recent_runs: Vec<RoutineRunView>,
     /// In a list.
-    last_run: Option<RunView>,
+    last_run: Option<RoutineRunView>,
 }
 
 #[derive(Deserialize)]
@@ -78,11 +78,11 @@ fn unreadable(what: &str, e: serde_json::Error) -> ApiError {
 }
 
 fn run_to_proto(view: &Value) -> Answer<pb::RoutineRun> {
-    let run = RunView::deserialize(view).map_err(|e| unreadable("routine run", e))?;
-    Ok(run_view_to_proto(run))
+    let run = RoutineRunView::deserialize(view).map_err(|e| unreadable("routine run", e))?;
+    Ok(routine_run_to_proto(run))
 }
 
-fn run_view_to_proto(r: RunView) -> pb::RoutineRun {
+fn routine_run_to_proto(r: RoutineRunView) -> pb::RoutineRun {
     let (identifier, status) = r.linked_issue.map(|i| (i.identifier, i.status)).unzip();
     pb::RoutineRun {
         id: r.id,
@@ -167,7 +167,7 @@ fn routine_to_proto(view: &Value) -> Answer<pb::Routine> {
         updated_at_ms: r.updated_at.millis(),
         triggers,
         active_issue_id: extras.active_issue.map(|i| i.id),
-        recent_runs: runs.into_iter().map(run_view_to_proto).collect(),
+        recent_runs: runs.into_iter().map(routine_run_to_proto).collect(),
     })
 }
 

@@ -7,7 +7,9 @@ use roost_core::{AdapterType, BudgetScopeType, HeartbeatPolicy, PauseReason};
 
 use super::compat::monthly_budget_change;
 use super::created;
-use super::dto::{self, CreatedKey};
+use roost_core::views::CreatedKey;
+
+use super::dto;
 use super::extract::JsonBody;
 use super::paperclip::{
     agent_row, agent_rows, company_row, company_rows, heartbeat_of, monthly_budget,

@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use roost_core::command::{AgentPatch, CompanyPatch, IssuePatch};
 use roost_core::loop_breaker::LoopBreaker;
 use roost_core::{
-    AdapterType, AgentPermissions, CompanyStatus, Credential, HeartbeatPolicy, Issue, IssueStatus,
-    PauseReason, Priority, RunStatus, SessionRotation,
+    AdapterType, AgentPermissions, CompanyStatus, HeartbeatPolicy, IssueStatus, PauseReason,
+    Priority, RunStatus, SessionRotation,
 };
 use serde::de::IgnoredAny;
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`).
 pub(super) fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
@@ -206,29 +206,6 @@ pub struct CreateKey {
     pub name: Option<String>,
 }
 
-/// An agent key as shown once, at creation.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CreatedKey {
-    pub id: String,
-    pub name: String,
-    pub agent_id: Option<String>,
-    pub created_at: roost_core::Timestamp,
-    pub token: String,
-}
-
-impl CreatedKey {
-    pub fn new(c: Credential, token: String) -> Self {
-        CreatedKey {
-            id: c.id,
-            name: c.name,
-            agent_id: c.agent_id,
-            created_at: c.created_at,
-            token,
-        }
-    }
-}
-
 /// Declares an issue body (create or update) with the fields of Paperclip's issue schemas that
 /// Roost keeps without using appended (`roost_core::limits::PAPERCLIP_ISSUE_FIELDS`; a test
 /// below checks the two lists agree): one list for both bodies, gathered by `kept()`. (serde's
@@ -412,16 +389,6 @@ impl PatchIssue {
     }
 }
 
-/// An issue with the comment a PATCH added, if any.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct IssueWithComment {
-    #[serde(flatten)]
-    pub issue: Issue,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub comment: Option<roost_core::Comment>,
-}
-
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Checkout {
@@ -587,33 +554,6 @@ pub struct CreateJoinToken {
     pub ttl_secs: Option<u64>,
     /// How many distinct worker ids it admits, each bound to it (default: any number).
     pub max_uses: Option<u32>,
-}
-
-/// A worker join token as shown once, at creation.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CreatedJoinToken {
-    pub id: String,
-    pub name: String,
-    pub created_at: roost_core::Timestamp,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<roost_core::Timestamp>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_uses: Option<u32>,
-    pub token: String,
-}
-
-impl CreatedJoinToken {
-    pub fn new(c: Credential, token: String) -> Self {
-        CreatedJoinToken {
-            id: c.id,
-            name: c.name,
-            created_at: c.created_at,
-            expires_at: c.expires_at,
-            max_uses: c.max_uses,
-            token,
-        }
-    }
 }
 
 #[cfg(test)]

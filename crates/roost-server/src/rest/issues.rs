@@ -7,7 +7,9 @@ use roost_core::{Comment, Issue, IssueStatus};
 use roost_store::CommentQuery;
 
 use super::created;
-use super::dto::{self, IssueWithComment};
+use roost_core::views::IssueWithComment;
+
+use super::dto;
 use super::extract::{JsonBody, QueryParams};
 use crate::api::{Api, HeartbeatContext, IssueFilter, RunView};
 use crate::auth::Caller;

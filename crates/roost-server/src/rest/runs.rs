@@ -7,8 +7,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures::StreamExt;
 use roost_core::activity::ActivityEntry;
+use roost_core::views::LogPage;
 use roost_core::{RunStatus, TaskSession};
-use serde_json::json;
 
 use super::created;
 use super::dto;
@@ -102,14 +102,14 @@ pub async fn log(
     }
     data.truncate(limit);
     let start = start.unwrap_or(offset);
-    Ok(Json(json!({
-        "runId": id,
-        "store": "cluster",
-        "offset": start,
-        "content": String::from_utf8_lossy(&data),
-        "nextOffset": start + data.len() as u64,
-        "ended": ended,
-    }))
+    Ok(Json(LogPage {
+        run_id: id,
+        store: "cluster".into(),
+        offset: start,
+        content: String::from_utf8_lossy(&data).into_owned(),
+        next_offset: start + data.len() as u64,
+        ended,
+    })
     .into_response())
 }
 

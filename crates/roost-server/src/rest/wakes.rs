@@ -6,7 +6,9 @@ use axum::Json;
 use roost_core::WakeStatus;
 
 use super::created;
-use super::dto::{self, CreatedJoinToken};
+use roost_core::views::CreatedJoinToken;
+
+use super::dto;
 use super::extract::{JsonBody, QueryParams};
 use crate::api::{Api, WakeFilter, WakeView, WakeupRequest, WakeupResult, WorkerView};
 use crate::auth::Caller;
