@@ -17,6 +17,8 @@ pub mod recall;
 mod request_id;
 mod rest;
 mod supervise;
+#[cfg(test)]
+mod surface_tests;
 mod tls;
 pub mod workers;
 
