@@ -1,5 +1,6 @@
 //! Test harnesses for Roost: in-process nodes on pre-bound loopback ports, a raw HTTP client
-//! that keeps status codes, real `roost` processes, a TCP proxy that can be cut, and waiting
+//! that keeps status codes, real `roost` processes (one launcher of server clusters,
+//! [`ProcessCluster`]), a TCP proxy that can be cut, and waiting
 //! on observable state.
 
 mod cluster;
@@ -9,6 +10,7 @@ mod netns;
 mod node;
 pub mod ports;
 mod process;
+mod process_cluster;
 mod proxy;
 mod worker;
 
@@ -17,6 +19,10 @@ pub use http::{client_trusting, Http, Reply};
 pub use netns::{NetCluster, Signal};
 pub use node::TestNode;
 pub use process::RoostProcess;
+pub use process_cluster::{
+    die_with_harness, server_command, Layout, NodeAddrs, ProcessCluster, ProcessClusterBuilder,
+    ServerNode,
+};
 pub use proxy::CutProxy;
 pub use worker::{worker_credential, TestWorker};
 

@@ -1,6 +1,8 @@
 //! A cluster of real `roost server` processes, each in its own network namespace on a bridge,
 //! for fault injection the way Jepsen does it: partitions are blackhole routes inside the
-//! namespaces, delay and loss are `tc netem`, crashes and pauses are signals. Needs root and
+//! namespaces, delay and loss are `tc netem`, crashes and pauses are signals. The servers are a
+//! [`ProcessCluster`] (configs, processes, the admin token) whose nodes run behind an
+//! `ip netns exec <ns>` prefix; this adds the network and its faults. Needs root and
 //! iproute2. Everything it creates carries its tag (`rn<tag>n<i>`, `rv<tag>n<i>`, `rb<tag>`),
 //! and only that is removed on drop; the node directories (configs, data, logs) are kept for
 //! the caller to read or remove.
@@ -17,13 +19,13 @@
 
 use std::fs::{File, TryLockError};
 use std::io::{Read, Seek, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::process_cluster::{die_with_harness, Layout, NodeAddrs, ProcessCluster};
 use crate::{wait_for, Http};
 
 const HTTP_PORT: u16 = 7480;
@@ -103,30 +105,6 @@ fn drop_randomly(ns: &str, percent: u32) -> anyhow::Result<()> {
     applied
 }
 
-/// Makes the process `command` starts get SIGKILL when the harness thread that started it
-/// ends (the harness was killed, or ended without dropping the cluster), so no `roost server`
-/// or `roost run-worker` outlives it. `ip netns exec` execs the command in place (no fork), so
-/// the flag reaches the roost process itself. The harness starts processes from its runtime's
-/// threads, which live as long as the cluster.
-fn die_with_harness(command: &mut Command) -> &mut Command {
-    let harness = std::process::id();
-    // SAFETY: between fork and exec this calls only prctl, getppid and _exit, which are
-    // async-signal-safe and allocate nothing (as crates/roost-worker/src/adapter/child.rs).
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The harness died before the flag was set: nobody will signal this process.
-            if libc::getppid() as u32 != harness {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
-    command
-}
-
 /// The exclusive lock of `tag`, held for a cluster's lifetime (released when the file is
 /// closed). Waits, and says so, while another run holds it.
 async fn lock_tag(tag: u8) -> anyhow::Result<File> {
@@ -180,6 +158,16 @@ async fn lock_tag(tag: u8) -> anyhow::Result<File> {
     Ok(file)
 }
 
+/// Node `id`'s listeners on the bridge of `tag`.
+fn addrs_of(tag: u8, id: u64) -> NodeAddrs {
+    let ip = node_ip(tag, id);
+    NodeAddrs {
+        http: format!("{ip}:{HTTP_PORT}"),
+        grpc: format!("{ip}:{GRPC_PORT}"),
+        peer: format!("{ip}:{PEER_PORT}"),
+    }
+}
+
 /// How to stop or freeze a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signal {
@@ -188,6 +176,7 @@ pub enum Signal {
     Cont,
 }
 
+/// A node's namespace; its process, config, data and log are [`ProcessCluster`]'s.
 struct NetNode {
     id: u64,
     /// Counted among the cluster's nodes ([`NetCluster::ids`]); a spare or a removed node is
@@ -195,10 +184,11 @@ struct NetNode {
     member: bool,
     ns: String,
     ip: String,
-    child: Option<Child>,
-    config: PathBuf,
-    log: PathBuf,
-    data: PathBuf,
+}
+
+/// Node `id`'s address on the bridge of `tag`.
+fn node_ip(tag: u8, id: u64) -> String {
+    format!("10.213.{tag}.{id}")
 }
 
 /// A `roost run-worker` in its own namespace.
@@ -217,9 +207,10 @@ pub struct NetCluster {
     binary: PathBuf,
     /// The cluster CA and every node's certificate and key.
     certs: PathBuf,
-    /// Trusts the cluster CA; shared by every [`Http`] of this cluster.
-    client: reqwest::Client,
     nodes: Vec<NetNode>,
+    /// The servers: configs (`node-N/config.toml`), data (`node-N/data`), logs
+    /// (`node-N/node.log`) and processes, each run under `ip netns exec rn<tag>n<id>`.
+    procs: ProcessCluster,
     pub admin_token: String,
     pub company_id: String,
     /// The tag's lock; the last field, so it is released after [`Drop`] removed the network.
@@ -251,7 +242,25 @@ impl NetCluster {
         if !certs.join("ca.pem").exists() {
             roost_command(binary, &["cert", "init", "--dir"], &certs)?;
         }
-        let client = crate::http::client_trusting(&std::fs::read(certs.join("ca.pem"))?)?;
+        // Election timeouts stay at the production defaults, so the faults exercise them.
+        let procs = ProcessCluster::builder(binary)
+            .servers(n)
+            .dir(dir)
+            .layout(Layout::Nested)
+            .tls(&certs)
+            .addrs(move |id| Ok(addrs_of(tag, id)))
+            .wrapper(move |id| {
+                ["ip", "netns", "exec", &format!("rn{tag}n{id}")]
+                    .map(Into::into)
+                    .to_vec()
+            })
+            .node_config(|_| {
+                "[raft]\nheartbeat_interval_ms = 100\nwrite_timeout_ms = 3000\nsnapshot_after_entries = 500\nkeep_entries_after_snapshot = 100\n\n[workers]\nheartbeat_interval_ms = 200\nlease_ttl_ms = 2000\n\n".into()
+            })
+            .env("ROOST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .token_deadline(Duration::from_secs(30))
+            .build()?;
         let mut cluster = NetCluster {
             worker: None,
             tag,
@@ -259,8 +268,8 @@ impl NetCluster {
             dir: dir.to_path_buf(),
             binary: binary.to_path_buf(),
             certs,
-            client,
             nodes: Vec::new(),
+            procs,
             admin_token: String::new(),
             company_id: String::new(),
             _lock: lock,
@@ -284,22 +293,8 @@ impl NetCluster {
             let node = cluster.create_node(id)?;
             cluster.nodes.push(node);
         }
-        for id in 1..=n {
-            cluster.write_config(id, n)?;
-        }
-        for id in 1..=n {
-            cluster.restart(id)?;
-        }
-        let token_file = cluster.nodes[0].data.join("admin-token");
-        cluster.admin_token = wait_for("the first admin token", Duration::from_secs(30), || {
-            let f = token_file.clone();
-            async move {
-                std::fs::read_to_string(f)
-                    .ok()
-                    .map(|t| t.trim().to_string())
-            }
-        })
-        .await?;
+        cluster.procs.start().await?;
+        cluster.admin_token = cluster.procs.admin_token.clone();
         let leader = cluster.leader().await?;
         let company = cluster
             .http(leader)
@@ -316,38 +311,6 @@ impl NetCluster {
         Ok(cluster)
     }
 
-    /// Writes node `id`'s config: one of the `initial` voters 1..=`initial` of a new cluster,
-    /// or (`initial` = 0) a node that waits to be added (`bootstrap = false`, no members).
-    fn write_config(&self, id: u64, initial: u64) -> anyhow::Result<()> {
-        let tag = self.tag;
-        let members: String = (1..=initial)
-            .map(|id| {
-                format!(
-                    "\n[[initial_members]]\nid = {id}\ngrpc_addr = \"10.213.{tag}.{id}:{GRPC_PORT}\"\nhttp_addr = \"10.213.{tag}.{id}:{HTTP_PORT}\"\npeer_addr = \"10.213.{tag}.{id}:{PEER_PORT}\"\n"
-                )
-            })
-            .collect();
-        let node = self.node(id);
-        let certs = self.certs.display();
-        let tls = format!(
-            "[tls]\nca_file = \"{certs}/ca.pem\"\ncert_file = \"{certs}/node-{id}.pem\"\nkey_file = \"{certs}/node-{id}-key.pem\"\n"
-        );
-        let bootstrap = if initial == 0 {
-            "bootstrap = false\n"
-        } else {
-            ""
-        };
-        // Election timeouts stay at the production defaults, so the faults exercise them.
-        let config = format!(
-            "node_id = {id}\ndata_dir = \"{data}\"\nhttp_listen = \"{ip}:{HTTP_PORT}\"\ngrpc_listen = \"{ip}:{GRPC_PORT}\"\npeer_listen = \"{ip}:{PEER_PORT}\"\n{bootstrap}\n{tls}\n[raft]\nheartbeat_interval_ms = 100\nwrite_timeout_ms = 3000\nsnapshot_after_entries = 500\nkeep_entries_after_snapshot = 100\n\n[workers]\nheartbeat_interval_ms = 200\nlease_ttl_ms = 2000\n{members}",
-            data = node.data.display(),
-            ip = node.ip,
-        );
-        std::fs::create_dir_all(&node.data)?;
-        std::fs::write(&node.config, config)?;
-        Ok(())
-    }
-
     /// Creates node `id`'s namespace and directory without starting it: a spare that
     /// [`join`](Self::join) starts later. Ids must stay below 100 (the worker's address).
     pub fn add_spare(&mut self, id: u64) -> anyhow::Result<()> {
@@ -359,6 +322,7 @@ impl NetCluster {
         let mut node = self.create_node(id)?;
         node.member = false;
         self.nodes.push(node);
+        self.procs.add_node(id, addrs_of(self.tag, id))?;
         Ok(())
     }
 
@@ -367,17 +331,8 @@ impl NetCluster {
     /// cluster (`POST /api/cluster/nodes`). Its earlier data and log are moved aside.
     pub fn join(&mut self, id: u64) -> anyhow::Result<()> {
         anyhow::ensure!(!self.is_running(id), "node {id} is running");
-        let node = self.node(id);
-        if node.data.exists() {
-            let mut n = 1;
-            let mut aside = node.data.with_file_name(format!("data-removed-{n}"));
-            while aside.exists() {
-                n += 1;
-                aside = node.data.with_file_name(format!("data-removed-{n}"));
-            }
-            std::fs::rename(&node.data, &aside)?;
-        }
-        self.write_config(id, 0)?;
+        self.procs.set_data_aside(id)?;
+        self.procs.write_config(id, true)?;
         self.restart(id)?;
         self.node_mut(id).member = true;
         Ok(())
@@ -405,12 +360,13 @@ impl NetCluster {
         format!("{}:{HTTP_PORT}", self.node(id).ip)
     }
 
+    /// Node `id`'s namespace and certificate.
     fn create_node(&self, id: u64) -> anyhow::Result<NetNode> {
         let tag = self.tag;
         let ns = format!("rn{tag}n{id}");
         let host_veth = format!("rv{tag}n{id}");
         let peer = format!("rp{tag}n{id}");
-        let ip = format!("10.213.{tag}.{id}");
+        let ip = node_ip(tag, id);
         self.add_namespace(&ns, &host_veth, &peer, &ip)?;
         if !self.certs.join(format!("node-{id}.pem")).exists() {
             let id_arg = id.to_string();
@@ -422,17 +378,11 @@ impl NetCluster {
                 &self.certs,
             )?;
         }
-        let node_dir = self.dir.join(format!("node-{id}"));
-        std::fs::create_dir_all(&node_dir)?;
         Ok(NetNode {
             id,
             member: true,
             ns,
             ip,
-            child: None,
-            config: node_dir.join("config.toml"),
-            log: node_dir.join("node.log"),
-            data: node_dir.join("data"),
         })
     }
 
@@ -495,7 +445,7 @@ impl NetCluster {
 
     /// A REST client of `base` (a URL of this cluster) trusting the cluster CA.
     pub fn client_of(&self, base: impl Into<String>) -> Http {
-        Http::with_client(self.client.clone(), base)
+        self.procs.client_of(base)
     }
 
     /// Every node's REST URL, comma-separated, for a client that fails over.
@@ -514,64 +464,32 @@ impl NetCluster {
 
     /// (Re)starts node `id`'s process, appending to its log.
     pub fn restart(&mut self, id: u64) -> anyhow::Result<()> {
-        let binary = self.binary.clone();
-        let node = self.node_mut(id);
-        if let Some(mut c) = node.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&node.log)?;
-        let child = die_with_harness(&mut Command::new("ip"))
-            .args(["netns", "exec", &node.ns])
-            .arg(&binary)
-            .arg("server")
-            .arg("--config")
-            .arg(&node.config)
-            .env("ROOST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()?;
-        node.child = Some(child);
-        Ok(())
+        self.procs.restart(id)
     }
 
     /// SIGKILL (the process is gone until [`restart`](Self::restart)), SIGSTOP or SIGCONT.
     pub fn signal(&mut self, id: u64, signal: Signal) {
-        let node = self.node_mut(id);
-        let Some(child) = node.child.as_mut() else {
+        let Some(node) = self.procs.node_mut(id) else {
             return;
         };
-        let name = match signal {
-            Signal::Kill => "-KILL",
-            Signal::Stop => "-STOP",
-            Signal::Cont => "-CONT",
+        let _ = match signal {
+            Signal::Kill => node.kill().map_err(anyhow::Error::from),
+            Signal::Stop => node.signal(libc::SIGSTOP),
+            Signal::Cont => node.signal(libc::SIGCONT),
         };
-        quietly("kill", &[name, &child.id().to_string()]);
-        if signal == Signal::Kill {
-            let _ = child.wait();
-            node.child = None;
-        }
     }
 
     pub fn is_running(&self, id: u64) -> bool {
-        self.node(id).child.is_some()
+        self.procs.node(id).is_some_and(|n| n.is_running())
     }
 
     /// Restarts, as a supervisor would, every node whose process exited on its own (a node
     /// exits when its Raft core stops); returns their ids and exit statuses.
     pub fn restart_exited(&mut self) -> anyhow::Result<Vec<(u64, String)>> {
         let mut exited = Vec::new();
-        for node in self.nodes.iter_mut() {
-            if let Some(child) = node.child.as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
-                    node.child = None;
-                    exited.push((node.id, status.to_string()));
-                }
+        for node in self.procs.nodes.iter_mut() {
+            if let Some(status) = node.exited() {
+                exited.push((node.id, status.to_string()));
             }
         }
         for (id, _) in &exited {
@@ -723,20 +641,7 @@ impl NetCluster {
 
     /// The last lines of every node's log, for a failure report.
     pub fn log_tails(&self, lines: usize) -> String {
-        self.nodes
-            .iter()
-            .map(|n| {
-                let text = std::fs::read_to_string(&n.log).unwrap_or_default();
-                let all: Vec<&str> = text.lines().collect();
-                format!(
-                    "--- node {} ({})\n{}",
-                    n.id,
-                    n.log.display(),
-                    all[all.len().saturating_sub(lines)..].join("\n")
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        self.procs.log_tails(lines)
     }
 
     /// Removes every namespace, veth and the bridge of this tag: this cluster's, and any a
@@ -777,13 +682,9 @@ impl Drop for NetCluster {
             quietly("ip", &["netns", "del", &w.ns]);
             quietly("ip", &["link", "del", &format!("rv{}w", self.tag)]);
         }
-        for node in &mut self.nodes {
-            if let Some(mut c) = node.child.take() {
-                // A stopped process must be continued to die promptly.
-                quietly("kill", &["-CONT", &c.id().to_string()]);
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+        // Before the network goes (a stopped process is continued to die promptly).
+        for node in &mut self.procs.nodes {
+            let _ = node.kill();
         }
         self.teardown_network();
     }

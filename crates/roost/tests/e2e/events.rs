@@ -35,8 +35,12 @@ async fn a_watch_resumes_on_another_node_across_a_leader_kill_with_nothing_misse
 ) -> anyhow::Result<()> {
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let dir = tempfile::tempdir()?;
-    let (mut nodes, token) = start_three_servers(dir.path()).await?;
-    let all = nodes.iter().map(|n| n.http.clone()).collect::<Vec<_>>();
+    let (mut cluster, token) = start_three_servers(dir.path()).await?;
+    let all = cluster
+        .nodes
+        .iter()
+        .map(|n| n.http.clone())
+        .collect::<Vec<_>>();
     let status = wait_for("a leader", Duration::from_secs(30), || {
         let (servers, token) = (all.join(","), token.clone());
         async move {
@@ -48,7 +52,8 @@ async fn a_watch_resumes_on_another_node_across_a_leader_kill_with_nothing_misse
     .await?;
     let leader = status["leaderId"].as_u64().unwrap_or(0);
     // The watch starts on the leader, so that killing it breaks the stream.
-    let leader_http = nodes
+    let leader_http = cluster
+        .nodes
         .iter()
         .find(|n| n.id == leader)
         .map(|n| n.http.clone())
@@ -114,8 +119,7 @@ async fn a_watch_resumes_on_another_node_across_a_leader_kill_with_nothing_misse
     )
     .await?;
 
-    let killed = nodes.iter_mut().find(|n| n.id == leader).map(|n| n.kill());
-    anyhow::ensure!(killed.is_some(), "no leader process to kill");
+    cluster.kill(leader)?;
     for n in 0..5 {
         create_issue(&servers, &token, &cid, &format!("after {n}"))?;
     }

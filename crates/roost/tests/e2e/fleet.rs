@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use roost_testkit::{wait_for, Http};
+use roost_testkit::{wait_for, Http, ProcessCluster};
 
 use crate::support::{roost_binary, str_field};
 
@@ -77,8 +77,8 @@ fn tail(path: &Path, lines: usize) -> String {
 /// The processes of one test, all killed on drop; their tempdir is kept if the test failed.
 struct Fleet {
     dir: Option<tempfile::TempDir>,
-    /// Node `n` at index `n - 1`.
-    servers: Vec<Option<Child>>,
+    /// Nodes 1..=3, in the fleet's directory; `None` before `boot_servers`.
+    servers: Option<ProcessCluster>,
     http_addrs: Vec<String>,
     grpc_addrs: Vec<String>,
     workers: Vec<(String, Option<Child>)>,
@@ -91,7 +91,7 @@ impl Fleet {
     fn new() -> anyhow::Result<Fleet> {
         Ok(Fleet {
             dir: Some(tempfile::tempdir()?),
-            servers: Vec::new(),
+            servers: None,
             http_addrs: Vec::new(),
             grpc_addrs: Vec::new(),
             workers: Vec::new(),
@@ -124,49 +124,19 @@ impl Fleet {
     /// Three `roost server` processes with fast worker leases form a cluster; node 1 writes the
     /// admin token, and a company is created once a leader answers.
     async fn boot_servers(&mut self) -> anyhow::Result<()> {
-        let mut members = String::new();
-        let mut peers = Vec::new();
-        for id in 1..=3 {
-            let (http, grpc, peer) = (
-                roost_testkit::ports::free_addr()?,
-                roost_testkit::ports::free_addr()?,
-                roost_testkit::ports::free_addr()?,
-            );
-            members.push_str(&format!(
-                "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\npeer_addr = \"{peer}\"\n\n"
-            ));
-            self.http_addrs.push(http);
-            self.grpc_addrs.push(grpc);
-            peers.push(peer);
-        }
-        for id in 1..=3usize {
-            let data = self.path().join(format!("node-{id}"));
-            let config = format!(
-                "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{}\"\ngrpc_listen = \"{}\"\npeer_listen = \"{}\"\n\n\
-                 [raft]\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n\n\
-                 [workers]\nheartbeat_interval_ms = {HEARTBEAT_MS}\nlease_ttl_ms = {LEASE_MS}\n\n{members}",
-                data.display(),
-                self.http_addrs[id - 1],
-                self.grpc_addrs[id - 1],
-                peers[id - 1],
-            );
-            let path = self.path().join(format!("node-{id}.toml"));
-            std::fs::write(&path, config)?;
-            let log = self.path().join(format!("node-{id}.log"));
-            let child = spawn_logged(&["server", "--config"], &path, &log, "info,openraft=warn")?;
-            self.servers.push(Some(child));
-        }
-        let token_file = self.path().join("node-1").join("admin-token");
-        self.admin_token = wait_for("node 1 to write the admin token", WAIT, || {
-            let f = token_file.clone();
-            async move {
-                std::fs::read_to_string(&f)
-                    .ok()
-                    .map(|t| t.trim().to_string())
-                    .filter(|t| !t.is_empty())
-            }
+        let cluster = crate::processes::three_servers(self.path(), |_| {
+            format!(
+                "[workers]\nheartbeat_interval_ms = {HEARTBEAT_MS}\nlease_ttl_ms = {LEASE_MS}\n\n"
+            )
         })
+        .env("NO_COLOR", "1")
+        .token_deadline(WAIT)
+        .start()
         .await?;
+        self.http_addrs = cluster.nodes.iter().map(|n| n.http_addr.clone()).collect();
+        self.grpc_addrs = cluster.grpc_addrs();
+        self.admin_token = cluster.admin_token.clone();
+        self.servers = Some(cluster);
         let admin = self.admin(1);
         let company = wait_for("a leader to create the company", WAIT, || {
             let admin = admin.clone();
@@ -324,15 +294,19 @@ impl Fleet {
 
     fn report(&self) {
         eprintln!("fleet logs kept in {}", self.path().display());
-        let mut names: Vec<String> = (1..=self.servers.len())
-            .map(|n| format!("node-{n}.log"))
+        let mut logs: Vec<PathBuf> = self
+            .servers
+            .iter()
+            .flat_map(|c| c.nodes.iter().map(|n| n.log.clone()))
             .collect();
-        names.extend(self.workers.iter().map(|(w, _)| format!("{w}.log")));
-        for name in names {
-            eprintln!(
-                "--- last lines of {name} ---\n{}",
-                tail(&self.path().join(&name), 25)
-            );
+        logs.extend(
+            self.workers
+                .iter()
+                .map(|(w, _)| self.path().join(format!("{w}.log"))),
+        );
+        for log in logs {
+            let name = log.file_name().unwrap_or_default().to_string_lossy();
+            eprintln!("--- last lines of {name} ---\n{}", tail(&log, 25));
         }
     }
 
@@ -365,9 +339,7 @@ impl Drop for Fleet {
         for pid in self.agent_pids() {
             kill_agent_group(pid);
         }
-        for child in &mut self.servers {
-            kill_child(child);
-        }
+        drop(self.servers.take());
         if self.failed || std::thread::panicking() {
             self.report();
             if let Some(dir) = self.dir.take() {

@@ -53,7 +53,7 @@ async fn hostile_requests_get_4xx_and_a_three_process_cluster_keeps_serving_and_
         "{} findings:\n\n{}\n\n{}",
         failed.len(),
         failed.join("\n\n"),
-        log_tails(&w.procs)
+        log_tails(&w.procs.nodes)
     );
     Ok(())
 }

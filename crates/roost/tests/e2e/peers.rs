@@ -85,7 +85,7 @@ async fn the_peer_listener_serves_only_the_clusters_nodes() -> anyhow::Result<()
     let certs = dir.path().join("certs");
     let certs_arg = certs.display().to_string();
     ok(roost(&["cert", "init", "--dir", &certs_arg])?)?;
-    let (nodes, _token) = start_tls_cluster(dir.path(), &certs).await?;
+    let (cluster, _token) = start_tls_cluster(dir.path(), &certs).await?;
     let ca = certs.join("ca.pem");
 
     // A stranger's CA with a node certificate naming a real member's id; a worker's and a
@@ -130,7 +130,7 @@ async fn the_peer_listener_serves_only_the_clusters_nodes() -> anyhow::Result<()
         ),
     ];
     for (who, identity) in &refused {
-        for node in &nodes {
+        for node in &cluster.nodes {
             let identity = identity.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
             let mut client = raft_client(&node.peer, &ca, identity).await?;
             refused_at_the_transport(
@@ -150,7 +150,7 @@ async fn the_peer_listener_serves_only_the_clusters_nodes() -> anyhow::Result<()
 
     // A node's own certificate is served: the same call reaches the Raft service.
     let node_3 = (certs.join("node-3.pem"), certs.join("node-3-key.pem"));
-    let mut peer = raft_client(&nodes[0].peer, &ca, Some((&node_3.0, &node_3.1))).await?;
+    let mut peer = raft_client(&cluster.nodes[0].peer, &ca, Some((&node_3.0, &node_3.1))).await?;
     let report = peer.forward(report_request()).await?.into_inner();
     let report: serde_json::Value = serde_json::from_slice(&report.json)?;
     assert_eq!(report["Ok"]["Report"]["id"], 1, "{report}");
@@ -159,7 +159,7 @@ async fn the_peer_listener_serves_only_the_clusters_nodes() -> anyhow::Result<()
     assert_eq!(garbage.code(), Code::InvalidArgument, "{garbage:?}");
 
     // The client and worker port serves no Raft service, even to a node's certificate.
-    for node in &nodes {
+    for node in &cluster.nodes {
         let mut client = raft_client(&node.grpc, &ca, Some((&node_3.0, &node_3.1))).await?;
         let status = client.forward(report_request()).await.unwrap_err();
         assert_eq!(

@@ -1,69 +1,18 @@
 //! A cluster of real `roost server` processes, driven through the CLI with several addresses.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use roost_testkit::wait_for;
+use roost_testkit::{wait_for, ProcessCluster, ProcessClusterBuilder};
 
 use crate::support::roost_binary;
 
-/// One `roost server` process of a three-node cluster; killed when dropped.
-pub(crate) struct ServerProcess {
-    pub(crate) id: u64,
-    /// `http://host:port`
-    pub(crate) http: String,
-    /// `host:port`
-    pub(crate) grpc: String,
-    /// `host:port` of the peer listener (the Raft service)
-    pub(crate) peer: String,
-    pub(crate) data: PathBuf,
-    pub(crate) log: PathBuf,
-    child: Child,
-}
-
-impl ServerProcess {
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The exit status, once the process has ended (`None` while it runs).
-    pub(crate) fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
-        self.child.try_wait()
-    }
-
-    /// SIGKILL, then reap.
-    pub(crate) fn kill(&mut self) -> std::io::Result<std::process::ExitStatus> {
-        let _ = self.child.kill();
-        self.child.wait()
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.kill();
-    }
-}
-
 /// `roost server --config config`, its output discarded.
 fn server_command(config: &Path) -> Command {
-    let mut command = Command::new(roost_binary());
-    command
-        .args(["server", "--config"])
-        .arg(config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    command
-}
-
-fn spawn_server(config: &Path, log: &Path) -> anyhow::Result<Child> {
-    let log = std::fs::File::create(log)?;
-    Ok(server_command(config)
-        .env("ROOST_LOG", "info,openraft=warn")
-        .stderr(log)
-        .spawn()?)
+    roost_testkit::server_command(&roost_binary(), config)
 }
 
 pub(crate) fn cli(servers: &str, token: &str, args: &[&str]) -> anyhow::Result<Output> {
@@ -83,74 +32,37 @@ pub(crate) fn stdout_json(out: &Output) -> anyhow::Result<Value> {
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
-/// Starts three `roost server` processes in `dir` that form one cluster from their configs
-/// (`node-{id}.toml`, data in `node-{id}/`, log in `node-{id}.log`) and returns them with the
-/// admin token node 1 writes.
-pub(crate) async fn start_three_servers(
+/// Fast elections for the e2e clusters.
+const TEST_RAFT: &str =
+    "[raft]\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n\n";
+
+/// The e2e tests' three `roost server` processes in `dir` (`node-{id}.toml`, data in
+/// `node-{id}/`, log in `node-{id}.log`) with fast elections, each node's config also given
+/// the text `node_config(id)` returns (top-level keys, then tables); not started.
+pub(crate) fn three_servers(
     dir: &Path,
-) -> anyhow::Result<(Vec<ServerProcess>, String)> {
-    start_three_servers_with(dir, "http", |_| String::new()).await
+    node_config: impl Fn(u64) -> String + Send + Sync + 'static,
+) -> ProcessClusterBuilder {
+    ProcessCluster::builder(roost_binary())
+        .dir(dir)
+        .node_config(move |id| format!("{}{TEST_RAFT}", node_config(id)))
+        .env("ROOST_LOG", "info,openraft=warn")
 }
 
-/// [`start_three_servers`], each node's config given the tables `node_config(id)` returns
-/// (a `[tls]` section, say) and its REST URL the `scheme`.
+/// Starts three `roost server` processes in `dir` that form one cluster from their configs
+/// ([`three_servers`]) and returns them with the admin token node 1 writes.
+pub(crate) async fn start_three_servers(dir: &Path) -> anyhow::Result<(ProcessCluster, String)> {
+    start_three_servers_with(dir, |_| String::new()).await
+}
+
+/// [`start_three_servers`], each node's config given the text `node_config(id)` returns.
 pub(crate) async fn start_three_servers_with(
     dir: &Path,
-    scheme: &str,
-    node_config: impl Fn(u64) -> String,
-) -> anyhow::Result<(Vec<ServerProcess>, String)> {
-    let mut members = String::new();
-    let mut addrs = Vec::new();
-    for id in 1..=3u64 {
-        let (http, grpc, peer) = (
-            roost_testkit::ports::free_addr()?,
-            roost_testkit::ports::free_addr()?,
-            roost_testkit::ports::free_addr()?,
-        );
-        members.push_str(&format!(
-            "[[initial_members]]\nid = {id}\ngrpc_addr = \"{grpc}\"\nhttp_addr = \"{http}\"\npeer_addr = \"{peer}\"\n\n"
-        ));
-        addrs.push((id, http, grpc, peer));
-    }
-    let mut nodes = Vec::new();
-    for (id, http, grpc, peer) in addrs {
-        let data = dir.join(format!("node-{id}"));
-        let config = format!(
-            "node_id = {id}\ndata_dir = \"{}\"\nhttp_listen = \"{http}\"\ngrpc_listen = \"{grpc}\"\npeer_listen = \"{peer}\"\n\n{}\
-             [raft]\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n\n{members}",
-            data.display(),
-            node_config(id),
-        );
-        let path = dir.join(format!("node-{id}.toml"));
-        std::fs::write(&path, config)?;
-        let log = dir.join(format!("node-{id}.log"));
-        let child = spawn_server(&path, &log)?;
-        nodes.push(ServerProcess {
-            id,
-            http: format!("{scheme}://{http}"),
-            grpc,
-            peer,
-            data,
-            log,
-            child,
-        });
-    }
-    let token_file = dir.join("node-1").join("admin-token");
-    let token = wait_for(
-        "node 1 to write the first admin token",
-        Duration::from_secs(60),
-        || {
-            let f = token_file.clone();
-            async move {
-                std::fs::read_to_string(&f)
-                    .ok()
-                    .map(|t| t.trim().to_string())
-                    .filter(|t| !t.is_empty())
-            }
-        },
-    )
-    .await?;
-    Ok((nodes, token))
+    node_config: impl Fn(u64) -> String + Send + Sync + 'static,
+) -> anyhow::Result<(ProcessCluster, String)> {
+    let cluster = three_servers(dir, node_config).start().await?;
+    let token = cluster.admin_token.clone();
+    Ok((cluster, token))
 }
 
 /// Three `roost server` processes form a cluster from their configs; the CLI, given every
@@ -159,8 +71,9 @@ pub(crate) async fn start_three_servers_with(
 async fn three_server_processes_survive_kill_9_of_the_leader() -> anyhow::Result<()> {
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let dir = tempfile::tempdir()?;
-    let (mut nodes, token) = start_three_servers(dir.path()).await?;
-    let servers = nodes
+    let (mut cluster, token) = start_three_servers(dir.path()).await?;
+    let servers = cluster
+        .nodes
         .iter()
         .map(|n| n.http.clone())
         .collect::<Vec<_>>()
@@ -195,8 +108,7 @@ async fn three_server_processes_survive_kill_9_of_the_leader() -> anyhow::Result
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let victim = nodes.iter_mut().find(|n| n.id == leader).map(|n| n.kill());
-    assert!(victim.is_some());
+    cluster.kill(leader)?;
     // The CLI is still given the dead node's address first or second: it must fail over.
     let out = cli(
         &servers,

@@ -271,8 +271,9 @@ async fn an_every_2s_routine_neither_doubles_nor_loses_a_firing_across_a_leader_
 ) -> anyhow::Result<()> {
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let dir = tempfile::tempdir()?;
-    let (mut nodes, token) = start_three_servers(dir.path()).await?;
-    let http: Vec<Http> = nodes
+    let (mut cluster, token) = start_three_servers(dir.path()).await?;
+    let http: Vec<Http> = cluster
+        .nodes
         .iter()
         .map(|n| Http::new(n.http.clone()).with_token(&token))
         .collect();
@@ -337,7 +338,8 @@ async fn an_every_2s_routine_neither_doubles_nor_loses_a_firing_across_a_leader_
         },
     )
     .await?;
-    let victim = nodes
+    let victim = cluster
+        .nodes
         .iter()
         .position(|n| n.id == leader)
         .ok_or_else(|| anyhow::anyhow!("leader {leader} not among the nodes"))?;
@@ -345,7 +347,7 @@ async fn an_every_2s_routine_neither_doubles_nor_loses_a_firing_across_a_leader_
         .await
         .map(|v| v.len())
         .unwrap_or(0);
-    drop(nodes.remove(victim)); // SIGKILL, reaped.
+    cluster.kill(leader)?; // SIGKILL, reaped.
     let survivor = http
         .iter()
         .enumerate()

@@ -275,10 +275,10 @@ async fn sigterm_to_the_leader_hands_over_and_loses_no_acknowledged_write() -> a
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let dir = tempfile::tempdir()?;
     let grace = Duration::from_secs(5);
-    let (mut nodes, token) =
-        start_three_servers_with(dir.path(), "http", |_| "shutdown_grace_secs = 5\n".into())
-            .await?;
-    let https: Vec<Http> = nodes
+    let (mut cluster, token) =
+        start_three_servers_with(dir.path(), |_| "shutdown_grace_secs = 5\n".into()).await?;
+    let https: Vec<Http> = cluster
+        .nodes
         .iter()
         .map(|n| Http::new(n.http.clone()).with_token(&token))
         .collect();
@@ -305,7 +305,8 @@ async fn sigterm_to_the_leader_hands_over_and_loses_no_acknowledged_write() -> a
         }
     };
     let leader = wait_for("a leader", WAIT, || leader_seen_by(0)).await?;
-    let leader_at = nodes
+    let leader_at = cluster
+        .nodes
         .iter()
         .position(|n| n.id == leader)
         .ok_or_else(|| anyhow::anyhow!("leader {leader} is not a node"))?;
@@ -344,7 +345,7 @@ async fn sigterm_to_the_leader_hands_over_and_loses_no_acknowledged_write() -> a
     .await?;
 
     let sent = Instant::now();
-    signal(nodes[leader_at].pid(), libc::SIGTERM)?;
+    signal(cluster.nodes[leader_at].pid(), libc::SIGTERM)?;
     let survivor = (leader_at + 1) % 3;
     let new_leader = wait_for("another leader", WAIT, || async {
         leader_seen_by(survivor).await.filter(|l| *l != leader)
@@ -353,7 +354,8 @@ async fn sigterm_to_the_leader_hands_over_and_loses_no_acknowledged_write() -> a
     .map_err(|e| {
         // Seen once under a full suite's load (no new leader in 30 s): keep what the nodes
         // said, to tell a stalled hand-over from a stalled election.
-        let tails: Vec<String> = nodes
+        let tails: Vec<String> = cluster
+            .nodes
             .iter()
             .map(|n| {
                 let log = dir.path().join(format!("node-{}.log", n.id));
@@ -370,7 +372,7 @@ async fn sigterm_to_the_leader_hands_over_and_loses_no_acknowledged_write() -> a
     })?;
     let elected = sent.elapsed();
     let (status, took) = {
-        let node = Mutex::new(&mut nodes[leader_at]);
+        let node = Mutex::new(&mut cluster.nodes[leader_at]);
         let status = wait_for("the old leader to exit", grace + MARGIN + WAIT, || async {
             node.lock().ok()?.try_wait().ok().flatten()
         })
@@ -386,7 +388,7 @@ async fn sigterm_to_the_leader_hands_over_and_loses_no_acknowledged_write() -> a
     for w in writers {
         w.await?;
     }
-    let log = std::fs::read_to_string(&nodes[leader_at].log).unwrap_or_default();
+    let log = std::fs::read_to_string(&cluster.nodes[leader_at].log).unwrap_or_default();
     eprintln!(
         "leader {leader} stopped {took:?} after SIGTERM ({status}); node {new_leader} led \
          {elected:?} after it; handed over: {}",
@@ -408,7 +410,7 @@ async fn sigterm_to_the_leader_hands_over_and_loses_no_acknowledged_write() -> a
 
     // Every acknowledged write, read through a survivor that does not lead.
     let reader = (0..3)
-        .find(|i| *i != leader_at && nodes[*i].id != new_leader)
+        .find(|i| *i != leader_at && cluster.nodes[*i].id != new_leader)
         .unwrap_or(survivor);
     let acked = acked.lock().map(|a| a.clone()).unwrap_or_default();
     let listed = admin(reader)

@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use roost_testkit::wait_for;
+use roost_testkit::{wait_for, ProcessCluster};
 
-use crate::processes::{start_three_servers_with, ServerProcess};
+use crate::processes::three_servers;
 use crate::support::roost_binary;
 
 /// A child process killed (and reaped) when dropped.
@@ -65,7 +65,7 @@ fn spawn_logged(args: &[&str], config: &Path, log: &Path) -> anyhow::Result<Kill
 pub(crate) async fn start_tls_cluster(
     dir: &Path,
     certs: &Path,
-) -> anyhow::Result<(Vec<ServerProcess>, String)> {
+) -> anyhow::Result<(ProcessCluster, String)> {
     let certs_arg = certs.display().to_string();
     for id in 1..=3u64 {
         ok(roost(&[
@@ -80,12 +80,12 @@ pub(crate) async fn start_tls_cluster(
             &certs_arg,
         ])?)?;
     }
-    start_three_servers_with(dir, "https", |id| {
-        format!(
-            "[tls]\nca_file = \"{certs_arg}/ca.pem\"\ncert_file = \"{certs_arg}/node-{id}.pem\"\nkey_file = \"{certs_arg}/node-{id}-key.pem\"\n\n"
-        )
-    })
-    .await
+    let cluster = three_servers(dir, |_| String::new())
+        .tls(certs)
+        .start()
+        .await?;
+    let token = cluster.admin_token.clone();
+    Ok((cluster, token))
 }
 
 fn json(out: &Output) -> Option<Value> {
@@ -131,10 +131,11 @@ async fn a_tls_cluster_serves_the_cli_and_a_worker_and_refuses_plaintext_and_str
         &stranger.display().to_string(),
     ])?)?;
 
-    let (nodes, token) = start_tls_cluster(dir.path(), &certs).await?;
+    let (cluster, token) = start_tls_cluster(dir.path(), &certs).await?;
     assert_eq!(mode(certs.join("node-1-key.pem"))?, 0o600);
     let ca = certs.join("ca.pem");
-    let servers = nodes
+    let servers = cluster
+        .nodes
         .iter()
         .map(|n| n.http.clone())
         .collect::<Vec<_>>()
@@ -171,7 +172,7 @@ async fn a_tls_cluster_serves_the_cli_and_a_worker_and_refuses_plaintext_and_str
         .redirect(reqwest::redirect::Policy::none())
         .build()?;
     let login = browserish
-        .post(format!("{}/login", nodes[0].http))
+        .post(format!("{}/login", cluster.nodes[0].http))
         .form(&[("token", token.as_str())])
         .send()
         .await?;
@@ -190,7 +191,10 @@ async fn a_tls_cluster_serves_the_cli_and_a_worker_and_refuses_plaintext_and_str
     );
 
     // Plaintext to the TLS ports: no HTTP answer, no gRPC answer.
-    let (http, grpc) = (nodes[0].http.trim_start_matches("https://"), &nodes[0].grpc);
+    let (http, grpc) = (
+        cluster.nodes[0].http.trim_start_matches("https://"),
+        &cluster.nodes[0].grpc,
+    );
     let answer = plaintext_answer(http).await?;
     assert!(
         !answer.starts_with(b"HTTP/"),
@@ -284,7 +288,8 @@ async fn a_tls_cluster_serves_the_cli_and_a_worker_and_refuses_plaintext_and_str
     )?)?;
     let join = String::from_utf8(join.stdout)?.trim().to_string();
     let worker_config = dir.path().join("worker.toml");
-    let grpc_servers = nodes
+    let grpc_servers = cluster
+        .nodes
         .iter()
         .map(|n| format!("\"{}\"", n.grpc))
         .collect::<Vec<_>>()
@@ -403,10 +408,11 @@ async fn a_node_certificate_rotates_with_a_rolling_restart() -> anyhow::Result<(
     let certs = dir.path().join("certs");
     let certs_arg = certs.display().to_string();
     ok(roost(&["cert", "init", "--dir", &certs_arg])?)?;
-    let (mut nodes, token) = start_tls_cluster(dir.path(), &certs).await?;
-    let node_2 = nodes[1].http.clone();
+    let (mut cluster, token) = start_tls_cluster(dir.path(), &certs).await?;
+    let node_2 = cluster.nodes[1].http.clone();
     let ca = certs.join("ca.pem");
-    let all = nodes
+    let all = cluster
+        .nodes
         .iter()
         .map(|n| n.http.clone())
         .collect::<Vec<_>>()
@@ -444,12 +450,8 @@ async fn a_node_certificate_rotates_with_a_rolling_restart() -> anyhow::Result<(
         &certs_arg,
     ])?)?;
     assert_ne!(before, std::fs::read(certs.join("node-2.pem"))?);
-    drop(nodes.remove(1));
-    let _restarted = spawn_logged(
-        &["server", "--config"],
-        &dir.path().join("node-2.toml"),
-        &dir.path().join("node-2-restarted.log"),
-    )?;
+    cluster.kill(2)?;
+    cluster.restart(2)?;
     // Asked through node 2 alone: it serves its new certificate and sees both peers healthy.
     healthy(node_2.clone()).await?;
     ok(cli(

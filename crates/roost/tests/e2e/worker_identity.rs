@@ -12,7 +12,9 @@ use serde_json::{json, Value};
 
 use roost_testkit::{wait_for, Http};
 
-use crate::processes::{start_three_servers, ServerProcess};
+use roost_testkit::ServerNode;
+
+use crate::processes::start_three_servers;
 use crate::support::{roost_binary, str_field};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -55,7 +57,7 @@ impl WorkerProcess {
 fn spawn_worker(
     dir: &Path,
     name: &str,
-    nodes: &[ServerProcess],
+    nodes: &[ServerNode],
     join_token: &str,
     work: &Path,
 ) -> anyhow::Result<WorkerProcess> {
@@ -113,8 +115,8 @@ async fn a_worker_exchanges_its_join_token_once_and_a_revoked_worker_is_lost() -
     use std::os::unix::fs::PermissionsExt;
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let dir = tempfile::tempdir()?;
-    let (nodes, admin_token) = start_three_servers(dir.path()).await?;
-    let admin = |n: usize| Http::new(nodes[n].http.clone()).with_token(&admin_token);
+    let (cluster, admin_token) = start_three_servers(dir.path()).await?;
+    let admin = |n: usize| Http::new(cluster.nodes[n].http.clone()).with_token(&admin_token);
     let company = wait_for("a leader to create the company", WAIT, || async {
         let body = json!({ "name": "Ident", "issuePrefix": "IDN" });
         admin(0)
@@ -137,7 +139,7 @@ async fn a_worker_exchanges_its_join_token_once_and_a_revoked_worker_is_lost() -
         .ok()?;
     let (join_id, join_token) = (str_field(&join, "id"), str_field(&join, "token"));
     let work = dir.path().join("work-a");
-    let first = spawn_worker(dir.path(), "worker-a", &nodes, &join_token, &work)?;
+    let first = spawn_worker(dir.path(), "worker-a", &cluster.nodes, &join_token, &work)?;
     wait_for("the worker online", WAIT, || async {
         (worker_status(&admin(1)).await? == "online").then_some(())
     })
@@ -160,7 +162,7 @@ async fn a_worker_exchanges_its_join_token_once_and_a_revoked_worker_is_lost() -
 
     // Restarted without its join token: it registers with its credential, spending no use.
     first.stop();
-    let restarted = spawn_worker(dir.path(), "worker-a-again", &nodes, "", &work)?;
+    let restarted = spawn_worker(dir.path(), "worker-a-again", &cluster.nodes, "", &work)?;
     restarted
         .wait_log("the restarted worker to register", "registered")
         .await?;
@@ -177,7 +179,7 @@ async fn a_worker_exchanges_its_join_token_once_and_a_revoked_worker_is_lost() -
     let intruder = spawn_worker(
         dir.path(),
         "intruder",
-        &nodes,
+        &cluster.nodes,
         &str_field(&other, "token"),
         &dir.path().join("work-b"),
     )?;
@@ -220,7 +222,7 @@ async fn a_worker_exchanges_its_join_token_once_and_a_revoked_worker_is_lost() -
     // Revoked through node 2 with the CLI.
     let out = Command::new(roost_binary())
         .args(["worker", "revoke", WORKER_ID])
-        .args(["--server", &nodes[1].http, "--token", &admin_token])
+        .args(["--server", &cluster.nodes[1].http, "--token", &admin_token])
         .env_remove("ROOST_SERVER")
         .env_remove("ROOST_TOKEN")
         .output()?;
@@ -260,7 +262,7 @@ async fn a_worker_exchanges_its_join_token_once_and_a_revoked_worker_is_lost() -
     assert_eq!(creds[0]["revoked"], true, "{creds:?}");
 
     // No secret in any log, any node's or the workers'.
-    let mut logs: Vec<PathBuf> = nodes.iter().map(|n| n.log.clone()).collect();
+    let mut logs: Vec<PathBuf> = cluster.nodes.iter().map(|n| n.log.clone()).collect();
     logs.extend([restarted.log.clone(), dir.path().join("worker-a.log")]);
     for log in logs {
         let text = std::fs::read_to_string(&log).unwrap_or_default();

@@ -358,7 +358,7 @@ pub(super) async fn secrets_and_token_hashes_never_leave_the_api(
 /// Issue 20: `state.db`, `raft-log.db` and their directory were created world-readable.
 pub(super) async fn data_files_are_private(w: &World, f: &mut Findings) -> anyhow::Result<()> {
     let mut loose = Vec::new();
-    for p in &w.procs {
+    for p in &w.procs.nodes {
         let mut stack = vec![p.data.clone()];
         let mut files = 0;
         while let Some(dir) = stack.pop() {

@@ -9,9 +9,9 @@ use anyhow::{ensure, Context};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use roost_testkit::{wait_for, Http, Reply, TestWorker};
+use roost_testkit::{wait_for, Http, ProcessCluster, Reply, ServerNode, TestWorker};
 
-use crate::processes::{start_three_servers, ServerProcess};
+use crate::processes::start_three_servers;
 
 pub(super) const WAIT: Duration = Duration::from_secs(20);
 /// Debug output of domain objects; no error message may carry it (issue 20: a colliding comment
@@ -76,7 +76,7 @@ impl Client {
 
 /// The cluster, its tenants and a worker, shared by every section.
 pub(super) struct World {
-    pub(super) procs: Vec<ServerProcess>,
+    pub(super) procs: ProcessCluster,
     pub(super) seen: Seen,
     /// The administrator, through each node in turn (index = node id - 1).
     pub(super) admins: Vec<Client>,
@@ -89,7 +89,7 @@ pub(super) struct World {
 
 impl World {
     pub(super) fn client(&self, node: u64, token: &str) -> Client {
-        let base = self.procs[(node - 1) as usize].http.clone();
+        let base = self.procs.nodes[(node - 1) as usize].http.clone();
         Client {
             http: Http::new(base).with_token(token),
             node,
@@ -344,7 +344,7 @@ pub(super) async fn no_reply_leaked(w: &World, f: &mut Findings) -> anyhow::Resu
     Ok(())
 }
 
-pub(super) fn log_tails(procs: &[ServerProcess]) -> String {
+pub(super) fn log_tails(procs: &[ServerNode]) -> String {
     procs
         .iter()
         .map(|p| {
@@ -361,6 +361,7 @@ pub(super) async fn setup(dir: &Path) -> anyhow::Result<World> {
     let (procs, token) = start_three_servers(dir).await?;
     let seen: Seen = Arc::default();
     let admins = procs
+        .nodes
         .iter()
         .map(|p| Client {
             http: Http::new(p.http.clone()).with_token(&token),
@@ -407,7 +408,7 @@ pub(super) async fn setup(dir: &Path) -> anyhow::Result<World> {
         .post("/api/workers/join-tokens", json!({}))
         .await?
         .ok()?;
-    let grpc = procs.iter().map(|p| p.grpc.clone()).collect();
+    let grpc = procs.nodes.iter().map(|p| p.grpc.clone()).collect();
     let worker = TestWorker::connect(grpc, &text(&join, "token"), "hostile-w", 8).await?;
     Ok(World {
         procs,
