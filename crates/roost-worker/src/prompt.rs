@@ -35,6 +35,22 @@ pub(crate) enum Session<'a> {
     },
 }
 
+impl<'a> Session<'a> {
+    /// The session the assignment asks for: its saved one resumed, else fresh (noting a
+    /// retired one).
+    pub(crate) fn assigned(a: &'a Assignment) -> Session<'a> {
+        if !a.session_id.is_empty() {
+            Session::Resumed
+        } else if !a.session_rotated.is_empty() {
+            Session::Rotated {
+                why: &a.session_rotated,
+            }
+        } else {
+            Session::Fresh
+        }
+    }
+}
+
 pub(crate) fn compose(
     a: &Assignment,
     session: Session<'_>,

@@ -44,6 +44,7 @@ pub(crate) fn turn(body: &Value) -> Turn {
                 .iter()
                 .filter_map(|t| Some((t["name"].as_str()?, &t["input_schema"]))),
         ),
+        exports: Vec::new(),
     }
 }
 

@@ -55,6 +55,7 @@ pub(crate) fn turn(body: &Value) -> Turn {
             };
             Some((d["name"].as_str()?, schema))
         })),
+        exports: Vec::new(),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::script::{results_since_last_user, shell_tool, Reply, Turn, Usage};
+use super::script::{results_since_last_user, run_context, shell_tool, Reply, Turn, Usage};
 use super::Answer;
 
 fn items<'a>(body: &'a Value, key: &str) -> &'a [Value] {
@@ -30,18 +30,42 @@ pub(crate) fn responses_turn(body: &Value) -> Turn {
                 .iter()
                 .filter_map(|t| Some((t["name"].as_str()?, &t["parameters"]))),
         ),
+        exports: Vec::new(),
+    }
+}
+
+/// What OpenClaw's gateway appends to every request as a user message of its own.
+const OPENCLAW_CONTEXT: &str = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>";
+
+/// A chat message's text: a string, or its text parts.
+fn text_of(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
     }
 }
 
 /// Where a Chat Completions request's conversation is: `tool` messages after the last user
-/// message.
+/// message (not counting the context OpenClaw's gateway adds as one).
 pub(crate) fn chat_turn(body: &Value) -> Turn {
+    let messages = items(body, "messages");
+    let user_texts: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(text_of)
+        .collect();
     Turn {
         tool_results: results_since_last_user(
-            items(body, "messages"),
-            |m| m["role"] == "user",
+            messages,
+            |m| m["role"] == "user" && !text_of(m).starts_with(OPENCLAW_CONTEXT),
             |m| usize::from(m["role"] == "tool"),
         ),
+        exports: run_context(user_texts.iter().map(String::as_str)),
         shell: shell_tool(items(body, "tools").iter().filter_map(|t| {
             let f = &t["function"];
             Some((f["name"].as_str()?, &f["parameters"]))

@@ -52,6 +52,9 @@ pub enum ArgShape {
     Cmd,
     /// `{"command": ["bash", "-lc", "..."]}`: Codex's older `shell` tool.
     Argv,
+    /// `{"command": "...", "yieldMs": 120000}`: OpenClaw's `exec`, told to wait for the command
+    /// (by default it moves a command still running after 10 s to the background and answers).
+    Exec,
 }
 
 impl ShellTool {
@@ -61,6 +64,7 @@ impl ShellTool {
             ArgShape::Command => json!({ "command": command }),
             ArgShape::Cmd => json!({ "cmd": command, "yield_time_ms": 30000 }),
             ArgShape::Argv => json!({ "command": ["bash", "-lc", command] }),
+            ArgShape::Exec => json!({ "command": command, "yieldMs": 120000 }),
         }
     }
 }
@@ -73,6 +77,8 @@ pub fn shell_tool<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> 
         let props = &schema["properties"];
         if props["cmd"].is_object() {
             Some(ArgShape::Cmd)
+        } else if props["yieldMs"].is_object() {
+            Some(ArgShape::Exec)
         } else if props["command"]["type"] == "array" {
             Some(ArgShape::Argv)
         } else if props["command"].is_object() {
@@ -88,6 +94,7 @@ pub fn shell_tool<'a>(tools: impl IntoIterator<Item = (&'a str, &'a Value)>) -> 
         "run_shell_command",
         "bash",
         "terminal",
+        "exec",
     ];
     let found = known
         .iter()
@@ -105,6 +112,10 @@ pub struct Turn {
     /// Tool results after the last real user message: the step to answer.
     pub tool_results: usize,
     pub shell: Option<ShellTool>,
+    /// Variables the conversation hands the model as `PAPERCLIP_NAME=value` lines (a runtime
+    /// whose commands do not get the run's environment, OpenClaw's gateway, puts them in the
+    /// message): exported before each command, as a model reading them would.
+    pub exports: Vec<(String, String)>,
 }
 
 /// What to answer.
@@ -120,13 +131,41 @@ pub const NOTHING_MORE: &str = "Nothing more to do.";
 /// The answer to `turn`: step number `turn.tool_results` of `script`.
 pub fn reply(script: &[Step], turn: &Turn) -> Reply {
     match (script.get(turn.tool_results), &turn.shell) {
-        (Some(Step::Shell(command)), Some(tool)) => Reply::ToolCall {
-            name: tool.name.clone(),
-            arguments: tool.arguments(command),
-        },
+        (Some(Step::Shell(command)), Some(tool)) => {
+            let exports: String = turn
+                .exports
+                .iter()
+                .map(|(name, value)| format!("export {name}='{value}'; "))
+                .collect();
+            Reply::ToolCall {
+                name: tool.name.clone(),
+                arguments: tool.arguments(&format!("{exports}{command}")),
+            }
+        }
         (Some(Step::Text(text)), _) => Reply::Text(text.clone()),
         _ => Reply::Text(NOTHING_MORE.into()),
     }
+}
+
+/// The `PAPERCLIP_NAME=value` lines of `texts`, the last mention of each name kept (a resumed
+/// session's new message names the new run).
+pub fn run_context<'a>(texts: impl IntoIterator<Item = &'a str>) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = Vec::new();
+    for line in texts.into_iter().flat_map(str::lines) {
+        let Some((name, value)) = line.trim().split_once('=') else {
+            continue;
+        };
+        let plain = |c: char| c.is_ascii_alphanumeric() || "-_.:/@".contains(c);
+        if name.starts_with("PAPERCLIP_")
+            && name.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            && !value.is_empty()
+            && value.chars().all(plain)
+        {
+            found.retain(|(n, _)| n != name);
+            found.push((name.to_string(), value.to_string()));
+        }
+    }
+    found
 }
 
 /// Counts the items after the last one that `is_user` calls a real user message for which
@@ -142,6 +181,44 @@ pub fn results_since_last_user<T>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_run_context_in_the_prompt_is_exported_before_each_command() {
+        let exports = run_context([
+            "Run context.\nPAPERCLIP_RUN_ID=r-1\nPAPERCLIP_API_URL=http://127.0.0.1:8/x\n",
+            "PAPERCLIP_RUN_ID=later\nPAPERCLIP_NOTE=two words\nNOT_OURS=x",
+        ]);
+        assert_eq!(
+            exports,
+            [
+                (
+                    "PAPERCLIP_API_URL".to_string(),
+                    "http://127.0.0.1:8/x".to_string()
+                ),
+                ("PAPERCLIP_RUN_ID".to_string(), "later".to_string()),
+            ]
+        );
+        let exec = shell_tool([(
+            "exec",
+            &json!({"properties": {"command": {"type": "string"}, "yieldMs": {"type": "number"}}}),
+        )]);
+        let turn = Turn {
+            tool_results: 0,
+            shell: exec,
+            exports,
+        };
+        let Reply::ToolCall { name, arguments } = reply(&[Step::shell("echo hi")], &turn) else {
+            panic!("no tool call")
+        };
+        assert_eq!(name, "exec");
+        assert_eq!(
+            arguments,
+            json!({
+                "command": "export PAPERCLIP_API_URL='http://127.0.0.1:8/x'; export PAPERCLIP_RUN_ID='later'; echo hi",
+                "yieldMs": 120000,
+            })
+        );
+    }
+
     use super::*;
 
     fn script() -> Vec<Step> {
@@ -164,6 +241,7 @@ mod tests {
                 &Turn {
                     tool_results: n,
                     shell: bash.clone(),
+                    exports: Vec::new(),
                 },
             )
         };

@@ -201,7 +201,12 @@ pub(crate) async fn run(run: &mut Run<'_>, payload_file: &Path) -> Ended {
             Some(after) => {
                 let parsed = used(before.as_ref().filter(|_| resumed), &after);
                 let model = parsed.model.clone().or_else(|| config.model.clone());
-                let (cost, note) = cost_of(&parsed, model.as_deref(), &run.config.prices, &Hermes);
+                let (cost, note) = cost_of(
+                    &parsed,
+                    model.as_deref(),
+                    &run.config.prices,
+                    Hermes.input_includes_cached(),
+                );
                 run.log.note(&format!("hermes session {id}: {note}"));
                 let usage = RunUsage {
                     input_tokens: parsed.input_tokens,

@@ -47,15 +47,7 @@ fn body(run: &Run<'_>) -> Value {
         .into_iter()
         .filter(|(k, _)| k.starts_with("ROOST_"))
         .collect();
-    let session = if !a.session_id.is_empty() {
-        Session::Resumed
-    } else if !a.session_rotated.is_empty() {
-        Session::Rotated {
-            why: &a.session_rotated,
-        }
-    } else {
-        Session::Fresh
-    };
+    let session = Session::assigned(a);
     json!({
         "runId": a.run_id,
         "agentId": a.agent_id,

@@ -1,7 +1,8 @@
 //! Adapters run one agent heartbeat each: `process` (any command), `claude` (Claude Code's
 //! stream-json), `codex` (Codex's JSON events), `gemini` (Gemini CLI's stream-json), `opencode`
 //! (OpenCode's JSON events), `hermes` (Hermes Agent's quiet mode, metered from its session
-//! export) and `http` (POST the wake to a URL). They share
+//! export), `openclaw_gateway` (one turn of an OpenClaw gateway over its WebSocket protocol) and
+//! `http` (POST the wake to a URL). They share
 //! the run environment, the prompt, supervision and the run log; the CLI adapters also resume
 //! the agent's saved session and fall back to a fresh one when the CLI refuses it.
 
@@ -13,6 +14,7 @@ mod env_value;
 mod gemini;
 mod hermes;
 mod http;
+mod openclaw;
 mod opencode;
 mod process;
 mod session_cli;
@@ -309,11 +311,19 @@ async fn run_adapter(run: &mut Run<'_>) -> Ended {
             }
         }
         "http" => http::run(run).await,
+        "openclaw_gateway" => openclaw::run(run).await,
         other => Ended::failed(format!("this worker has no {other} adapter")),
     }
 }
 
 /// The adapters this worker offers, as registered with the cluster.
-pub(crate) const ADAPTERS: [&str; 7] = [
-    "process", "claude", "codex", "gemini", "opencode", "hermes", "http",
+pub(crate) const ADAPTERS: [&str; 8] = [
+    "process",
+    "claude",
+    "codex",
+    "gemini",
+    "opencode",
+    "hermes",
+    "openclaw_gateway",
+    "http",
 ];

@@ -96,7 +96,7 @@ pub(crate) fn cost_of(
     parsed: &Parsed,
     model: Option<&str>,
     prices: &BTreeMap<String, Price>,
-    cli: &dyn SessionCli,
+    input_includes_cached: bool,
 ) -> (Option<f64>, String) {
     if let Some(cost) = parsed.cost_usd {
         return (
@@ -117,7 +117,7 @@ pub(crate) fn cost_of(
         );
     };
     let cached = parsed.cached_input_tokens;
-    let uncached = if cli.input_includes_cached() {
+    let uncached = if input_includes_cached {
         parsed.input_tokens.saturating_sub(cached)
     } else {
         parsed.input_tokens
@@ -199,7 +199,12 @@ async fn attempt(
     };
     let exit = child::run(spec, &mut run.stop, &mut run.log, &mut on_line).await;
     let model = parsed.model.clone().or_else(|| config.model.clone());
-    let (cost, note) = cost_of(&parsed, model.as_deref(), &run.config.prices, cli);
+    let (cost, note) = cost_of(
+        &parsed,
+        model.as_deref(),
+        &run.config.prices,
+        cli.input_includes_cached(),
+    );
     run.log.note(&note);
     if parsed.cost_usd.is_none() {
         parsed.cost_usd = cost;
@@ -224,14 +229,7 @@ pub(crate) async fn run(run: &mut Run<'_>, cli: &dyn SessionCli, payload_file: &
     };
     let saved = run.assignment.session_id.clone();
     let saved = (!saved.is_empty()).then_some(saved);
-    let rotated = run.assignment.session_rotated.clone();
-    let first_session = if saved.is_some() {
-        Session::Resumed
-    } else if !rotated.is_empty() {
-        Session::Rotated { why: &rotated }
-    } else {
-        Session::Fresh
-    };
+    let first_session = Session::assigned(run.assignment);
     let base = RunUsage::default();
     let first = attempt(
         run,
@@ -318,7 +316,12 @@ mod tests {
             ..Parsed::default()
         };
         // Codex's input includes the cached tokens: 2000 at 1.25, 400 at 0.125, 100 at 10.
-        let (cost, note) = cost_of(&tokens, Some("gpt-5-codex"), &prices, &Codex);
+        let (cost, note) = cost_of(
+            &tokens,
+            Some("gpt-5-codex"),
+            &prices,
+            Codex.input_includes_cached(),
+        );
         assert_eq!(cost.map(micro_usd), Some(3550));
         assert!(
             note.starts_with(
@@ -327,19 +330,29 @@ mod tests {
             "{note}"
         );
         // Anthropic's does not: 2400 at 1.25.
-        let (cost, _) = cost_of(&tokens, Some("gpt-5-codex"), &prices, &Claude);
+        let (cost, _) = cost_of(
+            &tokens,
+            Some("gpt-5-codex"),
+            &prices,
+            Claude.input_includes_cached(),
+        );
         assert_eq!(cost.map(micro_usd), Some(4050));
         let reported = Parsed {
             cost_usd: Some(0.00762),
             ..Parsed::default()
         };
-        let (cost, note) = cost_of(&reported, Some("gpt-5-codex"), &prices, &Codex);
+        let (cost, note) = cost_of(
+            &reported,
+            Some("gpt-5-codex"),
+            &prices,
+            Codex.input_includes_cached(),
+        );
         assert_eq!(cost, Some(0.00762));
         assert!(note.starts_with("cost reported by the runtime"), "{note}");
-        let (cost, note) = cost_of(&tokens, Some("o9"), &prices, &Codex);
+        let (cost, note) = cost_of(&tokens, Some("o9"), &prices, Codex.input_includes_cached());
         assert_eq!(cost, None);
         assert_eq!(note, "no cost: no price configured for model o9");
-        let (cost, note) = cost_of(&tokens, None, &prices, &Codex);
+        let (cost, note) = cost_of(&tokens, None, &prices, Codex.input_includes_cached());
         assert_eq!(cost, None);
         assert!(note.contains("adapterConfig.model"), "{note}");
     }

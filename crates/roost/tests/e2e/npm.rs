@@ -10,6 +10,20 @@ use std::process::Command;
 /// under (`<prefix>/node_modules/...`). `expect` lists paths under the prefix the install must
 /// have made (an entry script, a binary), checked after every install.
 pub fn install(packages: &[&str], expect: &[&str]) -> anyhow::Result<PathBuf> {
+    install_with(None, packages, expect)
+}
+
+/// [`install`] with npm's lifecycle scripts run by `node` (the binary of a Node installed by
+/// [`install`]), for packages whose install scripts refuse the system's older Node.
+pub fn install_on(node: &Path, packages: &[&str], expect: &[&str]) -> anyhow::Result<PathBuf> {
+    install_with(Some(node), packages, expect)
+}
+
+fn install_with(
+    node: Option<&Path>,
+    packages: &[&str],
+    expect: &[&str],
+) -> anyhow::Result<PathBuf> {
     let name: Vec<String> = packages
         .iter()
         .map(|p| p.trim_start_matches('@').replace(['@', '/'], "-"))
@@ -21,7 +35,14 @@ pub fn install(packages: &[&str], expect: &[&str]) -> anyhow::Result<PathBuf> {
     let done = root.join(".installed");
     let missing = || expect.iter().map(|e| root.join(e)).find(|p| !p.exists());
     if !done.exists() || missing().is_some() {
-        let out = Command::new("npm")
+        let mut npm = Command::new("npm");
+        if let Some(bin) = node.and_then(Path::parent) {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let mut dirs = vec![bin.to_path_buf()];
+            dirs.extend(std::env::split_paths(&path));
+            npm.env("PATH", std::env::join_paths(dirs)?);
+        }
+        let out = npm
             .args(["install", "--no-audit", "--no-fund", "--prefix"])
             .arg(&root)
             .args(packages)

@@ -51,6 +51,7 @@ const CLAUDE: Runtime = Runtime {
         cached_input: 0.3,
         output: 15.0,
     }),
+    service: None,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -64,6 +64,7 @@ const CODEX: Runtime = Runtime {
     session_store: |state| state.join("codex-home/sessions"),
     input_includes_cached: true,
     pricing: Pricing::Configured(MODEL, PRICE),
+    service: None,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -59,6 +59,7 @@ const GEMINI: Runtime = Runtime {
     session_store: |state| state.join("home/.gemini/tmp"),
     input_includes_cached: true,
     pricing: Pricing::Configured(MODEL, PRICE),
+    service: None,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

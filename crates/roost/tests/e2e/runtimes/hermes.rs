@@ -60,6 +60,7 @@ const HERMES: Runtime = Runtime {
     session_store: |state| state.join("hermes-home/state.db"),
     input_includes_cached: false,
     pricing: Pricing::Configured(MODEL, PRICE),
+    service: None,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

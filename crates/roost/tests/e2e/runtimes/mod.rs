@@ -12,6 +12,7 @@ mod claude;
 mod codex;
 mod gemini;
 mod hermes;
+mod openclaw;
 mod opencode;
 
 use std::path::{Path, PathBuf};
@@ -51,6 +52,75 @@ struct Runtime {
     input_includes_cached: bool,
     /// Where a run's cost comes from; the expected cost is the scripted usage at that price.
     pricing: Pricing,
+    /// A process the runtime runs beside the worker (OpenClaw's gateway), started from what
+    /// `config` wrote under the state dir and stopped with the test.
+    service: Option<fn(bin: &Path, state: &Path) -> anyhow::Result<std::process::Child>>,
+}
+
+/// A runtime's service process: killed when dropped, restarted around a deleted session store.
+struct Service {
+    child: std::process::Child,
+    start: fn(&Path, &Path) -> anyhow::Result<std::process::Child>,
+    bin: PathBuf,
+    state: PathBuf,
+    /// Where it listens once started (`host:port`, from the agent's `url`).
+    addr: String,
+}
+
+impl Service {
+    async fn start(
+        start: fn(&Path, &Path) -> anyhow::Result<std::process::Child>,
+        bin: &Path,
+        state: &Path,
+        url: &str,
+    ) -> anyhow::Result<Service> {
+        let addr = url
+            .split("://")
+            .nth(1)
+            .unwrap_or(url)
+            .trim_end_matches('/')
+            .to_string();
+        let service = Service {
+            child: start(bin, state)?,
+            start,
+            bin: bin.to_path_buf(),
+            state: state.to_path_buf(),
+            addr,
+        };
+        service.listening().await?;
+        Ok(service)
+    }
+
+    /// Waits until it accepts connections.
+    async fn listening(&self) -> anyhow::Result<()> {
+        let addr = self.addr.clone();
+        wait_for(
+            &format!("the runtime's service to listen on {addr}"),
+            Duration::from_secs(180),
+            || {
+                let addr = addr.clone();
+                async move { tokio::net::TcpStream::connect(&addr).await.ok().map(|_| ()) }
+            },
+        )
+        .await
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    async fn restart(&mut self) -> anyhow::Result<()> {
+        self.stop();
+        self.child = (self.start)(&self.bin, &self.state)?;
+        self.listening().await
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 /// Who prices a runtime's tokens.
@@ -196,6 +266,7 @@ struct Setup {
     work: tempfile::TempDir,
     /// The CLI's own state (HOME, CODEX_HOME).
     state: tempfile::TempDir,
+    service: Option<Service>,
 }
 
 async fn setup(
@@ -212,6 +283,13 @@ async fn setup(
     if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
         config.extend(extra.clone());
     }
+    let service = match rt.service {
+        Some(start) => {
+            let url = config["url"].as_str().unwrap_or_default().to_string();
+            Some(Service::start(start, &bin, state.path(), &url).await?)
+        }
+        None => None,
+    };
     let agent = create_agent(&c, rt.adapter, config).await?;
     Ok(Setup {
         c,
@@ -220,6 +298,7 @@ async fn setup(
         agent,
         work,
         state,
+        service,
     })
 }
 
@@ -372,9 +451,17 @@ async fn loop_resume_and_refused_resume(rt: &Runtime, bin: PathBuf) -> anyhow::R
     );
 
     // 3. The CLI's session store is gone: it refuses the resume, and the same run starts a
-    // fresh session that does the loop.
+    // fresh session that does the loop. (A service keeps its store open: it is deleted while
+    // the service is down.)
+    let mut s = s;
     let store = (rt.session_store)(s.state.path());
+    if let Some(service) = &mut s.service {
+        service.stop();
+    }
     remove_store(&store).map_err(|e| anyhow::anyhow!("cannot delete {}: {e}", store.display()))?;
+    if let Some(service) = &mut s.service {
+        service.restart().await?;
+    }
     let before = s.model.requests().len();
     s.reopen_with_comment(&issue, "And the docs.").await?;
     let third = s.ended_run(3).await?;
@@ -455,7 +542,8 @@ async fn a_timeout_stops_the_process_tree(rt: &Runtime, bin: PathBuf) -> anyhow:
     })
     .await?;
     let run = s.ended_run(1).await?;
-    assert_eq!(run["status"], "timed_out", "{run}");
+    let log = s.log_of(&str_field(&run, "id")).await?;
+    assert_eq!(run["status"], "timed_out", "{run}\n{log}");
     let left = wait_for(
         "no process of the run left",
         Duration::from_secs(10),

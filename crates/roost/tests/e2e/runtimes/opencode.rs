@@ -75,6 +75,7 @@ const OPENCODE: Runtime = Runtime {
     session_store: |state| state.join("data/opencode"),
     input_includes_cached: false,
     pricing: Pricing::Configured(MODEL, PRICE),
+    service: None,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
