@@ -1,4 +1,4 @@
-//! Roost side by side with etcd (issue 8): the same checkout/release workload and the same
+//! Roost side by side with etcd: the same checkout/release workload and the same
 //! failover measurement on a 3-member etcd cluster and a 3-node Roost cluster, both run as
 //! separate OS processes on loopback with their data in temporary directories under `$TMPDIR`
 //! (one disk), one after the other per point, from this one load generator.

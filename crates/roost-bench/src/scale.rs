@@ -1,4 +1,4 @@
-//! Scaling with the number of issues (issue 8): a 3-node cluster of real `roost server`
+//! Scaling with the number of issues: a 3-node cluster of real `roost server`
 //! processes whose population of issues grows step by step (10^3 to 10^6 by default). At each
 //! step: the creation rate, checkout+release throughput and checkout latency on random issues
 //! of the whole population, leader and follower memory, the leader's database sizes, the

@@ -1,4 +1,4 @@
-//! The leader's cost of many connected workers (issue 5): a 3-node cluster of real
+//! The leader's cost of many connected workers: a 3-node cluster of real
 //! `roost server` processes, N simulated workers on the real `roost.v1.Worker` protocol
 //! (register, follow the redirect to the leader, heartbeat at the interval the server gives,
 //! start and finish the runs they are assigned), and what `/proc` says about the servers:

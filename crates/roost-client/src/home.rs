@@ -1,4 +1,4 @@
-//! The agent's home files (issue 23, item 8): its manifest, its chunks' bytes, and a run's
+//! The agent's home files: its manifest, its chunks' bytes, and a run's
 //! upload and save (`roost-server/src/rest/home.rs`).
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Agent memory (issue 23): an agent's summary with its recovery door, its log entries, its
+//! Agent memory: an agent's summary with its recovery door, its log entries, its
 //! documents and their history, and the company's shared documents.
 
 use reqwest::Method;

@@ -1,4 +1,4 @@
-//! Approvals (issue 24, item 1): an agent or an operator asks, a person decides, the requester
+//! Approvals: an agent or an operator asks, a person decides, the requester
 //! is woken with the decision. Paperclip's types, statuses and JSON; the rules are in
 //! `rules/approval.rs`, the bounds in `limits.rs`.
 

@@ -261,7 +261,7 @@ fn is_default_home_max(n: &u64) -> bool {
 }
 
 /// When an agent's saved adapter session is retired and its next run starts a fresh one
-/// (issue 23, item 5): a long conversation costs more per turn and drifts, and the agent's
+///: a long conversation costs more per turn and drifts, and the agent's
 /// memory carries it across. `0` is no limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -478,7 +478,7 @@ pub struct Run {
     pub log_bytes: u64,
     #[serde(default)]
     pub summary: Option<String>,
-    /// Cents held against the agent's budgets while the run is live (ARCHITECTURE.md, "Budgets").
+    /// Cents held against the agent's budgets while the run is live (docs/budgets.md).
     #[serde(default)]
     pub reserved_cents: u64,
     /// The directory the agent ran in on its worker (`roost-worker/src/workspace.rs`), reported
@@ -625,7 +625,7 @@ impl Credential {
 }
 
 string_enum!(
-    /// Why an agent is woken (DESIGN.md section 6).
+    /// Why an agent is woken.
     WakeReason {
         IssueAssigned => "issue_assigned",
         IssueCommented => "issue_commented",
@@ -759,7 +759,7 @@ impl BudgetWindow {
 /// The window key of lifetime policies.
 pub const LIFETIME_WINDOW: i64 = -1;
 
-/// A spending limit on a company, an agent or a project (ARCHITECTURE.md, "Budgets").
+/// A spending limit on a company, an agent or a project (docs/budgets.md).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetPolicy {

@@ -1,4 +1,4 @@
-//! The agent's home (issue 23, item 8): whatever files an agent keeps under `$AGENT_HOME`
+//! The agent's home: whatever files an agent keeps under `$AGENT_HOME`
 //! (Paperclip's `para-memory-files` PARA tree, OpenClaw workspace files, ...), replicated so the
 //! next run finds them on any worker.
 //!

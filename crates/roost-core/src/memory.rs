@@ -1,4 +1,4 @@
-//! Agent memory (issue 23): what follows an agent from machine to machine, replicated like the
+//! Agent memory: what follows an agent from machine to machine, replicated like the
 //! board. Per agent a rolling log (one structured entry per run), versioned documents
 //! (`MEMORY.md`, `STATE.md`) and live state (`current-task`, `coordinates`); per company shared
 //! documents. The rules are in `rules/memory.rs`, the bounds in `limits.rs`.
@@ -259,7 +259,7 @@ impl MemoryState {
     }
 }
 
-/// Which way a run gets back into its work after a gap (issue 23, item 3).
+/// Which way a run gets back into its work after a gap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Door {

@@ -1,4 +1,4 @@
-//! Goals and projects (issue 24, item 3): why work exists. Goals form a hierarchy (`company`,
+//! Goals and projects: why work exists. Goals form a hierarchy (`company`,
 //! `team`, `agent`, `task`); a project has a lead agent, goals, and can be paused, which holds
 //! new runs on its issues. Issues carry `projectId` and `goalId`. Paperclip's names and
 //! statuses; the rules are in `rules/project.rs`.

@@ -1,4 +1,4 @@
-//! Routines (issue 24, item 2): Paperclip's routines, their triggers and the history of their
+//! Routines: Paperclip's routines, their triggers and the history of their
 //! runs, as replicated rows; the schedule math (`cron` in an IANA time zone, `every`, `at`),
 //! the per-routine stagger and the webhook signature check. All pure: the rules that fire a
 //! routine are in `rules/routine.rs`, the bounds in [`check`].

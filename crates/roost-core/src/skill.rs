@@ -1,4 +1,4 @@
-//! Company skills (issue 25, item 3): a directory tree with a `SKILL.md`, versioned and
+//! Company skills: a directory tree with a `SKILL.md`, versioned and
 //! size-capped, kept in the replicated state and assigned to agents by key, so a worker writes
 //! the same skills wherever the agent runs. Paperclip's shapes (`/companies/{cid}/skills`,
 //! `/agents/{id}/skills/sync`); the rules are in `rules/skill.rs`.

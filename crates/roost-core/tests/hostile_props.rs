@@ -1,5 +1,5 @@
 //! Property tests over random command sequences from several tenants with hostile values
-//! (issue 20): admins, agents of three companies with and without runs (their own, another
+//!: admins, agents of three companies with and without runs (their own, another
 //! agent's, another company's), workers and the system send every kind of command, with ids
 //! of other companies' objects, empty and huge strings, the edges of u64, u32 and i64, times
 //! no clock gives, and idempotency keys reused across tenants and command kinds. Each is

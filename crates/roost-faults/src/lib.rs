@@ -1,4 +1,4 @@
-//! The fault-injection suite (DESIGN.md section 11, tier 4): real `roost server` processes,
+//! The fault-injection suite: real `roost server` processes,
 //! each in its own network namespace, and a `roost run-worker`, under a seeded schedule of
 //! faults while clients check out, comment, end runs, wake an agent the worker runs and report
 //! its costs against a hard budget through random nodes, and a routine fires every 2 s; then

@@ -2,7 +2,7 @@
 //! message reaches openraft. openraft 0.9 does plain arithmetic on them (`term + 1` when it
 //! stands for election, `index + 1` for the next entry, `offset += len` for a snapshot chunk):
 //! an AppendEntries with term 2^64-1 made a node panic on overflow, and since the forged term
-//! had been saved as its vote, panic again at once on every restart (issue 21). No honest
+//! had been saved as its vote, panic again at once on every restart. No honest
 //! cluster comes near these bounds, so a message beyond them is refused as malformed.
 
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};

@@ -32,7 +32,7 @@ type NodeId = u64;
 /// `proposer::MAX_BATCH` writes each (about 1 MB of JSON for 8 × 256 ordinary writes; a write
 /// is at most `max_body_bytes`, 1 MiB, of JSON) and an InstallSnapshot chunk (openraft's
 /// `snapshot_max_chunk_size`, 3 MiB by default). Without a cap a peer's 300 MB message was
-/// buffered whole (issue 21); an oversize one is now refused (tonic answers OUT_OF_RANGE)
+/// buffered whole; an oversize one is now refused (tonic answers OUT_OF_RANGE)
 /// from its length prefix, before it is read.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 

@@ -37,7 +37,7 @@ async fn until_started(starts: &mut watch::Receiver<usize>, n: usize) {
     }
 }
 
-/// Regression (issue 20): the heartbeat timer panicked once and the leader dispatched nothing
+/// Regression: the heartbeat timer panicked once and the leader dispatched nothing
 /// again. A duty that panics, or returns, is started again; the node stays ready.
 #[tokio::test(start_paused = true)]
 async fn a_task_that_panics_or_returns_is_restarted() {

@@ -2,7 +2,7 @@
 //!
 //! A panic halfway through an apply leaves the in-memory state, the open `state.db` transaction
 //! and openraft's idea of what was applied out of step; openraft then stops its core while the
-//! process goes on answering (writes failed with 500 while `/readyz` said ready: issue 20).
+//! process goes on answering (writes failed with 500 while `/readyz` said ready).
 //! Aborting instead lets a supervisor restart the node, which reloads `state.db` (the rows and
 //! `last_applied` of one committed prefix) and replays the log from there.
 
@@ -59,7 +59,7 @@ mod tests {
         );
     }
 
-    /// Regression (issue 20): a panic in apply stopped openraft's core and left the node up,
+    /// Regression: a panic in apply stopped openraft's core and left the node up,
     /// answering 500 to writes while it said it was ready. The test runs itself again in a
     /// child process, whose guarded closure panics at index 42: the child must die by SIGABRT
     /// (not exit, not unwind) and say where it stopped.

@@ -1,4 +1,4 @@
-//! Recall (issue 23, item 4): full-text search over what an agent remembers, with SQLite FTS5
+//! Recall: full-text search over what an agent remembers, with SQLite FTS5
 //! and its bm25 ranking (the bundled SQLite that rusqlite and sqlx link is built with FTS5).
 //!
 //! The index is derived from replicated rows, on every node: it is written in the same

@@ -93,7 +93,7 @@ pub fn run(args: CertArgs) -> anyhow::Result<ExitCode> {
                 let mut params = CertificateParams::new(host.clone()).with_context(|| {
                     format!("--host {}: not DNS names or IP addresses", host.join(","))
                 })?;
-                // The node id, for the peer check of a later peer listener (issue 21, item 2).
+                // The node id, for the peer check of a later peer listener.
                 params.subject_alt_names.push(SanType::URI(
                     format!("roost://node/{id}")
                         .try_into()

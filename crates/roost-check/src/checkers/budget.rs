@@ -1,6 +1,6 @@
 //! No committed reservation past a hard limit.
 //!
-//! The invariant (ARCHITECTURE.md, Budgets) holds where reservations grow: every `AssignRun`
+//! The invariant (docs/budgets.md) holds where reservations grow: every `AssignRun`
 //! and every extension commits only if `spent + reserved <= limit` in the state it is applied
 //! to. Spend alone may pass the limit (agents' cost reports are never refused, and a run's last
 //! usage report may overshoot), so `spent + reserved > limit` at an arbitrary sampled index is

@@ -1,4 +1,4 @@
-//! Approvals (issue 24, item 1; types in `approval.rs`).
+//! Approvals.
 //!
 //! - Created by an agent of the company (for itself) or an administrator, with Paperclip's
 //!   types and a JSON payload, linked to issues of the company. While it is open, a linked

@@ -1,4 +1,4 @@
-//! Budgets (ARCHITECTURE.md, "Budgets"): policies, cost events, reservations and incidents.
+//! Budgets (docs/budgets.md): policies, cost events, reservations and incidents.
 //!
 //! A run holds `reserved_cents` against every budget of its agent and company while it is
 //! live. A claim is refused while spent + reserved + the agent's per-run reserve would pass a

@@ -1,5 +1,5 @@
-//! Project budgets and the `budget_override_required` approval a hard stop opens (issue 24,
-//! items 1 and 3): spend on a project's issues counts against its budget; at the limit the
+//! Project budgets and the `budget_override_required` approval a hard stop opens:
+//! spend on a project's issues counts against its budget; at the limit the
 //! project pauses (its issues start no run, its agents go on elsewhere); approving the
 //! override raises the budget and resumes it. An agent a hard stop pauses has its manager
 //! woken (`incident_escalated`).

@@ -1,4 +1,4 @@
-//! Transition tests for budgets (ARCHITECTURE.md, "Budgets"): reservations at claim, metering during a
+//! Transition tests for budgets (docs/budgets.md): reservations at claim, metering during a
 //! run, settlement at its end, incidents, operator decisions, windows, bad input.
 
 use std::collections::BTreeMap;

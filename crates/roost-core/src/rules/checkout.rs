@@ -1,4 +1,4 @@
-//! Checkout and release (DESIGN.md section 5): a lease held by a live run, with the
+//! Checkout and release: a lease held by a live run, with the
 //! slot of the checkout command (log index × 1000 + position in its entry) as its fencing token.
 
 use serde_json::json;

@@ -1,4 +1,4 @@
-//! The agent's home (issue 23, item 8; types in `home.rs`).
+//! The agent's home.
 //!
 //! - Chunks are uploaded by the agent's live run (fenced like its other writes), content-
 //!   addressed within the company: a chunk already stored is not stored twice. What one agent's

@@ -1,4 +1,4 @@
-//! The loop breaker (issue 24, item 5): runaway wake loops are found where wakes are recorded,
+//! The loop breaker: runaway wake loops are found where wakes are recorded,
 //! inside apply, from the state and the command's time alone, so every replica trips at the
 //! same wake. Three patterns, each counted in a window that ends at the command's time:
 //! one issue woken `issueWakes` times with no status change of it, two agents waking each

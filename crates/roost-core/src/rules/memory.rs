@@ -1,4 +1,4 @@
-//! Agent memory (issue 23): the rolling log, versioned documents and live state.
+//! Agent memory: the rolling log, versioned documents and live state.
 //!
 //! - An entry is written by the agent (or an administrator acting for the run) for a live run
 //!   of that agent: a write of a run that ended is refused `stale_run` and stores nothing. At
@@ -65,7 +65,7 @@ pub(super) fn live_run_of<'c>(
 
 const DAY_MS: i64 = 24 * 3_600_000;
 /// Entries of whole UTC days older than this are compacted into one summary per day
-/// (issue 23, item 6): still searchable and in the log, at a fraction of the entries.
+///: still searchable and in the log, at a fraction of the entries.
 pub const COMPACT_AFTER_DAYS: i64 = 7;
 /// How much of a summary's `did` (the merged entries' `what` lines) and errors are kept.
 const SUMMARY_DID_CHARS: usize = 4_000;

@@ -1,4 +1,4 @@
-//! The rules of DESIGN.md, one module per domain object. Each rule reads the state, decides,
+//! The domain's rules, one module per domain object. Each rule reads the state, decides,
 //! and returns the rows to write; none mutates the state itself.
 
 mod agent;
@@ -339,7 +339,7 @@ impl Ctx<'_> {
         }
     }
 
-    /// Fencing (DESIGN.md section 5): a write made for a run is accepted only while that run is
+    /// Fencing: a write made for a run is accepted only while that run is
     /// live, and only from the agent that owns it.
     pub fn fence(&self) -> Result<Option<&Run>, DomainError> {
         let Some(run_id) = &self.actor.run_id else {

@@ -1,4 +1,4 @@
-//! The org chart (issue 24, item 4): an agent's manager (`reportsTo`, set by `UpdateAgent`),
+//! The org chart: an agent's manager (`reportsTo`, set by `UpdateAgent`),
 //! its chain of command, the company's tree, and escalation. An issue `blocked` for its
 //! company's `escalateBlockedAfterSecs` (default an hour, 0 off) wakes its assignee's manager
 //! with `issue_escalated`, once per blocked spell: the issue records the start of the spell it

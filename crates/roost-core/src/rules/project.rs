@@ -1,4 +1,4 @@
-//! Goals and projects (issue 24, item 3; types in `project.rs`).
+//! Goals and projects.
 //!
 //! - Administrators and the company's agents create and edit them; administrators delete them.
 //! - A goal's parent is a goal of the same company and never one of its own descendants; its

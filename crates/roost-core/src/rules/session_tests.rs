@@ -1,6 +1,6 @@
 //! Transition tests for what a run reports: usage with heartbeats, the session it ended in
 //! (saved per agent, adapter and task, resumed by the next run that should resume), its log
-//! tail (DESIGN.md section 7).
+//! tail.
 
 use crate::command::*;
 use crate::entity::*;

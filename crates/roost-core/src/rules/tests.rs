@@ -1,4 +1,4 @@
-//! Transition tests: every rule of DESIGN.md sections 4-5 applied to an in-memory state.
+//! Transition tests: every rule of issues, checkouts and runs applied to an in-memory state.
 
 use crate::command::*;
 use crate::entity::*;

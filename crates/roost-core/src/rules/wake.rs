@@ -1,4 +1,4 @@
-//! Wakes (DESIGN.md section 6): who is woken by what, and what happens to a wake that cannot
+//! Wakes: who is woken by what, and what happens to a wake that cannot
 //! run now. Every wake that does not become a run records why (skipped, suppressed,
 //! coalesced, deferred), so "why didn't my agent run?" always has an answer.
 

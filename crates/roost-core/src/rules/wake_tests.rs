@@ -1,4 +1,4 @@
-//! Transition tests for wakes, runs on workers and lost workers (DESIGN.md sections 6-7).
+//! Transition tests for wakes, runs on workers and lost workers.
 
 use std::collections::BTreeMap;
 

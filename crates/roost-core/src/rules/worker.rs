@@ -1,4 +1,4 @@
-//! Workers: registration, and the consequences of a lost lease (DESIGN.md section 7).
+//! Workers: registration, and the consequences of a lost lease.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! Steps for the governance objects (issue 24) and the agent's home (issue 23, item 8): goals,
+//! Steps for the governance objects and the agent's home: goals,
 //! projects and their budgets, approvals and hires, the org chart, routines with their
 //! triggers and firings, home chunks and saves. Resolved into commands in `world/governance.rs`.
 
@@ -165,7 +165,7 @@ pub enum GovOp {
         files: Vec<(HomePath, u8, u64)>,
         deleted: Vec<HomePath>,
     },
-    /// A company skill (issue 25): name, slug (`None`: from the name), `SKILL.md` and files.
+    /// A company skill: name, slug (`None`: from the name), `SKILL.md` and files.
     CreateSkill {
         id: Id,
         company: Id,

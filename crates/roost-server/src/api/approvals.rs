@@ -1,4 +1,4 @@
-//! Approvals (issue 24, item 1): every member of a company reads its approvals; agents and
+//! Approvals: every member of a company reads its approvals; agents and
 //! administrators ask; administrators decide. The state machine checks each write
 //! (`roost-core/src/rules/approval.rs`).
 

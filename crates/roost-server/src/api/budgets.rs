@@ -1,5 +1,5 @@
 //! Budgets and costs: policies, cost events, incidents and their resolution, the overview an
-//! operator reads and the spend summary (ARCHITECTURE.md, "Budgets").
+//! operator reads and the spend summary (docs/budgets.md).
 
 use std::collections::BTreeMap;
 

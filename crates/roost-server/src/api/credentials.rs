@@ -1,5 +1,5 @@
 //! Credentials with a lifecycle: named admin tokens, agent keys and worker join tokens, listed
-//! and revoked by an administrator (issue 21, item 4).
+//! and revoked by an administrator.
 //!
 //! A secret is shown once, in the answer that created it; every other answer is a
 //! [`CredentialView`], which has no field for the secret or its hash. Revocation is the

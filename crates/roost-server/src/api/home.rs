@@ -1,4 +1,4 @@
-//! The agent's home (issue 23, item 8): its manifest and chunks, read by the agent itself or an
+//! The agent's home: its manifest and chunks, read by the agent itself or an
 //! administrator (as memory is), written by the agent's live run. The state machine re-checks
 //! every write (`roost-core/src/rules/home.rs`).
 

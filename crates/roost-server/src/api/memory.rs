@@ -1,4 +1,4 @@
-//! Agent memory (issue 23): an agent's rolling log, documents and live state, and its company's
+//! Agent memory: an agent's rolling log, documents and live state, and its company's
 //! shared documents. An agent reads and writes its own memory and reads its company's shared
 //! documents; an administrator any; another company's objects are not found. The state
 //! machine re-checks every write (`roost-core/src/rules/memory.rs`), fencing a run's writes.

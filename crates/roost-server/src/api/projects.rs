@@ -1,4 +1,4 @@
-//! Goals and projects (issue 24, item 3): read by every member of the company, written by its
+//! Goals and projects: read by every member of the company, written by its
 //! agents and administrators, deleted by administrators (`roost-core/src/rules/project.rs`).
 
 use roost_core::project::{Goal, GoalPatch, Project, ProjectPatch};

@@ -1,4 +1,4 @@
-//! Routines (issue 24, item 2) in Paperclip's shapes: CRUD, triggers (a webhook's secret shown
+//! Routines in Paperclip's shapes: CRUD, triggers (a webhook's secret shown
 //! once, at creation or rotation), manual/API runs, the history of runs, and the public
 //! webhook, whose signature this node checks before it proposes anything
 //! (`roost_core::routine::verify_webhook`). Administrators write; agents read their company's

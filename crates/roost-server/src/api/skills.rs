@@ -1,4 +1,4 @@
-//! Company skills and their assignment to agents (issue 25, item 3): read by every member of
+//! Company skills and their assignment to agents: read by every member of
 //! the company, written and assigned by administrators (`roost-core/src/rules/skill.rs`).
 
 use roost_core::skill::{Skill, SkillCreate, SkillPatch};

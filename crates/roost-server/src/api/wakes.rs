@@ -1,5 +1,5 @@
 //! Wakes and workers: asking for a run, seeing what became of each request and why, the worker
-//! fleet, and the join tokens workers register with (DESIGN.md sections 6 and 7).
+//! fleet, and the join tokens workers register with.
 //!
 //! A wakeup only records a wake. The leader's dispatcher turns queued wakes into runs on
 //! workers later, asynchronously, so the answer to a wakeup usually carries no run yet; the wake

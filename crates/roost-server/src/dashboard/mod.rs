@@ -1,4 +1,4 @@
-//! The web dashboard every node serves at `/` (issue 26, item 2): HTML rendered here over the
+//! The web dashboard every node serves at `/`: HTML rendered here over the
 //! same `Api` as REST, so every action is the operator's own write in the audit log. Login
 //! takes an admin token (the bootstrap one or a named one from `roost token create`) and keeps
 //! it in an HTTP-only, same-site cookie; agent keys cannot log in. A form post must come from

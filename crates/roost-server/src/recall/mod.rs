@@ -1,4 +1,4 @@
-//! `[recall]`: pluggable embeddings for memory search (issue 23, item 4). With an
+//! `[recall]`: pluggable embeddings for memory search. With an
 //! OpenAI-compatible `/v1/embeddings` endpoint configured (Ollama serves one), a search takes
 //! the index's best any-word candidates and the agent's newest texts, embeds what this node has
 //! not embedded yet, and ranks them by bm25 and cosine similarity (`score.rs`). Without one, or

@@ -1,4 +1,4 @@
-//! Hybrid ranking of memory search hits (issue 23, item 4), pure: bm25 from the index and the
+//! Hybrid ranking of memory search hits, pure: bm25 from the index and the
 //! cosine similarity of embeddings, merged by a weighted sum. No IO; the embeddings come from
 //! `recall/mod.rs`.
 //!

@@ -1,4 +1,4 @@
-//! Approvals (issue 24, item 1) with Paperclip's routes and bodies: `/api/companies/{cid}/
+//! Approvals with Paperclip's routes and bodies: `/api/companies/{cid}/
 //! approvals`, `/api/approvals/{id}` (+ `/issues`, `/approve`, `/reject`,
 //! `/request-revision`, `/resubmit`, `/comments`), `/api/issues/{id}/approvals`, and
 //! `/api/companies/{cid}/agent-hires`.

@@ -1,5 +1,5 @@
-//! Routes Paperclip's CLI and agents call that map onto what Roost already has (issue 22,
-//! item 4). Each answers in Paperclip's shape with Roost's data; what Roost lacks (an org
+//! Routes Paperclip's CLI and agents call that map onto what Roost already has.
+//! Each answers in Paperclip's shape with Roost's data; what Roost lacks (an org
 //! chart) is shown empty rather than invented.
 
 use axum::extract::{Path, State};

@@ -1,4 +1,4 @@
-//! The agent's home (issue 23, item 8): `GET /api/agents/{id|me}/home`, its chunks' bytes at
+//! The agent's home: `GET /api/agents/{id|me}/home`, its chunks' bytes at
 //! `.../home/chunks/{hash}`, and the calling run's `POST /api/agents/me/home/chunks` (base64)
 //! and `PUT /api/agents/me/home`. The worker uses these to save a home after a run and restore
 //! it before the next, on any worker.

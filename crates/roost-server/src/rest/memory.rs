@@ -1,4 +1,4 @@
-//! Agent memory (issue 23): `/api/agents/{id}/memory...`, `/api/agents/me/memory/...` (the
+//! Agent memory: `/api/agents/{id}/memory...`, `/api/agents/me/memory/...` (the
 //! calling agent, during its run) and `/api/companies/{cid}/memory/documents/...`. The request
 //! bodies live here, strict like those of `dto.rs`.
 

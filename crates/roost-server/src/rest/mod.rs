@@ -194,7 +194,7 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/cluster/nodes/{id}",
             axum::routing::delete(cluster::remove_node),
         )
-        // Agent memory (issue 23): rest/memory.rs.
+        // Agent memory: rest/memory.rs.
         .route("/agents/me/memory", get(memory::own_summary))
         .route(
             "/agents/me/memory/entries",
@@ -202,7 +202,7 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         )
         .route("/agents/me/memory/live", put(memory::set_live))
         .route("/agents/me/memory/search", get(memory::search_own))
-        // Goals and projects (issue 24, item 3): rest/projects.rs.
+        // Goals and projects: rest/projects.rs.
         .route(
             "/companies/{cid}/goals",
             get(projects::list_goals).post(projects::create_goal),
@@ -223,7 +223,7 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
                 .patch(projects::update_project)
                 .delete(projects::delete_project),
         )
-        // Company skills and agents' assignments (issue 25, item 3): rest/skills.rs.
+        // Company skills and agents' assignments: rest/skills.rs.
         .route(
             "/companies/{cid}/skills",
             get(skills::list).post(skills::create),
@@ -245,7 +245,7 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route("/agents/{id}/skills/sync", post(skills::sync_agent_skills))
         .route("/projects/{id}/pause", post(projects::pause_project))
         .route("/projects/{id}/resume", post(projects::resume_project))
-        // Approvals and hires (issue 24, item 1): rest/approvals.rs.
+        // Approvals and hires: rest/approvals.rs.
         .route(
             "/companies/{cid}/approvals",
             get(approvals::list).post(approvals::create),
@@ -265,7 +265,7 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             get(approvals::comments).post(approvals::add_comment),
         )
         .route("/issues/{id}/approvals", get(approvals::of_issue))
-        // The agent's home files (issue 23, item 8): rest/home.rs.
+        // The agent's home files: rest/home.rs.
         .route("/agents/me/home", get(home::get_own).put(home::save))
         .route("/agents/me/home/chunks", post(home::upload))
         .route("/agents/{id}/home", get(home::get))

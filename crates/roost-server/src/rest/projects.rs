@@ -1,4 +1,4 @@
-//! Goals and projects (issue 24, item 3) with Paperclip's routes and bodies:
+//! Goals and projects with Paperclip's routes and bodies:
 //! `/api/companies/{cid}/goals`, `/api/goals/{id}`, `/api/companies/{cid}/projects`,
 //! `/api/projects/{id}`. A project is paused with Roost's `paused` and `pauseReason` fields
 //! (or `POST /api/projects/{id}/pause` and `/resume`); its issues start no runs meanwhile.

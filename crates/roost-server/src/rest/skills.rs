@@ -1,4 +1,4 @@
-//! Company skills with Paperclip's routes and bodies (issue 25, item 3):
+//! Company skills with Paperclip's routes and bodies:
 //! `/api/companies/{cid}/skills[/{id}[/files]]` and `/api/agents/{id}/skills[/sync]`. A skill
 //! is a tree of UTF-8 files with a `SKILL.md`; an agent's worker writes its assigned skills
 //! where its runtime reads them before every run (`roost-worker/src/skills.rs`).

@@ -1,4 +1,4 @@
-//! Who a registering worker is (issue 21, item 3). A worker makes its own secret, the worker
+//! Who a registering worker is. A worker makes its own secret, the worker
 //! credential, at its first start and keeps it in a private file; it sends it with every
 //! `Register`. The first time, the cluster does not know it yet: the worker's join token
 //! vouches for it, and the leader exchanges the join token for it once

@@ -239,7 +239,7 @@ impl Workers {
     }
 
     /// The leader's duties, each restarted by `tasks` when it panics or returns (a panic in
-    /// one once ended all three for good: issue 20). Resolves when `tasks` gives up on one of
+    /// one once ended all three for good). Resolves when `tasks` gives up on one of
     /// them or on another of the node's tasks.
     async fn duties(&self, scheduler: &Scheduler, tasks: &Supervisor) -> TaskFailure {
         let dispatcher = || {

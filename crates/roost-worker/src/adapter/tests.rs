@@ -443,7 +443,7 @@ fn payload_reader(payload: &serde_json::Value) -> Assignment {
     }
 }
 
-/// Regression (issue 20): a 1 MB wake payload failed the run with "Argument list too long"
+/// Regression: a 1 MB wake payload failed the run with "Argument list too long"
 /// (it travelled in an environment variable). It now reaches the agent in a 0600 file named
 /// by `ROOST_WAKE_PAYLOAD_PATH`, the JSON variables are left unset, and the file is gone
 /// once the run ends.

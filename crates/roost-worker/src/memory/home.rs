@@ -1,4 +1,4 @@
-//! The agent's home files on the worker (issue 23, item 8): before a run the home directory is
+//! The agent's home files on the worker: before a run the home directory is
 //! made to match the replicated manifest (missing or changed files fetched by chunk, files the
 //! manifest does not have removed); after it, the files the run changed are uploaded (only the
 //! chunks the manifest does not already name) and saved as a new version, a write of that run.

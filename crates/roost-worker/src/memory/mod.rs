@@ -1,4 +1,4 @@
-//! Agent memory on the worker (issue 23, item 2): before a run, the agent's replicated memory is
+//! Agent memory on the worker: before a run, the agent's replicated memory is
 //! written into its home directory (`<work_dir>/agents/<agent id>`, exported as `AGENT_HOME`)
 //! and into the prompt; after it, what the agent changed in those files goes back as writes of
 //! that run, with the run's key, so a dead run's edits are refused like any of its writes and a
@@ -35,7 +35,7 @@ const DOCUMENTS: [&str; 2] = ["STATE.md", "MEMORY.md"];
 const RECENT_ENTRIES: usize = 100;
 /// A fact in STATE.md not verified for this many days is marked stale in the prompt.
 const STALE_AFTER_DAYS: i64 = 7;
-/// Recall hits put into a prompt (issue 23, item 4's auto-recall), and their text's cap.
+/// Recall hits put into a prompt, and their text's cap.
 const RECALL_HITS: usize = 3;
 const RECALL_BUDGET_BYTES: usize = 2 * 1024;
 /// Each memory request's bound: memory must not hold a run back for long.

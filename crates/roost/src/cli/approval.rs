@@ -1,5 +1,5 @@
-//! `roost approval list|show|request|approve|reject|revise|comment`: approvals (issue 24, item
-//! 1). An agent or an operator asks (`request`), an operator decides, and the requesting agent
+//! `roost approval list|show|request|approve|reject|revise|comment`: approvals.
+//! An agent or an operator asks (`request`), an operator decides, and the requesting agent
 //! is woken with the decision.
 
 use std::process::ExitCode;

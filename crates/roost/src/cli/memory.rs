@@ -1,4 +1,4 @@
-//! `roost memory show|home|log|edit|history|search`: an agent's replicated memory (issue 23). `show`
+//! `roost memory show|home|log|edit|history|search`: an agent's replicated memory. `show`
 //! is the summary with the recovery door a run starting now would take; `log` the rolling log,
 //! newest first; `edit` saves a new version of `MEMORY.md` or `STATE.md` (refused `409` if
 //! someone saved since the version it read); `history` the kept versions; `search` full-text

@@ -1,5 +1,5 @@
 //! `roost goal list|create` and `roost project list|create|pause|resume`: why work exists
-//! (issue 24, item 3). A paused project's issues start no runs until it is resumed.
+//!. A paused project's issues start no runs until it is resumed.
 
 use std::process::ExitCode;
 

@@ -1,4 +1,4 @@
-//! `roost routine list|create|show|pause|resume|run|runs`: routines (issue 24), Paperclip's
+//! `roost routine list|create|show|pause|resume|run|runs`: routines, Paperclip's
 //! schedules that open work for an agent, and the history of their firings.
 
 use std::process::ExitCode;

@@ -1,4 +1,4 @@
-//! Approvals through the REST API with Paperclip's JSON (issue 24, item 1 and its acceptance):
+//! Approvals through the REST API with Paperclip's JSON:
 //! an agent asks with Paperclip's create body, the board approves, the requester is woken once
 //! with the decision; a `hire_agent` hire runs nothing before it is approved.
 

@@ -1,4 +1,4 @@
-//! Budgets across machines (ARCHITECTURE.md, "Budgets") on a 3-node cluster with simulated workers
+//! Budgets across machines (docs/budgets.md) on a 3-node cluster with simulated workers
 //! that report usage: reservations before a run, metering during it, settlement after, a
 //! leader failover in the middle, incidents and the operator's decisions, bad input.
 

@@ -1,4 +1,4 @@
-//! Checkout leases: the race, fencing tokens and stale runs (DESIGN.md section 5).
+//! Checkout leases: the race, fencing tokens and stale runs.
 
 use serde_json::json;
 

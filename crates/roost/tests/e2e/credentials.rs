@@ -1,4 +1,4 @@
-//! Credentials with a lifecycle (issue 21): named admin tokens, agent keys and join tokens,
+//! Credentials with a lifecycle: named admin tokens, agent keys and join tokens,
 //! listed without secrets and revoked through one node of a cluster, then refused at another.
 
 use std::time::Duration;

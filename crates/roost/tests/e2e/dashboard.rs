@@ -1,4 +1,4 @@
-//! The web dashboard in a real browser (issue 26, item 2): Debian's `chromium` headless,
+//! The web dashboard in a real browser: Debian's `chromium` headless,
 //! driven over WebDriver by `chromedriver` (both installed by `.ci/run`). An operator logs in
 //! with an admin token, creates an issue from the board, and sees it move to `in_progress`
 //! when an agent checks it out, through the event stream, without the page reloading; opens

@@ -1,4 +1,4 @@
-//! The event stream (issue 26, item 1): `roost watch --json` follows a company's events over
+//! The event stream: `roost watch --json` follows a company's events over
 //! SSE from the leader of three `roost server` processes; the leader is killed with SIGKILL
 //! mid-stream, the watch resumes on another node from the last `seq` it printed, and what it
 //! printed is exactly the company's activity: nothing missed, nothing repeated, in order.

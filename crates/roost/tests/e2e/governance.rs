@@ -1,5 +1,5 @@
-//! The org chart and project budgets through the REST API with Paperclip's bodies (issue 24,
-//! items 1, 3 and 4): a blocked issue wakes its assignee's manager after the company's
+//! The org chart and project budgets through the REST API with Paperclip's bodies:
+//! a blocked issue wakes its assignee's manager after the company's
 //! threshold; a hard stop that pauses an agent wakes its manager; spend on a project's issues
 //! stops the project at its budget with a `budget_override_required` approval, and approving
 //! it raises the budget and resumes the project.

@@ -1,4 +1,4 @@
-//! The agent's home files follow it between machines (issue 23, item 8 and its acceptance): a
+//! The agent's home files follow it between machines: a
 //! run on worker A writes files under `$AGENT_HOME` in the layout of Paperclip's
 //! `para-memory-files` skill (a PARA tree under `life/`, a daily note under `memory/`); A goes
 //! away; the agent's next run, on worker B with an empty work directory, finds them. That run

@@ -79,7 +79,7 @@ async fn roost_log_format_json_writes_one_object_per_line() -> anyhow::Result<()
     Ok(())
 }
 
-/// A write's request id follows it (issue 26, item 4): the client's `X-Request-Id` comes back
+/// A write's request id follows it: the client's `X-Request-Id` comes back
 /// on the response, the request's span carries it with the ids its path names, and the apply of
 /// the entry it proposed logs it too.
 #[tokio::test]

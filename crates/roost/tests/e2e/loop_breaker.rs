@@ -1,4 +1,4 @@
-//! The loop breaker over REST (issue 24, item 5): two agents pinging each other by @mentions
+//! The loop breaker over REST: two agents pinging each other by @mentions
 //! are paused after N wakes with one `wake_loop` incident naming both; thresholds through the
 //! company and agent routes; the incident's `resume`.
 

@@ -1,4 +1,4 @@
-//! Agent memory (issue 23) over REST: written through one node of a 3-node cluster and read on
+//! Agent memory over REST: written through one node of a 3-node cluster and read on
 //! another; a dead run's entry refused `stale_run` with nothing stored; lost updates refused;
 //! caps; who may read whose memory; and `roost memory show|log|edit|history --json`.
 

@@ -1,4 +1,4 @@
-//! Agent memory follows the agent between machines (issue 23, acceptance): a run on worker A
+//! Agent memory follows the agent between machines: a run on worker A
 //! logs an entry, edits MEMORY.md and its current task in its home; A goes away; the agent's
 //! next run lands on worker B, and its prompt and home hold what A's run left. Both workers are
 //! the real `roost-worker` with the `process` adapter, against a 3-node cluster.

@@ -1,4 +1,4 @@
-//! Hybrid recall (issue 23, item 4): a node with `[recall]` pointing at an OpenAI-compatible
+//! Hybrid recall: a node with `[recall]` pointing at an OpenAI-compatible
 //! `/v1/embeddings` endpoint ranks memory search hits by bm25 and embedding similarity. The
 //! endpoint here is a FAKE, served by this test: no embedding model can run on the test
 //! machines, so it maps a handful of words onto concept axes (car, automobile, vehicle, truck,

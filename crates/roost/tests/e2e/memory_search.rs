@@ -1,4 +1,4 @@
-//! Recall (issue 23, item 4) on a 3-node cluster: an agent's log entry and a comment on an old
+//! Recall on a 3-node cluster: an agent's log entry and a comment on an old
 //! issue assigned to it are found by one query on a follower; comments of issues the agent has
 //! nothing to do with, and of a deleted issue, are not; hostile query text is a 400 or a
 //! search, never a 5xx; another agent of the company cannot search this one's memory; and

@@ -1,4 +1,4 @@
-//! `/metrics` (issue 26, item 3): the Prometheus text format, read by a strict parser below; the
+//! `/metrics`: the Prometheus text format, read by a strict parser below; the
 //! named series are there, hold no tenant's ids, and move under load.
 
 use std::collections::{BTreeMap, BTreeSet};

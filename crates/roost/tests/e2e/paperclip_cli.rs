@@ -279,7 +279,7 @@ async fn paperclips_cli_drives_operator_commands_and_an_agent_loop() -> anyhow::
     Ok(())
 }
 
-/// Paperclip's `approval` commands, unchanged, against Roost (issue 24, items 1 and 6): an
+/// Paperclip's `approval` commands, unchanged, against Roost: an
 /// operator asks on an agent's behalf with a payload and linked issue, lists, reads, comments,
 /// sends it back for revision, and approves it with a note; the agent is woken with
 /// `approval_resolved` and the decision.

@@ -1,4 +1,4 @@
-//! What Paperclip's own CLI and agents rely on (issue 22): the bodies they send with every
+//! What Paperclip's own CLI and agents rely on: the bodies they send with every
 //! field of Paperclip's schemas, and the shapes they read back.
 
 use std::collections::BTreeMap;

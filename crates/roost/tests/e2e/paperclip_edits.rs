@@ -1,4 +1,4 @@
-//! Paperclip's edit routes (issue 22, item 4): `PATCH /api/companies/{id}` (a paused company
+//! Paperclip's edit routes: `PATCH /api/companies/{id}` (a paused company
 //! starts no runs) and `DELETE /api/issues/{id}` (the issue and its comments are gone, on disk
 //! too, and nothing else is lost with them).
 

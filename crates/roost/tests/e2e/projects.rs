@@ -1,4 +1,4 @@
-//! Goals and projects through the REST API with Paperclip's bodies (issue 24, item 3 and 6):
+//! Goals and projects through the REST API with Paperclip's bodies:
 //! issues carry `projectId` and `goalId` (and Paperclip's other fields are accepted), the
 //! heartbeat context names the project and goal, and a paused project holds its issues' runs.
 

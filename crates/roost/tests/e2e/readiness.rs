@@ -33,7 +33,7 @@ async fn readyz_answers_json_naming_every_check() -> anyhow::Result<()> {
     node.shutdown().await
 }
 
-/// Regression (issue 20): after the Raft core stopped, writes answered 500 while `/readyz`
+/// Regression: after the Raft core stopped, writes answered 500 while `/readyz`
 /// still said ready (the node remembered its last leader). Now it answers 503 naming the
 /// stopped core, and the server reports the failure its host exits on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,7 +60,7 @@ async fn readyz_said_ready_while_the_raft_core_had_stopped() -> anyhow::Result<(
     node.shutdown().await
 }
 
-/// Regression (issue 20): the leader's heartbeat timer panicked and nothing was dispatched
+/// Regression: the leader's heartbeat timer panicked and nothing was dispatched
 /// again while the node looked healthy. When its supervisor gives up on a duty, the leader
 /// stops Raft so another node leads, reports not ready naming the task, and reports the
 /// failure its host exits on; the rest of the cluster goes on taking writes.
@@ -109,7 +109,7 @@ async fn a_leader_whose_duty_was_given_up_on_steps_down_and_is_not_ready() -> an
     Ok(())
 }
 
-/// Regression (issue 26): `/readyz` said ready on a node that could not serve a linearizable
+/// Regression: `/readyz` said ready on a node that could not serve a linearizable
 /// read: a leader whose followers were gone still knew a leader (itself) and a running core. Now
 /// it answers 503 naming `caught_up`, and 200 again once a quorum is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Routines through the REST API (issue 24, item 2): Paperclip's bodies, a run that opens an
+//! Routines through the REST API: Paperclip's bodies, a run that opens an
 //! issue for its agent and wakes it, a schedule that fires, the signed webhook, bad input; and
 //! a three-process cluster whose leader is killed while an `every 2s` routine fires: its
 //! history holds every instant once, in order.

@@ -1,4 +1,4 @@
-//! Secrets stay secret (issue 20): activity names changed configuration fields without their
+//! Secrets stay secret: activity names changed configuration fields without their
 //! values, secret `env` values are never returned, runs never show their key hashes, and an
 //! agent reads only its own runs' logs unless an operator grants more.
 

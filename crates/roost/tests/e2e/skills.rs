@@ -1,4 +1,4 @@
-//! Company skills follow the agent (issue 25, item 3 and its acceptance): a skill added through
+//! Company skills follow the agent: a skill added through
 //! Paperclip's routes and assigned to an agent is in the agent's next run's work directory on
 //! worker B, a different machine from the one it first ran on, where its runtime reads skills;
 //! after it is unassigned the next run no longer finds it; each run says which workspace it ran

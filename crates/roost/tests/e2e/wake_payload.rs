@@ -4,7 +4,7 @@ use serde_json::json;
 
 use crate::worker_process::{cluster_with_worker_leases, create_agent, finished_run, start_worker};
 
-/// Regression (issue 20): a large wake payload failed the run ("Argument list too long": it
+/// Regression: a large wake payload failed the run ("Argument list too long": it
 /// travelled in an environment variable). Over 16 KiB it is only in the file named by
 /// `ROOST_WAKE_PAYLOAD_PATH`, and the run succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

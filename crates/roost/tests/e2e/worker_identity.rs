@@ -1,4 +1,4 @@
-//! Workers with an identity (issue 21, item 3), with real processes: three `roost server`s and
+//! Workers with an identity, with real processes: three `roost server`s and
 //! `roost run-worker`s. A worker's join token is exchanged once for the credential the worker
 //! keeps in its work dir; restarted, it registers with that credential alone; another machine
 //! claiming its id with another join token is refused; revoking the worker through one node

@@ -1,5 +1,5 @@
 //! Wakes, runs and worker leases on a 3-node cluster with in-process workers that speak the
-//! real protocol (DESIGN.md sections 6-7).
+//! real protocol.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-//! The fault-injection suite (DESIGN.md section 11, tier 4), one test per scenario of the
+//! The fault-injection suite, one test per scenario of the
 //! `roost-faults` crate: real `roost server` processes (this build's binary) in network
 //! namespaces and a `roost run-worker`, under a seeded schedule of faults while clients check
 //! out, comment, end runs, wake an agent and report its costs against a hard budget; then the

@@ -14,7 +14,7 @@ use roost_testkit::{wait_for, Http, ProcessCluster, Reply, ServerNode, TestWorke
 use crate::processes::start_three_servers;
 
 pub(super) const WAIT: Duration = Duration::from_secs(20);
-/// Debug output of domain objects; no error message may carry it (issue 20: a colliding comment
+/// Debug output of domain objects; no error message may carry it (a colliding comment
 /// key answered 500 with another company's agent, Debug-printed). Structs are caught by shape
 /// (`debug_struct_in`), these by name.
 pub(super) const DEBUG_MARKERS: [&str; 3] = ["Outcome::", "Some(", "DomainError"];
@@ -317,7 +317,7 @@ pub(super) fn debug_struct_in(s: &str) -> Option<&str> {
 }
 
 /// The detector finds what a 503 at HEAD (`roost-raft/src/node.rs`, `QuorumNotEnough`) and the
-/// comment-key 500 of issue 20 printed, and nothing in plain JSON.
+/// comment-key 500 printed, and nothing in plain JSON.
 #[test]
 pub(super) fn debug_struct_in_finds_debug_printed_structs_only() {
     let quorum = r#"{"message":"got: {1:NodeInfo { grpc_addr: \"127.0.0.1:1\" }}"}"#;
