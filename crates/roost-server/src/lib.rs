@@ -220,8 +220,8 @@ impl Server {
         let duties = supervisor.spawn_critical("worker plane", stop_rx.clone(), {
             let (stop, supervisor) = (stop_rx.clone(), supervisor.clone());
             async move {
-                let scheduler = workers::Scheduler::new(workers::Clock::system());
-                worker_plane.run(scheduler, supervisor, stop).await;
+                let agent_timer = workers::AgentTimer::new(workers::Clock::system());
+                worker_plane.run(agent_timer, supervisor, stop).await;
                 Ok(())
             }
         });

@@ -21,6 +21,7 @@ mod reader;
 mod row_batch;
 mod rows;
 mod search;
+mod snapshot_dir;
 mod state_machine;
 mod state_writer;
 pub mod stats;

@@ -9,7 +9,7 @@
 pub use roost_core::views::CredentialView;
 use roost_core::{Command, Credential, CredentialKind, Outcome};
 
-use super::wakes::WORKER_JOIN_PREFIX;
+use super::workers::WORKER_JOIN_PREFIX;
 use super::{expect_outcome, new_id, Api};
 use crate::auth::{self, Caller};
 use crate::error::ApiError;

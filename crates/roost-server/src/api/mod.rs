@@ -4,6 +4,7 @@
 //! Raft; the state machine has the final word. Reads wait on a read barrier first, so a read
 //! sees every write acknowledged before it started.
 
+mod activity;
 mod admin;
 mod approvals;
 mod budgets;
@@ -21,11 +22,13 @@ mod runs;
 mod skills;
 mod views;
 mod wakes;
+mod workers;
 
 use roost_core::{Command, Envelope, Outcome, Timestamp};
 use roost_raft::RaftNode;
 use roost_store::StateReader;
 
+pub use activity::AuditReport;
 pub use admin::{default_prefix, NewAgent};
 pub use approvals::NewApproval;
 pub use budgets::{
@@ -38,11 +41,9 @@ pub use events::{EventStream, StreamItem, KEEP_ALIVE};
 pub use issues::{HeartbeatContext, IssueFilter};
 pub use memory::MemoryScope;
 pub use run_logs::{LogChunk, LogStream};
-pub use runs::AuditReport;
 pub use views::RunView;
-pub use wakes::{
-    blocked_by, WakeFilter, WakeView, WakeupRequest, WakeupResult, WorkerView, WORKER_JOIN_PREFIX,
-};
+pub use wakes::{blocked_by, WakeFilter, WakeView, WakeupRequest, WakeupResult};
+pub use workers::{WorkerView, WORKER_JOIN_PREFIX};
 
 use crate::auth::{self, Caller};
 use crate::error::ApiError;

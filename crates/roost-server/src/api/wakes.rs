@@ -1,24 +1,19 @@
-//! Wakes and workers: asking for a run, seeing what became of each request and why, the worker
-//! fleet, and the join tokens workers register with.
+//! Wakes: asking for a run, and seeing what became of each request and why.
 //!
 //! A wakeup only records a wake. The leader's dispatcher turns queued wakes into runs on
 //! workers later, asynchronously, so the answer to a wakeup usually carries no run yet; the wake
 //! view's `blockedBy` says what it is waiting for.
 
-use std::collections::BTreeMap;
-
 use roost_core::scheduling::{budget_blocker, claim_blocker, quota_blocker, worker_suits};
-pub use roost_core::views::{WakeView, WakeupResult, WorkerView};
+pub use roost_core::views::{WakeView, WakeupResult};
 use roost_core::{Command, Outcome, Run, State, Wake, WakeReason, WakeStatus, Worker};
 use serde_json::Value;
 
 use super::views::run_view;
+use super::workers::live_runs_by_worker;
 use super::{expect_outcome, new_id, Api};
 use crate::auth::Caller;
 use crate::error::ApiError;
-
-/// What a worker join token starts with (minted by `credentials.rs`).
-pub const WORKER_JOIN_PREFIX: &str = "rst_join_";
 
 /// How many wakes a list returns when the caller does not say, and at most.
 const DEFAULT_WAKE_LIMIT: usize = 100;
@@ -72,17 +67,6 @@ pub fn blocked_by(state: &State, wake: &Wake) -> Option<String> {
             .or_else(budget)
             .unwrap_or_else(|| worker_wait(state, wake)),
     )
-}
-
-/// Live runs per worker id.
-fn live_runs_by_worker(state: &State) -> BTreeMap<&str, usize> {
-    let mut counts = BTreeMap::new();
-    for run in state.live_runs() {
-        if let Some(worker) = run.worker_id.as_deref() {
-            *counts.entry(worker).or_insert(0) += 1;
-        }
-    }
-    counts
 }
 
 /// A claimable wake waits for the dispatcher; say whether any worker could take it at all, so
@@ -261,36 +245,5 @@ impl Api {
         wake_id: &str,
     ) -> Result<Option<String>, ApiError> {
         Ok(self.get_wake(caller, wake_id).await?.blocked_by)
-    }
-
-    /// Every registered worker with its live runs (administrators only).
-    pub async fn list_workers(&self, caller: &Caller) -> Result<Vec<WorkerView>, ApiError> {
-        caller.require_admin()?;
-        self.barrier().await?;
-        let mut workers: Vec<WorkerView> = self.reader().read(|s| {
-            let busy = live_runs_by_worker(s);
-            s.workers
-                .values()
-                .map(|w| WorkerView {
-                    live_runs: busy.get(w.id.as_str()).copied().unwrap_or(0),
-                    worker: w.clone(),
-                    lease_expires_in_ms: None,
-                })
-                .collect::<Vec<_>>()
-        });
-        if let Some(plane) = self.worker_plane() {
-            for w in &mut workers {
-                w.lease_expires_in_ms = plane
-                    .lease_left(&w.worker.id)
-                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-            }
-        }
-        workers.sort_by(|a, b| {
-            a.worker
-                .registered_at
-                .cmp(&b.worker.registered_at)
-                .then_with(|| a.worker.id.cmp(&b.worker.id))
-        });
-        Ok(workers)
     }
 }

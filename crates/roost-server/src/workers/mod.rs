@@ -2,11 +2,11 @@
 //! queued wakes into runs on workers, and the timer that wakes agents on their interval.
 //! Followers keep none of it; they redirect workers to the leader.
 
+mod agent_timer;
 mod escalation_timer;
 mod identity;
 mod registry;
 mod routine_timer;
-mod scheduler;
 mod session;
 
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-pub use scheduler::{Clock, Scheduler};
+pub use agent_timer::{AgentTimer, Clock};
 
 use crate::api::{new_id, Api};
 use crate::auth::{generate_token, hash_token, Caller};
@@ -190,7 +190,7 @@ impl Workers {
     /// flips or `tasks` gives up on a task (the node then stops Raft: lib.rs).
     pub(crate) async fn run(
         self,
-        scheduler: Scheduler,
+        agent_timer: AgentTimer,
         tasks: Supervisor,
         mut stop: watch::Receiver<bool>,
     ) {
@@ -203,7 +203,7 @@ impl Workers {
             if self.is_leader() {
                 self.become_leader();
                 tokio::select! {
-                    failure = self.duties(&scheduler, &tasks) => {
+                    failure = self.duties(&agent_timer, &tasks) => {
                         warn!(%failure, "leader duties given up on; sending workers away");
                         self.registry.redirect_all("");
                         return;
@@ -241,7 +241,7 @@ impl Workers {
     /// The leader's duties, each restarted by `tasks` when it panics or returns (a panic in
     /// one once ended all three for good). Resolves when `tasks` gives up on one of
     /// them or on another of the node's tasks.
-    async fn duties(&self, scheduler: &Scheduler, tasks: &Supervisor) -> TaskFailure {
+    async fn duties(&self, agent_timer: &AgentTimer, tasks: &Supervisor) -> TaskFailure {
         let dispatcher = || {
             let workers = self.clone();
             async move { workers.dispatch_loop().await }
@@ -251,8 +251,8 @@ impl Workers {
             async move { workers.lease_loop().await }
         };
         let timer = || {
-            let (scheduler, api) = (scheduler.clone(), self.api.clone());
-            async move { scheduler.run(api).await }
+            let (agent_timer, api) = (agent_timer.clone(), self.api.clone());
+            async move { agent_timer.run(api).await }
         };
         let routine_timer = || {
             let timer = routine_timer::RoutineTimer::new(

@@ -1,5 +1,5 @@
-//! The heartbeat timer: on the leader, wakes each agent whose interval has passed since its
-//! last heartbeat. The base of the interval is committed state, so a new leader continues
+//! The agent timer (Paperclip's heartbeat timer): on the leader, wakes each agent whose
+//! interval has passed since its last heartbeat. The base of the interval is committed state, so a new leader continues
 //! where the old one stopped, and a tick is applied at most once per interval.
 
 use std::sync::Arc;
@@ -38,14 +38,14 @@ impl Clock {
 
 /// Proposes `TimerTick`s for due agents.
 #[derive(Clone)]
-pub struct Scheduler {
+pub struct AgentTimer {
     clock: Arc<Clock>,
     period: Duration,
 }
 
-impl Scheduler {
+impl AgentTimer {
     pub fn new(clock: Clock) -> Self {
-        Scheduler {
+        AgentTimer {
             clock: Arc::new(clock),
             period: Duration::from_millis(250),
         }
@@ -140,7 +140,7 @@ mod tests {
         for _ in 0..3600 {
             tokio::time::advance(Duration::from_secs(1)).await;
             let now = clock.now();
-            for command in Scheduler::due(&state, now) {
+            for command in AgentTimer::due(&state, now) {
                 apply(&mut state, &mut index, now, command);
             }
         }
