@@ -1,23 +1,32 @@
 //! Injected network faults for tests: links this node cannot use and a delay on every message
-//! it sends. Production nodes carry an empty set; the in-process test harness flips them.
+//! it sends. Production nodes carry an empty set that nothing can change: the switches, and
+//! the network's checks of them, exist only with the `test-util` feature (the in-process test
+//! harness, `roost-testkit`).
 
+#[cfg(feature = "test-util")]
 use std::collections::BTreeSet;
+#[cfg(feature = "test-util")]
 use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "test-util")]
 use std::sync::{Arc, RwLock};
+#[cfg(feature = "test-util")]
 use std::time::Duration;
 
 /// A cheap `Clone` handle shared by a node's network client and the harness that drives it.
 #[derive(Clone, Default)]
 pub struct NetworkFaults {
+    #[cfg(feature = "test-util")]
     inner: Arc<Inner>,
 }
 
+#[cfg(feature = "test-util")]
 #[derive(Default)]
 struct Inner {
     blocked: RwLock<BTreeSet<u64>>,
     delay_ms: AtomicU64,
 }
 
+#[cfg(feature = "test-util")]
 impl NetworkFaults {
     /// Messages from this node to `target` fail as if the peer were unreachable.
     pub fn block(&self, target: u64) {

@@ -43,6 +43,7 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>
 #[derive(Clone, Default)]
 pub struct GrpcNetworkFactory {
     channels: Arc<Mutex<HashMap<String, Channel>>>,
+    #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
     faults: NetworkFaults,
     /// With the cluster's TLS on: the cluster CA and this node's certificate (`https://` peers).
     tls: Option<ClientTlsConfig>,
@@ -107,6 +108,7 @@ impl GrpcNetworkFactory {
     }
 
     /// Fails if the link to `target` is blocked, and waits the injected delay.
+    #[cfg(feature = "test-util")]
     async fn injected_faults(&self, target: NodeId) -> Result<(), PeerError> {
         if self.faults.is_blocked(target) {
             return Err(PeerError::Unreachable {
@@ -118,6 +120,12 @@ impl GrpcNetworkFactory {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
+        Ok(())
+    }
+
+    /// Without `test-util` no fault can be injected.
+    #[cfg(not(feature = "test-util"))]
+    async fn injected_faults(&self, _target: NodeId) -> Result<(), PeerError> {
         Ok(())
     }
 

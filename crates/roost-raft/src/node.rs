@@ -127,6 +127,7 @@ pub struct RaftNode {
     pub(crate) raft: Raft<TypeConfig>,
     pub(crate) reader: StateReader,
     pub(crate) network: GrpcNetworkFactory,
+    #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
     pub(crate) faults: NetworkFaults,
     /// Membership changes go one at a time (parallel changes can leave a joint config).
     pub(crate) membership_lock: Arc<tokio::sync::Mutex<()>>,
@@ -152,10 +153,11 @@ impl RaftNode {
         data_dir: &Path,
         timing: &RaftTiming,
     ) -> Result<RaftNode, Error> {
-        Self::start_with_faults(id, info, data_dir, timing, NetworkFaults::default()).await
+        Self::start_with_peer_tls(id, info, data_dir, timing, NetworkFaults::default(), None).await
     }
 
     /// As [`RaftNode::start`], with a fault handle the test harness can flip.
+    #[cfg(feature = "test-util")]
     pub async fn start_with_faults(
         id: u64,
         info: NodeInfo,
@@ -166,8 +168,9 @@ impl RaftNode {
         Self::start_with_peer_tls(id, info, data_dir, timing, faults, None).await
     }
 
-    /// As [`RaftNode::start_with_faults`], reaching peers over TLS with `peer_tls` (the cluster
-    /// CA and this node's certificate) when the cluster has TLS on.
+    /// As [`RaftNode::start`], reaching peers over TLS with `peer_tls` (the cluster CA and this
+    /// node's certificate) when the cluster has TLS on; `faults` can be flipped only with the
+    /// `test-util` feature (a default one otherwise).
     pub async fn start_with_peer_tls(
         id: u64,
         info: NodeInfo,
@@ -465,6 +468,7 @@ impl RaftNode {
             .map_err(|message| Error::Unavailable { message })
     }
 
+    #[cfg(feature = "test-util")]
     pub fn faults(&self) -> &NetworkFaults {
         &self.faults
     }

@@ -129,11 +129,20 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
 
 impl Server {
     pub async fn start(config: &ServerConfig, listeners: Listeners) -> Result<Server, Error> {
-        Self::start_with_faults(config, listeners, NetworkFaults::default()).await
+        Self::start_inner(config, listeners, NetworkFaults::default()).await
     }
 
     /// As [`Server::start`], with network faults the test harness can inject.
+    #[cfg(feature = "test-util")]
     pub async fn start_with_faults(
+        config: &ServerConfig,
+        listeners: Listeners,
+        faults: NetworkFaults,
+    ) -> Result<Server, Error> {
+        Self::start_inner(config, listeners, faults).await
+    }
+
+    async fn start_inner(
         config: &ServerConfig,
         listeners: Listeners,
         faults: NetworkFaults,
@@ -387,7 +396,9 @@ impl Server {
     }
 
     /// Stops at once, as close to a crash as a process can do to itself: request tasks are
-    /// aborted mid-flight and Raft stops. (State is safe: every commit was fsynced.)
+    /// aborted mid-flight and Raft stops. (State is safe: every commit was fsynced.) A test
+    /// hook: a process is killed from outside.
+    #[cfg(feature = "test-util")]
     pub async fn kill(self) {
         // Open worker sessions would outlive aborted listeners inside this process (a real
         // crash closes their connections): let the worker plane close them, briefly, first.
