@@ -29,9 +29,7 @@
 //! structs below carry the field numbers of etcd's `api/etcdserverpb/rpc.proto`; unknown
 //! fields in replies are skipped), so no JSON gateway sits between the client and etcd.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -178,35 +176,20 @@ pub(crate) async fn connect(url: &str, tls: Option<&ClientTlsConfig>) -> anyhow:
         .with_context(|| format!("connect {url}"))
 }
 
-use crate::etcd_cluster::{die_with_parent, sigkill, EtcdCluster};
+use crate::etcd_cluster::EtcdCluster;
 use crate::etcd_failover::{etcd_failover, roost_failover, Failover};
 use crate::etcd_points::{measure, System};
 use crate::etcd_table::print_comparison;
 
 // ---------------------------------------------------------------------------------------
-// The Roost side: `roost server` processes (procs.rs), restarted here after a kill.
+// The Roost side: `roost server` processes (the testkit's ProcessCluster), killed and
+// restarted through it.
 
 pub(crate) struct RoostSide {
     pub(crate) cluster: ProcessCluster,
-    pub(crate) binary: PathBuf,
     pub(crate) company_id: String,
-    /// The current process of each node (changes when a killed node is restarted).
-    pub(crate) pids: HashMap<u64, u32>,
-    /// Processes started after a kill (the originals belong to `cluster`).
-    pub(crate) restarted: Vec<Child>,
-    /// Each node's config file, read from its command line (`--config <path>`).
-    pub(crate) configs: HashMap<u64, PathBuf>,
     /// With `--tls`: the bench's gRPC client settings (the CA, a client certificate).
     pub(crate) client_tls: Option<ClientTlsConfig>,
-}
-
-impl Drop for RoostSide {
-    fn drop(&mut self) {
-        for c in &mut self.restarted {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 impl RoostSide {
@@ -221,34 +204,16 @@ impl RoostSide {
         cluster.healthy_status(Duration::from_secs(60)).await?;
         let leader = roost_leader(&cluster).await?;
         let company_id = roost_company(&cluster.admin(leader), "Bench", "BEN").await?;
-        let pids = cluster.nodes.iter().map(|n| (n.id, n.pid())).collect();
-        let mut configs = HashMap::new();
-        for n in &cluster.nodes {
-            let cmdline = std::fs::read(format!("/proc/{}/cmdline", n.pid()))?;
-            let args: Vec<String> = cmdline
-                .split(|b| *b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            let config = args
-                .iter()
-                .position(|a| a == "--config")
-                .and_then(|i| args.get(i + 1))
-                .ok_or_else(|| anyhow::anyhow!("node {}: no --config on its command line", n.id))?;
-            configs.insert(n.id, PathBuf::from(config));
-        }
         Ok(RoostSide {
-            configs,
             client_tls,
             company_id,
-            binary: binary.to_path_buf(),
-            pids,
-            restarted: Vec::new(),
             cluster,
         })
     }
 
+    /// The current process of each node (a restarted node has a new one).
     pub(crate) fn pids(&self) -> Vec<u32> {
-        self.pids.values().copied().collect()
+        self.cluster.nodes.iter().map(|n| n.pid()).collect()
     }
 
     pub(crate) fn grpc_url(&self, id: u64) -> String {
@@ -264,35 +229,16 @@ impl RoostSide {
         connect(&self.grpc_url(id), self.client_tls.as_ref()).await
     }
 
+    /// SIGKILL to node `id`, reaped.
     pub(crate) fn kill(&mut self, id: u64) {
-        if let Some(pid) = self.pids.get(&id) {
-            sigkill(*pid);
-        }
-        if let Some(pos) = self
-            .restarted
-            .iter()
-            .position(|c| Some(&c.id()) == self.pids.get(&id))
-        {
-            let mut child = self.restarted.remove(pos);
-            let _ = child.wait();
+        if let Err(e) = self.cluster.kill(id) {
+            eprintln!("kill node {id}: {e}");
         }
     }
 
+    /// Node `id` again, from its config and data.
     pub(crate) fn restart(&mut self, id: u64) -> anyhow::Result<()> {
-        let config = self
-            .configs
-            .get(&id)
-            .ok_or_else(|| anyhow::anyhow!("no node {id}"))?;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(config.with_file_name(format!("node-{id}.log")))?;
-        let mut command = procs::server_command(&self.binary, config, log);
-        die_with_parent(&mut command);
-        let child = command.spawn()?;
-        self.pids.insert(id, child.id());
-        self.restarted.push(child);
-        Ok(())
+        self.cluster.restart(id)
     }
 }
 

@@ -6,35 +6,10 @@ use crate::etcd_pb as pb;
 use crate::tls_setup::CertDir;
 use anyhow::Context;
 use roost_testkit::wait_for;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tonic::transport::{Channel, ClientTlsConfig};
-
-pub(crate) fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
-/// Asks the kernel to kill `command`'s process if this one dies without its destructors.
-pub(crate) fn die_with_parent(command: &mut Command) {
-    // SAFETY: prctl is async-signal-safe; it only sets the child's parent-death signal.
-    unsafe {
-        command.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-}
-
-pub(crate) fn sigkill(pid: u32) {
-    // SAFETY: kill has no memory preconditions; the pid is one of our own children.
-    unsafe {
-        libc::kill(pid as libc::pid_t, libc::SIGKILL);
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // A 3-member etcd cluster of child processes.
@@ -78,7 +53,12 @@ impl EtcdCluster {
             .prefix("roost-bench-etcd-")
             .tempdir()?;
         let ports: Vec<(u16, u16)> = (0..3)
-            .map(|_| Ok((free_port()?, free_port()?)))
+            .map(|_| {
+                Ok((
+                    roost_testkit::ports::free_port()?,
+                    roost_testkit::ports::free_port()?,
+                ))
+            })
             .collect::<anyhow::Result<_>>()?;
         let initial = ports
             .iter()
@@ -181,7 +161,7 @@ impl EtcdCluster {
             Some(n) => command.env("GOMAXPROCS", n.to_string()),
             None => command.env_remove("GOMAXPROCS"),
         };
-        die_with_parent(&mut command);
+        roost_testkit::die_with_harness(&mut command);
         m.child = Some(
             command
                 .spawn()
@@ -204,7 +184,7 @@ impl EtcdCluster {
 
     pub(crate) fn kill(&mut self, i: usize) {
         if let Some(mut c) = self.members[i].child.take() {
-            sigkill(c.id());
+            let _ = c.kill();
             let _ = c.wait();
         }
     }

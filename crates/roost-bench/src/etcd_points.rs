@@ -155,7 +155,7 @@ pub(crate) async fn measure(
             )
             .await?;
             let identities = roost_clients(&admin, &company, clients, 2, &tag).await?;
-            let pid = r.pids.get(&leader).copied().unwrap_or(0);
+            let pid = r.cluster.pid(leader);
             let admin = r.cluster.admin(leader);
             (ch, pid, Some(admin), Identities::Roost(identities))
         }

@@ -5,7 +5,6 @@
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// [`roost_testkit::ProcessCluster`] started as the benchmarks want it (see
 /// [`ProcessCluster::start_with_tls`]); everything else is the testkit's.
@@ -54,14 +53,6 @@ pub fn share_of_cpus(nodes: usize) -> usize {
 /// Variables that would override the config's `runtime_threads`: not passed on, so a shell's
 /// `ROOST_RUNTIME_THREADS` cannot make the printed setting untrue.
 const OVERRIDES: &str = "ROOST_RUNTIME_THREADS";
-
-/// `roost server --config config`, its stderr to `log`. The config file alone sets the
-/// runtime's threads (see [`OVERRIDES`]).
-pub fn server_command(binary: &Path, config: &Path, log: std::fs::File) -> Command {
-    let mut command = roost_testkit::server_command(binary, config);
-    command.env_remove(OVERRIDES).stderr(log);
-    command
-}
 
 impl ProcessCluster {
     /// Starts three `roost server` processes with default Raft and worker timing (the configs
