@@ -43,14 +43,13 @@ pub use projects::{Goal, GoalLevel, GoalPatch, GoalStatus, Project, ProjectPatch
 /// The shapes the server answers with, declared once for both sides.
 pub use roost_core::views::{
     AgentSpend, AuditReport, BudgetOverview, CommentCursor, CostSummary, CreatedJoinToken,
-    CreatedKey, HeartbeatContext, IssueWithComment, LogPage, PolicyStatus, ProjectSpend, RunView,
-    WakeView, WakeupResult, WorkerView,
+    CreatedKey, HeartbeatContext, IssueFilter, IssueWithComment, LogPage, PolicyStatus,
+    ProjectSpend, RunView, WakeFilter, WakeView, WakeupResult, WorkerView,
 };
 pub use types::{
-    ActivityPage, AgentUpdate, CommentPage, IssueFilter, IssueUpdate, NewAgent, NewCompany,
-    NewIssue, RunFilter,
+    ActivityPage, AgentUpdate, CommentPage, IssueUpdate, NewAgent, NewCompany, NewIssue, RunFilter,
 };
-pub use wakes::{WakeFilter, WakeupRequest};
+pub use wakes::WakeupRequest;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

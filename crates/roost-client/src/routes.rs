@@ -6,7 +6,7 @@ use roost_core::command::CompanyPatch;
 use roost_core::{Agent, Comment, Company, Issue, IssueStatus, PauseReason, Run, RunStatus};
 use serde_json::json;
 
-use crate::types::{CheckoutBody, PauseBody};
+use crate::types::{CheckoutBody, PauseBody, ToQuery};
 use crate::{
     expect_success, ActivityPage, AgentUpdate, AuditReport, CommentPage, CreatedKey,
     HeartbeatContext, IssueFilter, IssueUpdate, IssueWithComment, NewAgent, NewCompany, NewIssue,

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use roost_core::views::IssueFilter;
 use roost_core::{AdapterType, HeartbeatPolicy, IssueStatus, PauseReason, Priority};
 use serde::Serialize;
 
@@ -133,17 +134,13 @@ fn push<T: ToString>(query: &mut Query, name: &'static str, value: &Option<T>) {
     }
 }
 
-/// Filters of `GET /api/companies/{cid}/issues`; an empty `statuses` means every status.
-#[derive(Clone, Debug, Default)]
-pub struct IssueFilter {
-    pub statuses: Vec<IssueStatus>,
-    pub assignee_agent_id: Option<String>,
-    pub parent_id: Option<String>,
-    pub limit: Option<usize>,
+/// A list route's filter as query pairs.
+pub(crate) trait ToQuery {
+    fn query(&self) -> Query;
 }
 
-impl IssueFilter {
-    pub(crate) fn query(&self) -> Query {
+impl ToQuery for IssueFilter {
+    fn query(&self) -> Query {
         let mut q = Query::new();
         if !self.statuses.is_empty() {
             let csv: Vec<&str> = self.statuses.iter().map(|s| s.as_str()).collect();

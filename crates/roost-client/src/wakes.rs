@@ -1,10 +1,11 @@
 //! Wakes and workers (`/api/agents/{id}/wakeup`, `/api/companies/{cid}/wakes`, `/api/wakes/*`,
 //! `/api/workers/*`) and their answers.
 
-use roost_core::{WakeReason, WakeStatus};
+use roost_core::views::WakeFilter;
+use roost_core::WakeReason;
 use serde::Serialize;
 
-use crate::types::Query;
+use crate::types::{Query, ToQuery};
 use crate::{CreatedJoinToken, Result, RoostClient, WakeView, WakeupResult, WorkerView, API};
 
 /// Body of `POST /api/agents/{id}/wakeup`; absent fields are left out (the server refuses
@@ -25,18 +26,8 @@ pub struct WakeupRequest {
     pub idempotency_key: Option<String>,
 }
 
-/// Filters of `GET /api/companies/{cid}/wakes` (newest first); an empty `statuses` means all.
-#[derive(Clone, Debug, Default)]
-pub struct WakeFilter {
-    pub agent_id: Option<String>,
-    pub statuses: Vec<WakeStatus>,
-    /// An issue id or `PREFIX-N` identifier.
-    pub issue_id: Option<String>,
-    pub limit: Option<usize>,
-}
-
-impl WakeFilter {
-    pub(crate) fn query(&self) -> Query {
+impl ToQuery for WakeFilter {
+    fn query(&self) -> Query {
         let mut q = Query::new();
         if let Some(agent) = &self.agent_id {
             q.push(("agentId", agent.clone()));
@@ -111,6 +102,7 @@ impl RoostClient {
 
 #[cfg(test)]
 mod tests {
+    use roost_core::WakeStatus;
     use serde_json::json;
 
     use super::*;

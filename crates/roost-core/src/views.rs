@@ -3,11 +3,13 @@
 //! wakes in `views/`). A credential's shows what it is, never what it opens.
 
 mod budgets;
+mod filters;
 mod issues;
 mod runs;
 mod wakes;
 
 pub use budgets::{AgentSpend, BudgetOverview, CostSummary, PolicyStatus, ProjectSpend};
+pub use filters::{IssueFilter, WakeFilter};
 pub use issues::{CommentCursor, HeartbeatContext, IssueWithComment};
 pub use runs::{AuditReport, LogPage, RunView};
 pub use wakes::{WakeView, WakeupResult, WorkerView};

@@ -4,21 +4,12 @@ use roost_core::command::{IssuePatch, NewComment};
 use roost_core::{Command, Comment, Issue, IssueStatus, Outcome};
 use roost_store::CommentQuery;
 
-pub use roost_core::views::{CommentCursor, HeartbeatContext};
+pub use roost_core::views::{CommentCursor, HeartbeatContext, IssueFilter};
 
 use super::views::{run_view, RunView};
 use super::{expect_outcome, new_id, Api};
 use crate::auth::Caller;
 use crate::error::ApiError;
-
-/// Which issues of a company to list.
-#[derive(Clone, Debug, Default)]
-pub struct IssueFilter {
-    pub statuses: Vec<IssueStatus>,
-    pub assignee_agent_id: Option<String>,
-    pub parent_id: Option<String>,
-    pub limit: Option<usize>,
-}
 
 impl Api {
     /// Resolves an issue id or `PREFIX-N` identifier visible to the caller.

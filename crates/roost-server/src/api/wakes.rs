@@ -5,7 +5,7 @@
 //! view's `blockedBy` says what it is waiting for.
 
 use roost_core::scheduling::{budget_blocker, claim_blocker, quota_blocker, worker_suits};
-pub use roost_core::views::{WakeView, WakeupResult};
+pub use roost_core::views::{WakeFilter, WakeView, WakeupResult};
 use roost_core::{Command, Outcome, Run, State, Wake, WakeReason, WakeStatus, Worker};
 use serde_json::Value;
 
@@ -35,17 +35,6 @@ pub struct WakeupRequest {
 
 /// How long a wakeup waits for the dispatcher to claim its wake, when an online worker could.
 const CLAIM_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Which wakes of a company to list.
-#[derive(Clone, Debug, Default)]
-pub struct WakeFilter {
-    pub agent_id: Option<String>,
-    /// Empty means every status.
-    pub statuses: Vec<WakeStatus>,
-    /// An issue id or `PREFIX-N` identifier.
-    pub issue_id: Option<String>,
-    pub limit: Option<usize>,
-}
 
 /// Why a queued wake has not become a run; `None` for any other status.
 pub fn blocked_by(state: &State, wake: &Wake) -> Option<String> {
