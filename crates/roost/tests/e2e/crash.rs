@@ -268,22 +268,7 @@ async fn roost_dev_runs_process_agents_with_its_own_worker() -> anyhow::Result<(
         .await?
         .ok()?;
     let run = roost_testkit::wait_for("a succeeded run", START_DEADLINE, || {
-        let (admin, company, agent_id) =
-            (admin.clone(), process.company_id.clone(), agent_id.clone());
-        async move {
-            let runs = admin
-                .get(&format!(
-                    "/api/companies/{company}/heartbeat-runs?agentId={agent_id}"
-                ))
-                .await
-                .ok()?
-                .ok()
-                .ok()?;
-            runs.as_array()?
-                .iter()
-                .find(|r| r["status"] == "succeeded")
-                .map(|r| str_field(r, "id"))
-        }
+        crate::support::run_in_status(&admin, &process.company_id, &agent_id, "succeeded")
     })
     .await?;
     let written = std::fs::read_to_string(dir.path().join("work").join(format!("ran-{run}")))?;

@@ -463,20 +463,8 @@ async fn a_runs_page_follows_its_live_log_in_a_browser() -> anyhow::Result<()> {
         .post(&format!("/api/agents/{agent_id}/wakeup"), json!({}))
         .await?
         .ok()?;
-    let run_id = wait_for("a running run", Duration::from_secs(20), || async {
-        let runs = admin
-            .get(&format!(
-                "/api/companies/{}/heartbeat-runs?agentId={agent_id}",
-                c.company_id
-            ))
-            .await
-            .ok()?
-            .ok()
-            .ok()?;
-        runs.as_array()?
-            .iter()
-            .find(|r| r["status"] == "running")
-            .map(|r| str_field(r, "id"))
+    let run_id = wait_for("a running run", Duration::from_secs(20), || {
+        crate::support::run_in_status(&admin, &c.company_id, &agent_id, "running")
     })
     .await?;
 

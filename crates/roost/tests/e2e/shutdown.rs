@@ -101,19 +101,8 @@ async fn wake_running(admin: &Http, company: &str, agent: &str) -> anyhow::Resul
         .post(&format!("/api/agents/{agent}/wakeup"), json!({}))
         .await?
         .ok()?;
-    wait_for("the agent's run to be running", WAIT, || async {
-        let runs = admin
-            .get(&format!(
-                "/api/companies/{company}/heartbeat-runs?agentId={agent}"
-            ))
-            .await
-            .ok()?
-            .ok()
-            .ok()?;
-        runs.as_array()?
-            .iter()
-            .find(|r| r["status"] == "running")
-            .map(|r| str_field(r, "id"))
+    wait_for("the agent's run to be running", WAIT, || {
+        crate::support::run_in_status(admin, company, agent, "running")
     })
     .await
 }

@@ -114,3 +114,24 @@ pub async fn agent_with_key(
         .ok()?;
     Ok((id, str_field(&key, "token")))
 }
+
+/// The id of `agent`'s newest run in `status`, if it has one now (for `wait_for`).
+pub async fn run_in_status(
+    admin: &roost_testkit::Http,
+    company: &str,
+    agent: &str,
+    status: &str,
+) -> Option<String> {
+    let runs = admin
+        .get(&format!(
+            "/api/companies/{company}/heartbeat-runs?agentId={agent}"
+        ))
+        .await
+        .ok()?
+        .ok()
+        .ok()?;
+    runs.as_array()?
+        .iter()
+        .find(|r| r["status"] == status)
+        .map(|r| str_field(r, "id"))
+}
