@@ -12,6 +12,7 @@ use super::{run, Ended, Run, UsageCell};
 use crate::config::WorkerConfig;
 use crate::runlog::RunLog;
 
+mod openclaw_gateway;
 mod runtimes;
 
 fn fake(name: &str) -> String {
