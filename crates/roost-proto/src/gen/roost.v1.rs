@@ -859,6 +859,54 @@ pub struct SearchMemoryResponse {
     #[prost(message, repeated, tag = "1")]
     pub hits: ::prost::alloc::vec::Vec<MemoryHit>,
 }
+/// The calling agent's live state, for its run (the run from `x-roost-run-id` or a run key).
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SetMemoryLiveRequest {
+    /// Absent leaves it unchanged.
+    #[prost(message, optional, tag = "1")]
+    pub current_task: ::core::option::Option<CurrentTask>,
+    /// A JSON value; absent leaves it unchanged.
+    #[prost(string, optional, tag = "2")]
+    pub coordinates_json: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MemoryLive {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "3")]
+    pub current_task: ::core::option::Option<CurrentTask>,
+    #[prost(int64, optional, tag = "4")]
+    pub current_task_updated_at_ms: ::core::option::Option<i64>,
+    /// A JSON value; empty when never saved.
+    #[prost(string, tag = "5")]
+    pub coordinates_json: ::prost::alloc::string::String,
+    #[prost(int64, optional, tag = "6")]
+    pub coordinates_updated_at_ms: ::core::option::Option<i64>,
+    /// The run that saved it last.
+    #[prost(string, optional, tag = "7")]
+    pub run_id: ::core::option::Option<::prost::alloc::string::String>,
+}
+/// An agent's document (`agent_id`), or with `agent_id` empty the company's shared one.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListMemoryDocumentVersionsRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub name: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListMemoryDocumentVersionsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub versions: ::prost::alloc::vec::Vec<MemoryDocument>,
+}
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct MemoryHit {
@@ -1524,6 +1572,246 @@ pub struct ListRoutineRunsResponse {
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListRoutineTriggersRequest {
+    #[prost(string, tag = "1")]
+    pub routine_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListRoutineTriggersResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub triggers: ::prost::alloc::vec::Vec<RoutineTrigger>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateRoutineTriggerRequest {
+    #[prost(string, tag = "1")]
+    pub routine_id: ::prost::alloc::string::String,
+    /// One of: schedule, webhook, api.
+    #[prost(string, tag = "2")]
+    pub kind: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub label: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means true.
+    #[prost(bool, optional, tag = "4")]
+    pub enabled: ::core::option::Option<bool>,
+    /// A schedule's five cron fields, `every <duration>` or `at <RFC 3339 time>`.
+    #[prost(string, optional, tag = "5")]
+    pub cron_expression: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "6")]
+    pub timezone: ::core::option::Option<::prost::alloc::string::String>,
+    /// A webhook's: none, bearer, hmac_sha256 or github_hmac; absent means bearer.
+    #[prost(string, optional, tag = "7")]
+    pub signing_mode: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint32, optional, tag = "8")]
+    pub replay_window_sec: ::core::option::Option<u32>,
+}
+/// A trigger and, this once, what a webhook's sender needs.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RoutineTriggerSecret {
+    #[prost(message, optional, tag = "1")]
+    pub trigger: ::core::option::Option<RoutineTrigger>,
+    /// A webhook's path to POST to: /api/routine-triggers/public/{public_id}/fire.
+    #[prost(string, optional, tag = "2")]
+    pub webhook_url: ::core::option::Option<::prost::alloc::string::String>,
+    /// The signing secret, shown only here; absent when the webhook is unsigned or the trigger
+    /// is not a webhook.
+    #[prost(string, optional, tag = "3")]
+    pub webhook_secret: ::core::option::Option<::prost::alloc::string::String>,
+}
+/// Absent fields are left unchanged; a present empty label clears it.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UpdateRoutineTriggerRequest {
+    #[prost(string, tag = "1")]
+    pub trigger_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub label: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(bool, optional, tag = "3")]
+    pub enabled: ::core::option::Option<bool>,
+    #[prost(string, optional, tag = "4")]
+    pub cron_expression: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "5")]
+    pub timezone: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "6")]
+    pub signing_mode: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint32, optional, tag = "7")]
+    pub replay_window_sec: ::core::option::Option<u32>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteRoutineTriggerRequest {
+    #[prost(string, tag = "1")]
+    pub trigger_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteRoutineTriggerResponse {}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RotateRoutineTriggerSecretRequest {
+    #[prost(string, tag = "1")]
+    pub trigger_id: ::prost::alloc::string::String,
+}
+/// A tree of UTF-8 files with a SKILL.md, written where an agent's runtime reads it before each
+/// run of an agent that wants it.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct Skill {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    /// Unique in the company: what agents name it by, and its directory.
+    #[prost(string, tag = "3")]
+    pub key: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "5")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    /// Starts at 1; every change adds one.
+    #[prost(uint64, tag = "6")]
+    pub version: u64,
+    /// By path.
+    #[prost(message, repeated, tag = "7")]
+    pub files: ::prost::alloc::vec::Vec<SkillFile>,
+    #[prost(int64, tag = "8")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "9")]
+    pub updated_at_ms: i64,
+    /// GetSkill, CreateSkill and UpdateSkill: the agents that want it.
+    #[prost(string, repeated, tag = "10")]
+    pub agent_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SkillFile {
+    /// Relative, `/`-separated.
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "2")]
+    pub bytes: u64,
+    /// Empty in ListSkills and DeleteSkill.
+    #[prost(string, tag = "3")]
+    pub content: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListSkillsRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListSkillsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub skills: ::prost::alloc::vec::Vec<Skill>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetSkillRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub skill_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CreateSkillRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    /// The key; absent means one made from the name.
+    #[prost(string, optional, tag = "3")]
+    pub slug: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    /// The SKILL.md; absent means one written from the name and description.
+    #[prost(string, optional, tag = "5")]
+    pub markdown: ::core::option::Option<::prost::alloc::string::String>,
+    /// The rest of the tree, content by path.
+    #[prost(map = "string, string", tag = "6")]
+    pub files: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+}
+/// Absent fields are left unchanged; a present empty description clears it.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct UpdateSkillRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub skill_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub name: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    /// Content by path, written.
+    #[prost(map = "string, string", tag = "5")]
+    pub write_files: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    /// Paths removed; each must exist (else NOT_FOUND).
+    #[prost(string, repeated, tag = "6")]
+    pub remove_files: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteSkillRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub skill_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetAgentSkillsRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SetAgentSkillsRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    /// Keys of the company's skills; replaces the list.
+    #[prost(string, repeated, tag = "2")]
+    pub desired_skills: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AgentSkills {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    /// The keys it wants, in its order.
+    #[prost(string, repeated, tag = "2")]
+    pub desired_skills: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Every skill of its company, by key.
+    #[prost(message, repeated, tag = "3")]
+    pub skills: ::prost::alloc::vec::Vec<AgentSkill>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AgentSkill {
+    #[prost(string, tag = "1")]
+    pub key: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    /// The agent wants it: its worker writes it before each run.
+    #[prost(bool, tag = "3")]
+    pub desired: bool,
+    #[prost(uint64, tag = "4")]
+    pub version: u64,
+    #[prost(string, optional, tag = "5")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct BudgetPolicy {
     #[prost(string, tag = "1")]
     pub id: ::prost::alloc::string::String,
@@ -1631,6 +1919,64 @@ pub struct CostEvent {
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetCostSummaryRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CostSummary {
+    #[prost(uint64, tag = "1")]
+    pub month_cents: u64,
+    #[prost(uint64, tag = "2")]
+    pub lifetime_cents: u64,
+    /// Held by live runs, not yet spent.
+    #[prost(uint64, tag = "3")]
+    pub reserved_cents: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub by_agent: ::prost::alloc::vec::Vec<AgentSpend>,
+    /// Spend on the issues of each project (as they were when the cost was recorded).
+    #[prost(message, repeated, tag = "5")]
+    pub by_project: ::prost::alloc::vec::Vec<ProjectSpend>,
+    /// Paperclip's names: this month's spend, the company's monthly budget (0: none) and the
+    /// share of it spent, in percent with two decimals.
+    #[prost(uint64, tag = "6")]
+    pub spend_cents: u64,
+    #[prost(uint64, tag = "7")]
+    pub budget_cents: u64,
+    #[prost(double, tag = "8")]
+    pub utilization_percent: f64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AgentSpend {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "3")]
+    pub month_cents: u64,
+    #[prost(uint64, tag = "4")]
+    pub lifetime_cents: u64,
+    #[prost(uint64, tag = "5")]
+    pub input_tokens: u64,
+    #[prost(uint64, tag = "6")]
+    pub output_tokens: u64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ProjectSpend {
+    #[prost(string, tag = "1")]
+    pub project_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "3")]
+    pub month_cents: u64,
+    #[prost(uint64, tag = "4")]
+    pub lifetime_cents: u64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct SetBudgetPolicyRequest {
     #[prost(string, tag = "1")]
     pub company_id: ::prost::alloc::string::String,
@@ -1698,6 +2044,195 @@ pub struct RecordCostEventRequest {
     #[prost(string, optional, tag = "11")]
     pub occurred_at: ::core::option::Option<::prost::alloc::string::String>,
 }
+/// A durable request that an agent run happen.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Wake {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "4")]
+    pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// E.g. on_demand, routine, issue_assigned, issue_commented, heartbeat_timer.
+    #[prost(string, tag = "5")]
+    pub reason: ::prost::alloc::string::String,
+    /// One of: queued, deferred, claimed, coalesced, skipped, suppressed, cancelled.
+    #[prost(string, tag = "6")]
+    pub status: ::prost::alloc::string::String,
+    /// Why it is deferred, or why it was skipped, suppressed, coalesced or cancelled.
+    #[prost(string, optional, tag = "7")]
+    pub status_reason: ::core::option::Option<::prost::alloc::string::String>,
+    /// How many wakes it stands for (itself and those merged into it).
+    #[prost(uint32, tag = "8")]
+    pub count: u32,
+    /// The comments that caused it and the wakes merged into it, in order.
+    #[prost(string, repeated, tag = "9")]
+    pub comment_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// A JSON object, or null.
+    #[prost(string, tag = "10")]
+    pub payload_json: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "11")]
+    pub idempotency_key: ::core::option::Option<::prost::alloc::string::String>,
+    /// user, agent or system, and its id.
+    #[prost(string, tag = "12")]
+    pub requested_by_type: ::prost::alloc::string::String,
+    #[prost(string, tag = "13")]
+    pub requested_by_id: ::prost::alloc::string::String,
+    /// The wake it was merged into (status coalesced).
+    #[prost(string, optional, tag = "14")]
+    pub coalesced_into: ::core::option::Option<::prost::alloc::string::String>,
+    /// The run that answered it (status claimed).
+    #[prost(string, optional, tag = "15")]
+    pub run_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// For a process_lost_retry: the lost run it retries.
+    #[prost(string, optional, tag = "16")]
+    pub retry_of_run_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// A deferred wake waits for this run (another agent's, holding the issue) to end.
+    #[prost(string, optional, tag = "17")]
+    pub waiting_on_run: ::core::option::Option<::prost::alloc::string::String>,
+    /// The order wakes are claimed in: the log index that created it.
+    #[prost(uint64, tag = "18")]
+    pub seq: u64,
+    #[prost(int64, tag = "19")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "20")]
+    pub updated_at_ms: i64,
+    /// Only for a queued wake: the agent's state, its concurrency limit, a run of its own on the
+    /// issue, a budget, or the lack of a worker.
+    #[prost(string, optional, tag = "21")]
+    pub blocked_by: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WakeupRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    /// The issue the run is about: its id or its identifier, e.g. ENG-12.
+    #[prost(string, optional, tag = "2")]
+    pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// on_demand or routine; absent means on_demand.
+    #[prost(string, optional, tag = "3")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
+    /// A JSON object handed to the agent; empty means none. With "forceFreshSession": true the
+    /// run starts without resuming a saved session.
+    #[prost(string, tag = "4")]
+    pub payload_json: ::prost::alloc::string::String,
+    /// A repeat with the same key answers the first wake instead of recording another.
+    #[prost(string, optional, tag = "5")]
+    pub idempotency_key: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WakeupResponse {
+    #[prost(message, optional, tag = "1")]
+    pub wake: ::core::option::Option<Wake>,
+    /// The run answering the wake (for a wake merged into another, that one's), when there is
+    /// one already.
+    #[prost(message, optional, tag = "2")]
+    pub run: ::core::option::Option<Run>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListWakesRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Keeps wakes in any of these statuses; empty keeps all.
+    #[prost(string, repeated, tag = "3")]
+    pub status: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// An issue's id or identifier.
+    #[prost(string, optional, tag = "4")]
+    pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// 0 means 100; at most 1000.
+    #[prost(uint32, tag = "5")]
+    pub limit: u32,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListWakesResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub wakes: ::prost::alloc::vec::Vec<Wake>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetWakeRequest {
+    #[prost(string, tag = "1")]
+    pub wake_id: ::prost::alloc::string::String,
+}
+/// A machine that runs agents, and what it holds now.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct WorkerInfo {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    /// The adapter types it runs: process, claude, codex, http, ...
+    #[prost(string, repeated, tag = "3")]
+    pub adapters: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(map = "string, string", tag = "4")]
+    pub labels: ::std::collections::HashMap<
+        ::prost::alloc::string::String,
+        ::prost::alloc::string::String,
+    >,
+    #[prost(uint32, tag = "5")]
+    pub slots: u32,
+    #[prost(string, tag = "6")]
+    pub version: ::prost::alloc::string::String,
+    /// One of: online, lost.
+    #[prost(string, tag = "7")]
+    pub status: ::prost::alloc::string::String,
+    #[prost(int64, tag = "8")]
+    pub registered_at_ms: i64,
+    #[prost(int64, optional, tag = "9")]
+    pub lost_at_ms: ::core::option::Option<i64>,
+    #[prost(uint64, tag = "10")]
+    pub live_runs: u64,
+    /// Milliseconds left on its lease, as the leader holds it; absent from other nodes.
+    #[prost(uint64, optional, tag = "11")]
+    pub lease_expires_in_ms: ::core::option::Option<u64>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListWorkersRequest {}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListWorkersResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub workers: ::prost::alloc::vec::Vec<WorkerInfo>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateWorkerJoinTokenRequest {
+    /// Empty means "worker".
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    /// Seconds until it admits no more workers; absent means never.
+    #[prost(uint64, optional, tag = "2")]
+    pub ttl_secs: ::core::option::Option<u64>,
+    /// How many distinct worker ids it admits, each bound to it; absent means any number.
+    #[prost(uint32, optional, tag = "3")]
+    pub max_uses: ::core::option::Option<u32>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateWorkerJoinTokenResponse {
+    #[prost(message, optional, tag = "1")]
+    pub credential: ::core::option::Option<CredentialInfo>,
+    /// The join secret a worker registers with. Shown once; only its hash is stored.
+    #[prost(string, tag = "2")]
+    pub token: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RevokeWorkerRequest {
+    #[prost(string, tag = "1")]
+    pub worker_id: ::prost::alloc::string::String,
+}
 /// A tenant. Every other record belongs to exactly one company.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -1716,6 +2251,17 @@ pub struct Company {
     pub created_at_ms: i64,
     #[prost(int64, tag = "6")]
     pub updated_at_ms: i64,
+    #[prost(string, optional, tag = "7")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    /// One of: active, paused, archived.
+    #[prost(string, tag = "8")]
+    pub status: ::prost::alloc::string::String,
+    /// New agents are created pending_approval until the board approves their hire.
+    #[prost(bool, tag = "9")]
+    pub require_board_approval_for_new_agents: bool,
+    /// Seconds an issue may stay blocked before its assignee's manager is woken; 0 is off.
+    #[prost(uint32, tag = "10")]
+    pub escalate_blocked_after_secs: u32,
 }
 /// When and how often an agent is woken.
 #[allow(clippy::all)]
@@ -1989,6 +2535,31 @@ pub struct ListCompaniesRequest {}
 pub struct ListCompaniesResponse {
     #[prost(message, repeated, tag = "1")]
     pub companies: ::prost::alloc::vec::Vec<Company>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetCompanyRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+}
+/// Absent fields are left unchanged; a present empty description clears it.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UpdateCompanyRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub name: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "3")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    /// One of: active, paused, archived.
+    #[prost(string, optional, tag = "4")]
+    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(bool, optional, tag = "5")]
+    pub require_board_approval_for_new_agents: ::core::option::Option<bool>,
+    /// 0 turns the escalation of blocked issues off.
+    #[prost(uint32, optional, tag = "6")]
+    pub escalate_blocked_after_secs: ::core::option::Option<u32>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -2280,6 +2851,60 @@ pub struct UpdateIssueResponse {
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteIssueRequest {
+    /// The issue's id or its identifier, e.g. ENG-12.
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetInboxRequest {}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct GetInboxResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub issues: ::prost::alloc::vec::Vec<Issue>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetHeartbeatContextRequest {
+    /// The issue's id or its identifier, e.g. ENG-12.
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    /// The comment that woke the run, shown in full.
+    #[prost(string, optional, tag = "2")]
+    pub wake_comment_id: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct HeartbeatContext {
+    #[prost(message, optional, tag = "1")]
+    pub issue: ::core::option::Option<Issue>,
+    /// Its parent, then the parent's parent, up to the root.
+    #[prost(message, repeated, tag = "2")]
+    pub ancestors: ::prost::alloc::vec::Vec<Issue>,
+    #[prost(message, repeated, tag = "3")]
+    pub blocked_by: ::prost::alloc::vec::Vec<Issue>,
+    #[prost(message, repeated, tag = "4")]
+    pub children: ::prost::alloc::vec::Vec<Issue>,
+    #[prost(uint64, tag = "5")]
+    pub total_comments: u64,
+    #[prost(string, optional, tag = "6")]
+    pub latest_comment_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Present when the request named one.
+    #[prost(message, optional, tag = "7")]
+    pub wake_comment: ::core::option::Option<Comment>,
+    /// The live run holding the issue, if any.
+    #[prost(message, optional, tag = "8")]
+    pub active_run: ::core::option::Option<Run>,
+    /// The project and goal the issue serves (its own goal, else its project's first).
+    #[prost(message, optional, tag = "9")]
+    pub project: ::core::option::Option<Project>,
+    #[prost(message, optional, tag = "10")]
+    pub goal: ::core::option::Option<Goal>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct AddCommentRequest {
     /// The issue's id or its identifier, e.g. ENG-12.
     #[prost(string, tag = "1")]
@@ -2375,6 +3000,12 @@ pub struct ListRunsRequest {
 pub struct ListRunsResponse {
     #[prost(message, repeated, tag = "1")]
     pub runs: ::prost::alloc::vec::Vec<Run>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CancelRunRequest {
+    #[prost(string, tag = "1")]
+    pub run_id: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -3218,7 +3849,7 @@ pub mod control_client {
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetMe"));
             self.inner.unary(req, path, codec).await
         }
-        /// Budgets (ARCHITECTURE.md, "Budgets"): creates or replaces the budget of a scope and window.
+        /// Budgets (docs/budgets.md): creates or replaces the budget of a scope and window.
         pub async fn set_budget_policy(
             &mut self,
             request: impl tonic::IntoRequest<super::SetBudgetPolicyRequest>,
@@ -3440,6 +4071,55 @@ pub mod control_client {
             let mut req = request.into_request();
             req.extensions_mut()
                 .insert(GrpcMethod::new("roost.v1.Control", "SearchMemory"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Saves the calling agent's live state in its run (the parts present, each with its time).
+        pub async fn set_memory_live(
+            &mut self,
+            request: impl tonic::IntoRequest<super::SetMemoryLiveRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemoryLive>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/SetMemoryLive",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "SetMemoryLive"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Every saved version of a document, newest first.
+        pub async fn list_memory_document_versions(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListMemoryDocumentVersionsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListMemoryDocumentVersionsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListMemoryDocumentVersions",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new("roost.v1.Control", "ListMemoryDocumentVersions"),
+                );
             self.inner.unary(req, path, codec).await
         }
         /// Goals and projects, with REST's rules (`/api/companies/{cid}/goals`, `/api/goals/{id}`,
@@ -3891,7 +4571,7 @@ pub mod control_client {
         }
         /// Routines, with REST's rules (`/api/companies/{cid}/routines`, `/api/routines/{id}`):
         /// members of the company read them and run them; administrators create and change them.
-        /// Triggers are managed over REST; no trigger secret is ever shown here.
+        /// A trigger's secret is shown once, in the answer that made or rotated it, never in a read.
         pub async fn list_routines(
             &mut self,
             request: impl tonic::IntoRequest<super::ListRoutinesRequest>,
@@ -4025,6 +4705,587 @@ pub mod control_client {
             let mut req = request.into_request();
             req.extensions_mut()
                 .insert(GrpcMethod::new("roost.v1.Control", "ListRoutineRuns"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Triggers (administrators only, `/api/routines/{id}/triggers`, `/api/routine-triggers/{id}`).
+        pub async fn list_routine_triggers(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListRoutineTriggersRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListRoutineTriggersResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListRoutineTriggers",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListRoutineTriggers"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// A webhook trigger gets its public id here and, unless its signing_mode is none, a secret.
+        pub async fn create_routine_trigger(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateRoutineTriggerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::RoutineTriggerSecret>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CreateRoutineTrigger",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CreateRoutineTrigger"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn update_routine_trigger(
+            &mut self,
+            request: impl tonic::IntoRequest<super::UpdateRoutineTriggerRequest>,
+        ) -> std::result::Result<tonic::Response<super::RoutineTrigger>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/UpdateRoutineTrigger",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "UpdateRoutineTrigger"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn delete_routine_trigger(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DeleteRoutineTriggerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::DeleteRoutineTriggerResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/DeleteRoutineTrigger",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "DeleteRoutineTrigger"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Replaces a webhook's secret; the old one stops working.
+        pub async fn rotate_routine_trigger_secret(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RotateRoutineTriggerSecretRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::RoutineTriggerSecret>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/RotateRoutineTriggerSecret",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new("roost.v1.Control", "RotateRoutineTriggerSecret"),
+                );
+            self.inner.unary(req, path, codec).await
+        }
+        /// Company skills, with REST's rules (`/api/companies/{cid}/skills`, `/api/agents/{id}/skills`):
+        /// members of the company read them; administrators write them and assign them to agents.
+        /// Oldest first, each file's path and size without its content.
+        pub async fn list_skills(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListSkillsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListSkillsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListSkills",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListSkills"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// A skill with its files' content and the agents that want it.
+        pub async fn get_skill(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetSkillRequest>,
+        ) -> std::result::Result<tonic::Response<super::Skill>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetSkill",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetSkill"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn create_skill(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateSkillRequest>,
+        ) -> std::result::Result<tonic::Response<super::Skill>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CreateSkill",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CreateSkill"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Changes the name or description, writes and removes files, as one new version.
+        pub async fn update_skill(
+            &mut self,
+            request: impl tonic::IntoRequest<super::UpdateSkillRequest>,
+        ) -> std::result::Result<tonic::Response<super::Skill>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/UpdateSkill",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "UpdateSkill"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Answers the skill as it was, without content.
+        pub async fn delete_skill(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DeleteSkillRequest>,
+        ) -> std::result::Result<tonic::Response<super::Skill>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/DeleteSkill",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "DeleteSkill"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// The skills an agent wants, and every skill its company offers.
+        pub async fn get_agent_skills(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetAgentSkillsRequest>,
+        ) -> std::result::Result<tonic::Response<super::AgentSkills>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetAgentSkills",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetAgentSkills"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Replaces the skills an agent wants, by key.
+        pub async fn set_agent_skills(
+            &mut self,
+            request: impl tonic::IntoRequest<super::SetAgentSkillsRequest>,
+        ) -> std::result::Result<tonic::Response<super::AgentSkills>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/SetAgentSkills",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "SetAgentSkills"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Wakes and workers, with REST's rules (`/api/agents/{id}/wakeup`, `/api/companies/{cid}/wakes`,
+        /// `/api/wakes/{id}`, `/api/workers`): an agent wakes only itself; administrators alone see and
+        /// manage workers and their join tokens.
+        /// Asks for a run: records a wake, which the leader's dispatcher turns into a run later. The
+        /// answer waits up to 2 s for a worker to claim it, so it may carry the run already.
+        pub async fn wakeup(
+            &mut self,
+            request: impl tonic::IntoRequest<super::WakeupRequest>,
+        ) -> std::result::Result<tonic::Response<super::WakeupResponse>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/Wakeup");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "Wakeup"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// A company's wakes, newest first.
+        pub async fn list_wakes(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListWakesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListWakesResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListWakes",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListWakes"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// A wake and, while it is queued, what keeps it from becoming a run.
+        pub async fn get_wake(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetWakeRequest>,
+        ) -> std::result::Result<tonic::Response<super::Wake>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/GetWake");
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetWake"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Every registered worker with its live runs, the first registered first.
+        pub async fn list_workers(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListWorkersRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListWorkersResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListWorkers",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListWorkers"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Mints a worker join token. The secret is returned once, here.
+        pub async fn create_worker_join_token(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateWorkerJoinTokenRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CreateWorkerJoinTokenResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CreateWorkerJoinToken",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CreateWorkerJoinToken"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Revokes a worker's identity: the leader ends its session, its runs become lost (each
+        /// retried once). NOT_FOUND for an unknown worker, ABORTED if nothing is left to revoke.
+        pub async fn revoke_worker(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RevokeWorkerRequest>,
+        ) -> std::result::Result<tonic::Response<super::CredentialInfo>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/RevokeWorker",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "RevokeWorker"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Reads one company the caller may see.
+        pub async fn get_company(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetCompanyRequest>,
+        ) -> std::result::Result<tonic::Response<super::Company>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetCompany",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetCompany"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Changes a company's settings (admin only); absent fields are left unchanged. Its monthly
+        /// budget is a SetBudgetPolicy.
+        pub async fn update_company(
+            &mut self,
+            request: impl tonic::IntoRequest<super::UpdateCompanyRequest>,
+        ) -> std::result::Result<tonic::Response<super::Company>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/UpdateCompany",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "UpdateCompany"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Deletes an issue; answers it as it was.
+        pub async fn delete_issue(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DeleteIssueRequest>,
+        ) -> std::result::Result<tonic::Response<super::Issue>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/DeleteIssue",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "DeleteIssue"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// The calling agent's open assignments (`/api/agents/me/inbox-lite`).
+        pub async fn get_inbox(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetInboxRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::GetInboxResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetInbox",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetInbox"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// A run's starting context for an issue in one call: the issue, its ancestors, blockers and
+        /// children, where its comments stand, the comment that woke the run, the live run, its
+        /// project and goal.
+        pub async fn get_heartbeat_context(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetHeartbeatContextRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::HeartbeatContext>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetHeartbeatContext",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetHeartbeatContext"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Cancels a run: it ends cancelled and its checkouts are released, as FinishRun does.
+        pub async fn cancel_run(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CancelRunRequest>,
+        ) -> std::result::Result<tonic::Response<super::Run>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CancelRun",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CancelRun"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// A company's spend this month and all time, per agent and per project.
+        pub async fn get_cost_summary(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetCostSummaryRequest>,
+        ) -> std::result::Result<tonic::Response<super::CostSummary>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetCostSummary",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetCostSummary"));
             self.inner.unary(req, path, codec).await
         }
     }
@@ -4249,7 +5510,7 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::GetMeRequest>,
         ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status>;
-        /// Budgets (ARCHITECTURE.md, "Budgets"): creates or replaces the budget of a scope and window.
+        /// Budgets (docs/budgets.md): creates or replaces the budget of a scope and window.
         async fn set_budget_policy(
             &self,
             request: tonic::Request<super::SetBudgetPolicyRequest>,
@@ -4301,6 +5562,19 @@ pub mod control_server {
             request: tonic::Request<super::SearchMemoryRequest>,
         ) -> std::result::Result<
             tonic::Response<super::SearchMemoryResponse>,
+            tonic::Status,
+        >;
+        /// Saves the calling agent's live state in its run (the parts present, each with its time).
+        async fn set_memory_live(
+            &self,
+            request: tonic::Request<super::SetMemoryLiveRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemoryLive>, tonic::Status>;
+        /// Every saved version of a document, newest first.
+        async fn list_memory_document_versions(
+            &self,
+            request: tonic::Request<super::ListMemoryDocumentVersionsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListMemoryDocumentVersionsResponse>,
             tonic::Status,
         >;
         /// Goals and projects, with REST's rules (`/api/companies/{cid}/goals`, `/api/goals/{id}`,
@@ -4412,7 +5686,7 @@ pub mod control_server {
         >;
         /// Routines, with REST's rules (`/api/companies/{cid}/routines`, `/api/routines/{id}`):
         /// members of the company read them and run them; administrators create and change them.
-        /// Triggers are managed over REST; no trigger secret is ever shown here.
+        /// A trigger's secret is shown once, in the answer that made or rotated it, never in a read.
         async fn list_routines(
             &self,
             request: tonic::Request<super::ListRoutinesRequest>,
@@ -4446,6 +5720,168 @@ pub mod control_server {
             tonic::Response<super::ListRoutineRunsResponse>,
             tonic::Status,
         >;
+        /// Triggers (administrators only, `/api/routines/{id}/triggers`, `/api/routine-triggers/{id}`).
+        async fn list_routine_triggers(
+            &self,
+            request: tonic::Request<super::ListRoutineTriggersRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListRoutineTriggersResponse>,
+            tonic::Status,
+        >;
+        /// A webhook trigger gets its public id here and, unless its signing_mode is none, a secret.
+        async fn create_routine_trigger(
+            &self,
+            request: tonic::Request<super::CreateRoutineTriggerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::RoutineTriggerSecret>,
+            tonic::Status,
+        >;
+        async fn update_routine_trigger(
+            &self,
+            request: tonic::Request<super::UpdateRoutineTriggerRequest>,
+        ) -> std::result::Result<tonic::Response<super::RoutineTrigger>, tonic::Status>;
+        async fn delete_routine_trigger(
+            &self,
+            request: tonic::Request<super::DeleteRoutineTriggerRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::DeleteRoutineTriggerResponse>,
+            tonic::Status,
+        >;
+        /// Replaces a webhook's secret; the old one stops working.
+        async fn rotate_routine_trigger_secret(
+            &self,
+            request: tonic::Request<super::RotateRoutineTriggerSecretRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::RoutineTriggerSecret>,
+            tonic::Status,
+        >;
+        /// Company skills, with REST's rules (`/api/companies/{cid}/skills`, `/api/agents/{id}/skills`):
+        /// members of the company read them; administrators write them and assign them to agents.
+        /// Oldest first, each file's path and size without its content.
+        async fn list_skills(
+            &self,
+            request: tonic::Request<super::ListSkillsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListSkillsResponse>,
+            tonic::Status,
+        >;
+        /// A skill with its files' content and the agents that want it.
+        async fn get_skill(
+            &self,
+            request: tonic::Request<super::GetSkillRequest>,
+        ) -> std::result::Result<tonic::Response<super::Skill>, tonic::Status>;
+        async fn create_skill(
+            &self,
+            request: tonic::Request<super::CreateSkillRequest>,
+        ) -> std::result::Result<tonic::Response<super::Skill>, tonic::Status>;
+        /// Changes the name or description, writes and removes files, as one new version.
+        async fn update_skill(
+            &self,
+            request: tonic::Request<super::UpdateSkillRequest>,
+        ) -> std::result::Result<tonic::Response<super::Skill>, tonic::Status>;
+        /// Answers the skill as it was, without content.
+        async fn delete_skill(
+            &self,
+            request: tonic::Request<super::DeleteSkillRequest>,
+        ) -> std::result::Result<tonic::Response<super::Skill>, tonic::Status>;
+        /// The skills an agent wants, and every skill its company offers.
+        async fn get_agent_skills(
+            &self,
+            request: tonic::Request<super::GetAgentSkillsRequest>,
+        ) -> std::result::Result<tonic::Response<super::AgentSkills>, tonic::Status>;
+        /// Replaces the skills an agent wants, by key.
+        async fn set_agent_skills(
+            &self,
+            request: tonic::Request<super::SetAgentSkillsRequest>,
+        ) -> std::result::Result<tonic::Response<super::AgentSkills>, tonic::Status>;
+        /// Wakes and workers, with REST's rules (`/api/agents/{id}/wakeup`, `/api/companies/{cid}/wakes`,
+        /// `/api/wakes/{id}`, `/api/workers`): an agent wakes only itself; administrators alone see and
+        /// manage workers and their join tokens.
+        /// Asks for a run: records a wake, which the leader's dispatcher turns into a run later. The
+        /// answer waits up to 2 s for a worker to claim it, so it may carry the run already.
+        async fn wakeup(
+            &self,
+            request: tonic::Request<super::WakeupRequest>,
+        ) -> std::result::Result<tonic::Response<super::WakeupResponse>, tonic::Status>;
+        /// A company's wakes, newest first.
+        async fn list_wakes(
+            &self,
+            request: tonic::Request<super::ListWakesRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListWakesResponse>,
+            tonic::Status,
+        >;
+        /// A wake and, while it is queued, what keeps it from becoming a run.
+        async fn get_wake(
+            &self,
+            request: tonic::Request<super::GetWakeRequest>,
+        ) -> std::result::Result<tonic::Response<super::Wake>, tonic::Status>;
+        /// Every registered worker with its live runs, the first registered first.
+        async fn list_workers(
+            &self,
+            request: tonic::Request<super::ListWorkersRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListWorkersResponse>,
+            tonic::Status,
+        >;
+        /// Mints a worker join token. The secret is returned once, here.
+        async fn create_worker_join_token(
+            &self,
+            request: tonic::Request<super::CreateWorkerJoinTokenRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CreateWorkerJoinTokenResponse>,
+            tonic::Status,
+        >;
+        /// Revokes a worker's identity: the leader ends its session, its runs become lost (each
+        /// retried once). NOT_FOUND for an unknown worker, ABORTED if nothing is left to revoke.
+        async fn revoke_worker(
+            &self,
+            request: tonic::Request<super::RevokeWorkerRequest>,
+        ) -> std::result::Result<tonic::Response<super::CredentialInfo>, tonic::Status>;
+        /// Reads one company the caller may see.
+        async fn get_company(
+            &self,
+            request: tonic::Request<super::GetCompanyRequest>,
+        ) -> std::result::Result<tonic::Response<super::Company>, tonic::Status>;
+        /// Changes a company's settings (admin only); absent fields are left unchanged. Its monthly
+        /// budget is a SetBudgetPolicy.
+        async fn update_company(
+            &self,
+            request: tonic::Request<super::UpdateCompanyRequest>,
+        ) -> std::result::Result<tonic::Response<super::Company>, tonic::Status>;
+        /// Deletes an issue; answers it as it was.
+        async fn delete_issue(
+            &self,
+            request: tonic::Request<super::DeleteIssueRequest>,
+        ) -> std::result::Result<tonic::Response<super::Issue>, tonic::Status>;
+        /// The calling agent's open assignments (`/api/agents/me/inbox-lite`).
+        async fn get_inbox(
+            &self,
+            request: tonic::Request<super::GetInboxRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::GetInboxResponse>,
+            tonic::Status,
+        >;
+        /// A run's starting context for an issue in one call: the issue, its ancestors, blockers and
+        /// children, where its comments stand, the comment that woke the run, the live run, its
+        /// project and goal.
+        async fn get_heartbeat_context(
+            &self,
+            request: tonic::Request<super::GetHeartbeatContextRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::HeartbeatContext>,
+            tonic::Status,
+        >;
+        /// Cancels a run: it ends cancelled and its checkouts are released, as FinishRun does.
+        async fn cancel_run(
+            &self,
+            request: tonic::Request<super::CancelRunRequest>,
+        ) -> std::result::Result<tonic::Response<super::Run>, tonic::Status>;
+        /// A company's spend this month and all time, per agent and per project.
+        async fn get_cost_summary(
+            &self,
+            request: tonic::Request<super::GetCostSummaryRequest>,
+        ) -> std::result::Result<tonic::Response<super::CostSummary>, tonic::Status>;
     }
     /// The client API.
     #[derive(Debug)]
@@ -6354,6 +7790,103 @@ pub mod control_server {
                     };
                     Box::pin(fut)
                 }
+                "/roost.v1.Control/SetMemoryLive" => {
+                    #[allow(non_camel_case_types)]
+                    struct SetMemoryLiveSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::SetMemoryLiveRequest>
+                    for SetMemoryLiveSvc<T> {
+                        type Response = super::MemoryLive;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::SetMemoryLiveRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::set_memory_live(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = SetMemoryLiveSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListMemoryDocumentVersions" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListMemoryDocumentVersionsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<
+                        super::ListMemoryDocumentVersionsRequest,
+                    > for ListMemoryDocumentVersionsSvc<T> {
+                        type Response = super::ListMemoryDocumentVersionsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<
+                                super::ListMemoryDocumentVersionsRequest,
+                            >,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_memory_document_versions(
+                                        &inner,
+                                        request,
+                                    )
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListMemoryDocumentVersionsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
                 "/roost.v1.Control/CreateGoal" => {
                     #[allow(non_camel_case_types)]
                     struct CreateGoalSvc<T: Control>(pub Arc<T>);
@@ -7504,6 +9037,1130 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListRoutineRunsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListRoutineTriggers" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListRoutineTriggersSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListRoutineTriggersRequest>
+                    for ListRoutineTriggersSvc<T> {
+                        type Response = super::ListRoutineTriggersResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListRoutineTriggersRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_routine_triggers(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListRoutineTriggersSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CreateRoutineTrigger" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateRoutineTriggerSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CreateRoutineTriggerRequest>
+                    for CreateRoutineTriggerSvc<T> {
+                        type Response = super::RoutineTriggerSecret;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateRoutineTriggerRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::create_routine_trigger(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateRoutineTriggerSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/UpdateRoutineTrigger" => {
+                    #[allow(non_camel_case_types)]
+                    struct UpdateRoutineTriggerSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::UpdateRoutineTriggerRequest>
+                    for UpdateRoutineTriggerSvc<T> {
+                        type Response = super::RoutineTrigger;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::UpdateRoutineTriggerRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::update_routine_trigger(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UpdateRoutineTriggerSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/DeleteRoutineTrigger" => {
+                    #[allow(non_camel_case_types)]
+                    struct DeleteRoutineTriggerSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::DeleteRoutineTriggerRequest>
+                    for DeleteRoutineTriggerSvc<T> {
+                        type Response = super::DeleteRoutineTriggerResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DeleteRoutineTriggerRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::delete_routine_trigger(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DeleteRoutineTriggerSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/RotateRoutineTriggerSecret" => {
+                    #[allow(non_camel_case_types)]
+                    struct RotateRoutineTriggerSecretSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<
+                        super::RotateRoutineTriggerSecretRequest,
+                    > for RotateRoutineTriggerSecretSvc<T> {
+                        type Response = super::RoutineTriggerSecret;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<
+                                super::RotateRoutineTriggerSecretRequest,
+                            >,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::rotate_routine_trigger_secret(
+                                        &inner,
+                                        request,
+                                    )
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RotateRoutineTriggerSecretSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListSkills" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListSkillsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListSkillsRequest>
+                    for ListSkillsSvc<T> {
+                        type Response = super::ListSkillsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListSkillsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_skills(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListSkillsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetSkill" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetSkillSvc<T: Control>(pub Arc<T>);
+                    impl<T: Control> tonic::server::UnaryService<super::GetSkillRequest>
+                    for GetSkillSvc<T> {
+                        type Response = super::Skill;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetSkillRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_skill(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetSkillSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CreateSkill" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateSkillSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CreateSkillRequest>
+                    for CreateSkillSvc<T> {
+                        type Response = super::Skill;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateSkillRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::create_skill(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateSkillSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/UpdateSkill" => {
+                    #[allow(non_camel_case_types)]
+                    struct UpdateSkillSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::UpdateSkillRequest>
+                    for UpdateSkillSvc<T> {
+                        type Response = super::Skill;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::UpdateSkillRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::update_skill(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UpdateSkillSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/DeleteSkill" => {
+                    #[allow(non_camel_case_types)]
+                    struct DeleteSkillSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::DeleteSkillRequest>
+                    for DeleteSkillSvc<T> {
+                        type Response = super::Skill;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DeleteSkillRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::delete_skill(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DeleteSkillSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetAgentSkills" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetAgentSkillsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetAgentSkillsRequest>
+                    for GetAgentSkillsSvc<T> {
+                        type Response = super::AgentSkills;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetAgentSkillsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_agent_skills(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetAgentSkillsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/SetAgentSkills" => {
+                    #[allow(non_camel_case_types)]
+                    struct SetAgentSkillsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::SetAgentSkillsRequest>
+                    for SetAgentSkillsSvc<T> {
+                        type Response = super::AgentSkills;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::SetAgentSkillsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::set_agent_skills(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = SetAgentSkillsSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/Wakeup" => {
+                    #[allow(non_camel_case_types)]
+                    struct WakeupSvc<T: Control>(pub Arc<T>);
+                    impl<T: Control> tonic::server::UnaryService<super::WakeupRequest>
+                    for WakeupSvc<T> {
+                        type Response = super::WakeupResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::WakeupRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::wakeup(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = WakeupSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListWakes" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListWakesSvc<T: Control>(pub Arc<T>);
+                    impl<T: Control> tonic::server::UnaryService<super::ListWakesRequest>
+                    for ListWakesSvc<T> {
+                        type Response = super::ListWakesResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListWakesRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_wakes(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListWakesSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetWake" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetWakeSvc<T: Control>(pub Arc<T>);
+                    impl<T: Control> tonic::server::UnaryService<super::GetWakeRequest>
+                    for GetWakeSvc<T> {
+                        type Response = super::Wake;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetWakeRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_wake(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetWakeSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListWorkers" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListWorkersSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListWorkersRequest>
+                    for ListWorkersSvc<T> {
+                        type Response = super::ListWorkersResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListWorkersRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_workers(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListWorkersSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CreateWorkerJoinToken" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateWorkerJoinTokenSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CreateWorkerJoinTokenRequest>
+                    for CreateWorkerJoinTokenSvc<T> {
+                        type Response = super::CreateWorkerJoinTokenResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateWorkerJoinTokenRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::create_worker_join_token(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateWorkerJoinTokenSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/RevokeWorker" => {
+                    #[allow(non_camel_case_types)]
+                    struct RevokeWorkerSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::RevokeWorkerRequest>
+                    for RevokeWorkerSvc<T> {
+                        type Response = super::CredentialInfo;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RevokeWorkerRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::revoke_worker(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RevokeWorkerSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetCompany" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetCompanySvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetCompanyRequest>
+                    for GetCompanySvc<T> {
+                        type Response = super::Company;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetCompanyRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_company(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetCompanySvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/UpdateCompany" => {
+                    #[allow(non_camel_case_types)]
+                    struct UpdateCompanySvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::UpdateCompanyRequest>
+                    for UpdateCompanySvc<T> {
+                        type Response = super::Company;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::UpdateCompanyRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::update_company(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UpdateCompanySvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/DeleteIssue" => {
+                    #[allow(non_camel_case_types)]
+                    struct DeleteIssueSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::DeleteIssueRequest>
+                    for DeleteIssueSvc<T> {
+                        type Response = super::Issue;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DeleteIssueRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::delete_issue(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DeleteIssueSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetInbox" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetInboxSvc<T: Control>(pub Arc<T>);
+                    impl<T: Control> tonic::server::UnaryService<super::GetInboxRequest>
+                    for GetInboxSvc<T> {
+                        type Response = super::GetInboxResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetInboxRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_inbox(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetInboxSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetHeartbeatContext" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetHeartbeatContextSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetHeartbeatContextRequest>
+                    for GetHeartbeatContextSvc<T> {
+                        type Response = super::HeartbeatContext;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetHeartbeatContextRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_heartbeat_context(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetHeartbeatContextSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CancelRun" => {
+                    #[allow(non_camel_case_types)]
+                    struct CancelRunSvc<T: Control>(pub Arc<T>);
+                    impl<T: Control> tonic::server::UnaryService<super::CancelRunRequest>
+                    for CancelRunSvc<T> {
+                        type Response = super::Run;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CancelRunRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::cancel_run(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CancelRunSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetCostSummary" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetCostSummarySvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetCostSummaryRequest>
+                    for GetCostSummarySvc<T> {
+                        type Response = super::CostSummary;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetCostSummaryRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_cost_summary(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetCostSummarySvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -5,7 +5,9 @@ use roost_core::{BudgetIncident, BudgetPolicy, CostEvent};
 use roost_proto::v1 as pb;
 
 use super::convert::parse_enum;
-use crate::api::{parse_action, Api, BudgetOverview, CostEventRequest, NewBudgetPolicy};
+use crate::api::{
+    parse_action, Api, BudgetOverview, CostEventRequest, CostSummary, NewBudgetPolicy,
+};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
@@ -76,8 +78,8 @@ fn cost_to_proto(e: CostEvent) -> pb::CostEvent {
 }
 
 pub(super) async fn set_policy(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     r: pb::SetBudgetPolicyRequest,
 ) -> Result<pb::BudgetPolicy, ApiError> {
     // Empty: the scope's default (`api/budgets.rs`).
@@ -102,29 +104,29 @@ pub(super) async fn set_policy(
         notify_enabled: None,
         is_active: None,
     };
-    let policy = api.set_budget_policy(caller, &r.company_id, body).await?;
+    let policy = api.set_budget_policy(&caller, &r.company_id, body).await?;
     Ok(policy_to_proto(policy))
 }
 
 pub(super) async fn overview(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     r: pb::GetBudgetOverviewRequest,
 ) -> Result<pb::BudgetOverview, ApiError> {
     Ok(overview_to_proto(
-        api.budget_overview(caller, &r.company_id).await?,
+        api.budget_overview(&caller, &r.company_id).await?,
     ))
 }
 
 pub(super) async fn resolve(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     r: pb::ResolveBudgetIncidentRequest,
 ) -> Result<pb::BudgetIncident, ApiError> {
     let action = parse_action(&r.action)?;
     let incident = api
         .resolve_budget_incident(
-            caller,
+            &caller,
             &r.company_id,
             &r.incident_id,
             action,
@@ -135,8 +137,8 @@ pub(super) async fn resolve(
 }
 
 pub(super) async fn record_cost(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     r: pb::RecordCostEventRequest,
 ) -> Result<pb::CostEvent, ApiError> {
     let body = CostEventRequest {
@@ -157,6 +159,50 @@ pub(super) async fn record_cost(
         billing_type: None,
     };
     Ok(cost_to_proto(
-        api.record_cost_event(caller, &r.company_id, body).await?,
+        api.record_cost_event(&caller, &r.company_id, body).await?,
+    ))
+}
+
+fn cost_summary_to_proto(s: CostSummary) -> pb::CostSummary {
+    pb::CostSummary {
+        month_cents: s.month_cents,
+        lifetime_cents: s.lifetime_cents,
+        reserved_cents: s.reserved_cents,
+        by_agent: s
+            .by_agent
+            .into_iter()
+            .map(|a| pb::AgentSpend {
+                agent_id: a.agent_id,
+                name: a.name,
+                month_cents: a.month_cents,
+                lifetime_cents: a.lifetime_cents,
+                input_tokens: a.input_tokens,
+                output_tokens: a.output_tokens,
+            })
+            .collect(),
+        by_project: s
+            .by_project
+            .into_iter()
+            .map(|p| pb::ProjectSpend {
+                project_id: p.project_id,
+                name: p.name,
+                month_cents: p.month_cents,
+                lifetime_cents: p.lifetime_cents,
+            })
+            .collect(),
+        spend_cents: s.spend_cents,
+        budget_cents: s.budget_cents,
+        utilization_percent: s.utilization_percent,
+    }
+}
+
+/// `GET /api/companies/{cid}/costs/summary`.
+pub(super) async fn cost_summary(
+    api: Api,
+    caller: Caller,
+    r: pb::GetCostSummaryRequest,
+) -> Result<pb::CostSummary, ApiError> {
+    Ok(cost_summary_to_proto(
+        api.cost_summary(&caller, &r.company_id).await?,
     ))
 }

@@ -5,7 +5,7 @@ use roost_proto::v1 as pb;
 use roost_proto::v1::cluster_server::Cluster;
 use tonic::{Request, Response, Status};
 
-use super::service::authenticate_request;
+use super::metadata::authenticate_request;
 use crate::api::{Api, NewMember};
 
 type Reply<T> = Result<Response<T>, Status>;

@@ -37,6 +37,10 @@ pub(super) fn company_to_proto(company: Company) -> pb::Company {
         issue_counter: company.issue_counter,
         created_at_ms: company.created_at.millis(),
         updated_at_ms: company.updated_at.millis(),
+        description: company.description,
+        status: company.status.as_str().into(),
+        require_board_approval_for_new_agents: company.require_board_approval_for_new_agents,
+        escalate_blocked_after_secs: company.escalate_blocked_after_secs,
     }
 }
 

@@ -41,11 +41,11 @@ pub(super) fn info(c: CredentialView) -> pb::CredentialInfo {
 }
 
 pub(super) async fn create_admin_token(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     request: pb::CreateAdminTokenRequest,
 ) -> Result<pb::CreateAdminTokenResponse, ApiError> {
-    let (credential, token) = api.create_admin_token(caller, &request.name).await?;
+    let (credential, token) = api.create_admin_token(&caller, &request.name).await?;
     Ok(pb::CreateAdminTokenResponse {
         credential: Some(info(credential.into())),
         token,
@@ -53,27 +53,27 @@ pub(super) async fn create_admin_token(
 }
 
 pub(super) async fn list(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     request: pb::ListCredentialsRequest,
 ) -> Result<pb::ListCredentialsResponse, ApiError> {
     let kind = kind(&request.kind)?;
     let agent_id = agent_of(kind, &request.agent_id)?;
-    let list = api.list_credentials(caller, kind, agent_id).await?;
+    let list = api.list_credentials(&caller, kind, agent_id).await?;
     Ok(pb::ListCredentialsResponse {
         credentials: list.into_iter().map(info).collect(),
     })
 }
 
 pub(super) async fn revoke(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     request: pb::RevokeCredentialRequest,
 ) -> Result<pb::CredentialInfo, ApiError> {
     let kind = kind(&request.kind)?;
     let agent_id = agent_of(kind, &request.agent_id)?;
     let view = api
-        .revoke_credential(caller, kind, &request.id, agent_id)
+        .revoke_credential(&caller, kind, &request.id, agent_id)
         .await?;
     Ok(info(view))
 }

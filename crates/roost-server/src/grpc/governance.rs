@@ -1,4 +1,4 @@
-//! The goal, project and approval calls of `roost.v1.Control` (issue 24, items 1 and 3). Each
+//! The goal, project and approval calls of `roost.v1.Control`. Each
 //! calls the [`Api`] function its REST twin calls (`rest/projects.rs`, `rest/approvals.rs`), so
 //! authorization, validation and errors are the same. A handler takes the service's `Api` and
 //! the caller by value so `ControlService::serve` (`service.rs`) can hand it any of them.

@@ -1,10 +1,12 @@
 //! The agent memory calls of `roost.v1.Control`: conversions and the calls into [`Api`], with
 //! the same rules as REST's `/api/agents/{id}/memory...` (`api/memory.rs`).
 
-use roost_core::memory::{MemoryDocument, MemoryEntry, NewMemoryEntry};
+use roost_core::memory::{CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry};
 use roost_core::views::{MemorySearchHit, MemorySummary};
+use roost_core::Timestamp;
 use roost_proto::v1 as pb;
 
+use super::convert::parse_json;
 use crate::api::{Api, MemoryScope};
 use crate::auth::Caller;
 use crate::error::ApiError;
@@ -28,19 +30,35 @@ fn summary_to_proto(s: MemorySummary) -> pb::MemorySummary {
                 updated_at_ms: d.updated_at.millis(),
             })
             .collect(),
-        current_task: live
-            .and_then(|l| l.current_task.as_ref())
-            .map(|t| pb::CurrentTask {
-                doing: t.doing.clone(),
-                last: t.last.clone(),
-                next: t.next.clone(),
-            }),
-        coordinates_json: live
-            .and_then(|l| l.coordinates.as_ref())
-            .map(|c| c.to_string())
-            .unwrap_or_default(),
+        current_task: live.and_then(|l| l.current_task.clone()).map(task_to_proto),
+        coordinates_json: coordinates_json(live.and_then(|l| l.coordinates.as_ref())),
         agent_id: s.agent_id,
         company_id: s.company_id,
+    }
+}
+
+fn task_to_proto(t: CurrentTask) -> pb::CurrentTask {
+    pb::CurrentTask {
+        doing: t.doing,
+        last: t.last,
+        next: t.next,
+    }
+}
+
+/// Live coordinates as JSON text; empty when never saved.
+fn coordinates_json(coordinates: Option<&serde_json::Value>) -> String {
+    coordinates.map(|c| c.to_string()).unwrap_or_default()
+}
+
+fn live_to_proto(l: MemoryLive) -> pb::MemoryLive {
+    pb::MemoryLive {
+        coordinates_json: coordinates_json(l.coordinates.as_ref()),
+        agent_id: l.agent_id,
+        company_id: l.company_id,
+        current_task: l.current_task.map(task_to_proto),
+        current_task_updated_at_ms: l.current_task_updated_at.map(Timestamp::millis),
+        coordinates_updated_at_ms: l.coordinates_updated_at.map(Timestamp::millis),
+        run_id: l.run_id,
     }
 }
 
@@ -97,30 +115,30 @@ fn scope(agent_id: String, company_id: String) -> Result<MemoryScope, ApiError> 
 }
 
 pub(super) async fn summary(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     r: pb::GetMemorySummaryRequest,
 ) -> Result<pb::MemorySummary, ApiError> {
     Ok(summary_to_proto(
-        api.memory_summary(caller, &r.agent_id).await?,
+        api.memory_summary(&caller, &r.agent_id).await?,
     ))
 }
 
 pub(super) async fn entries(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     r: pb::ListMemoryEntriesRequest,
 ) -> Result<pb::ListMemoryEntriesResponse, ApiError> {
     let limit = r.limit.map(|l| l as usize);
-    let entries = api.memory_entries(caller, &r.agent_id, limit).await?;
+    let entries = api.memory_entries(&caller, &r.agent_id, limit).await?;
     Ok(pb::ListMemoryEntriesResponse {
         entries: entries.into_iter().map(entry_to_proto).collect(),
     })
 }
 
 pub(super) async fn append(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     r: pb::AppendMemoryEntryRequest,
 ) -> Result<pb::MemoryEntry, ApiError> {
     let entry = NewMemoryEntry {
@@ -131,42 +149,74 @@ pub(super) async fn append(
         errors: r.errors,
     };
     Ok(entry_to_proto(
-        api.append_memory_entry(caller, entry).await?,
+        api.append_memory_entry(&caller, entry).await?,
     ))
 }
 
 pub(super) async fn document(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     r: pb::GetMemoryDocumentRequest,
 ) -> Result<pb::MemoryDocument, ApiError> {
     let scope = scope(r.agent_id, r.company_id)?;
     Ok(document_to_proto(
-        api.memory_document(caller, &scope, &r.name).await?,
+        api.memory_document(&caller, &scope, &r.name).await?,
     ))
 }
 
 pub(super) async fn put_document(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     r: pb::PutMemoryDocumentRequest,
 ) -> Result<pb::MemoryDocument, ApiError> {
     let scope = scope(r.agent_id, r.company_id)?;
     let saved = api
-        .put_memory_document(caller, &scope, &r.name, r.content, r.expected_version)
+        .put_memory_document(&caller, &scope, &r.name, r.content, r.expected_version)
         .await?;
     Ok(document_to_proto(saved))
 }
 
 pub(super) async fn search(
-    api: &Api,
-    caller: &Caller,
+    api: Api,
+    caller: Caller,
     r: pb::SearchMemoryRequest,
 ) -> Result<pb::SearchMemoryResponse, ApiError> {
     let hits = api
-        .memory_search(caller, &r.agent_id, Some(&r.q), r.limit, r.any_word)
+        .memory_search(&caller, &r.agent_id, Some(&r.q), r.limit, r.any_word)
         .await?;
     Ok(pb::SearchMemoryResponse {
         hits: hits.into_iter().map(hit_to_proto).collect(),
+    })
+}
+
+/// `PUT /api/agents/me/memory/live`: the parts present are saved.
+pub(super) async fn set_live(
+    api: Api,
+    caller: Caller,
+    r: pb::SetMemoryLiveRequest,
+) -> Result<pb::MemoryLive, ApiError> {
+    let task = r.current_task.map(|t| CurrentTask {
+        doing: t.doing,
+        last: t.last,
+        next: t.next,
+    });
+    let coordinates = r
+        .coordinates_json
+        .map(|c| parse_json("coordinates_json", &c))
+        .transpose()?;
+    Ok(live_to_proto(
+        api.set_memory_live(&caller, task, coordinates).await?,
+    ))
+}
+
+pub(super) async fn document_versions(
+    api: Api,
+    caller: Caller,
+    r: pb::ListMemoryDocumentVersionsRequest,
+) -> Result<pb::ListMemoryDocumentVersionsResponse, ApiError> {
+    let scope = scope(r.agent_id, r.company_id)?;
+    let versions = api.memory_history(&caller, &scope, &r.name).await?;
+    Ok(pb::ListMemoryDocumentVersionsResponse {
+        versions: versions.into_iter().map(document_to_proto).collect(),
     })
 }

@@ -7,10 +7,15 @@ mod credentials;
 mod events;
 mod governance;
 mod memory;
+mod metadata;
 pub(crate) mod metered;
+mod records;
+mod routine_triggers;
 mod routines;
 mod service;
+mod skills;
 pub(crate) mod standard;
+mod wakes;
 
 use roost_proto::v1::control_server::ControlServer;
 

@@ -1,4 +1,4 @@
-//! The routine calls of `roost.v1.Control` (issue 24, item 2): each calls the [`Api`] function
+//! The routine calls of `roost.v1.Control`: each calls the [`Api`] function
 //! its REST twin calls (`rest/routines.rs`), with the same defaults, so authorization,
 //! validation and errors are the same. The service layer answers routines and runs as the JSON
 //! views REST sends (`api/routines.rs`: triggers without secrets, the linked issue's summary);
@@ -73,7 +73,7 @@ struct IssueRef {
 }
 
 /// A view the service layer made that does not read back is a bug here, not bad input.
-fn unreadable(what: &str, e: serde_json::Error) -> ApiError {
+pub(super) fn unreadable(what: &str, e: serde_json::Error) -> ApiError {
     ApiError::internal(format!("the {what} view does not read back: {e}"))
 }
 
@@ -107,7 +107,7 @@ fn routine_run_to_proto(r: RoutineRunView) -> pb::RoutineRun {
     }
 }
 
-fn trigger_to_proto(view: &Value) -> Answer<pb::RoutineTrigger> {
+pub(super) fn trigger_to_proto(view: &Value) -> Answer<pb::RoutineTrigger> {
     let t = RoutineTrigger::deserialize(view).map_err(|e| unreadable("routine trigger", e))?;
     Ok(pb::RoutineTrigger {
         id: t.id,

@@ -6,16 +6,16 @@
 
 use roost_proto::v1 as pb;
 use roost_proto::v1::control_server::Control;
-use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
-use super::{convert, governance, routines};
+use super::metadata::{authenticate_request, Credentials};
+use super::{
+    budgets, convert, credentials, governance, memory, records, routine_triggers, routines, skills,
+    wakes,
+};
 use crate::api::Api;
 use crate::auth::Caller;
 use crate::error::ApiError;
-
-/// Metadata carrying the run a call is made for (see `control.proto`).
-const RUN_ID_METADATA: &str = "x-roost-run-id";
 
 type Reply<T> = Result<Response<T>, Status>;
 
@@ -33,8 +33,8 @@ impl ControlService {
     }
 
     /// Authenticates the call, then hands the message to `handle`, a handler kept in a file of
-    /// its own (`governance.rs`, `routines.rs`), which gets the service layer and the caller
-    /// by value.
+    /// its subject's (`governance.rs`, `routines.rs`, `wakes.rs`, ...), which gets the service
+    /// layer and the caller by value.
     async fn serve<T, R, F>(
         &self,
         request: Request<T>,
@@ -46,64 +46,6 @@ impl ControlService {
         let caller = self.caller(&request).await?;
         let reply = handle(self.api.clone(), caller, request.into_inner()).await?;
         Ok(Response::new(reply))
-    }
-}
-
-/// Resolves the caller from `authorization` and `x-roost-run-id`, as REST does from headers.
-pub(super) async fn authenticate_request<T>(
-    api: &Api,
-    request: &Request<T>,
-) -> Result<Caller, ApiError> {
-    let credentials = Credentials::from_metadata(request.metadata())?;
-    let mut caller = api
-        .authenticate(credentials.token.as_deref(), credentials.run_id.as_deref())
-        .await?;
-    api.rate_limit(&caller)?;
-    if let Some(v) = request.metadata().get("idempotency-key") {
-        caller.idempotency_key = Some(crate::auth::idempotency_key(
-            v.as_bytes(),
-            "the idempotency-key metadata",
-        )?);
-    }
-    Ok(caller)
-}
-
-/// The bearer token and run id found in a call's metadata, not yet checked against state.
-#[derive(Debug, PartialEq, Eq)]
-struct Credentials {
-    token: Option<String>,
-    run_id: Option<String>,
-}
-
-impl Credentials {
-    fn from_metadata(metadata: &MetadataMap) -> Result<Credentials, ApiError> {
-        let token = match metadata.get("authorization") {
-            None => None,
-            Some(value) => {
-                let text = value
-                    .to_str()
-                    .map_err(|_| ApiError::unauthorized("malformed authorization metadata"))?;
-                let token = text
-                    .strip_prefix("Bearer ")
-                    .or_else(|| text.strip_prefix("bearer "))
-                    .ok_or_else(|| {
-                        ApiError::unauthorized("authorization must be `Bearer <token>`")
-                    })?;
-                Some(token.trim().to_string())
-            }
-        };
-        let run_id = match metadata.get(RUN_ID_METADATA) {
-            None => None,
-            Some(value) => Some(
-                value
-                    .to_str()
-                    .map_err(|_| {
-                        ApiError::bad_request(format!("malformed {RUN_ID_METADATA} metadata"))
-                    })?
-                    .to_string(),
-            ),
-        };
-        Ok(Credentials { token, run_id })
     }
 }
 
@@ -226,28 +168,21 @@ impl Control for ControlService {
         &self,
         request: Request<pb::CreateAdminTokenRequest>,
     ) -> Reply<pb::CreateAdminTokenResponse> {
-        let caller = self.caller(&request).await?;
-        let reply =
-            super::credentials::create_admin_token(&self.api, &caller, request.into_inner());
-        Ok(Response::new(reply.await?))
+        self.serve(request, credentials::create_admin_token).await
     }
 
     async fn list_credentials(
         &self,
         request: Request<pb::ListCredentialsRequest>,
     ) -> Reply<pb::ListCredentialsResponse> {
-        let caller = self.caller(&request).await?;
-        let reply = super::credentials::list(&self.api, &caller, request.into_inner());
-        Ok(Response::new(reply.await?))
+        self.serve(request, credentials::list).await
     }
 
     async fn revoke_credential(
         &self,
         request: Request<pb::RevokeCredentialRequest>,
     ) -> Reply<pb::CredentialInfo> {
-        let caller = self.caller(&request).await?;
-        let reply = super::credentials::revoke(&self.api, &caller, request.into_inner());
-        Ok(Response::new(reply.await?))
+        self.serve(request, credentials::revoke).await
     }
 
     async fn create_issue(&self, request: Request<pb::CreateIssueRequest>) -> Reply<pb::Issue> {
@@ -389,90 +324,70 @@ impl Control for ControlService {
         &self,
         request: Request<pb::SetBudgetPolicyRequest>,
     ) -> Reply<pb::BudgetPolicy> {
-        let caller = self.caller(&request).await?;
-        let reply = super::budgets::set_policy(&self.api, &caller, request.into_inner()).await?;
-        Ok(Response::new(reply))
+        self.serve(request, budgets::set_policy).await
     }
 
     async fn get_budget_overview(
         &self,
         request: Request<pb::GetBudgetOverviewRequest>,
     ) -> Reply<pb::BudgetOverview> {
-        let caller = self.caller(&request).await?;
-        let reply = super::budgets::overview(&self.api, &caller, request.into_inner()).await?;
-        Ok(Response::new(reply))
+        self.serve(request, budgets::overview).await
     }
 
     async fn resolve_budget_incident(
         &self,
         request: Request<pb::ResolveBudgetIncidentRequest>,
     ) -> Reply<pb::BudgetIncident> {
-        let caller = self.caller(&request).await?;
-        let reply = super::budgets::resolve(&self.api, &caller, request.into_inner()).await?;
-        Ok(Response::new(reply))
+        self.serve(request, budgets::resolve).await
     }
 
     async fn record_cost_event(
         &self,
         request: Request<pb::RecordCostEventRequest>,
     ) -> Reply<pb::CostEvent> {
-        let caller = self.caller(&request).await?;
-        let reply = super::budgets::record_cost(&self.api, &caller, request.into_inner()).await?;
-        Ok(Response::new(reply))
+        self.serve(request, budgets::record_cost).await
     }
 
     async fn get_memory_summary(
         &self,
         request: Request<pb::GetMemorySummaryRequest>,
     ) -> Reply<pb::MemorySummary> {
-        let caller = self.caller(&request).await?;
-        let reply = super::memory::summary(&self.api, &caller, request.into_inner()).await?;
-        Ok(Response::new(reply))
+        self.serve(request, memory::summary).await
     }
 
     async fn list_memory_entries(
         &self,
         request: Request<pb::ListMemoryEntriesRequest>,
     ) -> Reply<pb::ListMemoryEntriesResponse> {
-        let caller = self.caller(&request).await?;
-        let reply = super::memory::entries(&self.api, &caller, request.into_inner()).await?;
-        Ok(Response::new(reply))
+        self.serve(request, memory::entries).await
     }
 
     async fn append_memory_entry(
         &self,
         request: Request<pb::AppendMemoryEntryRequest>,
     ) -> Reply<pb::MemoryEntry> {
-        let caller = self.caller(&request).await?;
-        let reply = super::memory::append(&self.api, &caller, request.into_inner()).await?;
-        Ok(Response::new(reply))
+        self.serve(request, memory::append).await
     }
 
     async fn get_memory_document(
         &self,
         request: Request<pb::GetMemoryDocumentRequest>,
     ) -> Reply<pb::MemoryDocument> {
-        let caller = self.caller(&request).await?;
-        let reply = super::memory::document(&self.api, &caller, request.into_inner()).await?;
-        Ok(Response::new(reply))
+        self.serve(request, memory::document).await
     }
 
     async fn put_memory_document(
         &self,
         request: Request<pb::PutMemoryDocumentRequest>,
     ) -> Reply<pb::MemoryDocument> {
-        let caller = self.caller(&request).await?;
-        let reply = super::memory::put_document(&self.api, &caller, request.into_inner()).await?;
-        Ok(Response::new(reply))
+        self.serve(request, memory::put_document).await
     }
 
     async fn search_memory(
         &self,
         request: Request<pb::SearchMemoryRequest>,
     ) -> Reply<pb::SearchMemoryResponse> {
-        let caller = self.caller(&request).await?;
-        let reply = super::memory::search(&self.api, &caller, request.into_inner()).await?;
-        Ok(Response::new(reply))
+        self.serve(request, memory::search).await
     }
 
     // Goals, projects and approvals: handlers in governance.rs.
@@ -635,6 +550,176 @@ impl Control for ControlService {
         self.serve(request, routines::list_routine_runs).await
     }
 
+    async fn set_memory_live(
+        &self,
+        request: Request<pb::SetMemoryLiveRequest>,
+    ) -> Reply<pb::MemoryLive> {
+        self.serve(request, memory::set_live).await
+    }
+
+    async fn list_memory_document_versions(
+        &self,
+        request: Request<pb::ListMemoryDocumentVersionsRequest>,
+    ) -> Reply<pb::ListMemoryDocumentVersionsResponse> {
+        self.serve(request, memory::document_versions).await
+    }
+
+    // Routine triggers: handlers in routine_triggers.rs.
+
+    async fn list_routine_triggers(
+        &self,
+        request: Request<pb::ListRoutineTriggersRequest>,
+    ) -> Reply<pb::ListRoutineTriggersResponse> {
+        self.serve(request, routine_triggers::list).await
+    }
+
+    async fn create_routine_trigger(
+        &self,
+        request: Request<pb::CreateRoutineTriggerRequest>,
+    ) -> Reply<pb::RoutineTriggerSecret> {
+        self.serve(request, routine_triggers::create).await
+    }
+
+    async fn update_routine_trigger(
+        &self,
+        request: Request<pb::UpdateRoutineTriggerRequest>,
+    ) -> Reply<pb::RoutineTrigger> {
+        self.serve(request, routine_triggers::update).await
+    }
+
+    async fn delete_routine_trigger(
+        &self,
+        request: Request<pb::DeleteRoutineTriggerRequest>,
+    ) -> Reply<pb::DeleteRoutineTriggerResponse> {
+        self.serve(request, routine_triggers::delete).await
+    }
+
+    async fn rotate_routine_trigger_secret(
+        &self,
+        request: Request<pb::RotateRoutineTriggerSecretRequest>,
+    ) -> Reply<pb::RoutineTriggerSecret> {
+        self.serve(request, routine_triggers::rotate_secret).await
+    }
+
+    // Skills: handlers in skills.rs.
+
+    async fn list_skills(
+        &self,
+        request: Request<pb::ListSkillsRequest>,
+    ) -> Reply<pb::ListSkillsResponse> {
+        self.serve(request, skills::list).await
+    }
+
+    async fn get_skill(&self, request: Request<pb::GetSkillRequest>) -> Reply<pb::Skill> {
+        self.serve(request, skills::get).await
+    }
+
+    async fn create_skill(&self, request: Request<pb::CreateSkillRequest>) -> Reply<pb::Skill> {
+        self.serve(request, skills::create).await
+    }
+
+    async fn update_skill(&self, request: Request<pb::UpdateSkillRequest>) -> Reply<pb::Skill> {
+        self.serve(request, skills::update).await
+    }
+
+    async fn delete_skill(&self, request: Request<pb::DeleteSkillRequest>) -> Reply<pb::Skill> {
+        self.serve(request, skills::delete).await
+    }
+
+    async fn get_agent_skills(
+        &self,
+        request: Request<pb::GetAgentSkillsRequest>,
+    ) -> Reply<pb::AgentSkills> {
+        self.serve(request, skills::agent_skills).await
+    }
+
+    async fn set_agent_skills(
+        &self,
+        request: Request<pb::SetAgentSkillsRequest>,
+    ) -> Reply<pb::AgentSkills> {
+        self.serve(request, skills::set_agent_skills).await
+    }
+
+    // Wakes and workers: handlers in wakes.rs.
+
+    async fn wakeup(&self, request: Request<pb::WakeupRequest>) -> Reply<pb::WakeupResponse> {
+        self.serve(request, wakes::wakeup).await
+    }
+
+    async fn list_wakes(
+        &self,
+        request: Request<pb::ListWakesRequest>,
+    ) -> Reply<pb::ListWakesResponse> {
+        self.serve(request, wakes::list_wakes).await
+    }
+
+    async fn get_wake(&self, request: Request<pb::GetWakeRequest>) -> Reply<pb::Wake> {
+        self.serve(request, wakes::get_wake).await
+    }
+
+    async fn list_workers(
+        &self,
+        request: Request<pb::ListWorkersRequest>,
+    ) -> Reply<pb::ListWorkersResponse> {
+        self.serve(request, wakes::list_workers).await
+    }
+
+    async fn create_worker_join_token(
+        &self,
+        request: Request<pb::CreateWorkerJoinTokenRequest>,
+    ) -> Reply<pb::CreateWorkerJoinTokenResponse> {
+        self.serve(request, wakes::create_join_token).await
+    }
+
+    async fn revoke_worker(
+        &self,
+        request: Request<pb::RevokeWorkerRequest>,
+    ) -> Reply<pb::CredentialInfo> {
+        self.serve(request, wakes::revoke_worker).await
+    }
+
+    // Companies, issues and runs: handlers in records.rs.
+
+    async fn get_company(&self, request: Request<pb::GetCompanyRequest>) -> Reply<pb::Company> {
+        self.serve(request, records::get_company).await
+    }
+
+    async fn update_company(
+        &self,
+        request: Request<pb::UpdateCompanyRequest>,
+    ) -> Reply<pb::Company> {
+        self.serve(request, records::update_company).await
+    }
+
+    async fn delete_issue(&self, request: Request<pb::DeleteIssueRequest>) -> Reply<pb::Issue> {
+        self.serve(request, records::delete_issue).await
+    }
+
+    async fn get_inbox(
+        &self,
+        request: Request<pb::GetInboxRequest>,
+    ) -> Reply<pb::GetInboxResponse> {
+        self.serve(request, records::get_inbox).await
+    }
+
+    async fn get_heartbeat_context(
+        &self,
+        request: Request<pb::GetHeartbeatContextRequest>,
+    ) -> Reply<pb::HeartbeatContext> {
+        self.serve(request, records::get_heartbeat_context).await
+    }
+
+    async fn cancel_run(&self, request: Request<pb::CancelRunRequest>) -> Reply<pb::Run> {
+        self.serve(request, records::cancel_run).await
+    }
+
+    async fn get_cost_summary(
+        &self,
+        request: Request<pb::GetCostSummaryRequest>,
+    ) -> Reply<pb::CostSummary> {
+        self.serve(request, budgets::cost_summary).await
+    }
+
     type WatchStream = futures::stream::BoxStream<'static, Result<pb::ActivityEntry, Status>>;
 
     async fn watch(&self, request: Request<pb::WatchRequest>) -> Reply<Self::WatchStream> {
@@ -683,39 +768,14 @@ impl Control for ControlService {
         &self,
         request: Request<pb::ListRunsRequest>,
     ) -> Reply<pb::ListRunsResponse> {
-        let caller = self.caller(&request).await?;
-        let body = request.into_inner();
-        let agent_id = convert::optional_id(body.agent_id);
-        let limit = convert::run_page_size(body.limit);
-        let runs = self
-            .api
-            .list_runs(&caller, &body.company_id, agent_id.as_deref(), limit)
-            .await?;
-        Ok(Response::new(pb::ListRunsResponse {
-            runs: runs
-                .into_iter()
-                .map(|r| convert::run_to_proto(r.into_run()))
-                .collect(),
-        }))
+        self.serve(request, records::list_runs).await
     }
 
     async fn list_activity(
         &self,
         request: Request<pb::ListActivityRequest>,
     ) -> Reply<pb::ListActivityResponse> {
-        let caller = self.caller(&request).await?;
-        let body = request.get_ref();
-        let limit = convert::activity_page_size(body.limit);
-        let entries = self
-            .api
-            .list_activity(&caller, &body.company_id, body.before_seq, limit)
-            .await?;
-        Ok(Response::new(pb::ListActivityResponse {
-            entries: entries
-                .into_iter()
-                .map(convert::activity_to_proto)
-                .collect(),
-        }))
+        self.serve(request, records::list_activity).await
     }
 
     async fn verify_audit(
@@ -731,53 +791,5 @@ impl Control for ControlService {
         let caller = self.caller(&request).await?;
         let agent = self.api.me(&caller).await?;
         Ok(Response::new(convert::agent_to_proto(agent)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use tonic::metadata::MetadataValue;
-
-    use super::*;
-
-    fn metadata(pairs: &[(&'static str, &str)]) -> MetadataMap {
-        let mut map = MetadataMap::new();
-        for (key, value) in pairs {
-            map.insert(*key, MetadataValue::try_from(*value).unwrap());
-        }
-        map
-    }
-
-    #[test]
-    fn bearer_token_and_run_id_are_read_from_metadata() {
-        let found = Credentials::from_metadata(&metadata(&[
-            ("authorization", "Bearer  rst_agent_x "),
-            ("x-roost-run-id", "r1"),
-        ]))
-        .unwrap();
-        let expected = Credentials {
-            token: Some("rst_agent_x".into()),
-            run_id: Some("r1".into()),
-        };
-        assert_eq!(found, expected);
-    }
-
-    #[test]
-    fn missing_metadata_is_left_for_authenticate_to_refuse() {
-        let found = Credentials::from_metadata(&MetadataMap::new()).unwrap();
-        assert_eq!(
-            found,
-            Credentials {
-                token: None,
-                run_id: None
-            }
-        );
-    }
-
-    #[test]
-    fn a_non_bearer_authorization_is_unauthenticated() {
-        let error =
-            Credentials::from_metadata(&metadata(&[("authorization", "Basic abc")])).unwrap_err();
-        assert_eq!(Status::from(error).code(), tonic::Code::Unauthenticated);
     }
 }

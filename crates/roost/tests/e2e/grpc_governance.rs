@@ -1,4 +1,4 @@
-//! Goals, projects, approvals and routines over gRPC (issue 24, item 7): the same rules as REST
+//! Goals, projects, approvals and routines over gRPC: the same rules as REST
 //! (`tests/e2e/projects.rs`, `approvals.rs`, `routines.rs`), through the generated tonic client.
 
 use roost_proto::v1::control_client::ControlClient;

@@ -16,6 +16,8 @@ mod governance;
 mod grpc;
 mod grpc_governance;
 mod grpc_python;
+mod grpc_records;
+mod grpc_wakes;
 mod home_follows;
 mod hostile;
 mod issue_lists;

@@ -1,4 +1,4 @@
-//! Conversions of goals, projects and approvals (issue 24, items 1 and 3) between `roost.v1`
+//! Conversions of goals, projects and approvals between `roost.v1`
 //! messages and the domain, with the same defaults as REST's bodies (`rest/projects.rs`,
 //! `rest/approvals.rs`). Kept apart from `convert.rs` so each file keeps one job.
 
