@@ -53,7 +53,10 @@ if pgrep -x etcd > /dev/null; then
     echo "warning: an etcd is already running (pid $(pgrep -x etcd | tr '\n' ' ')); it competes for the CPU" >&2
 fi
 
-cargo build --release -p roost -p roost-bench
+# Two builds: built together, roost-bench's roost-testkit would turn on roost-server's test-util
+# feature (test hooks) in the measured `roost` binary too.
+cargo build --release -p roost
+cargo build --release -p roost-bench
 BIN="${CARGO_TARGET_DIR:-target}/release/roost-bench"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/etcd-vs-roost.XXXXXX")

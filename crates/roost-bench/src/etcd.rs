@@ -213,7 +213,12 @@ impl RoostSide {
 
     /// The current process of each node (a restarted node has a new one).
     pub(crate) fn pids(&self) -> Vec<u32> {
-        self.cluster.nodes.iter().map(|n| n.pid()).collect()
+        self.cluster
+            .nodes
+            .iter()
+            .map(|n| n.pid())
+            .filter(|pid| *pid != 0)
+            .collect()
     }
 
     pub(crate) fn grpc_url(&self, id: u64) -> String {

@@ -76,19 +76,25 @@ impl Gateway {
         } else {
             Connector::Plain
         };
-        let (ws, _) =
-            tokio_tungstenite::connect_async_tls_with_config(url, None, true, Some(connector))
-                .await
-                .map_err(|e| {
-                    use tokio_tungstenite::tungstenite::Error;
-                    match e {
-                        Error::Io(e) => ConnectError::Retry {
-                            why: format!("{url}: {e}"),
-                            after: Duration::from_millis(500),
-                        },
-                        other => ConnectError::Refused(format!("{url}: {other}")),
-                    }
-                })?;
+        let opened = tokio::time::timeout(
+            HANDSHAKE,
+            tokio_tungstenite::connect_async_tls_with_config(url, None, true, Some(connector)),
+        )
+        .await
+        .map_err(|_| ConnectError::Retry {
+            why: format!("{url} did not open a WebSocket within {HANDSHAKE:?}"),
+            after: Duration::from_millis(500),
+        })?;
+        let (ws, _) = opened.map_err(|e| {
+            use tokio_tungstenite::tungstenite::Error;
+            match e {
+                Error::Io(e) => ConnectError::Retry {
+                    why: format!("{url}: {e}"),
+                    after: Duration::from_millis(500),
+                },
+                other => ConnectError::Refused(format!("{url}: {other}")),
+            }
+        })?;
         let mut gateway = Gateway { ws, next_id: 0 };
         let challenge = tokio::time::timeout(HANDSHAKE, gateway.event("connect.challenge"))
             .await

@@ -35,6 +35,8 @@ use crate::prompt::{self, Session};
 const DEFAULT_TIMEOUT_SEC: u64 = 120;
 /// How long a gateway may take to come up (its sidecars start in 10 to 25 s).
 const DEFAULT_CONNECT_TIMEOUT_SEC: u64 = 60;
+/// How long a question to the gateway before the turn (its session, a reset) may take.
+const ASK: Duration = Duration::from_secs(15);
 /// Past the turn's own timeout, how long to wait for the gateway to end it before aborting.
 const TIMEOUT_SLACK: Duration = Duration::from_secs(10);
 
@@ -80,8 +82,10 @@ impl GatewayConfig {
         let key = match self.session_key_strategy.as_deref() {
             Some("run") => format!("paperclip:run:{}", a.run_id),
             Some("fixed") => fallback(),
+            // Scoped to the agent too: two agents on one issue must not share (or reset) a
+            // conversation.
             _ => match &a.issue_id {
-                Some(issue) => format!("paperclip:issue:{issue}"),
+                Some(issue) => format!("paperclip:issue:{issue}:agent:{}", a.agent_id),
                 None => fallback(),
             },
         };
@@ -187,7 +191,12 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
     let refused = if a.session_id.is_empty() {
         None
     } else {
-        refused_resume(&mut gw, &key, &a.session_id).await
+        tokio::select! {
+            r = tokio::time::timeout(ASK, refused_resume(&mut gw, &key, &a.session_id)) => {
+                r.unwrap_or(None)
+            }
+            why = &mut run.stop => return stopped(why),
+        }
     };
     let session = if let Some(why) = &refused {
         run.log.note(&format!(
@@ -203,11 +212,13 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
     };
     if !matches!(session, Session::Resumed) {
         // A fresh session: what the gateway keeps under this key belongs to an earlier one.
-        if gw
-            .call("sessions.reset", json!({ "key": key }))
-            .await
-            .is_ok()
-        {
+        let reset = tokio::select! {
+            r = tokio::time::timeout(ASK, gw.call("sessions.reset", json!({ "key": key }))) => {
+                matches!(r, Ok(Ok(_)))
+            }
+            why = &mut run.stop => return stopped(why),
+        };
+        if reset {
             run.log.note(&format!(
                 "reset the gateway's session {key} for a fresh start"
             ));
@@ -311,7 +322,21 @@ async fn abort(gw: &mut Gateway, key: &str) {
     let _ = tokio::time::timeout(Duration::from_secs(5), asked).await;
 }
 
-/// Writes what the agent does to the run log: its commands, their output and its text.
+/// `text` with the run's key masked: the agent was told the key and puts it in its commands.
+fn mask_key(a: &Assignment, text: &str) -> String {
+    if a.run_token.is_empty() {
+        text.to_string()
+    } else {
+        text.replace(a.run_token.as_str(), "***")
+    }
+}
+
+fn masked(run: &Run<'_>, text: &str) -> String {
+    mask_key(run.assignment, text)
+}
+
+/// Writes what the agent does to the run log (the run's key masked): its commands, their output
+/// and its text.
 fn log_event(run: &mut Run<'_>, payload: &Value) {
     let data = &payload["data"];
     match (payload["stream"].as_str(), data["phase"].as_str()) {
@@ -322,10 +347,12 @@ fn log_event(run: &mut Run<'_>, payload: &Value) {
                 .map(str::to_string)
                 .unwrap_or_else(|| args.to_string());
             let name = data["name"].as_str().unwrap_or("tool");
-            run.log.write(format!("[{name}] {shown}\n").as_bytes());
+            let line = masked(run, &format!("[{name}] {shown}\n"));
+            run.log.write(line.as_bytes());
         }
         (Some("command_output"), Some("end")) => {
             if let Some(output) = data["output"].as_str() {
+                let output = masked(run, output);
                 run.log.write(output.as_bytes());
                 run.log.write(b"\n");
             }
@@ -348,14 +375,13 @@ fn finished(
     out_of_time: bool,
     resumed: Option<&str>,
 ) -> Ended {
-    tracing::debug!(run_id = %run.assignment.run_id, "the gateway's final answer: {payload}");
     let result = &payload["result"];
     let meta = &result["meta"]["agentMeta"];
     let text: Vec<&str> = result["payloads"]
         .as_array()
         .map(|p| p.iter().filter_map(|p| p["text"].as_str()).collect())
         .unwrap_or_default();
-    let summary = text.join("\n");
+    let summary = masked(run, &text.join("\n"));
     if !summary.is_empty() {
         run.log.write(summary.as_bytes());
         run.log.write(b"\n");
@@ -365,7 +391,8 @@ fn finished(
     let tokens = Parsed {
         // The gateway counts input without the cached part (OpenAI's prompt tokens minus
         // cached ones), as Anthropic does.
-        input_tokens: count("input"),
+        // Tokens written to the prompt cache are input too (priced as input here).
+        input_tokens: count("input") + count("cacheWrite"),
         cached_input_tokens: count("cacheRead"),
         output_tokens: count("output"),
         cost_usd: meta["costUsd"].as_f64().filter(|c| *c > 0.0),

@@ -23,7 +23,10 @@ fn session_keys_follow_paperclips_strategies() {
     let on_issue = assignment(Some("i1"));
     let no_issue = assignment(None);
     let default = config(serde_json::json!({ "url": "ws://g" }));
-    assert_eq!(default.session_key(&on_issue), "paperclip:issue:i1");
+    assert_eq!(
+        default.session_key(&on_issue),
+        "paperclip:issue:i1:agent:a1"
+    );
     assert_eq!(default.session_key(&no_issue), "paperclip:agent:a1");
     let per_run = config(serde_json::json!({ "sessionKeyStrategy": "run" }));
     assert_eq!(per_run.session_key(&on_issue), "paperclip:run:r1");
@@ -33,6 +36,21 @@ fn session_keys_follow_paperclips_strategies() {
     assert_eq!(fixed.session_key(&on_issue), "agent:ops:desk");
     let prefixed = config(serde_json::json!({ "sessionKey": "agent:x:y", "agentId": "ops" }));
     assert_eq!(prefixed.session_key(&no_issue), "agent:x:y");
+}
+
+#[test]
+fn the_run_key_is_masked_in_what_the_log_shows() {
+    // The agent is told the run's key and writes it into its commands: the log shows `***`.
+    let a = Assignment {
+        run_token: "rst_run_secret".into(),
+        ..assignment(Some("i1"))
+    };
+    assert_eq!(
+        super::mask_key(&a, "export PAPERCLIP_API_KEY='rst_run_secret'; curl"),
+        "export PAPERCLIP_API_KEY='***'; curl"
+    );
+    let keyless = assignment(None);
+    assert_eq!(super::mask_key(&keyless, "no key here"), "no key here");
 }
 
 #[test]
