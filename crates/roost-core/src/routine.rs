@@ -295,6 +295,10 @@ pub fn trigger_view(t: &RoutineTrigger) -> serde_json::Value {
     v
 }
 
+/// Instants a schedule is computed for, in ms: 0001-01-01 to 9999-12-31 UTC, inside chrono's
+/// range whatever the time zone's offset.
+const SCHEDULE_RANGE_MS: (i64, i64) = (-62_135_596_800_000, 253_402_300_800_000);
+
 /// A parsed schedule.
 #[derive(Clone, Debug)]
 pub enum Schedule {
@@ -406,15 +410,19 @@ impl Schedule {
         })
     }
 
-    /// The first instant strictly after `t`, if any.
+    /// The first instant strictly after `t`, if any (none outside years 1 to 9999: a time zone's
+    /// offset past chrono's range panicked in apply, on every replica).
     pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
+        if !(SCHEDULE_RANGE_MS.0..SCHEDULE_RANGE_MS.1).contains(&t.0) {
+            return None;
+        }
         match self {
             Schedule::At(at) => (*at > t).then_some(*at),
             Schedule::Every { period_ms, anchor } => {
                 if t < *anchor {
                     return Some(Timestamp(anchor.0.saturating_add(*period_ms)));
                 }
-                let k = (t.0 - anchor.0) / period_ms + 1;
+                let k = t.0.saturating_sub(anchor.0) / period_ms + 1;
                 Some(Timestamp(
                     anchor.0.saturating_add(k.saturating_mul(*period_ms)),
                 ))

@@ -264,3 +264,23 @@ fn the_secret_is_never_in_a_trigger_view() {
     assert_eq!(v["hasSecret"], true);
     assert_eq!(v["signingMode"], "hmac_sha256");
 }
+
+/// Regression: a cron schedule in a zone east of UTC, asked for its next instant at the end of
+/// chrono's range (a batch entry stamped there), panicked inside apply ("Local time out of range
+/// for `NaiveDateTime`"), which stops every replica that applies the entry.
+#[test]
+fn a_cron_schedule_asked_at_the_end_of_time_panicked_in_apply() {
+    let kolkata = cron("19 9 * * 1-5", "Asia/Kolkata");
+    assert_eq!(kolkata.next_after(Timestamp(8_210_266_876_799_999)), None);
+    assert_eq!(kolkata.next_after(Timestamp(i64::MAX)), None);
+    let west = cron("0 0 * * *", "America/Los_Angeles");
+    assert_eq!(west.next_after(Timestamp(i64::MIN)), None);
+    // Inside the range nothing changes.
+    assert_eq!(
+        kolkata.next_after(t("2026-11-27T00:00:00Z")),
+        Some(t("2026-11-27T03:49:00Z"))
+    );
+    // An `every` schedule anchored far in the past does not overflow either.
+    let every = Schedule::parse("every 1m", None, Timestamp(i64::MIN / 2)).expect("every 1m");
+    assert_eq!(every.next_after(Timestamp(i64::MAX / 2 + 1)), None);
+}
