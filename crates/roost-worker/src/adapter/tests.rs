@@ -312,13 +312,14 @@ async fn a_stop_cancels_the_run_with_its_reason() {
 }
 
 async fn roost_wait_for_file(path: &Path) {
+    wait_until(&format!("{} to appear", path.display()), || path.exists()).await;
+}
+
+/// Waits (up to 10 s) until `done` holds.
+async fn wait_until(what: &str, done: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
+    while !done() {
+        assert!(Instant::now() < deadline, "no {what} within 10 s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -331,10 +331,6 @@ fn mask_key(a: &Assignment, text: &str) -> String {
     }
 }
 
-fn masked(run: &Run<'_>, text: &str) -> String {
-    mask_key(run.assignment, text)
-}
-
 /// Writes what the agent does to the run log (the run's key masked): its commands, their output
 /// and its text.
 fn log_event(run: &mut Run<'_>, payload: &Value) {
@@ -347,12 +343,12 @@ fn log_event(run: &mut Run<'_>, payload: &Value) {
                 .map(str::to_string)
                 .unwrap_or_else(|| args.to_string());
             let name = data["name"].as_str().unwrap_or("tool");
-            let line = masked(run, &format!("[{name}] {shown}\n"));
+            let line = mask_key(run.assignment, &format!("[{name}] {shown}\n"));
             run.log.write(line.as_bytes());
         }
         (Some("command_output"), Some("end")) => {
             if let Some(output) = data["output"].as_str() {
-                let output = masked(run, output);
+                let output = mask_key(run.assignment, output);
                 run.log.write(output.as_bytes());
                 run.log.write(b"\n");
             }
@@ -381,7 +377,7 @@ fn finished(
         .as_array()
         .map(|p| p.iter().filter_map(|p| p["text"].as_str()).collect())
         .unwrap_or_default();
-    let summary = masked(run, &text.join("\n"));
+    let summary = mask_key(run.assignment, &text.join("\n"));
     if !summary.is_empty() {
         run.log.write(summary.as_bytes());
         run.log.write(b"\n");

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{assignment, run_in, run_to_end};
+use super::{assignment, run_in, run_to_end, wait_until};
 
 const TOKEN: &str = "gateway-token";
 
@@ -108,7 +108,10 @@ async fn a_stop_mid_turn_aborts_the_gateways_turn() {
         let dir = dir.path().to_path_buf();
         async move { run_in(&dir, &a, stopped).await }
     });
-    wait_until(|| methods(&calls).contains(&"agent".to_string())).await;
+    wait_until("turn at the gateway", || {
+        methods(&calls).contains(&"agent".to_string())
+    })
+    .await;
     let _ = stop.send("cancelled by an operator");
     let out = running.await.expect("run task");
     assert_eq!(
@@ -133,16 +136,4 @@ async fn a_stop_mid_turn_aborts_the_gateways_turn() {
             .is_some_and(|m| m.contains("PAPERCLIP_RUN_ID=run-1")),
         "{agent}"
     );
-}
-
-/// Waits (up to 10 s) until `done` holds.
-async fn wait_until(done: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !done() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the gateway saw no turn"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
 }
