@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use roost_proto::v1::control_client::ControlClient;
-use roost_proto::v1::{CheckoutRequest, ReleaseRequest};
+use roost_proto::v1::{CheckoutRequest, IssueStatus, ReleaseRequest};
 use roost_testkit::{Http, TestCluster, TestNode};
 use serde_json::json;
 use tonic::transport::Channel;
@@ -175,7 +175,7 @@ async fn grpc_loop(channel: Channel, client: Client, until: Instant) -> anyhow::
         let checkout = CheckoutRequest {
             issue_id: issue.clone(),
             agent_id: client.agent_id.clone(),
-            expected_statuses: vec!["todo".into()],
+            expected_statuses: vec![IssueStatus::Todo as i32],
         };
         let start = Instant::now();
         grpc.checkout(grpc_request(&client, checkout)?).await?;

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use roost_proto::v1::control_client::ControlClient;
-use roost_proto::v1::{CheckoutRequest, ReleaseRequest};
+use roost_proto::v1::{CheckoutRequest, IssueStatus, ReleaseRequest};
 use roost_testkit::{wait_for, Http};
 use serde_json::json;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
@@ -348,7 +348,7 @@ pub(crate) async fn roost_checkout(
     let checkout = CheckoutRequest {
         issue_id: issue.to_string(),
         agent_id: client.agent_id.clone(),
-        expected_statuses: vec!["todo".into()],
+        expected_statuses: vec![IssueStatus::Todo as i32],
     };
     grpc.checkout(roost_request(client, checkout)?).await?;
     Ok(())

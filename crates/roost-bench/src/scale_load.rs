@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use roost_proto::v1::control_client::ControlClient;
-use roost_proto::v1::{CheckoutRequest, CreateIssueRequest, ReleaseRequest};
+use roost_proto::v1::{CheckoutRequest, CreateIssueRequest, IssueStatus, ReleaseRequest};
 use roost_testkit::Http;
 use serde_json::json;
 use tonic::transport::{Channel, Endpoint};
@@ -138,7 +138,7 @@ pub async fn grow(
                         company_id: company.clone(),
                         title: format!("Scale issue from client {i}"),
                         description: (!description.is_empty()).then(|| description.clone()),
-                        status: Some("todo".into()),
+                        status: Some(IssueStatus::Todo as i32),
                         ..Default::default()
                     };
                     let call = match request(&token, None, message) {
@@ -311,7 +311,7 @@ pub async fn cycles(
                 let checkout = CheckoutRequest {
                     issue_id: issue.clone(),
                     agent_id: agent_id.clone(),
-                    expected_statuses: vec!["todo".into()],
+                    expected_statuses: vec![IssueStatus::Todo as i32],
                 };
                 let req = match request(&key, Some(&run_id), checkout) {
                     Ok(r) => r,

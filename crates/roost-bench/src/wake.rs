@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use roost_core::RunStatus;
 use roost_testkit::{TestCluster, TestWorker};
 use serde_json::json;
 
@@ -58,7 +59,9 @@ pub async fn run(args: WakeArgs) -> anyhow::Result<()> {
             .wait_assignments(n + 1, Duration::from_secs(10))
             .await?;
         samples.push(us(start.elapsed()));
-        worker.finish(&assignments[n].run_id, "succeeded").await?;
+        worker
+            .finish(&assignments[n].run_id, RunStatus::Succeeded)
+            .await?;
         roost_testkit::wait_for("the run to end", Duration::from_secs(10), || async {
             (!worker.running().contains(&assignments[n].run_id)).then_some(())
         })

@@ -15,7 +15,8 @@ use anyhow::Context;
 use clap::Args;
 use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{
-    server_message, worker_message, Heartbeat, Register, RunFinished, RunStarted, WorkerMessage,
+    server_message, worker_message, AdapterType, Heartbeat, Register, RunFinished, RunStarted,
+    RunStatus, WorkerMessage,
 };
 use roost_testkit::Http;
 use serde_json::{json, Value};
@@ -161,7 +162,7 @@ async fn session(
         worker_id: id.into(),
         name: id.into(),
         join_token: sim.join_token.clone(),
-        adapters: vec!["process".into()],
+        adapters: vec![AdapterType::Process as i32],
         slots: sim.slots,
         version: "roost-bench".into(),
         running_run_ids: lock(running).clone(),
@@ -230,7 +231,7 @@ async fn session(
                                 lock(&running).retain(|r| *r != run_id);
                                 let finished = RunFinished {
                                     run_id,
-                                    status: "succeeded".into(),
+                                    status: RunStatus::Succeeded as i32,
                                     exit_code: Some(0),
                                     ..Default::default()
                                 };

@@ -34,3 +34,7 @@ pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("gen/roost_descriptor.bin"
 pub mod v1 {
     include!("gen/roost.v1.rs");
 }
+
+/// The proto enums and the roost-core enums they carry.
+pub mod enums;
+pub use enums::{NotAValue, ProtoEnum};

@@ -7,11 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use roost_core::{AdapterType, RunStatus};
 use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{
     server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunStarted,
     RunUsage, WorkerMessage,
 };
+use roost_proto::ProtoEnum;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
@@ -167,15 +169,15 @@ impl TestWorker {
     pub async fn finish_costing(
         &self,
         run_id: &str,
-        status: &str,
+        status: RunStatus,
         cents: u64,
     ) -> anyhow::Result<()> {
         self.set_usage_cents(run_id, cents);
         self.finish(run_id, status).await
     }
 
-    /// Reports a run finished with `status` (succeeded, failed, ...), with the usage set for it.
-    pub async fn finish(&self, run_id: &str, status: &str) -> anyhow::Result<()> {
+    /// Reports a run finished with `status`, with the usage set for it.
+    pub async fn finish(&self, run_id: &str, status: RunStatus) -> anyhow::Result<()> {
         let usage = usage_of(&self.inner, run_id);
         self.inner
             .running
@@ -184,7 +186,7 @@ impl TestWorker {
             .remove(run_id);
         let message = body(worker_message::Body::RunFinished(RunFinished {
             run_id: run_id.into(),
-            status: status.into(),
+            status: status.to_proto(),
             exit_code: Some(0),
             error: String::new(),
             usage,
@@ -260,7 +262,7 @@ async fn run_session(
         worker_id: id.into(),
         name: id.into(),
         join_token: token.into(),
-        adapters: vec!["process".into()],
+        adapters: vec![AdapterType::Process.to_proto()],
         labels: Default::default(),
         slots,
         version: "testkit".into(),

@@ -5,7 +5,9 @@
 //! The parts before the wake do not depend on the wake or the clock, so a model's prompt cache
 //! keeps them from one run to the next.
 
+use roost_core::{IssueStatus, Priority};
 use roost_proto::v1::Assignment;
+use roost_proto::ProtoEnum;
 
 use crate::memory::Memory;
 
@@ -73,13 +75,19 @@ pub(crate) fn compose(
             text.push('\n');
         }
     }
-    text.push_str(&format!("You were woken: {}.\n", a.wake_reason));
+    text.push_str(&format!(
+        "You were woken: {}.\n",
+        crate::adapter::wake_reason(a)
+    ));
     if let Some(issue_id) = &a.issue_id {
         match &a.issue {
             Some(i) => {
                 text.push_str(&format!(
                     "Issue {} ({issue_id}): {} [{}, {}]\n",
-                    i.identifier, i.title, i.status, i.priority
+                    i.identifier,
+                    i.title,
+                    IssueStatus::from_proto(i.status).map_or("", IssueStatus::as_str),
+                    Priority::from_proto(i.priority).map_or("", Priority::as_str)
                 ));
                 if !i.description.is_empty() {
                     text.push_str(&format!("\n{}\n", i.description));
@@ -120,6 +128,7 @@ pub(crate) fn compose(
 
 #[cfg(test)]
 mod tests {
+    use roost_core::WakeReason;
     use roost_proto::v1::{IssueSummary, WakeComment};
 
     use super::*;
@@ -129,13 +138,13 @@ mod tests {
             agent_id: "a1".into(),
             agent_name: "coder".into(),
             issue_id: Some("i1".into()),
-            wake_reason: "issue_commented".into(),
+            wake_reason: WakeReason::IssueCommented.to_proto(),
             comment_ids: vec!["c1".into(), "c2".into(), "c3".into()],
             issue: Some(IssueSummary {
                 identifier: "ACM-7".into(),
                 title: "Fix the parser".into(),
-                status: "in_progress".into(),
-                priority: "high".into(),
+                status: IssueStatus::InProgress.to_proto(),
+                priority: Priority::High.to_proto(),
                 description: "It drops the last line.".into(),
             }),
             comments: vec![

@@ -8,11 +8,13 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use roost_core::RunStatus;
 use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{
     server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunLog,
     RunStarted, RunUsage, WorkerMessage,
 };
+use roost_proto::ProtoEnum;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -482,7 +484,7 @@ async fn session(
             config.name.clone()
         },
         join_token: config.join_token.clone(),
-        adapters: adapter::ADAPTERS.map(String::from).to_vec(),
+        adapters: adapter::ADAPTERS.iter().map(|a| a.to_proto()).collect(),
         labels: config.labels.clone().into_iter().collect(),
         slots: config.slots,
         version: env!("CARGO_PKG_VERSION").into(),
@@ -640,7 +642,7 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
             s.refused += 1;
             let refused = RunFinished {
                 run_id: a.run_id.clone(),
-                status: "cancelled".into(),
+                status: RunStatus::Cancelled.to_proto(),
                 error: "the worker was shutting down; the run did not start".into(),
                 ..Default::default()
             };
@@ -664,7 +666,7 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
     lock(state).usage.insert(a.run_id.clone(), usage.clone());
     let (config, state) = (config.clone(), state.clone());
     tokio::spawn(async move {
-        info!(run_id = %a.run_id, agent = %a.agent_name, adapter = %a.adapter_type, "run started");
+        info!(run_id = %a.run_id, agent = %a.agent_name, adapter = ?adapter::adapter_type(&a).ok(), "run started");
         let log = LogFile::open(&config.log_dir(), &a.run_id, live_sink(&state, &a.run_id));
         let mut run = adapter::Run {
             assignment: &a,
@@ -676,14 +678,14 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
             workspace: config.work_dir.clone(),
         };
         let ended = adapter::run(&mut run).await;
-        info!(run_id = %a.run_id, status = ended.status, "run ended");
+        info!(run_id = %a.run_id, status = %ended.status, "run ended");
         let final_usage = RunUsage {
             run_id: a.run_id.clone(),
             ..usage.lock().map(|u| u.clone()).unwrap_or_default()
         };
         let finished = RunFinished {
             run_id: a.run_id.clone(),
-            status: ended.status.into(),
+            status: ended.status.to_proto(),
             exit_code: ended.exit_code,
             error: ended.error,
             usage: Some(final_usage),

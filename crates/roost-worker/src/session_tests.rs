@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
+use roost_core::{AdapterType, RunStatus};
 use roost_proto::v1::{worker_message, Assignment, RunFinished, WorkerMessage};
+use roost_proto::ProtoEnum;
 use tokio::sync::mpsc;
 
 use super::{acknowledge, beat_once, hold_result, lock, message, new_state, on_registered, start};
@@ -14,7 +16,7 @@ use crate::config::WorkerConfig;
 fn finished(run_id: &str) -> WorkerMessage {
     message(worker_message::Body::RunFinished(RunFinished {
         run_id: run_id.into(),
-        status: "succeeded".into(),
+        status: RunStatus::Succeeded.to_proto(),
         ..Default::default()
     }))
 }
@@ -129,7 +131,7 @@ async fn an_assignment_sent_again_after_its_run_ended_is_not_run_twice() {
         run_id: "run-once".into(),
         agent_id: "a1".into(),
         agent_name: "once".into(),
-        adapter_type: "process".into(),
+        adapter_type: AdapterType::Process.to_proto(),
         adapter_config_json: r#"{"command":"true"}"#.into(),
         ..Default::default()
     };
@@ -171,7 +173,7 @@ async fn an_assignment_while_draining_is_reported_cancelled_without_starting() {
     }
     let assignment = Assignment {
         run_id: "late".into(),
-        adapter_type: "process".into(),
+        adapter_type: AdapterType::Process.to_proto(),
         adapter_config_json: r#"{"command":"true"}"#.into(),
         ..Default::default()
     };
@@ -180,8 +182,8 @@ async fn an_assignment_while_draining_is_reported_cancelled_without_starting() {
     match m.body {
         Some(worker_message::Body::RunFinished(f)) => {
             assert_eq!(
-                (f.run_id.as_str(), f.status.as_str()),
-                ("late", "cancelled")
+                (f.run_id.as_str(), f.status()),
+                ("late", roost_proto::v1::RunStatus::Cancelled)
             );
             assert!(f.error.contains("shutting down"), "{}", f.error);
         }

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use roost_core::AdapterType;
 use roost_proto::v1::SkillFiles;
 
 /// Lists the skill keys this worker wrote into a skills directory, one per line.
@@ -15,11 +16,11 @@ const VERSION_FILE: &str = ".roost-version";
 
 /// Where, relative to the workspace, each runtime reads project skills. Runtimes without a
 /// documented project location get `.agents/skills`, named to them by `ROOST_SKILLS_DIR`.
-pub(crate) fn dir_for(adapter_type: &str) -> &'static str {
+pub(crate) fn dir_for(adapter_type: Option<AdapterType>) -> &'static str {
     match adapter_type {
-        "claude" | "claude_local" => ".claude/skills",
-        "gemini" | "gemini_local" => ".gemini/skills",
-        "opencode" | "opencode_local" => ".opencode/skills",
+        Some(AdapterType::Claude) => ".claude/skills",
+        Some(AdapterType::Gemini) => ".gemini/skills",
+        Some(AdapterType::OpenCode) => ".opencode/skills",
         _ => ".agents/skills",
     }
 }

@@ -676,6 +676,1186 @@ pub mod cluster_server {
         const NAME: &'static str = SERVICE_NAME;
     }
 }
+/// Lifecycle of an issue. DONE and CANCELLED are terminal.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum IssueStatus {
+    Unspecified = 0,
+    Backlog = 1,
+    Todo = 2,
+    InProgress = 3,
+    InReview = 4,
+    Blocked = 5,
+    Done = 6,
+    Cancelled = 7,
+}
+impl IssueStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "ISSUE_STATUS_UNSPECIFIED",
+            Self::Backlog => "ISSUE_STATUS_BACKLOG",
+            Self::Todo => "ISSUE_STATUS_TODO",
+            Self::InProgress => "ISSUE_STATUS_IN_PROGRESS",
+            Self::InReview => "ISSUE_STATUS_IN_REVIEW",
+            Self::Blocked => "ISSUE_STATUS_BLOCKED",
+            Self::Done => "ISSUE_STATUS_DONE",
+            Self::Cancelled => "ISSUE_STATUS_CANCELLED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "ISSUE_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "ISSUE_STATUS_BACKLOG" => Some(Self::Backlog),
+            "ISSUE_STATUS_TODO" => Some(Self::Todo),
+            "ISSUE_STATUS_IN_PROGRESS" => Some(Self::InProgress),
+            "ISSUE_STATUS_IN_REVIEW" => Some(Self::InReview),
+            "ISSUE_STATUS_BLOCKED" => Some(Self::Blocked),
+            "ISSUE_STATUS_DONE" => Some(Self::Done),
+            "ISSUE_STATUS_CANCELLED" => Some(Self::Cancelled),
+            _ => None,
+        }
+    }
+}
+/// An issue's or a routine's priority.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum Priority {
+    Unspecified = 0,
+    Critical = 1,
+    High = 2,
+    Medium = 3,
+    Low = 4,
+}
+impl Priority {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "PRIORITY_UNSPECIFIED",
+            Self::Critical => "PRIORITY_CRITICAL",
+            Self::High => "PRIORITY_HIGH",
+            Self::Medium => "PRIORITY_MEDIUM",
+            Self::Low => "PRIORITY_LOW",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "PRIORITY_UNSPECIFIED" => Some(Self::Unspecified),
+            "PRIORITY_CRITICAL" => Some(Self::Critical),
+            "PRIORITY_HIGH" => Some(Self::High),
+            "PRIORITY_MEDIUM" => Some(Self::Medium),
+            "PRIORITY_LOW" => Some(Self::Low),
+            _ => None,
+        }
+    }
+}
+/// A paused or archived company starts no runs.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum CompanyStatus {
+    Unspecified = 0,
+    Active = 1,
+    Paused = 2,
+    Archived = 3,
+}
+impl CompanyStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "COMPANY_STATUS_UNSPECIFIED",
+            Self::Active => "COMPANY_STATUS_ACTIVE",
+            Self::Paused => "COMPANY_STATUS_PAUSED",
+            Self::Archived => "COMPANY_STATUS_ARCHIVED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "COMPANY_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "COMPANY_STATUS_ACTIVE" => Some(Self::Active),
+            "COMPANY_STATUS_PAUSED" => Some(Self::Paused),
+            "COMPANY_STATUS_ARCHIVED" => Some(Self::Archived),
+            _ => None,
+        }
+    }
+}
+/// PENDING_APPROVAL: hired through an approval not yet approved; it runs nothing until then.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum AgentStatus {
+    Unspecified = 0,
+    Active = 1,
+    Paused = 2,
+    Terminated = 3,
+    PendingApproval = 4,
+}
+impl AgentStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "AGENT_STATUS_UNSPECIFIED",
+            Self::Active => "AGENT_STATUS_ACTIVE",
+            Self::Paused => "AGENT_STATUS_PAUSED",
+            Self::Terminated => "AGENT_STATUS_TERMINATED",
+            Self::PendingApproval => "AGENT_STATUS_PENDING_APPROVAL",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "AGENT_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "AGENT_STATUS_ACTIVE" => Some(Self::Active),
+            "AGENT_STATUS_PAUSED" => Some(Self::Paused),
+            "AGENT_STATUS_TERMINATED" => Some(Self::Terminated),
+            "AGENT_STATUS_PENDING_APPROVAL" => Some(Self::PendingApproval),
+            _ => None,
+        }
+    }
+}
+/// Why an agent is paused.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum PauseReason {
+    Unspecified = 0,
+    Manual = 1,
+    Budget = 2,
+    System = 3,
+    LoopDetected = 4,
+}
+impl PauseReason {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "PAUSE_REASON_UNSPECIFIED",
+            Self::Manual => "PAUSE_REASON_MANUAL",
+            Self::Budget => "PAUSE_REASON_BUDGET",
+            Self::System => "PAUSE_REASON_SYSTEM",
+            Self::LoopDetected => "PAUSE_REASON_LOOP_DETECTED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "PAUSE_REASON_UNSPECIFIED" => Some(Self::Unspecified),
+            "PAUSE_REASON_MANUAL" => Some(Self::Manual),
+            "PAUSE_REASON_BUDGET" => Some(Self::Budget),
+            "PAUSE_REASON_SYSTEM" => Some(Self::System),
+            "PAUSE_REASON_LOOP_DETECTED" => Some(Self::LoopDetected),
+            _ => None,
+        }
+    }
+}
+/// How a worker runs an agent.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum AdapterType {
+    Unspecified = 0,
+    Process = 1,
+    Claude = 2,
+    Codex = 3,
+    Gemini = 4,
+    OpenCode = 5,
+    Hermes = 6,
+    OpenClawGateway = 7,
+    Http = 8,
+}
+impl AdapterType {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "ADAPTER_TYPE_UNSPECIFIED",
+            Self::Process => "ADAPTER_TYPE_PROCESS",
+            Self::Claude => "ADAPTER_TYPE_CLAUDE",
+            Self::Codex => "ADAPTER_TYPE_CODEX",
+            Self::Gemini => "ADAPTER_TYPE_GEMINI",
+            Self::OpenCode => "ADAPTER_TYPE_OPEN_CODE",
+            Self::Hermes => "ADAPTER_TYPE_HERMES",
+            Self::OpenClawGateway => "ADAPTER_TYPE_OPEN_CLAW_GATEWAY",
+            Self::Http => "ADAPTER_TYPE_HTTP",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "ADAPTER_TYPE_UNSPECIFIED" => Some(Self::Unspecified),
+            "ADAPTER_TYPE_PROCESS" => Some(Self::Process),
+            "ADAPTER_TYPE_CLAUDE" => Some(Self::Claude),
+            "ADAPTER_TYPE_CODEX" => Some(Self::Codex),
+            "ADAPTER_TYPE_GEMINI" => Some(Self::Gemini),
+            "ADAPTER_TYPE_OPEN_CODE" => Some(Self::OpenCode),
+            "ADAPTER_TYPE_HERMES" => Some(Self::Hermes),
+            "ADAPTER_TYPE_OPEN_CLAW_GATEWAY" => Some(Self::OpenClawGateway),
+            "ADAPTER_TYPE_HTTP" => Some(Self::Http),
+            _ => None,
+        }
+    }
+}
+/// Lifecycle of a run. The last five are terminal.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum RunStatus {
+    Unspecified = 0,
+    Queued = 1,
+    Assigned = 2,
+    Running = 3,
+    Succeeded = 4,
+    Failed = 5,
+    Cancelled = 6,
+    TimedOut = 7,
+    Lost = 8,
+}
+impl RunStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "RUN_STATUS_UNSPECIFIED",
+            Self::Queued => "RUN_STATUS_QUEUED",
+            Self::Assigned => "RUN_STATUS_ASSIGNED",
+            Self::Running => "RUN_STATUS_RUNNING",
+            Self::Succeeded => "RUN_STATUS_SUCCEEDED",
+            Self::Failed => "RUN_STATUS_FAILED",
+            Self::Cancelled => "RUN_STATUS_CANCELLED",
+            Self::TimedOut => "RUN_STATUS_TIMED_OUT",
+            Self::Lost => "RUN_STATUS_LOST",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "RUN_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "RUN_STATUS_QUEUED" => Some(Self::Queued),
+            "RUN_STATUS_ASSIGNED" => Some(Self::Assigned),
+            "RUN_STATUS_RUNNING" => Some(Self::Running),
+            "RUN_STATUS_SUCCEEDED" => Some(Self::Succeeded),
+            "RUN_STATUS_FAILED" => Some(Self::Failed),
+            "RUN_STATUS_CANCELLED" => Some(Self::Cancelled),
+            "RUN_STATUS_TIMED_OUT" => Some(Self::TimedOut),
+            "RUN_STATUS_LOST" => Some(Self::Lost),
+            _ => None,
+        }
+    }
+}
+/// Why an agent is woken.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum WakeReason {
+    Unspecified = 0,
+    IssueAssigned = 1,
+    IssueCommented = 2,
+    IssueCommentMentioned = 3,
+    IssueStatusChanged = 4,
+    IssueChildrenCompleted = 5,
+    IssueBlockersResolved = 6,
+    ApprovalResolved = 7,
+    HeartbeatTimer = 8,
+    OnDemand = 9,
+    Routine = 10,
+    ProcessLostRetry = 11,
+    IssueEscalated = 12,
+    IncidentEscalated = 13,
+}
+impl WakeReason {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "WAKE_REASON_UNSPECIFIED",
+            Self::IssueAssigned => "WAKE_REASON_ISSUE_ASSIGNED",
+            Self::IssueCommented => "WAKE_REASON_ISSUE_COMMENTED",
+            Self::IssueCommentMentioned => "WAKE_REASON_ISSUE_COMMENT_MENTIONED",
+            Self::IssueStatusChanged => "WAKE_REASON_ISSUE_STATUS_CHANGED",
+            Self::IssueChildrenCompleted => "WAKE_REASON_ISSUE_CHILDREN_COMPLETED",
+            Self::IssueBlockersResolved => "WAKE_REASON_ISSUE_BLOCKERS_RESOLVED",
+            Self::ApprovalResolved => "WAKE_REASON_APPROVAL_RESOLVED",
+            Self::HeartbeatTimer => "WAKE_REASON_HEARTBEAT_TIMER",
+            Self::OnDemand => "WAKE_REASON_ON_DEMAND",
+            Self::Routine => "WAKE_REASON_ROUTINE",
+            Self::ProcessLostRetry => "WAKE_REASON_PROCESS_LOST_RETRY",
+            Self::IssueEscalated => "WAKE_REASON_ISSUE_ESCALATED",
+            Self::IncidentEscalated => "WAKE_REASON_INCIDENT_ESCALATED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "WAKE_REASON_UNSPECIFIED" => Some(Self::Unspecified),
+            "WAKE_REASON_ISSUE_ASSIGNED" => Some(Self::IssueAssigned),
+            "WAKE_REASON_ISSUE_COMMENTED" => Some(Self::IssueCommented),
+            "WAKE_REASON_ISSUE_COMMENT_MENTIONED" => Some(Self::IssueCommentMentioned),
+            "WAKE_REASON_ISSUE_STATUS_CHANGED" => Some(Self::IssueStatusChanged),
+            "WAKE_REASON_ISSUE_CHILDREN_COMPLETED" => Some(Self::IssueChildrenCompleted),
+            "WAKE_REASON_ISSUE_BLOCKERS_RESOLVED" => Some(Self::IssueBlockersResolved),
+            "WAKE_REASON_APPROVAL_RESOLVED" => Some(Self::ApprovalResolved),
+            "WAKE_REASON_HEARTBEAT_TIMER" => Some(Self::HeartbeatTimer),
+            "WAKE_REASON_ON_DEMAND" => Some(Self::OnDemand),
+            "WAKE_REASON_ROUTINE" => Some(Self::Routine),
+            "WAKE_REASON_PROCESS_LOST_RETRY" => Some(Self::ProcessLostRetry),
+            "WAKE_REASON_ISSUE_ESCALATED" => Some(Self::IssueEscalated),
+            "WAKE_REASON_INCIDENT_ESCALATED" => Some(Self::IncidentEscalated),
+            _ => None,
+        }
+    }
+}
+/// Where a wake is. QUEUED and DEFERRED are pending; the rest are final, and every final
+/// state but CLAIMED says why no run came of it.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum WakeStatus {
+    Unspecified = 0,
+    Queued = 1,
+    Deferred = 2,
+    Claimed = 3,
+    Coalesced = 4,
+    Skipped = 5,
+    Suppressed = 6,
+    Cancelled = 7,
+}
+impl WakeStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "WAKE_STATUS_UNSPECIFIED",
+            Self::Queued => "WAKE_STATUS_QUEUED",
+            Self::Deferred => "WAKE_STATUS_DEFERRED",
+            Self::Claimed => "WAKE_STATUS_CLAIMED",
+            Self::Coalesced => "WAKE_STATUS_COALESCED",
+            Self::Skipped => "WAKE_STATUS_SKIPPED",
+            Self::Suppressed => "WAKE_STATUS_SUPPRESSED",
+            Self::Cancelled => "WAKE_STATUS_CANCELLED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "WAKE_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "WAKE_STATUS_QUEUED" => Some(Self::Queued),
+            "WAKE_STATUS_DEFERRED" => Some(Self::Deferred),
+            "WAKE_STATUS_CLAIMED" => Some(Self::Claimed),
+            "WAKE_STATUS_COALESCED" => Some(Self::Coalesced),
+            "WAKE_STATUS_SKIPPED" => Some(Self::Skipped),
+            "WAKE_STATUS_SUPPRESSED" => Some(Self::Suppressed),
+            "WAKE_STATUS_CANCELLED" => Some(Self::Cancelled),
+            _ => None,
+        }
+    }
+}
+/// A worker is online while its lease is renewed, lost once it lapses.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum WorkerStatus {
+    Unspecified = 0,
+    Online = 1,
+    Lost = 2,
+}
+impl WorkerStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "WORKER_STATUS_UNSPECIFIED",
+            Self::Online => "WORKER_STATUS_ONLINE",
+            Self::Lost => "WORKER_STATUS_LOST",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "WORKER_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "WORKER_STATUS_ONLINE" => Some(Self::Online),
+            "WORKER_STATUS_LOST" => Some(Self::Lost),
+            _ => None,
+        }
+    }
+}
+/// What a credential is.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum CredentialKind {
+    Unspecified = 0,
+    Admin = 1,
+    AgentKey = 2,
+    WorkerJoin = 3,
+    Worker = 4,
+}
+impl CredentialKind {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "CREDENTIAL_KIND_UNSPECIFIED",
+            Self::Admin => "CREDENTIAL_KIND_ADMIN",
+            Self::AgentKey => "CREDENTIAL_KIND_AGENT_KEY",
+            Self::WorkerJoin => "CREDENTIAL_KIND_WORKER_JOIN",
+            Self::Worker => "CREDENTIAL_KIND_WORKER",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "CREDENTIAL_KIND_UNSPECIFIED" => Some(Self::Unspecified),
+            "CREDENTIAL_KIND_ADMIN" => Some(Self::Admin),
+            "CREDENTIAL_KIND_AGENT_KEY" => Some(Self::AgentKey),
+            "CREDENTIAL_KIND_WORKER_JOIN" => Some(Self::WorkerJoin),
+            "CREDENTIAL_KIND_WORKER" => Some(Self::Worker),
+            _ => None,
+        }
+    }
+}
+/// What a budget policy caps.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum BudgetScopeType {
+    Unspecified = 0,
+    Company = 1,
+    Agent = 2,
+    Project = 3,
+}
+impl BudgetScopeType {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "BUDGET_SCOPE_TYPE_UNSPECIFIED",
+            Self::Company => "BUDGET_SCOPE_TYPE_COMPANY",
+            Self::Agent => "BUDGET_SCOPE_TYPE_AGENT",
+            Self::Project => "BUDGET_SCOPE_TYPE_PROJECT",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "BUDGET_SCOPE_TYPE_UNSPECIFIED" => Some(Self::Unspecified),
+            "BUDGET_SCOPE_TYPE_COMPANY" => Some(Self::Company),
+            "BUDGET_SCOPE_TYPE_AGENT" => Some(Self::Agent),
+            "BUDGET_SCOPE_TYPE_PROJECT" => Some(Self::Project),
+            _ => None,
+        }
+    }
+}
+/// The window a budget policy's spend is summed over.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum BudgetWindow {
+    Unspecified = 0,
+    CalendarMonthUtc = 1,
+    Lifetime = 2,
+}
+impl BudgetWindow {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "BUDGET_WINDOW_UNSPECIFIED",
+            Self::CalendarMonthUtc => "BUDGET_WINDOW_CALENDAR_MONTH_UTC",
+            Self::Lifetime => "BUDGET_WINDOW_LIFETIME",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "BUDGET_WINDOW_UNSPECIFIED" => Some(Self::Unspecified),
+            "BUDGET_WINDOW_CALENDAR_MONTH_UTC" => Some(Self::CalendarMonthUtc),
+            "BUDGET_WINDOW_LIFETIME" => Some(Self::Lifetime),
+            _ => None,
+        }
+    }
+}
+/// What raised a budget incident: a soft or hard limit, or a wake loop.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum IncidentKind {
+    Unspecified = 0,
+    Soft = 1,
+    Hard = 2,
+    WakeLoop = 3,
+}
+impl IncidentKind {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "INCIDENT_KIND_UNSPECIFIED",
+            Self::Soft => "INCIDENT_KIND_SOFT",
+            Self::Hard => "INCIDENT_KIND_HARD",
+            Self::WakeLoop => "INCIDENT_KIND_WAKE_LOOP",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "INCIDENT_KIND_UNSPECIFIED" => Some(Self::Unspecified),
+            "INCIDENT_KIND_SOFT" => Some(Self::Soft),
+            "INCIDENT_KIND_HARD" => Some(Self::Hard),
+            "INCIDENT_KIND_WAKE_LOOP" => Some(Self::WakeLoop),
+            _ => None,
+        }
+    }
+}
+/// Whether a budget incident is still open.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum IncidentStatus {
+    Unspecified = 0,
+    Open = 1,
+    Resolved = 2,
+    Dismissed = 3,
+}
+impl IncidentStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "INCIDENT_STATUS_UNSPECIFIED",
+            Self::Open => "INCIDENT_STATUS_OPEN",
+            Self::Resolved => "INCIDENT_STATUS_RESOLVED",
+            Self::Dismissed => "INCIDENT_STATUS_DISMISSED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "INCIDENT_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "INCIDENT_STATUS_OPEN" => Some(Self::Open),
+            "INCIDENT_STATUS_RESOLVED" => Some(Self::Resolved),
+            "INCIDENT_STATUS_DISMISSED" => Some(Self::Dismissed),
+            _ => None,
+        }
+    }
+}
+/// What a person does about an open budget incident.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum IncidentAction {
+    Unspecified = 0,
+    RaiseAndResume = 1,
+    KeepPaused = 2,
+    Dismiss = 3,
+    Resume = 4,
+}
+impl IncidentAction {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "INCIDENT_ACTION_UNSPECIFIED",
+            Self::RaiseAndResume => "INCIDENT_ACTION_RAISE_AND_RESUME",
+            Self::KeepPaused => "INCIDENT_ACTION_KEEP_PAUSED",
+            Self::Dismiss => "INCIDENT_ACTION_DISMISS",
+            Self::Resume => "INCIDENT_ACTION_RESUME",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "INCIDENT_ACTION_UNSPECIFIED" => Some(Self::Unspecified),
+            "INCIDENT_ACTION_RAISE_AND_RESUME" => Some(Self::RaiseAndResume),
+            "INCIDENT_ACTION_KEEP_PAUSED" => Some(Self::KeepPaused),
+            "INCIDENT_ACTION_DISMISS" => Some(Self::Dismiss),
+            "INCIDENT_ACTION_RESUME" => Some(Self::Resume),
+            _ => None,
+        }
+    }
+}
+/// Where a goal sits.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum GoalLevel {
+    Unspecified = 0,
+    Company = 1,
+    Team = 2,
+    Agent = 3,
+    Task = 4,
+}
+impl GoalLevel {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "GOAL_LEVEL_UNSPECIFIED",
+            Self::Company => "GOAL_LEVEL_COMPANY",
+            Self::Team => "GOAL_LEVEL_TEAM",
+            Self::Agent => "GOAL_LEVEL_AGENT",
+            Self::Task => "GOAL_LEVEL_TASK",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "GOAL_LEVEL_UNSPECIFIED" => Some(Self::Unspecified),
+            "GOAL_LEVEL_COMPANY" => Some(Self::Company),
+            "GOAL_LEVEL_TEAM" => Some(Self::Team),
+            "GOAL_LEVEL_AGENT" => Some(Self::Agent),
+            "GOAL_LEVEL_TASK" => Some(Self::Task),
+            _ => None,
+        }
+    }
+}
+/// Lifecycle of a goal.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum GoalStatus {
+    Unspecified = 0,
+    Planned = 1,
+    Active = 2,
+    Achieved = 3,
+    Cancelled = 4,
+}
+impl GoalStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "GOAL_STATUS_UNSPECIFIED",
+            Self::Planned => "GOAL_STATUS_PLANNED",
+            Self::Active => "GOAL_STATUS_ACTIVE",
+            Self::Achieved => "GOAL_STATUS_ACHIEVED",
+            Self::Cancelled => "GOAL_STATUS_CANCELLED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "GOAL_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "GOAL_STATUS_PLANNED" => Some(Self::Planned),
+            "GOAL_STATUS_ACTIVE" => Some(Self::Active),
+            "GOAL_STATUS_ACHIEVED" => Some(Self::Achieved),
+            "GOAL_STATUS_CANCELLED" => Some(Self::Cancelled),
+            _ => None,
+        }
+    }
+}
+/// Lifecycle of a project.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ProjectStatus {
+    Unspecified = 0,
+    Backlog = 1,
+    Planned = 2,
+    InProgress = 3,
+    Completed = 4,
+    Cancelled = 5,
+}
+impl ProjectStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "PROJECT_STATUS_UNSPECIFIED",
+            Self::Backlog => "PROJECT_STATUS_BACKLOG",
+            Self::Planned => "PROJECT_STATUS_PLANNED",
+            Self::InProgress => "PROJECT_STATUS_IN_PROGRESS",
+            Self::Completed => "PROJECT_STATUS_COMPLETED",
+            Self::Cancelled => "PROJECT_STATUS_CANCELLED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "PROJECT_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "PROJECT_STATUS_BACKLOG" => Some(Self::Backlog),
+            "PROJECT_STATUS_PLANNED" => Some(Self::Planned),
+            "PROJECT_STATUS_IN_PROGRESS" => Some(Self::InProgress),
+            "PROJECT_STATUS_COMPLETED" => Some(Self::Completed),
+            "PROJECT_STATUS_CANCELLED" => Some(Self::Cancelled),
+            _ => None,
+        }
+    }
+}
+/// What an approval asks for.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ApprovalType {
+    Unspecified = 0,
+    HireAgent = 1,
+    ApproveCeoStrategy = 2,
+    BudgetOverrideRequired = 3,
+    RequestBoardApproval = 4,
+}
+impl ApprovalType {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "APPROVAL_TYPE_UNSPECIFIED",
+            Self::HireAgent => "APPROVAL_TYPE_HIRE_AGENT",
+            Self::ApproveCeoStrategy => "APPROVAL_TYPE_APPROVE_CEO_STRATEGY",
+            Self::BudgetOverrideRequired => "APPROVAL_TYPE_BUDGET_OVERRIDE_REQUIRED",
+            Self::RequestBoardApproval => "APPROVAL_TYPE_REQUEST_BOARD_APPROVAL",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "APPROVAL_TYPE_UNSPECIFIED" => Some(Self::Unspecified),
+            "APPROVAL_TYPE_HIRE_AGENT" => Some(Self::HireAgent),
+            "APPROVAL_TYPE_APPROVE_CEO_STRATEGY" => Some(Self::ApproveCeoStrategy),
+            "APPROVAL_TYPE_BUDGET_OVERRIDE_REQUIRED" => {
+                Some(Self::BudgetOverrideRequired)
+            }
+            "APPROVAL_TYPE_REQUEST_BOARD_APPROVAL" => Some(Self::RequestBoardApproval),
+            _ => None,
+        }
+    }
+}
+/// PENDING and REVISION_REQUESTED are open; the rest are decided.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ApprovalStatus {
+    Unspecified = 0,
+    Pending = 1,
+    RevisionRequested = 2,
+    Approved = 3,
+    Rejected = 4,
+    Cancelled = 5,
+}
+impl ApprovalStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "APPROVAL_STATUS_UNSPECIFIED",
+            Self::Pending => "APPROVAL_STATUS_PENDING",
+            Self::RevisionRequested => "APPROVAL_STATUS_REVISION_REQUESTED",
+            Self::Approved => "APPROVAL_STATUS_APPROVED",
+            Self::Rejected => "APPROVAL_STATUS_REJECTED",
+            Self::Cancelled => "APPROVAL_STATUS_CANCELLED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "APPROVAL_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "APPROVAL_STATUS_PENDING" => Some(Self::Pending),
+            "APPROVAL_STATUS_REVISION_REQUESTED" => Some(Self::RevisionRequested),
+            "APPROVAL_STATUS_APPROVED" => Some(Self::Approved),
+            "APPROVAL_STATUS_REJECTED" => Some(Self::Rejected),
+            "APPROVAL_STATUS_CANCELLED" => Some(Self::Cancelled),
+            _ => None,
+        }
+    }
+}
+/// What a person decided.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ApprovalDecision {
+    Unspecified = 0,
+    Approve = 1,
+    Reject = 2,
+    RequestRevision = 3,
+}
+impl ApprovalDecision {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "APPROVAL_DECISION_UNSPECIFIED",
+            Self::Approve => "APPROVAL_DECISION_APPROVE",
+            Self::Reject => "APPROVAL_DECISION_REJECT",
+            Self::RequestRevision => "APPROVAL_DECISION_REQUEST_REVISION",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "APPROVAL_DECISION_UNSPECIFIED" => Some(Self::Unspecified),
+            "APPROVAL_DECISION_APPROVE" => Some(Self::Approve),
+            "APPROVAL_DECISION_REJECT" => Some(Self::Reject),
+            "APPROVAL_DECISION_REQUEST_REVISION" => Some(Self::RequestRevision),
+            _ => None,
+        }
+    }
+}
+/// A paused routine's triggers do not fire; an archived one is retired.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum RoutineStatus {
+    Unspecified = 0,
+    Active = 1,
+    Paused = 2,
+    Archived = 3,
+}
+impl RoutineStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "ROUTINE_STATUS_UNSPECIFIED",
+            Self::Active => "ROUTINE_STATUS_ACTIVE",
+            Self::Paused => "ROUTINE_STATUS_PAUSED",
+            Self::Archived => "ROUTINE_STATUS_ARCHIVED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "ROUTINE_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "ROUTINE_STATUS_ACTIVE" => Some(Self::Active),
+            "ROUTINE_STATUS_PAUSED" => Some(Self::Paused),
+            "ROUTINE_STATUS_ARCHIVED" => Some(Self::Archived),
+            _ => None,
+        }
+    }
+}
+/// What a routine does when it fires while its last issue is still open.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ConcurrencyPolicy {
+    Unspecified = 0,
+    CoalesceIfActive = 1,
+    AlwaysEnqueue = 2,
+    SkipIfActive = 3,
+}
+impl ConcurrencyPolicy {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "CONCURRENCY_POLICY_UNSPECIFIED",
+            Self::CoalesceIfActive => "CONCURRENCY_POLICY_COALESCE_IF_ACTIVE",
+            Self::AlwaysEnqueue => "CONCURRENCY_POLICY_ALWAYS_ENQUEUE",
+            Self::SkipIfActive => "CONCURRENCY_POLICY_SKIP_IF_ACTIVE",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "CONCURRENCY_POLICY_UNSPECIFIED" => Some(Self::Unspecified),
+            "CONCURRENCY_POLICY_COALESCE_IF_ACTIVE" => Some(Self::CoalesceIfActive),
+            "CONCURRENCY_POLICY_ALWAYS_ENQUEUE" => Some(Self::AlwaysEnqueue),
+            "CONCURRENCY_POLICY_SKIP_IF_ACTIVE" => Some(Self::SkipIfActive),
+            _ => None,
+        }
+    }
+}
+/// What a schedule does about the firings it missed.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum CatchUpPolicy {
+    Unspecified = 0,
+    SkipMissed = 1,
+    EnqueueMissedWithCap = 2,
+}
+impl CatchUpPolicy {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "CATCH_UP_POLICY_UNSPECIFIED",
+            Self::SkipMissed => "CATCH_UP_POLICY_SKIP_MISSED",
+            Self::EnqueueMissedWithCap => "CATCH_UP_POLICY_ENQUEUE_MISSED_WITH_CAP",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "CATCH_UP_POLICY_UNSPECIFIED" => Some(Self::Unspecified),
+            "CATCH_UP_POLICY_SKIP_MISSED" => Some(Self::SkipMissed),
+            "CATCH_UP_POLICY_ENQUEUE_MISSED_WITH_CAP" => Some(Self::EnqueueMissedWithCap),
+            _ => None,
+        }
+    }
+}
+/// How a routine trigger fires.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum TriggerKind {
+    Unspecified = 0,
+    Schedule = 1,
+    Webhook = 2,
+    Api = 3,
+}
+impl TriggerKind {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "TRIGGER_KIND_UNSPECIFIED",
+            Self::Schedule => "TRIGGER_KIND_SCHEDULE",
+            Self::Webhook => "TRIGGER_KIND_WEBHOOK",
+            Self::Api => "TRIGGER_KIND_API",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "TRIGGER_KIND_UNSPECIFIED" => Some(Self::Unspecified),
+            "TRIGGER_KIND_SCHEDULE" => Some(Self::Schedule),
+            "TRIGGER_KIND_WEBHOOK" => Some(Self::Webhook),
+            "TRIGGER_KIND_API" => Some(Self::Api),
+            _ => None,
+        }
+    }
+}
+/// How a webhook trigger checks its caller.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum SigningMode {
+    Unspecified = 0,
+    None = 1,
+    Bearer = 2,
+    HmacSha256 = 3,
+    GithubHmac = 4,
+}
+impl SigningMode {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "SIGNING_MODE_UNSPECIFIED",
+            Self::None => "SIGNING_MODE_NONE",
+            Self::Bearer => "SIGNING_MODE_BEARER",
+            Self::HmacSha256 => "SIGNING_MODE_HMAC_SHA256",
+            Self::GithubHmac => "SIGNING_MODE_GITHUB_HMAC",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "SIGNING_MODE_UNSPECIFIED" => Some(Self::Unspecified),
+            "SIGNING_MODE_NONE" => Some(Self::None),
+            "SIGNING_MODE_BEARER" => Some(Self::Bearer),
+            "SIGNING_MODE_HMAC_SHA256" => Some(Self::HmacSha256),
+            "SIGNING_MODE_GITHUB_HMAC" => Some(Self::GithubHmac),
+            _ => None,
+        }
+    }
+}
+/// What fired a routine run.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum RunSource {
+    Unspecified = 0,
+    Schedule = 1,
+    Manual = 2,
+    Api = 3,
+    Webhook = 4,
+}
+impl RunSource {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "RUN_SOURCE_UNSPECIFIED",
+            Self::Schedule => "RUN_SOURCE_SCHEDULE",
+            Self::Manual => "RUN_SOURCE_MANUAL",
+            Self::Api => "RUN_SOURCE_API",
+            Self::Webhook => "RUN_SOURCE_WEBHOOK",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "RUN_SOURCE_UNSPECIFIED" => Some(Self::Unspecified),
+            "RUN_SOURCE_SCHEDULE" => Some(Self::Schedule),
+            "RUN_SOURCE_MANUAL" => Some(Self::Manual),
+            "RUN_SOURCE_API" => Some(Self::Api),
+            "RUN_SOURCE_WEBHOOK" => Some(Self::Webhook),
+            _ => None,
+        }
+    }
+}
+/// What came of a routine's firing.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum RoutineRunStatus {
+    Unspecified = 0,
+    Received = 1,
+    Coalesced = 2,
+    Skipped = 3,
+    IssueCreated = 4,
+    Completed = 5,
+    Failed = 6,
+}
+impl RoutineRunStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "ROUTINE_RUN_STATUS_UNSPECIFIED",
+            Self::Received => "ROUTINE_RUN_STATUS_RECEIVED",
+            Self::Coalesced => "ROUTINE_RUN_STATUS_COALESCED",
+            Self::Skipped => "ROUTINE_RUN_STATUS_SKIPPED",
+            Self::IssueCreated => "ROUTINE_RUN_STATUS_ISSUE_CREATED",
+            Self::Completed => "ROUTINE_RUN_STATUS_COMPLETED",
+            Self::Failed => "ROUTINE_RUN_STATUS_FAILED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "ROUTINE_RUN_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "ROUTINE_RUN_STATUS_RECEIVED" => Some(Self::Received),
+            "ROUTINE_RUN_STATUS_COALESCED" => Some(Self::Coalesced),
+            "ROUTINE_RUN_STATUS_SKIPPED" => Some(Self::Skipped),
+            "ROUTINE_RUN_STATUS_ISSUE_CREATED" => Some(Self::IssueCreated),
+            "ROUTINE_RUN_STATUS_COMPLETED" => Some(Self::Completed),
+            "ROUTINE_RUN_STATUS_FAILED" => Some(Self::Failed),
+            _ => None,
+        }
+    }
+}
+/// What a routine does when it fires: open an issue, or wake its agent.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum RoutineAction {
+    Unspecified = 0,
+    Issue = 1,
+    Wake = 2,
+}
+impl RoutineAction {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "ROUTINE_ACTION_UNSPECIFIED",
+            Self::Issue => "ROUTINE_ACTION_ISSUE",
+            Self::Wake => "ROUTINE_ACTION_WAKE",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "ROUTINE_ACTION_UNSPECIFIED" => Some(Self::Unspecified),
+            "ROUTINE_ACTION_ISSUE" => Some(Self::Issue),
+            "ROUTINE_ACTION_WAKE" => Some(Self::Wake),
+            _ => None,
+        }
+    }
+}
+/// What a memory search hit is.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum MemoryHitKind {
+    Unspecified = 0,
+    Entry = 1,
+    Document = 2,
+    Comment = 3,
+}
+impl MemoryHitKind {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "MEMORY_HIT_KIND_UNSPECIFIED",
+            Self::Entry => "MEMORY_HIT_KIND_ENTRY",
+            Self::Document => "MEMORY_HIT_KIND_DOCUMENT",
+            Self::Comment => "MEMORY_HIT_KIND_COMMENT",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "MEMORY_HIT_KIND_UNSPECIFIED" => Some(Self::Unspecified),
+            "MEMORY_HIT_KIND_ENTRY" => Some(Self::Entry),
+            "MEMORY_HIT_KIND_DOCUMENT" => Some(Self::Document),
+            "MEMORY_HIT_KIND_COMMENT" => Some(Self::Comment),
+            _ => None,
+        }
+    }
+}
 /// `agent_id` is an agent's id or `me` (the calling agent) in every memory request.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -759,9 +1939,9 @@ pub struct MemoryEntry {
     pub seq: u64,
     #[prost(string, tag = "4")]
     pub run_id: ::prost::alloc::string::String,
-    /// Empty when the run had no wake.
-    #[prost(string, tag = "5")]
-    pub wake_reason: ::prost::alloc::string::String,
+    /// Unspecified when the run had no wake.
+    #[prost(enumeration = "WakeReason", tag = "5")]
+    pub wake_reason: i32,
     #[prost(string, optional, tag = "6")]
     pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, tag = "7")]
@@ -910,9 +2090,8 @@ pub struct ListMemoryDocumentVersionsResponse {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct MemoryHit {
-    /// entry, document or comment.
-    #[prost(string, tag = "1")]
-    pub kind: ::prost::alloc::string::String,
+    #[prost(enumeration = "MemoryHitKind", tag = "1")]
+    pub kind: i32,
     #[prost(string, tag = "2")]
     pub id: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "3")]
@@ -937,12 +2116,10 @@ pub struct Goal {
     pub title: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "4")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: company, team, agent, task.
-    #[prost(string, tag = "5")]
-    pub level: ::prost::alloc::string::String,
-    /// One of: planned, active, achieved, cancelled.
-    #[prost(string, tag = "6")]
-    pub status: ::prost::alloc::string::String,
+    #[prost(enumeration = "GoalLevel", tag = "5")]
+    pub level: i32,
+    #[prost(enumeration = "GoalStatus", tag = "6")]
+    pub status: i32,
     #[prost(string, optional, tag = "7")]
     pub parent_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "8")]
@@ -962,11 +2139,11 @@ pub struct CreateGoalRequest {
     #[prost(string, optional, tag = "3")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
     /// Absent means task.
-    #[prost(string, optional, tag = "4")]
-    pub level: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "GoalLevel", optional, tag = "4")]
+    pub level: ::core::option::Option<i32>,
     /// Absent means planned.
-    #[prost(string, optional, tag = "5")]
-    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "GoalStatus", optional, tag = "5")]
+    pub status: ::core::option::Option<i32>,
     /// A goal of the same company.
     #[prost(string, optional, tag = "6")]
     pub parent_id: ::core::option::Option<::prost::alloc::string::String>,
@@ -1003,10 +2180,10 @@ pub struct UpdateGoalRequest {
     pub title: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "3")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "4")]
-    pub level: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "5")]
-    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "GoalLevel", optional, tag = "4")]
+    pub level: ::core::option::Option<i32>,
+    #[prost(enumeration = "GoalStatus", optional, tag = "5")]
+    pub status: ::core::option::Option<i32>,
     #[prost(string, optional, tag = "6")]
     pub parent_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "7")]
@@ -1029,9 +2206,8 @@ pub struct Project {
     pub name: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "4")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: backlog, planned, in_progress, completed, cancelled.
-    #[prost(string, tag = "5")]
-    pub status: ::prost::alloc::string::String,
+    #[prost(enumeration = "ProjectStatus", tag = "5")]
+    pub status: i32,
     #[prost(string, optional, tag = "6")]
     pub lead_agent_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, repeated, tag = "7")]
@@ -1065,8 +2241,8 @@ pub struct CreateProjectRequest {
     #[prost(string, optional, tag = "3")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
     /// Absent means backlog.
-    #[prost(string, optional, tag = "4")]
-    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "ProjectStatus", optional, tag = "4")]
+    pub status: ::core::option::Option<i32>,
     /// An agent of the same company.
     #[prost(string, optional, tag = "5")]
     pub lead_agent_id: ::core::option::Option<::prost::alloc::string::String>,
@@ -1107,8 +2283,8 @@ pub struct UpdateProjectRequest {
     pub name: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "3")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "4")]
-    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "ProjectStatus", optional, tag = "4")]
+    pub status: ::core::option::Option<i32>,
     #[prost(string, optional, tag = "5")]
     pub lead_agent_id: ::core::option::Option<::prost::alloc::string::String>,
     /// When true, goal_ids replaces the goals (an empty list clears them); when false, goal_ids
@@ -1150,12 +2326,10 @@ pub struct Approval {
     pub id: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub company_id: ::prost::alloc::string::String,
-    /// One of: hire_agent, approve_ceo_strategy, budget_override_required, request_board_approval.
-    #[prost(string, tag = "3")]
-    pub r#type: ::prost::alloc::string::String,
-    /// One of: pending, revision_requested, approved, rejected, cancelled.
-    #[prost(string, tag = "4")]
-    pub status: ::prost::alloc::string::String,
+    #[prost(enumeration = "ApprovalType", tag = "3")]
+    pub r#type: i32,
+    #[prost(enumeration = "ApprovalStatus", tag = "4")]
+    pub status: i32,
     /// A JSON object.
     #[prost(string, tag = "5")]
     pub payload_json: ::prost::alloc::string::String,
@@ -1204,8 +2378,8 @@ pub struct CreateApprovalRequest {
     pub company_id: ::prost::alloc::string::String,
     /// One of: approve_ceo_strategy, budget_override_required, request_board_approval (a
     /// hire_agent approval is made by HireAgent).
-    #[prost(string, tag = "2")]
-    pub r#type: ::prost::alloc::string::String,
+    #[prost(enumeration = "ApprovalType", tag = "2")]
+    pub r#type: i32,
     /// A JSON object; empty means {}.
     #[prost(string, tag = "3")]
     pub payload_json: ::prost::alloc::string::String,
@@ -1228,8 +2402,8 @@ pub struct ListApprovalsRequest {
     #[prost(string, tag = "1")]
     pub company_id: ::prost::alloc::string::String,
     /// Keeps approvals in this status; absent keeps all.
-    #[prost(string, optional, tag = "2")]
-    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "ApprovalStatus", optional, tag = "2")]
+    pub status: ::core::option::Option<i32>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -1242,9 +2416,8 @@ pub struct ListApprovalsResponse {
 pub struct DecideApprovalRequest {
     #[prost(string, tag = "1")]
     pub approval_id: ::prost::alloc::string::String,
-    /// One of: approve, reject, request_revision.
-    #[prost(string, tag = "2")]
-    pub decision: ::prost::alloc::string::String,
+    #[prost(enumeration = "ApprovalDecision", tag = "2")]
+    pub decision: i32,
     #[prost(string, optional, tag = "3")]
     pub decision_note: ::core::option::Option<::prost::alloc::string::String>,
 }
@@ -1309,18 +2482,14 @@ pub struct Routine {
     pub description: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "5")]
     pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: critical, high, medium, low.
-    #[prost(string, tag = "6")]
-    pub priority: ::prost::alloc::string::String,
-    /// One of: active, paused, archived.
-    #[prost(string, tag = "7")]
-    pub status: ::prost::alloc::string::String,
-    /// One of: coalesce_if_active, always_enqueue, skip_if_active.
-    #[prost(string, tag = "8")]
-    pub concurrency_policy: ::prost::alloc::string::String,
-    /// One of: skip_missed, enqueue_missed_with_cap.
-    #[prost(string, tag = "9")]
-    pub catch_up_policy: ::prost::alloc::string::String,
+    #[prost(enumeration = "Priority", tag = "6")]
+    pub priority: i32,
+    #[prost(enumeration = "RoutineStatus", tag = "7")]
+    pub status: i32,
+    #[prost(enumeration = "ConcurrencyPolicy", tag = "8")]
+    pub concurrency_policy: i32,
+    #[prost(enumeration = "CatchUpPolicy", tag = "9")]
+    pub catch_up_policy: i32,
     /// Paperclip's variable definitions, a JSON array.
     #[prost(string, tag = "10")]
     pub variables_json: ::prost::alloc::string::String,
@@ -1331,8 +2500,8 @@ pub struct Routine {
     #[prost(string, optional, tag = "13")]
     pub parent_issue_id: ::core::option::Option<::prost::alloc::string::String>,
     /// issue (a firing opens an issue) or wake (it wakes the assignee).
-    #[prost(string, tag = "14")]
-    pub action: ::prost::alloc::string::String,
+    #[prost(enumeration = "RoutineAction", tag = "14")]
+    pub action: i32,
     /// Failures in a row that open an alert issue (0: never).
     #[prost(uint32, tag = "15")]
     pub failure_alert_after: u32,
@@ -1366,9 +2535,8 @@ pub struct RoutineTrigger {
     pub id: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub routine_id: ::prost::alloc::string::String,
-    /// One of: schedule, webhook, api.
-    #[prost(string, tag = "3")]
-    pub kind: ::prost::alloc::string::String,
+    #[prost(enumeration = "TriggerKind", tag = "3")]
+    pub kind: i32,
     #[prost(string, optional, tag = "4")]
     pub label: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(bool, tag = "5")]
@@ -1388,8 +2556,8 @@ pub struct RoutineTrigger {
     #[prost(string, optional, tag = "11")]
     pub public_id: ::core::option::Option<::prost::alloc::string::String>,
     /// One of: none, bearer, hmac_sha256, github_hmac.
-    #[prost(string, optional, tag = "12")]
-    pub signing_mode: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "SigningMode", optional, tag = "12")]
+    pub signing_mode: ::core::option::Option<i32>,
     #[prost(uint32, optional, tag = "13")]
     pub replay_window_sec: ::core::option::Option<u32>,
     #[prost(bool, tag = "14")]
@@ -1410,12 +2578,10 @@ pub struct RoutineRun {
     pub routine_id: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "4")]
     pub trigger_id: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: schedule, manual, api, webhook.
-    #[prost(string, tag = "5")]
-    pub source: ::prost::alloc::string::String,
-    /// One of: received, coalesced, skipped, issue_created, completed, failed.
-    #[prost(string, tag = "6")]
-    pub status: ::prost::alloc::string::String,
+    #[prost(enumeration = "RunSource", tag = "5")]
+    pub source: i32,
+    #[prost(enumeration = "RoutineRunStatus", tag = "6")]
+    pub status: i32,
     #[prost(int64, tag = "7")]
     pub triggered_at_ms: i64,
     #[prost(int64, optional, tag = "8")]
@@ -1430,8 +2596,8 @@ pub struct RoutineRun {
     /// The linked issue's identifier and status, while it exists.
     #[prost(string, optional, tag = "12")]
     pub linked_issue_identifier: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "13")]
-    pub linked_issue_status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "IssueStatus", optional, tag = "13")]
+    pub linked_issue_status: ::core::option::Option<i32>,
     #[prost(string, optional, tag = "14")]
     pub linked_wake_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "15")]
@@ -1476,17 +2642,17 @@ pub struct CreateRoutineRequest {
     #[prost(string, optional, tag = "4")]
     pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
     /// Absent means medium.
-    #[prost(string, optional, tag = "5")]
-    pub priority: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "Priority", optional, tag = "5")]
+    pub priority: ::core::option::Option<i32>,
     /// Absent means active.
-    #[prost(string, optional, tag = "6")]
-    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "RoutineStatus", optional, tag = "6")]
+    pub status: ::core::option::Option<i32>,
     /// Absent means coalesce_if_active.
-    #[prost(string, optional, tag = "7")]
-    pub concurrency_policy: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "ConcurrencyPolicy", optional, tag = "7")]
+    pub concurrency_policy: ::core::option::Option<i32>,
     /// Absent means skip_missed.
-    #[prost(string, optional, tag = "8")]
-    pub catch_up_policy: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "CatchUpPolicy", optional, tag = "8")]
+    pub catch_up_policy: ::core::option::Option<i32>,
     /// A JSON array of variable definitions; empty means \[\].
     #[prost(string, tag = "9")]
     pub variables_json: ::prost::alloc::string::String,
@@ -1497,8 +2663,8 @@ pub struct CreateRoutineRequest {
     #[prost(string, optional, tag = "12")]
     pub parent_issue_id: ::core::option::Option<::prost::alloc::string::String>,
     /// Absent means issue.
-    #[prost(string, optional, tag = "13")]
-    pub action: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "RoutineAction", optional, tag = "13")]
+    pub action: ::core::option::Option<i32>,
     /// Absent means 3.
     #[prost(uint32, optional, tag = "14")]
     pub failure_alert_after: ::core::option::Option<u32>,
@@ -1516,20 +2682,20 @@ pub struct UpdateRoutineRequest {
     pub description: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "4")]
     pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "5")]
-    pub priority: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "Priority", optional, tag = "5")]
+    pub priority: ::core::option::Option<i32>,
     /// paused pauses the routine, active resumes it, archived retires it.
-    #[prost(string, optional, tag = "6")]
-    pub status: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "7")]
-    pub concurrency_policy: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "8")]
-    pub catch_up_policy: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "RoutineStatus", optional, tag = "6")]
+    pub status: ::core::option::Option<i32>,
+    #[prost(enumeration = "ConcurrencyPolicy", optional, tag = "7")]
+    pub concurrency_policy: ::core::option::Option<i32>,
+    #[prost(enumeration = "CatchUpPolicy", optional, tag = "8")]
+    pub catch_up_policy: ::core::option::Option<i32>,
     /// A JSON array replacing the variable definitions.
     #[prost(string, optional, tag = "9")]
     pub variables_json: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "10")]
-    pub action: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "RoutineAction", optional, tag = "10")]
+    pub action: ::core::option::Option<i32>,
     #[prost(uint32, optional, tag = "11")]
     pub failure_alert_after: ::core::option::Option<u32>,
 }
@@ -1541,9 +2707,9 @@ pub struct RunRoutineRequest {
     /// An api trigger of the routine.
     #[prost(string, optional, tag = "2")]
     pub trigger_id: ::core::option::Option<::prost::alloc::string::String>,
-    /// manual or api; absent means manual.
-    #[prost(string, optional, tag = "3")]
-    pub source: ::core::option::Option<::prost::alloc::string::String>,
+    /// MANUAL or API; absent means MANUAL.
+    #[prost(enumeration = "RunSource", optional, tag = "3")]
+    pub source: ::core::option::Option<i32>,
     /// JSON objects; empty means none.
     #[prost(string, tag = "4")]
     pub payload_json: ::prost::alloc::string::String,
@@ -1587,9 +2753,8 @@ pub struct ListRoutineTriggersResponse {
 pub struct CreateRoutineTriggerRequest {
     #[prost(string, tag = "1")]
     pub routine_id: ::prost::alloc::string::String,
-    /// One of: schedule, webhook, api.
-    #[prost(string, tag = "2")]
-    pub kind: ::prost::alloc::string::String,
+    #[prost(enumeration = "TriggerKind", tag = "2")]
+    pub kind: i32,
     #[prost(string, optional, tag = "3")]
     pub label: ::core::option::Option<::prost::alloc::string::String>,
     /// Absent means true.
@@ -1600,9 +2765,9 @@ pub struct CreateRoutineTriggerRequest {
     pub cron_expression: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "6")]
     pub timezone: ::core::option::Option<::prost::alloc::string::String>,
-    /// A webhook's: none, bearer, hmac_sha256 or github_hmac; absent means bearer.
-    #[prost(string, optional, tag = "7")]
-    pub signing_mode: ::core::option::Option<::prost::alloc::string::String>,
+    /// A webhook's; absent means bearer.
+    #[prost(enumeration = "SigningMode", optional, tag = "7")]
+    pub signing_mode: ::core::option::Option<i32>,
     #[prost(uint32, optional, tag = "8")]
     pub replay_window_sec: ::core::option::Option<u32>,
 }
@@ -1634,8 +2799,8 @@ pub struct UpdateRoutineTriggerRequest {
     pub cron_expression: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "5")]
     pub timezone: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "6")]
-    pub signing_mode: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "SigningMode", optional, tag = "6")]
+    pub signing_mode: ::core::option::Option<i32>,
     #[prost(uint32, optional, tag = "7")]
     pub replay_window_sec: ::core::option::Option<u32>,
 }
@@ -1817,14 +2982,12 @@ pub struct BudgetPolicy {
     pub id: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub company_id: ::prost::alloc::string::String,
-    /// company or agent.
-    #[prost(string, tag = "3")]
-    pub scope_type: ::prost::alloc::string::String,
+    #[prost(enumeration = "BudgetScopeType", tag = "3")]
+    pub scope_type: i32,
     #[prost(string, tag = "4")]
     pub scope_id: ::prost::alloc::string::String,
-    /// calendar_month_utc or lifetime.
-    #[prost(string, tag = "5")]
-    pub window_kind: ::prost::alloc::string::String,
+    #[prost(enumeration = "BudgetWindow", tag = "5")]
+    pub window_kind: i32,
     #[prost(uint64, tag = "6")]
     pub amount_cents: u64,
     #[prost(uint32, tag = "7")]
@@ -1857,12 +3020,10 @@ pub struct BudgetIncident {
     pub company_id: ::prost::alloc::string::String,
     #[prost(string, tag = "3")]
     pub policy_id: ::prost::alloc::string::String,
-    /// soft or hard.
-    #[prost(string, tag = "4")]
-    pub kind: ::prost::alloc::string::String,
-    /// open, resolved or dismissed.
-    #[prost(string, tag = "5")]
-    pub status: ::prost::alloc::string::String,
+    #[prost(enumeration = "IncidentKind", tag = "4")]
+    pub kind: i32,
+    #[prost(enumeration = "IncidentStatus", tag = "5")]
+    pub status: i32,
     #[prost(uint64, tag = "6")]
     pub amount_cents: u64,
     #[prost(uint64, tag = "7")]
@@ -1980,14 +3141,14 @@ pub struct ProjectSpend {
 pub struct SetBudgetPolicyRequest {
     #[prost(string, tag = "1")]
     pub company_id: ::prost::alloc::string::String,
-    #[prost(string, tag = "2")]
-    pub scope_type: ::prost::alloc::string::String,
+    #[prost(enumeration = "BudgetScopeType", tag = "2")]
+    pub scope_type: i32,
     /// Required for an agent; a company budget's scope is the company.
     #[prost(string, optional, tag = "3")]
     pub scope_id: ::core::option::Option<::prost::alloc::string::String>,
-    /// Default calendar_month_utc.
-    #[prost(string, tag = "4")]
-    pub window_kind: ::prost::alloc::string::String,
+    /// Unspecified means CALENDAR_MONTH_UTC.
+    #[prost(enumeration = "BudgetWindow", tag = "4")]
+    pub window_kind: i32,
     #[prost(uint64, tag = "5")]
     pub amount_cents: u64,
     /// Default 80.
@@ -2010,8 +3171,8 @@ pub struct ResolveBudgetIncidentRequest {
     pub company_id: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub incident_id: ::prost::alloc::string::String,
-    #[prost(string, tag = "3")]
-    pub action: ::prost::alloc::string::String,
+    #[prost(enumeration = "IncidentAction", tag = "3")]
+    pub action: i32,
     /// The new limit, for raise_and_resume.
     #[prost(uint64, optional, tag = "4")]
     pub amount_cents: ::core::option::Option<u64>,
@@ -2057,11 +3218,10 @@ pub struct Wake {
     #[prost(string, optional, tag = "4")]
     pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
     /// E.g. on_demand, routine, issue_assigned, issue_commented, heartbeat_timer.
-    #[prost(string, tag = "5")]
-    pub reason: ::prost::alloc::string::String,
-    /// One of: queued, deferred, claimed, coalesced, skipped, suppressed, cancelled.
-    #[prost(string, tag = "6")]
-    pub status: ::prost::alloc::string::String,
+    #[prost(enumeration = "WakeReason", tag = "5")]
+    pub reason: i32,
+    #[prost(enumeration = "WakeStatus", tag = "6")]
+    pub status: i32,
     /// Why it is deferred, or why it was skipped, suppressed, coalesced or cancelled.
     #[prost(string, optional, tag = "7")]
     pub status_reason: ::core::option::Option<::prost::alloc::string::String>,
@@ -2113,9 +3273,9 @@ pub struct WakeupRequest {
     /// The issue the run is about: its id or its identifier, e.g. ENG-12.
     #[prost(string, optional, tag = "2")]
     pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
-    /// on_demand or routine; absent means on_demand.
-    #[prost(string, optional, tag = "3")]
-    pub reason: ::core::option::Option<::prost::alloc::string::String>,
+    /// ON_DEMAND or ROUTINE; absent means ON_DEMAND.
+    #[prost(enumeration = "WakeReason", optional, tag = "3")]
+    pub reason: ::core::option::Option<i32>,
     /// A JSON object handed to the agent; empty means none. With "forceFreshSession": true the
     /// run starts without resuming a saved session.
     #[prost(string, tag = "4")]
@@ -2142,8 +3302,8 @@ pub struct ListWakesRequest {
     #[prost(string, optional, tag = "2")]
     pub agent_id: ::core::option::Option<::prost::alloc::string::String>,
     /// Keeps wakes in any of these statuses; empty keeps all.
-    #[prost(string, repeated, tag = "3")]
-    pub status: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(enumeration = "WakeStatus", repeated, tag = "3")]
+    pub status: ::prost::alloc::vec::Vec<i32>,
     /// An issue's id or identifier.
     #[prost(string, optional, tag = "4")]
     pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
@@ -2171,9 +3331,9 @@ pub struct WorkerInfo {
     pub id: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub name: ::prost::alloc::string::String,
-    /// The adapter types it runs: process, claude, codex, http, ...
-    #[prost(string, repeated, tag = "3")]
-    pub adapters: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The adapter types it runs.
+    #[prost(enumeration = "AdapterType", repeated, tag = "3")]
+    pub adapters: ::prost::alloc::vec::Vec<i32>,
     #[prost(map = "string, string", tag = "4")]
     pub labels: ::std::collections::HashMap<
         ::prost::alloc::string::String,
@@ -2183,9 +3343,8 @@ pub struct WorkerInfo {
     pub slots: u32,
     #[prost(string, tag = "6")]
     pub version: ::prost::alloc::string::String,
-    /// One of: online, lost.
-    #[prost(string, tag = "7")]
-    pub status: ::prost::alloc::string::String,
+    #[prost(enumeration = "WorkerStatus", tag = "7")]
+    pub status: i32,
     #[prost(int64, tag = "8")]
     pub registered_at_ms: i64,
     #[prost(int64, optional, tag = "9")]
@@ -2253,9 +3412,8 @@ pub struct Company {
     pub updated_at_ms: i64,
     #[prost(string, optional, tag = "7")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: active, paused, archived.
-    #[prost(string, tag = "8")]
-    pub status: ::prost::alloc::string::String,
+    #[prost(enumeration = "CompanyStatus", tag = "8")]
+    pub status: i32,
     /// New agents are created pending_approval until the board approves their hire.
     #[prost(bool, tag = "9")]
     pub require_board_approval_for_new_agents: bool,
@@ -2294,15 +3452,13 @@ pub struct Agent {
     pub role: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "5")]
     pub title: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: active, paused, terminated.
-    #[prost(string, tag = "6")]
-    pub status: ::prost::alloc::string::String,
-    /// Set while paused. One of: manual, budget, system.
-    #[prost(string, optional, tag = "7")]
-    pub pause_reason: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: process, claude, codex, http.
-    #[prost(string, tag = "8")]
-    pub adapter_type: ::prost::alloc::string::String,
+    #[prost(enumeration = "AgentStatus", tag = "6")]
+    pub status: i32,
+    /// Set while paused.
+    #[prost(enumeration = "PauseReason", optional, tag = "7")]
+    pub pause_reason: ::core::option::Option<i32>,
+    #[prost(enumeration = "AdapterType", tag = "8")]
+    pub adapter_type: i32,
     /// The adapter's configuration, a JSON value.
     #[prost(string, tag = "9")]
     pub adapter_config_json: ::prost::alloc::string::String,
@@ -2349,12 +3505,10 @@ pub struct Issue {
     pub title: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "6")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: backlog, todo, in_progress, in_review, blocked, done, cancelled.
-    #[prost(string, tag = "7")]
-    pub status: ::prost::alloc::string::String,
-    /// One of: critical, high, medium, low.
-    #[prost(string, tag = "8")]
-    pub priority: ::prost::alloc::string::String,
+    #[prost(enumeration = "IssueStatus", tag = "7")]
+    pub status: i32,
+    #[prost(enumeration = "Priority", tag = "8")]
+    pub priority: i32,
     #[prost(string, optional, tag = "9")]
     pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "10")]
@@ -2444,9 +3598,8 @@ pub struct Run {
     pub agent_id: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "4")]
     pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: queued, assigned, running, succeeded, failed, cancelled, timed_out, lost.
-    #[prost(string, tag = "5")]
-    pub status: ::prost::alloc::string::String,
+    #[prost(enumeration = "RunStatus", tag = "5")]
+    pub status: i32,
     #[prost(string, tag = "6")]
     pub invocation_source: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "7")]
@@ -2552,9 +3705,8 @@ pub struct UpdateCompanyRequest {
     pub name: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "3")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: active, paused, archived.
-    #[prost(string, optional, tag = "4")]
-    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "CompanyStatus", optional, tag = "4")]
+    pub status: ::core::option::Option<i32>,
     #[prost(bool, optional, tag = "5")]
     pub require_board_approval_for_new_agents: ::core::option::Option<bool>,
     /// 0 turns the escalation of blocked issues off.
@@ -2572,9 +3724,8 @@ pub struct CreateAgentRequest {
     pub role: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "4")]
     pub title: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: process, claude, codex, http.
-    #[prost(string, tag = "5")]
-    pub adapter_type: ::prost::alloc::string::String,
+    #[prost(enumeration = "AdapterType", tag = "5")]
+    pub adapter_type: i32,
     /// A JSON value; empty means an empty object.
     #[prost(string, tag = "6")]
     pub adapter_config_json: ::prost::alloc::string::String,
@@ -2618,8 +3769,8 @@ pub struct UpdateAgentRequest {
     /// An empty string clears the title.
     #[prost(string, optional, tag = "4")]
     pub title: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "5")]
-    pub adapter_type: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "AdapterType", optional, tag = "5")]
+    pub adapter_type: ::core::option::Option<i32>,
     /// A JSON value replacing the whole config.
     #[prost(string, optional, tag = "6")]
     pub adapter_config_json: ::core::option::Option<::prost::alloc::string::String>,
@@ -2641,9 +3792,9 @@ pub struct UpdateAgentRequest {
 pub struct PauseAgentRequest {
     #[prost(string, tag = "1")]
     pub agent_id: ::prost::alloc::string::String,
-    /// One of: manual, budget, system. Absent means manual.
-    #[prost(string, optional, tag = "2")]
-    pub reason: ::core::option::Option<::prost::alloc::string::String>,
+    /// Absent means manual.
+    #[prost(enumeration = "PauseReason", optional, tag = "2")]
+    pub reason: ::core::option::Option<i32>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -2680,9 +3831,8 @@ pub struct CreateAgentKeyResponse {
 pub struct CredentialInfo {
     #[prost(string, tag = "1")]
     pub id: ::prost::alloc::string::String,
-    /// "admin", "agent_key" or "worker_join".
-    #[prost(string, tag = "2")]
-    pub kind: ::prost::alloc::string::String,
+    #[prost(enumeration = "CredentialKind", tag = "2")]
+    pub kind: i32,
     #[prost(string, tag = "3")]
     pub name: ::prost::alloc::string::String,
     /// Agent keys only.
@@ -2722,9 +3872,8 @@ pub struct CreateAdminTokenResponse {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ListCredentialsRequest {
-    /// "admin", "agent_key" or "worker_join".
-    #[prost(string, tag = "1")]
-    pub kind: ::prost::alloc::string::String,
+    #[prost(enumeration = "CredentialKind", tag = "1")]
+    pub kind: i32,
     /// Required for "agent_key": whose keys.
     #[prost(string, tag = "2")]
     pub agent_id: ::prost::alloc::string::String,
@@ -2738,9 +3887,9 @@ pub struct ListCredentialsResponse {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RevokeCredentialRequest {
-    /// "admin", "agent_key" or "worker_join": an id of another kind is not found.
-    #[prost(string, tag = "1")]
-    pub kind: ::prost::alloc::string::String,
+    /// An id of another kind is not found.
+    #[prost(enumeration = "CredentialKind", tag = "1")]
+    pub kind: i32,
     #[prost(string, tag = "2")]
     pub id: ::prost::alloc::string::String,
     /// Required for "agent_key": the key's agent.
@@ -2757,11 +3906,11 @@ pub struct CreateIssueRequest {
     #[prost(string, optional, tag = "3")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
     /// Absent means backlog.
-    #[prost(string, optional, tag = "4")]
-    pub status: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "IssueStatus", optional, tag = "4")]
+    pub status: ::core::option::Option<i32>,
     /// Absent means medium.
-    #[prost(string, optional, tag = "5")]
-    pub priority: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "Priority", optional, tag = "5")]
+    pub priority: ::core::option::Option<i32>,
     #[prost(string, optional, tag = "6")]
     pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "7")]
@@ -2779,8 +3928,8 @@ pub struct ListIssuesRequest {
     #[prost(string, tag = "1")]
     pub company_id: ::prost::alloc::string::String,
     /// Keeps issues in any of these statuses; empty keeps all.
-    #[prost(string, repeated, tag = "2")]
-    pub status: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(enumeration = "IssueStatus", repeated, tag = "2")]
+    pub status: ::prost::alloc::vec::Vec<i32>,
     #[prost(string, optional, tag = "3")]
     pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "4")]
@@ -2814,10 +3963,10 @@ pub struct UpdateIssueRequest {
     /// An empty string clears the description.
     #[prost(string, optional, tag = "3")]
     pub description: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "4")]
-    pub status: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, optional, tag = "5")]
-    pub priority: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "IssueStatus", optional, tag = "4")]
+    pub status: ::core::option::Option<i32>,
+    #[prost(enumeration = "Priority", optional, tag = "5")]
+    pub priority: ::core::option::Option<i32>,
     /// An empty string clears the agent assignee.
     #[prost(string, optional, tag = "6")]
     pub assignee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
@@ -2950,8 +4099,8 @@ pub struct CheckoutRequest {
     #[prost(string, tag = "2")]
     pub agent_id: ::prost::alloc::string::String,
     /// The statuses the issue must be in; at least one is required.
-    #[prost(string, repeated, tag = "3")]
-    pub expected_statuses: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(enumeration = "IssueStatus", repeated, tag = "3")]
+    pub expected_statuses: ::prost::alloc::vec::Vec<i32>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -2973,9 +4122,9 @@ pub struct StartRunRequest {
 pub struct FinishRunRequest {
     #[prost(string, tag = "1")]
     pub run_id: ::prost::alloc::string::String,
-    /// A terminal status: succeeded, failed, cancelled, timed_out or lost.
-    #[prost(string, tag = "2")]
-    pub status: ::prost::alloc::string::String,
+    /// A terminal status: SUCCEEDED, FAILED, CANCELLED, TIMED_OUT or LOST.
+    #[prost(enumeration = "RunStatus", tag = "2")]
+    pub status: i32,
     #[prost(string, optional, tag = "3")]
     pub error: ::core::option::Option<::prost::alloc::string::String>,
 }
@@ -10926,9 +12075,9 @@ pub struct Register {
     /// credential yet. With it, `worker_credential` is exchanged for it once.
     #[prost(string, tag = "3")]
     pub join_token: ::prost::alloc::string::String,
-    /// process, claude, codex, http.
-    #[prost(string, repeated, tag = "4")]
-    pub adapters: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The adapter types this worker runs.
+    #[prost(enumeration = "AdapterType", repeated, tag = "4")]
+    pub adapters: ::prost::alloc::vec::Vec<i32>,
     #[prost(map = "string, string", tag = "5")]
     pub labels: ::std::collections::HashMap<
         ::prost::alloc::string::String,
@@ -11010,9 +12159,9 @@ pub struct RunStarted {
 pub struct RunFinished {
     #[prost(string, tag = "1")]
     pub run_id: ::prost::alloc::string::String,
-    /// succeeded, failed, cancelled or timed_out.
-    #[prost(string, tag = "2")]
-    pub status: ::prost::alloc::string::String,
+    /// SUCCEEDED, FAILED, CANCELLED or TIMED_OUT.
+    #[prost(enumeration = "RunStatus", tag = "2")]
+    pub status: i32,
     #[prost(int32, optional, tag = "3")]
     pub exit_code: ::core::option::Option<i32>,
     #[prost(string, tag = "4")]
@@ -11094,15 +12243,15 @@ pub struct Assignment {
     pub agent_name: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "5")]
     pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(string, tag = "6")]
-    pub wake_reason: ::prost::alloc::string::String,
+    #[prost(enumeration = "WakeReason", tag = "6")]
+    pub wake_reason: i32,
     /// Comments that caused the wake, oldest first.
     #[prost(string, repeated, tag = "7")]
     pub comment_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     #[prost(string, tag = "8")]
     pub payload_json: ::prost::alloc::string::String,
-    #[prost(string, tag = "9")]
-    pub adapter_type: ::prost::alloc::string::String,
+    #[prost(enumeration = "AdapterType", tag = "9")]
+    pub adapter_type: i32,
     #[prost(string, tag = "10")]
     pub adapter_config_json: ::prost::alloc::string::String,
     /// A run-scoped API key for the agent (ROOST_API_KEY): it acts as the agent for this run and
@@ -11150,10 +12299,10 @@ pub struct IssueSummary {
     pub identifier: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub title: ::prost::alloc::string::String,
-    #[prost(string, tag = "3")]
-    pub status: ::prost::alloc::string::String,
-    #[prost(string, tag = "4")]
-    pub priority: ::prost::alloc::string::String,
+    #[prost(enumeration = "IssueStatus", tag = "3")]
+    pub status: i32,
+    #[prost(enumeration = "Priority", tag = "4")]
+    pub priority: i32,
     /// Cut to 4 KiB.
     #[prost(string, tag = "5")]
     pub description: ::prost::alloc::string::String,

@@ -3,11 +3,10 @@
 
 use roost_core::{BudgetIncident, BudgetPolicy, CostEvent};
 use roost_proto::v1 as pb;
+use roost_proto::ProtoEnum;
 
-use super::convert::parse_enum;
-use crate::api::{
-    parse_action, Api, BudgetOverview, CostEventRequest, CostSummary, NewBudgetPolicy,
-};
+use super::convert::{enum_value, optional_enum};
+use crate::api::{Api, BudgetOverview, CostEventRequest, CostSummary, NewBudgetPolicy};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
@@ -15,9 +14,9 @@ fn policy_to_proto(p: BudgetPolicy) -> pb::BudgetPolicy {
     pb::BudgetPolicy {
         id: p.id,
         company_id: p.company_id,
-        scope_type: p.scope_type.as_str().into(),
+        scope_type: p.scope_type.to_proto(),
         scope_id: p.scope_id,
-        window_kind: p.window_kind.as_str().into(),
+        window_kind: p.window_kind.to_proto(),
         amount_cents: p.amount,
         warn_percent: p.warn_percent as u32,
         hard_stop_enabled: p.hard_stop_enabled,
@@ -31,8 +30,8 @@ fn incident_to_proto(i: BudgetIncident) -> pb::BudgetIncident {
         id: i.id,
         company_id: i.company_id,
         policy_id: i.policy_id,
-        kind: i.kind.as_str().into(),
-        status: i.status.as_str().into(),
+        kind: i.kind.to_proto(),
+        status: i.status.to_proto(),
         amount_cents: i.amount,
         observed_cents: i.observed,
         message: i.message,
@@ -82,11 +81,8 @@ pub(super) async fn set_policy(
     caller: Caller,
     r: pb::SetBudgetPolicyRequest,
 ) -> Result<pb::BudgetPolicy, ApiError> {
-    // Empty: the scope's default (`api/budgets.rs`).
-    let window = match r.window_kind.as_str() {
-        "" => None,
-        w => Some(parse_enum("windowKind", w)?),
-    };
+    // Unspecified: the scope's default (`api/budgets.rs`).
+    let window = optional_enum("window_kind", Some(r.window_kind))?;
     let warn_percent = match r.warn_percent {
         0 => 80,
         n => {
@@ -94,7 +90,7 @@ pub(super) async fn set_policy(
         }
     };
     let body = NewBudgetPolicy {
-        scope_type: parse_enum("scopeType", &r.scope_type)?,
+        scope_type: enum_value("scope_type", r.scope_type)?,
         scope_id: r.scope_id,
         window_kind: window,
         amount: r.amount_cents,
@@ -123,7 +119,7 @@ pub(super) async fn resolve(
     caller: Caller,
     r: pb::ResolveBudgetIncidentRequest,
 ) -> Result<pb::BudgetIncident, ApiError> {
-    let action = parse_action(&r.action)?;
+    let action = enum_value("action", r.action)?;
     let incident = api
         .resolve_budget_incident(
             &caller,

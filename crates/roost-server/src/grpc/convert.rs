@@ -4,8 +4,6 @@
 //! strings, JSON text) and reports bad input as [`ApiError::bad_request`], so callers turn it
 //! into `INVALID_ARGUMENT` through the one error mapping in `crate::error`.
 
-use std::str::FromStr;
-
 use roost_core::activity::ActivityEntry;
 use roost_core::command::{AgentPatch, IssuePatch};
 use roost_core::{
@@ -13,6 +11,7 @@ use roost_core::{
     IssueStatus, PauseReason, Run, RunStatus,
 };
 use roost_proto::v1 as pb;
+use roost_proto::ProtoEnum;
 use roost_store::CommentQuery;
 
 use crate::api::{AuditReport, IssueFilter, NewAgent};
@@ -38,7 +37,7 @@ pub(super) fn company_to_proto(company: Company) -> pb::Company {
         created_at_ms: company.created_at.millis(),
         updated_at_ms: company.updated_at.millis(),
         description: company.description,
-        status: company.status.as_str().into(),
+        status: company.status.to_proto(),
         require_board_approval_for_new_agents: company.require_board_approval_for_new_agents,
         escalate_blocked_after_secs: company.escalate_blocked_after_secs,
     }
@@ -62,9 +61,9 @@ pub(super) fn agent_to_proto(agent: Agent) -> pb::Agent {
         name: agent.name,
         role: agent.role,
         title: agent.title,
-        status: agent.status.as_str().into(),
-        pause_reason: agent.pause_reason.map(|reason| reason.as_str().into()),
-        adapter_type: agent.adapter_type.as_str().into(),
+        status: agent.status.to_proto(),
+        pause_reason: agent.pause_reason.map(|reason| reason.to_proto()),
+        adapter_type: agent.adapter_type.to_proto(),
         adapter_config_json: agent.adapter_config.to_string(),
         heartbeat: Some(heartbeat_to_proto(agent.heartbeat)),
         placement_labels: agent.placement_labels.into_iter().collect(),
@@ -90,8 +89,8 @@ pub(super) fn issue_to_proto(issue: Issue) -> pb::Issue {
         issue_number: issue.issue_number,
         title: issue.title,
         description: issue.description,
-        status: issue.status.as_str().into(),
-        priority: issue.priority.as_str().into(),
+        status: issue.status.to_proto(),
+        priority: issue.priority.to_proto(),
         assignee_agent_id: issue.assignee_agent_id,
         assignee_user_id: issue.assignee_user_id,
         parent_id: issue.parent_id,
@@ -129,7 +128,7 @@ pub(super) fn run_to_proto(run: Run) -> pb::Run {
         company_id: run.company_id,
         agent_id: run.agent_id,
         issue_id: run.issue_id,
-        status: run.status.as_str().into(),
+        status: run.status.to_proto(),
         invocation_source: run.invocation_source,
         error: run.error,
         created_at_ms: run.created_at.millis(),
@@ -191,17 +190,31 @@ pub(super) fn audit_report_to_proto(report: AuditReport) -> pb::VerifyAuditRespo
 // Proto → domain
 // ---------------------------------------------------------------------------------------------
 
-/// Parses one of the domain's snake_case enum names, naming the offending field on failure.
-pub(super) fn parse_enum<T: FromStr<Err = String>>(field: &str, text: &str) -> Result<T, ApiError> {
-    text.parse::<T>()
-        .map_err(|reason| ApiError::bad_request(format!("{field}: {reason}")))
+/// A required enum field: UNSPECIFIED or a number this build does not know is a bad request
+/// naming the field.
+pub(super) fn enum_value<T: ProtoEnum>(field: &str, value: i32) -> Result<T, ApiError> {
+    T::from_proto(value).map_err(|reason| ApiError::bad_request(format!("{field}: {reason}")))
 }
 
-fn parse_enums<T: FromStr<Err = String>>(
+/// An optional enum field: absent or UNSPECIFIED is "not given".
+pub(super) fn optional_enum<T: ProtoEnum>(
     field: &str,
-    texts: &[String],
-) -> Result<Vec<T>, ApiError> {
-    texts.iter().map(|text| parse_enum(field, text)).collect()
+    value: Option<i32>,
+) -> Result<Option<T>, ApiError> {
+    value
+        .filter(|&v| v != 0)
+        .map(|v| enum_value(field, v))
+        .transpose()
+}
+
+/// An enum field with a default, which UNSPECIFIED stands for.
+pub(super) fn enum_or<T: ProtoEnum>(field: &str, value: i32, default: T) -> Result<T, ApiError> {
+    Ok(optional_enum(field, Some(value))?.unwrap_or(default))
+}
+
+/// A repeated enum field; every value must be known.
+pub(super) fn enum_values<T: ProtoEnum>(field: &str, values: &[i32]) -> Result<Vec<T>, ApiError> {
+    values.iter().map(|&v| enum_value(field, v)).collect()
 }
 
 pub(super) fn parse_json(field: &str, text: &str) -> Result<serde_json::Value, ApiError> {
@@ -260,11 +273,7 @@ pub(super) fn new_agent(request: pb::CreateAgentRequest) -> Result<(String, NewA
     } else {
         request.role
     };
-    let adapter_type = if request.adapter_type.is_empty() {
-        AdapterType::Process
-    } else {
-        parse_enum("adapter_type", &request.adapter_type)?
-    };
+    let adapter_type = enum_or("adapter_type", request.adapter_type, AdapterType::Process)?;
     let adapter_config = if request.adapter_config_json.is_empty() {
         serde_json::json!({})
     } else {
@@ -293,10 +302,7 @@ pub(super) fn agent_patch(
         name: request.name,
         role: request.role,
         title: clearable(request.title),
-        adapter_type: request
-            .adapter_type
-            .map(|text| parse_enum::<AdapterType>("adapter_type", &text))
-            .transpose()?,
+        adapter_type: optional_enum("adapter_type", request.adapter_type)?,
         adapter_config: request
             .adapter_config_json
             .map(|text| parse_json("adapter_config_json", &text))
@@ -319,8 +325,8 @@ pub(super) fn agent_patch(
 }
 
 /// The pause reason, `manual` when absent.
-pub(super) fn pause_reason(reason: Option<&str>) -> Result<PauseReason, ApiError> {
-    reason.map_or(Ok(PauseReason::Manual), |text| parse_enum("reason", text))
+pub(super) fn pause_reason(reason: Option<i32>) -> Result<PauseReason, ApiError> {
+    Ok(optional_enum("reason", reason)?.unwrap_or(PauseReason::Manual))
 }
 
 /// The key's name, `default` when empty (as over REST).
@@ -338,14 +344,8 @@ pub(super) fn new_issue(request: pb::CreateIssueRequest) -> Result<(String, Issu
     let fields = IssuePatch {
         title: Some(request.title),
         description: non_empty(request.description).map(Some),
-        status: request
-            .status
-            .map(|text| parse_enum::<IssueStatus>("status", &text))
-            .transpose()?,
-        priority: request
-            .priority
-            .map(|text| parse_enum("priority", &text))
-            .transpose()?,
+        status: optional_enum("status", request.status)?,
+        priority: optional_enum("priority", request.priority)?,
         assignee_agent_id: non_empty(request.assignee_agent_id).map(Some),
         assignee_user_id: non_empty(request.assignee_user_id).map(Some),
         parent_id: non_empty(request.parent_id).map(Some),
@@ -362,7 +362,7 @@ pub(super) fn new_issue(request: pb::CreateIssueRequest) -> Result<(String, Issu
 
 pub(super) fn issue_filter(request: &pb::ListIssuesRequest) -> Result<IssueFilter, ApiError> {
     Ok(IssueFilter {
-        statuses: parse_enums("status", &request.status)?,
+        statuses: enum_values("status", &request.status)?,
         assignee_agent_id: non_empty(request.assignee_agent_id.clone()),
         parent_id: non_empty(request.parent_id.clone()),
         // 0 leaves the choice to the service layer's own default.
@@ -378,14 +378,8 @@ pub(super) fn issue_patch(
     let patch = IssuePatch {
         title: request.title,
         description: clearable(request.description),
-        status: request
-            .status
-            .map(|text| parse_enum::<IssueStatus>("status", &text))
-            .transpose()?,
-        priority: request
-            .priority
-            .map(|text| parse_enum("priority", &text))
-            .transpose()?,
+        status: optional_enum("status", request.status)?,
+        priority: optional_enum("priority", request.priority)?,
         assignee_agent_id: clearable(request.assignee_agent_id),
         assignee_user_id: clearable(request.assignee_user_id),
         parent_id: clearable(request.parent_id),
@@ -411,12 +405,12 @@ pub(super) fn comment_query(request: &pb::ListCommentsRequest) -> CommentQuery {
     }
 }
 
-pub(super) fn expected_statuses(texts: &[String]) -> Result<Vec<IssueStatus>, ApiError> {
-    parse_enums("expected_statuses", texts)
+pub(super) fn expected_statuses(values: &[i32]) -> Result<Vec<IssueStatus>, ApiError> {
+    enum_values("expected_statuses", values)
 }
 
-pub(super) fn run_status(text: &str) -> Result<RunStatus, ApiError> {
-    parse_enum("status", text)
+pub(super) fn run_status(value: i32) -> Result<RunStatus, ApiError> {
+    enum_value("status", value)
 }
 
 /// An optional id where an empty string means none (proto3 clients often send "").

@@ -3,13 +3,16 @@
 
 use roost_core::CredentialKind;
 use roost_proto::v1 as pb;
+use roost_proto::ProtoEnum;
+
+use super::convert::enum_value;
 
 use crate::api::{Api, CredentialView};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
-fn kind(text: &str) -> Result<CredentialKind, ApiError> {
-    text.parse().map_err(ApiError::bad_request)
+fn kind(value: i32) -> Result<CredentialKind, ApiError> {
+    enum_value("kind", value)
 }
 
 /// An agent key's agent: required for `agent_key`, refused for the other kinds.
@@ -27,7 +30,7 @@ fn agent_of(kind: CredentialKind, agent_id: &str) -> Result<Option<&str>, ApiErr
 pub(super) fn info(c: CredentialView) -> pb::CredentialInfo {
     pb::CredentialInfo {
         id: c.id,
-        kind: c.kind.to_string(),
+        kind: c.kind.to_proto(),
         name: c.name,
         agent_id: c.agent_id.unwrap_or_default(),
         created_at_ms: c.created_at.millis(),
@@ -57,7 +60,7 @@ pub(super) async fn list(
     caller: Caller,
     request: pb::ListCredentialsRequest,
 ) -> Result<pb::ListCredentialsResponse, ApiError> {
-    let kind = kind(&request.kind)?;
+    let kind = kind(request.kind)?;
     let agent_id = agent_of(kind, &request.agent_id)?;
     let list = api.list_credentials(&caller, kind, agent_id).await?;
     Ok(pb::ListCredentialsResponse {
@@ -70,7 +73,7 @@ pub(super) async fn revoke(
     caller: Caller,
     request: pb::RevokeCredentialRequest,
 ) -> Result<pb::CredentialInfo, ApiError> {
-    let kind = kind(&request.kind)?;
+    let kind = kind(request.kind)?;
     let agent_id = agent_of(kind, &request.agent_id)?;
     let view = api
         .revoke_credential(&caller, kind, &request.id, agent_id)

@@ -189,7 +189,7 @@ pub(super) async fn decide_approval(
     caller: Caller,
     r: pb::DecideApprovalRequest,
 ) -> Answer<pb::Approval> {
-    let decision = convert::decision(&r.decision)?;
+    let decision = convert::decision(r.decision)?;
     let approval = api
         .decide_approval(&caller, &r.approval_id, decision, r.decision_note)
         .await?;

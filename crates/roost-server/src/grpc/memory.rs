@@ -5,6 +5,7 @@ use roost_core::memory::{CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, N
 use roost_core::views::{MemorySearchHit, MemorySummary};
 use roost_core::Timestamp;
 use roost_proto::v1 as pb;
+use roost_proto::ProtoEnum;
 
 use super::convert::parse_json;
 use crate::api::{Api, MemoryScope};
@@ -68,7 +69,7 @@ fn entry_to_proto(e: MemoryEntry) -> pb::MemoryEntry {
         agent_id: e.agent_id,
         seq: e.seq,
         run_id: e.run_id,
-        wake_reason: e.wake_reason.map(|r| r.as_str().into()).unwrap_or_default(),
+        wake_reason: e.wake_reason.map(|r| r.to_proto()).unwrap_or_default(),
         issue_id: e.issue_id,
         what: e.what,
         did: e.did,
@@ -94,7 +95,7 @@ fn document_to_proto(d: MemoryDocument) -> pb::MemoryDocument {
 
 fn hit_to_proto(h: MemorySearchHit) -> pb::MemoryHit {
     pb::MemoryHit {
-        kind: h.kind.as_str().into(),
+        kind: h.kind.to_proto(),
         id: h.id,
         issue_id: h.issue_id,
         snippet: h.snippet,

@@ -12,7 +12,7 @@ use roost_proto::v1 as pb;
 use super::convert::governance::{goal_to_proto, project_to_proto};
 use super::convert::{
     activity_page_size, activity_to_proto, clearable, comment_to_proto, company_to_proto,
-    issue_to_proto, non_empty, optional_id, parse_enum, run_page_size, run_to_proto,
+    issue_to_proto, non_empty, optional_enum, optional_id, run_page_size, run_to_proto,
 };
 use crate::api::Api;
 use crate::auth::Caller;
@@ -39,10 +39,7 @@ pub(super) async fn update_company(
     r: pb::UpdateCompanyRequest,
 ) -> Answer<pb::Company> {
     caller.require_admin()?;
-    let status = r
-        .status
-        .map(|s| parse_enum::<CompanyStatus>("status", &s))
-        .transpose()?;
+    let status = optional_enum::<CompanyStatus>("status", r.status)?;
     let company = api.get_company(&caller, &r.company_id).await?;
     let patch = CompanyPatch {
         name: r.name,

@@ -3,13 +3,13 @@
 //! `/api/routine-triggers/{id}`). The service layer answers triggers as REST's JSON views
 //! (without secrets); a created or rotated webhook's secret comes beside the view, this once.
 
-use roost_core::routine::{SigningMode, TriggerKind};
+use roost_core::routine::TriggerKind;
 use roost_core::routine_command::{NewTrigger, TriggerPatch};
 use roost_proto::v1 as pb;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::convert::{clearable, parse_enum};
+use super::convert::{clearable, enum_value, optional_enum};
 use super::routines::{trigger_to_proto, unreadable};
 use crate::api::Api;
 use crate::auth::Caller;
@@ -46,19 +46,15 @@ fn with_secret_to_proto(view: &Value) -> Answer<pb::RoutineTriggerSecret> {
     })
 }
 
-fn signing_mode(text: Option<String>) -> Answer<Option<SigningMode>> {
-    text.map(|t| parse_enum("signing_mode", &t)).transpose()
-}
-
 fn new_trigger(r: pb::CreateRoutineTriggerRequest) -> Answer<(String, NewTrigger)> {
     let trigger = NewTrigger {
-        kind: parse_enum::<TriggerKind>("kind", &r.kind)?,
+        kind: enum_value::<TriggerKind>("kind", r.kind)?,
         label: r.label,
         enabled: r.enabled.unwrap_or(true),
         cron_expression: r.cron_expression,
         timezone: r.timezone,
         public_id: None,
-        signing_mode: signing_mode(r.signing_mode)?,
+        signing_mode: optional_enum("signing_mode", r.signing_mode)?,
         replay_window_sec: r.replay_window_sec,
         secret: None,
     };
@@ -71,7 +67,7 @@ fn trigger_patch(r: pb::UpdateRoutineTriggerRequest) -> Answer<(String, TriggerP
         enabled: r.enabled,
         cron_expression: r.cron_expression,
         timezone: r.timezone,
-        signing_mode: signing_mode(r.signing_mode)?,
+        signing_mode: optional_enum("signing_mode", r.signing_mode)?,
         replay_window_sec: r.replay_window_sec,
     };
     Ok((r.trigger_id, patch))
@@ -126,12 +122,13 @@ pub(super) async fn rotate_secret(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use roost_proto::ProtoEnum;
 
     #[test]
     fn a_new_trigger_is_enabled_unless_asked_and_its_kind_is_checked() {
         let (routine, trigger) = new_trigger(pb::CreateRoutineTriggerRequest {
             routine_id: "r".into(),
-            kind: "webhook".into(),
+            kind: TriggerKind::Webhook.to_proto(),
             ..Default::default()
         })
         .unwrap();
@@ -142,7 +139,7 @@ mod tests {
         assert!(trigger.enabled);
         assert_eq!(trigger.signing_mode, None);
         let error = new_trigger(pb::CreateRoutineTriggerRequest {
-            kind: "cron".into(),
+            kind: 99,
             ..Default::default()
         })
         .unwrap_err();

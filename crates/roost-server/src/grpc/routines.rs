@@ -5,23 +5,24 @@
 //! they are read back here into typed messages.
 
 use roost_core::routine::{
-    CatchUpPolicy, ConcurrencyPolicy, Routine, RoutineAction, RoutineStatus, RoutineTrigger,
-    RunSource,
+    CatchUpPolicy, ConcurrencyPolicy, Routine, RoutineAction, RoutineRunStatus, RoutineStatus,
+    RoutineTrigger, RunSource,
 };
 use roost_core::routine_command::{RoutineFields, RoutinePatch, RunRequest};
-use roost_core::{Priority, Timestamp};
+use roost_core::{IssueStatus, Priority, Timestamp};
 use roost_proto::v1 as pb;
+use roost_proto::ProtoEnum;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::convert::{clearable, non_empty, parse_enum, parse_json};
+use super::convert::{clearable, non_empty, optional_enum, parse_json};
 use crate::api::Api;
 use crate::auth::Caller;
 use crate::error::ApiError;
 
 type Answer<T> = Result<T, ApiError>;
 
-/// The fields of `api/routines.rs` `run_view` this API shows; enums stay their snake_case text.
+/// The fields of `api/routines.rs` `run_view` this API shows.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RoutineRunView {
@@ -29,8 +30,8 @@ struct RoutineRunView {
     company_id: String,
     routine_id: String,
     trigger_id: Option<String>,
-    source: String,
-    status: String,
+    source: RunSource,
+    status: RoutineRunStatus,
     triggered_at: Timestamp,
     scheduled_for: Option<Timestamp>,
     idempotency_key: Option<String>,
@@ -49,7 +50,7 @@ struct RoutineRunView {
 #[derive(Deserialize)]
 struct LinkedIssue {
     identifier: String,
-    status: String,
+    status: IssueStatus,
 }
 
 /// What `api/routines.rs` `routine_view` adds to the routine's own fields.
@@ -89,15 +90,15 @@ fn routine_run_to_proto(r: RoutineRunView) -> pb::RoutineRun {
         company_id: r.company_id,
         routine_id: r.routine_id,
         trigger_id: r.trigger_id,
-        source: r.source,
-        status: r.status,
+        source: r.source.to_proto(),
+        status: r.status.to_proto(),
         triggered_at_ms: r.triggered_at.millis(),
         scheduled_for_ms: r.scheduled_for.map(Timestamp::millis),
         idempotency_key: r.idempotency_key,
         trigger_payload_json: r.trigger_payload.to_string(),
         linked_issue_id: r.linked_issue_id,
         linked_issue_identifier: identifier,
-        linked_issue_status: status,
+        linked_issue_status: status.map(IssueStatus::to_proto),
         linked_wake_id: r.linked_wake_id,
         coalesced_into_run_id: r.coalesced_into_run_id,
         failure_reason: r.failure_reason,
@@ -112,7 +113,7 @@ pub(super) fn trigger_to_proto(view: &Value) -> Answer<pb::RoutineTrigger> {
     Ok(pb::RoutineTrigger {
         id: t.id,
         routine_id: t.routine_id,
-        kind: t.kind.as_str().into(),
+        kind: t.kind.to_proto(),
         label: t.label,
         enabled: t.enabled,
         cron_expression: t.cron_expression,
@@ -121,7 +122,7 @@ pub(super) fn trigger_to_proto(view: &Value) -> Answer<pb::RoutineTrigger> {
         last_fired_at_ms: t.last_fired_at.map(Timestamp::millis),
         last_result: t.last_result,
         public_id: t.public_id,
-        signing_mode: t.signing_mode.map(|m| m.as_str().into()),
+        signing_mode: t.signing_mode.map(|m| m.to_proto()),
         replay_window_sec: t.replay_window_sec,
         // The view drops the secret and says only whether there is one.
         has_secret: view["hasSecret"].as_bool().unwrap_or(false),
@@ -149,15 +150,15 @@ fn routine_to_proto(view: &Value) -> Answer<pb::Routine> {
         title: r.title,
         description: r.description,
         assignee_agent_id: r.assignee_agent_id,
-        priority: r.priority.as_str().into(),
-        status: r.status.as_str().into(),
-        concurrency_policy: r.concurrency_policy.as_str().into(),
-        catch_up_policy: r.catch_up_policy.as_str().into(),
+        priority: r.priority.to_proto(),
+        status: r.status.to_proto(),
+        concurrency_policy: r.concurrency_policy.to_proto(),
+        catch_up_policy: r.catch_up_policy.to_proto(),
         variables_json: r.variables.to_string(),
         project_id: r.project_id,
         goal_id: r.goal_id,
         parent_issue_id: r.parent_issue_id,
-        action: r.action.as_str().into(),
+        action: r.action.to_proto(),
         failure_alert_after: r.failure_alert_after,
         consecutive_failures: r.consecutive_failures,
         last_triggered_at_ms: r.last_triggered_at.map(Timestamp::millis),
@@ -174,13 +175,6 @@ fn routine_to_proto(view: &Value) -> Answer<pb::Routine> {
 // ---------------------------------------------------------------------------------------------
 // Proto → service layer, with `rest/routines.rs`'s defaults and checks
 // ---------------------------------------------------------------------------------------------
-
-fn optional_enum<T: std::str::FromStr<Err = String>>(
-    field: &str,
-    text: Option<String>,
-) -> Answer<Option<T>> {
-    text.map(|t| parse_enum(field, &t)).transpose()
-}
 
 /// Variable definitions: a JSON array, as REST requires.
 fn variables(text: &str) -> Answer<Value> {
@@ -380,7 +374,7 @@ mod tests {
     fn an_update_pauses_and_clears_with_an_empty_string() {
         let (id, patch) = routine_patch(pb::UpdateRoutineRequest {
             routine_id: "r".into(),
-            status: Some("paused".into()),
+            status: Some(RoutineStatus::Paused.to_proto()),
             assignee_agent_id: Some(String::new()),
             ..Default::default()
         })

@@ -119,7 +119,7 @@ impl Control for ControlService {
     async fn pause_agent(&self, request: Request<pb::PauseAgentRequest>) -> Reply<pb::Agent> {
         let caller = self.caller(&request).await?;
         let body = request.get_ref();
-        let reason = convert::pause_reason(body.reason.as_deref())?;
+        let reason = convert::pause_reason(body.reason)?;
         let agent = self
             .api
             .pause_agent(&caller, &body.agent_id, reason)
@@ -306,7 +306,7 @@ impl Control for ControlService {
     async fn finish_run(&self, request: Request<pb::FinishRunRequest>) -> Reply<pb::Run> {
         let caller = self.caller(&request).await?;
         let body = request.into_inner();
-        let status = convert::run_status(&body.status)?;
+        let status = convert::run_status(body.status)?;
         let run = self
             .api
             .finish_run(&caller, &body.run_id, status, body.error)

@@ -6,8 +6,9 @@
 use roost_core::views::{WakeView, WakeupResult, WorkerView};
 use roost_core::{Timestamp, WakeReason};
 use roost_proto::v1 as pb;
+use roost_proto::ProtoEnum;
 
-use super::convert::{non_empty, parse_enum, parse_json, run_to_proto};
+use super::convert::{enum_values, non_empty, optional_enum, parse_json, run_to_proto};
 use super::credentials::info;
 use crate::api::{Api, JoinTokenLimits, WakeFilter, WakeupRequest};
 use crate::auth::Caller;
@@ -25,8 +26,8 @@ fn wake_to_proto(v: WakeView) -> pb::Wake {
         company_id: w.company_id,
         agent_id: w.agent_id,
         issue_id: w.issue_id,
-        reason: w.reason.as_str().into(),
-        status: w.status.as_str().into(),
+        reason: w.reason.to_proto(),
+        status: w.status.to_proto(),
         status_reason: w.status_reason,
         count: w.count,
         comment_ids: w.comment_ids,
@@ -50,11 +51,11 @@ fn worker_to_proto(v: WorkerView) -> pb::WorkerInfo {
     pb::WorkerInfo {
         id: w.id,
         name: w.name,
-        adapters: w.adapters.iter().map(|a| a.as_str().into()).collect(),
+        adapters: w.adapters.iter().map(|a| a.to_proto()).collect(),
         labels: w.labels.into_iter().collect(),
         slots: w.slots,
         version: w.version,
-        status: w.status.as_str().into(),
+        status: w.status.to_proto(),
         registered_at_ms: w.registered_at.millis(),
         lost_at_ms: w.lost_at.map(Timestamp::millis),
         live_runs: v.live_runs as u64,
@@ -63,12 +64,12 @@ fn worker_to_proto(v: WorkerView) -> pb::WorkerInfo {
 }
 
 /// An API wakeup is `on_demand` or `routine`; the other reasons are the rules' own.
-fn wake_reason(text: Option<&str>) -> Answer<WakeReason> {
-    match text.map(|t| parse_enum("reason", t)).transpose()? {
+fn wake_reason(value: Option<i32>) -> Answer<WakeReason> {
+    match optional_enum("reason", value)? {
         None | Some(WakeReason::OnDemand) => Ok(WakeReason::OnDemand),
         Some(WakeReason::Routine) => Ok(WakeReason::Routine),
         Some(other) => Err(ApiError::bad_request(format!(
-            "reason: {other} wakes are made by Roost; ask for on_demand or routine"
+            "reason: {other} wakes are made by Roost; ask for ON_DEMAND or ROUTINE"
         ))),
     }
 }
@@ -85,7 +86,7 @@ pub(super) async fn wakeup(
     };
     let request = WakeupRequest {
         issue_id: non_empty(r.issue_id),
-        reason: Some(wake_reason(r.reason.as_deref())?),
+        reason: Some(wake_reason(r.reason)?),
         payload,
         idempotency_key: non_empty(r.idempotency_key),
     };
@@ -103,11 +104,7 @@ pub(super) async fn list_wakes(
 ) -> Answer<pb::ListWakesResponse> {
     let filter = WakeFilter {
         agent_id: non_empty(r.agent_id),
-        statuses: r
-            .status
-            .iter()
-            .map(|s| parse_enum("status", s))
-            .collect::<Answer<_>>()?,
+        statuses: enum_values("status", &r.status)?,
         issue_id: non_empty(r.issue_id),
         limit: (r.limit > 0).then_some(r.limit as usize),
     };
@@ -165,19 +162,21 @@ pub(super) async fn revoke_worker(
 mod tests {
     use super::wake_reason;
     use roost_core::WakeReason;
+    use roost_proto::ProtoEnum;
 
     #[test]
     fn a_wakeup_asks_on_demand_or_routine_and_nothing_else() {
         assert_eq!(wake_reason(None).expect("default"), WakeReason::OnDemand);
         assert_eq!(
-            wake_reason(Some("routine")).expect("routine"),
+            wake_reason(Some(WakeReason::Routine.to_proto())).expect("routine"),
             WakeReason::Routine
         );
-        let refused = wake_reason(Some("issue_assigned")).expect_err("a rule's reason");
+        let refused =
+            wake_reason(Some(WakeReason::IssueAssigned.to_proto())).expect_err("a rule's reason");
         assert_eq!(
             tonic::Status::from(refused).code(),
             tonic::Code::InvalidArgument
         );
-        assert!(wake_reason(Some("sleepy")).is_err());
+        assert!(wake_reason(Some(99)).is_err());
     }
 }

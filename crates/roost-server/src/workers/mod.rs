@@ -15,8 +15,9 @@ use std::time::Duration;
 use roost_core::scheduling::{
     budget_blocker, claim_blocker, exhausted, hard_incident_open, quota_blocker, worker_suits,
 };
-use roost_core::{task_key, Actor, Command, Outcome, Run, State, WorkerStatus};
+use roost_core::{task_key, Actor, Command, Outcome, Run, State, WakeReason, WorkerStatus};
 use roost_proto::v1::{server_message, Assignment, IssueSummary, SkillFiles, WakeComment};
+use roost_proto::ProtoEnum;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -121,13 +122,10 @@ fn assignment_from_state(state: &State, run: &Run, run_token: String) -> Option<
         agent_id: agent.id.clone(),
         agent_name: agent.name.clone(),
         issue_id: run.issue_id.clone(),
-        wake_reason: run
-            .wake_reason
-            .map(|r| r.as_str().to_string())
-            .unwrap_or_default(),
+        wake_reason: run.wake_reason.map_or(0, WakeReason::to_proto),
         comment_ids: run.comment_ids.clone(),
         payload_json: run.payload.to_string(),
-        adapter_type: agent.adapter_type.as_str().into(),
+        adapter_type: agent.adapter_type.to_proto(),
         adapter_config_json: agent.adapter_config.to_string(),
         run_token,
         session_id: run.session_id_before.clone().unwrap_or_default(),
@@ -136,8 +134,8 @@ fn assignment_from_state(state: &State, run: &Run, run_token: String) -> Option<
         issue: issue.map(|i| IssueSummary {
             identifier: i.identifier.clone(),
             title: i.title.clone(),
-            status: i.status.as_str().into(),
-            priority: i.priority.as_str().into(),
+            status: i.status.to_proto(),
+            priority: i.priority.to_proto(),
             description: cut(
                 i.description.as_deref().unwrap_or(""),
                 ASSIGNMENT_TEXT_BYTES,

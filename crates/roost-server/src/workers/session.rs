@@ -5,6 +5,7 @@ use std::pin::Pin;
 use roost_core::{Actor, AdapterType, Command, Outcome, RunReport, RunStatus, Usage};
 use roost_proto::v1::worker_server::Worker as WorkerRpc;
 use roost_proto::v1::{server_message, worker_message, Register, ServerMessage, WorkerMessage};
+use roost_proto::ProtoEnum;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status, Streaming};
@@ -63,7 +64,10 @@ impl Workers {
         let adapters = register
             .adapters
             .iter()
-            .map(|a| a.parse::<AdapterType>().map_err(ApiError::bad_request))
+            .map(|&a| {
+                AdapterType::from_proto(a)
+                    .map_err(|e| ApiError::bad_request(format!("adapters: {e}")))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let command = Command::RegisterWorker {
             worker_id: register.worker_id.clone(),
@@ -312,7 +316,7 @@ impl Workers {
                 }
                 Ok(())
             }
-            Some(worker_message::Body::RunFinished(f)) => match f.status.parse::<RunStatus>() {
+            Some(worker_message::Body::RunFinished(f)) => match RunStatus::from_proto(f.status) {
                 Ok(status) if !status.is_live() && status != RunStatus::Lost => {
                     self.api.live_logs().end(&f.run_id);
                     let error = error_text(f.error);
@@ -345,10 +349,10 @@ impl Workers {
                         }
                     })
                 }
-                _ => Err(ApiError::bad_request(format!(
-                    "a run cannot finish as `{}`",
-                    f.status
+                Ok(status) => Err(ApiError::bad_request(format!(
+                    "a run cannot finish as `{status}`"
                 ))),
+                Err(e) => Err(ApiError::bad_request(format!("status: {e}"))),
             },
             Some(worker_message::Body::Register(_)) | None => {
                 Err(ApiError::bad_request("unexpected message"))

@@ -5,6 +5,7 @@
 //! from `hermes sessions export --session-id <id> -` (the session's totals, less what they
 //! were before a resumed session ran).
 
+use roost_core::RunStatus;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -190,7 +191,9 @@ pub(crate) async fn run(run: &mut Run<'_>, payload_file: &Path) -> Ended {
     let mut ended = session_cli::run(run, &Hermes, payload_file).await;
     ended.summary = ended.summary.map(|s| s.trim_end().to_string());
     // A stopped run (cancelled, cut off, the worker stopping) is not held up for its meter.
-    if let (Some(id), "succeeded" | "failed") = (ended.session_id.clone(), ended.status) {
+    if let (Some(id), RunStatus::Succeeded | RunStatus::Failed) =
+        (ended.session_id.clone(), ended.status)
+    {
         let resumed = !ended.session_reset && id == saved;
         match export(&program, &env, &cwd, &id).await {
             // Without the totals from before, a resumed session's would count every earlier
@@ -223,7 +226,7 @@ pub(crate) async fn run(run: &mut Run<'_>, payload_file: &Path) -> Ended {
         }
     }
     // A failed model call is Hermes' answer (`HTTP 400: ...` on stdout), not an error line.
-    if ended.status == "failed" && !ended.error.contains(": ") {
+    if ended.status == RunStatus::Failed && !ended.error.contains(": ") {
         if let Some(first) = ended.summary.as_deref().and_then(|s| s.lines().next()) {
             ended.error = format!("{}: {first}", ended.error);
         }

@@ -3,6 +3,7 @@
 //! its JSON may carry `summary`, `sessionId` and `usage` ({inputTokens, cachedInputTokens,
 //! outputTokens, costUsd}). Plain `http://` only: this build links no TLS stack.
 
+use roost_core::RunStatus;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -53,7 +54,7 @@ fn body(run: &Run<'_>) -> Value {
         "agentId": a.agent_id,
         "companyId": a.company_id,
         "taskId": a.issue_id,
-        "wakeReason": a.wake_reason,
+        "wakeReason": super::wake_reason(a),
         "commentIds": a.comment_ids,
         "payload": serde_json::from_str::<Value>(&a.payload_json).unwrap_or(Value::Null),
         "sessionId": (!a.session_id.is_empty()).then_some(&a.session_id),
@@ -99,12 +100,12 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
         r = sent => match r {
             Ok(r) => r,
             Err(e) if e.is_timeout() => {
-                return Ended { status: "timed_out", error: "timed out".into(), ..Default::default() }
+                return Ended { status: RunStatus::TimedOut, error: "timed out".into(), ..Default::default() }
             }
             Err(e) => return Ended::failed(format!("POST {}: {e}", config.url)),
         },
         why = &mut run.stop => {
-            return Ended { status: "cancelled", error: why.unwrap_or("cancelled").into(), ..Default::default() }
+            return Ended { status: RunStatus::Cancelled, error: why.unwrap_or("cancelled").into(), ..Default::default() }
         }
     };
     run.log.write(text.as_bytes());
@@ -125,7 +126,7 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
     };
     raise_usage(&run.usage, &totals);
     Ended {
-        status: "succeeded",
+        status: RunStatus::Succeeded,
         session_id: reply.session_id.filter(|s| !s.is_empty()),
         summary: reply.summary.or_else(|| run.log.last_line()),
         ..Default::default()

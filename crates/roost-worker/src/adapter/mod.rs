@@ -28,7 +28,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use roost_core::{AdapterType, RunStatus, WakeReason};
 use roost_proto::v1::{Assignment, RunUsage};
+use roost_proto::ProtoEnum;
 use serde::Deserialize;
 use tokio::sync::oneshot;
 
@@ -37,9 +39,10 @@ use crate::memory::Memory;
 use crate::runlog::RunLog;
 
 /// How a run ended, as reported to the cluster.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Ended {
-    pub status: &'static str,
+    /// A terminal status.
+    pub status: RunStatus,
     pub exit_code: Option<i32>,
     pub error: String,
     /// The session the agent ended in, to be resumed by the next run on the task.
@@ -49,10 +52,24 @@ pub(crate) struct Ended {
     pub summary: Option<String>,
 }
 
+/// A run that ends without saying how has failed.
+impl Default for Ended {
+    fn default() -> Ended {
+        Ended {
+            status: RunStatus::Failed,
+            exit_code: None,
+            error: String::new(),
+            session_id: None,
+            session_reset: false,
+            summary: None,
+        }
+    }
+}
+
 impl Ended {
     pub(crate) fn failed(error: String) -> Ended {
         Ended {
-            status: "failed",
+            status: RunStatus::Failed,
             error,
             ..Default::default()
         }
@@ -61,7 +78,11 @@ impl Ended {
     fn from_exit(exit: &child::Exit) -> Ended {
         match exit {
             child::Exit::Exited { code, success } => Ended {
-                status: if *success { "succeeded" } else { "failed" },
+                status: if *success {
+                    RunStatus::Succeeded
+                } else {
+                    RunStatus::Failed
+                },
                 exit_code: *code,
                 error: if *success {
                     String::new()
@@ -71,12 +92,12 @@ impl Ended {
                 ..Default::default()
             },
             child::Exit::Stopped(why) => Ended {
-                status: "cancelled",
+                status: RunStatus::Cancelled,
                 error: why.to_string(),
                 ..Default::default()
             },
             child::Exit::TimedOut => Ended {
-                status: "timed_out",
+                status: RunStatus::TimedOut,
                 error: "timed out".into(),
                 ..Default::default()
             },
@@ -157,7 +178,7 @@ pub(crate) fn environment(
         ("AGENT_ID", a.agent_id.clone()),
         ("COMPANY_ID", a.company_id.clone()),
         ("TASK_ID", a.issue_id.clone().unwrap_or_default()),
-        ("WAKE_REASON", a.wake_reason.clone()),
+        ("WAKE_REASON", wake_reason(a).to_string()),
         (
             "WAKE_COMMENT_ID",
             a.comment_ids.last().cloned().unwrap_or_default(),
@@ -193,7 +214,7 @@ pub(crate) fn process_environment(
     // The run's workspace and the skills written into it (`workspace.rs`, `skills.rs`), under
     // Roost's names and Paperclip's.
     let workspace = crate::workspace::path_of(config, a);
-    let skills = workspace.join(crate::skills::dir_for(&a.adapter_type));
+    let skills = workspace.join(crate::skills::dir_for(adapter_type(a).ok()));
     for (name, value) in [
         ("ROOST_WORKSPACE", workspace.display().to_string()),
         ("PAPERCLIP_WORKSPACE_CWD", workspace.display().to_string()),
@@ -241,10 +262,15 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
     if let Some(memory) = &run.memory {
         // A run stopped from outside (cancelled, cut off, the worker stopping) ends without
         // its key or its cluster: its edits stay in the home and are not sent.
-        if matches!(ended.status, "succeeded" | "failed") {
+        if matches!(ended.status, RunStatus::Succeeded | RunStatus::Failed) {
             let a = run.assignment;
             let harvest = memory
-                .harvest(a, ended.status, &ended.error, ended.summary.as_deref())
+                .harvest(
+                    a,
+                    ended.status.as_str(),
+                    &ended.error,
+                    ended.summary.as_deref(),
+                )
                 .await;
             for saved in harvest.saved {
                 tracing::info!(run_id = %a.run_id, "{saved}");
@@ -254,7 +280,7 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
             }
         }
     }
-    if ended.status != "succeeded" {
+    if ended.status != RunStatus::Succeeded {
         run.log
             .note(&format!("run {}: {}", ended.status, ended.error));
     }
@@ -282,7 +308,7 @@ async fn prepare_workspace(run: &mut Run<'_>) -> Result<std::path::PathBuf, Stri
             tracing::info!(dir = %old.display(), "idle workspace removed");
         }
     }
-    let skills_dir = dir.join(crate::skills::dir_for(&a.adapter_type));
+    let skills_dir = dir.join(crate::skills::dir_for(adapter_type(a).ok()));
     let synced = crate::skills::sync(&skills_dir, &a.skills)
         .map_err(|e| format!("the agent's skills could not be written: {e}"))?;
     if let Some(note) = synced.note(&skills_dir) {
@@ -291,39 +317,58 @@ async fn prepare_workspace(run: &mut Run<'_>) -> Result<std::path::PathBuf, Stri
     Ok(dir)
 }
 
+/// The wake's reason as the REST API names it (`issue_commented`); empty when the run had no
+/// wake.
+pub(crate) fn wake_reason(a: &Assignment) -> &'static str {
+    WakeReason::from_proto(a.wake_reason).map_or("", WakeReason::as_str)
+}
+
+/// The adapter the assignment asks for, or why this worker's build does not know it.
+pub(crate) fn adapter_type(a: &Assignment) -> Result<AdapterType, String> {
+    AdapterType::from_proto(a.adapter_type)
+        .map_err(|e| format!("this worker has no such adapter: {e}"))
+}
+
 async fn run_adapter(run: &mut Run<'_>) -> Ended {
-    let kind = run.assignment.adapter_type.clone();
-    match kind.as_str() {
-        "process" | "claude" | "codex" | "gemini" | "opencode" | "hermes" => {
+    let kind = match adapter_type(run.assignment) {
+        Ok(kind) => kind,
+        Err(e) => return Ended::failed(e),
+    };
+    match kind {
+        AdapterType::Http => http::run(run).await,
+        AdapterType::OpenClawGateway => openclaw::run(run).await,
+        AdapterType::Process
+        | AdapterType::Claude
+        | AdapterType::Codex
+        | AdapterType::Gemini
+        | AdapterType::OpenCode
+        | AdapterType::Hermes => {
             // Kept for the whole run (a refused resume starts a second process), then removed.
             let a = run.assignment;
             match wake_payload::PayloadFile::write(&run.config.work_dir, &a.run_id, &a.payload_json)
             {
-                Ok(payload) => match kind.as_str() {
-                    "process" => process::run(run, payload.path()).await,
-                    "claude" => session_cli::run(run, &claude::Claude, payload.path()).await,
-                    "codex" => session_cli::run(run, &codex::Codex, payload.path()).await,
-                    "gemini" => session_cli::run(run, &gemini::Gemini, payload.path()).await,
-                    "opencode" => session_cli::run(run, &opencode::OpenCode, payload.path()).await,
-                    _ => hermes::run(run, payload.path()).await,
-                },
+                Ok(payload) => {
+                    let payload = payload.path();
+                    match kind {
+                        AdapterType::Claude => {
+                            session_cli::run(run, &claude::Claude, payload).await
+                        }
+                        AdapterType::Codex => session_cli::run(run, &codex::Codex, payload).await,
+                        AdapterType::Gemini => {
+                            session_cli::run(run, &gemini::Gemini, payload).await
+                        }
+                        AdapterType::OpenCode => {
+                            session_cli::run(run, &opencode::OpenCode, payload).await
+                        }
+                        AdapterType::Hermes => hermes::run(run, payload).await,
+                        _ => process::run(run, payload).await,
+                    }
+                }
                 Err(e) => Ended::failed(e),
             }
         }
-        "http" => http::run(run).await,
-        "openclaw_gateway" => openclaw::run(run).await,
-        other => Ended::failed(format!("this worker has no {other} adapter")),
     }
 }
 
-/// The adapters this worker offers, as registered with the cluster.
-pub(crate) const ADAPTERS: [&str; 8] = [
-    "process",
-    "claude",
-    "codex",
-    "gemini",
-    "opencode",
-    "hermes",
-    "openclaw_gateway",
-    "http",
-];
+/// The adapters this worker offers, as registered with the cluster: all of them.
+pub(crate) const ADAPTERS: &[AdapterType] = AdapterType::ALL;

@@ -3,6 +3,7 @@
 //! usage, cost and result, resume the saved session,
 //! and when the CLI refuses it start a fresh session in the same run with a hand-off note.
 
+use roost_core::RunStatus;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -265,7 +266,7 @@ pub(crate) async fn run(run: &mut Run<'_>, cli: &dyn SessionCli, payload_file: &
         _ => (first, false),
     };
     let mut ended = Ended::from_exit(&done.exit);
-    if ended.status == "failed" {
+    if ended.status == RunStatus::Failed {
         if let Some(line) = done.parsed.errors.lines().next() {
             ended.error = format!("{}: {line}", ended.error);
         }

@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use roost_core::{AdapterType, RunStatus, WakeReason};
 use roost_proto::v1::{Assignment, RunUsage};
+use roost_proto::ProtoEnum;
 use serde_json::json;
 use tokio::sync::oneshot;
 
@@ -29,8 +31,11 @@ fn assignment(adapter: &str, config: serde_json::Value, session: &str) -> Assign
         agent_id: "a1".into(),
         agent_name: "coder".into(),
         issue_id: Some("i1".into()),
-        wake_reason: "issue_commented".into(),
-        adapter_type: adapter.into(),
+        wake_reason: WakeReason::IssueCommented.to_proto(),
+        adapter_type: adapter
+            .parse::<AdapterType>()
+            .expect("an adapter type")
+            .to_proto(),
         adapter_config_json: config.to_string(),
         session_id: session.into(),
         ..Default::default()
@@ -96,7 +101,7 @@ async fn claude_reports_its_session_usage_cost_and_result() {
     let dir = tempfile::tempdir().expect("tempdir");
     let a = assignment("claude", json!({ "command": fake("claude") }), "");
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert_eq!(out.ended.session_id.as_deref(), Some("fresh-run-1"));
     assert!(!out.ended.session_reset);
     assert_eq!(out.ended.summary.as_deref(), Some("Did the work for i1."));
@@ -125,7 +130,7 @@ async fn claude_resumes_a_saved_session_with_only_the_wake() {
     let dir = tempfile::tempdir().expect("tempdir");
     let a = assignment("claude", json!({ "command": fake("claude") }), "s-saved");
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert_eq!(out.ended.session_id.as_deref(), Some("s-saved"));
     assert!(read(dir.path(), "fake-claude.calls").contains("--resume s-saved"));
     let prompt = read(dir.path(), "fake-claude.prompts");
@@ -140,7 +145,7 @@ async fn a_retired_session_starts_fresh_with_a_hand_off_note() {
     a.session_rotated =
         "session s-old was retired: it served 20 runs (sessionRotation.maxRuns 20)".into();
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert!(!read(dir.path(), "fake-claude.calls").contains("--resume"));
     let prompt = read(dir.path(), "fake-claude.prompts");
     assert!(prompt.contains("You are coder"), "{prompt}");
@@ -156,7 +161,7 @@ async fn a_refused_resume_starts_a_fresh_session_in_the_same_run() {
     let config = json!({ "command": fake("claude"), "env": { "FAKE_CLAUDE_REFUSE_RESUME": "1" } });
     let a = assignment("claude", config, "s-expired");
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert!(out.ended.session_reset);
     assert_eq!(out.ended.session_id.as_deref(), Some("fresh-run-1"));
     let calls: Vec<String> = read(dir.path(), "fake-claude.calls")
@@ -191,7 +196,7 @@ async fn a_failure_that_is_not_a_refused_resume_fails_the_run() {
         "s-1",
     );
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "failed");
+    assert_eq!(out.ended.status, RunStatus::Failed);
     assert_eq!(out.ended.exit_code, Some(3));
     assert!(
         out.ended.error.contains("rate limited"),
@@ -206,7 +211,7 @@ async fn codex_resumes_and_falls_back_the_same_way() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ok = assignment("codex", json!({ "command": fake("codex") }), "t-saved");
     let out = run_to_end(dir.path(), &ok).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert_eq!(out.ended.session_id.as_deref(), Some("t-saved"));
     assert_eq!(out.ended.summary.as_deref(), Some("Closed i1."));
     assert_eq!(
@@ -223,7 +228,7 @@ async fn codex_resumes_and_falls_back_the_same_way() {
         "t-gone",
     );
     let out = run_to_end(dir.path(), &refused).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert!(out.ended.session_reset);
     assert_eq!(out.ended.session_id.as_deref(), Some("thread-run-1"));
 }
@@ -239,7 +244,7 @@ async fn a_timeout_stops_the_whole_process_group_even_if_it_ignores_sigterm() {
     );
     let started = Instant::now();
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "timed_out", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::TimedOut, "{:?}", out.ended);
     assert!(started.elapsed() < Duration::from_secs(10));
     let pid = read(dir.path(), "grandchild.pid");
     assert!(
@@ -267,7 +272,7 @@ async fn a_timeout_stopped_the_agent_but_left_a_tool_it_ran_in_its_own_session()
         "",
     );
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "timed_out", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::TimedOut, "{:?}", out.ended);
     let pid = read(dir.path(), "grandchild.pid");
     assert!(!pid.trim().is_empty(), "the tool never started");
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -303,7 +308,7 @@ async fn a_stop_cancels_the_run_with_its_reason() {
     let out = running.await.expect("run task");
     assert_eq!(
         (out.ended.status, out.ended.error.as_str()),
-        ("cancelled", "self_fenced")
+        (RunStatus::Cancelled, "self_fenced")
     );
     assert_eq!(
         out.usage.input_tokens, 1000,
@@ -373,7 +378,7 @@ async fn http_posts_the_wake_and_takes_the_reply() {
     let (url, served) = one_shot_server(reply).await;
     let a = assignment("http", json!({ "url": url }), "");
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert_eq!(out.ended.summary.as_deref(), Some("handled by the webhook"));
     assert_eq!(out.ended.session_id.as_deref(), Some("w-1"));
     assert_eq!(out.usage.cost_micro_usd, 500_000);
@@ -386,21 +391,32 @@ async fn http_posts_the_wake_and_takes_the_reply() {
 #[tokio::test]
 async fn an_unknown_adapter_or_bad_config_fails_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = run_to_end(dir.path(), &assignment("cursor", json!({}), "")).await;
-    assert_eq!(out.ended.status, "failed");
-    assert!(out.ended.error.contains("no cursor adapter"));
+    // An adapter a newer cluster knows and this worker's build does not.
+    let newer = Assignment {
+        adapter_type: 99,
+        ..assignment("process", json!({}), "")
+    };
+    let out = run_to_end(dir.path(), &newer).await;
+    assert_eq!(out.ended.status, RunStatus::Failed);
+    assert!(
+        out.ended
+            .error
+            .contains("no such adapter: 99 is not a value of AdapterType"),
+        "{}",
+        out.ended.error
+    );
     let out = run_to_end(
         dir.path(),
         &assignment("http", json!({ "url": "ftp://x" }), ""),
     )
     .await;
-    assert_eq!(out.ended.status, "failed");
+    assert_eq!(out.ended.status, RunStatus::Failed);
     let out = run_to_end(
         dir.path(),
         &assignment("claude", json!({ "timeoutSec": "soon" }), ""),
     )
     .await;
-    assert_eq!(out.ended.status, "failed");
+    assert_eq!(out.ended.status, RunStatus::Failed);
     assert!(
         out.ended.error.contains("adapterConfig"),
         "{}",
@@ -454,7 +470,7 @@ async fn a_1_mb_wake_payload_failed_the_run_with_argument_list_too_long() {
     let dir = tempfile::tempdir().expect("tempdir");
     let payload = json!({ "blob": "x".repeat(1 << 20) });
     let out = run_to_end(dir.path(), &payload_reader(&payload)).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert_eq!(read(dir.path(), "got-file.json"), payload.to_string());
     assert_eq!(read(dir.path(), "got-mode").trim(), "600");
     assert_eq!(
@@ -476,7 +492,7 @@ async fn a_small_wake_payload_is_in_the_environment_and_in_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let payload = json!({ "reason": "deploy", "n": 3 });
     let out = run_to_end(dir.path(), &payload_reader(&payload)).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert_eq!(read(dir.path(), "got-file.json"), payload.to_string());
     assert_eq!(read(dir.path(), "got-env.json"), payload.to_string());
     assert_eq!(read(dir.path(), "got-env-set").trim(), "setset");

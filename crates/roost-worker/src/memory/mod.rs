@@ -436,7 +436,10 @@ fn fallback_entry(
         .unwrap_or_default();
     NewMemoryEntry {
         issue_id: a.issue_id.clone(),
-        what: format!("run woken by {}{about} ended {status}", a.wake_reason),
+        what: format!(
+            "run woken by {}{about} ended {status}",
+            crate::adapter::wake_reason(a)
+        ),
         did: summary.unwrap_or_default().chars().take(2_000).collect(),
         next: String::new(),
         errors: if error.is_empty() {

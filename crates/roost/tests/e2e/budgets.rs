@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use roost_core::RunStatus;
+
 use roost_testkit::{wait_for, Http, TestCluster, TestWorker};
 
 use crate::support::str_field;
@@ -166,7 +168,9 @@ async fn ten_wakes_on_two_workers_never_reserve_past_the_budget() -> anyhow::Res
             })
         })
         .await?;
-        next.0.finish_costing(&next.1, "succeeded", 2).await?;
+        next.0
+            .finish_costing(&next.1, RunStatus::Succeeded, 2)
+            .await?;
         let run = next.1.clone();
         wait_for("the run to settle", WAIT, || async {
             (run_status(&http, &run).await.ok()? == "succeeded").then_some(())

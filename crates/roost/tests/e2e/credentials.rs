@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use tokio_stream::StreamExt;
 
 use roost_proto::v1::worker_client::WorkerClient;
-use roost_proto::v1::{worker_message, Register, WorkerMessage};
+use roost_proto::v1::{self as pb, worker_message, Register, WorkerMessage};
 use roost_server::auth::hash_token;
 use roost_testkit::{wait_for, worker_credential, Http, TestCluster, TestWorker};
 
@@ -231,7 +231,7 @@ async fn register_with(
         worker_id: worker_id.into(),
         name: worker_id.into(),
         join_token: token.into(),
-        adapters: vec!["process".into()],
+        adapters: vec![pb::AdapterType::Process as i32],
         labels: Default::default(),
         slots: 1,
         version: "test".into(),
@@ -430,18 +430,18 @@ async fn grpc_creates_lists_and_revokes_credentials() -> anyhow::Result<()> {
         .await?
         .into_inner();
     let ops_id = created.credential.map(|i| i.id).unwrap_or_default();
-    let list = |kind: &str, agent_id: &str| {
+    let list = |kind: i32, agent_id: &str| {
         authed(
             &admin,
             None,
             ListCredentialsRequest {
-                kind: kind.into(),
+                kind,
                 agent_id: agent_id.into(),
             },
         )
     };
     let admins = grpc
-        .list_credentials(list("admin", "")?)
+        .list_credentials(list(pb::CredentialKind::Admin as i32, "")?)
         .await?
         .into_inner();
     assert!(admins
@@ -454,7 +454,7 @@ async fn grpc_creates_lists_and_revokes_credentials() -> anyhow::Result<()> {
             &admin,
             None,
             RevokeCredentialRequest {
-                kind: "admin".into(),
+                kind: pb::CredentialKind::Admin as i32,
                 id: ops_id.clone(),
                 agent_id: String::new(),
             },
@@ -465,7 +465,11 @@ async fn grpc_creates_lists_and_revokes_credentials() -> anyhow::Result<()> {
         revoked.revoked && revoked.revoked_at_ms.is_some(),
         "{revoked:?}"
     );
-    for (kind, agent) in [("nonsense", ""), ("agent_key", ""), ("admin", "a1")] {
+    for (kind, agent) in [
+        (99, ""),
+        (pb::CredentialKind::AgentKey as i32, ""),
+        (pb::CredentialKind::Admin as i32, "a1"),
+    ] {
         let status = grpc.list_credentials(list(kind, agent)?).await.unwrap_err();
         assert_eq!(
             status.code(),
@@ -478,7 +482,7 @@ async fn grpc_creates_lists_and_revokes_credentials() -> anyhow::Result<()> {
             &created.token,
             None,
             ListCredentialsRequest {
-                kind: "admin".into(),
+                kind: pb::CredentialKind::Admin as i32,
                 agent_id: String::new(),
             },
         )?)

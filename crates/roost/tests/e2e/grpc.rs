@@ -1,7 +1,8 @@
 //! The gRPC API: the same operations and the same errors as REST.
 
 use roost_proto::v1::{
-    AddCommentRequest, CheckoutRequest, CreateIssueRequest, GetIssueRequest, ReleaseRequest,
+    self as pb, AddCommentRequest, CheckoutRequest, CreateIssueRequest, GetIssueRequest,
+    ReleaseRequest,
 };
 use serde_json::Value;
 
@@ -20,7 +21,7 @@ async fn grpc_checkout_conflicts_and_fencing_match_rest() -> anyhow::Result<()> 
             CreateIssueRequest {
                 company_id: node.company_id.clone(),
                 title: "over grpc".into(),
-                status: Some("todo".into()),
+                status: Some(pb::IssueStatus::Todo as i32),
                 ..Default::default()
             },
         )?)
@@ -34,7 +35,7 @@ async fn grpc_checkout_conflicts_and_fencing_match_rest() -> anyhow::Result<()> 
     let checkout = |agent: &str| CheckoutRequest {
         issue_id: issue.id.clone(),
         agent_id: agent.into(),
-        expected_statuses: vec!["todo".into()],
+        expected_statuses: vec![pb::IssueStatus::Todo as i32],
     };
 
     let won = grpc
@@ -140,7 +141,7 @@ async fn grpc_budgets_meter_costs_like_rest() -> anyhow::Result<()> {
             None,
             SetBudgetPolicyRequest {
                 company_id: node.company_id.clone(),
-                scope_type: "agent".into(),
+                scope_type: pb::BudgetScopeType::Agent as i32,
                 scope_id: Some(me.clone()),
                 amount_cents: 500,
                 ..Default::default()
@@ -170,7 +171,7 @@ async fn grpc_budgets_meter_costs_like_rest() -> anyhow::Result<()> {
             None,
             SetBudgetPolicyRequest {
                 company_id: node.company_id.clone(),
-                scope_type: "team".into(),
+                scope_type: 99,
                 amount_cents: 1,
                 ..Default::default()
             },
@@ -301,9 +302,9 @@ async fn grpc_memory_follows_rests_rules() -> anyhow::Result<()> {
         .await?
         .into_inner()
         .hits;
-    let kinds: Vec<&str> = hits.iter().map(|h| h.kind.as_str()).collect();
+    let kinds: Vec<pb::MemoryHitKind> = hits.iter().map(|h| h.kind()).collect();
     assert!(
-        kinds.contains(&"entry") && kinds.contains(&"document"),
+        kinds.contains(&pb::MemoryHitKind::Entry) && kinds.contains(&pb::MemoryHitKind::Document),
         "{hits:?}"
     );
 

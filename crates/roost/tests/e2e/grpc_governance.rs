@@ -3,11 +3,11 @@
 
 use roost_proto::v1::control_client::ControlClient;
 use roost_proto::v1::{
-    AddApprovalCommentRequest, CreateApprovalRequest, CreateGoalRequest, CreateProjectRequest,
-    DecideApprovalRequest, DeleteGoalRequest, GetApprovalRequest, GetGoalRequest,
-    GetProjectRequest, HireAgentRequest, ListApprovalCommentsRequest, ListApprovalsRequest,
-    ListGoalsRequest, ListProjectsRequest, PauseProjectRequest, ResumeProjectRequest,
-    UpdateGoalRequest,
+    self as pb, AddApprovalCommentRequest, CreateApprovalRequest, CreateGoalRequest,
+    CreateProjectRequest, DecideApprovalRequest, DeleteGoalRequest, GetApprovalRequest,
+    GetGoalRequest, GetProjectRequest, HireAgentRequest, ListApprovalCommentsRequest,
+    ListApprovalsRequest, ListGoalsRequest, ListProjectsRequest, PauseProjectRequest,
+    ResumeProjectRequest, UpdateGoalRequest,
 };
 use serde_json::{json, Value};
 use tonic::transport::Channel;
@@ -64,16 +64,16 @@ async fn grpc_goals_and_projects_follow_rests_rules() -> anyhow::Result<()> {
             CreateGoalRequest {
                 company_id: cid.clone(),
                 title: "Ship 1.0".into(),
-                level: Some("company".into()),
-                status: Some("active".into()),
+                level: Some(pb::GoalLevel::Company as i32),
+                status: Some(pb::GoalStatus::Active as i32),
                 ..Default::default()
             },
         )?)
         .await?
         .into_inner();
     assert_eq!(
-        (goal.level.as_str(), goal.status.as_str()),
-        ("company", "active")
+        (goal.level(), goal.status()),
+        (pb::GoalLevel::Company, pb::GoalStatus::Active)
     );
     let child = grpc
         .create_goal(authed(
@@ -89,8 +89,8 @@ async fn grpc_goals_and_projects_follow_rests_rules() -> anyhow::Result<()> {
         .await?
         .into_inner();
     assert_eq!(
-        (child.level.as_str(), child.status.as_str()),
-        ("task", "planned"),
+        (child.level(), child.status()),
+        (pb::GoalLevel::Task, pb::GoalStatus::Planned),
         "REST's defaults"
     );
     let renamed = grpc
@@ -116,7 +116,7 @@ async fn grpc_goals_and_projects_follow_rests_rules() -> anyhow::Result<()> {
             CreateProjectRequest {
                 company_id: cid.clone(),
                 name: "CLI".into(),
-                status: Some("in_progress".into()),
+                status: Some(pb::ProjectStatus::InProgress as i32),
                 lead_agent_id: Some(lead.clone()),
                 goal_ids: vec![goal.id.clone()],
                 ..Default::default()
@@ -246,7 +246,7 @@ async fn grpc_goals_and_projects_follow_rests_rules() -> anyhow::Result<()> {
             CreateGoalRequest {
                 company_id: cid.clone(),
                 title: "Epic".into(),
-                level: Some("epic".into()),
+                level: Some(99),
                 ..Default::default()
             },
         )?)
@@ -299,7 +299,7 @@ async fn grpc_approvals_are_asked_by_agents_and_decided_by_administrators() -> a
             None,
             CreateApprovalRequest {
                 company_id: cid.clone(),
-                r#type: "request_board_approval".into(),
+                r#type: pb::ApprovalType::RequestBoardApproval as i32,
                 payload_json: r#"{"why":"spend $40 on a domain"}"#.into(),
                 issue_ids: vec![issue.clone()],
                 ..Default::default()
@@ -307,7 +307,7 @@ async fn grpc_approvals_are_asked_by_agents_and_decided_by_administrators() -> a
         )?)
         .await?
         .into_inner();
-    assert_eq!(asked.status, "pending");
+    assert_eq!(asked.status(), pb::ApprovalStatus::Pending);
     assert_eq!(asked.requested_by_agent_id.as_deref(), Some(asker.as_str()));
     let payload: Value = serde_json::from_str(&asked.payload_json)?;
     assert_eq!(payload["why"], "spend $40 on a domain");
@@ -335,27 +335,30 @@ async fn grpc_approvals_are_asked_by_agents_and_decided_by_administrators() -> a
     assert_eq!(comments.len(), 1);
     assert_eq!(comments[0].author_agent_id.as_deref(), Some(asker.as_str()));
 
-    let decide = |token: &str, decision: &str| {
+    let decide = |token: &str, decision: i32| {
         authed(
             token,
             None,
             DecideApprovalRequest {
                 approval_id: asked.id.clone(),
-                decision: decision.into(),
+                decision,
                 decision_note: Some("go ahead".into()),
             },
         )
     };
-    let (code, _) = refusal(grpc.decide_approval(decide(&key, "approve")?).await);
+    let (code, _) = refusal(
+        grpc.decide_approval(decide(&key, pb::ApprovalDecision::Approve as i32)?)
+            .await,
+    );
     assert_eq!(code, Code::PermissionDenied, "agents do not decide");
-    let (code, sentence) = refusal(grpc.decide_approval(decide(&admin, "maybe")?).await);
+    let (code, sentence) = refusal(grpc.decide_approval(decide(&admin, 99)?).await);
     assert_eq!(code, Code::InvalidArgument, "{sentence}");
     assert!(says(&sentence, "decision"), "{sentence}");
     let approved = grpc
-        .decide_approval(decide(&admin, "approve")?)
+        .decide_approval(decide(&admin, pb::ApprovalDecision::Approve as i32)?)
         .await?
         .into_inner();
-    assert_eq!(approved.status, "approved");
+    assert_eq!(approved.status(), pb::ApprovalStatus::Approved);
     assert_eq!(approved.decision_note.as_deref(), Some("go ahead"));
     let seen = grpc
         .get_approval(authed(
@@ -367,43 +370,49 @@ async fn grpc_approvals_are_asked_by_agents_and_decided_by_administrators() -> a
         )?)
         .await?
         .into_inner();
-    assert_eq!(seen.status, "approved");
+    assert_eq!(seen.status(), pb::ApprovalStatus::Approved);
     assert!(seen.decided_at_ms.is_some());
-    let list = |status: &str| {
+    let list = |status: i32| {
         authed(
             &key,
             None,
             ListApprovalsRequest {
                 company_id: cid.clone(),
-                status: Some(status.into()),
+                status: Some(status),
             },
         )
     };
-    let pending = grpc.list_approvals(list("pending")?).await?.into_inner();
+    let pending = grpc
+        .list_approvals(list(pb::ApprovalStatus::Pending as i32)?)
+        .await?
+        .into_inner();
     assert!(pending.approvals.is_empty(), "{pending:?}");
-    let done = grpc.list_approvals(list("approved")?).await?.into_inner();
+    let done = grpc
+        .list_approvals(list(pb::ApprovalStatus::Approved as i32)?)
+        .await?
+        .into_inner();
     assert_eq!(done.approvals.len(), 1);
-    let (code, _) = refusal(grpc.list_approvals(list("perhaps")?).await);
+    let (code, _) = refusal(grpc.list_approvals(list(99)?).await);
     assert_eq!(code, Code::InvalidArgument);
 
     // Bad input: an unknown type, a payload that is not an object.
-    let ask = |kind: &str, payload: &str| {
+    let ask = |kind: i32, payload: &str| {
         authed(
             &key,
             None,
             CreateApprovalRequest {
                 company_id: cid.clone(),
-                r#type: kind.into(),
+                r#type: kind,
                 payload_json: payload.into(),
                 ..Default::default()
             },
         )
     };
-    let (code, sentence) = refusal(grpc.create_approval(ask("bribe", "{}")?).await);
+    let (code, sentence) = refusal(grpc.create_approval(ask(99, "{}")?).await);
     assert_eq!(code, Code::InvalidArgument, "{sentence}");
     assert!(says(&sentence, "type"), "{sentence}");
     let (code, sentence) = refusal(
-        grpc.create_approval(ask("request_board_approval", "[1]")?)
+        grpc.create_approval(ask(pb::ApprovalType::RequestBoardApproval as i32, "[1]")?)
             .await,
     );
     assert_eq!(code, Code::InvalidArgument, "{sentence}");
@@ -459,10 +468,10 @@ async fn grpc_hire_waits_for_its_approval() -> anyhow::Result<()> {
         .into_inner();
     let agent = hired.agent.unwrap_or_default();
     let approval = hired.approval.unwrap_or_default();
-    assert_eq!(agent.status, "pending_approval");
+    assert_eq!(agent.status(), pb::AgentStatus::PendingApproval);
     assert_eq!(
-        (approval.r#type.as_str(), approval.status.as_str()),
-        ("hire_agent", "pending")
+        (approval.r#type(), approval.status()),
+        (pb::ApprovalType::HireAgent, pb::ApprovalStatus::Pending)
     );
     assert_eq!(approval.agent_id.as_deref(), Some(agent.id.as_str()));
     let (code, sentence) = refusal(
@@ -476,7 +485,7 @@ async fn grpc_hire_waits_for_its_approval() -> anyhow::Result<()> {
         None,
         DecideApprovalRequest {
             approval_id: approval.id.clone(),
-            decision: "approve".into(),
+            decision: pb::ApprovalDecision::Approve as i32,
             decision_note: None,
         },
     )?)
@@ -491,7 +500,7 @@ async fn grpc_hire_waits_for_its_approval() -> anyhow::Result<()> {
         )?)
         .await?
         .into_inner();
-    assert_eq!(active.status, "active");
+    assert_eq!(active.status(), pb::AgentStatus::Active);
     node.shutdown().await
 }
 
@@ -517,7 +526,7 @@ async fn grpc_routines_are_run_by_the_company_and_changed_by_administrators() ->
                 company_id: cid.clone(),
                 title: title.into(),
                 assignee_agent_id: Some(agent.clone()),
-                priority: Some("high".into()),
+                priority: Some(pb::Priority::High as i32),
                 variables_json: r#"[{"name":"team","defaultValue":"core"}]"#.into(),
                 ..Default::default()
             },
@@ -528,38 +537,43 @@ async fn grpc_routines_are_run_by_the_company_and_changed_by_administrators() ->
         .await?
         .into_inner();
     assert_eq!(
-        (routine.status.as_str(), routine.priority.as_str()),
-        ("active", "high")
+        (routine.status(), routine.priority()),
+        (pb::RoutineStatus::Active, pb::Priority::High)
     );
     assert_eq!(
-        routine.concurrency_policy, "coalesce_if_active",
+        routine.concurrency_policy(),
+        pb::ConcurrencyPolicy::CoalesceIfActive,
         "REST's default"
     );
     let (code, _) = refusal(grpc.create_routine(create(&key, "mine")?).await);
     assert_eq!(code, Code::PermissionDenied);
 
-    let update = |token: &str, status: &str| {
+    let update = |token: &str, status: i32| {
         authed(
             token,
             None,
             UpdateRoutineRequest {
                 routine_id: routine.id.clone(),
-                status: Some(status.into()),
+                status: Some(status),
                 ..Default::default()
             },
         )
     };
     let paused = grpc
-        .update_routine(update(&admin, "paused")?)
+        .update_routine(update(&admin, pb::RoutineStatus::Paused as i32)?)
         .await?
         .into_inner();
-    assert_eq!(paused.status, "paused");
-    let (code, sentence) = refusal(grpc.update_routine(update(&admin, "asleep")?).await);
+    assert_eq!(paused.status(), pb::RoutineStatus::Paused);
+    let (code, sentence) = refusal(grpc.update_routine(update(&admin, 99)?).await);
     assert_eq!(code, Code::InvalidArgument, "{sentence}");
     assert!(says(&sentence, "status"), "{sentence}");
-    let (code, _) = refusal(grpc.update_routine(update(&key, "active")?).await);
+    let (code, _) = refusal(
+        grpc.update_routine(update(&key, pb::RoutineStatus::Active as i32)?)
+            .await,
+    );
     assert_eq!(code, Code::PermissionDenied);
-    grpc.update_routine(update(&admin, "active")?).await?;
+    grpc.update_routine(update(&admin, pb::RoutineStatus::Active as i32)?)
+        .await?;
 
     let run = grpc
         .run_routine(authed(
@@ -574,8 +588,8 @@ async fn grpc_routines_are_run_by_the_company_and_changed_by_administrators() ->
         .await?
         .into_inner();
     assert_eq!(
-        (run.source.as_str(), run.status.as_str()),
-        ("manual", "issue_created")
+        (run.source(), run.status()),
+        (pb::RunSource::Manual, pb::RoutineRunStatus::IssueCreated)
     );
     let issue_id = run.linked_issue_id.clone().unwrap_or_default();
     let issue = node
@@ -584,7 +598,7 @@ async fn grpc_routines_are_run_by_the_company_and_changed_by_administrators() ->
         .await?
         .ok()?;
     assert_eq!(issue["title"], "Weekly report for infra", "{issue}");
-    assert_eq!(run.linked_issue_status.as_deref(), Some("todo"));
+    assert_eq!(run.linked_issue_status, Some(pb::IssueStatus::Todo as i32));
 
     let runs = grpc
         .list_routine_runs(authed(
@@ -642,13 +656,19 @@ async fn grpc_routines_are_run_by_the_company_and_changed_by_administrators() ->
         .await?
         .into_inner();
     assert_eq!(detail.recent_runs.len(), 1);
-    let webhook = detail.triggers.iter().find(|t| t.kind == "webhook");
+    let webhook = detail
+        .triggers
+        .iter()
+        .find(|t| t.kind() == pb::TriggerKind::Webhook);
     assert!(
         webhook.is_some_and(|t| t.has_secret && t.public_id.is_some()),
         "{:?}",
         detail.triggers
     );
-    let schedule = detail.triggers.iter().find(|t| t.kind == "schedule");
+    let schedule = detail
+        .triggers
+        .iter()
+        .find(|t| t.kind() == pb::TriggerKind::Schedule);
     assert!(
         schedule.is_some_and(|t| t.next_run_at_ms.is_some()),
         "{:?}",

@@ -168,7 +168,7 @@ async fn a_python_client_generated_from_the_protos_checks_out_and_comments() -> 
             .is_some_and(|i| i.starts_with("TST-")),
         "{got}"
     );
-    assert_eq!(got["checkout_status"], "in_progress", "{got}");
+    assert_eq!(got["checkout_status"], "ISSUE_STATUS_IN_PROGRESS", "{got}");
     assert_eq!(got["holder"]["agent_id"], *agent, "{got}");
     assert_eq!(got["holder"]["run_id"], *run, "{got}");
     assert!(

@@ -2,7 +2,7 @@
 //! its REST twin answers, with the same rules and refusals.
 
 use roost_proto::v1::{
-    CreateRoutineRequest, CreateRoutineTriggerRequest, CreateSkillRequest, CurrentTask,
+    self as pb, CreateRoutineRequest, CreateRoutineTriggerRequest, CreateSkillRequest, CurrentTask,
     DeleteRoutineTriggerRequest, DeleteSkillRequest, GetAgentSkillsRequest, GetSkillRequest,
     ListMemoryDocumentVersionsRequest, ListRoutineTriggersRequest, ListSkillsRequest,
     PutMemoryDocumentRequest, RotateRoutineTriggerSecretRequest, SetAgentSkillsRequest,
@@ -141,7 +141,7 @@ async fn grpc_live_memory_document_versions_triggers_and_skills_match_rest() -> 
         .into_inner();
     let webhook = || CreateRoutineTriggerRequest {
         routine_id: routine.id.clone(),
-        kind: "webhook".into(),
+        kind: pb::TriggerKind::Webhook as i32,
         label: Some("ci".into()),
         ..Default::default()
     };
@@ -225,7 +225,7 @@ async fn grpc_live_memory_document_versions_triggers_and_skills_match_rest() -> 
             &admin,
             UpdateRoutineTriggerRequest {
                 trigger_id: trigger.id.clone(),
-                signing_mode: Some("rot13".into()),
+                signing_mode: Some(99),
                 ..Default::default()
             },
         ))

@@ -4,13 +4,15 @@
 
 use std::time::Duration;
 
+use roost_core::{CompanyStatus, WakeReason, WakeStatus, WorkerStatus};
 use roost_proto::v1::control_client::ControlClient;
 use roost_proto::v1::{
-    CancelRunRequest, CreateWorkerJoinTokenRequest, DeleteIssueRequest, GetCompanyRequest,
-    GetCostSummaryRequest, GetHeartbeatContextRequest, GetInboxRequest, GetIssueRequest,
-    GetWakeRequest, ListWakesRequest, ListWorkersRequest, RevokeWorkerRequest,
+    self as pb, CancelRunRequest, CreateWorkerJoinTokenRequest, DeleteIssueRequest,
+    GetCompanyRequest, GetCostSummaryRequest, GetHeartbeatContextRequest, GetInboxRequest,
+    GetIssueRequest, GetWakeRequest, ListWakesRequest, ListWorkersRequest, RevokeWorkerRequest,
     UpdateCompanyRequest, WakeupRequest,
 };
+use roost_proto::ProtoEnum;
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 use tonic::Code;
@@ -73,8 +75,8 @@ async fn grpc_wakes_and_workers_match_rest() -> anyhow::Result<()> {
         .into_inner();
     let credential = minted.credential.expect("the token's credential");
     assert_eq!(
-        (credential.kind.as_str(), credential.name.as_str()),
-        ("worker_join", "rack")
+        (credential.kind(), credential.name.as_str()),
+        (pb::CredentialKind::WorkerJoin, "rack")
     );
     assert_eq!(credential.max_uses, Some(1));
     assert!(minted.token.starts_with("rst_join_"), "{}", minted.token);
@@ -97,11 +99,17 @@ async fn grpc_wakes_and_workers_match_rest() -> anyhow::Result<()> {
         .as_array()
         .and_then(|a| a.iter().find(|w| w["id"] == "wk-grpc"))
         .expect("REST lists it too");
-    assert_eq!(listed.status, "online");
-    assert_eq!(listed.status, rest["status"].as_str().unwrap_or_default());
+    assert_eq!(listed.status(), pb::WorkerStatus::Online);
+    assert_eq!(
+        WorkerStatus::from_proto(listed.status).unwrap().as_str(),
+        rest["status"].as_str().unwrap_or_default()
+    );
     assert_eq!(u64::from(listed.slots), rest["slots"].as_u64().unwrap_or(0));
     assert_eq!(listed.name, str_field(rest, "name"));
-    assert!(listed.adapters.iter().any(|a| a == "process"), "{listed:?}");
+    assert!(
+        listed.adapters().any(|a| a == pb::AdapterType::Process),
+        "{listed:?}"
+    );
 
     // A wakeup over gRPC, by the agent for itself, records a wake REST shows the same.
     let wakeup = WakeupRequest {
@@ -113,8 +121,8 @@ async fn grpc_wakes_and_workers_match_rest() -> anyhow::Result<()> {
     let answer = grpc.wakeup(call(&key, wakeup.clone())).await?.into_inner();
     let wake = answer.wake.expect("the wake");
     assert_eq!(
-        (wake.agent_id.as_str(), wake.reason.as_str()),
-        (agent.as_str(), "on_demand")
+        (wake.agent_id.as_str(), wake.reason()),
+        (agent.as_str(), pb::WakeReason::OnDemand)
     );
     let assignment = worker
         .wait_assignments(1, Duration::from_secs(20))
@@ -138,9 +146,15 @@ async fn grpc_wakes_and_workers_match_rest() -> anyhow::Result<()> {
         ))
         .await?
         .into_inner();
-    assert_eq!(read.status, "claimed");
-    assert_eq!(read.status, str_field(&rest, "status"));
-    assert_eq!(read.reason, str_field(&rest, "reason"));
+    assert_eq!(read.status(), pb::WakeStatus::Claimed);
+    assert_eq!(
+        WakeStatus::from_proto(read.status).unwrap().as_str(),
+        str_field(&rest, "status")
+    );
+    assert_eq!(
+        WakeReason::from_proto(read.reason).unwrap().as_str(),
+        str_field(&rest, "reason")
+    );
     assert_eq!(read.agent_id, str_field(&rest, "agentId"));
     assert_eq!(read.run_id.as_deref(), rest["runId"].as_str());
     assert_eq!(read.idempotency_key.as_deref(), Some("grpc-wake-1"));
@@ -151,14 +165,14 @@ async fn grpc_wakes_and_workers_match_rest() -> anyhow::Result<()> {
     assert_eq!(read.blocked_by, None, "only a queued wake is blocked");
 
     // Lists filter as REST's do.
-    let list = |statuses: Vec<&str>| ListWakesRequest {
+    let list = |status: Vec<i32>| ListWakesRequest {
         company_id: c.company_id.clone(),
         agent_id: Some(agent.clone()),
-        status: statuses.into_iter().map(String::from).collect(),
+        status,
         ..Default::default()
     };
     let claimed = grpc
-        .list_wakes(call(&token, list(vec!["claimed"])))
+        .list_wakes(call(&token, list(vec![pb::WakeStatus::Claimed as i32])))
         .await?
         .into_inner()
         .wakes;
@@ -167,13 +181,13 @@ async fn grpc_wakes_and_workers_match_rest() -> anyhow::Result<()> {
         [wake.id.as_str()]
     );
     let queued = grpc
-        .list_wakes(call(&token, list(vec!["queued"])))
+        .list_wakes(call(&token, list(vec![pb::WakeStatus::Queued as i32])))
         .await?
         .into_inner()
         .wakes;
     assert!(queued.is_empty(), "{queued:?}");
     let (code, text) = refused(
-        grpc.list_wakes(call(&token, list(vec!["sleepy"])))
+        grpc.list_wakes(call(&token, list(vec![99])))
             .await
             .expect_err("an unknown status was accepted"),
     );
@@ -186,7 +200,7 @@ async fn grpc_wakes_and_workers_match_rest() -> anyhow::Result<()> {
             &key,
             WakeupRequest {
                 agent_id: agent.clone(),
-                reason: Some("issue_assigned".into()),
+                reason: Some(pb::WakeReason::IssueAssigned as i32),
                 ..Default::default()
             },
         ))
@@ -194,7 +208,7 @@ async fn grpc_wakes_and_workers_match_rest() -> anyhow::Result<()> {
         .expect_err("a rule's reason was accepted"),
     );
     assert_eq!(code, Code::InvalidArgument, "{text}");
-    assert!(text.contains("on_demand"), "{text}");
+    assert!(text.contains("ON_DEMAND"), "{text}");
     let (code, text) = refused(
         grpc.get_wake(call(
             &token,
@@ -218,7 +232,7 @@ async fn grpc_wakes_and_workers_match_rest() -> anyhow::Result<()> {
         ))
         .await?
         .into_inner();
-    assert_eq!(cancelled.status, "cancelled");
+    assert_eq!(cancelled.status(), pb::RunStatus::Cancelled);
     let rest = admin
         .get(&format!("/api/heartbeat-runs/{}", assignment.run_id))
         .await?
@@ -271,7 +285,7 @@ async fn grpc_wakes_and_workers_match_rest() -> anyhow::Result<()> {
                     .workers;
                 workers
                     .iter()
-                    .any(|w| w.id == "wk-grpc" && w.status == "lost")
+                    .any(|w| w.id == "wk-grpc" && w.status() == pb::WorkerStatus::Lost)
                     .then_some(())
             }
         },
@@ -307,7 +321,10 @@ async fn grpc_company_issue_context_and_cost_calls_match_rest() -> anyhow::Resul
         .ok()?;
     assert_eq!(company.name, str_field(&rest, "name"));
     assert_eq!(company.issue_prefix, str_field(&rest, "issuePrefix"));
-    assert_eq!(company.status, str_field(&rest, "status"));
+    assert_eq!(
+        CompanyStatus::from_proto(company.status).unwrap().as_str(),
+        str_field(&rest, "status")
+    );
 
     // UpdateCompany: administrators alone, checked enums, and REST sees the change.
     let update = UpdateCompanyRequest {
@@ -351,7 +368,7 @@ async fn grpc_company_issue_context_and_cost_calls_match_rest() -> anyhow::Resul
             &admin,
             UpdateCompanyRequest {
                 company_id: cid.clone(),
-                status: Some("sleepy".into()),
+                status: Some(99),
                 ..Default::default()
             },
         ))
@@ -537,8 +554,8 @@ async fn grpc_company_issue_context_and_cost_calls_match_rest() -> anyhow::Resul
         .await?
         .into_inner();
     assert_eq!(
-        (cancelled.status.as_str(), cancelled.error.as_deref()),
-        ("cancelled", Some("cancelled"))
+        (cancelled.status(), cancelled.error.as_deref()),
+        (pb::RunStatus::Cancelled, Some("cancelled"))
     );
     let rest = node
         .admin

@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use roost_core::RunStatus;
+use roost_proto::v1 as pb;
 use roost_server::workers::WorkerConfig;
 use roost_testkit::{test_timing, wait_for, Http, TestCluster, TestWorker};
 
@@ -109,7 +111,7 @@ async fn fifty_comments_during_a_run_make_one_follow_up_with_every_comment_in_or
     let (a, key) = agent(&c, "writer", one_at_a_time()).await?;
     let issue = assigned_issue(&c.admin(1), &c, "long task", &a).await?;
     let first = worker.wait_assignments(1, WAIT).await?.remove(0);
-    assert_eq!(first.wake_reason, "issue_assigned");
+    assert_eq!(first.wake_reason(), pb::WakeReason::IssueAssigned);
 
     // The agent's own comment, made by its run, is suppressed.
     let own = c.http(2).with_token(&key).with_run(&first.run_id);
@@ -132,11 +134,13 @@ async fn fifty_comments_during_a_run_make_one_follow_up_with_every_comment_in_or
             .ok()?;
         ids.push(str_field(&reply, "id"));
     }
-    worker.finish(&first.run_id, "succeeded").await?;
+    worker.finish(&first.run_id, RunStatus::Succeeded).await?;
     let all = worker.wait_assignments(2, WAIT).await?;
     let follow_up = &all[1];
     assert_eq!(follow_up.comment_ids, ids, "every comment, in order");
-    worker.finish(&follow_up.run_id, "succeeded").await?;
+    worker
+        .finish(&follow_up.run_id, RunStatus::Succeeded)
+        .await?;
     // Nothing else is owed: no third run.
     let leader = c.leader().await?;
     let w = wakes(&c.admin(leader), &c, &a).await?;
@@ -227,7 +231,7 @@ async fn max_concurrent_runs_holds_with_wakes_through_every_node() -> anyhow::Re
             .filter(|r| ["assigned", "running"].contains(&r["status"].as_str().unwrap_or("")))
             .count();
         assert!(live <= 1, "{live} live runs");
-        worker.finish(&running[0], "succeeded").await?;
+        worker.finish(&running[0], RunStatus::Succeeded).await?;
         finished.insert(running[0].clone());
         wait_for("the run to end", WAIT, || async {
             (!worker.running().contains(&running[0])).then_some(())
@@ -274,7 +278,7 @@ async fn a_silent_worker_loses_its_runs_within_the_lease_and_the_retry_runs_else
         "lost after {lost:?}, more than lease + 1 s ({bound:?})"
     );
     let retry = healthy.wait_assignments(1, WAIT).await?.remove(0);
-    assert_eq!(retry.wake_reason, "process_lost_retry");
+    assert_eq!(retry.wake_reason(), pb::WakeReason::ProcessLostRetry);
     let retry_http = c.http(3).with_token(&key).with_run(&retry.run_id);
     retry_http
         .post(
@@ -443,7 +447,7 @@ async fn raw_session(
         worker_id: "raw".into(),
         name: "raw".into(),
         join_token: token.into(),
-        adapters: vec!["process".into()],
+        adapters: vec![pb::AdapterType::Process as i32],
         labels: Default::default(),
         slots: 2,
         version: "test".into(),
@@ -575,7 +579,7 @@ async fn a_result_lost_with_its_session_is_taken_and_acknowledged_when_sent_agai
     let finished = || WorkerMessage {
         body: Some(worker_message::Body::RunFinished(RunFinished {
             run_id: run_id.clone(),
-            status: "succeeded".into(),
+            status: pb::RunStatus::Succeeded as i32,
             ..Default::default()
         })),
     };

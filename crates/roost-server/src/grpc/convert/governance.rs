@@ -4,10 +4,14 @@
 
 use roost_core::approval::{Approval, ApprovalComment, ApprovalDecision, ApprovalStatus};
 use roost_core::project::{Goal, GoalPatch, Project, ProjectPatch};
+use roost_core::AdapterType;
 use roost_proto::v1 as pb;
+use roost_proto::ProtoEnum;
 use serde_json::{Map, Value};
 
-use super::{agent_to_proto, clearable, new_agent, non_empty, parse_enum, parse_json};
+use super::{
+    agent_to_proto, clearable, enum_value, new_agent, non_empty, optional_enum, parse_json,
+};
 use crate::api::{NewAgent, NewApproval};
 use crate::error::ApiError;
 
@@ -21,8 +25,8 @@ pub(in crate::grpc) fn goal_to_proto(g: Goal) -> pb::Goal {
         company_id: g.company_id,
         title: g.title,
         description: g.description,
-        level: g.level.as_str().into(),
-        status: g.status.as_str().into(),
+        level: g.level.to_proto(),
+        status: g.status.to_proto(),
         parent_id: g.parent_id,
         owner_agent_id: g.owner_agent_id,
         created_at_ms: g.created_at.millis(),
@@ -36,7 +40,7 @@ pub(in crate::grpc) fn project_to_proto(p: Project) -> pb::Project {
         company_id: p.company_id,
         name: p.name,
         description: p.description,
-        status: p.status.as_str().into(),
+        status: p.status.to_proto(),
         lead_agent_id: p.lead_agent_id,
         goal_ids: p.goal_ids,
         goal_id: p.goal_id,
@@ -64,8 +68,8 @@ pub(in crate::grpc) fn approval_to_proto(a: Approval) -> pb::Approval {
     pb::Approval {
         id: a.id,
         company_id: a.company_id,
-        r#type: a.approval_type.as_str().into(),
-        status: a.status.as_str().into(),
+        r#type: a.approval_type.to_proto(),
+        status: a.status.to_proto(),
         payload_json: a.payload.to_string(),
         requested_by_agent_id: a.requested_by_agent_id,
         requested_by_user_id: a.requested_by_user_id,
@@ -97,15 +101,6 @@ pub(in crate::grpc) fn hired_to_proto(
 // ---------------------------------------------------------------------------------------------
 // Proto → domain
 // ---------------------------------------------------------------------------------------------
-
-/// An optional enum field: absent is `None`, present is parsed (an empty string is refused,
-/// as in `convert::new_issue`).
-fn optional_enum<T: std::str::FromStr<Err = String>>(
-    field: &str,
-    text: Option<String>,
-) -> Result<Option<T>, ApiError> {
-    text.map(|t| parse_enum(field, &t)).transpose()
-}
 
 /// The company and the fields of a new goal. Empty optional strings read as "not set"; the
 /// title is checked by the state machine (`roost-core/src/rules/project.rs`), as for REST.
@@ -202,7 +197,7 @@ pub(in crate::grpc) fn new_approval(
     r: pb::CreateApprovalRequest,
 ) -> Result<(String, NewApproval), ApiError> {
     let new = NewApproval {
-        approval_type: parse_enum("type", &r.r#type)?,
+        approval_type: enum_value("type", r.r#type)?,
         payload: payload("payload_json", &r.payload_json)?,
         requested_by_agent_id: non_empty(r.requested_by_agent_id),
         issue_ids: r.issue_ids,
@@ -211,13 +206,13 @@ pub(in crate::grpc) fn new_approval(
 }
 
 pub(in crate::grpc) fn approval_status(
-    text: Option<String>,
+    value: Option<i32>,
 ) -> Result<Option<ApprovalStatus>, ApiError> {
-    optional_enum("status", text)
+    optional_enum("status", value)
 }
 
-pub(in crate::grpc) fn decision(text: &str) -> Result<ApprovalDecision, ApiError> {
-    parse_enum("decision", text)
+pub(in crate::grpc) fn decision(value: i32) -> Result<ApprovalDecision, ApiError> {
+    enum_value("decision", value)
 }
 
 /// The replacement payload of a resubmission; absent or empty keeps the one stored.
@@ -245,11 +240,8 @@ pub(in crate::grpc) fn hire(
     if let Some(title) = &agent.title {
         payload.insert("title".into(), Value::String(title.clone()));
     }
-    if !agent.adapter_type.is_empty() {
-        payload.insert(
-            "adapterType".into(),
-            Value::String(agent.adapter_type.clone()),
-        );
+    if let Some(adapter) = optional_enum::<AdapterType>("adapter_type", Some(agent.adapter_type))? {
+        payload.insert("adapterType".into(), Value::String(adapter.as_str().into()));
     }
     if !r.source_issue_ids.is_empty() {
         payload.insert(
@@ -263,6 +255,7 @@ pub(in crate::grpc) fn hire(
 
 #[cfg(test)]
 mod tests {
+    use roost_core::approval::ApprovalType;
     use roost_core::project::{GoalLevel, GoalStatus};
 
     use super::*;
@@ -277,7 +270,7 @@ mod tests {
             company_id: "c".into(),
             title: "Ship".into(),
             description: Some(String::new()),
-            status: Some("active".into()),
+            status: Some(GoalStatus::Active.to_proto()),
             ..Default::default()
         })
         .unwrap();
@@ -293,7 +286,7 @@ mod tests {
         let (id, patch) = goal_patch(pb::UpdateGoalRequest {
             goal_id: "g".into(),
             parent_id: Some(String::new()),
-            level: Some("team".into()),
+            level: Some(GoalLevel::Team.to_proto()),
             ..Default::default()
         })
         .unwrap();
@@ -319,33 +312,34 @@ mod tests {
     #[test]
     fn an_unknown_enum_name_is_invalid_argument_naming_the_field() {
         let error = new_goal(pb::CreateGoalRequest {
-            level: Some("epic".into()),
+            level: Some(99),
             ..Default::default()
         })
         .unwrap_err();
         assert!(error.to_string().contains("level"), "{error}");
         assert_eq!(code(error), tonic::Code::InvalidArgument);
-        let error = decision("maybe").unwrap_err();
-        assert!(error.to_string().contains("request_revision"), "{error}");
+        let error = decision(0).unwrap_err();
+        assert!(error.to_string().contains("REQUEST_REVISION"), "{error}");
         assert_eq!(code(error), tonic::Code::InvalidArgument);
         assert_eq!(
-            decision("request_revision").unwrap(),
+            decision(ApprovalDecision::RequestRevision.to_proto()).unwrap(),
             ApprovalDecision::RequestRevision
         );
-        let error = approval_status(Some(String::new())).unwrap_err();
+        assert_eq!(approval_status(Some(0)).unwrap(), None, "unspecified: all");
+        let error = approval_status(Some(42)).unwrap_err();
         assert_eq!(code(error), tonic::Code::InvalidArgument);
     }
 
     #[test]
     fn a_payload_is_json_and_empty_means_an_empty_object() {
         let (_, new) = new_approval(pb::CreateApprovalRequest {
-            r#type: "request_board_approval".into(),
+            r#type: ApprovalType::RequestBoardApproval.to_proto(),
             ..Default::default()
         })
         .unwrap();
         assert_eq!(new.payload, serde_json::json!({}));
         let error = new_approval(pb::CreateApprovalRequest {
-            r#type: "request_board_approval".into(),
+            r#type: ApprovalType::RequestBoardApproval.to_proto(),
             payload_json: "{".into(),
             ..Default::default()
         })

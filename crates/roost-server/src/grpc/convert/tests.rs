@@ -88,9 +88,9 @@ fn assert_invalid_argument(error: ApiError, field: &str) {
 #[test]
 fn agent_maps_enums_json_and_timestamps() {
     let proto = agent_to_proto(sample_agent());
-    assert_eq!(proto.status, "paused");
-    assert_eq!(proto.pause_reason.as_deref(), Some("budget"));
-    assert_eq!(proto.adapter_type, "claude");
+    assert_eq!(proto.status(), pb::AgentStatus::Paused);
+    assert_eq!(proto.pause_reason(), pb::PauseReason::Budget);
+    assert_eq!(proto.adapter_type(), pb::AdapterType::Claude);
     let config: serde_json::Value = serde_json::from_str(&proto.adapter_config_json).unwrap();
     assert_eq!(config, serde_json::json!({"model": "x", "args": [1, 2]}));
     assert_eq!(
@@ -143,7 +143,7 @@ fn empty_create_agent_fields_take_the_rest_defaults() {
 #[test]
 fn bad_adapter_input_is_invalid_argument() {
     let bad_type = pb::CreateAgentRequest {
-        adapter_type: "docker".into(),
+        adapter_type: 99,
         ..Default::default()
     };
     assert_invalid_argument(new_agent(bad_type).unwrap_err(), "adapter_type");
@@ -159,7 +159,7 @@ fn agent_patch_clears_title_and_replaces_labels_only_when_asked() {
     let request = pb::UpdateAgentRequest {
         agent_id: "a1".into(),
         title: Some(String::new()),
-        adapter_type: Some("http".into()),
+        adapter_type: Some(AdapterType::Http.to_proto()),
         adapter_config_json: Some(r#"{"url":"u"}"#.into()),
         placement_labels: [("zone".to_string(), "eu".to_string())].into(),
         ..Default::default()
@@ -198,8 +198,8 @@ fn agent_patch_clears_title_and_replaces_labels_only_when_asked() {
 #[test]
 fn issue_maps_every_field() {
     let proto = issue_to_proto(sample_issue());
-    assert_eq!(proto.status, "in_progress");
-    assert_eq!(proto.priority, "high");
+    assert_eq!(proto.status(), pb::IssueStatus::InProgress);
+    assert_eq!(proto.priority(), pb::Priority::High);
     assert_eq!(proto.identifier, "ENG-7");
     let checkout = proto.checkout.unwrap();
     assert_eq!(
@@ -215,20 +215,20 @@ fn issue_maps_every_field() {
 #[test]
 fn issue_status_and_priority_round_trip_for_every_variant() {
     for &status in IssueStatus::ALL {
-        let text = issue_to_proto(Issue {
+        let value = issue_to_proto(Issue {
             status,
             ..sample_issue()
         })
         .status;
-        assert_eq!(parse_enum::<IssueStatus>("status", &text).unwrap(), status);
+        assert_eq!(enum_value::<IssueStatus>("status", value).unwrap(), status);
     }
     for &priority in Priority::ALL {
-        let text = issue_to_proto(Issue {
+        let value = issue_to_proto(Issue {
             priority,
             ..sample_issue()
         })
         .priority;
-        assert_eq!(parse_enum::<Priority>("priority", &text).unwrap(), priority);
+        assert_eq!(enum_value::<Priority>("priority", value).unwrap(), priority);
     }
     for &status in RunStatus::ALL {
         let run = Run {
@@ -262,7 +262,7 @@ fn issue_status_and_priority_round_trip_for_every_variant() {
             workspace_path: None,
         };
         let proto = run_to_proto(run);
-        assert_eq!(run_status(&proto.status).unwrap(), status);
+        assert_eq!(run_status(proto.status).unwrap(), status);
         assert_eq!((proto.created_at_ms, proto.finished_at_ms), (5, Some(9)));
     }
 }
@@ -309,29 +309,29 @@ fn update_issue_empty_string_clears_and_absent_leaves_unchanged() {
 }
 
 #[test]
-fn bad_enum_strings_are_invalid_argument() {
+fn bad_enum_values_are_invalid_argument() {
     let update = pb::UpdateIssueRequest {
-        status: Some("finished".into()),
+        status: Some(42),
         ..Default::default()
     };
     assert_invalid_argument(issue_patch(update).unwrap_err(), "status");
     let create = pb::CreateIssueRequest {
-        priority: Some("urgent".into()),
+        priority: Some(-1),
         ..Default::default()
     };
     assert_invalid_argument(new_issue(create).unwrap_err(), "priority");
     let list = pb::ListIssuesRequest {
-        status: vec!["todo".into(), "nope".into()],
+        status: vec![IssueStatus::Todo.to_proto(), 77],
         ..Default::default()
     };
-    assert_invalid_argument(issue_filter(&list).unwrap_err(), "nope");
-    let expected = ["In_Progress".to_string()];
     assert_invalid_argument(
-        expected_statuses(&expected).unwrap_err(),
-        "expected_statuses",
+        issue_filter(&list).unwrap_err(),
+        "77 is not a value of IssueStatus",
     );
-    assert_invalid_argument(run_status("running_late").unwrap_err(), "status");
-    assert_invalid_argument(pause_reason(Some("")).unwrap_err(), "reason");
+    // A filter of "any status" is an empty list, not UNSPECIFIED.
+    assert_invalid_argument(expected_statuses(&[0]).unwrap_err(), "expected_statuses");
+    assert_invalid_argument(run_status(0).unwrap_err(), "RunStatus is required");
+    assert_invalid_argument(pause_reason(Some(12)).unwrap_err(), "reason");
 }
 
 #[test]
@@ -340,7 +340,7 @@ fn new_issue_keeps_given_fields_and_drops_empty_ones() {
         company_id: "c1".into(),
         title: "t".into(),
         description: Some("d".into()),
-        status: Some("todo".into()),
+        status: Some(IssueStatus::Todo.to_proto()),
         assignee_agent_id: Some(String::new()),
         parent_id: Some("i0".into()),
         ..Default::default()
@@ -365,7 +365,7 @@ fn list_defaults_apply_when_limit_is_zero() {
     assert!(filter.statuses.is_empty());
     assert_eq!(filter.limit, None);
     let filter = issue_filter(&pb::ListIssuesRequest {
-        status: vec!["blocked".into()],
+        status: vec![IssueStatus::Blocked.to_proto()],
         limit: 5,
         ..Default::default()
     })
@@ -390,7 +390,11 @@ fn list_defaults_apply_when_limit_is_zero() {
 #[test]
 fn small_defaults_match_rest() {
     assert_eq!(pause_reason(None).unwrap(), PauseReason::Manual);
-    assert_eq!(pause_reason(Some("system")).unwrap(), PauseReason::System);
+    assert_eq!(
+        pause_reason(Some(PauseReason::System.to_proto())).unwrap(),
+        PauseReason::System
+    );
+    assert_eq!(pause_reason(Some(0)).unwrap(), PauseReason::Manual);
     assert_eq!(key_name(String::new()), "default");
     assert_eq!(key_name("ci".into()), "ci");
     assert_eq!(optional_id(Some(String::new())), None);

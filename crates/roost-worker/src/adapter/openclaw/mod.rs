@@ -15,6 +15,7 @@
 mod device;
 mod gateway;
 
+use roost_core::RunStatus;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -251,7 +252,7 @@ pub(crate) async fn run(run: &mut Run<'_>) -> Ended {
             f = gw.next() => f,
             _ = sleep_until(give_up) => {
                 abort(&mut gw, &key).await;
-                return Ended { status: "timed_out", error: "timed out".into(), ..Default::default() };
+                return Ended { status: RunStatus::TimedOut, error: "timed out".into(), ..Default::default() };
             }
             why = &mut run.stop => {
                 abort(&mut gw, &key).await;
@@ -310,7 +311,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 fn stopped(why: Result<&'static str, tokio::sync::oneshot::error::RecvError>) -> Ended {
     Ended {
-        status: "cancelled",
+        status: RunStatus::Cancelled,
         error: why.unwrap_or("cancelled").into(),
         ..Default::default()
     }
@@ -420,11 +421,11 @@ fn finished(
         ));
     }
     let (status, error) = match payload["status"].as_str() {
-        Some("timeout") => ("timed_out", "timed out".to_string()),
-        Some("ok") if out_of_time => ("timed_out", "timed out".to_string()),
-        Some("ok") => ("succeeded", String::new()),
+        Some("timeout") => (RunStatus::TimedOut, "timed out".to_string()),
+        Some("ok") if out_of_time => (RunStatus::TimedOut, "timed out".to_string()),
+        Some("ok") => (RunStatus::Succeeded, String::new()),
         other => (
-            "failed",
+            RunStatus::Failed,
             format!(
                 "the turn ended {}: {}",
                 other.unwrap_or("without a status"),

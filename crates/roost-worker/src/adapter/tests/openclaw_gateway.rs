@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 
 use futures::{SinkExt, StreamExt};
+use roost_core::RunStatus;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::Message;
@@ -84,7 +85,7 @@ async fn a_wrong_gateway_token_fails_the_run_with_the_gateways_reason() {
         "",
     );
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "failed", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Failed, "{:?}", out.ended);
     assert!(
         out.ended.error.contains("gateway token mismatch")
             && out.ended.error.contains("AUTH_TOKEN_MISMATCH"),
@@ -116,7 +117,7 @@ async fn a_stop_mid_turn_aborts_the_gateways_turn() {
     let out = running.await.expect("run task");
     assert_eq!(
         (out.ended.status, out.ended.error.as_str()),
-        ("cancelled", "cancelled by an operator")
+        (RunStatus::Cancelled, "cancelled by an operator")
     );
     let calls = calls.lock().expect("calls").clone();
     let abort = calls

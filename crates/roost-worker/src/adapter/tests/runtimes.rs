@@ -1,6 +1,7 @@
 //! The `gemini`, `opencode` and `hermes` adapters against their fake CLIs (`tests/fake-cli`):
 //! command line, prompt, session, usage, resume and its fallback, through `adapter::run`.
 
+use roost_core::RunStatus;
 use serde_json::json;
 
 use super::{assignment, fake, read, run_to_end};
@@ -10,7 +11,7 @@ async fn gemini_reads_its_stream_and_falls_back_from_a_refused_resume() {
     let dir = tempfile::tempdir().expect("tempdir");
     let a = assignment("gemini", json!({ "command": fake("gemini") }), "");
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert_eq!(out.ended.session_id.as_deref(), Some("fresh-run-1"));
     assert_eq!(out.ended.summary.as_deref(), Some("Did the work for i1."));
     assert_eq!(
@@ -30,7 +31,7 @@ async fn gemini_reads_its_stream_and_falls_back_from_a_refused_resume() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = json!({ "command": fake("gemini"), "env": { "FAKE_GEMINI_REFUSE_RESUME": "1" } });
     let out = run_to_end(dir.path(), &assignment("gemini", config, "s-gone")).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert!(out.ended.session_reset);
     assert_eq!(out.ended.session_id.as_deref(), Some("fresh-run-1"));
     let calls = read(dir.path(), "fake-gemini.calls");
@@ -56,7 +57,7 @@ async fn opencode_sums_its_steps_and_resumes_its_session() {
         "ses_saved",
     );
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert_eq!(out.ended.session_id.as_deref(), Some("ses_saved"));
     assert_eq!(out.ended.summary.as_deref(), Some("Did the work for i1."));
     assert_eq!(
@@ -78,7 +79,7 @@ async fn opencode_sums_its_steps_and_resumes_its_session() {
     let config =
         json!({ "command": fake("opencode"), "env": { "FAKE_OPENCODE_REFUSE_RESUME": "1" } });
     let out = run_to_end(dir.path(), &assignment("opencode", config, "ses_gone")).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert!(out.ended.session_reset);
     assert_eq!(out.ended.session_id.as_deref(), Some("ses_fresh_run-1"));
 }
@@ -90,7 +91,7 @@ async fn hermes_gets_its_prompt_as_an_argument_and_meters_only_this_run() {
     std::fs::write(dir.path().join("fake-hermes-h-saved.runs"), "2").expect("seed");
     let a = assignment("hermes", json!({ "command": fake("hermes") }), "h-saved");
     let out = run_to_end(dir.path(), &a).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert_eq!(out.ended.session_id.as_deref(), Some("h-saved"));
     assert_eq!(out.ended.summary.as_deref(), Some("Did the work for i1."));
     assert_eq!(
@@ -111,7 +112,7 @@ async fn hermes_gets_its_prompt_as_an_argument_and_meters_only_this_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = json!({ "command": fake("hermes"), "env": { "FAKE_HERMES_REFUSE_RESUME": "1" } });
     let out = run_to_end(dir.path(), &assignment("hermes", config, "h-gone")).await;
-    assert_eq!(out.ended.status, "succeeded", "{:?}", out.ended);
+    assert_eq!(out.ended.status, RunStatus::Succeeded, "{:?}", out.ended);
     assert!(out.ended.session_reset);
     assert_eq!(out.ended.session_id.as_deref(), Some("fresh-run-1"));
     assert_eq!(out.usage.input_tokens, 1034);
@@ -123,7 +124,7 @@ async fn a_failed_hermes_run_says_what_the_model_answered() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = json!({ "command": fake("hermes"), "env": { "FAKE_HERMES_FAIL": "1" } });
     let out = run_to_end(dir.path(), &assignment("hermes", config, "")).await;
-    assert_eq!(out.ended.status, "failed");
+    assert_eq!(out.ended.status, RunStatus::Failed);
     assert_eq!(
         out.ended.error,
         "exited with code 1: HTTP 400: API key not valid. Please pass a valid API key."

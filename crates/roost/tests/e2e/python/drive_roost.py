@@ -31,6 +31,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (  # no
 )
 from roost.v1 import cluster_pb2, cluster_pb2_grpc  # noqa: E402
 from roost.v1 import control_pb2, control_pb2_grpc  # noqa: E402
+from roost.v1 import enums_pb2  # noqa: E402
 
 ADMIN = os.environ["ROOST_ADMIN_TOKEN"]
 
@@ -93,7 +94,7 @@ def main():
         ).token
         issue = ctl.CreateIssue(
             control_pb2.CreateIssueRequest(
-                company_id=COMPANY, title="from python", status="todo"
+                company_id=COMPANY, title="from python", status=enums_pb2.ISSUE_STATUS_TODO
             ),
             metadata=as_(ADMIN),
             timeout=10,
@@ -130,7 +131,9 @@ def main():
         threading.Thread(target=follow, daemon=True).start()
         checked_out = ctl.Checkout(
             control_pb2.CheckoutRequest(
-                issue_id=issue.id, agent_id=agent.id, expected_statuses=["todo"]
+                issue_id=issue.id,
+                agent_id=agent.id,
+                expected_statuses=[enums_pb2.ISSUE_STATUS_TODO],
             ),
             metadata=as_(key, run.id),
             timeout=10,
@@ -175,7 +178,7 @@ def main():
             issue_id=issue.id,
             identifier=issue.identifier,
             run_id=run.id,
-            checkout_status=checked_out.status,
+            checkout_status=enums_pb2.IssueStatus.Name(checked_out.status),
             checkout_token=checked_out.checkout.token,
             holder={
                 "agent_id": read.checkout.agent_id,
