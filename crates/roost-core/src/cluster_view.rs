@@ -3,7 +3,34 @@
 
 use std::collections::BTreeMap;
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::{Deserialize, Serialize};
+
+use crate::entity::string_enum;
+
+string_enum!(
+    /// A node's part in Raft, from openraft's server state.
+    NodeRole {
+        Leader => "leader",
+        Follower => "follower",
+        Candidate => "candidate",
+        Learner => "learner",
+        Shutdown => "shutdown",
+    }
+);
+
+string_enum!(
+    /// A member as the leader sees it: itself, or a follower that answers and keeps up, falls
+    /// behind, or does not answer.
+    MemberHealth {
+        Leader => "leader",
+        Healthy => "healthy",
+        Lagging => "lagging",
+        Unreachable => "unreachable",
+    }
+);
 
 /// A member of the cluster as recorded in the committed membership.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,8 +59,7 @@ pub struct MemberStatus {
     pub member: MemberInfo,
     pub matched_index: u64,
     pub lag: u64,
-    /// leader, healthy, lagging or unreachable.
-    pub health: String,
+    pub health: MemberHealth,
     pub report: Option<NodeReport>,
     pub error: Option<String>,
 }
@@ -56,7 +82,7 @@ pub struct NodeReport {
     pub http_addr: String,
     #[serde(default)]
     pub peer_addr: String,
-    pub role: String,
+    pub role: NodeRole,
     pub term: u64,
     pub leader_id: Option<u64>,
     pub last_log_index: u64,

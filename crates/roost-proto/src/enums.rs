@@ -7,6 +7,7 @@
 use std::fmt;
 
 use roost_core::approval::{ApprovalDecision, ApprovalStatus, ApprovalType};
+use roost_core::cluster_view::{MemberHealth, NodeRole};
 use roost_core::project::{GoalLevel, GoalStatus, ProjectStatus};
 use roost_core::routine::{
     CatchUpPolicy, ConcurrencyPolicy, RoutineAction, RoutineRunStatus, RoutineStatus, RunSource,
@@ -125,6 +126,8 @@ proto_enum! {
     }
     RoutineAction => RoutineAction { Issue, Wake }
     MemoryHitKind => MemoryHitKind { Entry, Document, Comment }
+    NodeRole => NodeRole { Leader, Follower, Candidate, Learner, Shutdown }
+    MemberHealth => MemberHealth { Leader, Healthy, Lagging, Unreachable }
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState};
-pub use roost_core::cluster_view::{ClusterStatus, MemberInfo, MemberStatus, NodeReport};
+pub use roost_core::cluster_view::{
+    ClusterStatus, MemberHealth, MemberInfo, MemberStatus, NodeReport, NodeRole,
+};
 use roost_store::NodeInfo;
 use tracing::info;
 
@@ -29,13 +31,13 @@ pub struct Leadership {
 /// A member this many entries behind the leader is reported as lagging.
 const LAGGING_AFTER: u64 = 1000;
 
-fn role_name(state: ServerState) -> &'static str {
+fn role_of(state: ServerState) -> NodeRole {
     match state {
-        ServerState::Leader => "leader",
-        ServerState::Follower => "follower",
-        ServerState::Candidate => "candidate",
-        ServerState::Learner => "learner",
-        ServerState::Shutdown => "shutdown",
+        ServerState::Leader => NodeRole::Leader,
+        ServerState::Follower => NodeRole::Follower,
+        ServerState::Candidate => NodeRole::Candidate,
+        ServerState::Learner => NodeRole::Learner,
+        ServerState::Shutdown => NodeRole::Shutdown,
     }
 }
 
@@ -246,7 +248,7 @@ impl RaftNode {
             grpc_addr: self.info.grpc_addr.clone(),
             http_addr: self.info.http_addr.clone(),
             peer_addr: self.info.peer().to_string(),
-            role: role_name(m.state).to_string(),
+            role: role_of(m.state),
             term: m.current_term,
             leader_id: m.current_leader,
             last_log_index: m.last_log_index.unwrap_or(0),
@@ -296,10 +298,10 @@ impl RaftNode {
                 };
                 let lag = leader_report.last_log_index.saturating_sub(matched_index);
                 let health = match (&report, is_leader) {
-                    (_, true) => "leader",
-                    (Err(_), false) => "unreachable",
-                    (Ok(_), false) if lag > LAGGING_AFTER => "lagging",
-                    (Ok(_), false) => "healthy",
+                    (_, true) => MemberHealth::Leader,
+                    (Err(_), false) => MemberHealth::Unreachable,
+                    (Ok(_), false) if lag > LAGGING_AFTER => MemberHealth::Lagging,
+                    (Ok(_), false) => MemberHealth::Healthy,
                 };
                 let (report, error) = match report {
                     Ok(r) => (Some(r), None),
@@ -309,7 +311,7 @@ impl RaftNode {
                     member: member.clone(),
                     matched_index,
                     lag,
-                    health: health.into(),
+                    health,
                     report,
                     error,
                 }

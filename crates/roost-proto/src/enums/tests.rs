@@ -47,6 +47,8 @@ fn every_domain_value_round_trips_through_its_proto_enum() {
     round_trips(RunSource::ALL);
     round_trips(RoutineRunStatus::ALL);
     round_trips(RoutineAction::ALL);
+    round_trips(NodeRole::ALL);
+    round_trips(MemberHealth::ALL);
     round_trips(&[
         MemoryHitKind::Entry,
         MemoryHitKind::Document,

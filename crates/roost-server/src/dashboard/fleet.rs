@@ -139,15 +139,15 @@ pub async fn cluster(State(api): State<Api>, op: Operator, Query(q): Query<Board
             let (role, applied) = m
                 .report
                 .as_ref()
-                .map(|r| (r.role.clone(), r.applied_index.to_string()))
-                .unwrap_or_else(|| ("-".into(), "-".into()));
+                .map(|r| (r.role.as_str(), r.applied_index.to_string()))
+                .unwrap_or_else(|| ("-", "-".into()));
             format!(
                 "<tr data-node=\"{id}\"><td>{id}</td><td>{addr}</td><td>{role}</td>\
                  <td class=\"health\">{health}</td><td>{matched}</td><td>{lag}</td><td>{applied}</td></tr>",
                 id = m.member.id,
                 addr = esc(&m.member.http_addr),
-                role = esc(&role),
-                health = esc(&m.health),
+                role = esc(role),
+                health = esc(m.health.as_str()),
                 matched = m.matched_index,
                 lag = m.lag,
             )

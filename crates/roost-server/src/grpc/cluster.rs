@@ -3,6 +3,7 @@
 
 use roost_proto::v1 as pb;
 use roost_proto::v1::cluster_server::Cluster;
+use roost_proto::ProtoEnum;
 use tonic::{Request, Response, Status};
 
 use super::metadata::authenticate_request;
@@ -26,7 +27,7 @@ fn report_to_proto(r: roost_raft::NodeReport) -> pb::NodeReport {
         grpc_addr: r.grpc_addr,
         http_addr: r.http_addr,
         peer_addr: r.peer_addr,
-        role: r.role,
+        role: r.role.to_proto(),
         term: r.term,
         leader_id: r.leader_id,
         last_log_index: r.last_log_index,
@@ -56,7 +57,7 @@ fn status_to_proto(s: roost_raft::ClusterStatus) -> pb::ClusterStatus {
                 }),
                 matched_index: m.matched_index,
                 lag: m.lag,
-                health: m.health,
+                health: m.health.to_proto(),
                 report: m.report.map(report_to_proto),
                 error: m.error.unwrap_or_default(),
             })

@@ -91,11 +91,11 @@ pub(super) fn status_text(s: &ClusterStatus) -> String {
             let report = m.report.as_ref();
             vec![
                 m.member.id.to_string(),
-                report.map(|r| r.role.clone()).unwrap_or_else(|| "?".into()),
+                report.map_or("?", |r| r.role.as_str()).into(),
                 if m.member.voter { "voter" } else { "learner" }.into(),
                 or_dash(report.map(|r| r.applied_index)),
                 m.lag.to_string(),
-                m.health.clone(),
+                m.health.to_string(),
                 m.member.grpc_addr.clone(),
                 m.member.http_addr.clone(),
                 report
@@ -146,7 +146,7 @@ pub async fn run(session: &Session, args: ClusterArgs) -> anyhow::Result<ExitCod
         ClusterCommand::Node => out.show(&client.node_report().await?, |r: &NodeReport| {
             fields(&[
                 ("id", r.id.to_string()),
-                ("role", r.role.clone()),
+                ("role", r.role.to_string()),
                 ("term", r.term.to_string()),
                 ("leader", or_dash(r.leader_id)),
                 ("last log index", r.last_log_index.to_string()),

@@ -133,8 +133,9 @@ async fn a_leader_in_a_minority_acknowledges_nothing_and_steps_down_after_the_he
         "the old leader to step down",
         Duration::from_secs(20),
         || async {
-            (c.report(old).role != "leader" && c.report(old).leader_id.is_some_and(|l| l != old))
-                .then_some(())
+            (c.report(old).role != roost_core::cluster_view::NodeRole::Leader
+                && c.report(old).leader_id.is_some_and(|l| l != old))
+            .then_some(())
         },
     )
     .await?;
