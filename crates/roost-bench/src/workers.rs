@@ -1,8 +1,8 @@
 //! The leader's cost of many connected workers: a 3-node cluster of real
 //! `roost server` processes, N simulated workers on the real `roost.v1.Worker` protocol
-//! (register, follow the redirect to the leader, heartbeat at the interval the server gives,
+//! (register, follow the redirect to the leader, renew its lease at the interval the server gives,
 //! start and finish the runs they are assigned), and what `/proc` says about the servers:
-//! CPU over a window with every worker heartbeating, resident memory per worker, and the
+//! CPU over a window with every worker renewing its lease, resident memory per worker, and the
 //! latency from a wake request to the assignment arriving at a worker.
 
 use std::collections::{HashMap, HashSet};
@@ -15,7 +15,7 @@ use anyhow::Context;
 use clap::Args;
 use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{
-    server_message, worker_message, AdapterType, Heartbeat, Register, RunFinished, RunStarted,
+    server_message, worker_message, AdapterType, LeaseRenewal, Register, RunFinished, RunStarted,
     RunStatus, WorkerMessage,
 };
 use roost_testkit::Http;
@@ -42,13 +42,13 @@ pub struct WorkersArgs {
     /// Seconds of CPU baseline on the idle cluster (no workers)
     #[arg(long, default_value_t = 10)]
     idle_sec: u64,
-    /// Seconds of heartbeating after the ramp before measuring
+    /// Seconds of lease renewals after the ramp before measuring
     #[arg(long, default_value_t = 15)]
     warmup_sec: u64,
-    /// Seconds over which CPU is measured with every worker heartbeating
+    /// Seconds over which CPU is measured with every worker renewing its lease
     #[arg(long, default_value_t = 30)]
     window_sec: u64,
-    /// Wake-to-assignment samples (taken after the CPU window, workers still heartbeating)
+    /// Wake-to-assignment samples (taken after the CPU window, workers still renewing their leases)
     #[arg(long, default_value_t = 200)]
     samples: usize,
     /// Agents the wakes rotate over
@@ -90,11 +90,11 @@ struct Sim {
     redirects: AtomicU64,
     /// Failed dials and sessions that ended without a redirect.
     failures: AtomicU64,
-    heartbeats: AtomicU64,
+    renewals: AtomicU64,
     acks: AtomicU64,
     assignments: AtomicU64,
     cancels: AtomicU64,
-    /// While set, heartbeat round trips (send to ack) are recorded.
+    /// While set, lease renewal round trips (send to ack) are recorded.
     measuring: AtomicBool,
     ack_rtts_us: Mutex<Vec<u64>>,
     /// The bench waits for the next new run of an agent: agent id -> (run id, arrival).
@@ -173,14 +173,14 @@ async fn session(
         .await
         .ok()?;
     let mut inbound = client
-        .session(tonic::codegen::tokio_stream::wrappers::ReceiverStream::new(
+        .attach(tonic::codegen::tokio_stream::wrappers::ReceiverStream::new(
             rx,
         ))
         .await
         .ok()?
         .into_inner();
     let mut registered = false;
-    let mut heartbeat = tokio::time::interval(Duration::from_secs(3600));
+    let mut renewal = tokio::time::interval(Duration::from_secs(3600));
     let mut seq = 0u64;
     let mut last_sent: Option<(u64, Instant)> = None;
     let result = loop {
@@ -192,15 +192,15 @@ async fn session(
                         registered = true;
                         sim.registered.fetch_add(1, Ordering::Relaxed);
                         sim.sessions.fetch_add(1, Ordering::Relaxed);
-                        // A fleet started at random times: spread first heartbeats over one
+                        // A fleet started at random times: spread first renewals over one
                         // interval instead of sending them in the ramp's batches.
-                        let period = Duration::from_millis(r.heartbeat_interval_ms.max(10));
+                        let period = Duration::from_millis(r.renew_interval_ms.max(10));
                         let spread = period * ((index * 7919) % 1000 + 1) as u32 / 1000;
-                        heartbeat = tokio::time::interval_at(
+                        renewal = tokio::time::interval_at(
                             tokio::time::Instant::now() + spread,
                             period,
                         );
-                        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                        renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                     }
                     Some(server_message::Body::Assignment(a)) => {
                         let arrived = Instant::now();
@@ -252,7 +252,7 @@ async fn session(
                     Some(server_message::Body::Redirect(r)) => {
                         break Some(r.leader_grpc_addr).filter(|a| !a.is_empty());
                     }
-                    Some(server_message::Body::HeartbeatAck(ack)) => {
+                    Some(server_message::Body::LeaseRenewed(ack)) => {
                         sim.acks.fetch_add(1, Ordering::Relaxed);
                         if let Some((s, at)) = last_sent {
                             if s == ack.seq && sim.measuring.load(Ordering::Relaxed) {
@@ -264,14 +264,14 @@ async fn session(
                     Some(server_message::Body::RunFinishedAck(_)) | None => {}
                 }
             }
-            _ = heartbeat.tick(), if registered => {
+            _ = renewal.tick(), if registered => {
                 seq += 1;
-                let hb = Heartbeat { seq, running_run_ids: lock(running).clone(), ..Default::default() };
-                if tx.send(body(worker_message::Body::Heartbeat(hb))).await.is_err() {
+                let hb = LeaseRenewal { seq, running_run_ids: lock(running).clone(), ..Default::default() };
+                if tx.send(body(worker_message::Body::LeaseRenewal(hb))).await.is_err() {
                     break None;
                 }
                 last_sent = Some((seq, Instant::now()));
-                sim.heartbeats.fetch_add(1, Ordering::Relaxed);
+                sim.renewals.fetch_add(1, Ordering::Relaxed);
             }
         }
     };
@@ -447,9 +447,9 @@ fn print_result(r: &Value) {
         r["registered"], f("rampSec"), r["online"], r["lost"], r["reconnects"], r["failures"]
     );
     println!(
-        "heartbeats over {:.0} s: {:.0}/s sent, {:.0}/s acked; send->ack p50 {:.2} ms, p99 {:.2} ms",
+        "lease renewals over {:.0} s: {:.0}/s sent, {:.0}/s acked; send->ack p50 {:.2} ms, p99 {:.2} ms",
         f("windowSec"),
-        f("heartbeatsPerSec"),
+        f("renewalsPerSec"),
         f("acksPerSec"),
         f("ackP50Ms"),
         f("ackP99Ms")
@@ -575,7 +575,7 @@ async fn on_cluster(
         sessions: AtomicU64::new(0),
         redirects: AtomicU64::new(0),
         failures: AtomicU64::new(0),
-        heartbeats: AtomicU64::new(0),
+        renewals: AtomicU64::new(0),
         acks: AtomicU64::new(0),
         assignments: AtomicU64::new(0),
         cancels: AtomicU64::new(0),
@@ -643,14 +643,14 @@ async fn measure(
     let ramp_sec = ramp_start.elapsed().as_secs_f64();
 
     eprintln!(
-        "[{n} workers] warm-up: {} s of heartbeats...",
+        "[{n} workers] warm-up: {} s of lease renewals...",
         args.warmup_sec
     );
     tokio::time::sleep(Duration::from_secs(args.warmup_sec)).await;
 
     eprintln!("[{n} workers] measuring CPU for {} s...", args.window_sec);
     let (hb0, ack0) = (
-        sim.heartbeats.load(Ordering::Relaxed),
+        sim.renewals.load(Ordering::Relaxed),
         sim.acks.load(Ordering::Relaxed),
     );
     sim.measuring.store(true, Ordering::Relaxed);
@@ -675,7 +675,7 @@ async fn measure(
     sim.measuring.store(false, Ordering::Relaxed);
     let secs = b.at.duration_since(a.at).as_secs_f64();
     let (hb1, ack1) = (
-        sim.heartbeats.load(Ordering::Relaxed),
+        sim.renewals.load(Ordering::Relaxed),
         sim.acks.load(Ordering::Relaxed),
     );
     let cpu = cpu_between(&a, &b);
@@ -695,7 +695,7 @@ async fn measure(
     let registered = sim.registered.load(Ordering::Relaxed);
     eprintln!("[{n} workers] {registered} sessions registered; the leader lists {online} online, {lost} lost");
 
-    // Wake to assignment, with every worker still heartbeating.
+    // Wake to assignment, with every worker still renewing its lease.
     eprintln!(
         "[{n} workers] {} wakes (alternately to the leader and a follower)...",
         args.samples
@@ -767,7 +767,7 @@ async fn measure(
         "redirects": sim.redirects.load(Ordering::Relaxed),
         "cancels": sim.cancels.load(Ordering::Relaxed),
         "windowSec": secs,
-        "heartbeatsPerSec": (hb1 - hb0) as f64 / secs,
+        "renewalsPerSec": (hb1 - hb0) as f64 / secs,
         "acksPerSec": (ack1 - ack0) as f64 / secs,
         "ackP50Ms": ms(percentile(&rtts, 50.0)),
         "ackP99Ms": ms(percentile(&rtts, 99.0)),

@@ -310,7 +310,7 @@ pub enum Command {
         action: IncidentAction,
         amount: Option<u64>,
     },
-    /// A worker's heartbeat carried new usage for a running run.
+    /// A worker's lease renewal carried new usage for a running run.
     ReportUsage {
         run_id: String,
         usage: Usage,
@@ -331,7 +331,7 @@ pub enum Command {
     EscalateIssue {
         issue_id: String,
     },
-    /// The leader's scheduler: the agent's heartbeat interval has passed.
+    /// The leader's agent timer: the agent's timer interval has passed.
     TimerTick {
         agent_id: String,
         wake_id: String,

@@ -456,7 +456,7 @@ pub struct Run {
     /// while the run is live.
     #[serde(default)]
     pub token_hashes: Vec<String>,
-    /// Tokens and money used so far (cumulative, from the worker's heartbeats and the end).
+    /// Tokens and money used so far (cumulative, from the worker's lease renewals and the end).
     #[serde(default)]
     pub usage: Usage,
     /// The adapter session the run was told to resume, and the one it ended in.
@@ -491,7 +491,7 @@ pub struct Run {
 pub const LOG_TAIL_MAX_BYTES: usize = 16 * 1024;
 
 /// Tokens and money used by a run, as its adapter reported them. Cumulative: a report
-/// replaces the previous one and never goes down, so a lost heartbeat loses nothing.
+/// replaces the previous one and never goes down, so a lost lease renewal loses nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Usage {

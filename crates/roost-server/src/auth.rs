@@ -161,7 +161,7 @@ pub fn authenticate(
                     company_id: Some(agent.company_id.clone()),
                 }
             }
-            // A join token only opens a worker session; it is no key to the API.
+            // A join token only opens a worker connection; it is no key to the API.
             CredentialKind::WorkerJoin => {
                 return Err(ApiError::unauthorized(
                     "a worker join token cannot call the API",

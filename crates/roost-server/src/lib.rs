@@ -400,7 +400,7 @@ impl Server {
     /// hook: a process is killed from outside.
     #[cfg(feature = "test-util")]
     pub async fn kill(self) {
-        // Open worker sessions would outlive aborted listeners inside this process (a real
+        // Open worker connections would outlive aborted listeners inside this process (a real
         // crash closes their connections): let the worker plane close them, briefly, first.
         let _ = self.stop.send(true);
         if let Some(duties) = self.tasks.get(2) {

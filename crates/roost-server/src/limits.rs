@@ -38,7 +38,7 @@ pub struct LimitsConfig {
     /// TCP keepalive on gRPC connections (0: off).
     pub grpc_tcp_keepalive_ms: u64,
     /// A gRPC call whose handler has not answered within this is ended with CANCELLED
-    /// (a stream's handler answers at once, so worker sessions, AppendEntries streams and
+    /// (a stream's handler answers at once, so worker connections, AppendEntries streams and
     /// run log streams stay open). Above a membership change's 300 s
     /// (roost-raft/src/membership.rs: a learner catching up from a snapshot), which a
     /// follower forwards to the leader as one call.

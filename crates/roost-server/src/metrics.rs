@@ -721,7 +721,7 @@ impl Collector for Snapshot {
             gauge(
                 e,
                 "roost_workers_connected",
-                "Workers with an open session to this node (workers connect to the leader; \
+                "Workers with an open connection to this node (workers connect to the leader; \
                  0 on a follower)",
                 connected as u64,
             )?;

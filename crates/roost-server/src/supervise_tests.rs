@@ -51,7 +51,7 @@ async fn a_task_that_panics_or_returns_is_restarted() {
         }
     });
     tokio::select! {
-        failure = supervisor.supervise("heartbeat timer", task) => {
+        failure = supervisor.supervise("agent timer", task) => {
             panic!("gave up after two failures: {failure}")
         }
         () = until_started(&mut started, 3) => {}
@@ -69,12 +69,12 @@ async fn a_task_that_keeps_panicking_trips_the_supervisor() {
     let task = counted(&starts, |_| async { panic!("timer overflow") });
     let failure = tokio::time::timeout(
         Duration::from_secs(600),
-        supervisor.supervise("heartbeat timer", task),
+        supervisor.supervise("agent timer", task),
     )
     .await
     .expect("the supervisor gave up within the window");
     assert_eq!(*started.borrow(), 5, "restarted until the fifth failure");
-    assert_eq!(failure.task, "heartbeat timer");
+    assert_eq!(failure.task, "agent timer");
     assert!(
         failure.reason.contains("timer overflow"),
         "{}",

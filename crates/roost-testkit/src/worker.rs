@@ -1,5 +1,5 @@
 //! An in-process worker that speaks the real `roost.v1.Worker` protocol, for tests: it
-//! registers, heartbeats (until told to stop), records assignments and cancels, and finishes
+//! registers, renewals (until told to stop), records assignments and cancels, and finishes
 //! runs when the test says so. It follows redirects and reconnects like a real worker.
 
 use std::collections::BTreeSet;
@@ -10,7 +10,7 @@ use std::time::Duration;
 use roost_core::{AdapterType, RunStatus};
 use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{
-    server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunStarted,
+    server_message, worker_message, Assignment, LeaseRenewal, Register, RunFinished, RunStarted,
     RunUsage, WorkerMessage,
 };
 use roost_proto::ProtoEnum;
@@ -27,10 +27,10 @@ struct Inner {
     /// Runs this worker has ever been given: an assignment sent again is not a new one.
     seen: Mutex<BTreeSet<String>>,
     outbox: Mutex<Option<mpsc::Sender<WorkerMessage>>>,
-    heartbeats_paused: AtomicBool,
-    /// Cents each run has used so far, reported with every heartbeat.
+    renewals_paused: AtomicBool,
+    /// Cents each run has used so far, reported with every renewal.
     usage: Mutex<std::collections::BTreeMap<String, u64>>,
-    sessions: AtomicU64,
+    connections: AtomicU64,
     changed: Notify,
 }
 
@@ -67,7 +67,7 @@ fn body(b: worker_message::Body) -> WorkerMessage {
 
 impl TestWorker {
     /// Connects to any of `grpc_addrs` (host:port) with `join_token`, offering the process
-    /// adapter and `slots` slots; returns once the first session is open.
+    /// adapter and `slots` slots; returns once the first connection is open.
     pub async fn connect(
         grpc_addrs: Vec<String>,
         join_token: &str,
@@ -75,7 +75,7 @@ impl TestWorker {
         slots: u32,
     ) -> anyhow::Result<TestWorker> {
         let inner = Arc::new(Inner::default());
-        let task = tokio::spawn(session_loop(
+        let task = tokio::spawn(connection_loop(
             grpc_addrs,
             join_token.to_string(),
             id.to_string(),
@@ -89,24 +89,24 @@ impl TestWorker {
         };
         let inner = worker.inner.clone();
         wait_for(
-            "the worker's first session",
+            "the worker's first connection",
             Duration::from_secs(20),
             || {
                 let inner = inner.clone();
-                async move { (inner.sessions.load(Ordering::SeqCst) > 0).then_some(()) }
+                async move { (inner.connections.load(Ordering::SeqCst) > 0).then_some(()) }
             },
         )
         .await?;
         Ok(worker)
     }
 
-    /// Stops sending heartbeats (the process is frozen or cut off); the session stays open.
-    pub fn pause_heartbeats(&self) {
-        self.inner.heartbeats_paused.store(true, Ordering::SeqCst);
+    /// Stops sending renewals (the process is frozen or cut off); the connection stays open.
+    pub fn pause_renewals(&self) {
+        self.inner.renewals_paused.store(true, Ordering::SeqCst);
     }
 
-    pub fn resume_heartbeats(&self) {
-        self.inner.heartbeats_paused.store(false, Ordering::SeqCst);
+    pub fn resume_renewals(&self) {
+        self.inner.renewals_paused.store(false, Ordering::SeqCst);
     }
 
     pub fn assignments(&self) -> Vec<Assignment> {
@@ -135,8 +135,8 @@ impl TestWorker {
             .collect()
     }
 
-    pub fn sessions(&self) -> u64 {
-        self.inner.sessions.load(Ordering::SeqCst)
+    pub fn connections(&self) -> u64 {
+        self.inner.connections.load(Ordering::SeqCst)
     }
 
     /// Waits until the worker has received at least `n` assignments; returns them all.
@@ -156,7 +156,7 @@ impl TestWorker {
         .await
     }
 
-    /// From the next heartbeat on, reports that `run_id` has used `cents` so far.
+    /// From the next renewal on, reports that `run_id` has used `cents` so far.
     pub fn set_usage_cents(&self, run_id: &str, cents: u64) {
         self.inner
             .usage
@@ -202,8 +202,8 @@ impl TestWorker {
             Some(o) => o
                 .send(message)
                 .await
-                .map_err(|_| anyhow::anyhow!("the worker session is closed")),
-            None => anyhow::bail!("the worker has no session"),
+                .map_err(|_| anyhow::anyhow!("the worker connection is closed")),
+            None => anyhow::bail!("the worker has no connection"),
         }
     }
 
@@ -219,7 +219,7 @@ impl Drop for TestWorker {
     }
 }
 
-async fn session_loop(
+async fn connection_loop(
     addrs: Vec<String>,
     token: String,
     id: String,
@@ -241,7 +241,7 @@ async fn session_loop(
     }
 }
 
-/// One session; returns the address to dial next if the server redirected.
+/// One connection; returns the address to dial next if the server redirected.
 async fn run_session(
     addr: &str,
     token: &str,
@@ -274,11 +274,11 @@ async fn run_session(
         .await
         .ok()?;
     let mut inbound = client
-        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .attach(tokio_stream::wrappers::ReceiverStream::new(rx))
         .await
         .ok()?
         .into_inner();
-    let mut heartbeat: Option<JoinHandle<()>> = None;
+    let mut renewal: Option<JoinHandle<()>> = None;
     let result = loop {
         let message = match inbound.message().await {
             Ok(Some(m)) => m,
@@ -287,13 +287,13 @@ async fn run_session(
         match message.body {
             Some(server_message::Body::Registered(r)) => {
                 *inner.outbox.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx.clone());
-                inner.sessions.fetch_add(1, Ordering::SeqCst);
+                inner.connections.fetch_add(1, Ordering::SeqCst);
                 let (tx, inner) = (tx.clone(), inner.clone());
-                let interval = Duration::from_millis(r.heartbeat_interval_ms.max(10));
-                heartbeat = Some(tokio::spawn(async move {
+                let interval = Duration::from_millis(r.renew_interval_ms.max(10));
+                renewal = Some(tokio::spawn(async move {
                     for seq in 1.. {
                         tokio::time::sleep(interval).await;
-                        if inner.heartbeats_paused.load(Ordering::SeqCst) {
+                        if inner.renewals_paused.load(Ordering::SeqCst) {
                             continue;
                         }
                         let running = inner
@@ -310,7 +310,7 @@ async fn run_session(
                             .iter()
                             .filter_map(|r| usage_of(&inner, r))
                             .collect();
-                        let hb = body(worker_message::Body::Heartbeat(Heartbeat {
+                        let hb = body(worker_message::Body::LeaseRenewal(LeaseRenewal {
                             seq,
                             running_run_ids: running,
                             usage,
@@ -364,13 +364,13 @@ async fn run_session(
                 break Some(r.leader_grpc_addr).filter(|a| !a.is_empty())
             }
             // This test worker sends each result once; the test drives what happens next.
-            Some(server_message::Body::HeartbeatAck(_))
+            Some(server_message::Body::LeaseRenewed(_))
             | Some(server_message::Body::RunFinishedAck(_))
             | None => {}
         }
         inner.changed.notify_waiters();
     };
-    if let Some(h) = heartbeat {
+    if let Some(h) = renewal {
         h.abort();
     }
     result

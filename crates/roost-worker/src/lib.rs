@@ -1,14 +1,14 @@
-//! The Roost worker: holds a session with the cluster's leader, runs the agent heartbeats it
+//! The Roost worker: holds a connection with the cluster's leader, runs the agents' runs it
 //! is assigned as local processes, reports what they do, and stops them when it can no longer
 //! renew its lease (self-fencing). Links neither Raft nor SQLite.
 
 mod adapter;
 mod config;
+mod connection;
 mod credential;
 mod memory;
 mod prompt;
 mod runlog;
-mod session;
 mod skills;
 mod workspace;
 mod worktree;
@@ -17,9 +17,9 @@ pub use config::{
     check_shutdown_grace, Price, WorkerConfig, WorkerTls, CREDENTIAL_FILE,
     DEFAULT_SHUTDOWN_GRACE_SECS, MAX_SHUTDOWN_GRACE_SECS,
 };
+pub use connection::{run, run_until, Stop, Stopped};
 pub use credential::WORKER_CREDENTIAL_PREFIX;
 pub use memory::recent_entries_text;
-pub use session::{run, run_until, Stop, Stopped};
 
 /// What can stop a worker.
 #[derive(Debug, thiserror::Error)]

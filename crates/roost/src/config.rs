@@ -339,6 +339,20 @@ mod tests {
         assert!(err.contains("node_idd"), "{err}");
     }
 
+    /// A worker's lease renewal was called a heartbeat; configs written then still load, and a
+    /// config giving both names is refused rather than picking one.
+    #[test]
+    fn the_workers_renew_interval_reads_its_old_name_too() {
+        let new: ServerConfig = toml::from_str("[workers]\nrenew_interval_ms = 250").unwrap();
+        let old: ServerConfig = toml::from_str("[workers]\nheartbeat_interval_ms = 250").unwrap();
+        assert_eq!(new.workers.renew_interval_ms, 250);
+        assert_eq!(old.workers, new.workers);
+        let both = toml::from_str::<ServerConfig>(
+            "[workers]\nrenew_interval_ms = 250\nheartbeat_interval_ms = 300",
+        );
+        assert!(both.is_err(), "{both:?}");
+    }
+
     #[test]
     fn the_sample_configs_in_deploy_parse() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy");

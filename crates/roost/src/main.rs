@@ -52,7 +52,7 @@ enum Command {
     Dev(dev::DevArgs),
     /// Run a cluster node from a TOML config file
     Server(config::ServerArgs),
-    /// Run agent heartbeats for a cluster on this machine (the `process` adapter)
+    /// Run agents for a cluster on this machine (the `process` adapter)
     #[command(name = "run-worker")]
     RunWorker(worker_cmd::WorkerArgs),
     /// Make a cluster CA and certificates for nodes, workers and clients

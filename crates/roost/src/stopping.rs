@@ -3,7 +3,7 @@
 //! by more than [`HARD_MARGIN`], ends the process at once with a non-zero status.
 //!
 //! Once tokio has a handler for a signal, the signal no longer kills the process: a stop that
-//! stalled after the first signal (`roost dev`, held by its worker's session stream and then
+//! stalled after the first signal (`roost dev`, held by its worker's connection and then
 //! by whatever the runtime waited on, commit 8a69939) ignored every later SIGTERM and SIGINT.
 //! So the handlers stay installed for the whole run and every later signal is acted on, and a
 //! watchdog thread, outside the runtime, ends a stop that overruns.

@@ -1,4 +1,4 @@
-//! `roost run-worker --config roost-worker.toml`: run agent heartbeats for a cluster.
+//! `roost run-worker --config roost-worker.toml`: run agents' runs for a cluster.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -12129,7 +12129,7 @@ pub mod worker_message {
         #[prost(message, tag = "1")]
         Register(super::Register),
         #[prost(message, tag = "2")]
-        Heartbeat(super::Heartbeat),
+        LeaseRenewal(super::LeaseRenewal),
         #[prost(message, tag = "3")]
         RunStarted(super::RunStarted),
         #[prost(message, tag = "4")]
@@ -12138,7 +12138,7 @@ pub mod worker_message {
         RunLog(super::RunLog),
     }
 }
-/// The first message of every session.
+/// The first message of every connection.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Register {
@@ -12168,7 +12168,7 @@ pub struct Register {
     #[prost(string, repeated, tag = "8")]
     pub running_run_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     /// Runs that ended on this worker whose RunFinished the cluster has not acknowledged; their
-    /// results follow in this session. They are neither sent again nor ended as failed.
+    /// results follow on this connection. They are neither sent again nor ended as failed.
     #[prost(string, repeated, tag = "9")]
     pub unacknowledged_run_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     /// The worker's own credential (`rst_worker_` and 64 hex digits), made by the worker at its
@@ -12177,15 +12177,15 @@ pub struct Register {
     #[prost(string, tag = "10")]
     pub worker_credential: ::prost::alloc::string::String,
 }
-/// Keeps the worker's lease; sent every `heartbeat_interval_ms`.
+/// Keeps the worker's lease; sent every `renew_interval_ms`.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
-pub struct Heartbeat {
+pub struct LeaseRenewal {
     #[prost(uint64, tag = "1")]
     pub seq: u64,
     #[prost(string, repeated, tag = "2")]
     pub running_run_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
-    /// Cumulative usage of running runs whose usage changed since the last heartbeat.
+    /// Cumulative usage of running runs whose usage changed since the last renewal.
     #[prost(message, repeated, tag = "3")]
     pub usage: ::prost::alloc::vec::Vec<RunUsage>,
     /// As in Register: ended runs whose results are not acknowledged yet.
@@ -12228,8 +12228,8 @@ pub struct RunStarted {
     pub run_id: ::prost::alloc::string::String,
 }
 /// A run's result. The worker keeps it until the cluster answers with RunFinishedAck, and
-/// sends it again (before a later heartbeat, and at the start of every new session) until then:
-/// a result sent to a leader that lost its leadership, or on a session that broke, is not lost.
+/// sends it again (before a later renewal, and at the start of every new connection) until then:
+/// a result sent to a leader that lost its leadership, or on a connection that broke, is not lost.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RunFinished {
@@ -12281,7 +12281,7 @@ pub mod server_message {
         #[prost(message, tag = "4")]
         Redirect(super::Redirect),
         #[prost(message, tag = "5")]
-        HeartbeatAck(super::HeartbeatAck),
+        LeaseRenewed(super::LeaseRenewed),
         #[prost(message, tag = "6")]
         RunFinishedAck(super::RunFinishedAck),
     }
@@ -12300,12 +12300,12 @@ pub struct Registered {
     #[prost(uint64, tag = "1")]
     pub node_id: u64,
     #[prost(uint64, tag = "2")]
-    pub heartbeat_interval_ms: u64,
-    /// The worker is declared lost when no heartbeat arrives for this long.
+    pub renew_interval_ms: u64,
+    /// The worker is declared lost when no renewal arrives for this long.
     #[prost(uint64, tag = "3")]
     pub lease_ttl_ms: u64,
 }
-/// Run this: an agent heartbeat.
+/// Run this: one run of an agent.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Assignment {
@@ -12415,9 +12415,10 @@ pub struct Redirect {
     #[prost(string, tag = "2")]
     pub message: ::prost::alloc::string::String,
 }
+/// The lease is renewed up to `seq`.
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct HeartbeatAck {
+pub struct LeaseRenewed {
     #[prost(uint64, tag = "1")]
     pub seq: u64,
 }
@@ -12512,7 +12513,7 @@ pub mod worker_client {
             self.inner = self.inner.max_encoding_message_size(limit);
             self
         }
-        pub async fn session(
+        pub async fn attach(
             &mut self,
             request: impl tonic::IntoStreamingRequest<Message = super::WorkerMessage>,
         ) -> std::result::Result<
@@ -12528,9 +12529,9 @@ pub mod worker_client {
                     )
                 })?;
             let codec = tonic_prost::ProstCodec::default();
-            let path = http::uri::PathAndQuery::from_static("/roost.v1.Worker/Session");
+            let path = http::uri::PathAndQuery::from_static("/roost.v1.Worker/Attach");
             let mut req = request.into_streaming_request();
-            req.extensions_mut().insert(GrpcMethod::new("roost.v1.Worker", "Session"));
+            req.extensions_mut().insert(GrpcMethod::new("roost.v1.Worker", "Attach"));
             self.inner.streaming(req, path, codec).await
         }
     }
@@ -12548,16 +12549,16 @@ pub mod worker_server {
     /// Generated trait containing gRPC methods that should be implemented for use with WorkerServer.
     #[async_trait]
     pub trait Worker: std::marker::Send + std::marker::Sync + 'static {
-        /// Server streaming response type for the Session method.
-        type SessionStream: tonic::codegen::tokio_stream::Stream<
+        /// Server streaming response type for the Attach method.
+        type AttachStream: tonic::codegen::tokio_stream::Stream<
                 Item = std::result::Result<super::ServerMessage, tonic::Status>,
             >
             + std::marker::Send
             + 'static;
-        async fn session(
+        async fn attach(
             &self,
             request: tonic::Request<tonic::Streaming<super::WorkerMessage>>,
-        ) -> std::result::Result<tonic::Response<Self::SessionStream>, tonic::Status>;
+        ) -> std::result::Result<tonic::Response<Self::AttachStream>, tonic::Status>;
     }
     #[derive(Debug)]
     pub struct WorkerServer<T> {
@@ -12635,13 +12636,13 @@ pub mod worker_server {
         }
         fn call(&mut self, req: http::Request<B>) -> Self::Future {
             match req.uri().path() {
-                "/roost.v1.Worker/Session" => {
+                "/roost.v1.Worker/Attach" => {
                     #[allow(non_camel_case_types)]
-                    struct SessionSvc<T: Worker>(pub Arc<T>);
+                    struct AttachSvc<T: Worker>(pub Arc<T>);
                     impl<T: Worker> tonic::server::StreamingService<super::WorkerMessage>
-                    for SessionSvc<T> {
+                    for AttachSvc<T> {
                         type Response = super::ServerMessage;
-                        type ResponseStream = T::SessionStream;
+                        type ResponseStream = T::AttachStream;
                         type Future = BoxFuture<
                             tonic::Response<Self::ResponseStream>,
                             tonic::Status,
@@ -12654,7 +12655,7 @@ pub mod worker_server {
                         ) -> Self::Future {
                             let inner = Arc::clone(&self.0);
                             let fut = async move {
-                                <T as Worker>::session(&inner, request).await
+                                <T as Worker>::attach(&inner, request).await
                             };
                             Box::pin(fut)
                         }
@@ -12665,7 +12666,7 @@ pub mod worker_server {
                     let max_encoding_message_size = self.max_encoding_message_size;
                     let inner = self.inner.clone();
                     let fut = async move {
-                        let method = SessionSvc(inner);
+                        let method = AttachSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -1,13 +1,13 @@
-//! The worker plane on the leader: sessions and leases of workers, the dispatcher that turns
+//! The worker plane on the leader: connections and leases of workers, the dispatcher that turns
 //! queued wakes into runs on workers, and the timer that wakes agents on their interval.
 //! Followers keep none of it; they redirect workers to the leader.
 
 mod agent_timer;
+mod connection;
 mod escalation_timer;
 mod identity;
 mod registry;
 mod routine_timer;
-mod session;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -27,15 +27,18 @@ pub use agent_timer::{AgentTimer, Clock};
 use crate::api::{new_id, Api};
 use crate::auth::{generate_token, hash_token, Caller};
 use crate::supervise::{Supervisor, TaskFailure};
+pub(crate) use connection::WorkerService;
 use registry::Registry;
-pub(crate) use session::WorkerService;
 
-/// Worker heartbeat and lease timing.
+/// How often workers renew their leases, and how long a lease lasts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkerConfig {
-    pub heartbeat_interval_ms: u64,
-    /// A worker that has not heartbeated for this long is lost.
+    /// `heartbeat_interval_ms` is its name in configs written before the worker's lease renewal
+    /// had its own name; both are read.
+    #[serde(alias = "heartbeat_interval_ms")]
+    pub renew_interval_ms: u64,
+    /// A worker that has not renewed its lease for this long is lost.
     pub lease_ttl_ms: u64,
     /// Routines due at one instant are proposed spread over this window, each routine always
     /// at the same offset (`roost_core::routine::stagger_ms`; the routine timer).
@@ -45,7 +48,7 @@ pub struct WorkerConfig {
 impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
-            heartbeat_interval_ms: 1000,
+            renew_interval_ms: 1000,
             lease_ttl_ms: 5000,
             routine_stagger_window_ms: roost_core::routine::DEFAULT_STAGGER_WINDOW_MS,
         }
@@ -270,7 +273,7 @@ impl Workers {
             failure = tasks.supervise("routine timer", routine_timer) => failure,
             failure = tasks.supervise("dispatcher", dispatcher) => failure,
             failure = tasks.supervise("lease keeper", lease_keeper) => failure,
-            failure = tasks.supervise("heartbeat timer", timer) => failure,
+            failure = tasks.supervise("agent timer", timer) => failure,
             failure = tasks.tripped() => failure,
         }
     }

@@ -1,4 +1,4 @@
-//! The leader's memory of its workers: open sessions and lease deadlines on a monotonic clock.
+//! The leader's memory of its workers: open connections and lease deadlines on a monotonic clock.
 //! Nothing here is replicated; only a lease's expiry is, as a `WorkerLost` command.
 
 use std::collections::HashMap;
@@ -11,14 +11,14 @@ use tonic::Status;
 
 pub(crate) type Outbox = mpsc::Sender<Result<ServerMessage, Status>>;
 
-struct Session {
+struct Connection {
     outbox: Outbox,
     generation: u64,
 }
 
 #[derive(Default)]
 struct Inner {
-    sessions: HashMap<String, Session>,
+    connections: HashMap<String, Connection>,
     leases: HashMap<String, Instant>,
     generation: u64,
 }
@@ -34,36 +34,36 @@ impl Registry {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records the worker's open session; returns its generation, so that a stale session
+    /// Records the worker's open connection; returns its generation, so that a stale connection
     /// ending later does not detach a newer one.
     pub fn attach(&self, worker_id: &str, outbox: Outbox) -> u64 {
         let mut inner = self.lock();
         inner.generation += 1;
         let generation = inner.generation;
         inner
-            .sessions
-            .insert(worker_id.to_string(), Session { outbox, generation });
+            .connections
+            .insert(worker_id.to_string(), Connection { outbox, generation });
         generation
     }
 
     pub fn detach(&self, worker_id: &str, generation: u64) {
         let mut inner = self.lock();
         if inner
-            .sessions
+            .connections
             .get(worker_id)
             .is_some_and(|s| s.generation == generation)
         {
-            inner.sessions.remove(worker_id);
+            inner.connections.remove(worker_id);
         }
     }
 
     pub fn connected(&self) -> Vec<String> {
-        self.lock().sessions.keys().cloned().collect()
+        self.lock().connections.keys().cloned().collect()
     }
 
-    /// How many workers have a session open (`/metrics`).
+    /// How many workers have a connection open (`/metrics`).
     pub fn connected_count(&self) -> usize {
-        self.lock().sessions.len()
+        self.lock().connections.len()
     }
 
     /// How long the worker's lease still runs, if this node holds one for it.
@@ -105,11 +105,11 @@ impl Registry {
         expired
     }
 
-    /// Queues a message for the worker's session; false if it has none (or it is full).
+    /// Queues a message for the worker's connection; false if it has none (or it is full).
     pub fn send(&self, worker_id: &str, message: server_message::Body) -> bool {
         let outbox = self
             .lock()
-            .sessions
+            .connections
             .get(worker_id)
             .map(|s| s.outbox.clone());
         match outbox {
@@ -122,10 +122,10 @@ impl Registry {
         }
     }
 
-    /// Leadership moved: tell every worker where to go and close the sessions.
+    /// Leadership moved: tell every worker where to go and close the connections.
     pub fn redirect_all(&self, leader_grpc_addr: &str) {
-        let sessions: Vec<(String, Session)> = self.lock().sessions.drain().collect();
-        for (_, s) in sessions {
+        let connections: Vec<(String, Connection)> = self.lock().connections.drain().collect();
+        for (_, s) in connections {
             let redirect = server_message::Body::Redirect(roost_proto::v1::Redirect {
                 leader_grpc_addr: leader_grpc_addr.to_string(),
                 message: "this node no longer leads".into(),

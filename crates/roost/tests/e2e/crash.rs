@@ -214,7 +214,7 @@ async fn roost_dev_survives_a_closed_stdout() -> anyhow::Result<()> {
 async fn roost_dev_stops_on_sigterm_within_the_grace_of_a_supervisor() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let process = RoostProcess::spawn_dev(&roost_binary(), dir.path(), START_DEADLINE)?;
-    // With its worker's session open, as after any use: that stream is what held the stop.
+    // With its worker's connection open, as after any use: that stream is what held the stop.
     let admin = Http::new(process.base_url.clone()).with_token(&process.admin_token);
     roost_testkit::wait_for("the dev worker online", START_DEADLINE, || {
         let admin = admin.clone();

@@ -210,7 +210,7 @@ async fn a_credential_revoked_through_one_node_is_refused_at_another() -> anyhow
     Ok(())
 }
 
-/// One worker session's registration with the join token `token` and the worker credential
+/// One worker connection's registration with the join token `token` and the worker credential
 /// `roost_testkit::worker_credential(token, worker_id)`: `Ok` once registered, the refusal's
 /// message otherwise.
 async fn register_once(addr: &str, token: &str, worker_id: &str) -> Result<(), String> {
@@ -245,7 +245,7 @@ async fn register_with(
     // The stream stays open (pending) after Register, as a worker's does.
     let outbound = tokio_stream::iter([first]).chain(tokio_stream::pending());
     let mut inbound = client
-        .session(outbound)
+        .attach(outbound)
         .await
         .map_err(|s| s.message().to_string())?
         .into_inner();
@@ -508,7 +508,7 @@ async fn revoking_a_join_token_ends_its_workers_sessions_and_they_are_lost() -> 
         .delete(&format!("/api/workers/join-tokens/{join_id}"))
         .await?
         .ok()?;
-    // Its heartbeats are no longer renewed: the lease runs out and it is lost, as a silent
+    // Its lease is no longer renewed: the lease runs out and it is lost, as a silent
     // worker is (its runs with it).
     wait_for("the worker to be lost", Duration::from_secs(30), || async {
         let workers = admin.get("/api/workers").await.ok()?.ok().ok()?;

@@ -13,8 +13,8 @@ use roost_testkit::{wait_for, Http, ProcessCluster};
 
 use crate::support::{roost_binary, str_field};
 
-/// Worker heartbeats and leases of the test servers (`[workers]` in their config).
-const HEARTBEAT_MS: u64 = 200;
+/// Worker lease renewals and leases of the test servers (`[workers]` in their config).
+const RENEW_MS: u64 = 200;
 const LEASE_MS: u64 = 1500;
 const WAIT: Duration = Duration::from_secs(30);
 const WORKERS: [&str; 2] = ["worker-a", "worker-b"];
@@ -125,9 +125,7 @@ impl Fleet {
     /// admin token, and a company is created once a leader answers.
     async fn boot_servers(&mut self) -> anyhow::Result<()> {
         let cluster = crate::processes::three_servers(self.path(), |_| {
-            format!(
-                "[workers]\nheartbeat_interval_ms = {HEARTBEAT_MS}\nlease_ttl_ms = {LEASE_MS}\n\n"
-            )
+            format!("[workers]\nrenew_interval_ms = {RENEW_MS}\nlease_ttl_ms = {LEASE_MS}\n\n")
         })
         .env("NO_COLOR", "1")
         .token_deadline(WAIT)

@@ -60,7 +60,7 @@ async fn readyz_said_ready_while_the_raft_core_had_stopped() -> anyhow::Result<(
     node.shutdown().await
 }
 
-/// Regression: the leader's heartbeat timer panicked and nothing was dispatched
+/// Regression: the leader's agent timer panicked and nothing was dispatched
 /// again while the node looked healthy. When its supervisor gives up on a duty, the leader
 /// stops Raft so another node leads, reports not ready naming the task, and reports the
 /// failure its host exits on; the rest of the cluster goes on taking writes.
@@ -71,7 +71,7 @@ async fn a_leader_whose_duty_was_given_up_on_steps_down_and_is_not_ready() -> an
     let old = c.leader().await?;
     let failed = c.server(old).failed();
     c.server(old).supervisor().trip(TaskFailure {
-        task: "heartbeat timer".into(),
+        task: "agent timer".into(),
         reason: "failed 5 times within 60s, last: panicked: overflow".into(),
     });
     let others: Vec<u64> = c.ids().into_iter().filter(|id| *id != old).collect();
@@ -86,7 +86,7 @@ async fn a_leader_whose_duty_was_given_up_on_steps_down_and_is_not_ready() -> an
         reply.body
     );
     assert!(
-        reply.body.to_string().contains("heartbeat timer"),
+        reply.body.to_string().contains("agent timer"),
         "{}",
         reply.body
     );

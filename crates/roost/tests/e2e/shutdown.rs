@@ -125,9 +125,9 @@ async fn dev_worker_online(admin: &Http) -> anyhow::Result<()> {
     .await
 }
 
-/// Regression: after the README walkthrough (a run started by hand, the dev worker's session
+/// Regression: after the README walkthrough (a run started by hand, the dev worker's connection
 /// open), `roost dev` printed "stopping..." on SIGTERM and went on running; SIGINT did nothing
-/// more. The worker's heartbeat task outlived its aborted session and kept the session stream
+/// more. The worker's renewal task outlived its aborted connection and kept the connection's stream
 /// open, so the node's stop waited its whole grace for it, and tokio, holding the signal
 /// handlers, swallowed every later signal while anything after the grace (Raft's stop, the
 /// runtime's teardown) could still hang. Now nothing holds the stop: it takes milliseconds.

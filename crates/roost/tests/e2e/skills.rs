@@ -172,7 +172,7 @@ async fn a_skill_added_through_the_api_reaches_the_agent_on_another_worker_and_l
         "the skills are in worker B's workspace of the run: {skills_dir}"
     );
 
-    // The leader holds worker B's lease (1.5 s, renewed by its heartbeats); other nodes do not.
+    // The leader holds worker B's lease (1.5 s, renewed by its lease renewals); other nodes do not.
     let leader = c.leader().await?;
     let workers = c.admin(leader).get("/api/workers").await?.ok()?;
     let b = workers

@@ -35,7 +35,7 @@ async fn a_cut_off_worker_stops_its_agent_before_the_cluster_declares_it_lost() 
         3,
         test_timing(),
         LeaseConfig {
-            heartbeat_interval_ms: 200,
+            renew_interval_ms: 200,
             lease_ttl_ms: LEASE.as_millis() as u64,
             ..LeaseConfig::default()
         },
@@ -43,7 +43,7 @@ async fn a_cut_off_worker_stops_its_agent_before_the_cluster_declares_it_lost() 
     .await?;
     let leader = c.leader().await?;
     // Everything between the worker's machine and the cluster goes through these two proxies:
-    // the worker's session and its agents' API calls.
+    // the worker's connection and its agents' API calls.
     let grpc = CutProxy::start(&c.grpc_addr(leader)).await?;
     let api = CutProxy::start(c.admin(leader).base().trim_start_matches("http://")).await?;
     let dir = tempfile::tempdir()?;

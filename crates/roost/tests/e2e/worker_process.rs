@@ -97,7 +97,7 @@ pub(crate) async fn runs(c: &TestCluster, agent: &str) -> anyhow::Result<Vec<Val
     Ok(list.as_array().cloned().unwrap_or_default())
 }
 
-/// A cluster of `nodes` whose workers heartbeat every 200 ms and hold leases for `lease_ttl_ms`.
+/// A cluster of `nodes` whose workers renew their leases every 200 ms and hold leases for `lease_ttl_ms`.
 pub(crate) async fn cluster_with_worker_leases(
     nodes: usize,
     lease_ttl_ms: u64,
@@ -106,7 +106,7 @@ pub(crate) async fn cluster_with_worker_leases(
         nodes,
         test_timing(),
         LeaseConfig {
-            heartbeat_interval_ms: 200,
+            renew_interval_ms: 200,
             lease_ttl_ms,
             ..LeaseConfig::default()
         },

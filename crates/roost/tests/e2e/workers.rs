@@ -17,7 +17,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 fn fast_leases() -> WorkerConfig {
     WorkerConfig {
-        heartbeat_interval_ms: 200,
+        renew_interval_ms: 200,
         lease_ttl_ms: 1500,
         ..WorkerConfig::default()
     }
@@ -243,7 +243,7 @@ async fn max_concurrent_runs_holds_with_wakes_through_every_node() -> anyhow::Re
     Ok(())
 }
 
-/// A worker that stops heartbeating loses its runs within lease + 1 s; the issue can be
+/// A worker that stops renewing its lease loses its runs within lease + 1 s; the issue can be
 /// checked out again; the retry runs on another worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_silent_worker_loses_its_runs_within_the_lease_and_the_retry_runs_elsewhere(
@@ -265,7 +265,7 @@ async fn a_silent_worker_loses_its_runs_within_the_lease_and_the_retry_runs_else
         .ok()?;
     // The second worker joins only now, so the first run could only go to the silent one.
     let healthy = TestWorker::connect(c.grpc_addrs(), &token, "healthy", 4).await?;
-    silent.pause_heartbeats();
+    silent.pause_renewals();
     let stopped = Instant::now();
     let leader = c.leader().await?;
     let lost = wait_for("the run to be lost", WAIT, || async {
@@ -296,10 +296,10 @@ async fn a_silent_worker_loses_its_runs_within_the_lease_and_the_retry_runs_else
         .await?;
     assert_eq!((late.status.as_u16(), late.code()), (409, "stale_run"));
     // When the lost worker speaks again it is told to register anew, and is online again.
-    let sessions = silent.sessions();
-    silent.resume_heartbeats();
+    let sessions = silent.connections();
+    silent.resume_renewals();
     wait_for("the lost worker to register again", WAIT, || async {
-        (silent.sessions() > sessions).then_some(())
+        (silent.connections() > sessions).then_some(())
     })
     .await?;
     let workers = c.admin(leader).get("/api/workers").await?.ok()?;
@@ -333,12 +333,12 @@ async fn a_leader_kill_during_ten_running_runs_loses_none() -> anyhow::Result<()
     })
     .await?;
     let runs: Vec<String> = w1.running().into_iter().chain(w2.running()).collect();
-    let (s1, s2) = (w1.sessions(), w2.sessions());
+    let (s1, s2) = (w1.connections(), w2.connections());
     let old = c.leader().await?;
     c.kill(old).await;
     let new = c.leader().await?;
     wait_for("both workers on the new leader", WAIT, || async {
-        (w1.sessions() > s1 && w2.sessions() > s2).then_some(())
+        (w1.connections() > s1 && w2.connections() > s2).then_some(())
     })
     .await?;
     // Longer than a lease: a lease the new leader had not renewed would have expired by now.
@@ -429,7 +429,7 @@ impl<F: std::future::Future<Output = Option<Vec<i64>>>> NonEmpty for F {
     }
 }
 
-/// Opens a raw worker session on `addr`; returns the outbound sender and the inbound stream.
+/// Opens a raw worker connection on `addr`; returns the outbound sender and the inbound stream.
 async fn raw_session(
     addr: &str,
     token: &str,
@@ -460,7 +460,7 @@ async fn raw_session(
     })
     .await?;
     let inbound = client
-        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .attach(tokio_stream::wrappers::ReceiverStream::new(rx))
         .await?
         .into_inner();
     Ok((tx, inbound))
@@ -613,11 +613,11 @@ async fn a_result_lost_with_its_session_is_taken_and_acknowledged_when_sent_agai
 }
 
 /// Regression (a_worker_kept_by_a_node_that_no_longer_leads, found by the fault suite's
-/// mixed_faults): a node that did not lead took a worker's session while no leader was known
+/// mixed_faults): a node that did not lead took a worker's connection while no leader was known
 /// (its registration then reached the new leader by forwarding), and kept it: no lease of the
 /// leader's covered the worker, so its agent's wakes stayed queued. A node that does not lead
 /// now sends every worker on, to the leader or, with none known, to try again; and a session
-/// that outlives its node's leadership is sent on at its next heartbeat.
+/// that outlives its node's leadership is sent on at its next lease renewal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_that_does_not_lead_keeps_no_worker_session_even_with_no_leader_known(
 ) -> anyhow::Result<()> {

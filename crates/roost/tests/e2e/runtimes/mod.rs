@@ -222,7 +222,7 @@ async fn cluster_and_worker(
         1,
         test_timing(),
         LeaseConfig {
-            heartbeat_interval_ms: 200,
+            renew_interval_ms: 200,
             lease_ttl_ms: 3000,
             ..LeaseConfig::default()
         },

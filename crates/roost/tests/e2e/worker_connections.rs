@@ -1,6 +1,6 @@
 //! The worker's CLI adapters through a 3-node cluster, with the fake `claude` in
 //! `crates/roost-worker/tests/fake-cli`: sessions saved and resumed (a refused resume becomes a
-//! fresh session in the same run), usage metered with heartbeats, and a run's log followed live
+//! fresh session in the same run), usage metered with lease renewals, and a run's log followed live
 //! through a follower.
 
 use std::path::{Path, PathBuf};
@@ -28,7 +28,7 @@ async fn cluster() -> anyhow::Result<TestCluster> {
         3,
         test_timing(),
         LeaseConfig {
-            heartbeat_interval_ms: 200,
+            renew_interval_ms: 200,
             lease_ttl_ms: 2000,
             ..LeaseConfig::default()
         },
@@ -164,9 +164,9 @@ async fn a_refused_resume_becomes_a_fresh_session_in_the_same_run_and_is_saved(
     Ok(())
 }
 
-/// Usage the agent prints reaches the cluster with heartbeats while the run is still running.
+/// Usage the agent prints reaches the cluster with lease renewals while the run is still running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn usage_is_metered_with_heartbeats_while_the_run_runs() -> anyhow::Result<()> {
+async fn usage_is_metered_with_lease_renewals_while_the_run_runs() -> anyhow::Result<()> {
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let c = cluster().await?;
     let dir = tempfile::tempdir()?;

@@ -1,7 +1,7 @@
-//! Regression tests for the session's delivery of results, found by the fault suite's
+//! Regression tests for the connection's delivery of results, found by the fault suite's
 //! `worker_cut_off` scenario: a chatty agent's live log filled the outbox, the run's results
-//! waited for the next session, heartbeats without the run kept going out, and the leader sent
-//! the ended run again on every heartbeat, which the worker ran again, dozens of times.
+//! waited for the next connection, renewals without the run kept going out, and the leader sent
+//! the ended run again on every renewal, which the worker ran again, dozens of times.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use roost_proto::v1::{worker_message, Assignment, RunFinished, WorkerMessage};
 use roost_proto::ProtoEnum;
 use tokio::sync::mpsc;
 
-use super::{acknowledge, beat_once, hold_result, lock, message, new_state, on_registered, start};
+use super::{acknowledge, hold_result, lock, message, new_state, on_registered, renew_once, start};
 use crate::config::WorkerConfig;
 
 fn finished(run_id: &str) -> WorkerMessage {
@@ -25,11 +25,11 @@ fn kind(m: &WorkerMessage) -> String {
     match &m.body {
         Some(worker_message::Body::RunStarted(s)) => format!("started {}", s.run_id),
         Some(worker_message::Body::RunFinished(f)) => format!("finished {}", f.run_id),
-        Some(worker_message::Body::Heartbeat(h)) if h.unacknowledged_run_ids.is_empty() => {
-            format!("heartbeat {:?}", h.running_run_ids)
+        Some(worker_message::Body::LeaseRenewal(h)) if h.unacknowledged_run_ids.is_empty() => {
+            format!("renewal {:?}", h.running_run_ids)
         }
-        Some(worker_message::Body::Heartbeat(h)) => format!(
-            "heartbeat {:?} unacknowledged {:?}",
+        Some(worker_message::Body::LeaseRenewal(h)) => format!(
+            "renewal {:?} unacknowledged {:?}",
             h.running_run_ids, h.unacknowledged_run_ids
         ),
         Some(worker_message::Body::RunLog(l)) => format!("log {}", l.run_id),
@@ -38,7 +38,7 @@ fn kind(m: &WorkerMessage) -> String {
 }
 
 #[tokio::test]
-async fn a_result_the_full_outbox_refused_goes_out_before_the_next_heartbeat() {
+async fn a_result_the_full_outbox_refused_goes_out_before_the_next_renewal() {
     let state = new_state();
     let (tx, mut rx) = mpsc::channel(1);
     assert!(tx.try_send(finished("filler")).is_ok());
@@ -46,7 +46,7 @@ async fn a_result_the_full_outbox_refused_goes_out_before_the_next_heartbeat() {
     hold_result(&mut lock(&state), "r1", finished("r1"));
 
     let beat_state = state.clone();
-    let beat = tokio::spawn(async move { beat_once(&tx, &beat_state, 1).await.is_ok() });
+    let beat = tokio::spawn(async move { renew_once(&tx, &beat_state, 1).await.is_ok() });
     let mut seen = Vec::new();
     for _ in 0..3 {
         let m = tokio::time::timeout(Duration::from_secs(5), rx.recv())
@@ -61,9 +61,9 @@ async fn a_result_the_full_outbox_refused_goes_out_before_the_next_heartbeat() {
         [
             "finished filler",
             "finished r1",
-            "heartbeat [] unacknowledged [\"r1\"]"
+            "renewal [] unacknowledged [\"r1\"]"
         ],
-        "the heartbeat that leaves r1 out must follow r1's result"
+        "the renewal that leaves r1 out must follow r1's result"
     );
     assert!(lock(&state).unsent.is_empty());
 }
@@ -77,7 +77,7 @@ fn queued(rx: &mut mpsc::Receiver<WorkerMessage>) -> Vec<String> {
 
 /// Regression (fault suite, `membership_change` seed 30545): a run's start and result went to a
 /// node that was being removed from the cluster and never committed them. The worker had
-/// handed them to the session, so it thought them delivered; the run stayed `assigned` for
+/// handed them to the connection, so it thought them delivered; the run stayed `assigned` for
 /// good, and every later wake of the agent for that issue waited behind it. Results are now
 /// kept and sent again until the cluster acknowledges them.
 #[tokio::test]
@@ -88,27 +88,27 @@ async fn a_result_sent_to_a_node_that_never_committed_it_is_sent_again_until_ack
     hold_result(&mut lock(&state), "r1", finished("r1"));
     assert_eq!(queued(&mut old_rx), ["finished r1"]);
 
-    // The session breaks before any acknowledgement; the next one gets the result first.
+    // The connection breaks before any acknowledgement; the next one gets the result first.
     drop(old_rx);
     lock(&state).outbox = None;
     let (tx, mut rx) = mpsc::channel(16);
     on_registered(&state, &tx, Duration::from_secs(5));
     assert_eq!(queued(&mut rx), ["finished r1"]);
 
-    // Within half a lease, a heartbeat only names it; after, the result goes again first.
-    assert!(beat_once(&tx, &state, 1).await.is_ok());
-    assert_eq!(queued(&mut rx), ["heartbeat [] unacknowledged [\"r1\"]"]);
+    // Within half a lease, a renewal only names it; after, the result goes again first.
+    assert!(renew_once(&tx, &state, 1).await.is_ok());
+    assert_eq!(queued(&mut rx), ["renewal [] unacknowledged [\"r1\"]"]);
     lock(&state).lease_ttl = Duration::ZERO;
-    assert!(beat_once(&tx, &state, 2).await.is_ok());
+    assert!(renew_once(&tx, &state, 2).await.is_ok());
     assert_eq!(
         queued(&mut rx),
-        ["finished r1", "heartbeat [] unacknowledged [\"r1\"]"]
+        ["finished r1", "renewal [] unacknowledged [\"r1\"]"]
     );
 
     // Acknowledged: never sent or named again.
     acknowledge(&state, "r1");
-    assert!(beat_once(&tx, &state, 3).await.is_ok());
-    assert_eq!(queued(&mut rx), ["heartbeat []"]);
+    assert!(renew_once(&tx, &state, 3).await.is_ok());
+    assert_eq!(queued(&mut rx), ["renewal []"]);
     let (next, mut next_rx) = mpsc::channel(16);
     on_registered(&state, &next, Duration::from_secs(5));
     assert!(queued(&mut next_rx).is_empty());

@@ -1,4 +1,4 @@
-//! The `roost.v1.Worker` service: one bidirectional session per worker.
+//! The `roost.v1.Worker` service: one bidirectional connection per worker.
 
 use std::pin::Pin;
 
@@ -144,7 +144,7 @@ impl Workers {
         }
     }
 
-    /// After a (re)connect and on every heartbeat: send again the runs assigned to the worker
+    /// After a (re)connect and on every renewal: send again the runs assigned to the worker
     /// that it neither runs nor has a result for (`owned`: running plus unacknowledged).
     /// Only runs still `assigned`: a `running` run missing from the list has ended on the
     /// worker and its result is on the way; sending it again would start it twice.
@@ -181,8 +181,8 @@ impl Workers {
     }
 
     /// Tells the worker to stop the runs it runs that the cluster has ended (cancelled, or
-    /// lost and retried elsewhere). Checked on every heartbeat, so a cancel committed through
-    /// any node reaches the worker within one heartbeat interval.
+    /// lost and retried elsewhere). Checked on every renewal, so a cancel committed through
+    /// any node reaches the worker within one renewal interval.
     fn cancel_ended(&self, worker_id: &str, running: &[String]) {
         let cancel: Vec<String> = self.api.reader().read(|s| {
             running
@@ -204,7 +204,7 @@ impl Workers {
         }
     }
 
-    /// Commits the usage a heartbeat carries for runs whose usage changed.
+    /// Commits the usage a renewal carries for runs whose usage changed.
     async fn record_usage(&self, caller: &Caller, reports: &[roost_proto::v1::RunUsage]) {
         for report in reports {
             let usage = usage_of(report);
@@ -226,18 +226,18 @@ impl Workers {
         }
     }
 
-    /// The in-memory part of a heartbeat, done as soon as it arrives: renew the lease and ack.
+    /// The in-memory part of a renewal, done as soon as it arrives: renew the lease and ack.
     /// False if the worker was declared lost meanwhile, or its credential revoked (it is told
-    /// to register again and its heartbeat goes no further). Acks never wait behind replicated writes: the worker fences
+    /// to register again and its renewal goes no further). Acks never wait behind replicated writes: the worker fences
     /// itself when acks stop coming, and a loaded cluster made workers stop their agents for
     /// nothing (regression: the fault suite's worker_cut_off scenario).
     fn renew_lease(&self, caller: &Caller, seq: u64) -> bool {
         let worker_id = caller.actor.id.as_str();
-        // A session that outlived this node's leadership, or that was opened in the moment it
+        // A connection that outlived this node's leadership, or that was opened in the moment it
         // was lost (regression: a worker_kept_by_a_node_that_no_longer_leads, found by the
         // fault suite's mixed_faults: the leader declared the worker lost, the worker
         // registered again through a node that had just stepped down, and that node kept the
-        // session; no lease of the leader's covered it and its wakes stayed queued).
+        // connection; no lease of the leader's covered it and its wakes stayed queued).
         if !self.is_leader() {
             let redirect = roost_proto::v1::Redirect {
                 leader_grpc_addr: self.leader_elsewhere().unwrap_or_default(),
@@ -255,7 +255,7 @@ impl Workers {
                 return Some("this worker was declared lost; register again");
             }
             // A revoked credential (`roost worker revoke`, or the revoked join token it was
-            // exchanged for) ends the session at its next heartbeat: unrenewed, the lease runs out and the worker
+            // exchanged for) ends the connection at its next renewal: unrenewed, the lease runs out and the worker
             // is lost like any other (the worker fences itself first; its runs become `lost`,
             // each retried once), and it cannot register with that credential again (`admit`).
             let credential = caller.actor.credential_id.as_deref();
@@ -276,7 +276,7 @@ impl Workers {
         self.registry.renew(worker_id, self.config.lease_ttl());
         self.registry.send(
             worker_id,
-            server_message::Body::HeartbeatAck(roost_proto::v1::HeartbeatAck { seq }),
+            server_message::Body::LeaseRenewed(roost_proto::v1::LeaseRenewed { seq }),
         );
         true
     }
@@ -284,7 +284,7 @@ impl Workers {
     async fn handle(&self, caller: &Caller, message: WorkerMessage) {
         let worker_id = caller.actor.id.clone();
         let result = match message.body {
-            Some(worker_message::Body::Heartbeat(h)) => {
+            Some(worker_message::Body::LeaseRenewal(h)) => {
                 // Renewed and acked already (`renew_lease`); the replicated part follows here,
                 // in order with the worker's other messages.
                 self.record_usage(caller, &h.usage).await;
@@ -366,9 +366,9 @@ impl Workers {
 
 #[tonic::async_trait]
 impl WorkerRpc for WorkerService {
-    type SessionStream = Outbound;
+    type AttachStream = Outbound;
 
-    async fn session(
+    async fn attach(
         &self,
         request: Request<Streaming<WorkerMessage>>,
     ) -> Result<Response<Outbound>, Status> {
@@ -376,13 +376,13 @@ impl WorkerRpc for WorkerService {
         let first = inbound
             .message()
             .await?
-            .ok_or_else(|| Status::invalid_argument("the session ended before it began"))?;
+            .ok_or_else(|| Status::invalid_argument("the connection ended before it began"))?;
         let Some(worker_message::Body::Register(register)) = first.body else {
             return Err(ApiError::bad_request("the first message must be Register").into());
         };
         let workers = self.workers.clone();
         let admission = workers.admit(&register).await?;
-        // Only the leader holds sessions: its leases are the ones that expire, its dispatcher
+        // Only the leader holds connections: its leases are the ones that expire, its dispatcher
         // the one that assigns. A node that does not lead (another does, or none is known yet
         // in an election) sends the worker on, to the leader or to try again.
         if !workers.is_leader() {
@@ -405,7 +405,7 @@ impl WorkerRpc for WorkerService {
             .renew(&worker_id, workers.config.lease_ttl());
         let registered = roost_proto::v1::Registered {
             node_id: workers.api.node().id(),
-            heartbeat_interval_ms: workers.config.heartbeat_interval_ms,
+            renew_interval_ms: workers.config.renew_interval_ms,
             lease_ttl_ms: workers.config.lease_ttl_ms,
         };
         workers
@@ -418,8 +418,8 @@ impl WorkerRpc for WorkerService {
         workers.fail_forgotten(&caller, &owned).await;
         workers.resend_assigned(&worker_id, &owned).await;
         workers.cancel_ended(&worker_id, &register.running_run_ids);
-        info!(worker_id, slots = register.slots, "worker session open");
-        // Messages are handled in order on their own task; heartbeats are acked on arrival.
+        info!(worker_id, slots = register.slots, "worker connection open");
+        // Messages are handled in order on their own task; renewals are acked on arrival.
         // Bounded: a worker that sends faster than its messages commit is slowed down.
         let (work, mut queued) = mpsc::channel::<WorkerMessage>(1024);
         let handler = workers.clone();
@@ -433,7 +433,7 @@ impl WorkerRpc for WorkerService {
             loop {
                 match inbound.message().await {
                     Ok(Some(message)) => {
-                        if let Some(worker_message::Body::Heartbeat(h)) = &message.body {
+                        if let Some(worker_message::Body::LeaseRenewal(h)) = &message.body {
                             if !workers.renew_lease(&caller, h.seq) {
                                 continue;
                             }
@@ -450,7 +450,7 @@ impl WorkerRpc for WorkerService {
                 }
             }
             workers.registry.detach(&worker_id, generation);
-            info!(worker_id, "worker session closed");
+            info!(worker_id, "worker connection closed");
         });
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx),

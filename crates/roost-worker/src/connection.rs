@@ -1,6 +1,6 @@
-//! The worker's session with the cluster: dial any server, follow redirects to the leader,
-//! register, heartbeat, run assignments, report results until the cluster acknowledges them
-//! (across broken sessions and leader changes), and fence itself when it cannot renew its
+//! The worker's connection with the cluster: dial any server, follow redirects to the leader,
+//! register, renew its lease, run assignments, report results until the cluster acknowledges them
+//! (across broken connections and leader changes), and fence itself when it cannot renew its
 //! lease.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -11,7 +11,7 @@ use std::time::Duration;
 use roost_core::RunStatus;
 use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{
-    server_message, worker_message, Assignment, Heartbeat, Register, RunFinished, RunLog,
+    server_message, worker_message, Assignment, LeaseRenewal, Register, RunFinished, RunLog,
     RunStarted, RunUsage, WorkerMessage,
 };
 use roost_proto::ProtoEnum;
@@ -25,14 +25,14 @@ use crate::runlog::RunLog as LogFile;
 
 struct Shared {
     running: HashMap<String, oneshot::Sender<&'static str>>,
-    /// Usage of runs still going, reported with every heartbeat.
+    /// Usage of runs still going, reported with every renewal.
     usage: HashMap<String, UsageCell>,
     outbox: Option<mpsc::Sender<WorkerMessage>>,
-    /// Messages not yet handed to a session: sent before the session's next heartbeat (the
-    /// outbox was full) or on the next session.
+    /// Messages not yet handed to a connection: sent before the connection's next renewal (the
+    /// outbox was full) or on the next connection.
     unsent: Vec<WorkerMessage>,
     /// Results of ended runs the cluster has not acknowledged, by run id: sent again until it
-    /// does, since a result handed to a session can still be lost (the session broke, or the
+    /// does, since a result handed to a connection can still be lost (the connection broke, or the
     /// node lost its leadership before committing it).
     unacknowledged: HashMap<String, Unacknowledged>,
     /// Runs this process has started, so an assignment sent again after the run ended is not
@@ -51,7 +51,7 @@ struct Shared {
 struct Unacknowledged {
     result: WorkerMessage,
     ended_at: Instant,
-    /// None: not handed to any session yet.
+    /// None: not handed to any connection yet.
     sent_at: Option<Instant>,
 }
 
@@ -97,7 +97,7 @@ fn message(body: worker_message::Body) -> WorkerMessage {
     WorkerMessage { body: Some(body) }
 }
 
-/// Sends now if a session is open, else keeps the message for the next session.
+/// Sends now if a connection is open, else keeps the message for the next connection.
 fn deliver(state: &State, m: WorkerMessage) {
     queue(&mut lock(state), m);
 }
@@ -113,7 +113,7 @@ fn queue(s: &mut Shared, m: WorkerMessage) {
 }
 
 /// Keeps `result` until it is acknowledged and sends it now if the outbox has room; if not,
-/// the next heartbeat sends it first.
+/// the next renewal sends it first.
 fn hold_result(s: &mut Shared, run_id: &str, result: WorkerMessage) {
     if s.unacknowledged.len() >= STARTED_REMEMBERED {
         // A cluster that never acknowledges (an old server): forget the oldest.
@@ -146,7 +146,7 @@ fn acknowledge(state: &State, run_id: &str) {
     lock(state).unacknowledged.remove(run_id);
 }
 
-/// A session is open: everything held back goes out first, then the session takes new
+/// A connection is open: everything held back goes out first, then the connection takes new
 /// messages. Unacknowledged results are all sent again; the cluster acknowledges a copy of
 /// one it has already.
 fn on_registered(state: &State, tx: &mpsc::Sender<WorkerMessage>, lease_ttl: Duration) {
@@ -222,8 +222,8 @@ const CUT_RESERVE: Duration = Duration::from_secs(2);
 /// How often a draining worker looks at its runs.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
 
-/// A task that must not outlive its owner: a session's heartbeat task kept the worker's
-/// stream to the server open after the session was dropped, and the server's shutdown waited
+/// A task that must not outlive its owner: a connection's renewal task kept the worker's
+/// stream to the server open after the connection was dropped, and the server's shutdown waited
 /// for that stream (`roost dev` stalled for the whole shutdown grace).
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -267,7 +267,7 @@ pub async fn run_until(
         info!(file = %path.display(), "made this worker's credential; the join token is exchanged for it at the first registration");
     }
     let state = new_state();
-    let _sessions = AbortOnDrop(tokio::spawn(session_loop(
+    let _connections = AbortOnDrop(tokio::spawn(connection_loop(
         config.clone(),
         credential,
         state.clone(),
@@ -318,7 +318,7 @@ async fn poll_stop(signals: &mut Option<&mut tokio::sync::watch::Receiver<Stop>>
 }
 
 /// The worker's way out: no new runs; running agents finish until shortly before the
-/// deadline, then are stopped; results are sent (the session stays open) until acknowledged
+/// deadline, then are stopped; results are sent (the connection stays open) until acknowledged
 /// or the deadline.
 async fn drain(
     state: &State,
@@ -412,7 +412,7 @@ async fn self_fence(fraction: f64, state: State) {
     }
 }
 
-async fn session_loop(config: WorkerConfig, credential: String, state: State) {
+async fn connection_loop(config: WorkerConfig, credential: String, state: State) {
     let mut next = 0usize;
     let mut redirect: Option<String> = None;
     loop {
@@ -420,7 +420,7 @@ async fn session_loop(config: WorkerConfig, credential: String, state: State) {
             next += 1;
             config.servers[(next - 1) % config.servers.len()].clone()
         });
-        redirect = session(&addr, &config, &credential, &state).await;
+        redirect = connection(&addr, &config, &credential, &state).await;
         lock(&state).outbox = None;
         if redirect.is_none() {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -461,8 +461,8 @@ async fn connect(
     }
 }
 
-/// One session; returns the leader's address when redirected.
-async fn session(
+/// One connection; returns the leader's address when redirected.
+async fn connection(
     addr: &str,
     config: &WorkerConfig,
     credential: &str,
@@ -496,7 +496,7 @@ async fn session(
         .await
         .ok()?;
     let mut inbound = match client
-        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .attach(tokio_stream::wrappers::ReceiverStream::new(rx))
         .await
     {
         Ok(r) => r.into_inner(),
@@ -504,7 +504,7 @@ async fn session(
             // A refusal names what to do (a revoked credential, an id bound to another one);
             // the message is the server's and carries no secret. Asking again at once would
             // only be refused again: it waits a while first.
-            warn!(addr, code = ?e.code(), error = %e.message(), "session refused");
+            warn!(addr, code = ?e.code(), error = %e.message(), "the cluster refused the connection");
             if matches!(
                 e.code(),
                 tonic::Code::Unauthenticated
@@ -516,7 +516,7 @@ async fn session(
             return None;
         }
     };
-    let mut heartbeat = None;
+    let mut renewal = None;
     let redirect = loop {
         let Ok(Some(m)) = inbound.message().await else {
             break None;
@@ -525,13 +525,13 @@ async fn session(
             Some(server_message::Body::Registered(r)) => {
                 info!(addr, node_id = r.node_id, "registered");
                 on_registered(state, &tx, Duration::from_millis(r.lease_ttl_ms));
-                heartbeat = Some(AbortOnDrop(tokio::spawn(beat(
+                renewal = Some(AbortOnDrop(tokio::spawn(renew(
                     tx.clone(),
                     state.clone(),
-                    Duration::from_millis(r.heartbeat_interval_ms.max(50)),
+                    Duration::from_millis(r.renew_interval_ms.max(50)),
                 ))));
             }
-            Some(server_message::Body::HeartbeatAck(_)) => lock(state).last_ack = Instant::now(),
+            Some(server_message::Body::LeaseRenewed(_)) => lock(state).last_ack = Instant::now(),
             Some(server_message::Body::RunFinishedAck(a)) => acknowledge(state, &a.run_id),
             Some(server_message::Body::Assignment(a)) => start(a, config, state),
             Some(server_message::Body::Cancel(c)) => {
@@ -545,23 +545,23 @@ async fn session(
             None => {}
         }
     };
-    drop(heartbeat);
+    drop(renewal);
     redirect
 }
 
-async fn beat(tx: mpsc::Sender<WorkerMessage>, state: State, every: Duration) {
+async fn renew(tx: mpsc::Sender<WorkerMessage>, state: State, every: Duration) {
     for seq in 1.. {
         tokio::time::sleep(every).await;
-        if beat_once(&tx, &state, seq).await.is_err() {
+        if renew_once(&tx, &state, seq).await.is_err() {
             return;
         }
     }
 }
 
-/// One heartbeat, after every message that did not fit in the outbox and every result
-/// unacknowledged for half a lease: the cluster must never see a heartbeat without a run
+/// One renewal, after every message that did not fit in the outbox and every result
+/// unacknowledged for half a lease: the cluster must never see a renewal without a run
 /// before that run's result (it would send the run again).
-async fn beat_once(
+async fn renew_once(
     tx: &mpsc::Sender<WorkerMessage>,
     state: &State,
     seq: u64,
@@ -600,7 +600,7 @@ async fn beat_once(
         let unacknowledged = s.unacknowledged.keys().cloned().collect();
         (s.running.keys().cloned().collect(), unacknowledged, usage)
     };
-    tx.send(message(worker_message::Body::Heartbeat(Heartbeat {
+    tx.send(message(worker_message::Body::LeaseRenewal(LeaseRenewal {
         seq,
         running_run_ids: running,
         usage,
@@ -609,7 +609,7 @@ async fn beat_once(
     .await
 }
 
-/// Live log chunks go to the leader while a session is open; otherwise they are dropped (the
+/// Live log chunks go to the leader while a connection is open; otherwise they are dropped (the
 /// file has them, and the run's end carries the tail).
 fn live_sink(state: &State, run_id: &str) -> crate::runlog::LiveSink {
     let (state, run_id) = (state.clone(), run_id.to_string());
@@ -696,8 +696,8 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
             summary: ended.summary.unwrap_or_default(),
             workspace_path: run.workspace.display().to_string(),
         };
-        // One critical section: no heartbeat can leave the run out before its result is
-        // queued ahead of that heartbeat.
+        // One critical section: no renewal can leave the run out before its result is
+        // queued ahead of that renewal.
         let mut s = lock(&state);
         s.running.remove(&a.run_id);
         s.usage.remove(&a.run_id);
@@ -711,5 +711,5 @@ fn start(a: Assignment, config: &WorkerConfig, state: &State) {
 }
 
 #[cfg(test)]
-#[path = "session_tests.rs"]
+#[path = "connection_tests.rs"]
 mod tests;
