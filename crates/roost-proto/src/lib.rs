@@ -35,6 +35,9 @@ pub mod v1 {
     include!("gen/roost.v1.rs");
 }
 
+/// The codec of every generated client and server.
+pub mod codec;
+
 /// The proto enums and the roost-core enums they carry.
 pub mod enums;
 pub use enums::{NotAValue, ProtoEnum};

@@ -41,6 +41,7 @@ fn generate(out_dir: &Path) -> (String, Vec<u8>) {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
+        .codec_path("crate::codec::RoostCodec")
         .emit_rerun_if_changed(false)
         .out_dir(out_dir)
         .file_descriptor_set_path(out_dir.join(DESCRIPTOR_SET))

@@ -1466,7 +1466,7 @@ pub mod cluster_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Cluster/Status");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Cluster", "Status"));
@@ -1485,7 +1485,7 @@ pub mod cluster_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Cluster/NodeStatus",
             );
@@ -1507,7 +1507,7 @@ pub mod cluster_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Cluster/Init");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Cluster", "Init"));
@@ -1526,7 +1526,7 @@ pub mod cluster_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Cluster/AddNode");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Cluster", "AddNode"));
@@ -1545,7 +1545,7 @@ pub mod cluster_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Cluster/RemoveNode",
             );
@@ -1701,7 +1701,7 @@ pub mod cluster_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = StatusSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1746,7 +1746,7 @@ pub mod cluster_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = NodeStatusSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1789,7 +1789,7 @@ pub mod cluster_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = InitSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1832,7 +1832,7 @@ pub mod cluster_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = AddNodeSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -1877,7 +1877,7 @@ pub mod cluster_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = RemoveNodeSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -4379,7 +4379,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateCompany",
             );
@@ -4404,7 +4404,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListCompanies",
             );
@@ -4426,7 +4426,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateAgent",
             );
@@ -4451,7 +4451,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListAgents",
             );
@@ -4473,7 +4473,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetAgent",
             );
@@ -4494,7 +4494,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/UpdateAgent",
             );
@@ -4516,7 +4516,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/PauseAgent",
             );
@@ -4538,7 +4538,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ResumeAgent",
             );
@@ -4560,7 +4560,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/TerminateAgent",
             );
@@ -4585,7 +4585,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateAgentKey",
             );
@@ -4610,7 +4610,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateAdminToken",
             );
@@ -4636,7 +4636,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListCredentials",
             );
@@ -4658,7 +4658,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/RevokeCredential",
             );
@@ -4680,7 +4680,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateIssue",
             );
@@ -4705,7 +4705,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListIssues",
             );
@@ -4727,7 +4727,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetIssue",
             );
@@ -4751,7 +4751,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/UpdateIssue",
             );
@@ -4773,7 +4773,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/AddComment",
             );
@@ -4798,7 +4798,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListComments",
             );
@@ -4820,7 +4820,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetComment",
             );
@@ -4842,7 +4842,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/Checkout",
             );
@@ -4863,7 +4863,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/Release");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "Release"));
@@ -4882,7 +4882,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/StartRun",
             );
@@ -4903,7 +4903,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/FinishRun",
             );
@@ -4925,7 +4925,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/GetRun");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetRun"));
@@ -4947,7 +4947,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListRuns",
             );
@@ -4972,7 +4972,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/StreamRunLog",
             );
@@ -4997,7 +4997,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListActivity",
             );
@@ -5024,7 +5024,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/Watch");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "Watch"));
@@ -5046,7 +5046,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/VerifyAudit",
             );
@@ -5068,7 +5068,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/GetMe");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetMe"));
@@ -5087,7 +5087,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/SetBudgetPolicy",
             );
@@ -5109,7 +5109,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetBudgetOverview",
             );
@@ -5131,7 +5131,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ResolveBudgetIncident",
             );
@@ -5153,7 +5153,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/RecordCostEvent",
             );
@@ -5176,7 +5176,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetMemorySummary",
             );
@@ -5200,7 +5200,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListMemoryEntries",
             );
@@ -5221,7 +5221,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/AppendMemoryEntry",
             );
@@ -5242,7 +5242,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetMemoryDocument",
             );
@@ -5264,7 +5264,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/PutMemoryDocument",
             );
@@ -5289,7 +5289,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/SearchMemory",
             );
@@ -5311,7 +5311,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/SetMemoryLive",
             );
@@ -5336,7 +5336,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListMemoryDocumentVersions",
             );
@@ -5362,7 +5362,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateGoal",
             );
@@ -5383,7 +5383,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/GetGoal");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetGoal"));
@@ -5404,7 +5404,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListGoals",
             );
@@ -5425,7 +5425,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/UpdateGoal",
             );
@@ -5446,7 +5446,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/DeleteGoal",
             );
@@ -5467,7 +5467,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateProject",
             );
@@ -5488,7 +5488,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetProject",
             );
@@ -5512,7 +5512,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListProjects",
             );
@@ -5533,7 +5533,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/UpdateProject",
             );
@@ -5554,7 +5554,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/DeleteProject",
             );
@@ -5576,7 +5576,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/PauseProject",
             );
@@ -5597,7 +5597,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ResumeProject",
             );
@@ -5621,7 +5621,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateApproval",
             );
@@ -5642,7 +5642,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetApproval",
             );
@@ -5667,7 +5667,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListApprovals",
             );
@@ -5689,7 +5689,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/DecideApproval",
             );
@@ -5710,7 +5710,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ResubmitApproval",
             );
@@ -5734,7 +5734,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/AddApprovalComment",
             );
@@ -5759,7 +5759,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListApprovalComments",
             );
@@ -5785,7 +5785,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/HireAgent",
             );
@@ -5812,7 +5812,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListRoutines",
             );
@@ -5833,7 +5833,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetRoutine",
             );
@@ -5854,7 +5854,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateRoutine",
             );
@@ -5876,7 +5876,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/UpdateRoutine",
             );
@@ -5898,7 +5898,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/RunRoutine",
             );
@@ -5923,7 +5923,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListRoutineRuns",
             );
@@ -5948,7 +5948,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListRoutineTriggers",
             );
@@ -5973,7 +5973,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateRoutineTrigger",
             );
@@ -5994,7 +5994,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/UpdateRoutineTrigger",
             );
@@ -6018,7 +6018,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/DeleteRoutineTrigger",
             );
@@ -6043,7 +6043,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/RotateRoutineTriggerSecret",
             );
@@ -6072,7 +6072,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListSkills",
             );
@@ -6094,7 +6094,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetSkill",
             );
@@ -6114,7 +6114,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateSkill",
             );
@@ -6136,7 +6136,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/UpdateSkill",
             );
@@ -6158,7 +6158,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/DeleteSkill",
             );
@@ -6180,7 +6180,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetAgentSkills",
             );
@@ -6202,7 +6202,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/SetAgentSkills",
             );
@@ -6228,7 +6228,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/Wakeup");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "Wakeup"));
@@ -6250,7 +6250,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListWakes",
             );
@@ -6272,7 +6272,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Control/GetWake");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Control", "GetWake"));
@@ -6294,7 +6294,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/ListWorkers",
             );
@@ -6319,7 +6319,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CreateWorkerJoinToken",
             );
@@ -6342,7 +6342,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/RevokeWorker",
             );
@@ -6364,7 +6364,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetCompany",
             );
@@ -6387,7 +6387,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/UpdateCompany",
             );
@@ -6409,7 +6409,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/DeleteIssue",
             );
@@ -6434,7 +6434,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetInbox",
             );
@@ -6460,7 +6460,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetHeartbeatContext",
             );
@@ -6482,7 +6482,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/CancelRun",
             );
@@ -6504,7 +6504,7 @@ pub mod control_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Control/GetCostSummary",
             );
@@ -7215,7 +7215,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateCompanySvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7260,7 +7260,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListCompaniesSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7305,7 +7305,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateAgentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7350,7 +7350,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListAgentsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7393,7 +7393,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetAgentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7438,7 +7438,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = UpdateAgentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7483,7 +7483,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = PauseAgentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7528,7 +7528,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ResumeAgentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7573,7 +7573,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = TerminateAgentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7618,7 +7618,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateAgentKeySvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7663,7 +7663,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateAdminTokenSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7708,7 +7708,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListCredentialsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7753,7 +7753,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = RevokeCredentialSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7798,7 +7798,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateIssueSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7843,7 +7843,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListIssuesSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7886,7 +7886,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetIssueSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7931,7 +7931,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = UpdateIssueSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -7976,7 +7976,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = AddCommentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8021,7 +8021,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListCommentsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8066,7 +8066,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetCommentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8109,7 +8109,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CheckoutSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8152,7 +8152,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ReleaseSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8195,7 +8195,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = StartRunSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8238,7 +8238,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = FinishRunSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8281,7 +8281,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetRunSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8324,7 +8324,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListRunsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8370,7 +8370,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = StreamRunLogSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8415,7 +8415,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListActivitySvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8461,7 +8461,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = WatchSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8506,7 +8506,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = VerifyAuditSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8549,7 +8549,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetMeSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8594,7 +8594,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = SetBudgetPolicySvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8639,7 +8639,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetBudgetOverviewSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8685,7 +8685,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ResolveBudgetIncidentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8730,7 +8730,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = RecordCostEventSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8775,7 +8775,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetMemorySummarySvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8820,7 +8820,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListMemoryEntriesSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8865,7 +8865,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = AppendMemoryEntrySvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8910,7 +8910,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetMemoryDocumentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -8955,7 +8955,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = PutMemoryDocumentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9000,7 +9000,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = SearchMemorySvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9045,7 +9045,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = SetMemoryLiveSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9097,7 +9097,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListMemoryDocumentVersionsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9142,7 +9142,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateGoalSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9185,7 +9185,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetGoalSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9228,7 +9228,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListGoalsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9273,7 +9273,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = UpdateGoalSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9318,7 +9318,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DeleteGoalSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9363,7 +9363,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateProjectSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9408,7 +9408,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetProjectSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9453,7 +9453,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListProjectsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9498,7 +9498,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = UpdateProjectSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9543,7 +9543,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DeleteProjectSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9588,7 +9588,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = PauseProjectSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9633,7 +9633,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ResumeProjectSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9678,7 +9678,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateApprovalSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9723,7 +9723,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetApprovalSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9768,7 +9768,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListApprovalsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9813,7 +9813,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DecideApprovalSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9858,7 +9858,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ResubmitApprovalSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9903,7 +9903,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = AddApprovalCommentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9949,7 +9949,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListApprovalCommentsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -9992,7 +9992,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = HireAgentSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10037,7 +10037,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListRoutinesSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10082,7 +10082,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetRoutineSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10127,7 +10127,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateRoutineSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10172,7 +10172,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = UpdateRoutineSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10217,7 +10217,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = RunRoutineSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10262,7 +10262,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListRoutineRunsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10307,7 +10307,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListRoutineTriggersSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10353,7 +10353,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateRoutineTriggerSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10399,7 +10399,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = UpdateRoutineTriggerSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10445,7 +10445,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DeleteRoutineTriggerSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10497,7 +10497,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = RotateRoutineTriggerSecretSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10542,7 +10542,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListSkillsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10585,7 +10585,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetSkillSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10630,7 +10630,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateSkillSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10675,7 +10675,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = UpdateSkillSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10720,7 +10720,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DeleteSkillSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10765,7 +10765,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetAgentSkillsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10810,7 +10810,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = SetAgentSkillsSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10853,7 +10853,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = WakeupSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10896,7 +10896,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListWakesSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10939,7 +10939,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetWakeSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -10984,7 +10984,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListWorkersSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11030,7 +11030,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CreateWorkerJoinTokenSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11075,7 +11075,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = RevokeWorkerSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11120,7 +11120,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetCompanySvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11165,7 +11165,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = UpdateCompanySvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11210,7 +11210,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DeleteIssueSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11253,7 +11253,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetInboxSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11298,7 +11298,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetHeartbeatContextSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11341,7 +11341,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CancelRunSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11386,7 +11386,7 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetCostSummarySvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11559,7 +11559,7 @@ pub mod raft_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Raft/AppendEntries",
             );
@@ -11587,7 +11587,7 @@ pub mod raft_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Raft/AppendEntriesStream",
             );
@@ -11609,7 +11609,7 @@ pub mod raft_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Raft/Vote");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Raft", "Vote"));
@@ -11629,7 +11629,7 @@ pub mod raft_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static(
                 "/roost.v1.Raft/InstallSnapshot",
             );
@@ -11652,7 +11652,7 @@ pub mod raft_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Raft/Forward");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Raft", "Forward"));
@@ -11672,7 +11672,7 @@ pub mod raft_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Raft/ReadIndex");
             let mut req = request.into_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Raft", "ReadIndex"));
@@ -11844,7 +11844,7 @@ pub mod raft_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = AppendEntriesSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11888,7 +11888,7 @@ pub mod raft_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = AppendEntriesStreamSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11931,7 +11931,7 @@ pub mod raft_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = VoteSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -11974,7 +11974,7 @@ pub mod raft_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = InstallSnapshotSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -12017,7 +12017,7 @@ pub mod raft_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ForwardSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -12060,7 +12060,7 @@ pub mod raft_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ReadIndexSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,
@@ -12528,7 +12528,7 @@ pub mod worker_client {
                         format!("Service was not ready: {}", e.into()),
                     )
                 })?;
-            let codec = tonic_prost::ProstCodec::default();
+            let codec = crate::codec::RoostCodec::default();
             let path = http::uri::PathAndQuery::from_static("/roost.v1.Worker/Attach");
             let mut req = request.into_streaming_request();
             req.extensions_mut().insert(GrpcMethod::new("roost.v1.Worker", "Attach"));
@@ -12667,7 +12667,7 @@ pub mod worker_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = AttachSvc(inner);
-                        let codec = tonic_prost::ProstCodec::default();
+                        let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
                                 accept_compression_encodings,

@@ -7,7 +7,7 @@ use roost_proto::v1::worker_server::Worker as WorkerRpc;
 use roost_proto::v1::{server_message, worker_message, Register, ServerMessage, WorkerMessage};
 use roost_proto::ProtoEnum;
 use tokio::sync::mpsc;
-use tokio_stream::Stream;
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
@@ -420,13 +420,16 @@ impl WorkerRpc for WorkerService {
         workers.cancel_ended(&worker_id, &register.running_run_ids);
         info!(worker_id, slots = register.slots, "worker connection open");
         // Messages are handled in order on their own task; renewals are acked on arrival.
-        // Bounded: a worker that sends faster than its messages commit is slowed down.
-        let (work, mut queued) = mpsc::channel::<WorkerMessage>(1024);
+        // Bounded: a worker that sends faster than its messages commit is slowed down. What a
+        // connected worker holds is kept small (ten thousand of them on one leader): the queue's
+        // slots are boxes, and the handling of a message, a future of several KiB, is boxed
+        // while it runs instead of sizing the task for it.
+        let (work, mut queued) = mpsc::channel::<Box<WorkerMessage>>(1024);
         let handler = workers.clone();
         let handler_caller = caller.clone();
         tokio::spawn(async move {
             while let Some(message) = queued.recv().await {
-                handler.handle(&handler_caller, message).await;
+                Box::pin(handler.handle(&handler_caller, *message)).await;
             }
         });
         tokio::spawn(async move {
@@ -438,7 +441,7 @@ impl WorkerRpc for WorkerService {
                                 continue;
                             }
                         }
-                        if work.send(message).await.is_err() {
+                        if work.send(Box::new(message)).await.is_err() {
                             break;
                         }
                     }
@@ -453,7 +456,8 @@ impl WorkerRpc for WorkerService {
             info!(worker_id, "worker connection closed");
         });
         Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
+            tokio_stream::wrappers::ReceiverStream::new(rx)
+                .map(|body| Ok(ServerMessage { body: Some(*body) })),
         )))
     }
 }

@@ -4,12 +4,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use roost_proto::v1::{server_message, ServerMessage};
+use roost_proto::v1::server_message;
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
-use tonic::Status;
 
-pub(crate) type Outbox = mpsc::Sender<Result<ServerMessage, Status>>;
+/// Boxed: a channel allocates its first block of 32 slots when it is made, and a slot the size
+/// of a `ServerMessage` (424 bytes) made that 14 KiB for every connected worker.
+pub(crate) type Outbox = mpsc::Sender<Box<server_message::Body>>;
 
 struct Connection {
     outbox: Outbox,
@@ -113,11 +114,7 @@ impl Registry {
             .get(worker_id)
             .map(|s| s.outbox.clone());
         match outbox {
-            Some(o) => o
-                .try_send(Ok(ServerMessage {
-                    body: Some(message),
-                }))
-                .is_ok(),
+            Some(o) => o.try_send(Box::new(message)).is_ok(),
             None => false,
         }
     }
@@ -130,9 +127,7 @@ impl Registry {
                 leader_grpc_addr: leader_grpc_addr.to_string(),
                 message: "this node no longer leads".into(),
             });
-            let _ = s.outbox.try_send(Ok(ServerMessage {
-                body: Some(redirect),
-            }));
+            let _ = s.outbox.try_send(Box::new(redirect));
         }
         self.lock().leases.clear();
     }
