@@ -86,9 +86,9 @@ struct Sim {
     /// Sessions open and registered right now.
     registered: AtomicUsize,
     /// `Registered` replies ever received (more than the worker count means reconnects).
-    sessions: AtomicU64,
+    connections: AtomicU64,
     redirects: AtomicU64,
-    /// Failed dials and sessions that ended without a redirect.
+    /// Failed dials and connections that ended without a redirect.
     failures: AtomicU64,
     renewals: AtomicU64,
     acks: AtomicU64,
@@ -111,7 +111,7 @@ impl Sim {
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(5));
         if self.per_connection <= 1 {
-            // Its own connection, closed when the session ends (as a real worker's is).
+            // Its own connection, closed when the connection ends (as a real worker's is).
             return endpoint.connect().await.ok();
         }
         let key = (addr.to_string(), index / self.per_connection);
@@ -124,7 +124,7 @@ impl Sim {
     }
 }
 
-/// One simulated worker: sessions until aborted, dialing node `index % 3` first.
+/// One simulated worker: connections until aborted, dialing node `index % 3` first.
 async fn worker_loop(sim: Arc<Sim>, index: usize) {
     let id = format!("bench-w{index:05}");
     let running: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -135,7 +135,7 @@ async fn worker_loop(sim: Arc<Sim>, index: usize) {
             attempt += 1;
             sim.addrs[(index + attempt - 1) % sim.addrs.len()].clone()
         });
-        match session(&sim, index, &id, &addr, &running).await {
+        match connection(&sim, index, &id, &addr, &running).await {
             Some(next) => {
                 sim.redirects.fetch_add(1, Ordering::Relaxed);
                 redirect = Some(next);
@@ -148,8 +148,8 @@ async fn worker_loop(sim: Arc<Sim>, index: usize) {
     }
 }
 
-/// One session; returns the address to dial next if the server redirected.
-async fn session(
+/// One connection; returns the address to dial next if the server redirected.
+async fn connection(
     sim: &Arc<Sim>,
     index: usize,
     id: &str,
@@ -191,7 +191,7 @@ async fn session(
                     Some(server_message::Body::Registered(r)) => {
                         registered = true;
                         sim.registered.fetch_add(1, Ordering::Relaxed);
-                        sim.sessions.fetch_add(1, Ordering::Relaxed);
+                        sim.connections.fetch_add(1, Ordering::Relaxed);
                         // A fleet started at random times: spread first renewals over one
                         // interval instead of sending them in the ramp's batches.
                         let period = Duration::from_millis(r.renew_interval_ms.max(10));
@@ -443,7 +443,7 @@ fn print_result(r: &Value) {
         r["workers"], r["leaderId"]
     );
     println!(
-        "registration: {} registered in {:.1} s; the leader lists {} online, {} lost; {} reconnects, {} failed sessions",
+        "registration: {} registered in {:.1} s; the leader lists {} online, {} lost; {} reconnects, {} failed connections",
         r["registered"], f("rampSec"), r["online"], r["lost"], r["reconnects"], r["failures"]
     );
     println!(
@@ -572,7 +572,7 @@ async fn on_cluster(
         hold: Duration::from_millis(args.hold_ms),
         per_connection: args.per_connection,
         registered: AtomicUsize::new(0),
-        sessions: AtomicU64::new(0),
+        connections: AtomicU64::new(0),
         redirects: AtomicU64::new(0),
         failures: AtomicU64::new(0),
         renewals: AtomicU64::new(0),
@@ -634,7 +634,7 @@ async fn measure(
         )
         .await?;
         eprintln!(
-            "[{n} workers] {target}/{n} registered ({:.1} s, {} redirects followed, {} failed sessions)",
+            "[{n} workers] {target}/{n} registered ({:.1} s, {} redirects followed, {} failed connections)",
             ramp_start.elapsed().as_secs_f64(),
             sim.redirects.load(Ordering::Relaxed),
             sim.failures.load(Ordering::Relaxed)
@@ -693,7 +693,7 @@ async fn measure(
         "leadership moved during the measurement (node {leader} -> {leader_now:?}); the numbers would mix two leaders"
     );
     let registered = sim.registered.load(Ordering::Relaxed);
-    eprintln!("[{n} workers] {registered} sessions registered; the leader lists {online} online, {lost} lost");
+    eprintln!("[{n} workers] {registered} workers registered; the leader lists {online} online, {lost} lost");
 
     // Wake to assignment, with every worker still renewing its lease.
     eprintln!(
@@ -762,7 +762,7 @@ async fn measure(
         "online": online,
         "lost": lost,
         "rampSec": ramp_sec,
-        "reconnects": sim.sessions.load(Ordering::Relaxed).saturating_sub(n as u64),
+        "reconnects": sim.connections.load(Ordering::Relaxed).saturating_sub(n as u64),
         "failures": sim.failures.load(Ordering::Relaxed),
         "redirects": sim.redirects.load(Ordering::Relaxed),
         "cancels": sim.cancels.load(Ordering::Relaxed),

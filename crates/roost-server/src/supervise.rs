@@ -1,10 +1,10 @@
 //! Supervision of a node's background tasks: the leader's duties (dispatcher, lease keeper,
-//! heartbeat timer) and the listeners.
+//! agent timer) and the listeners.
 //!
 //! A duty that panics or returns is restarted after a short backoff; one that keeps failing
 //! ([`Policy`]) trips the supervisor, which the node reports as not ready and acts on (it stops
 //! Raft, so another node leads, and `roost server` exits non-zero so its supervisor restarts
-//! it). Before this, a panic in the heartbeat timer (an interval of `i64::MAX` seconds) ended
+//! it). Before this, a panic in the agent timer (an interval of `i64::MAX` seconds) ended
 //! the leader's duties for good while the node looked healthy: nothing was dispatched again.
 
 use std::collections::VecDeque;

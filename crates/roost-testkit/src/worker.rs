@@ -1,5 +1,5 @@
 //! An in-process worker that speaks the real `roost.v1.Worker` protocol, for tests: it
-//! registers, renewals (until told to stop), records assignments and cancels, and finishes
+//! registers, renews its lease (until told to stop), records assignments and cancels, and finishes
 //! runs when the test says so. It follows redirects and reconnects like a real worker.
 
 use std::collections::BTreeSet;
@@ -233,7 +233,7 @@ async fn connection_loop(
             next += 1;
             addrs[(next - 1) % addrs.len().max(1)].clone()
         });
-        redirect = run_session(&addr, &token, &id, slots, &inner).await;
+        redirect = run_connection(&addr, &token, &id, slots, &inner).await;
         *inner.outbox.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if redirect.is_none() {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -242,7 +242,7 @@ async fn connection_loop(
 }
 
 /// One connection; returns the address to dial next if the server redirected.
-async fn run_session(
+async fn run_connection(
     addr: &str,
     token: &str,
     id: &str,

@@ -500,6 +500,16 @@ async fn connection(
         .await
     {
         Ok(r) => r.into_inner(),
+        Err(e) if e.code() == tonic::Code::Unimplemented => {
+            // A server of another release: the worker protocol changed (`Worker.Attach`).
+            warn!(
+                addr,
+                worker_version = env!("CARGO_PKG_VERSION"),
+                "the server does not speak this worker's protocol; run workers and servers of the same release"
+            );
+            tokio::time::sleep(REFUSED_BACKOFF).await;
+            return None;
+        }
         Err(e) => {
             // A refusal names what to do (a revoked credential, an id bound to another one);
             // the message is the server's and carries no secret. Asking again at once would

@@ -2452,8 +2452,7 @@ pub struct ApprovalComment {
 pub struct CreateApprovalRequest {
     #[prost(string, tag = "1")]
     pub company_id: ::prost::alloc::string::String,
-    /// One of: approve_ceo_strategy, budget_override_required, request_board_approval (a
-    /// hire_agent approval is made by HireAgent).
+    /// Any but HIRE_AGENT (a hire's approval is made by HireAgent).
     #[prost(enumeration = "ApprovalType", tag = "2")]
     pub r#type: i32,
     /// A JSON object; empty means {}.
@@ -2631,7 +2630,6 @@ pub struct RoutineTrigger {
     /// A webhook's id in /api/routine-triggers/public/{public_id}/fire.
     #[prost(string, optional, tag = "11")]
     pub public_id: ::core::option::Option<::prost::alloc::string::String>,
-    /// One of: none, bearer, hmac_sha256, github_hmac.
     #[prost(enumeration = "SigningMode", optional, tag = "12")]
     pub signing_mode: ::core::option::Option<i32>,
     #[prost(uint32, optional, tag = "13")]
@@ -3222,7 +3220,7 @@ pub struct SetBudgetPolicyRequest {
     /// Required for an agent; a company budget's scope is the company.
     #[prost(string, optional, tag = "3")]
     pub scope_id: ::core::option::Option<::prost::alloc::string::String>,
-    /// Unspecified means CALENDAR_MONTH_UTC.
+    /// Unspecified: the scope's default, LIFETIME for a project and CALENDAR_MONTH_UTC otherwise.
     #[prost(enumeration = "BudgetWindow", tag = "4")]
     pub window_kind: i32,
     #[prost(uint64, tag = "5")]
@@ -3249,7 +3247,7 @@ pub struct ResolveBudgetIncidentRequest {
     pub incident_id: ::prost::alloc::string::String,
     #[prost(enumeration = "IncidentAction", tag = "3")]
     pub action: i32,
-    /// The new limit, for raise_and_resume.
+    /// The new limit, for RAISE_AND_RESUME.
     #[prost(uint64, optional, tag = "4")]
     pub amount_cents: ::core::option::Option<u64>,
 }
@@ -3293,7 +3291,6 @@ pub struct Wake {
     pub agent_id: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "4")]
     pub issue_id: ::core::option::Option<::prost::alloc::string::String>,
-    /// E.g. on_demand, routine, issue_assigned, issue_commented, heartbeat_timer.
     #[prost(enumeration = "WakeReason", tag = "5")]
     pub reason: i32,
     #[prost(enumeration = "WakeStatus", tag = "6")]
@@ -3711,7 +3708,8 @@ pub struct ActivityEntry {
     pub company_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(int64, tag = "4")]
     pub at_ms: i64,
-    /// One of: user, agent, worker, system.
+    /// user, agent, worker or system: the activity log's text, as recorded (free text in the
+    /// hash-chained log, so it stays a string here).
     #[prost(string, tag = "5")]
     pub actor_type: ::prost::alloc::string::String,
     #[prost(string, tag = "6")]

@@ -70,7 +70,7 @@ pub struct Api {
 
 /// The leader's in-memory view of its workers, for `/metrics` and the workers views.
 pub(crate) trait WorkerPlane: Send + Sync {
-    /// Workers with a session open on this node.
+    /// Workers with a connection open to this node.
     fn connected_count(&self) -> usize;
     /// How long `worker_id`'s lease still runs, if this node holds it (it leads).
     fn lease_left(&self, worker_id: &str) -> Option<std::time::Duration>;

@@ -1,4 +1,4 @@
-//! Adapters run one agent heartbeat each: `process` (any command), `claude` (Claude Code's
+//! Adapters run one run of an agent each: `process` (any command), `claude` (Claude Code's
 //! stream-json), `codex` (Codex's JSON events), `gemini` (Gemini CLI's stream-json), `opencode`
 //! (OpenCode's JSON events), `hermes` (Hermes Agent's quiet mode, metered from its session
 //! export), `openclaw_gateway` (one turn of an OpenClaw gateway over its WebSocket protocol) and
@@ -106,7 +106,7 @@ impl Ended {
     }
 }
 
-/// Usage so far, shared with the session, which reports it with heartbeats.
+/// Usage so far, shared with the connection, which reports it with lease renewals.
 pub(crate) type UsageCell = Arc<Mutex<RunUsage>>;
 
 /// Everything an adapter gets for one run.

@@ -515,7 +515,7 @@ const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Raft/InstallSnapshot", GrpcRule::Peer),
     ("/roost.v1.Raft/ReadIndex", GrpcRule::Peer),
     ("/roost.v1.Raft/Vote", GrpcRule::Peer),
-    ("/roost.v1.Worker/Session", GrpcRule::Worker),
+    ("/roost.v1.Worker/Attach", GrpcRule::Worker),
 ];
 
 /// The (method, path) pairs the REST router declares, read from its source: every

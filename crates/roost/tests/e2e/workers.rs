@@ -296,10 +296,10 @@ async fn a_silent_worker_loses_its_runs_within_the_lease_and_the_retry_runs_else
         .await?;
     assert_eq!((late.status.as_u16(), late.code()), (409, "stale_run"));
     // When the lost worker speaks again it is told to register anew, and is online again.
-    let sessions = silent.connections();
+    let connections = silent.connections();
     silent.resume_renewals();
     wait_for("the lost worker to register again", WAIT, || async {
-        (silent.connections() > sessions).then_some(())
+        (silent.connections() > connections).then_some(())
     })
     .await?;
     let workers = c.admin(leader).get("/api/workers").await?.ok()?;
@@ -430,7 +430,7 @@ impl<F: std::future::Future<Output = Option<Vec<i64>>>> NonEmpty for F {
 }
 
 /// Opens a raw worker connection on `addr`; returns the outbound sender and the inbound stream.
-async fn raw_session(
+async fn raw_connection(
     addr: &str,
     token: &str,
     running: Vec<String>,
@@ -466,7 +466,7 @@ async fn raw_session(
     Ok((tx, inbound))
 }
 
-/// Waits on a raw session for its next assignment; returns the run id.
+/// Waits on a raw connection for its next assignment; returns the run id.
 async fn next_assignment(
     inbound: &mut tonic::Streaming<roost_proto::v1::ServerMessage>,
 ) -> anyhow::Result<String> {
@@ -475,7 +475,7 @@ async fn next_assignment(
         match inbound.message().await?.and_then(|m| m.body) {
             Some(Body::Assignment(a)) => return Ok(a.run_id),
             Some(_) => continue,
-            None => anyhow::bail!("the session ended before an assignment"),
+            None => anyhow::bail!("the connection ended before an assignment"),
         }
     }
 }
@@ -490,14 +490,14 @@ async fn a_run_whose_start_died_with_the_leader_is_confirmed_on_reconnect() -> a
     let leader = c.leader().await?;
     let (a, _) = agent(&c, "raw-agent", one_at_a_time()).await?;
     let (tx, mut inbound) =
-        raw_session(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
+        raw_connection(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
     assigned_issue(&c.admin(leader), &c, "started unseen", &a).await?;
     let run_id = next_assignment(&mut inbound).await?;
-    // The worker starts the agent but its RunStarted is lost: the session just ends.
+    // The worker starts the agent but its RunStarted is lost: the connection just ends.
     drop(tx);
     drop(inbound);
     assert_eq!(run_status(&c.admin(leader), &run_id).await?, "assigned");
-    let (_tx, _inbound) = raw_session(
+    let (_tx, _inbound) = raw_connection(
         &c.grpc_addr(leader),
         &token,
         vec![run_id.clone()],
@@ -523,7 +523,7 @@ async fn a_run_a_restarted_worker_no_longer_runs_is_ended_as_failed() -> anyhow:
     let leader = c.leader().await?;
     let (a, _) = agent(&c, "forgotten", one_at_a_time()).await?;
     let (tx, mut inbound) =
-        raw_session(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
+        raw_connection(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
     assigned_issue(&c.admin(leader), &c, "lost in a restart", &a).await?;
     let run_id = next_assignment(&mut inbound).await?;
     let started = RunStarted {
@@ -539,7 +539,8 @@ async fn a_run_a_restarted_worker_no_longer_runs_is_ended_as_failed() -> anyhow:
     .await?;
     drop(tx);
     drop(inbound);
-    let (_tx, _inbound) = raw_session(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
+    let (_tx, _inbound) =
+        raw_connection(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
     wait_for("the run to be failed", WAIT, || async {
         (run_status(&c.admin(leader), &run_id).await.ok()? == "failed").then_some(())
     })
@@ -553,7 +554,7 @@ async fn a_run_a_restarted_worker_no_longer_runs_is_ended_as_failed() -> anyhow:
 /// sent again; the result it then sends is committed and acknowledged, and a second copy of it
 /// (the first ack was lost) is acknowledged too, so the worker can forget it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_result_lost_with_its_session_is_taken_and_acknowledged_when_sent_again(
+async fn a_result_lost_with_its_connection_is_taken_and_acknowledged_when_sent_again(
 ) -> anyhow::Result<()> {
     use roost_proto::v1::server_message::Body;
     use roost_proto::v1::{worker_message, RunFinished, WorkerMessage};
@@ -563,13 +564,13 @@ async fn a_result_lost_with_its_session_is_taken_and_acknowledged_when_sent_agai
     let leader = c.leader().await?;
     let (a, _) = agent(&c, "unacknowledged", one_at_a_time()).await?;
     let (tx, mut inbound) =
-        raw_session(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
+        raw_connection(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
     assigned_issue(&c.admin(leader), &c, "result lost", &a).await?;
     let run_id = next_assignment(&mut inbound).await?;
-    // The run starts and ends on the worker, but its messages die with the session.
+    // The run starts and ends on the worker, but its messages die with the connection.
     drop(tx);
     drop(inbound);
-    let (tx, mut inbound) = raw_session(
+    let (tx, mut inbound) = raw_connection(
         &c.grpc_addr(leader),
         &token,
         Vec::new(),
@@ -604,7 +605,7 @@ async fn a_result_lost_with_its_session_is_taken_and_acknowledged_when_sent_agai
                 )
             }
             Some(_) => continue,
-            None => anyhow::bail!("the session ended before the acknowledgements"),
+            None => anyhow::bail!("the connection ended before the acknowledgements"),
         }
     }
     assert_eq!(run_status(&c.admin(leader), &run_id).await?, "succeeded");
@@ -616,10 +617,10 @@ async fn a_result_lost_with_its_session_is_taken_and_acknowledged_when_sent_agai
 /// mixed_faults): a node that did not lead took a worker's connection while no leader was known
 /// (its registration then reached the new leader by forwarding), and kept it: no lease of the
 /// leader's covered the worker, so its agent's wakes stayed queued. A node that does not lead
-/// now sends every worker on, to the leader or, with none known, to try again; and a session
+/// now sends every worker on, to the leader or, with none known, to try again; and a connection
 /// that outlives its node's leadership is sent on at its next lease renewal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_node_that_does_not_lead_keeps_no_worker_session_even_with_no_leader_known(
+async fn a_node_that_does_not_lead_keeps_no_worker_connection_even_with_no_leader_known(
 ) -> anyhow::Result<()> {
     use roost_proto::v1::server_message::Body;
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
@@ -631,9 +632,9 @@ async fn a_node_that_does_not_lead_keeps_no_worker_session_even_with_no_leader_k
         .into_iter()
         .find(|id| *id != leader)
         .unwrap_or(leader);
-    // The worker's first session, on the leader, makes its credential.
+    // The worker's first connection, on the leader, makes its credential.
     let (tx, mut inbound) =
-        raw_session(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
+        raw_connection(&c.grpc_addr(leader), &token, Vec::new(), Vec::new()).await?;
     match inbound.message().await?.and_then(|m| m.body) {
         Some(Body::Registered(_)) => {}
         other => anyhow::bail!("expected the leader to register the worker, got {other:?}"),
@@ -646,7 +647,7 @@ async fn a_node_that_does_not_lead_keeps_no_worker_session_even_with_no_leader_k
     })
     .await?;
     let (_tx, mut inbound) =
-        raw_session(&c.grpc_addr(follower), &token, Vec::new(), Vec::new()).await?;
+        raw_connection(&c.grpc_addr(follower), &token, Vec::new(), Vec::new()).await?;
     let first = inbound.message().await?.and_then(|m| m.body);
     match first {
         Some(Body::Redirect(r)) => assert!(r.leader_grpc_addr.is_empty(), "{r:?}"),
