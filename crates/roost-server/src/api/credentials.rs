@@ -137,7 +137,7 @@ impl Api {
 
 impl Api {
     /// Revokes worker `worker_id`: its credential that is not revoked. Every node then refuses
-    /// it; the leader ends its session at its next heartbeat and, its lease unrenewed, declares
+    /// it; the leader ends its connection at its next lease renewal and, its lease unrenewed, declares
     /// it lost like any silent worker (`workers/connection.rs`): its runs become `lost`, each
     /// retried once. `404` for an unknown worker, `409` if nothing is left to revoke.
     pub async fn revoke_worker(
