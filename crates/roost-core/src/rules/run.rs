@@ -292,7 +292,7 @@ pub fn session_to_resume<'a>(
     }
 }
 
-/// `ReportUsage`: a running run's cumulative usage, from its worker's heartbeat.
+/// `ReportUsage`: a running run's cumulative usage, from its worker's lease renewal.
 pub(crate) fn report_usage(
     ctx: &Ctx<'_>,
     run_id: &str,
