@@ -3,6 +3,10 @@
 //!
 //! The matches are written out, so a variant added to a roost-core enum without its proto value
 //! fails to compile here rather than travelling as UNSPECIFIED.
+//!
+//! Roost's own ends of the wire (the server's conversions, the worker) go through
+//! [`ProtoEnum`]; code that stands where an outside client would (the benchmarks, the end-to-end
+//! tests) writes the generated enums (`pb::IssueStatus::Todo as i32`), as such a client must.
 
 use std::fmt;
 
