@@ -77,6 +77,11 @@ pub struct EtcdArgs {
     /// The roost binary [default: `roost` next to this executable]
     #[arg(long)]
     pub(crate) roost_bin: Option<PathBuf>,
+    /// Raft timing of every Roost node, `HEARTBEAT,MIN,MAX` in milliseconds (the `[raft]`
+    /// keys `heartbeat_interval_ms`, `election_timeout_min_ms`, `election_timeout_max_ms`)
+    /// [default: the server's defaults]
+    #[arg(long)]
+    pub(crate) roost_raft_timing: Option<procs::RaftTiming>,
     /// Runtime threads of each Roost node [default: this machine's CPUs divided among the three
     /// nodes, at least one]
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -197,10 +202,12 @@ impl RoostSide {
         binary: &Path,
         runtime_threads: usize,
         tls: Option<&CertDir>,
+        raft: Option<procs::RaftTiming>,
     ) -> anyhow::Result<RoostSide> {
         let client_tls = tls.map(CertDir::client_tls).transpose()?;
         let cluster =
-            ProcessCluster::start_with_tls(binary, runtime_threads, tls.map(CertDir::dir)).await?;
+            ProcessCluster::start_with(binary, runtime_threads, tls.map(CertDir::dir), raft)
+                .await?;
         cluster.healthy_status(Duration::from_secs(60)).await?;
         let leader = roost_leader(&cluster).await?;
         let company_id = roost_company(&cluster.admin(leader), "Bench", "BEN").await?;
@@ -529,13 +536,24 @@ pub(crate) async fn start_system(
         "roost" => {
             let bin = procs::roost_binary(args.roost_bin.as_deref())?;
             eprintln!(
-                "starting a 3-node Roost cluster ({} server; {}; {})...",
+                "starting a 3-node Roost cluster ({} server; {}; {}; raft timing {})...",
                 bin.display(),
                 args.threads_label(),
-                args.tls_label()
+                args.tls_label(),
+                args.roost_raft_timing
+                    .map_or("the defaults".to_string(), |t| format!(
+                        "heartbeat {} ms, election timeout {}-{} ms",
+                        t.heartbeat_ms, t.election_min_ms, t.election_max_ms
+                    ))
             );
             Ok(System::Roost(Box::new(
-                RoostSide::start(&bin, args.roost_threads(), tls.map(|t| &t.roost)).await?,
+                RoostSide::start(
+                    &bin,
+                    args.roost_threads(),
+                    tls.map(|t| &t.roost),
+                    args.roost_raft_timing,
+                )
+                .await?,
             )))
         }
         other => anyhow::bail!("unknown system {other} (etcd, roost)"),
@@ -559,7 +577,7 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
     if !args.json {
         println!("[{}]", args.tls_label());
         println!(
-            "{:<6} {:>5} {:>7} {:>12} {:>8} {:>8} {:>8} {:>8} {:>6} {:>12} {:>8} {:>8} {:>9}",
+            "{:<6} {:>5} {:>7} {:>12} {:>8} {:>8} {:>8} {:>8} {:>6} {:>12} {:>8} {:>8} {:>9} {:>9}",
             "system",
             "nodes",
             "clients",
@@ -572,7 +590,8 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
             "cpu ms/ckout",
             "leader%",
             "busy%",
-            "writes/entry"
+            "writes/entry",
+            "elections"
         );
     }
     let mut points = Vec::new();
@@ -594,10 +613,11 @@ pub async fn run(args: EtcdArgs) -> anyhow::Result<()> {
                 println!("{}", p.json(&args));
             } else {
                 println!(
-                    "{:<6} {:>5} {:>7} {:>12.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6} {:>12.3} {:>8.0} {:>8.0} {:>9}",
+                    "{:<6} {:>5} {:>7} {:>12.0} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>6} {:>12.3} {:>8.0} {:>8.0} {:>9} {:>9}",
                     p.system, 3, p.clients, p.rate, ms(p.p50), ms(p.p90), ms(p.p99), ms(p.max),
                     p.errors, p.server_cpu_ms_per_checkout, p.leader_cpu_pct, p.machine_busy_pct,
-                    p.writes_per_entry.map(|w| format!("{w:.1}")).unwrap_or_else(|| "-".into())
+                    p.writes_per_entry.map(|w| format!("{w:.1}")).unwrap_or_else(|| "-".into()),
+                    p.term_changes.map(|t| t.to_string()).unwrap_or_else(|| "-".into())
                 );
             }
             points.push(p);

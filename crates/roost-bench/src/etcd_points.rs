@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 
 use roost_testkit::Http;
 use serde_json::{json, Value};
+use tonic::transport::Channel;
 
 use crate::etcd::{
-    etcd_loop, grant, roost_clients, roost_company, roost_leader, roost_loop, EtcdArgs, EtcdClient,
-    Load, RoostClient, RoostSide,
+    call, etcd_loop, grant, roost_clients, roost_company, roost_leader, roost_loop, EtcdArgs,
+    EtcdClient, Load, RoostClient, RoostSide,
 };
 use crate::etcd_cluster::EtcdCluster;
+use crate::etcd_pb as pb;
 use crate::procs;
 use crate::stats::{ms, percentile};
 
@@ -67,6 +69,9 @@ pub(crate) struct Point {
     /// Roost only: writes (a checkout or a release) per Raft log entry over the window, from
     /// the leader's log index; how much the group commit batched.
     pub(crate) writes_per_entry: Option<f64>,
+    /// How far the Raft term moved over the measured window: 0 when one leader held it
+    /// throughout, more for each election (`None` when a term could not be read).
+    pub(crate) term_changes: Option<u64>,
 }
 
 impl Point {
@@ -78,6 +83,7 @@ impl Point {
             "errors": self.errors, "serverCpuMsPerCheckout": self.server_cpu_ms_per_checkout,
             "leaderCpuPct": self.leader_cpu_pct, "machineBusyPct": self.machine_busy_pct,
             "writesPerLogEntry": self.writes_per_entry,
+            "termChanges": self.term_changes,
             "leasePerCheckout": self.system == "etcd" && args.lease_per_checkout,
             "roostRuntimeThreads": args.roost_threads(),
             "etcdGomaxprocs": args.etcd_gomaxprocs(),
@@ -185,7 +191,7 @@ pub(crate) async fn measure(
     let (cpu0, m0) = cpu_snapshot(&pids);
     let leader0 = cpu_ticks(leader_pid);
     let done0 = load.done.load(Ordering::Relaxed);
-    let log0 = last_log_index(leader_admin.as_ref()).await;
+    let (log0, term0) = leader_log(sys, &channel, leader_admin.as_ref()).await;
     let t0 = Instant::now();
     let mut next = t0;
     while Instant::now() + Duration::from_millis(1) < load.until {
@@ -206,7 +212,7 @@ pub(crate) async fn measure(
     let (cpu1, m1) = cpu_snapshot(&pids);
     let leader1 = cpu_ticks(leader_pid);
     let done1 = load.done.load(Ordering::Relaxed);
-    let log1 = last_log_index(leader_admin.as_ref()).await;
+    let (log1, term1) = leader_log(sys, &channel, leader_admin.as_ref()).await;
     // Each counted checkout is two writes (the checkout and its release).
     let writes_per_entry = log0.zip(log1).and_then(|(a, b)| {
         (b > a).then(|| 2.0 * done1.saturating_sub(done0) as f64 / (b - a) as f64)
@@ -257,13 +263,33 @@ pub(crate) async fn measure(
             / (m1.1.saturating_sub(m0.1)).max(1) as f64
             * 100.0,
         writes_per_entry,
+        term_changes: term0.zip(term1).map(|(a, b)| b.saturating_sub(a)),
     })
 }
 
-/// The leader's last log index, from its cluster status (`None` for etcd or on an error).
-pub(crate) async fn last_log_index(admin: Option<&Http>) -> Option<u64> {
-    let status = admin?.get("/api/cluster/status").await.ok()?.ok().ok()?;
-    status["lastLogIndex"].as_u64()
+/// The leader's last log index (Roost only) and the Raft term, `None` where unreadable: for
+/// Roost from the cluster status of the node that led when the point began, for etcd from a
+/// `Status` call to it (a deposed leader reports the newer term too).
+async fn leader_log(
+    sys: &System,
+    channel: &Channel,
+    admin: Option<&Http>,
+) -> (Option<u64>, Option<u64>) {
+    match sys {
+        System::Etcd(_) => {
+            let status: Option<pb::StatusResponse> =
+                call(channel, pb::STATUS, pb::StatusRequest {}).await.ok();
+            (None, status.and_then(|s| s.header).map(|h| h.raft_term))
+        }
+        System::Roost(_) => {
+            let Some(status) =
+                async { admin?.get("/api/cluster/status").await.ok()?.ok().ok() }.await
+            else {
+                return (None, None);
+            };
+            (status["lastLogIndex"].as_u64(), status["term"].as_u64())
+        }
+    }
 }
 
 #[cfg(test)]

@@ -176,6 +176,7 @@ mod tests {
             leader_cpu_pct: 0.0,
             machine_busy_pct: 0.0,
             writes_per_entry: None,
+            term_changes: None,
         }
     }
 

@@ -7,7 +7,7 @@ use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 
 /// [`roost_testkit::ProcessCluster`] started as the benchmarks want it (see
-/// [`ProcessCluster::start_with_tls`]); everything else is the testkit's.
+/// [`ProcessCluster::start_with`]); everything else is the testkit's.
 pub struct ProcessCluster(roost_testkit::ProcessCluster);
 
 impl Deref for ProcessCluster {
@@ -59,25 +59,28 @@ impl ProcessCluster {
     /// set only ids, addresses, `initial_members` and `runtime_threads`) and waits for the
     /// first admin token.
     pub async fn start(binary: &Path, runtime_threads: usize) -> anyhow::Result<ProcessCluster> {
-        Self::start_with_tls(binary, runtime_threads, None).await
+        Self::start_with(binary, runtime_threads, None, None).await
     }
 
     /// As [`ProcessCluster::start`]; with `certs` (a directory laid out by `roost cert`:
     /// `ca.pem`, `node-N.pem`, `node-N-key.pem`), every listener of every node serves TLS and
     /// the nodes reach each other through their peer listeners with their node certificates
-    /// (the `[tls]` of deploy/cluster-node-1.toml).
-    pub async fn start_with_tls(
+    /// (the `[tls]` of deploy/cluster-node-1.toml); with `raft`, every node's `[raft]` timing
+    /// is that one instead of the defaults.
+    pub async fn start_with(
         binary: &Path,
         runtime_threads: usize,
         certs: Option<&Path>,
+        raft: Option<RaftTiming>,
     ) -> anyhow::Result<ProcessCluster> {
+        let raft = raft.map(|t| t.toml()).unwrap_or_default();
         // The load comes from a few credentials at thousands of requests a second: no
         // per-credential rate limit (crates/roost-server/src/limits.rs).
         let mut builder = roost_testkit::ProcessCluster::builder(binary)
             .temp_prefix("roost-bench-workers-")
             .node_config(move |_| {
                 format!(
-                    "runtime_threads = {runtime_threads}\n\n[limits]\nrequests_per_second = 0\n\n"
+                    "runtime_threads = {runtime_threads}\n\n[limits]\nrequests_per_second = 0\n\n{raft}"
                 )
             })
             .env_remove(OVERRIDES);
@@ -85,6 +88,45 @@ impl ProcessCluster {
             builder = builder.tls(c);
         }
         Ok(ProcessCluster(builder.start().await?))
+    }
+}
+
+/// `--roost-raft-timing HEARTBEAT,MIN,MAX` (milliseconds): a `[raft]` timing for every node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RaftTiming {
+    pub heartbeat_ms: u64,
+    pub election_min_ms: u64,
+    pub election_max_ms: u64,
+}
+
+impl std::str::FromStr for RaftTiming {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let ms: Vec<u64> = s
+            .split(',')
+            .map(|v| v.trim().parse::<u64>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{s}: {e}; expected HEARTBEAT,MIN,MAX in milliseconds"))?;
+        match ms[..] {
+            [heartbeat_ms, election_min_ms, election_max_ms] => Ok(RaftTiming {
+                heartbeat_ms,
+                election_min_ms,
+                election_max_ms,
+            }),
+            _ => Err(format!(
+                "{s}: expected three numbers, HEARTBEAT,MIN,MAX in milliseconds"
+            )),
+        }
+    }
+}
+
+impl RaftTiming {
+    fn toml(&self) -> String {
+        format!(
+            "[raft]\nheartbeat_interval_ms = {}\nelection_timeout_min_ms = {}\nelection_timeout_max_ms = {}\n\n",
+            self.heartbeat_ms, self.election_min_ms, self.election_max_ms
+        )
     }
 }
 

@@ -1,6 +1,6 @@
 //! Handing leadership over before a leader stops. openraft 0.9 has no leadership transfer: a
 //! leader that just stops leaves the others to elect after its lease and an election timeout
-//! of silence (950-1200 ms at the defaults, docs/cluster.md). Instead the
+//! of silence (250-300 ms at the defaults, docs/cluster.md). Instead the
 //! stopping leader refuses new proposals, waits until a voter holds its whole log, and asks
 //! that voter to stand (`ForwardRequest::Elect`, openraft's `trigger().elect()`). The leader
 //! itself grants the vote: openraft 0.9 refuses votes while the vote it holds was updated

@@ -422,21 +422,33 @@ impl RaftNode {
     /// On the leader: the index a linearizable read must wait for.
     pub(crate) async fn read_index_local(&self) -> Result<u64, Error> {
         let timeout = self.timing.write_timeout();
-        match tokio::time::timeout(timeout, self.raft.ensure_linearizable()).await {
-            Err(_) => Err(Error::Unavailable {
-                message: format!("leadership not confirmed within {timeout:?}"),
-            }),
-            Ok(Ok(read_log_id)) => Ok(read_log_id.map(|l| l.index).unwrap_or(0)),
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
-                Err(Error::NotLeader {
-                    leader_id: f.leader_id,
-                    leader_addr: f.leader_node.map(|n| n.grpc_addr),
-                })
-            }
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))) => {
-                Err(Error::no_quorum(e))
-            }
-            Ok(Err(RaftError::Fatal(f))) => Err(Error::core_stopped(f)),
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let confirmed = tokio::time::timeout_at(deadline, self.raft.ensure_linearizable());
+            return match confirmed.await {
+                Err(_) => Err(Error::Unavailable {
+                    message: format!("leadership not confirmed within {timeout:?}"),
+                }),
+                Ok(Ok(read_log_id)) => Ok(read_log_id.map(|l| l.index).unwrap_or(0)),
+                Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+                    Err(Error::NotLeader {
+                        leader_id: f.leader_id,
+                        leader_addr: f.leader_node.map(|n| n.grpc_addr),
+                    })
+                }
+                // openraft gives the followers one heartbeat interval to confirm the leadership;
+                // a follower busy with a large append can miss that while the leadership
+                // stands, so ask again, one interval later, until the read's deadline.
+                Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))) => {
+                    let pause = self.timing.heartbeat_interval();
+                    if tokio::time::Instant::now() + pause < deadline {
+                        tokio::time::sleep(pause).await;
+                        continue;
+                    }
+                    Err(Error::no_quorum(e))
+                }
+                Ok(Err(RaftError::Fatal(f))) => Err(Error::core_stopped(f)),
+            };
         }
     }
 

@@ -255,7 +255,7 @@ impl NetCluster {
                     .to_vec()
             })
             .node_config(|_| {
-                "[raft]\nheartbeat_interval_ms = 100\nwrite_timeout_ms = 3000\nsnapshot_after_entries = 500\nkeep_entries_after_snapshot = 100\n\n[workers]\nrenew_interval_ms = 200\nlease_ttl_ms = 2000\n\n".into()
+                "[raft]\nwrite_timeout_ms = 3000\nsnapshot_after_entries = 500\nkeep_entries_after_snapshot = 100\n\n[workers]\nrenew_interval_ms = 200\nlease_ttl_ms = 2000\n\n".into()
             })
             .env("ROOST_LOG", "info")
             .env("NO_COLOR", "1")
