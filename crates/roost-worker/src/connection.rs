@@ -46,6 +46,8 @@ struct Shared {
     refused: usize,
     /// Run tasks that have not yet queued their result.
     tasks: usize,
+    /// Registrations the cluster accepted: the dialer's sign that a connection worked.
+    registrations: u64,
 }
 
 struct Unacknowledged {
@@ -54,6 +56,10 @@ struct Unacknowledged {
     /// None: not handed to any connection yet.
     sent_at: Option<Instant>,
 }
+
+/// The first pause between failed dials, doubled at each failure up to [`REDIAL_MAX`].
+const REDIAL_FIRST: Duration = Duration::from_millis(50);
+const REDIAL_MAX: Duration = Duration::from_secs(2);
 
 /// How long a worker whose registration was refused (its credential revoked, its id taken)
 /// waits before it asks again.
@@ -151,6 +157,7 @@ fn acknowledge(state: &State, run_id: &str) {
 /// one it has already.
 fn on_registered(state: &State, tx: &mpsc::Sender<WorkerMessage>, lease_ttl: Duration) {
     let mut s = lock(state);
+    s.registrations += 1;
     s.last_ack = Instant::now();
     s.lease_ttl = lease_ttl;
     for m in std::mem::take(&mut s.unsent) {
@@ -176,6 +183,7 @@ fn new_state() -> State {
         draining: false,
         refused: 0,
         tasks: 0,
+        registrations: 0,
     }))
 }
 
@@ -415,17 +423,43 @@ async fn self_fence(fraction: f64, state: State) {
 async fn connection_loop(config: WorkerConfig, credential: String, state: State) {
     let mut next = 0usize;
     let mut redirect: Option<String> = None;
+    let mut failed_dials = 0u32;
     loop {
         let addr = redirect.take().unwrap_or_else(|| {
             next += 1;
             config.servers[(next - 1) % config.servers.len()].clone()
         });
+        let registered_before = lock(&state).registrations;
         redirect = connection(&addr, &config, &credential, &state).await;
-        lock(&state).outbox = None;
+        let worked = {
+            let mut s = lock(&state);
+            s.outbox = None;
+            s.registrations != registered_before
+        };
+        failed_dials = if worked {
+            0
+        } else {
+            failed_dials.saturating_add(1)
+        };
         if redirect.is_none() {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(redial_pause(failed_dials)).await;
         }
     }
+}
+
+/// The pause before the next dial when a connection ended without naming the leader. None
+/// after a connection that had registered: its server went away (a killed leader's does) and
+/// the next one may already lead, or will name the new leader once it is elected (250-300 ms
+/// at the default Raft timing). Then 50 ms, doubling up to 2 s while dials keep failing, so a
+/// worker reaches a new leader within a few hundred milliseconds and a down cluster is asked
+/// every 2 s.
+fn redial_pause(failed_dials: u32) -> Duration {
+    let Some(doublings) = failed_dials.checked_sub(1) else {
+        return Duration::ZERO;
+    };
+    REDIAL_FIRST
+        .checked_mul(2u32.saturating_pow(doublings))
+        .map_or(REDIAL_MAX, |pause| pause.min(REDIAL_MAX))
 }
 
 /// A client for the server at `addr`: TLS with the cluster CA when `[tls]` names one.

@@ -10,7 +10,10 @@ use roost_proto::v1::{worker_message, Assignment, RunFinished, WorkerMessage};
 use roost_proto::ProtoEnum;
 use tokio::sync::mpsc;
 
-use super::{acknowledge, hold_result, lock, message, new_state, on_registered, renew_once, start};
+use super::{
+    acknowledge, hold_result, lock, message, new_state, on_registered, redial_pause, renew_once,
+    start, REDIAL_MAX,
+};
 use crate::config::WorkerConfig;
 
 fn finished(run_id: &str) -> WorkerMessage {
@@ -198,4 +201,17 @@ async fn an_assignment_while_draining_is_reported_cancelled_without_starting() {
     // Sent again by a leader that has not seen the result yet: still nothing runs or repeats.
     start(assignment, &config, &state);
     assert!(rx.try_recv().is_err());
+}
+
+/// A worker whose leader went away dials the next server at once, then backs off from 50 ms
+/// to at most 2 s while dials fail (it used to wait 500 ms after every ended connection).
+#[test]
+fn a_worker_redials_at_once_after_a_working_connection_and_backs_off_to_2_s() {
+    assert_eq!(redial_pause(0), Duration::ZERO);
+    assert_eq!(redial_pause(1), Duration::from_millis(50));
+    assert_eq!(redial_pause(2), Duration::from_millis(100));
+    assert_eq!(redial_pause(3), Duration::from_millis(200));
+    assert_eq!(redial_pause(6), Duration::from_millis(1600));
+    assert_eq!(redial_pause(7), REDIAL_MAX);
+    assert_eq!(redial_pause(u32::MAX), REDIAL_MAX);
 }
