@@ -364,8 +364,8 @@ impl RoostClient {
     }
 }
 
-/// Pause before another round of servers when every one refused (an election takes about a
-/// second).
+/// Pause before another round of servers when every one refused or answered 503: about one
+/// election (250-300 ms of silence at the default Raft timing, docs/cluster.md).
 const RETRY_PAUSE: Duration = Duration::from_millis(250);
 
 /// Rounds over the servers while every one refuses connections.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
@@ -38,6 +38,11 @@ pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
 /// What openraft's `RaftNetwork` methods return.
 type RpcResult<T, E> = Result<T, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>>;
+
+/// How long the leader waits before it tries again a peer it could not reach (openraft's
+/// replication backoff). A restarted node holds off its elections for longer than this
+/// (`node.rs`, `quiet_start`), so the leader reaches it before it could stand.
+pub(crate) const UNREACHABLE_RETRY: Duration = Duration::from_millis(500);
 
 /// Creates per-peer clients, reusing one channel per peer address.
 #[derive(Clone, Default)]
@@ -304,6 +309,12 @@ fn rpc_error<E: std::error::Error>(e: PeerError) -> RPCError<NodeId, NodeInfo, E
 }
 
 impl RaftNetwork<TypeConfig> for GrpcNetwork {
+    /// A peer the leader could not reach is tried again after [`UNREACHABLE_RETRY`]
+    /// (openraft's default, written out because `node.rs`'s quiet start depends on it).
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(UNREACHABLE_RETRY))
+    }
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::RaftTiming;
 use crate::error::Error;
 use crate::faults::NetworkFaults;
-use crate::network::{encode, GrpcNetworkFactory, PeerError, Rpc};
+use crate::network::{encode, GrpcNetworkFactory, PeerError, Rpc, UNREACHABLE_RETRY};
 use crate::proposer::Proposer;
 use crate::write_stats::WriteStats;
 
@@ -187,6 +187,7 @@ impl RaftNode {
             .map_err(|e| Error::Fatal {
                 message: e.to_string(),
             })?;
+        quiet_start(&raft, timing);
         let write_stats = WriteStats::default();
         let proposer = Proposer::spawn(raft.clone(), timing.write_timeout(), write_stats.clone());
         Ok(RaftNode {
@@ -516,4 +517,40 @@ fn peer_unavailable(leader: u64, e: PeerError) -> Error {
     Error::Unavailable {
         message: format!("cannot reach the leader (node {leader}): {e}"),
     }
+}
+
+/// Holds off this node's timed elections after it starts until the leader has had time to reach
+/// it: the leader tries a peer it could not reach again only every [`UNREACHABLE_RETRY`], and a
+/// follower restarted into a healthy cluster stood for election about 300 ms after it started
+/// (openraft 0.9 keeps no time of the last heartbeat across a restart), at a higher term, and
+/// deposed a working leader (regression test
+/// `cluster::a_restarted_follower_does_not_depose_the_leader`; BENCHMARKS.md "Faster
+/// failover"). Knowing a leader proves nothing here: a restarted node names the leader of its
+/// stored vote at once. A cluster starting cold elects its first leader that much later. Not
+/// for a single voter, which has no one to wait for, nor for a node with no membership yet;
+/// `initialize` and a hand-over's `trigger().elect()` stand at once (the gate holds only the
+/// election timer).
+fn quiet_start(raft: &Raft<TypeConfig>, timing: &RaftTiming) {
+    raft.runtime_config().elect(false);
+    let quiet = UNREACHABLE_RETRY
+        + timing.election_timeout_max()
+        + Duration::from_millis(timing.election_timeout_min_ms);
+    let raft = raft.clone();
+    tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        // The core reports the membership it loaded in its first metrics (the initial ones,
+        // read before, hold none).
+        let mut metrics = raft.metrics();
+        let _ = tokio::time::timeout(quiet, metrics.changed()).await;
+        let voters = metrics
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .count();
+        if voters > 1 {
+            tokio::time::sleep_until(started + quiet).await;
+        }
+        raft.runtime_config().elect(true);
+    });
 }
