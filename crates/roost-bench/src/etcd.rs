@@ -19,8 +19,10 @@
 //!   start every 10 ms (each waits up to 5 s) until the first is acknowledged; the time from
 //!   the kill to that acknowledgment is one sample. The killed member is then restarted on its
 //!   data and the cluster waited for before the next trial. Both systems run their default
-//!   timing (etcd: heartbeat 100 ms, election 1000 ms; Roost: heartbeat 100 ms, election
-//!   500-1000 ms).
+//!   timing (etcd: heartbeat 100 ms, election 1000 ms; Roost: heartbeat 30 ms, election
+//!   100-150 ms, docs/cluster.md) unless `--roost-raft-timing` gives Roost another.
+//! - The `elections` column is how far the Raft term moved during a point's window: 0 when one
+//!   leader held it throughout; a split vote counts each of its terms.
 //! - `--tls`: both systems serve TLS on every listener, client and peer, with certificates of a
 //!   CA of their own made by `roost cert` (tls_setup.rs); the bench's clients connect over
 //!   `https` with a client certificate, which etcd requires (`--client-cert-auth`).

@@ -109,11 +109,20 @@ impl std::str::FromStr for RaftTiming {
             .collect::<Result<_, _>>()
             .map_err(|e| format!("{s}: {e}; expected HEARTBEAT,MIN,MAX in milliseconds"))?;
         match ms[..] {
-            [heartbeat_ms, election_min_ms, election_max_ms] => Ok(RaftTiming {
-                heartbeat_ms,
-                election_min_ms,
-                election_max_ms,
-            }),
+            [heartbeat_ms, election_min_ms, election_max_ms]
+                if 0 < heartbeat_ms
+                    && heartbeat_ms < election_min_ms
+                    && election_min_ms < election_max_ms =>
+            {
+                Ok(RaftTiming {
+                    heartbeat_ms,
+                    election_min_ms,
+                    election_max_ms,
+                })
+            }
+            [_, _, _] => Err(format!(
+                "{s}: expected 0 < HEARTBEAT < MIN < MAX (openraft refuses anything else)"
+            )),
             _ => Err(format!(
                 "{s}: expected three numbers, HEARTBEAT,MIN,MAX in milliseconds"
             )),

@@ -90,6 +90,15 @@ impl RaftTiming {
         Duration::from_millis(self.heartbeat_interval_ms)
     }
 
+    /// The longest a follower waits without hearing from its leader before it stands:
+    /// openraft 0.9's leader lease (`max`) plus the longest election timeout.
+    pub fn election_window(&self) -> Duration {
+        Duration::from_millis(
+            self.election_timeout_max_ms
+                .saturating_add(self.election_timeout_max_ms),
+        )
+    }
+
     pub fn election_timeout_max(&self) -> Duration {
         Duration::from_millis(self.election_timeout_max_ms)
     }

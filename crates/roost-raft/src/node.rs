@@ -424,6 +424,10 @@ impl RaftNode {
     pub(crate) async fn read_index_local(&self) -> Result<u64, Error> {
         let timeout = self.timing.write_timeout();
         let deadline = tokio::time::Instant::now() + timeout;
+        // Set at the first unconfirmed check: asking again is worth it for one election window
+        // (a busy follower answers late); a leader unconfirmed for longer has most likely been
+        // replaced, and a quick 503 sends the client to the new one.
+        let mut retry_until: Option<tokio::time::Instant> = None;
         loop {
             let confirmed = tokio::time::timeout_at(deadline, self.raft.ensure_linearizable());
             return match confirmed.await {
@@ -439,10 +443,13 @@ impl RaftNode {
                 }
                 // openraft gives the followers one heartbeat interval to confirm the leadership;
                 // a follower busy with a large append can miss that while the leadership
-                // stands, so ask again, one interval later, until the read's deadline.
+                // stands, so ask again, one interval later, for up to one election window.
                 Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))) => {
+                    let now = tokio::time::Instant::now();
+                    let until = *retry_until
+                        .get_or_insert_with(|| (now + self.timing.election_window()).min(deadline));
                     let pause = self.timing.heartbeat_interval();
-                    if tokio::time::Instant::now() + pause < deadline {
+                    if now + pause < until {
                         tokio::time::sleep(pause).await;
                         continue;
                     }
@@ -526,15 +533,21 @@ fn peer_unavailable(leader: u64, e: PeerError) -> Error {
 /// deposed a working leader (regression test
 /// `cluster::a_restarted_follower_does_not_depose_the_leader`; BENCHMARKS.md "Faster
 /// failover"). Knowing a leader proves nothing here: a restarted node names the leader of its
-/// stored vote at once. A cluster starting cold elects its first leader that much later. Not
-/// for a single voter, which has no one to wait for, nor for a node with no membership yet;
+/// stored vote at once. A cluster whose voters all restart at once elects its leader that much
+/// later (750-900 ms at the defaults). Not for a single voter, which has no one to wait for,
+/// nor for a node with no membership yet (a cluster being formed);
 /// `initialize` and a hand-over's `trigger().elect()` stand at once (the gate holds only the
 /// election timer).
 fn quiet_start(raft: &Raft<TypeConfig>, timing: &RaftTiming) {
     raft.runtime_config().elect(false);
+    // Plus up to one `max` at random: voters that all restart at once would otherwise stand on
+    // the same tick and split the vote.
+    let jitter =
+        std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), ())
+            % timing.election_timeout_max_ms.max(1);
     let quiet = UNREACHABLE_RETRY
         + timing.election_timeout_max()
-        + Duration::from_millis(timing.election_timeout_min_ms);
+        + Duration::from_millis(timing.election_timeout_min_ms.saturating_add(jitter));
     let raft = raft.clone();
     tokio::spawn(async move {
         let started = tokio::time::Instant::now();

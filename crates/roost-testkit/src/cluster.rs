@@ -33,8 +33,8 @@ pub struct TestCluster {
 
 /// Timing for tests: production elections, shorter write timeouts.
 pub fn test_timing() -> RaftTiming {
-    // Production's election timing: CI shares 2 cores between the nodes of a cluster, and
-    // tighter timeouts there turn CPU starvation into spurious elections.
+    // Production's election timing (heartbeat 30 ms, election 100-150 ms), under CI's 2 shared
+    // cores: the suite runs its in-process clusters at the timing users get.
     RaftTiming {
         write_timeout_ms: 3_000,
         ..RaftTiming::default()

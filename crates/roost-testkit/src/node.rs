@@ -33,7 +33,7 @@ impl TestNode {
             peer_listen: "127.0.0.1:0".into(),
             ..ServerConfig::default()
         };
-        // A single node elects itself at once; short timeouts keep restarts fast.
+        // A single node elects itself at once; the timeouts matter only to its start.
         config.raft.election_timeout_min_ms = 150;
         config.raft.election_timeout_max_ms = 300;
         config.raft.heartbeat_interval_ms = 50;

@@ -442,24 +442,34 @@ async fn connection_loop(config: WorkerConfig, credential: String, state: State)
             failed_dials.saturating_add(1)
         };
         if redirect.is_none() {
-            tokio::time::sleep(redial_pause(failed_dials)).await;
+            tokio::time::sleep(redial_pause(failed_dials, spread())).await;
         }
     }
 }
 
-/// The pause before the next dial when a connection ended without naming the leader. None
-/// after a connection that had registered: its server went away (a killed leader's does) and
-/// the next one may already lead, or will name the new leader once it is elected (250-300 ms
-/// at the default Raft timing). Then 50 ms, doubling up to 2 s while dials keep failing, so a
-/// worker reaches a new leader within a few hundred milliseconds and a down cluster is asked
-/// every 2 s.
-fn redial_pause(failed_dials: u32) -> Duration {
+/// The pause before the next dial when a connection ended without naming the leader. Under
+/// 50 ms after a connection that had registered: its server went away (a killed leader's does)
+/// and the next one may already lead, or will name the new leader once it is elected (250-300
+/// ms at the default Raft timing). Then about 50 ms, doubling up to 2 s while dials keep
+/// failing, so a worker reaches a new leader within a few hundred milliseconds and a down
+/// cluster is asked every 2 s or so. `spread` (in [0, 1), random) scatters the pauses over
+/// half to one and a half times that, so a fleet whose leader died does not dial in lockstep.
+fn redial_pause(failed_dials: u32, spread: f64) -> Duration {
     let Some(doublings) = failed_dials.checked_sub(1) else {
-        return Duration::ZERO;
+        return REDIAL_FIRST.mul_f64(spread);
     };
-    REDIAL_FIRST
+    let pause = REDIAL_FIRST
         .checked_mul(2u32.saturating_pow(doublings))
-        .map_or(REDIAL_MAX, |pause| pause.min(REDIAL_MAX))
+        .map_or(REDIAL_MAX, |pause| pause.min(REDIAL_MAX));
+    pause.mul_f64(0.5 + spread)
+}
+
+/// A number in [0, 1) that differs from call to call (std's randomly keyed hasher; no
+/// generator is needed for a pause).
+fn spread() -> f64 {
+    use std::hash::BuildHasher;
+    let bits = std::collections::hash_map::RandomState::new().hash_one(());
+    (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A client for the server at `addr`: TLS with the cluster CA when `[tls]` names one.

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use super::{
     acknowledge, hold_result, lock, message, new_state, on_registered, redial_pause, renew_once,
-    start, REDIAL_MAX,
+    spread, start, REDIAL_MAX,
 };
 use crate::config::WorkerConfig;
 
@@ -203,15 +203,29 @@ async fn an_assignment_while_draining_is_reported_cancelled_without_starting() {
     assert!(rx.try_recv().is_err());
 }
 
-/// A worker whose leader went away dials the next server at once, then backs off from 50 ms
-/// to at most 2 s while dials fail (it used to wait 500 ms after every ended connection).
+/// A worker whose leader went away dials the next server within 50 ms, then backs off from
+/// about 50 ms to about 2 s while dials fail (it used to wait 500 ms after every ended
+/// connection), each pause scattered over half to one and a half times its middle.
 #[test]
 fn a_worker_redials_at_once_after_a_working_connection_and_backs_off_to_2_s() {
-    assert_eq!(redial_pause(0), Duration::ZERO);
-    assert_eq!(redial_pause(1), Duration::from_millis(50));
-    assert_eq!(redial_pause(2), Duration::from_millis(100));
-    assert_eq!(redial_pause(3), Duration::from_millis(200));
-    assert_eq!(redial_pause(6), Duration::from_millis(1600));
-    assert_eq!(redial_pause(7), REDIAL_MAX);
-    assert_eq!(redial_pause(u32::MAX), REDIAL_MAX);
+    let ms = Duration::from_millis;
+    assert_eq!(redial_pause(0, 0.0), Duration::ZERO);
+    assert!(redial_pause(0, 0.999) < ms(50));
+    assert_eq!(redial_pause(1, 0.5), ms(50));
+    assert_eq!(redial_pause(2, 0.5), ms(100));
+    assert_eq!(redial_pause(3, 0.5), ms(200));
+    assert_eq!(redial_pause(6, 0.5), ms(1600));
+    assert_eq!(redial_pause(7, 0.5), REDIAL_MAX);
+    assert_eq!(redial_pause(u32::MAX, 0.5), REDIAL_MAX);
+    assert_eq!(redial_pause(3, 0.0), ms(100));
+    assert!(redial_pause(3, 0.999) < ms(300));
+    assert!(redial_pause(u32::MAX, 0.999) < REDIAL_MAX * 3 / 2);
+}
+
+/// The spread is random and in [0, 1): pauses of a fleet differ.
+#[test]
+fn the_redial_spread_is_in_the_unit_interval_and_varies() {
+    let draws: Vec<f64> = (0..64).map(|_| spread()).collect();
+    assert!(draws.iter().all(|d| (0.0..1.0).contains(d)), "{draws:?}");
+    assert!(draws.windows(2).any(|w| w[0] != w[1]), "{draws:?}");
 }

@@ -168,15 +168,23 @@ pub fn unadvertised_wildcards(config: &ServerConfig) -> Vec<&'static str> {
 /// `Config::validate`), reported before the data dir is opened and naming the keys.
 pub fn raft_timing(config: &ServerConfig) -> anyhow::Result<()> {
     let t = &config.raft;
-    let message = if t.election_timeout_min_ms >= t.election_timeout_max_ms {
+    // The defaults changed (30, 100-150 ms; they were 100, 350-600): a config that sets one key
+    // alone may now clash with the others' defaults, so the message says to set all three.
+    const ALL_THREE: &str = "set heartbeat_interval_ms, election_timeout_min_ms and \
+                             election_timeout_max_ms together (defaults 30, 100, 150; \
+                             docs/cluster.md)";
+    let message = if t.heartbeat_interval_ms == 0 {
+        format!("[raft] heartbeat_interval_ms must be at least 1; {ALL_THREE}")
+    } else if t.election_timeout_min_ms >= t.election_timeout_max_ms {
         format!(
-            "[raft] election_timeout_min_ms = {} must be less than election_timeout_max_ms = {}",
+            "[raft] election_timeout_min_ms = {} must be less than election_timeout_max_ms = {}; \
+             {ALL_THREE}",
             t.election_timeout_min_ms, t.election_timeout_max_ms
         )
     } else if t.election_timeout_min_ms <= t.heartbeat_interval_ms {
         format!(
             "[raft] election_timeout_min_ms = {} must be more than heartbeat_interval_ms = {} \
-             (followers would stand for election between heartbeats)",
+             (followers would stand for election between heartbeats); {ALL_THREE}",
             t.election_timeout_min_ms, t.heartbeat_interval_ms
         )
     } else {
@@ -348,6 +356,29 @@ mod tests {
         config.raft.heartbeat_interval_ms = config.raft.election_timeout_min_ms;
         let err = raft_timing(&config).unwrap_err().to_string();
         assert!(err.contains("heartbeat_interval_ms"), "{err}");
+    }
+
+    /// Regression: a config written for the old defaults that sets one key alone (as the fault
+    /// suite's did: `heartbeat_interval_ms = 100`) now clashes with the new ones; the refusal
+    /// says to set the three together. A zero heartbeat (a busy loop in openraft's tick and
+    /// the read retry) is refused too.
+    #[test]
+    fn a_raft_key_set_alone_against_the_new_defaults_is_refused_saying_set_all_three() {
+        let mut config = ServerConfig::default();
+        config.raft.heartbeat_interval_ms = 100;
+        let err = raft_timing(&config).unwrap_err().to_string();
+        assert!(err.contains("set heartbeat_interval_ms, election_timeout_min_ms and election_timeout_max_ms together"), "{err}");
+        let mut config = ServerConfig::default();
+        config.raft.election_timeout_min_ms = 350;
+        let err = raft_timing(&config).unwrap_err().to_string();
+        assert!(err.contains("together (defaults 30, 100, 150"), "{err}");
+        let mut config = ServerConfig::default();
+        config.raft.heartbeat_interval_ms = 0;
+        let err = raft_timing(&config).unwrap_err().to_string();
+        assert!(
+            err.contains("heartbeat_interval_ms must be at least 1"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -32,12 +32,14 @@ pub(crate) fn stdout_json(out: &Output) -> anyhow::Result<Value> {
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
-/// Fast elections for the e2e clusters.
+/// Elections slower than the defaults for the e2e clusters (900-1200 ms of silence): these
+/// tests share 2 cores with the rest of the suite and test what a process does, not how fast a
+/// cluster fails over.
 const TEST_RAFT: &str =
     "[raft]\nheartbeat_interval_ms = 50\nelection_timeout_min_ms = 300\nelection_timeout_max_ms = 600\n\n";
 
 /// The e2e tests' three `roost server` processes in `dir` (`node-{id}.toml`, data in
-/// `node-{id}/`, log in `node-{id}.log`) with fast elections, each node's config also given
+/// `node-{id}/`, log in `node-{id}.log`) with `TEST_RAFT` timing, each node's config also given
 /// the text `node_config(id)` returns (top-level keys, then tables); not started.
 pub(crate) fn three_servers(
     dir: &Path,
