@@ -46,8 +46,6 @@ struct Shared {
     refused: usize,
     /// Run tasks that have not yet queued their result.
     tasks: usize,
-    /// Registrations the cluster accepted: the dialer's sign that a connection worked.
-    registrations: u64,
 }
 
 struct Unacknowledged {
@@ -157,7 +155,6 @@ fn acknowledge(state: &State, run_id: &str) {
 /// one it has already.
 fn on_registered(state: &State, tx: &mpsc::Sender<WorkerMessage>, lease_ttl: Duration) {
     let mut s = lock(state);
-    s.registrations += 1;
     s.last_ack = Instant::now();
     s.lease_ttl = lease_ttl;
     for m in std::mem::take(&mut s.unsent) {
@@ -183,7 +180,6 @@ fn new_state() -> State {
         draining: false,
         refused: 0,
         tasks: 0,
-        registrations: 0,
     }))
 }
 
@@ -429,14 +425,10 @@ async fn connection_loop(config: WorkerConfig, credential: String, state: State)
             next += 1;
             config.servers[(next - 1) % config.servers.len()].clone()
         });
-        let registered_before = lock(&state).registrations;
-        redirect = connection(&addr, &config, &credential, &state).await;
-        let worked = {
-            let mut s = lock(&state);
-            s.outbox = None;
-            s.registrations != registered_before
-        };
-        failed_dials = if worked {
+        let ended = connection(&addr, &config, &credential, &state).await;
+        lock(&state).outbox = None;
+        redirect = ended.redirect;
+        failed_dials = if ended.registered {
             0
         } else {
             failed_dials.saturating_add(1)
@@ -505,14 +497,20 @@ async fn connect(
     }
 }
 
-/// One connection; returns the leader's address when redirected.
-async fn connection(
-    addr: &str,
-    config: &WorkerConfig,
-    credential: &str,
-    state: &State,
-) -> Option<String> {
-    let mut client = connect(addr, config).await?;
+/// How a connection ended.
+#[derive(Default)]
+struct Ended {
+    /// The leader's address, when the server named one.
+    redirect: Option<String>,
+    /// The cluster had accepted the registration: the connection worked until it ended.
+    registered: bool,
+}
+
+/// One connection, until it ends.
+async fn connection(addr: &str, config: &WorkerConfig, credential: &str, state: &State) -> Ended {
+    let Some(mut client) = connect(addr, config).await else {
+        return Ended::default();
+    };
     let (tx, rx) = mpsc::channel(1024);
     let (running, unacknowledged) = {
         let s = lock(state);
@@ -536,9 +534,13 @@ async fn connection(
         unacknowledged_run_ids: unacknowledged,
         worker_credential: credential.to_string(),
     };
-    tx.send(message(worker_message::Body::Register(register)))
+    if tx
+        .send(message(worker_message::Body::Register(register)))
         .await
-        .ok()?;
+        .is_err()
+    {
+        return Ended::default();
+    }
     let mut inbound = match client
         .attach(tokio_stream::wrappers::ReceiverStream::new(rx))
         .await
@@ -552,7 +554,7 @@ async fn connection(
                 "the server does not speak this worker's protocol; run workers and servers of the same release"
             );
             tokio::time::sleep(REFUSED_BACKOFF).await;
-            return None;
+            return Ended::default();
         }
         Err(e) => {
             // A refusal names what to do (a revoked credential, an id bound to another one);
@@ -567,7 +569,7 @@ async fn connection(
             ) {
                 tokio::time::sleep(REFUSED_BACKOFF).await;
             }
-            return None;
+            return Ended::default();
         }
     };
     let mut renewal = None;
@@ -599,8 +601,10 @@ async fn connection(
             None => {}
         }
     };
-    drop(renewal);
-    redirect
+    Ended {
+        redirect,
+        registered: renewal.is_some(),
+    }
 }
 
 async fn renew(tx: mpsc::Sender<WorkerMessage>, state: State, every: Duration) {

@@ -104,7 +104,7 @@ async fn a_read_whose_leadership_check_misses_a_heartbeat_is_answered_not_refuse
     let c = TestCluster::start(3).await?;
     let leader = c.leader().await?;
     create_issue(&c.admin(leader), &c, "to read").await?;
-    let heartbeat = Duration::from_millis(test_timing().heartbeat_interval_ms);
+    let heartbeat = test_timing().heartbeat_interval();
     c.delay(leader, heartbeat * 3);
     let read = {
         let (admin, path) = (c.admin(leader), issues_path(&c));
