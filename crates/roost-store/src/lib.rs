@@ -17,6 +17,9 @@ mod log_tail;
 mod log_writer;
 #[cfg(test)]
 mod log_writer_tests;
+mod purge_gate;
+#[cfg(test)]
+mod purge_gate_tests;
 mod reader;
 mod row_batch;
 mod rows;
@@ -42,15 +45,18 @@ pub async fn open(dir: &Path) -> Result<(LogStore, StateMachineStore, StateReade
     files::private_dir(dir)?;
     files::tighten_tree(dir)?;
     files::private_dir(&dir.join("snapshots"))?;
-    let log = LogStore::open(&dir.join("raft-log.db")).await?;
     let (sm, reader) = StateMachineStore::open(dir).await?;
+    let log = LogStore::open(&dir.join("raft-log.db"), sm.on_disk()).await?;
     Ok((log, sm, reader))
 }
 
 #[allow(dead_code)]
 fn assert_send_futures(path: &Path, conn: &mut sqlx::SqliteConnection) {
     fn is_send<T: Send>(_: T) {}
-    is_send(LogStore::open(path));
+    is_send(LogStore::open(
+        path,
+        tokio::sync::watch::channel(Default::default()).1,
+    ));
     is_send(rows::load_state(conn));
     is_send(StateMachineStore::open(path));
 }

@@ -14,12 +14,13 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{Entry, LogId, OptionalSend, RaftLogReader, StorageError, Vote};
 use sqlx::sqlite::SqlitePool;
 use sqlx::Row;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{oneshot, watch};
 
 use crate::db;
 use crate::error::{log_err, read_log_err, vote_err, Error};
 use crate::log_tail::LogTail;
 use crate::log_writer::{self, WriteOp, WriterStats};
+use crate::purge_gate::{writer_gone, OnDisk, PurgeGate, Sent};
 use crate::types::TypeConfig;
 
 type NodeId = u64;
@@ -36,7 +37,8 @@ const LOG_READERS: u32 = 4;
 pub struct LogStore {
     readers: SqlitePool,
     pub(crate) tail: LogTail,
-    pub(crate) writer: mpsc::UnboundedSender<WriteOp>,
+    /// The writer thread's queue, behind the gate that holds a purge `state.db` does not cover.
+    pub(crate) writer: PurgeGate,
     stats: WriterStats,
     /// The last committed id handed to `save_committed`, which is written without waiting.
     committed: Arc<Mutex<Option<Option<LogId<NodeId>>>>>,
@@ -46,7 +48,9 @@ pub struct LogStore {
 }
 
 impl LogStore {
-    pub async fn open(path: &Path) -> Result<Self, Error> {
+    /// Opens the log at `path`; while a snapshot is received, it is purged no further than
+    /// `on_disk` says the state machine's `state.db` holds (`purge_gate.rs`).
+    pub(crate) async fn open(path: &Path, on_disk: watch::Receiver<OnDisk>) -> Result<Self, Error> {
         let conn = db::blocking(|| -> Result<_, Error> {
             let conn = db::open_write_connection(path)?;
             conn.execute_batch(SCHEMA)
@@ -59,7 +63,7 @@ impl LogStore {
         let store = LogStore {
             readers,
             tail,
-            writer,
+            writer: PurgeGate::new(writer, on_disk),
             stats,
             committed: Arc::default(),
             first_kept: Arc::default(),
@@ -85,12 +89,8 @@ impl LogStore {
         make: impl FnOnce(oneshot::Sender<Result<(), String>>) -> WriteOp,
     ) -> Result<(), Error> {
         let (done, wait) = oneshot::channel();
-        self.writer.send(make(done)).map_err(|_| writer_gone())?;
-        match wait.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(message)) => Err(Error::LogWrite { message }),
-            Err(_) => Err(writer_gone()),
-        }
+        self.writer.send(make(done))?;
+        written(wait).await
     }
 
     async fn meta<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
@@ -131,7 +131,7 @@ impl LogStore {
                     value,
                     done: None,
                 })
-                .map_err(|_| writer_gone())
+                .map(drop)
         }
     }
 
@@ -198,9 +198,12 @@ impl LogStore {
     }
 }
 
-fn writer_gone() -> Error {
-    Error::LogWrite {
-        message: "the log writer has stopped".into(),
+/// Waits for the writer to say the op behind `wait` is durable.
+async fn written(wait: oneshot::Receiver<Result<(), String>>) -> Result<(), Error> {
+    match wait.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(message)) => Err(Error::LogWrite { message }),
+        Err(_) => Err(writer_gone()),
     }
 }
 
@@ -294,7 +297,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                     callback.log_io_completed(result.map_err(std::io::Error::other))
                 }),
             })
-            .map_err(|_| log_err(writer_gone()))
+            .map(drop)
+            .map_err(log_err)
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
@@ -307,18 +311,25 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         .map_err(log_err)
     }
 
+    /// Purges up to `log_id`, after the install of a snapshot being received (`purge_gate.rs`);
+    /// openraft reads no purged entry, so they are gone from memory at once.
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         let log_id_json =
             serde_json::to_string(&log_id).map_err(|e| log_err(Error::corrupt("log id", e)))?;
         self.tail.remove_upto(log_id.index);
-        self.write_and_wait(|done| WriteOp::Purge {
-            upto: log_id.index,
-            log_id_json,
-            done,
-        })
-        .await
-        .map_err(log_err)?;
         self.set_purged(Some(log_id));
+        let (done, wait) = oneshot::channel();
+        let sent = self
+            .writer
+            .send(WriteOp::Purge {
+                upto: log_id.index,
+                log_id_json,
+                done,
+            })
+            .map_err(log_err)?;
+        if sent == Sent::Now {
+            written(wait).await.map_err(log_err)?;
+        }
         Ok(())
     }
 }

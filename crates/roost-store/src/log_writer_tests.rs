@@ -8,15 +8,20 @@ use crate::log_store::LogStore;
 use crate::log_writer::WriteOp;
 use crate::types::TypeConfig;
 
-fn entry(term: u64, index: u64) -> Entry<TypeConfig> {
+pub(crate) fn entry(term: u64, index: u64) -> Entry<TypeConfig> {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(term, 1), index),
         payload: EntryPayload::Blank,
     }
 }
 
+/// The log alone, no snapshot being received: no purge waits.
+pub(crate) async fn open_log(path: &std::path::Path) -> Result<LogStore, crate::Error> {
+    LogStore::open(path, tokio::sync::watch::channel(Default::default()).1).await
+}
+
 /// Queues an append without yielding; the receiver yields its outcome once durable.
-fn queue_append(
+pub(crate) fn queue_append(
     store: &LogStore,
     entries: Vec<Entry<TypeConfig>>,
     flushed: &mpsc::UnboundedSender<Result<(), String>>,
@@ -32,7 +37,7 @@ fn queue_append(
     assert!(store.writer.send(op).is_ok(), "writer alive");
 }
 
-async fn read_all(store: &LogStore) -> Vec<LogId<u64>> {
+pub(crate) async fn read_all(store: &LogStore) -> Vec<LogId<u64>> {
     let mut reader = store.clone();
     reader
         .try_get_log_entries(0..)
@@ -47,7 +52,7 @@ async fn read_all(store: &LogStore) -> Vec<LogId<u64>> {
 async fn appends_queued_together_are_written_in_one_transaction_and_survive_a_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("raft-log.db");
-    let store = LogStore::open(&path).await.expect("open");
+    let store = open_log(&path).await.expect("open");
     let (flushed_tx, mut flushed) = mpsc::unbounded_channel();
     // 200 client writes arriving while nothing yields: the writer sees them all at once.
     for index in 1..=200 {
@@ -68,7 +73,7 @@ async fn appends_queued_together_are_written_in_one_transaction_and_survive_a_re
     assert_eq!(store.tail.not_durable(), 0, "every entry marked durable");
     drop(store);
 
-    let reopened = LogStore::open(&path).await.expect("reopen");
+    let reopened = open_log(&path).await.expect("reopen");
     let ids = read_all(&reopened).await;
     assert_eq!(ids.len(), 200);
     assert_eq!(ids.last().map(|l| l.index), Some(200));
@@ -78,7 +83,7 @@ async fn appends_queued_together_are_written_in_one_transaction_and_survive_a_re
 async fn a_truncation_between_two_queued_appends_keeps_the_newer_entry() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("raft-log.db");
-    let store = LogStore::open(&path).await.expect("open");
+    let store = open_log(&path).await.expect("open");
     let (flushed_tx, mut flushed) = mpsc::unbounded_channel();
     queue_append(&store, (1..=5).map(|i| entry(1, i)).collect(), &flushed_tx);
     // A new leader's entry replaces index 3 onwards, all in the writer's queue at once.
@@ -101,7 +106,7 @@ async fn a_truncation_between_two_queued_appends_keeps_the_newer_entry() {
     ];
     assert_eq!(read_all(&store).await, expected);
     drop(store);
-    let reopened = LogStore::open(&path).await.expect("reopen");
+    let reopened = open_log(&path).await.expect("reopen");
     assert_eq!(read_all(&reopened).await, expected);
 }
 
@@ -126,7 +131,7 @@ async fn a_purge_hides_its_entries_at_once_and_deletes_the_rows_later() {
     use openraft::storage::RaftLogStorage;
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("raft-log.db");
-    let mut store = LogStore::open(&path).await.expect("open");
+    let mut store = open_log(&path).await.expect("open");
     let (flushed_tx, mut flushed) = mpsc::unbounded_channel();
     queue_append(
         &store,
@@ -148,7 +153,7 @@ async fn a_purge_hides_its_entries_at_once_and_deletes_the_rows_later() {
     assert_eq!(flushed.recv().await.expect("flush outcome"), Ok(()));
     drop(store);
 
-    let mut reopened = LogStore::open(&path).await.expect("reopen");
+    let mut reopened = open_log(&path).await.expect("reopen");
     let ids = read_all(&reopened).await;
     assert_eq!(ids.first().map(|l| l.index), Some(901));
     assert_eq!(ids.len(), 101);

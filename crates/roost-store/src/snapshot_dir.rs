@@ -7,8 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use openraft::{LogId, Snapshot};
+use tokio::sync::watch;
 
 use crate::error::Error;
+use crate::purge_gate::OnDisk;
 use crate::state_machine::{meta_at, parse_applied, without_bytes, Meta, NodeId};
 use crate::types::TypeConfig;
 
@@ -31,6 +33,8 @@ pub(crate) struct SnapshotDir {
     /// Held while `current.meta.json` is replaced: a build (openraft runs it in its own task)
     /// and an install may record at the same time.
     recording: Mutex<()>,
+    /// What `state.db` holds on disk, for the log store's purges (`purge_gate.rs`).
+    on_disk: watch::Sender<OnDisk>,
 }
 
 impl SnapshotDir {
@@ -42,6 +46,7 @@ impl SnapshotDir {
             copies: AtomicU64::new(0),
             current_file: Mutex::new(()),
             recording: Mutex::new(()),
+            on_disk: watch::Sender::new(OnDisk::default()),
         };
         snapshots.remove_unfinished_copies();
         Ok(snapshots)
@@ -86,7 +91,34 @@ impl SnapshotDir {
             }
         }
         self.write_meta(meta)?;
-        self.sync(&self.dir)
+        self.sync(&self.dir)?;
+        self.note_durable(meta.last_log_id);
+        Ok(())
+    }
+
+    /// Raises the log id `state.db` is known to hold on disk to `id`, if it is later.
+    pub(crate) fn note_durable(&self, id: Option<LogId<NodeId>>) {
+        self.on_disk.send_if_modified(|on_disk| {
+            let later = id > on_disk.applied;
+            if later {
+                on_disk.applied = id;
+            }
+            later
+        });
+    }
+
+    /// Says whether a snapshot is being received and not yet installed.
+    pub(crate) fn set_receiving(&self, receiving: bool) {
+        self.on_disk.send_if_modified(|on_disk| {
+            let changed = on_disk.receiving_snapshot != receiving;
+            on_disk.receiving_snapshot = receiving;
+            changed
+        });
+    }
+
+    /// Follows what `state.db` holds on disk.
+    pub(crate) fn on_disk(&self) -> watch::Receiver<OnDisk> {
+        self.on_disk.subscribe()
     }
 
     pub(crate) fn write_incoming(&self, data: &[u8]) -> Result<PathBuf, Error> {

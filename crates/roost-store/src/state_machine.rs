@@ -89,6 +89,7 @@ impl StateMachineStore {
         // A data dir from before the memory search index (or with an older one) gets it here.
         db::blocking(|| crate::search::ensure(&writer))?;
         let (state, last_applied, membership) = load(&readers).await?;
+        snapshots.note_durable(last_applied);
         let writer = StateWriter::spawn(writer)?;
         let state = Arc::new(RwLock::new(state));
         let (applied_tx, applied_rx) = watch::channel(last_applied.map(|l| l.index).unwrap_or(0));
@@ -114,6 +115,11 @@ impl StateMachineStore {
             },
             reader,
         ))
+    }
+
+    /// Follows what `state.db` holds on disk, for the log store's purges (`purge_gate.rs`).
+    pub(crate) fn on_disk(&self) -> watch::Receiver<crate::purge_gate::OnDisk> {
+        self.snapshots.on_disk()
     }
 
     /// Applies `entries` and writes their rows. A panic in it (the rules, the rows, the write)
@@ -209,13 +215,15 @@ impl StateMachineStore {
                 ),
             });
         }
-        // state.db holds the snapshot now: record it before anything else can fail, so a
-        // restart never sees an applied id past the recorded snapshot with a purged log.
+        // The copy first: were state.db's commit lost with the machine's power, opening restores
+        // state.db from it. Then the record, which lets the log store write the purge openraft
+        // asked for with this install (`purge_gate.rs`).
+        self.snapshots.promote_incoming()?;
         self.snapshots.record(meta)?;
+        self.snapshots.set_receiving(false);
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = state;
         self.last_applied = last_applied;
         self.membership = membership;
-        self.snapshots.promote_incoming()?;
         if let Some(last) = last_applied {
             self.applied_tx.send_replace(last.index);
         }
@@ -477,6 +485,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     async fn begin_receiving_snapshot(
         &mut self,
     ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        // openraft 0.9 purges the log up to this snapshot before its install ends: from here
+        // such a purge waits for the install (`purge_gate.rs`).
+        self.snapshots.set_receiving(true);
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
