@@ -37,8 +37,8 @@ const LOG_READERS: u32 = 4;
 pub struct LogStore {
     readers: SqlitePool,
     pub(crate) tail: LogTail,
-    /// The writer thread's queue, behind the gate that holds a purge `state.db` does not cover.
-    pub(crate) writer: PurgeGate,
+    /// The way to the writer thread's queue (`purge_gate.rs`).
+    pub(crate) gate: PurgeGate,
     stats: WriterStats,
     /// The last committed id handed to `save_committed`, which is written without waiting.
     committed: Arc<Mutex<Option<Option<LogId<NodeId>>>>>,
@@ -63,7 +63,7 @@ impl LogStore {
         let store = LogStore {
             readers,
             tail,
-            writer: PurgeGate::new(writer, on_disk),
+            gate: PurgeGate::new(writer, on_disk),
             stats,
             committed: Arc::default(),
             first_kept: Arc::default(),
@@ -89,7 +89,7 @@ impl LogStore {
         make: impl FnOnce(oneshot::Sender<Result<(), String>>) -> WriteOp,
     ) -> Result<(), Error> {
         let (done, wait) = oneshot::channel();
-        self.writer.send(make(done))?;
+        self.gate.send(make(done))?;
         written(wait).await
     }
 
@@ -125,7 +125,7 @@ impl LogStore {
             })
             .await
         } else {
-            self.writer
+            self.gate
                 .send(WriteOp::Meta {
                     key,
                     value,
@@ -290,7 +290,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
         self.tail.insert(&entries);
-        self.writer
+        self.gate
             .send(WriteOp::Append {
                 entries,
                 flushed: Box::new(move |result| {
@@ -311,8 +311,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         .map_err(log_err)
     }
 
-    /// Purges up to `log_id`, after the install of a snapshot being received (`purge_gate.rs`);
-    /// openraft reads no purged entry, so they are gone from memory at once.
+    /// Purges up to `log_id`. A purge past what `state.db` holds on disk, once snapshots arrive,
+    /// is an install's: it returns at once and reaches the file after the install
+    /// (`purge_gate.rs`). openraft reads no purged entry, so they are gone from memory at once.
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         let log_id_json =
             serde_json::to_string(&log_id).map_err(|e| log_err(Error::corrupt("log id", e)))?;
@@ -320,7 +321,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.set_purged(Some(log_id));
         let (done, wait) = oneshot::channel();
         let sent = self
-            .writer
+            .gate
             .send(WriteOp::Purge {
                 upto: log_id.index,
                 log_id_json,

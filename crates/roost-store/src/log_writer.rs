@@ -142,7 +142,6 @@ fn run(
                 None => break,
             }
         };
-        batches_since_purge += 1;
         let mut queued = first.entries();
         let mut batch = vec![first];
         while queued < MAX_BATCH_ENTRIES {
@@ -161,6 +160,7 @@ fn run(
             }
             continue;
         }
+        batches_since_purge += 1;
         // Queued before the batch: first, so the file keeps the order of effects.
         batch.splice(0..0, riding.drain(..));
         let result = write_batch(&mut conn, &batch);

@@ -1,12 +1,14 @@
-//! The way into the log writer: while a snapshot is received, a purge beyond what `state.db`
-//! holds on disk waits for it, and every write after that purge waits behind it.
+//! The way into the log writer: once the node receives snapshots, a purge beyond what
+//! `state.db` holds on disk waits until it does, and every write after that purge waits behind it.
 //!
 //! openraft 0.9 asks the log to purge up to an installed snapshot as soon as it hands the
 //! snapshot to the state machine, without waiting for the install. Written at once, that purge
 //! could reach the disk first; a node killed before the install finished then held a log purged
 //! past its state, and every later start failed (the fault suite's `minority_kill` found it).
 //! Every other purge openraft asks for is within `state.db` already: up to a snapshot built from
-//! it, or up to what it held at start.
+//! it, or up to what it held at start. openraft answers the install only once it is done and
+//! runs nothing after it before, so what waits behind a purge is at most what it queues between
+//! the install's record and the release below.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,13 +24,14 @@ type NodeId = u64;
 /// What `state.db` holds on disk, as the state machine last said.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct OnDisk {
-    /// The highest log id `state.db` is known to hold on disk: what it held when opened, then
-    /// each snapshot recorded.
+    /// The highest log id `state.db` (or the snapshot copy recorded with it) is known to hold
+    /// on disk: what it held when opened, then each snapshot recorded or installed.
     pub(crate) applied: Option<LogId<NodeId>>,
-    /// A snapshot is being received and not yet installed: a purge past `applied` is the
-    /// install's, and waits for it. Only a finished install clears it: a failed one stops the
-    /// Raft core, and the node with it.
-    pub(crate) receiving_snapshot: bool,
+    /// A snapshot has begun to arrive since the node started: from then on a purge past
+    /// `applied` is an install's, and waits for it. Never cleared: a new leader's snapshot may
+    /// begin to arrive before an older one is installed. Before the first, purges go straight
+    /// through, as openraft's storage suite expects of a log alone.
+    pub(crate) receives_snapshots: bool,
 }
 
 /// Whether a write went to the writer or waits behind a purge.
@@ -43,7 +46,7 @@ pub(crate) struct PurgeGate {
     writer: mpsc::UnboundedSender<WriteOp>,
     /// What `state.db` holds on disk (`SnapshotDir::on_disk`).
     on_disk: watch::Receiver<OnDisk>,
-    /// Writes in openraft's order, the first of them a purge `durable` does not cover yet.
+    /// Writes in openraft's order, the first of them a purge `on_disk` does not cover yet.
     held: Arc<Mutex<VecDeque<WriteOp>>>,
 }
 
@@ -82,13 +85,13 @@ impl PurgeGate {
         Ok(Sent::Held)
     }
 
-    /// A purge past what `state.db` holds on disk, while a snapshot is received.
+    /// A purge past what `state.db` holds on disk, once snapshots arrive.
     fn must_wait(&self, op: &WriteOp) -> bool {
         let Some(upto) = purge_bound(op) else {
             return false;
         };
         let on_disk = self.on_disk.borrow();
-        on_disk.receiving_snapshot && on_disk.applied.is_none_or(|d| d.index < upto)
+        on_disk.receives_snapshots && on_disk.applied.is_none_or(|d| d.index < upto)
     }
 
     /// Sends the held writes in order as `state.db` comes to hold each held purge.

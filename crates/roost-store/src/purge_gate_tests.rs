@@ -36,9 +36,9 @@ async fn leader_snapshot(
 }
 
 /// A node at entry 5 in the middle of installing a snapshot of entries 1..=20, in openraft's
-/// order: the install goes to the state machine, the purge to the log at once, and a newer
-/// leader's entry 21 may follow before the install ends. Returns the snapshot and the
-/// outcome of that append.
+/// order: the install goes to the state machine and the purge to the log at once. Entry 21
+/// stands for any log write queued before the install is recorded. Returns the snapshot and
+/// the outcome of that append.
 async fn mid_install(
     dir: &std::path::Path,
 ) -> (

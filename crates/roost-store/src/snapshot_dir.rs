@@ -107,12 +107,12 @@ impl SnapshotDir {
         });
     }
 
-    /// Says whether a snapshot is being received and not yet installed.
-    pub(crate) fn set_receiving(&self, receiving: bool) {
+    /// Notes that snapshots arrive: a purge past `state.db` is an install's from now on.
+    pub(crate) fn note_receiving(&self) {
         self.on_disk.send_if_modified(|on_disk| {
-            let changed = on_disk.receiving_snapshot != receiving;
-            on_disk.receiving_snapshot = receiving;
-            changed
+            let first = !on_disk.receives_snapshots;
+            on_disk.receives_snapshots = true;
+            first
         });
     }
 

@@ -89,6 +89,13 @@ impl StateMachineStore {
         // A data dir from before the memory search index (or with an older one) gets it here.
         db::blocking(|| crate::search::ensure(&writer))?;
         let (state, last_applied, membership) = load(&readers).await?;
+        // state.db is durable, so it is a snapshot as a build would record it. Recorded here
+        // when the record is behind: an install killed between its commit to state.db and its
+        // record left it so, and openraft's start purges a log shorter than state.db up to
+        // state.db's id, which it refuses past the snapshot it is told of.
+        if snapshots.recorded()?.and_then(|m| m.last_log_id) < last_applied {
+            snapshots.record(&meta_at(last_applied, membership.clone()))?;
+        }
         snapshots.note_durable(last_applied);
         let writer = StateWriter::spawn(writer)?;
         let state = Arc::new(RwLock::new(state));
@@ -220,7 +227,8 @@ impl StateMachineStore {
         // asked for with this install (`purge_gate.rs`).
         self.snapshots.promote_incoming()?;
         self.snapshots.record(meta)?;
-        self.snapshots.set_receiving(false);
+        // A record skipped as not newer still lets the install's purge through.
+        self.snapshots.note_durable(meta.last_log_id);
         *self.state.write().unwrap_or_else(|p| p.into_inner()) = state;
         self.last_applied = last_applied;
         self.membership = membership;
@@ -486,8 +494,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         &mut self,
     ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
         // openraft 0.9 purges the log up to this snapshot before its install ends: from here
-        // such a purge waits for the install (`purge_gate.rs`).
-        self.snapshots.set_receiving(true);
+        // such a purge waits for the install (`purge_gate.rs`). Roost's peers send snapshots in
+        // chunks (`Raft::install_snapshot`), which always begin here.
+        self.snapshots.note_receiving();
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 

@@ -343,6 +343,50 @@ async fn a_recorded_snapshot_survives_a_restart_and_unfinished_copies_are_remove
     assert_eq!(current_snapshot_index(&mut sm).await, Some(2));
 }
 
+/// What another node sends: a snapshot of the company entries 1..=5.
+async fn snapshot_of_five_companies(dir: &std::path::Path) -> openraft::Snapshot<TypeConfig> {
+    let (mut leader, _) = StateMachineStore::open(dir).await.expect("open");
+    let mut builder = leader.get_snapshot_builder().await;
+    for index in 1..=5 {
+        apply_and_snapshot(&mut leader, &mut builder, index).await;
+    }
+    leader
+        .get_current_snapshot()
+        .await
+        .expect("read")
+        .expect("a snapshot")
+}
+
+/// Regression (review of the purge gate, 2026-11-28): an install killed after its copy was
+/// committed to `state.db` and before its record restarted with `state.db` past the recorded
+/// snapshot; openraft's start then purged the log up to `state.db`'s id, past the snapshot it
+/// was told of, and refused to start. The record catches up with `state.db` on open.
+#[tokio::test]
+async fn a_node_killed_between_an_installs_copy_and_its_record_starts_with_both_at_the_install() {
+    let (leader_dir, dir) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let sent = snapshot_of_five_companies(leader_dir.path()).await;
+    {
+        let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("open");
+        let mut builder = sm.get_snapshot_builder().await;
+        apply_and_snapshot(&mut sm, &mut builder, 1).await;
+        // The install's copy, committed; killed before its record.
+        let incoming = sm
+            .snapshots
+            .write_incoming(&sent.snapshot.into_inner())
+            .expect("incoming");
+        sm.writer
+            .with_connection(|conn| super::copy_from_snapshot_file(conn, &incoming))
+            .expect("copy");
+    }
+    let (mut sm, _reader) = StateMachineStore::open(dir.path()).await.expect("reopen");
+    let (applied, _) = sm.applied_state().await.expect("applied state");
+    assert_eq!(applied.map(|l| l.index), Some(5));
+    assert_eq!(openraft_start_read(&mut sm).await, Some(5));
+}
+
 /// Regression: openraft reads the current snapshot when it starts, for its meta only, and that
 /// read copied `state.db` whenever the last copy was older than the last build: a follower
 /// restarted at 10^6 issues waited for a 1.6 GB copy (up after 18 s instead of 13). The start
@@ -372,18 +416,7 @@ async fn a_snapshot_sent_to_another_node_installs_there() {
         tempfile::tempdir().expect("tempdir"),
         tempfile::tempdir().expect("tempdir"),
     );
-    let (mut leader, _) = StateMachineStore::open(leader_dir.path())
-        .await
-        .expect("open");
-    let mut builder = leader.get_snapshot_builder().await;
-    for index in 1..=5 {
-        apply_and_snapshot(&mut leader, &mut builder, index).await;
-    }
-    let sent = leader
-        .get_current_snapshot()
-        .await
-        .expect("read")
-        .expect("a snapshot");
+    let sent = snapshot_of_five_companies(leader_dir.path()).await;
     let (mut follower, reader) = StateMachineStore::open(follower_dir.path())
         .await
         .expect("open");
