@@ -104,18 +104,25 @@ pub(crate) fn tighten_tree(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// Removes the group's and others' access to `path`, leaving the owner's as `mode` says.
+/// Removes the group's and others' access to `path`, leaving the owner's as `mode` says. A
+/// file gone since it was listed is skipped: SQLite removes a `-wal` and `-shm` file when its
+/// last connection closes, which a node restarted in the same process may not have waited for.
 #[cfg(unix)]
 fn tighten(path: &Path, mode: u32) -> Result<(), Error> {
     use std::os::unix::fs::PermissionsExt;
-    let current = std::fs::metadata(path)
-        .map_err(io_error(path))?
-        .permissions();
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    let current = match std::fs::metadata(path) {
+        Ok(metadata) => metadata.permissions(),
+        Err(e) if gone(&e) => return Ok(()),
+        Err(e) => return Err(io_error(path)(e)),
+    };
     if current.mode() & 0o777 != mode {
         tracing::info!(path = %path.display(), from = format!("{:o}", current.mode() & 0o777),
             to = format!("{mode:o}"), "made a data file private");
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .map_err(io_error(path))?;
+        match std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
+            Err(e) if !gone(&e) => return Err(io_error(path)(e)),
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -189,6 +196,18 @@ mod tests {
             "created parents too"
         );
         drop(log);
+    }
+
+    /// Regression (e2e `memory_is_the_agents_own_capped_and_kept_after_termination`, 2026-11-28):
+    /// a node restarted in the same process listed the old log's `raft-log.db-wal`, SQLite
+    /// removed it as the old writer closed, and the open failed with "No such file or
+    /// directory". A file gone between the listing and its tightening is skipped.
+    #[test]
+    fn a_data_file_gone_before_it_is_tightened_is_skipped() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let gone = base.path().join("raft-log.db-wal");
+        assert!(tighten(&gone, PRIVATE_FILE).is_ok());
+        assert!(tighten_tree(base.path()).is_ok());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
