@@ -48,8 +48,8 @@ pub struct LogStore {
 }
 
 impl LogStore {
-    /// Opens the log at `path`; while a snapshot is received, it is purged no further than
-    /// `on_disk` says the state machine's `state.db` holds (`purge_gate.rs`).
+    /// Opens the log at `path`; once snapshots arrive, a purge past what `on_disk` says the
+    /// state machine's `state.db` holds waits for it (`purge_gate.rs`).
     pub(crate) async fn open(path: &Path, on_disk: watch::Receiver<OnDisk>) -> Result<Self, Error> {
         let conn = db::blocking(|| -> Result<_, Error> {
             let conn = db::open_write_connection(path)?;
