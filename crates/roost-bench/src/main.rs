@@ -12,8 +12,9 @@
 //! - `workers`: a 3-node cluster of real `roost server` processes and many simulated workers;
 //!   the leader's CPU and memory per worker, and wake-to-assignment latency under that load.
 //! - `scale`: a 3-node cluster of real `roost server` processes whose issues grow step by step
-//!   (10^3 to 10^6); at each step creation rate, checkout throughput and latency on random
-//!   issues, leader and follower memory, database sizes, list latency, follower catch-up.
+//!   (10^3 to 10^6, all but the first 1000 created done); at each step creation rate,
+//!   checkout throughput and latency on random open issues, close latency, leader and
+//!   follower memory (per closed issue too), database sizes, list latency, follower catch-up.
 //! - `memory`: agent memory log entries (10^4 to 10^6) in a `state.db` written through the
 //!   store's own rows; search latency, bytes per entry on disk and in memory, and the time to
 //!   render the prompt's recent entries.

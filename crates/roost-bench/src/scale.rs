@@ -1,9 +1,11 @@
 //! Scaling with the number of issues: a 3-node cluster of real `roost server`
-//! processes whose population of issues grows step by step (10^3 to 10^6 by default). At each
-//! step: the creation rate, checkout+release throughput and checkout latency on random issues
-//! of the whole population, leader and follower memory, the leader's database sizes, the
-//! latency of a list read and of a node report, and the time a killed follower takes to
-//! restart and catch up.
+//! processes whose population of issues grows step by step (10^3 to 10^6 by default). The
+//! first `--open` issues are open (`todo`); the rest are created done, as a company's history
+//! grows: most of its issues are finished work, and a company may have at most 100,000 open.
+//! At each step: the creation rate, checkout+release throughput and checkout latency on random
+//! open issues, the latency of closing an issue, leader and follower memory (per closed issue
+//! too), the leader's database sizes, the latency of a list read, a metrics scrape and a node
+//! report, and the time a killed follower takes to restart and catch up.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -17,6 +19,7 @@ use tonic::transport::Channel;
 use crate::procs::{self, ProcessCluster};
 use crate::scale_load::{self, Cycles};
 use crate::stats::{ms, percentile, us};
+use roost_proto::v1::IssueStatus;
 
 #[derive(Args)]
 pub struct ScaleArgs {
@@ -27,6 +30,13 @@ pub struct ScaleArgs {
         default_value = "1000,10000,100000,1000000"
     )]
     issues: Vec<u64>,
+    /// Issues created open (`todo`), the first of the population; every later one is created
+    /// done. The checkout load works on these.
+    #[arg(long, default_value_t = 1000)]
+    open: u64,
+    /// Closes timed per step, one at a time (each of a fresh open issue)
+    #[arg(long, default_value_t = 50)]
+    close_samples: usize,
     /// Concurrent checkout/release clients (one agent with a key and a run each)
     #[arg(long, default_value_t = 64)]
     clients: usize,
@@ -215,34 +225,47 @@ async fn on_cluster(
         print_header();
     }
     let description: String = "x".repeat(args.description_bytes);
-    let (mut population, mut max_number) = (0u64, 0u64);
-    let mut rows = Vec::new();
+    let mut population = 0u64;
+    let mut rows: Vec<Value> = Vec::new();
     for (step, &target) in targets.iter().enumerate() {
         let label = format!("{target} issues");
-        let growth = scale_load::grow(
-            &setup.channels,
-            &cluster.admin_token,
-            &setup.company_id,
-            target.saturating_sub(population),
-            args.create_clients,
-            &description,
-            Duration::from_secs(args.progress_sec.max(1)),
-            &label,
-            population,
-        )
-        .await
-        .with_context(|| format!("growing to {target} issues"))?;
+        // Open issues first, so they hold the numbers 1..=open the checkout load picks from.
+        let open = args.open.min(target).saturating_sub(population);
+        let parts = [
+            (IssueStatus::Todo, open),
+            (IssueStatus::Done, target.saturating_sub(population + open)),
+        ];
+        let mut growth = scale_load::Growth::default();
+        for (status, count) in parts.into_iter().filter(|(_, n)| *n > 0) {
+            let part = scale_load::grow(
+                &setup.channels,
+                &cluster.admin_token,
+                &setup.company_id,
+                count,
+                status,
+                args.create_clients,
+                &description,
+                Duration::from_secs(args.progress_sec.max(1)),
+                &label,
+                population + growth.created,
+            )
+            .await
+            .with_context(|| format!("growing to {target} issues"))?;
+            growth.add(&part);
+        }
         population += growth.created;
-        max_number = max_number.max(growth.max_number);
         eprintln!(
             "[{label}] created {} in {:.1} s ({:.0}/s); population {population}",
             growth.created,
             growth.elapsed.as_secs_f64(),
             growth.created as f64 / growth.elapsed.as_secs_f64().max(1e-9)
         );
-        let row = measure_step(args, cluster, &setup, step, population, max_number, &growth)
+        let mut row = measure_step(args, cluster, &setup, step, population, &growth)
             .await
             .with_context(|| format!("measuring at {target} issues"))?;
+        row["leaderKiBPerClosedIssue"] = rows.last().map_or(Value::Null, |prev| {
+            per_closed_issue_kib(prev, &row).map_or(Value::Null, |k| json!(k))
+        });
         if args.json {
             println!("{row}");
         } else {
@@ -253,29 +276,47 @@ async fn on_cluster(
     Ok(rows)
 }
 
+/// Latencies of `GET /api/companies/{id}/issues?limit=…` plus `query`, which must list
+/// `expected` issues if given; and how many the last one listed.
 async fn list_latencies(
     args: &ScaleArgs,
     setup: &Setup,
-    population: u64,
-) -> anyhow::Result<Vec<u64>> {
+    query: &str,
+    expected: Option<usize>,
+) -> anyhow::Result<(Vec<u64>, usize)> {
     let path = format!(
-        "/api/companies/{}/issues?limit={}",
+        "/api/companies/{}/issues?limit={}{query}",
         setup.company_id, args.list_limit
     );
-    let expected = population.min(args.list_limit.max(1) as u64) as usize;
-    let mut samples = Vec::new();
+    let (mut samples, mut listed_n) = (Vec::new(), 0);
     for _ in 0..args.list_samples.max(1) {
         let start = Instant::now();
         let listed = setup.admin.get(&path).await?.ok()?;
         samples.push(us(start.elapsed()));
-        let n = listed.as_array().map(|a| a.len()).unwrap_or(0);
-        anyhow::ensure!(
-            n == expected,
-            "the list returned {n} issues, not {expected}"
-        );
+        listed_n = listed.as_array().map(|a| a.len()).unwrap_or(0);
+        if let Some(expected) = expected {
+            anyhow::ensure!(
+                listed_n == expected,
+                "the list returned {listed_n} issues, not {expected}"
+            );
+        }
     }
     samples.sort_unstable();
-    Ok(samples)
+    Ok((samples, listed_n))
+}
+
+/// Latencies of a metrics scrape of the leader (`GET /metrics`), one at a time: what it
+/// counts is read under the state's read lock, which apply waits behind.
+async fn scrape_latencies(setup: &Setup, samples: usize) -> anyhow::Result<Vec<u64>> {
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let start = Instant::now();
+        let reply = setup.admin.get("/metrics").await?;
+        out.push(us(start.elapsed()));
+        anyhow::ensure!(reply.status.is_success(), "GET /metrics: {}", reply.status);
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -285,10 +326,10 @@ async fn measure_step(
     setup: &Setup,
     step: usize,
     population: u64,
-    max_number: u64,
     growth: &scale_load::Growth,
 ) -> anyhow::Result<Value> {
     let label = format!("{population} issues");
+    let open = population.min(args.open);
     let leader = setup.leader;
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Memory before the reads and the load, whose transient allocations glibc may keep.
@@ -303,7 +344,13 @@ async fn measure_step(
         "[{label}] {} list reads (limit {})...",
         args.list_samples, args.list_limit
     );
-    let list = list_latencies(args, setup, population).await?;
+    let expected = population.min(args.list_limit.max(1) as u64) as usize;
+    let (list, _) = list_latencies(args, setup, "", Some(expected)).await?;
+    // Open work few issues are in while the cluster is quiet (none, unless a release of the
+    // last load failed), so nearly every candidate is walked.
+    let (open_list, in_progress) =
+        list_latencies(args, setup, "&status=in_progress,in_review", None).await?;
+    let scrapes = scrape_latencies(setup, args.list_samples.max(1)).await?;
 
     eprintln!(
         "[{label}] making {} agents with a key and a run each...",
@@ -317,14 +364,14 @@ async fn measure_step(
     )
     .await?;
     eprintln!(
-        "[{label}] checkout+release on random issues, {} clients, {} s (+{} s warm-up)...",
+        "[{label}] checkout+release on random open issues ({open}), {} clients, {} s (+{} s warm-up)...",
         args.clients, args.seconds, args.warmup
     );
     let load = scale_load::cycles(
         &setup.channels,
         &agents,
         PREFIX,
-        max_number,
+        open,
         Duration::from_secs(args.warmup),
         Duration::from_secs(args.seconds.max(1)),
         None,
@@ -337,6 +384,15 @@ async fn measure_step(
             load.first_error.as_deref().unwrap_or("")
         );
     }
+    eprintln!("[{label}] {} closes, one at a time...", args.close_samples);
+    let closes = scale_load::close_latencies(
+        &setup.channels[0],
+        &cluster.admin_token,
+        PREFIX,
+        open,
+        args.close_samples.max(1),
+    )
+    .await?;
     let rss_after_load = rss_kib(cluster, leader);
     let data = cluster.data_dir(leader);
     let (state_db, log_db, snapshots) = (
@@ -356,13 +412,15 @@ async fn measure_step(
     let restart = if args.no_restart {
         Value::Null
     } else {
-        follower_restart(args, cluster, setup, &agents, max_number, &label).await?
+        follower_restart(args, cluster, setup, &agents, open, &label).await?
     };
 
     let secs = load.elapsed.as_secs_f64().max(1e-9);
     let l = &load.latencies_us;
     Ok(json!({
         "issues": population,
+        "openIssues": open,
+        "closedIssues": population - open,
         "created": growth.created,
         "createSec": growth.elapsed.as_secs_f64(),
         "createPerSec": growth.created as f64 / growth.elapsed.as_secs_f64().max(1e-9),
@@ -377,6 +435,8 @@ async fn measure_step(
         "p90Ms": ms(percentile(l, 90.0)),
         "p99Ms": ms(percentile(l, 99.0)),
         "maxMs": ms(l.last().copied().unwrap_or(0)),
+        "closeP50Ms": ms(percentile(&closes, 50.0)),
+        "closeP99Ms": ms(percentile(&closes, 99.0)),
         "leaderRssMiB": mib(leader_rss),
         "leaderRssAfterLoadMiB": mib(rss_after_load),
         "leaderPeakRssMiB": mib(leader_peak),
@@ -388,6 +448,10 @@ async fn measure_step(
         "listLimit": args.list_limit,
         "listP50Ms": ms(percentile(&list, 50.0)),
         "listMaxMs": ms(list.last().copied().unwrap_or(0)),
+        "openListP50Ms": ms(percentile(&open_list, 50.0)),
+        "openListed": in_progress,
+        "scrapeP50Ms": ms(percentile(&scrapes, 50.0)),
+        "scrapeMaxMs": ms(scrapes.last().copied().unwrap_or(0)),
         "nodeReportMs": report_took.as_secs_f64() * 1000.0,
         "lastLogIndex": report["lastLogIndex"],
         "snapshotIndex": report["snapshotIndex"],
@@ -403,7 +467,7 @@ async fn follower_restart(
     cluster: &mut ProcessCluster,
     setup: &Setup,
     agents: &[scale_load::Agent],
-    max_number: u64,
+    open: u64,
     label: &str,
 ) -> anyhow::Result<Value> {
     let Some(&follower) = setup.followers.first() else {
@@ -426,7 +490,7 @@ async fn follower_restart(
             &setup.channels,
             few,
             PREFIX,
-            max_number,
+            open,
             Duration::ZERO,
             Duration::ZERO,
             Some(args.catchup_cycles),
@@ -496,16 +560,31 @@ async fn follower_restart(
     }))
 }
 
+/// The leader's memory per issue closed since the previous step: RSS before each step's reads
+/// and load, so the difference is the issues created between them (and one step's agents).
+fn per_closed_issue_kib(prev: &Value, row: &Value) -> Option<f64> {
+    let closed = row["closedIssues"].as_u64()? as f64 - prev["closedIssues"].as_u64()? as f64;
+    let grown = (f(row, "leaderRssMiB") - f(prev, "leaderRssMiB")) * 1024.0;
+    (closed > 0.0).then(|| grown / closed)
+}
+
 fn print_header() {
     println!(
-        "{:>8} {:>8} {:>9} {:>6} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>13} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7}",
+        "{:>8} {:>8} {:>9} {:>6} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8} {:>7} {:>7} {:>13} {:>8} {:>8} {:>8} {:>9} {:>8} {:>7} {:>7}",
         "issues", "create/s", "checkout/s", "409/s", "p50 ms", "p90 ms", "p99 ms", "max ms",
-        "ldr MiB", "KiB/iss", "fol MiB", "state MB", "log MB", "list ms", "node ms", "up s", "sync s"
+        "close ms", "ldr MiB", "KiB/iss", "KiB/cls", "fol MiB", "state MB", "log MB", "list ms", "scrape ms", "node ms", "up s", "sync s"
     );
 }
 
 fn f(v: &Value, k: &str) -> f64 {
     v[k].as_f64().unwrap_or(0.0)
+}
+
+/// KiB per closed issue, or `-` where no step before measured it.
+fn per_closed(r: &Value) -> String {
+    r["leaderKiBPerClosedIssue"]
+        .as_f64()
+        .map_or("-".into(), |k| format!("{k:.2}"))
 }
 
 fn followers_mib(r: &Value) -> String {
@@ -523,7 +602,7 @@ fn followers_mib(r: &Value) -> String {
 fn print_row(r: &Value) {
     let restart = &r["restart"];
     println!(
-        "{:>8} {:>8.0} {:>9.0} {:>6.1} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.1} {:>7.2} {:>13} {:>8.1} {:>8.1} {:>8.2} {:>8.1} {:>7.2} {:>7.2}",
+        "{:>8} {:>8.0} {:>9.0} {:>6.1} {:>7.2} {:>7.2} {:>7.2} {:>7.2} {:>8.2} {:>8.1} {:>7.2} {:>7} {:>13} {:>8.1} {:>8.1} {:>8.2} {:>9.2} {:>8.1} {:>7.2} {:>7.2}",
         r["issues"].as_u64().unwrap_or(0),
         f(r, "createPerSec"),
         f(r, "checkoutsPerSec"),
@@ -532,12 +611,15 @@ fn print_row(r: &Value) {
         f(r, "p90Ms"),
         f(r, "p99Ms"),
         f(r, "maxMs"),
+        f(r, "closeP50Ms"),
         f(r, "leaderRssMiB"),
         f(r, "leaderKiBPerIssue"),
+        per_closed(r),
         followers_mib(r),
         f(r, "stateDbMiB"),
         f(r, "raftLogDbMiB"),
         f(r, "listP50Ms"),
+        f(r, "scrapeP50Ms"),
         f(r, "nodeReportMs"),
         f(restart, "upSec"),
         f(restart, "caughtUpSec"),
@@ -545,13 +627,14 @@ fn print_row(r: &Value) {
 }
 
 fn print_markdown(rows: &[Value]) {
-    println!("\n| issues | create/s | checkouts/s | 409/s | p50 / p90 / p99 / max ms | leader RSS (peak) MiB | KiB/issue | follower RSS MiB | state.db MiB | raft-log.db MiB | list p50 ms | node report ms: first / after the cycles | restart: up / caught up s |");
-    println!("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("\n| issues (open) | create/s | checkouts/s | 409/s | p50 / p90 / p99 / max ms | close p50 / p99 ms | leader RSS (peak) MiB | KiB/issue | KiB/closed issue | follower RSS MiB | state.db MiB | raft-log.db MiB | list p50 ms: all / in progress | metrics scrape p50 / max ms | node report ms: first / after the cycles | restart: up / caught up s |");
+    println!("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for r in rows {
         let restart = &r["restart"];
         println!(
-            "| {} | {:.0} | {:.0} | {:.1} | {:.1} / {:.1} / {:.1} / {:.1} | {:.1} ({:.1}) | {:.2} | {} | {:.1} | {:.1} | {:.2} | {:.1} / {:.1} | {:.2} / {:.2} |",
+            "| {} ({}) | {:.0} | {:.0} | {:.1} | {:.1} / {:.1} / {:.1} / {:.1} | {:.2} / {:.2} | {:.1} ({:.1}) | {:.2} | {} | {} | {:.1} | {:.1} | {:.2} / {:.2} | {:.2} / {:.2} | {:.1} / {:.1} | {:.2} / {:.2} |",
             r["issues"].as_u64().unwrap_or(0),
+            r["openIssues"].as_u64().unwrap_or(0),
             f(r, "createPerSec"),
             f(r, "checkoutsPerSec"),
             f(r, "conflictsPerSec"),
@@ -559,13 +642,19 @@ fn print_markdown(rows: &[Value]) {
             f(r, "p90Ms"),
             f(r, "p99Ms"),
             f(r, "maxMs"),
+            f(r, "closeP50Ms"),
+            f(r, "closeP99Ms"),
             f(r, "leaderRssMiB"),
             f(r, "leaderPeakRssMiB"),
             f(r, "leaderKiBPerIssue"),
+            per_closed(r),
             followers_mib(r),
             f(r, "stateDbMiB"),
             f(r, "raftLogDbMiB"),
             f(r, "listP50Ms"),
+            f(r, "openListP50Ms"),
+            f(r, "scrapeP50Ms"),
+            f(r, "scrapeMaxMs"),
             f(r, "nodeReportMs"),
             f(restart, "nodeReportAfterCyclesMs"),
             f(restart, "upSec"),

@@ -1,6 +1,6 @@
 //! The load of `roost-bench scale`: growing the population of issues with many concurrent
-//! gRPC `CreateIssue` calls (progress on stderr), and checkout/release cycles by agents on
-//! random issues of the whole population (a 409, `ABORTED` on gRPC, is counted apart).
+//! gRPC `CreateIssue` calls (progress on stderr), checkout/release cycles by agents on random
+//! open issues (a 409, `ABORTED` on gRPC, is counted apart), and the latency of closing one.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use roost_proto::v1::control_client::ControlClient;
-use roost_proto::v1::{CheckoutRequest, CreateIssueRequest, IssueStatus, ReleaseRequest};
+use roost_proto::v1::{
+    CheckoutRequest, CreateIssueRequest, IssueStatus, ReleaseRequest, UpdateIssueRequest,
+};
 use roost_testkit::Http;
 use serde_json::json;
 use tonic::transport::{Channel, Endpoint};
@@ -72,13 +74,21 @@ fn human_secs(s: f64) -> String {
 }
 
 /// What a growth step did.
+#[derive(Default)]
 pub struct Growth {
     pub created: u64,
     pub elapsed: Duration,
     /// Calls that failed and were retried.
     pub retries: u64,
-    /// The highest issue number the server handed out (issues 1..=this exist).
-    pub max_number: u64,
+}
+
+impl Growth {
+    /// Adds a later part of the same step.
+    pub fn add(&mut self, part: &Growth) {
+        self.created += part.created;
+        self.elapsed += part.elapsed;
+        self.retries += part.retries;
+    }
 }
 
 struct Grow {
@@ -86,12 +96,11 @@ struct Grow {
     left: AtomicU64,
     created: AtomicU64,
     retries: AtomicU64,
-    max_number: AtomicU64,
     failed: AtomicBool,
     first_error: Mutex<Option<String>>,
 }
 
-/// Creates `count` issues (status `todo`) in the company with `clients` concurrent callers
+/// Creates `count` issues with `status` in the company with `clients` concurrent callers
 /// over `channels`, printing progress every `progress` to stderr. A failed call is retried
 /// (up to 20 times, with backoff) before the growth gives up.
 #[allow(clippy::too_many_arguments)]
@@ -100,6 +109,7 @@ pub async fn grow(
     admin_token: &str,
     company_id: &str,
     count: u64,
+    status: IssueStatus,
     clients: usize,
     description: &str,
     progress: Duration,
@@ -111,7 +121,6 @@ pub async fn grow(
         left: AtomicU64::new(count),
         created: AtomicU64::new(0),
         retries: AtomicU64::new(0),
-        max_number: AtomicU64::new(population_before),
         failed: AtomicBool::new(false),
         first_error: Mutex::new(None),
     });
@@ -138,7 +147,7 @@ pub async fn grow(
                         company_id: company.clone(),
                         title: format!("Scale issue from client {i}"),
                         description: (!description.is_empty()).then(|| description.clone()),
-                        status: Some(IssueStatus::Todo as i32),
+                        status: Some(status as i32),
                         ..Default::default()
                     };
                     let call = match request(&token, None, message) {
@@ -146,9 +155,7 @@ pub async fn grow(
                         Err(e) => Err(e.to_string()),
                     };
                     match call {
-                        Ok(reply) => {
-                            let number = reply.into_inner().issue_number;
-                            state.max_number.fetch_max(number, Ordering::Relaxed);
+                        Ok(_) => {
                             state.created.fetch_add(1, Ordering::Relaxed);
                             break;
                         }
@@ -204,8 +211,40 @@ pub async fn grow(
         created: state.created.load(Ordering::Relaxed),
         elapsed: start.elapsed(),
         retries: state.retries.load(Ordering::Relaxed),
-        max_number: state.max_number.load(Ordering::Relaxed),
     })
+}
+
+/// Latencies of closing an issue (`UpdateIssue` to `done`), `samples` times one at a time, on
+/// the open issues `PREFIX-1`, `PREFIX-2`, ... (at most `open` of them), each reopened (`todo`,
+/// not timed) before the next, so the population and its numbering stay as they were. A close
+/// looks for the closed issue's parent's other children and for the issues it blocked.
+pub async fn close_latencies(
+    channel: &Channel,
+    admin_token: &str,
+    prefix: &str,
+    open: u64,
+    samples: usize,
+) -> anyhow::Result<Vec<u64>> {
+    let mut grpc = ControlClient::new(channel.clone());
+    let mut out = Vec::with_capacity(samples);
+    for n in 0..samples as u64 {
+        let issue_id = format!("{prefix}-{}", n % open.max(1) + 1);
+        let to = |status: IssueStatus| UpdateIssueRequest {
+            issue_id: issue_id.clone(),
+            status: Some(status as i32),
+            ..Default::default()
+        };
+        let began = Instant::now();
+        grpc.update_issue(request(admin_token, None, to(IssueStatus::Done))?)
+            .await
+            .with_context(|| format!("close {issue_id}"))?;
+        out.push(us(began.elapsed()));
+        grpc.update_issue(request(admin_token, None, to(IssueStatus::Todo))?)
+            .await
+            .with_context(|| format!("reopen {issue_id}"))?;
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 /// An agent with a key and a live run, as the checkout and etcd benches make them.

@@ -13,6 +13,7 @@ pub mod entity;
 pub mod error;
 pub mod home;
 pub mod idempotency;
+mod issue_index;
 pub mod limits;
 pub mod loop_breaker;
 pub mod memory;
@@ -23,6 +24,7 @@ pub(crate) mod rules;
 pub mod skill;
 pub mod state;
 mod state_hash;
+pub mod tally;
 pub mod time;
 pub mod views;
 

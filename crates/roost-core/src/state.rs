@@ -171,6 +171,14 @@ pub struct State {
     pub(crate) issues_by_assignee: BTreeMap<(String, u64), String>,
     /// Issue ids by (parent issue, issue number): an issue's children.
     pub(crate) issues_by_parent: BTreeMap<(String, u64), String>,
+    /// The open issues (neither done nor cancelled) by (company, issue number) and by
+    /// (assignee, issue number): lists of open work and an agent's inbox read these, so their
+    /// cost follows the open issues, not every issue the company ever closed.
+    pub(crate) open_by_number: BTreeMap<(String, u64), String>,
+    pub(crate) open_by_assignee: BTreeMap<(String, u64), String>,
+    /// (blocker, blocked issue) for every `blockedByIssueIds` entry: closing an issue finds
+    /// the issues it blocked without scanning every issue.
+    pub(crate) issues_blocked_by: BTreeSet<(String, String)>,
     pub(crate) checkouts_by_run: BTreeMap<String, BTreeSet<String>>,
     pub(crate) company_by_prefix: BTreeMap<String, String>,
     /// The one pending (queued or deferred) wake per (agent, issue).
@@ -188,6 +196,11 @@ pub struct State {
     pub(crate) spend: BTreeMap<(String, i64), u64>,
     /// Issues neither done nor cancelled, per company (the open-issue quota).
     pub(crate) open_issues: BTreeMap<String, usize>,
+    /// Issues and runs by status, wakes by status and by reason: what a metrics scrape reads.
+    pub(crate) issue_statuses: crate::tally::Tally,
+    pub(crate) run_statuses: crate::tally::Tally,
+    pub(crate) wake_statuses: crate::tally::Tally,
+    pub(crate) wake_reasons: crate::tally::Tally,
     /// Ids of the issues in status `blocked`: the escalation timer reads only these
     /// (`rules/org.rs`).
     pub(crate) blocked_issues: BTreeSet<String>,
@@ -245,30 +258,6 @@ fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::Home(HomeChange::ChunkDropped(key)) => (Table::HomeChunk, key.as_str()),
         Change::Activity(_) => return None,
     })
-}
-
-/// Removes `old`'s entries from the indexes that follow an issue's assignee, parent and
-/// checkout (a field borrow each, so the caller may hold `old` from `State::issues`).
-fn unlink_issue(
-    by_assignee: &mut BTreeMap<(String, u64), String>,
-    by_parent: &mut BTreeMap<(String, u64), String>,
-    checkouts_by_run: &mut BTreeMap<String, BTreeSet<String>>,
-    old: &Issue,
-) {
-    if let Some(agent) = &old.assignee_agent_id {
-        by_assignee.remove(&(agent.clone(), old.issue_number));
-    }
-    if let Some(parent) = &old.parent_id {
-        by_parent.remove(&(parent.clone(), old.issue_number));
-    }
-    if let Some(c) = &old.checkout {
-        if let Some(set) = checkouts_by_run.get_mut(&c.run_id) {
-            set.remove(&old.id);
-            if set.is_empty() {
-                checkouts_by_run.remove(&c.run_id);
-            }
-        }
-    }
 }
 
 /// The spend index entries a cost event adds to.
@@ -594,67 +583,7 @@ impl State {
             Change::Agent(a) => {
                 self.agents.insert(a.id.clone(), a);
             }
-            Change::Issue(i) => {
-                // Most writes (checkout, release, status) keep the issue's identity: its
-                // identifier and number indexes are then already right, and re-inserting them
-                // would allocate four keys per write.
-                let mut same_identity = false;
-                let was_open = self
-                    .issues
-                    .get(&i.id)
-                    .is_some_and(|old| !old.status.is_terminal());
-                let is_open = !i.status.is_terminal();
-                if was_open != is_open {
-                    let open = self.open_issues.entry(i.company_id.clone()).or_default();
-                    *open = if was_open {
-                        open.saturating_sub(1)
-                    } else {
-                        open.saturating_add(1)
-                    };
-                }
-                if let Some(old) = self.issues.get(&i.id) {
-                    same_identity = old.identifier == i.identifier
-                        && old.company_id == i.company_id
-                        && old.issue_number == i.issue_number;
-                    unlink_issue(
-                        &mut self.issues_by_assignee,
-                        &mut self.issues_by_parent,
-                        &mut self.checkouts_by_run,
-                        old,
-                    );
-                }
-                if let Some(c) = &i.checkout {
-                    self.checkouts_by_run
-                        .entry(c.run_id.clone())
-                        .or_default()
-                        .insert(i.id.clone());
-                }
-                if !same_identity {
-                    self.issue_by_identifier
-                        .insert(i.identifier.clone(), i.id.clone());
-                    self.issues_by_number
-                        .insert((i.company_id.clone(), i.issue_number), i.id.clone());
-                }
-                if let Some(agent) = &i.assignee_agent_id {
-                    self.issues_by_assignee
-                        .insert((agent.clone(), i.issue_number), i.id.clone());
-                }
-                if let Some(parent) = &i.parent_id {
-                    self.issues_by_parent
-                        .insert((parent.clone(), i.issue_number), i.id.clone());
-                }
-                if i.status == IssueStatus::Blocked {
-                    self.blocked_issues.insert(i.id.clone());
-                } else {
-                    self.blocked_issues.remove(&i.id);
-                }
-                match self.issues.get_mut(&i.id) {
-                    Some(slot) => *slot = i,
-                    None => {
-                        self.issues.insert(i.id.clone(), i);
-                    }
-                }
-            }
+            Change::Issue(i) => self.put_issue(i),
             Change::IssueDeleted(id) => self.delete_issue(&id),
             Change::Run(r) => {
                 if !self.runs.contains_key(&r.id) {
@@ -673,6 +602,10 @@ impl State {
                 } else {
                     self.live_runs.remove(&r.id);
                 }
+                self.run_statuses.moved(
+                    self.runs.get(&r.id).map(|o| o.status.as_str()),
+                    Some(r.status.as_str()),
+                );
                 self.runs.insert(r.id.clone(), r);
             }
             Change::Wake(w) => self.put_wake(w),
@@ -747,6 +680,11 @@ impl State {
         if !self.wakes.contains_key(&w.id) {
             self.recent_wakes.insert(&w);
         }
+        let old = self.wakes.get(&w.id);
+        self.wake_statuses
+            .moved(old.map(|o| o.status.as_str()), Some(w.status.as_str()));
+        self.wake_reasons
+            .moved(old.map(|o| o.reason.as_str()), Some(w.reason.as_str()));
         if let Some(old) = self.wakes.get(&w.id) {
             let slot = (old.agent_id.clone(), old.issue_id.clone());
             if self.pending_wakes.get(&slot) == Some(&old.id) {
@@ -814,39 +752,6 @@ impl State {
     /// The run a run-scoped API key belongs to (live or not: the caller checks).
     pub fn run_by_token_hash(&self, hash: &str) -> Option<&Run> {
         self.run_by_token.get(hash).and_then(|id| self.runs.get(id))
-    }
-
-    /// Drops an issue, its comments' refs and every index entry naming it.
-    fn delete_issue(&mut self, id: &str) {
-        let Some(old) = self.issues.remove(id) else {
-            return;
-        };
-        self.blocked_issues.remove(id);
-        if !old.status.is_terminal() {
-            if let Some(open) = self.open_issues.get_mut(&old.company_id) {
-                *open = open.saturating_sub(1);
-            }
-        }
-        unlink_issue(
-            &mut self.issues_by_assignee,
-            &mut self.issues_by_parent,
-            &mut self.checkouts_by_run,
-            &old,
-        );
-        self.issue_by_identifier.remove(&old.identifier);
-        self.issues_by_number
-            .remove(&(old.company_id.clone(), old.issue_number));
-        self.comments_per_issue.remove(id);
-        let comments: Vec<String> = self
-            .comments
-            .iter()
-            .filter(|(_, c)| c.issue_id == id)
-            .map(|(cid, _)| cid.clone())
-            .collect();
-        for cid in comments {
-            self.comments.remove(&cid);
-            self.row_digests.touch(Table::Comment, &cid);
-        }
     }
 
     /// How many issues of `company_id` are neither done nor cancelled.
@@ -950,47 +855,19 @@ impl State {
             .and_then(|id| self.credentials.get(id))
     }
 
-    /// Looks an issue up by its id or by its `PREFIX-N` identifier.
-    pub fn issue_by_ref(&self, id_or_identifier: &str) -> Option<&Issue> {
-        self.issues.get(id_or_identifier).or_else(|| {
-            self.issue_by_identifier
-                .get(&id_or_identifier.to_ascii_uppercase())
-                .and_then(|id| self.issues.get(id))
-        })
+    /// Issues by status (`tally.rs`), counted as they change.
+    pub fn issue_status_counts(&self) -> &crate::tally::Tally {
+        &self.issue_statuses
     }
 
-    /// A company's issues in issue-number order, without scanning other issues.
-    pub fn issues_of_company<'a>(&'a self, company_id: &str) -> impl Iterator<Item = &'a Issue> {
-        self.issues_in(&self.issues_by_number, company_id)
+    /// Heartbeat runs by status.
+    pub fn run_status_counts(&self) -> &crate::tally::Tally {
+        &self.run_statuses
     }
 
-    /// The issues assigned to `agent_id`, in issue-number order.
-    pub fn issues_assigned_to<'a>(&'a self, agent_id: &str) -> impl Iterator<Item = &'a Issue> {
-        self.issues_in(&self.issues_by_assignee, agent_id)
-    }
-
-    /// The children of `issue_id`, in issue-number order.
-    pub fn children_of<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = &'a Issue> {
-        self.issues_in(&self.issues_by_parent, issue_id)
-    }
-
-    /// The issues one index lists under `owner`, in issue-number order.
-    fn issues_in<'a>(
-        &'a self,
-        index: &'a BTreeMap<(String, u64), String>,
-        owner: &str,
-    ) -> impl Iterator<Item = &'a Issue> {
-        let range = (owner.to_string(), 0)..=(owner.to_string(), u64::MAX);
-        index.range(range).filter_map(|(_, id)| self.issues.get(id))
-    }
-
-    /// Issues whose checkout is held by `run_id`.
-    pub fn issues_checked_out_by(&self, run_id: &str) -> impl Iterator<Item = &Issue> {
-        self.checkouts_by_run
-            .get(run_id)
-            .into_iter()
-            .flatten()
-            .filter_map(|id| self.issues.get(id))
+    /// Every wake recorded, by status and by reason.
+    pub fn wake_counts(&self) -> (&crate::tally::Tally, &crate::tally::Tally) {
+        (&self.wake_statuses, &self.wake_reasons)
     }
 
     pub fn company_by_prefix(&self, prefix: &str) -> Option<&Company> {

@@ -346,20 +346,17 @@ fn by_status<T: Copy + PartialEq>(
 }
 
 impl StateCounts {
-    /// One pass over issues, runs, agents and workers under the state's read lock: linear in
-    /// their number (a few milliseconds at a hundred thousand rows), once per scrape.
+    /// Under the state's read lock, once per scrape: issues, runs and wakes from the counts
+    /// apply keeps (`roost_core::tally`), which grow with history; agents, workers, live runs
+    /// and incidents by one pass each, which stay few.
     fn read(s: &RoostState) -> StateCounts {
         StateCounts {
-            issues: by_status(
-                IssueStatus::ALL,
-                IssueStatus::as_str,
-                s.issues.values().map(|i| i.status),
-            ),
-            runs: by_status(
-                RunStatus::ALL,
-                RunStatus::as_str,
-                s.runs.values().map(|r| r.status),
-            ),
+            issues: s
+                .issue_status_counts()
+                .of_each(IssueStatus::ALL, IssueStatus::as_str),
+            runs: s
+                .run_status_counts()
+                .of_each(RunStatus::ALL, RunStatus::as_str),
             agents: by_status(
                 AgentStatus::ALL,
                 AgentStatus::as_str,
@@ -371,16 +368,14 @@ impl StateCounts {
                 s.workers.values().map(|w| w.status),
             ),
             wakes_queued: s.queued_wakes().count() as u64,
-            wakes: by_status(
-                WakeStatus::ALL,
-                WakeStatus::as_str,
-                s.wakes.values().map(|w| w.status),
-            ),
-            wake_reasons: by_status(
-                WakeReason::ALL,
-                WakeReason::as_str,
-                s.wakes.values().map(|w| w.reason),
-            ),
+            wakes: s
+                .wake_counts()
+                .0
+                .of_each(WakeStatus::ALL, WakeStatus::as_str),
+            wake_reasons: s
+                .wake_counts()
+                .1
+                .of_each(WakeReason::ALL, WakeReason::as_str),
             reserved_cents: s
                 .live_runs()
                 .fold(0u64, |sum, r| sum.saturating_add(r.reserved_cents)),

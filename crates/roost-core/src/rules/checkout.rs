@@ -3,7 +3,9 @@
 
 use serde_json::json;
 
-use super::issue::{require_not_held_by_other, unresolved_blockers, visible_issue};
+use super::issue::{
+    require_not_held_by_other, require_open_slot, unresolved_blockers, visible_issue,
+};
 use super::Ctx;
 use crate::command::Outcome;
 use crate::entity::*;
@@ -100,6 +102,7 @@ pub(crate) fn checkout(
     next.assignee_agent_id = Some(agent_id.into());
     next.assignee_user_id = None;
     next.status = IssueStatus::InProgress;
+    require_open_slot(ctx, Some(issue), &next)?;
     next.set_checkout(Some(Checkout {
         agent_id: agent_id.into(),
         run_id: run_id.into(),

@@ -338,3 +338,72 @@ fn runs_quota_admits_every_agent_of_a_full_company_running_each_minute() {
     assert!(crate::rules::run::quota_blocker(&w.state, "c1", now).is_some());
     assert_eq!(crate::rules::run::quota_blocker(&w.state, "c2", now), None);
 }
+
+/// Regression (`roost-bench scale --issues 1000000` stopped at 100,000 issues): the open-issue
+/// quota refused issues created done or cancelled, which take no open slot.
+#[test]
+fn a_company_at_its_open_issue_quota_may_still_record_closed_issues() {
+    let mut w = World::new();
+    w.state
+        .open_issues
+        .insert("c1".into(), crate::limits::MAX_OPEN_ISSUES_PER_COMPANY);
+    let create = |id: &str, status| Command::CreateIssue {
+        id: id.into(),
+        company_id: "c1".into(),
+        fields: IssuePatch {
+            title: Some(format!("issue {id}")),
+            status: Some(status),
+            ..Default::default()
+        },
+    };
+    let err = w
+        .run(admin(), create("open", IssueStatus::Todo))
+        .unwrap_err();
+    assert_eq!(err.code(), "quota_exceeded", "{err}");
+    assert!(!w.state.issues.contains_key("open"));
+    w.ok(admin(), create("done", IssueStatus::Done));
+    w.ok(admin(), create("cancelled", IssueStatus::Cancelled));
+    assert_eq!(
+        w.state.open_issue_count("c1"),
+        crate::limits::MAX_OPEN_ISSUES_PER_COMPANY
+    );
+}
+
+/// Review of the fix above: with closed issues free to create, reopening them (an update, or a
+/// checkout that expects `done`) would pass the open-issue quota two commands an issue. A
+/// reopen needs a free slot like a creation; an issue that stays open needs none.
+#[test]
+fn reopening_an_issue_needs_a_free_slot_under_the_open_issue_quota() {
+    let mut w = World::new();
+    let patch = |status| IssuePatch {
+        status: Some(status),
+        ..Default::default()
+    };
+    w.issue("closed", "c1", patch(IssueStatus::Done));
+    w.issue("open", "c1", patch(IssueStatus::Todo));
+    w.start_run("r1", "a1");
+    w.state
+        .open_issues
+        .insert("c1".into(), crate::limits::MAX_OPEN_ISSUES_PER_COMPANY);
+    let before = w.fingerprint();
+    let err = w
+        .run(admin(), status_update("closed", IssueStatus::Todo))
+        .unwrap_err();
+    assert_eq!(err.code(), "quota_exceeded", "{err}");
+    let checkout = Command::Checkout {
+        issue_id: "closed".into(),
+        agent_id: "a1".into(),
+        expected_statuses: vec![IssueStatus::Done],
+    };
+    let err = w
+        .run(agent_actor("a1", "c1", Some("r1")), checkout)
+        .unwrap_err();
+    assert_eq!(err.code(), "quota_exceeded", "{err}");
+    assert_eq!(
+        w.fingerprint(),
+        before,
+        "a refused reopen changed the state"
+    );
+    // An open issue moving between open statuses takes no new slot.
+    w.ok(admin(), status_update("open", IssueStatus::Blocked));
+}

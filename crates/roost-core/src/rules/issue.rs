@@ -16,6 +16,25 @@ use crate::limits::{
     MAX_OPEN_ISSUES_PER_COMPANY, MAX_TITLE_CHARS as MAX_TITLE,
 };
 
+/// An issue that becomes open (created open, or reopened from done or cancelled) needs a free
+/// slot under the company's open-issue quota; one that stays open or stays closed does not.
+pub(crate) fn require_open_slot(
+    ctx: &Ctx<'_>,
+    before: Option<&Issue>,
+    after: &Issue,
+) -> Result<(), DomainError> {
+    let opens = !after.status.is_terminal() && before.is_none_or(|b| b.status.is_terminal());
+    let open = ctx.state.open_issue_count(&after.company_id);
+    if opens && open >= MAX_OPEN_ISSUES_PER_COMPANY {
+        return Err(DomainError::quota(
+            "open_issues",
+            MAX_OPEN_ISSUES_PER_COMPANY as u64,
+            format!("this company has {open} open issues, the most it may have; close or cancel some first"),
+        ));
+    }
+    Ok(())
+}
+
 /// Finds an issue the actor may see.
 pub(crate) fn visible_issue<'a>(ctx: &Ctx<'a>, issue_id: &str) -> Result<&'a Issue, DomainError> {
     let issue = ctx
@@ -68,14 +87,6 @@ pub(crate) fn create(
         .title
         .as_deref()
         .ok_or_else(|| DomainError::invalid("title", "is required"))?;
-    let open = ctx.state.open_issue_count(company_id);
-    if open >= MAX_OPEN_ISSUES_PER_COMPANY {
-        return Err(DomainError::quota(
-            "open_issues",
-            MAX_OPEN_ISSUES_PER_COMPANY as u64,
-            format!("this company has {open} open issues, the most it may have; close or cancel some first"),
-        ));
-    }
     let mut company = company.clone();
     company.issue_counter = company.issue_counter.checked_add(1).ok_or_else(|| {
         DomainError::invariant("issue_counter", "the company has no issue numbers left")
@@ -113,6 +124,8 @@ pub(crate) fn create(
         paperclip: BTreeMap::new(),
     };
     apply_patch(ctx, &mut issue, fields)?;
+    // An issue created done or cancelled (a record of finished work) takes no open slot.
+    require_open_slot(ctx, None, &issue)?;
     let note = ActivityNote {
         company_id: Some(company_id.into()),
         entity_type: "issue",
@@ -150,6 +163,7 @@ pub(crate) fn update(
     require_not_held_by_other(ctx, current)?;
     let mut issue = current.clone();
     apply_patch(ctx, &mut issue, patch)?;
+    require_open_slot(ctx, Some(current), &issue)?;
     issue.updated_at = ctx.now();
     let mut changes = vec![Change::Issue(issue.clone())];
     let comment = match comment {
@@ -530,20 +544,31 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
             run.id, issue.identifier
         )));
     }
-    let mut changes = vec![Change::IssueDeleted(issue.id.clone())];
-    for child in ctx.state.children_of(issue_id) {
-        let mut child = child.clone();
-        child.parent_id = None;
-        child.updated_at = ctx.now();
-        changes.push(Change::Issue(child));
+    // A child that also waited on the issue gets one row with both edits: two rows each
+    // cloned from the state would leave the second, with the parent still set, as the last.
+    let mut edited: Vec<Issue> = ctx
+        .state
+        .children_of(issue_id)
+        .map(|child| {
+            let mut child = child.clone();
+            child.parent_id = None;
+            child
+        })
+        .collect();
+    for other in ctx.state.issues_blocked_by(issue_id) {
+        let at = match edited.iter().position(|e| e.id == other.id) {
+            Some(at) => at,
+            None => {
+                edited.push(other.clone());
+                edited.len() - 1
+            }
+        };
+        edited[at].blocked_by_issue_ids.retain(|b| b != issue_id);
     }
-    for other in ctx.state.issues_of_company(&issue.company_id) {
-        if other.blocked_by_issue_ids.iter().any(|b| b == issue_id) {
-            let mut other = other.clone();
-            other.blocked_by_issue_ids.retain(|b| b != issue_id);
-            other.updated_at = ctx.now();
-            changes.push(Change::Issue(other));
-        }
+    let mut changes = vec![Change::IssueDeleted(issue.id.clone())];
+    for mut other in edited {
+        other.updated_at = ctx.now();
+        changes.push(Change::Issue(other));
     }
     let pending: Vec<&Wake> = ctx
         .state

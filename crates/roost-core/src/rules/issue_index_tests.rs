@@ -62,3 +62,145 @@ fn lists_by_company_and_by_assignee_follow_creation_order_and_reassignment() {
     );
     assert_eq!(ids(rebuilt.children_of("i1")), ["child"]);
 }
+
+/// Regression (closing an issue cost a scan of every issue, twice, on every node: at 10^6
+/// issues each close walked all of them to find the parent's other children and the issues
+/// waiting on it): the blocker index those walks now read follows every change of
+/// `blockedByIssueIds`, the blocked issue's deletion, and a rebuild from rows.
+#[test]
+fn the_blocker_index_follows_every_change_so_closing_an_issue_scans_no_other_issue() {
+    let mut w = World::new();
+    for id in ["b1", "b2"] {
+        w.issue(id, "c1", IssuePatch::default());
+    }
+    let blocked_by = |ids: &[&str]| IssuePatch {
+        blocked_by_issue_ids: Some(ids.iter().map(|s| s.to_string()).collect()),
+        ..Default::default()
+    };
+    w.issue("d1", "c1", blocked_by(&["b1"]));
+    w.issue("d2", "c1", blocked_by(&["b1", "b2"]));
+    assert_eq!(ids(w.state.issues_blocked_by("b1")), ["d1", "d2"]);
+    assert_eq!(ids(w.state.issues_blocked_by("b2")), ["d2"]);
+
+    // d1 now waits on b2 instead; d2 is deleted.
+    w.ok(
+        admin(),
+        Command::UpdateIssue {
+            issue_id: "d1".into(),
+            patch: blocked_by(&["b2"]),
+            comment: None,
+        },
+    );
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "d2".into(),
+        },
+    );
+    assert!(w.state.issues_blocked_by("b1").next().is_none());
+    assert_eq!(ids(w.state.issues_blocked_by("b2")), ["d1"]);
+
+    // Deleting a blocker frees who waited on it, and its index entries go.
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "b2".into(),
+        },
+    );
+    assert!(w.state.issues["d1"].blocked_by_issue_ids.is_empty());
+    assert!(w.state.issues_blocked_by("b2").next().is_none());
+
+    w.ok(
+        admin(),
+        Command::UpdateIssue {
+            issue_id: "d1".into(),
+            patch: blocked_by(&["b1"]),
+            comment: None,
+        },
+    );
+    let rows = crate::StateRows {
+        issues: w.state.issues.values().cloned().collect(),
+        ..Default::default()
+    };
+    let rebuilt = crate::State::from_rows(rows);
+    assert_eq!(ids(rebuilt.issues_blocked_by("b1")), ["d1"]);
+    assert_eq!(w.state.issues_blocked_by, rebuilt.issues_blocked_by);
+}
+
+/// Regression (a list of open work, an agent's inbox and the idle-heartbeat check walked every
+/// issue the company or the agent ever had, closed ones too: at 10^6 closed issues a
+/// `?status=in_progress` list walked all of them under the state's read lock): the open-issue
+/// indexes they read hold exactly the open issues through closing, reopening, reassignment and
+/// deletion, and a rebuild from rows.
+#[test]
+fn the_open_issue_indexes_hold_exactly_the_open_issues() {
+    let mut w = World::new();
+    for id in ["i1", "i2", "i3"] {
+        assigned_issue(&mut w, id, "a1");
+    }
+    w.ok(admin(), status_update("i1", IssueStatus::Done));
+    w.ok(
+        admin(),
+        Command::UpdateIssue {
+            issue_id: "i3".into(),
+            patch: IssuePatch {
+                assignee_agent_id: Some(Some("a2".into())),
+                ..Default::default()
+            },
+            comment: None,
+        },
+    );
+    assert_eq!(ids(w.state.open_issues_of_company("c1")), ["i2", "i3"]);
+    assert_eq!(ids(w.state.open_issues_assigned_to("a1")), ["i2"]);
+    assert_eq!(ids(w.state.open_issues_assigned_to("a2")), ["i3"]);
+    assert_eq!(ids(w.state.issues_assigned_to("a1")), ["i1", "i2"]);
+
+    // Reopened, cancelled, deleted.
+    w.ok(admin(), status_update("i1", IssueStatus::Todo));
+    w.ok(admin(), status_update("i2", IssueStatus::Cancelled));
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "i3".into(),
+        },
+    );
+    assert_eq!(ids(w.state.open_issues_of_company("c1")), ["i1"]);
+    assert_eq!(ids(w.state.open_issues_assigned_to("a1")), ["i1"]);
+    assert!(w.state.open_issues_assigned_to("a2").next().is_none());
+
+    let rows = crate::StateRows {
+        issues: w.state.issues.values().cloned().collect(),
+        ..Default::default()
+    };
+    let rebuilt = crate::State::from_rows(rows);
+    assert_eq!(rebuilt.open_by_number, w.state.open_by_number);
+    assert_eq!(rebuilt.open_by_assignee, w.state.open_by_assignee);
+}
+
+/// Regression (found in review): deleting an issue that was both the parent and a blocker of a
+/// child wrote the child twice, the second row cloned with the parent still set, so the child
+/// kept a parent that no longer existed.
+#[test]
+fn deleting_an_issue_that_is_parent_and_blocker_of_a_child_clears_both() {
+    let mut w = World::new();
+    w.issue("x", "c1", IssuePatch::default());
+    w.issue(
+        "child",
+        "c1",
+        IssuePatch {
+            parent_id: Some(Some("x".into())),
+            blocked_by_issue_ids: Some(vec!["x".into()]),
+            ..Default::default()
+        },
+    );
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "x".into(),
+        },
+    );
+    let child = &w.state.issues["child"];
+    assert_eq!(child.parent_id, None);
+    assert!(child.blocked_by_issue_ids.is_empty());
+    assert!(w.state.children_of("x").next().is_none());
+}

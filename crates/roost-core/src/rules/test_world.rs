@@ -280,3 +280,15 @@ pub(crate) fn assigned_issue(w: &mut World, id: &str, agent: &str) -> Issue {
         },
     )
 }
+
+/// The command that moves `issue` to `status` as it is (no comment).
+pub(crate) fn status_update(issue: &str, status: IssueStatus) -> Command {
+    Command::UpdateIssue {
+        issue_id: issue.into(),
+        patch: IssuePatch {
+            status: Some(status),
+            ..Default::default()
+        },
+        comment: None,
+    }
+}

@@ -91,10 +91,9 @@ impl Pending<'_> {
 
 /// Whether the agent has anything to act on: an assigned issue that is open for work.
 pub(crate) fn has_actionable_work(ctx: &Ctx<'_>, agent_id: &str) -> bool {
-    ctx.state.issues.values().any(|i| {
-        i.assignee_agent_id.as_deref() == Some(agent_id)
-            && matches!(i.status, IssueStatus::Todo | IssueStatus::InProgress)
-    })
+    ctx.state
+        .open_issues_assigned_to(agent_id)
+        .any(|i| matches!(i.status, IssueStatus::Todo | IssueStatus::InProgress))
 }
 
 /// The live run (other than `agent_id`'s own) holding `issue_id`, if any.
@@ -336,12 +335,7 @@ pub(crate) fn wake_for_closed_issue(
         .as_deref()
         .and_then(|p| ctx.state.issues.get(p))
     {
-        let children_closed = ctx
-            .state
-            .issues
-            .values()
-            .filter(|c| c.parent_id.as_deref() == Some(parent.id.as_str()))
-            .all(|c| closed(&c.id));
+        let children_closed = ctx.state.children_of(&parent.id).all(|c| closed(&c.id));
         if children_closed && !parent.status.is_terminal() {
             wake_for_issue_event(
                 ctx,
@@ -352,13 +346,7 @@ pub(crate) fn wake_for_closed_issue(
             )?;
         }
     }
-    let dependents: Vec<&Issue> = ctx
-        .state
-        .issues
-        .values()
-        .filter(|d| d.blocked_by_issue_ids.iter().any(|b| b == &issue.id))
-        .collect();
-    for dependent in dependents {
+    for dependent in ctx.state.issues_blocked_by(&issue.id) {
         if !dependent.status.is_terminal()
             && dependent.blocked_by_issue_ids.iter().all(|b| closed(b))
         {

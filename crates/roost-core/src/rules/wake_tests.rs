@@ -635,3 +635,66 @@ fn a_retry_adopts_its_agents_abandoned_in_progress_issue() {
         Some("r2")
     );
 }
+
+/// Regression (a metrics scrape walked every issue, run and wake under the state's read lock,
+/// twice over the wakes; apply's write lock waited behind it, longer as history grew): the
+/// counts apply keeps instead agree with a walk after assignments, runs, wakes, closes and a
+/// deletion, and a state rebuilt from its rows counts the same.
+#[test]
+fn the_counts_a_scrape_reads_agree_with_a_walk_of_every_row() {
+    let mut w = world();
+    assigned_issue(&mut w, "i1", "a1");
+    assigned_issue(&mut w, "i2", "a2");
+    let r = claim(&mut w, "a1", "r1").unwrap();
+    finish(&mut w, &r.id);
+    w.ok(admin(), status_update("i1", IssueStatus::Done));
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "i2".into(),
+        },
+    );
+    let walk = |state: &crate::State| {
+        let issues = crate::tally::Tally::default();
+        let (mut issues, mut runs, mut wakes, mut reasons) =
+            (issues.clone(), issues.clone(), issues.clone(), issues);
+        state
+            .issues
+            .values()
+            .for_each(|i| issues.moved(None, Some(i.status.as_str())));
+        state
+            .runs
+            .values()
+            .for_each(|r| runs.moved(None, Some(r.status.as_str())));
+        for wake in state.wakes.values() {
+            wakes.moved(None, Some(wake.status.as_str()));
+            reasons.moved(None, Some(wake.reason.as_str()));
+        }
+        (issues, runs, wakes, reasons)
+    };
+    let kept = |state: &crate::State| {
+        let (wakes, reasons) = state.wake_counts();
+        (
+            state.issue_status_counts().clone(),
+            state.run_status_counts().clone(),
+            wakes.clone(),
+            reasons.clone(),
+        )
+    };
+    let (issues, runs, wakes, _) = kept(&w.state);
+    assert_eq!((issues.get("done"), issues.get("todo")), (1, 0));
+    assert!(runs.get("succeeded") + runs.get("failed") >= 1, "{runs:?}");
+    assert!(
+        wakes.get("cancelled") + wakes.get("claimed") >= 1,
+        "{wakes:?}"
+    );
+    assert_eq!(kept(&w.state), walk(&w.state));
+    let rows = crate::StateRows {
+        issues: w.state.issues.values().cloned().collect(),
+        runs: w.state.runs.values().cloned().collect(),
+        wakes: w.state.wakes.values().cloned().collect(),
+        ..Default::default()
+    };
+    let rebuilt = crate::State::from_rows(rows);
+    assert_eq!(kept(&rebuilt), walk(&w.state));
+}

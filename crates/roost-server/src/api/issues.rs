@@ -81,14 +81,19 @@ impl Api {
     ) -> Result<Vec<Issue>, ApiError> {
         self.get_company(caller, company_id).await?;
         let limit = filter.limit.unwrap_or(500).clamp(1, 5000);
-        // Both indexes are in issue-number order: a page stops at `limit` matches and clones
-        // only those (the read lock holds off apply meanwhile).
+        // The indexes are in issue-number order: a page stops at `limit` matches and clones
+        // only those (the read lock holds off apply meanwhile). A filter on open statuses only
+        // walks the open issues, however many the company has closed.
+        let only_open =
+            !filter.statuses.is_empty() && filter.statuses.iter().all(|s| !s.is_terminal());
         Ok(self.reader().read(|s| {
             let candidates: Box<dyn Iterator<Item = &Issue>> =
-                match (&filter.assignee_agent_id, &filter.parent_id) {
-                    (Some(agent), _) => Box::new(s.issues_assigned_to(agent)),
-                    (None, Some(parent)) => Box::new(s.children_of(parent)),
-                    (None, None) => Box::new(s.issues_of_company(company_id)),
+                match (&filter.assignee_agent_id, &filter.parent_id, only_open) {
+                    (Some(agent), _, true) => Box::new(s.open_issues_assigned_to(agent)),
+                    (Some(agent), _, false) => Box::new(s.issues_assigned_to(agent)),
+                    (None, Some(parent), _) => Box::new(s.children_of(parent)),
+                    (None, None, true) => Box::new(s.open_issues_of_company(company_id)),
+                    (None, None, false) => Box::new(s.issues_of_company(company_id)),
                 };
             candidates
                 .filter(|i| i.company_id == company_id)
@@ -219,7 +224,7 @@ impl Api {
         ];
         Ok(self.reader().read(|s| {
             let mut issues: Vec<Issue> = s
-                .issues_assigned_to(&agent.id)
+                .open_issues_assigned_to(&agent.id)
                 .filter(|i| open.contains(&i.status))
                 .cloned()
                 .collect();

@@ -1,0 +1,258 @@
+//! The derived indexes over issues (by identifier, company, assignee, parent, blocker, open
+//! work, checkout holder): how an issue's write and its deletion keep them, and the reads that
+//! walk them, so that no rule or API read scans every issue.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::entity::{Issue, IssueStatus};
+use crate::state::State;
+use crate::state_hash::Table;
+
+/// An issue's key in the open index by company.
+fn by_number(x: &Issue) -> (&str, u64) {
+    (x.company_id.as_str(), x.issue_number)
+}
+
+/// An issue's key in the open index by assignee, if it has one.
+fn by_assignee(x: &Issue) -> Option<(&str, u64)> {
+    x.assignee_agent_id.as_deref().map(|a| (a, x.issue_number))
+}
+
+/// Removes `old`'s entries from the indexes that follow an issue's assignee, parent and
+/// checkout (a field borrow each, so the caller may hold `old` from `State::issues`).
+fn unlink_issue(
+    by_assignee: &mut BTreeMap<(String, u64), String>,
+    by_parent: &mut BTreeMap<(String, u64), String>,
+    checkouts_by_run: &mut BTreeMap<String, BTreeSet<String>>,
+    old: &Issue,
+) {
+    if let Some(agent) = &old.assignee_agent_id {
+        by_assignee.remove(&(agent.clone(), old.issue_number));
+    }
+    if let Some(parent) = &old.parent_id {
+        by_parent.remove(&(parent.clone(), old.issue_number));
+    }
+    if let Some(c) = &old.checkout {
+        if let Some(set) = checkouts_by_run.get_mut(&c.run_id) {
+            set.remove(&old.id);
+            if set.is_empty() {
+                checkouts_by_run.remove(&c.run_id);
+            }
+        }
+    }
+}
+
+impl State {
+    /// Writes an issue and moves its entries in every index.
+    pub(crate) fn put_issue(&mut self, i: Issue) {
+        // Most writes (checkout, release, status) keep the issue's identity: its
+        // identifier and number indexes are then already right, and re-inserting them
+        // would allocate four keys per write.
+        let mut same_identity = false;
+        let was_open = self
+            .issues
+            .get(&i.id)
+            .is_some_and(|old| !old.status.is_terminal());
+        let is_open = !i.status.is_terminal();
+        if was_open != is_open {
+            let open = self.open_issues.entry(i.company_id.clone()).or_default();
+            *open = if was_open {
+                open.saturating_sub(1)
+            } else {
+                open.saturating_add(1)
+            };
+        }
+        self.issue_statuses.moved(
+            self.issues.get(&i.id).map(|o| o.status.as_str()),
+            Some(i.status.as_str()),
+        );
+        let old_open = self.issues.get(&i.id).filter(|o| !o.status.is_terminal());
+        let new_open = (!i.status.is_terminal()).then_some(&i);
+        // Compared by reference: a checkout or release keeps both keys, and allocates none.
+        if old_open.map(by_number) != new_open.map(by_number) {
+            if let Some(o) = old_open {
+                self.open_by_number
+                    .remove(&(o.company_id.clone(), o.issue_number));
+            }
+            if let Some(n) = new_open {
+                self.open_by_number
+                    .insert((n.company_id.clone(), n.issue_number), n.id.clone());
+            }
+        }
+        let (old_key, new_key) = (
+            old_open.and_then(by_assignee),
+            new_open.and_then(by_assignee),
+        );
+        if old_key != new_key {
+            if let Some((agent, number)) = old_key {
+                self.open_by_assignee.remove(&(agent.to_string(), number));
+            }
+            if let Some((agent, number)) = new_key {
+                self.open_by_assignee
+                    .insert((agent.to_string(), number), i.id.clone());
+            }
+        }
+        let old_blockers = self.issues.get(&i.id).map(|o| &o.blocked_by_issue_ids);
+        if old_blockers != Some(&i.blocked_by_issue_ids) {
+            for b in old_blockers.into_iter().flatten() {
+                self.issues_blocked_by.remove(&(b.clone(), i.id.clone()));
+            }
+            for b in &i.blocked_by_issue_ids {
+                self.issues_blocked_by.insert((b.clone(), i.id.clone()));
+            }
+        }
+        if let Some(old) = self.issues.get(&i.id) {
+            same_identity = old.identifier == i.identifier
+                && old.company_id == i.company_id
+                && old.issue_number == i.issue_number;
+            unlink_issue(
+                &mut self.issues_by_assignee,
+                &mut self.issues_by_parent,
+                &mut self.checkouts_by_run,
+                old,
+            );
+        }
+        if let Some(c) = &i.checkout {
+            self.checkouts_by_run
+                .entry(c.run_id.clone())
+                .or_default()
+                .insert(i.id.clone());
+        }
+        if !same_identity {
+            self.issue_by_identifier
+                .insert(i.identifier.clone(), i.id.clone());
+            self.issues_by_number
+                .insert((i.company_id.clone(), i.issue_number), i.id.clone());
+        }
+        if let Some(agent) = &i.assignee_agent_id {
+            self.issues_by_assignee
+                .insert((agent.clone(), i.issue_number), i.id.clone());
+        }
+        if let Some(parent) = &i.parent_id {
+            self.issues_by_parent
+                .insert((parent.clone(), i.issue_number), i.id.clone());
+        }
+        if i.status == IssueStatus::Blocked {
+            self.blocked_issues.insert(i.id.clone());
+        } else {
+            self.blocked_issues.remove(&i.id);
+        }
+        match self.issues.get_mut(&i.id) {
+            Some(slot) => *slot = i,
+            None => {
+                self.issues.insert(i.id.clone(), i);
+            }
+        }
+    }
+
+    /// Drops an issue, its comments' refs and every index entry naming it.
+    pub(crate) fn delete_issue(&mut self, id: &str) {
+        let Some(old) = self.issues.remove(id) else {
+            return;
+        };
+        self.blocked_issues.remove(id);
+        self.issue_statuses.moved(Some(old.status.as_str()), None);
+        if !old.status.is_terminal() {
+            self.open_by_number
+                .remove(&(old.company_id.clone(), old.issue_number));
+            if let Some(agent) = &old.assignee_agent_id {
+                self.open_by_assignee
+                    .remove(&(agent.clone(), old.issue_number));
+            }
+            if let Some(open) = self.open_issues.get_mut(&old.company_id) {
+                *open = open.saturating_sub(1);
+            }
+        }
+        unlink_issue(
+            &mut self.issues_by_assignee,
+            &mut self.issues_by_parent,
+            &mut self.checkouts_by_run,
+            &old,
+        );
+        self.issue_by_identifier.remove(&old.identifier);
+        self.issues_by_number
+            .remove(&(old.company_id.clone(), old.issue_number));
+        for b in &old.blocked_by_issue_ids {
+            self.issues_blocked_by.remove(&(b.clone(), old.id.clone()));
+        }
+        self.comments_per_issue.remove(id);
+        let comments: Vec<String> = self
+            .comments
+            .iter()
+            .filter(|(_, c)| c.issue_id == id)
+            .map(|(cid, _)| cid.clone())
+            .collect();
+        for cid in comments {
+            self.comments.remove(&cid);
+            self.row_digests.touch(Table::Comment, &cid);
+        }
+    }
+
+    /// Looks an issue up by its id or by its `PREFIX-N` identifier.
+    pub fn issue_by_ref(&self, id_or_identifier: &str) -> Option<&Issue> {
+        self.issues.get(id_or_identifier).or_else(|| {
+            self.issue_by_identifier
+                .get(&id_or_identifier.to_ascii_uppercase())
+                .and_then(|id| self.issues.get(id))
+        })
+    }
+
+    /// A company's issues in issue-number order, without scanning other issues.
+    pub fn issues_of_company<'a>(&'a self, company_id: &str) -> impl Iterator<Item = &'a Issue> {
+        self.issues_in(&self.issues_by_number, company_id)
+    }
+
+    /// The issues assigned to `agent_id`, in issue-number order.
+    pub fn issues_assigned_to<'a>(&'a self, agent_id: &str) -> impl Iterator<Item = &'a Issue> {
+        self.issues_in(&self.issues_by_assignee, agent_id)
+    }
+
+    /// A company's open issues (neither done nor cancelled), in issue-number order.
+    pub fn open_issues_of_company<'a>(
+        &'a self,
+        company_id: &str,
+    ) -> impl Iterator<Item = &'a Issue> {
+        self.issues_in(&self.open_by_number, company_id)
+    }
+
+    /// The open issues assigned to `agent_id`, in issue-number order.
+    pub fn open_issues_assigned_to<'a>(
+        &'a self,
+        agent_id: &str,
+    ) -> impl Iterator<Item = &'a Issue> {
+        self.issues_in(&self.open_by_assignee, agent_id)
+    }
+
+    /// The children of `issue_id`, in issue-number order.
+    pub fn children_of<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = &'a Issue> {
+        self.issues_in(&self.issues_by_parent, issue_id)
+    }
+
+    /// The issues that name `issue_id` among their blockers, in id order.
+    pub fn issues_blocked_by<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = &'a Issue> {
+        let blocker = issue_id.to_string();
+        self.issues_blocked_by
+            .range((blocker.clone(), String::new())..)
+            .take_while(move |(b, _)| *b == blocker)
+            .filter_map(|(_, id)| self.issues.get(id))
+    }
+
+    /// The issues one index lists under `owner`, in issue-number order.
+    fn issues_in<'a>(
+        &'a self,
+        index: &'a BTreeMap<(String, u64), String>,
+        owner: &str,
+    ) -> impl Iterator<Item = &'a Issue> {
+        let range = (owner.to_string(), 0)..=(owner.to_string(), u64::MAX);
+        index.range(range).filter_map(|(_, id)| self.issues.get(id))
+    }
+
+    /// Issues whose checkout is held by `run_id`.
+    pub fn issues_checked_out_by(&self, run_id: &str) -> impl Iterator<Item = &Issue> {
+        self.checkouts_by_run
+            .get(run_id)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.issues.get(id))
+    }
+}
