@@ -63,10 +63,10 @@ fn lists_by_company_and_by_assignee_follow_creation_order_and_reassignment() {
     assert_eq!(ids(rebuilt.children_of("i1")), ["child"]);
 }
 
-/// Regression (closing an issue cost a scan of every issue, twice, on every node: at 10^6
-/// issues each close walked all of them to find the parent's other children and the issues
-/// waiting on it): the blocker index those walks now read follows every change of
-/// `blockedByIssueIds`, the blocked issue's deletion, and a rebuild from rows.
+/// Regression (closing an issue cost a scan of every issue on every node, two for an issue
+/// with a parent: at 10^6 issues each close walked all of them to find the issues waiting on it
+/// and the parent's other children): the blocker index those walks now read follows every
+/// change of `blockedByIssueIds`, the blocked issue's deletion, and a rebuild from rows.
 #[test]
 fn the_blocker_index_follows_every_change_so_closing_an_issue_scans_no_other_issue() {
     let mut w = World::new();
