@@ -48,11 +48,10 @@ impl State {
         // Most writes (checkout, release, status) keep the issue's identity: its
         // identifier and number indexes are then already right, and re-inserting them
         // would allocate four keys per write.
-        let mut same_identity = false;
-        let was_open = self
-            .issues
-            .get(&i.id)
-            .is_some_and(|old| !old.status.is_terminal());
+        // One descent of the issue map for the old row: at 10^6 issues each lookup is a walk of
+        // 36-character keys, and this runs on every node for every write of an issue.
+        let old = self.issues.get(&i.id);
+        let was_open = old.is_some_and(|o| !o.status.is_terminal());
         let is_open = !i.status.is_terminal();
         if was_open != is_open {
             let open = self.open_issues.entry(i.company_id.clone()).or_default();
@@ -62,12 +61,10 @@ impl State {
                 open.saturating_add(1)
             };
         }
-        self.issue_statuses.moved(
-            self.issues.get(&i.id).map(|o| o.status.as_str()),
-            Some(i.status.as_str()),
-        );
-        let old_open = self.issues.get(&i.id).filter(|o| !o.status.is_terminal());
-        let new_open = (!i.status.is_terminal()).then_some(&i);
+        self.issue_statuses
+            .moved(old.map(|o| o.status.as_str()), Some(i.status.as_str()));
+        let old_open = old.filter(|o| !o.status.is_terminal());
+        let new_open = is_open.then_some(&i);
         // Compared by reference: a checkout or release keeps both keys, and allocates none.
         if old_open.map(by_number) != new_open.map(by_number) {
             if let Some(o) = old_open {
@@ -92,7 +89,7 @@ impl State {
                     .insert((agent.to_string(), number), i.id.clone());
             }
         }
-        let old_blockers = self.issues.get(&i.id).map(|o| &o.blocked_by_issue_ids);
+        let old_blockers = old.map(|o| &o.blocked_by_issue_ids);
         if old_blockers != Some(&i.blocked_by_issue_ids) {
             for b in old_blockers.into_iter().flatten() {
                 self.issues_blocked_by.remove(&(b.clone(), i.id.clone()));
@@ -101,10 +98,12 @@ impl State {
                 self.issues_blocked_by.insert((b.clone(), i.id.clone()));
             }
         }
-        if let Some(old) = self.issues.get(&i.id) {
-            same_identity = old.identifier == i.identifier
-                && old.company_id == i.company_id
-                && old.issue_number == i.issue_number;
+        let same_identity = old.is_some_and(|o| {
+            o.identifier == i.identifier
+                && o.company_id == i.company_id
+                && o.issue_number == i.issue_number
+        });
+        if let Some(old) = old {
             unlink_issue(
                 &mut self.issues_by_assignee,
                 &mut self.issues_by_parent,

@@ -586,7 +586,9 @@ impl State {
             Change::Issue(i) => self.put_issue(i),
             Change::IssueDeleted(id) => self.delete_issue(&id),
             Change::Run(r) => {
-                if !self.runs.contains_key(&r.id) {
+                let old_status = self.runs.get(&r.id).map(|o| o.status.as_str());
+                self.run_statuses.moved(old_status, Some(r.status.as_str()));
+                if old_status.is_none() {
                     let hour = crate::limits::hour_of(r.created_at);
                     let n = self
                         .runs_per_hour
@@ -602,10 +604,6 @@ impl State {
                 } else {
                     self.live_runs.remove(&r.id);
                 }
-                self.run_statuses.moved(
-                    self.runs.get(&r.id).map(|o| o.status.as_str()),
-                    Some(r.status.as_str()),
-                );
                 self.runs.insert(r.id.clone(), r);
             }
             Change::Wake(w) => self.put_wake(w),
@@ -677,15 +675,15 @@ impl State {
     }
 
     fn put_wake(&mut self, w: Wake) {
-        if !self.wakes.contains_key(&w.id) {
+        let old = self.wakes.get(&w.id);
+        if old.is_none() {
             self.recent_wakes.insert(&w);
         }
-        let old = self.wakes.get(&w.id);
         self.wake_statuses
             .moved(old.map(|o| o.status.as_str()), Some(w.status.as_str()));
         self.wake_reasons
             .moved(old.map(|o| o.reason.as_str()), Some(w.reason.as_str()));
-        if let Some(old) = self.wakes.get(&w.id) {
+        if let Some(old) = old {
             let slot = (old.agent_id.clone(), old.issue_id.clone());
             if self.pending_wakes.get(&slot) == Some(&old.id) {
                 self.pending_wakes.remove(&slot);
