@@ -118,10 +118,15 @@ impl State {
                 .insert(i.id.clone());
         }
         if !same_identity {
-            self.issue_by_identifier
-                .insert(i.identifier.clone(), i.id.clone());
-            self.issues_by_number
-                .insert((i.company_id.clone(), i.issue_number), i.id.clone());
+            match self.issues_by_number.get_mut(&i.company_id) {
+                Some(numbers) => {
+                    numbers.insert(i.issue_number, i.id.clone());
+                }
+                None => {
+                    let numbers = BTreeMap::from([(i.issue_number, i.id.clone())]);
+                    self.issues_by_number.insert(i.company_id.clone(), numbers);
+                }
+            }
         }
         if let Some(agent) = &i.assignee_agent_id {
             self.issues_by_assignee
@@ -136,12 +141,7 @@ impl State {
         } else {
             self.blocked_issues.remove(&i.id);
         }
-        match self.issues.get_mut(&i.id) {
-            Some(slot) => *slot = i,
-            None => {
-                self.issues.insert(i.id.clone(), i);
-            }
-        }
+        self.issues.put(i);
     }
 
     /// Drops an issue, its comments' refs and every index entry naming it.
@@ -168,37 +168,46 @@ impl State {
             &mut self.checkouts_by_run,
             &old,
         );
-        self.issue_by_identifier.remove(&old.identifier);
-        self.issues_by_number
-            .remove(&(old.company_id.clone(), old.issue_number));
+        if let Some(numbers) = self.issues_by_number.get_mut(&old.company_id) {
+            numbers.remove(&old.issue_number);
+            if numbers.is_empty() {
+                self.issues_by_number.remove(&old.company_id);
+            }
+        }
         for b in &old.blocked_by_issue_ids {
             self.issues_blocked_by.remove(&(b.clone(), old.id.clone()));
         }
-        self.comments_per_issue.remove(id);
-        let comments: Vec<String> = self
-            .comments
-            .iter()
-            .filter(|(_, c)| c.issue_id == id)
-            .map(|(cid, _)| cid.clone())
-            .collect();
-        for cid in comments {
+        for cid in self.comments_of_issue.remove(id).unwrap_or_default() {
             self.comments.remove(&cid);
             self.row_digests.touch(Table::Comment, &cid);
         }
     }
 
-    /// Looks an issue up by its id or by its `PREFIX-N` identifier.
+    /// Looks an issue up by its id or by its `PREFIX-N` identifier (any case).
     pub fn issue_by_ref(&self, id_or_identifier: &str) -> Option<&Issue> {
-        self.issues.get(id_or_identifier).or_else(|| {
-            self.issue_by_identifier
-                .get(&id_or_identifier.to_ascii_uppercase())
-                .and_then(|id| self.issues.get(id))
-        })
+        self.issues
+            .get(id_or_identifier)
+            .or_else(|| self.issue_by_identifier(id_or_identifier))
+    }
+
+    /// An identifier is its company's prefix (fixed at the company's creation, letters and
+    /// digits) and its issue number (`rules/issue.rs` writes it so), so it resolves through the
+    /// company and number indexes; the issue's own identifier is compared last, so a spelling
+    /// that names the same number differently (`ACM-07`) finds nothing, as it never did.
+    fn issue_by_identifier(&self, identifier: &str) -> Option<&Issue> {
+        let upper = identifier.to_ascii_uppercase();
+        let (prefix, number) = upper.rsplit_once('-')?;
+        let number: u64 = number.parse().ok()?;
+        let company = self.company_by_prefix.get(prefix)?;
+        let id = self.issues_by_number.get(company)?.get(&number)?;
+        self.issues.get(id).filter(|i| i.identifier == upper)
     }
 
     /// A company's issues in issue-number order, without scanning other issues.
     pub fn issues_of_company<'a>(&'a self, company_id: &str) -> impl Iterator<Item = &'a Issue> {
-        self.issues_in(&self.issues_by_number, company_id)
+        (self.issues_by_number.get(company_id).into_iter())
+            .flat_map(BTreeMap::values)
+            .filter_map(|id| self.issues.get(id))
     }
 
     /// The issues assigned to `agent_id`, in issue-number order.

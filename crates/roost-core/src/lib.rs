@@ -14,6 +14,7 @@ pub mod error;
 pub mod home;
 pub mod idempotency;
 mod issue_index;
+pub mod issue_map;
 pub mod limits;
 pub mod loop_breaker;
 pub mod memory;

@@ -134,7 +134,8 @@ pub struct StateRows {
 pub struct State {
     pub companies: BTreeMap<String, Company>,
     pub agents: BTreeMap<String, Agent>,
-    pub issues: BTreeMap<String, Issue>,
+    /// By id, boxed (`issue_map.rs`).
+    pub issues: crate::issue_map::IssueMap,
     pub runs: BTreeMap<String, Run>,
     pub credentials: BTreeMap<String, Credential>,
     pub comments: BTreeMap<String, CommentRef>,
@@ -164,9 +165,11 @@ pub struct State {
     pub applied_index: u64,
     // Indexes derived from the maps above; rebuilt on load, never persisted.
     pub(crate) credential_by_hash: BTreeMap<String, String>,
-    pub(crate) issue_by_identifier: BTreeMap<String, String>,
-    /// Issue ids by (company, issue number): lists read a page without scanning every issue.
-    pub(crate) issues_by_number: BTreeMap<(String, u64), String>,
+    /// Issue ids by company, then issue number: lists read a page without scanning every
+    /// issue, and an identifier (`PREFIX-N`) resolves through its company's prefix to its number
+    /// (`State::issue_by_ref`). Keyed by number alone under the company, an issue's entry costs
+    /// no copy of its company's id, and a lookup compares numbers, not strings.
+    pub(crate) issues_by_number: BTreeMap<String, BTreeMap<u64, String>>,
     /// Issue ids by (assignee agent, issue number): an agent's inbox.
     pub(crate) issues_by_assignee: BTreeMap<(String, u64), String>,
     /// Issue ids by (parent issue, issue number): an issue's children.
@@ -189,7 +192,9 @@ pub struct State {
     /// Deferred wakes by the run they wait for.
     pub(crate) deferred_on_run: BTreeMap<String, BTreeSet<String>>,
     pub(crate) live_runs: BTreeSet<String>,
-    pub(crate) comments_per_issue: BTreeMap<String, usize>,
+    /// Comment ids by issue: an issue's count, and what its deletion drops without walking
+    /// every comment of every issue.
+    pub(crate) comments_of_issue: BTreeMap<String, BTreeSet<String>>,
     pub(crate) run_by_token: BTreeMap<String, String>,
     /// Cents spent per (scope key, window key): every cost event counts in its company's and
     /// its agent's month and lifetime.
@@ -410,10 +415,11 @@ impl State {
             state.put(change);
         }
         for (id, comment) in rows.comments {
-            *state
-                .comments_per_issue
+            state
+                .comments_of_issue
                 .entry(comment.issue_id.clone())
-                .or_default() += 1;
+                .or_default()
+                .insert(id.clone());
             state.comments.insert(id, comment);
         }
         state.activity_seq = rows.activity_seq;
@@ -632,12 +638,10 @@ impl State {
                 self.credentials.insert(c.id.clone(), c);
             }
             Change::Comment(c) => {
-                if !self.comments.contains_key(&c.id) {
-                    *self
-                        .comments_per_issue
-                        .entry(c.issue_id.clone())
-                        .or_default() += 1;
-                }
+                self.comments_of_issue
+                    .entry(c.issue_id.clone())
+                    .or_default()
+                    .insert(c.id.clone());
                 self.comments.insert(
                     c.id.clone(),
                     CommentRef {
@@ -767,7 +771,9 @@ impl State {
 
     /// How many comments an issue has.
     pub fn comment_count(&self, issue_id: &str) -> usize {
-        self.comments_per_issue.get(issue_id).copied().unwrap_or(0)
+        self.comments_of_issue
+            .get(issue_id)
+            .map_or(0, BTreeSet::len)
     }
 
     /// Runs in `queued`, `assigned` or `running`.

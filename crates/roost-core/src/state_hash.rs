@@ -211,7 +211,7 @@ fn keys(state: &State, table: Table) -> Vec<String> {
     match table {
         Table::Company => of(&state.companies),
         Table::Agent => of(&state.agents),
-        Table::Issue => of(&state.issues),
+        Table::Issue => state.issues.keys().cloned().collect(),
         Table::Run => of(&state.runs),
         Table::Credential => of(&state.credentials),
         Table::Comment => of(&state.comments),

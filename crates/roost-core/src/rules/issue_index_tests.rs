@@ -204,3 +204,90 @@ fn deleting_an_issue_that_is_parent_and_blocker_of_a_child_clears_both() {
     assert!(child.blocked_by_issue_ids.is_empty());
     assert!(w.state.children_of("x").next().is_none());
 }
+
+/// Regression (deleting an issue walked every comment of every issue to find its own, on every
+/// node: at 10^6 comments one delete held apply for the whole walk): the comment index it now
+/// reads follows every comment, drops only the deleted issue's, and is rebuilt from rows.
+#[test]
+fn deleting_an_issue_drops_its_comments_from_the_index_and_no_other_issues() {
+    let mut w = World::new();
+    for id in ["i1", "i2"] {
+        w.issue(id, "c1", IssuePatch::default());
+    }
+    comment(&mut w, admin(), "i1", "k1", "first");
+    comment(&mut w, admin(), "i1", "k2", "second");
+    comment(&mut w, admin(), "i2", "k3", "other");
+    assert_eq!(w.state.comment_count("i1"), 2);
+    assert_eq!(w.state.comment_count("i2"), 1);
+
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "i1".into(),
+        },
+    );
+    assert_eq!(w.state.comment_count("i1"), 0);
+    assert_eq!(w.state.comment_count("i2"), 1);
+    assert_eq!(
+        w.state.comments.keys().collect::<Vec<_>>(),
+        ["k3"],
+        "the deleted issue's comments go, the other issue's stay"
+    );
+
+    let rows = crate::StateRows {
+        issues: w.state.issues.values().cloned().collect(),
+        comments: w
+            .state
+            .comments
+            .iter()
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .collect(),
+        ..Default::default()
+    };
+    let rebuilt = crate::State::from_rows(rows);
+    assert_eq!(rebuilt.comments_of_issue, w.state.comments_of_issue);
+}
+
+/// An identifier resolves through its company's prefix and its number (the identifier index
+/// it had, one more entry per issue, is gone): every spelling that resolved before still does,
+/// and only those.
+#[test]
+fn an_identifier_resolves_in_any_case_to_its_own_companys_issue_and_nothing_else_does() {
+    let mut w = World::new();
+    w.issue("a1", "c1", IssuePatch::default());
+    w.issue("a2", "c1", IssuePatch::default());
+    w.issue("o1", "c2", IssuePatch::default());
+    let found = |s: &crate::State, r: &str| s.issue_by_ref(r).map(|i| i.id.clone());
+    assert_eq!(found(&w.state, "ACM-2").as_deref(), Some("a2"));
+    assert_eq!(found(&w.state, "acm-2").as_deref(), Some("a2"));
+    assert_eq!(found(&w.state, "Oth-1").as_deref(), Some("o1"));
+    assert_eq!(
+        found(&w.state, "a1").as_deref(),
+        Some("a1"),
+        "an id resolves as itself"
+    );
+    for nothing in [
+        "ACM-3", "ACM-02", "ACM-+2", "ACM-", "-2", "ACM2", "XYZ-1", "ACM-1-1", "",
+    ] {
+        assert_eq!(found(&w.state, nothing), None, "{nothing:?} names no issue");
+    }
+
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "a2".into(),
+        },
+    );
+    assert_eq!(
+        found(&w.state, "ACM-2"),
+        None,
+        "a deleted issue's identifier names nothing"
+    );
+    let rebuilt = crate::State::from_rows(crate::StateRows {
+        companies: w.state.companies.values().cloned().collect(),
+        issues: w.state.issues.values().cloned().collect(),
+        ..Default::default()
+    });
+    assert_eq!(found(&rebuilt, "acm-1").as_deref(), Some("a1"));
+    assert_eq!(rebuilt.issues_by_number, w.state.issues_by_number);
+}

@@ -256,10 +256,10 @@ pub(crate) fn delete_goal(ctx: &Ctx<'_>, id: &str) -> Result<Decision, DomainErr
         p.updated_at = ctx.now();
         changes.push(Change::Project(p));
     }
+    // An issue's goal is one of its own company's (`goal_in`): its company's issues are all.
     for issue in ctx
         .state
-        .issues
-        .values()
+        .issues_of_company(&goal.company_id)
         .filter(|i| i.goal_id.as_deref() == Some(id))
     {
         let mut i = issue.clone();
@@ -424,10 +424,10 @@ pub(crate) fn delete_project(ctx: &Ctx<'_>, id: &str) -> Result<Decision, Domain
     ctx.require_company(&p.company_id, "project", id)?;
     ctx.require_admin("delete a project")?;
     let mut changes = Vec::new();
+    // An issue's project is one of its own company's (`project_in`).
     for issue in ctx
         .state
-        .issues
-        .values()
+        .issues_of_company(&p.company_id)
         .filter(|i| i.project_id.as_deref() == Some(id))
     {
         let mut i = issue.clone();

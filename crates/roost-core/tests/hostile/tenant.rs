@@ -70,7 +70,13 @@ impl Foreign {
         Foreign {
             companies: not_of(&s.companies, c, |r| Some(&r.id)),
             agents: not_of(&s.agents, c, |r| Some(&r.company_id)),
-            issues: not_of(&s.issues, c, |r| Some(&r.company_id)),
+            issues: not_of(
+                &(s.issues.values())
+                    .map(|i| (i.id.clone(), i.clone()))
+                    .collect(),
+                c,
+                |r| Some(&r.company_id),
+            ),
             runs: not_of(&s.runs, c, |r| Some(&r.company_id)),
             wakes: not_of(&s.wakes, c, |r| Some(&r.company_id)),
             comments: not_of(&s.comments, c, |r| Some(&r.company_id)),
