@@ -78,6 +78,21 @@ const TABLES: [Table; 24] = [
 
 type Lanes = [u64; 4];
 
+/// A row's name in the digest map: the first 16 bytes of SHA-256 over its table and key. Two
+/// rows sharing one would need a 128-bit collision; the key is hashed only when the row's digest
+/// is, on a sum.
+type RowId = [u8; 16];
+
+fn row_id(table: Table, key: &str) -> RowId {
+    let full = Sha256::new()
+        .chain_update([table as u8])
+        .chain_update(key.as_bytes())
+        .finalize();
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&full[..16]);
+    id
+}
+
 #[derive(Clone, Debug)]
 struct Inner {
     /// Until the first sum (and after too many marks): every row must be hashed.
@@ -88,7 +103,9 @@ struct Inner {
     /// Rows newly marked since the last complete sum; past [`MAX_DIRTY`] the digests are
     /// dropped.
     marks: usize,
-    digests: HashMap<(Table, String), Lanes>,
+    /// Each row's digest by [`row_id`]: a fixed 16 bytes where the table and key would be a
+    /// string of their own per row (about 90 bytes less a row: at 10^6 closed issues, 90 MB).
+    digests: HashMap<RowId, Lanes>,
     sum: Lanes,
 }
 
@@ -188,12 +205,13 @@ impl RowDigests {
             some
         };
         for (table, key) in batch {
-            if let Some(old) = inner.digests.remove(&(table, key.clone())) {
+            let id = row_id(table, &key);
+            if let Some(old) = inner.digests.remove(&id) {
                 sub(&mut inner.sum, old);
             }
             if let Some(new) = row_digest(state, table, &key) {
                 add(&mut inner.sum, new);
-                inner.digests.insert((table, key), new);
+                inner.digests.insert(id, new);
             }
         }
         if !inner.dirty.is_empty() {

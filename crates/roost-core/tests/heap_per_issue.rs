@@ -1,0 +1,101 @@
+//! What the replicated state holds in memory per closed issue, counted by the allocator: every
+//! node holds it for every issue a company ever closed (BENCHMARKS.md, "A company's closed
+//! history"). Its own test binary, so that the counting allocator below counts nothing else.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
+
+use roost_core::{Company, Issue, State, StateRows};
+
+/// The system allocator, counting the bytes and blocks live.
+struct Counting;
+
+static BYTES: AtomicIsize = AtomicIsize::new(0);
+static BLOCKS: AtomicIsize = AtomicIsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        BYTES.fetch_add(l.size() as isize, Relaxed);
+        BLOCKS.fetch_add(1, Relaxed);
+        // SAFETY: forwarded as received; the caller upholds `alloc`'s contract.
+        unsafe { System.alloc(l) }
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        BYTES.fetch_sub(l.size() as isize, Relaxed);
+        BLOCKS.fetch_sub(1, Relaxed);
+        // SAFETY: as above.
+        unsafe { System.dealloc(p, l) }
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        BYTES.fetch_add(new as isize - l.size() as isize, Relaxed);
+        // SAFETY: as above.
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static COUNTING: Counting = Counting;
+
+const COMPANY: &str = "6a1b2c3d-0000-4000-8000-00000000c0c0";
+
+/// A done issue as `roost-bench scale` makes them: a UUID id, a title, a 256-byte description.
+fn closed_issue(n: u64) -> Issue {
+    let h = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let id = format!(
+        "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
+        h >> 32,
+        (h >> 16) & 0xffff,
+        h & 0xfff,
+        (h >> 20) & 0xfff,
+        h.rotate_left(17) & 0xffff_ffff_ffff
+    );
+    serde_json::from_value(serde_json::json!({
+        "id": id, "companyId": COMPANY, "identifier": format!("SCL-{n}"), "issueNumber": n,
+        "title": "Scale issue from client 17", "description": "x".repeat(256), "status": "done",
+        "priority": "medium", "blockedByIssueIds": [], "createdByUserId": "board",
+        "completedAt": 1_700_000_000_000i64, "createdAt": 1_700_000_000_000i64,
+        "updatedAt": 1_700_000_000_000i64,
+    }))
+    .unwrap_or_else(|e| panic!("a closed issue: {e}"))
+}
+
+/// The bound: the last measured size (1,246 bytes with its row digest, 2026-11-28) and a little
+/// room. A new per-issue index or field shows here first; raise the bound only knowingly.
+const MAX_BYTES_PER_CLOSED_ISSUE: f64 = 1_350.0;
+
+#[test]
+fn a_closed_issue_costs_the_state_at_most_its_bound_in_memory() {
+    let n: u64 = 50_000;
+    let company: Company = serde_json::from_value(serde_json::json!({
+        "id": COMPANY, "name": "Scale", "issuePrefix": "SCL", "issueCounter": n,
+        "createdAt": 0, "updatedAt": 0,
+    }))
+    .unwrap_or_else(|e| panic!("a company: {e}"));
+    let (bytes, blocks) = (BYTES.load(Relaxed), BLOCKS.load(Relaxed));
+    let rows = StateRows {
+        companies: vec![company],
+        issues: (1..=n).map(closed_issue).collect(),
+        ..Default::default()
+    };
+    let state = State::from_rows(rows);
+    let loaded = BYTES.load(Relaxed) - bytes;
+    let loaded_blocks = BLOCKS.load(Relaxed) - blocks;
+    // A node that has answered a hash holds each row's digest too.
+    let _ = state.hash();
+    let hashed = BYTES.load(Relaxed) - bytes;
+    let per = |b: isize| b as f64 / n as f64;
+    println!(
+        "per closed issue: {:.0} bytes in {:.1} blocks; {:.0} bytes with its row digest",
+        per(loaded),
+        loaded_blocks as f64 / n as f64,
+        per(hashed)
+    );
+    assert_eq!(state.issues.len() as u64, n);
+    assert!(
+        per(hashed) <= MAX_BYTES_PER_CLOSED_ISSUE,
+        "a closed issue now costs {:.0} bytes of state, over the bound of {MAX_BYTES_PER_CLOSED_ISSUE}",
+        per(hashed)
+    );
+}
