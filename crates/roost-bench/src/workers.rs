@@ -254,6 +254,13 @@ async fn connection(
                     }
                     Some(server_message::Body::LeaseRenewed(ack)) => {
                         sim.acks.fetch_add(1, Ordering::Relaxed);
+                        // The leader stretches the interval as the fleet grows; follow it, as
+                        // `roost run-worker` does.
+                        let period = Duration::from_millis(ack.renew_interval_ms.max(10));
+                        if ack.renew_interval_ms > 0 && period != renewal.period() {
+                            renewal = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+                            renewal.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                        }
                         if let Some((s, at)) = last_sent {
                             if s == ack.seq && sim.measuring.load(Ordering::Relaxed) {
                                 lock(&sim.ack_rtts_us).push(us(at.elapsed()));

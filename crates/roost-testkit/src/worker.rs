@@ -31,6 +31,10 @@ struct Inner {
     /// Cents each run has used so far, reported with every renewal.
     usage: Mutex<std::collections::BTreeMap<String, u64>>,
     connections: AtomicU64,
+    /// The renewal interval and lease the cluster last named (`Registered`, then each
+    /// `LeaseRenewed` that names them), in ms; the renewals follow the interval.
+    renew_interval_ms: AtomicU64,
+    lease_ttl_ms: AtomicU64,
     changed: Notify,
 }
 
@@ -137,6 +141,14 @@ impl TestWorker {
 
     pub fn connections(&self) -> u64 {
         self.inner.connections.load(Ordering::SeqCst)
+    }
+
+    /// The renewal interval and lease (ms) the cluster last gave this worker.
+    pub fn lease_terms(&self) -> (u64, u64) {
+        (
+            self.inner.renew_interval_ms.load(Ordering::SeqCst),
+            self.inner.lease_ttl_ms.load(Ordering::SeqCst),
+        )
     }
 
     /// Waits until the worker has received at least `n` assignments; returns them all.
@@ -288,11 +300,15 @@ async fn run_connection(
             Some(server_message::Body::Registered(r)) => {
                 *inner.outbox.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx.clone());
                 inner.connections.fetch_add(1, Ordering::SeqCst);
+                inner
+                    .renew_interval_ms
+                    .store(r.renew_interval_ms, Ordering::SeqCst);
+                inner.lease_ttl_ms.store(r.lease_ttl_ms, Ordering::SeqCst);
                 let (tx, inner) = (tx.clone(), inner.clone());
-                let interval = Duration::from_millis(r.renew_interval_ms.max(10));
                 renewal = Some(tokio::spawn(async move {
                     for seq in 1.. {
-                        tokio::time::sleep(interval).await;
+                        let every = inner.renew_interval_ms.load(Ordering::SeqCst).max(10);
+                        tokio::time::sleep(Duration::from_millis(every)).await;
                         if inner.renewals_paused.load(Ordering::SeqCst) {
                             continue;
                         }
@@ -363,10 +379,16 @@ async fn run_connection(
             Some(server_message::Body::Redirect(r)) => {
                 break Some(r.leader_grpc_addr).filter(|a| !a.is_empty())
             }
+            Some(server_message::Body::LeaseRenewed(r)) => {
+                if r.renew_interval_ms > 0 {
+                    (inner.renew_interval_ms).store(r.renew_interval_ms, Ordering::SeqCst);
+                }
+                if r.lease_ttl_ms > 0 {
+                    inner.lease_ttl_ms.store(r.lease_ttl_ms, Ordering::SeqCst);
+                }
+            }
             // This test worker sends each result once; the test drives what happens next.
-            Some(server_message::Body::LeaseRenewed(_))
-            | Some(server_message::Body::RunFinishedAck(_))
-            | None => {}
+            Some(server_message::Body::RunFinishedAck(_)) | None => {}
         }
         inner.changed.notify_waiters();
     };

@@ -40,6 +40,9 @@ struct Shared {
     started: RecentRuns,
     last_ack: Instant,
     lease_ttl: Duration,
+    /// How often to renew: `Registered`'s interval, then each `LeaseRenewed`'s (a leader
+    /// stretches it as its fleet grows).
+    renew_every: Duration,
     /// The worker is stopping: assignments are refused (reported `cancelled`), not run.
     draining: bool,
     /// Assignments refused while draining.
@@ -177,6 +180,7 @@ fn new_state() -> State {
         started: RecentRuns::default(),
         last_ack: Instant::now(),
         lease_ttl: Duration::from_secs(5),
+        renew_every: Duration::from_secs(1),
         draining: false,
         refused: 0,
         tasks: 0,
@@ -581,13 +585,20 @@ async fn connection(addr: &str, config: &WorkerConfig, credential: &str, state: 
             Some(server_message::Body::Registered(r)) => {
                 info!(addr, node_id = r.node_id, "registered");
                 on_registered(state, &tx, Duration::from_millis(r.lease_ttl_ms));
-                renewal = Some(AbortOnDrop(tokio::spawn(renew(
-                    tx.clone(),
-                    state.clone(),
-                    Duration::from_millis(r.renew_interval_ms.max(50)),
-                ))));
+                lock(state).renew_every = renew_interval(r.renew_interval_ms);
+                renewal = Some(AbortOnDrop(tokio::spawn(renew(tx.clone(), state.clone()))));
             }
-            Some(server_message::Body::LeaseRenewed(_)) => lock(state).last_ack = Instant::now(),
+            Some(server_message::Body::LeaseRenewed(r)) => {
+                let mut s = lock(state);
+                s.last_ack = Instant::now();
+                // 0: a server that names no terms; the registration's stand.
+                if r.lease_ttl_ms > 0 {
+                    s.lease_ttl = Duration::from_millis(r.lease_ttl_ms);
+                }
+                if r.renew_interval_ms > 0 {
+                    s.renew_every = renew_interval(r.renew_interval_ms);
+                }
+            }
             Some(server_message::Body::RunFinishedAck(a)) => acknowledge(state, &a.run_id),
             Some(server_message::Body::Assignment(a)) => start(a, config, state),
             Some(server_message::Body::Cancel(c)) => {
@@ -607,8 +618,14 @@ async fn connection(addr: &str, config: &WorkerConfig, credential: &str, state: 
     }
 }
 
-async fn renew(tx: mpsc::Sender<WorkerMessage>, state: State, every: Duration) {
+/// A server's renewal interval, floored so that a bad one cannot make a busy loop.
+fn renew_interval(ms: u64) -> Duration {
+    Duration::from_millis(ms.max(50))
+}
+
+async fn renew(tx: mpsc::Sender<WorkerMessage>, state: State) {
     for seq in 1.. {
+        let every = lock(&state).renew_every;
         tokio::time::sleep(every).await;
         if renew_once(&tx, &state, seq).await.is_err() {
             return;

@@ -12413,12 +12413,19 @@ pub struct Redirect {
     #[prost(string, tag = "2")]
     pub message: ::prost::alloc::string::String,
 }
-/// The lease is renewed up to `seq`.
+/// The lease is renewed up to `seq`, for `lease_ttl_ms` from the renewal's arrival; renew again
+/// every `renew_interval_ms` from now on. A leader stretches both as its fleet grows, so that
+/// renewals arrive at a bounded rate (`\[workers\] max_renewals_per_sec`); a lease never shortens
+/// while a connection lasts. 0 (a server before these fields): keep the terms `Registered` gave.
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct LeaseRenewed {
     #[prost(uint64, tag = "1")]
     pub seq: u64,
+    #[prost(uint64, tag = "2")]
+    pub renew_interval_ms: u64,
+    #[prost(uint64, tag = "3")]
+    pub lease_ttl_ms: u64,
 }
 /// Generated client implementations.
 pub mod worker_client {

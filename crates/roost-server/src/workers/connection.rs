@@ -273,11 +273,15 @@ impl Workers {
                 .send(worker_id, server_message::Body::Redirect(redirect));
             return false;
         }
-        self.registry.renew(worker_id, self.config.lease_ttl());
-        self.registry.send(
-            worker_id,
-            server_message::Body::LeaseRenewed(roost_proto::v1::LeaseRenewed { seq }),
-        );
+        let terms = self.config.lease_terms(self.registry.connected_count());
+        let ttl = self.registry.renew(worker_id, terms.ttl());
+        let renewed = roost_proto::v1::LeaseRenewed {
+            seq,
+            renew_interval_ms: terms.renew_interval_ms,
+            lease_ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+        };
+        self.registry
+            .send(worker_id, server_message::Body::LeaseRenewed(renewed));
         true
     }
 
@@ -400,13 +404,12 @@ impl WorkerRpc for WorkerService {
         let worker_id = register.worker_id.clone();
         let (outbox, rx) = mpsc::channel(1024);
         let generation = workers.registry.attach(&worker_id, outbox);
-        workers
-            .registry
-            .renew(&worker_id, workers.config.lease_ttl());
+        let terms = (workers.config).lease_terms(workers.registry.connected_count());
+        let ttl = workers.registry.renew(&worker_id, terms.ttl());
         let registered = roost_proto::v1::Registered {
             node_id: workers.api.node().id(),
-            renew_interval_ms: workers.config.renew_interval_ms,
-            lease_ttl_ms: workers.config.lease_ttl_ms,
+            renew_interval_ms: terms.renew_interval_ms,
+            lease_ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
         };
         workers
             .registry

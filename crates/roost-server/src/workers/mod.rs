@@ -40,6 +40,10 @@ pub struct WorkerConfig {
     pub renew_interval_ms: u64,
     /// A worker that has not renewed its lease for this long is lost.
     pub lease_ttl_ms: u64,
+    /// The leader's renewals a second at most: past `max_renewals_per_sec * renew_interval_ms /
+    /// 1000` connected workers, the interval and the lease stretch in proportion (Nomad scales
+    /// its heartbeat TTLs with its node count the same way). 0: never stretched.
+    pub max_renewals_per_sec: u64,
     /// Routines due at one instant are proposed spread over this window, each routine always
     /// at the same offset (`roost_core::routine::stagger_ms`; the routine timer).
     pub routine_stagger_window_ms: u64,
@@ -50,14 +54,50 @@ impl Default for WorkerConfig {
         WorkerConfig {
             renew_interval_ms: 1000,
             lease_ttl_ms: 5000,
+            max_renewals_per_sec: 1000,
             routine_stagger_window_ms: roost_core::routine::DEFAULT_STAGGER_WINDOW_MS,
         }
     }
 }
 
-impl WorkerConfig {
-    pub fn lease_ttl(&self) -> Duration {
+/// How often a worker renews and how long its lease lasts, for a given fleet size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseTerms {
+    pub renew_interval_ms: u64,
+    pub lease_ttl_ms: u64,
+}
+
+impl LeaseTerms {
+    pub fn ttl(&self) -> Duration {
         Duration::from_millis(self.lease_ttl_ms)
+    }
+}
+
+impl WorkerConfig {
+    /// The terms for a leader with `workers` connected: the configured ones while the fleet
+    /// renews at most `max_renewals_per_sec` times a second; beyond that, an interval of
+    /// `workers / max_renewals_per_sec` seconds, and a lease longer by the same factor. At
+    /// 10,000 workers and the defaults: every 10 s, lost after 50 s without a renewal.
+    pub fn lease_terms(&self, workers: usize) -> LeaseTerms {
+        let configured = LeaseTerms {
+            renew_interval_ms: self.renew_interval_ms,
+            lease_ttl_ms: self.lease_ttl_ms,
+        };
+        if self.max_renewals_per_sec == 0 || self.renew_interval_ms == 0 {
+            return configured;
+        }
+        let needed = (workers as u128 * 1000).div_ceil(u128::from(self.max_renewals_per_sec));
+        if needed <= u128::from(self.renew_interval_ms) {
+            return configured;
+        }
+        let stretched = |ms: u64| {
+            let v = u128::from(ms) * needed / u128::from(self.renew_interval_ms);
+            u64::try_from(v).unwrap_or(u64::MAX)
+        };
+        LeaseTerms {
+            renew_interval_ms: stretched(self.renew_interval_ms),
+            lease_ttl_ms: stretched(self.lease_ttl_ms),
+        }
     }
 }
 
@@ -302,8 +342,8 @@ impl Workers {
             workers = online.len(),
             "leading: workers get a full lease"
         );
-        self.registry
-            .grant_full_leases(online, self.config.lease_ttl());
+        let ttl = self.config.lease_terms(online.len()).ttl();
+        self.registry.grant_full_leases(online, ttl);
     }
 
     async fn lease_loop(&self) {

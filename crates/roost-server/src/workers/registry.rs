@@ -17,10 +17,17 @@ struct Connection {
     generation: u64,
 }
 
+/// A worker's lease on this leader: when it runs out, and the longest term it was granted.
+#[derive(Clone, Copy)]
+struct Lease {
+    deadline: Instant,
+    ttl: Duration,
+}
+
 #[derive(Default)]
 struct Inner {
     connections: HashMap<String, Connection>,
-    leases: HashMap<String, Instant>,
+    leases: HashMap<String, Lease>,
     generation: u64,
 }
 
@@ -69,24 +76,38 @@ impl Registry {
 
     /// How long the worker's lease still runs, if this node holds one for it.
     pub fn lease_left(&self, worker_id: &str) -> Option<Duration> {
-        let deadline = *self.lock().leases.get(worker_id)?;
-        Some(deadline.saturating_duration_since(Instant::now()))
+        let lease = *self.lock().leases.get(worker_id)?;
+        Some(lease.deadline.saturating_duration_since(Instant::now()))
     }
 
-    /// Extends the worker's lease to `ttl` from now.
-    pub fn renew(&self, worker_id: &str, ttl: Duration) {
-        self.lock()
-            .leases
-            .insert(worker_id.to_string(), Instant::now() + ttl);
+    /// Extends the worker's lease to `ttl` from now, or to the longest term it was granted
+    /// before if that is longer, and returns the term given. A lease never shortens: an ack
+    /// naming a shorter one could be lost, and the worker would then count on the longer one
+    /// (it fences itself by the lease it was last told of) while this node counted the shorter.
+    pub fn renew(&self, worker_id: &str, ttl: Duration) -> Duration {
+        let mut inner = self.lock();
+        let ttl = match inner.leases.get(worker_id) {
+            Some(old) => old.ttl.max(ttl),
+            None => ttl,
+        };
+        let lease = Lease {
+            deadline: Instant::now() + ttl,
+            ttl,
+        };
+        inner.leases.insert(worker_id.to_string(), lease);
+        ttl
     }
 
     /// A new leader gives every worker it knows a full lease, whatever the old leader saw.
     pub fn grant_full_leases(&self, workers: impl IntoIterator<Item = String>, ttl: Duration) {
-        let deadline = Instant::now() + ttl;
+        let lease = Lease {
+            deadline: Instant::now() + ttl,
+            ttl,
+        };
         let mut inner = self.lock();
         inner.leases.clear();
         for w in workers {
-            inner.leases.insert(w, deadline);
+            inner.leases.insert(w, lease);
         }
     }
 
@@ -97,7 +118,7 @@ impl Registry {
         let expired: Vec<String> = inner
             .leases
             .iter()
-            .filter(|(_, d)| **d <= now)
+            .filter(|(_, l)| l.deadline <= now)
             .map(|(w, _)| w.clone())
             .collect();
         for w in &expired {
@@ -140,5 +161,46 @@ impl crate::api::WorkerPlane for Registry {
 
     fn lease_left(&self, worker_id: &str) -> Option<Duration> {
         Registry::lease_left(self, worker_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workers::WorkerConfig;
+
+    #[test]
+    fn lease_terms_stretch_with_the_fleet_past_the_renewal_budget_and_only_then() {
+        let config = WorkerConfig::default();
+        let configured = config.lease_terms(0);
+        assert_eq!(
+            (configured.renew_interval_ms, configured.lease_ttl_ms),
+            (1000, 5000)
+        );
+        // 1000 workers renewing every second is the default budget exactly.
+        assert_eq!(config.lease_terms(1000), configured);
+        let at = |n| {
+            let t = config.lease_terms(n);
+            (t.renew_interval_ms, t.lease_ttl_ms)
+        };
+        assert_eq!(at(1001), (1001, 5005));
+        assert_eq!(at(10_000), (10_000, 50_000));
+        let unbounded = WorkerConfig {
+            max_renewals_per_sec: 0,
+            ..WorkerConfig::default()
+        };
+        assert_eq!(unbounded.lease_terms(1_000_000), configured);
+    }
+
+    #[test]
+    fn a_renewal_never_shortens_a_lease_it_granted() {
+        let registry = Registry::default();
+        let (long, short) = (Duration::from_secs(50), Duration::from_secs(5));
+        assert_eq!(registry.renew("w", long), long);
+        assert_eq!(registry.renew("w", short), long, "still the longer term");
+        assert!(registry.lease_left("w").is_some_and(|left| left > short));
+        // A lease forgotten (expired, or leadership moved) starts again from the terms given.
+        registry.grant_full_leases(["w".to_string()], short);
+        assert_eq!(registry.renew("w", short), short);
     }
 }

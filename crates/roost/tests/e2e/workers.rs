@@ -243,6 +243,59 @@ async fn max_concurrent_runs_holds_with_wakes_through_every_node() -> anyhow::Re
     Ok(())
 }
 
+/// A fleet that would renew more often than `max_renewals_per_sec` gets a longer interval and
+/// a longer lease, in proportion, and its workers follow: the leader's renewal load stays
+/// bounded as workers are added (Nomad scales heartbeat TTLs the same way). A worker that falls
+/// silent is then lost after the stretched lease, not the configured one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_past_the_renewal_budget_renews_less_often_on_longer_leases() -> anyhow::Result<()>
+{
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    // 4 workers renewing every 200 ms would be 20 renewals a second.
+    let config = WorkerConfig {
+        max_renewals_per_sec: 10,
+        ..fast_leases()
+    };
+    let c = TestCluster::start_with_workers(3, test_timing(), config.clone()).await?;
+    let token = join_token(&c).await?;
+    let mut workers = Vec::new();
+    for n in 0..4 {
+        workers.push(TestWorker::connect(c.grpc_addrs(), &token, &format!("w{n}"), 1).await?);
+    }
+    let terms = config.lease_terms(4);
+    assert_eq!((terms.renew_interval_ms, terms.lease_ttl_ms), (400, 3000));
+    for w in &workers {
+        wait_for(
+            &format!("{} on the stretched terms", w.id),
+            WAIT,
+            || async { (w.lease_terms() == (400, 3000)).then_some(()) },
+        )
+        .await?;
+    }
+
+    // The server counts the lease from the last renewal it received, sent at most one interval
+    // before the pause: lost no sooner than 3000 - 400 ms after it. Under the configured lease
+    // (1500 ms) it would be lost within about 1.5 s.
+    workers[0].pause_renewals();
+    let paused = Instant::now();
+    let leader = c.leader().await?;
+    let admin = c.admin(leader);
+    let lost_after = wait_for("w0 declared lost", WAIT, || async {
+        let list = admin.get("/api/workers").await.ok()?.ok().ok()?;
+        let lost = list
+            .as_array()?
+            .iter()
+            .any(|w| w["id"] == "w0" && w["status"] == "lost");
+        lost.then(|| paused.elapsed())
+    })
+    .await?;
+    assert!(
+        lost_after >= Duration::from_millis(2600),
+        "w0 was lost {lost_after:?} after it fell silent: sooner than its stretched lease allows"
+    );
+    Ok(())
+}
+
 /// A worker that stops renewing its lease loses its runs within lease + 1 s; the issue can be
 /// checked out again; the retry runs on another worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
