@@ -28,6 +28,7 @@ mod state_hash;
 pub mod tally;
 pub mod time;
 pub mod views;
+mod wake_index;
 
 pub use command::{Actor, ActorKind, Command, Envelope, Outcome};
 pub use entity::*;

@@ -372,12 +372,8 @@ pub(crate) fn terminate(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, Domai
     agent.updated_at = ctx.now();
     let mut changes = Vec::new();
     let mut cancelled_runs = Vec::new();
-    for run in ctx
-        .state
-        .runs
-        .values()
-        .filter(|r| r.agent_id == agent_id && r.status.is_live())
-    {
+    // The live runs' index, not every run the fleet ever made (in id order, as the walk was).
+    for run in ctx.state.live_runs().filter(|r| r.agent_id == agent_id) {
         cancelled_runs.push(run.id.clone());
         changes.extend(end_run(
             ctx,

@@ -570,12 +570,10 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
         other.updated_at = ctx.now();
         changes.push(Change::Issue(other));
     }
-    let pending: Vec<&Wake> = ctx
-        .state
-        .wakes
-        .values()
-        .filter(|w| w.issue_id.as_deref() == Some(issue_id) && w.status.is_pending())
-        .collect();
+    // The pending wakes' index (one per agent and issue), not every wake ever made; in id
+    // order, as the walk of every wake gave them.
+    let mut pending: Vec<&Wake> = ctx.state.pending_wakes_for_issue(issue_id).collect();
+    pending.sort_by(|a, b| a.id.cmp(&b.id));
     for wake in pending {
         let mut w = wake.clone();
         w.status = WakeStatus::Cancelled;

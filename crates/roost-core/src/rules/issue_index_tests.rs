@@ -291,3 +291,54 @@ fn an_identifier_resolves_in_any_case_to_its_own_companys_issue_and_nothing_else
     assert_eq!(found(&rebuilt, "acm-1").as_deref(), Some("a1"));
     assert_eq!(rebuilt.issues_by_number, w.state.issues_by_number);
 }
+
+/// Regression (deleting an issue walked every wake ever made to find those pending for it,
+/// and terminating an agent walked every run ever made for its live ones, on every node): the
+/// pending-wake and live-run indexes they read now give what the walks gave.
+#[test]
+fn deleting_an_issue_cancels_each_agents_pending_wake_for_it_and_no_other() {
+    let mut w = world();
+    for id in ["i1", "i2"] {
+        w.issue(id, "c1", IssuePatch::default());
+    }
+    let wake = |id: &str, agent: &str, issue: &str| Command::Wakeup {
+        id: id.into(),
+        agent_id: agent.into(),
+        issue_id: Some(issue.into()),
+        reason: WakeReason::OnDemand,
+        payload: serde_json::Value::Null,
+        wake_key: None,
+    };
+    w.ok(admin(), wake("wa1", "a1", "i1"));
+    w.ok(admin(), wake("wa2", "a2", "i1"));
+    w.ok(admin(), wake("wb1", "a1", "i2"));
+    let mut for_i1: Vec<&str> = (w.state.pending_wakes_for_issue("i1"))
+        .map(|x| x.id.as_str())
+        .collect();
+    for_i1.sort_unstable();
+    assert_eq!(for_i1, ["wa1", "wa2"]);
+
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "i1".into(),
+        },
+    );
+    let status = |id: &str| {
+        (
+            w.state.wakes[id].status,
+            w.state.wakes[id].status_reason.clone(),
+        )
+    };
+    for id in ["wa1", "wa2"] {
+        assert_eq!(
+            status(id),
+            (WakeStatus::Cancelled, Some("issue_deleted".into()))
+        );
+    }
+    assert!(
+        w.state.wakes["wb1"].status.is_pending(),
+        "another issue's wake stays"
+    );
+    assert!(w.state.pending_wakes_for_issue("i1").next().is_none());
+}
