@@ -385,12 +385,11 @@ impl Workers {
 
     /// Assigns every queued wake that can run to a connected worker with room for it.
     async fn dispatch_once(&self) {
-        let mut connected = self.registry.connected();
+        // In id order: ties between equally loaded workers go by id.
+        let connected = self.registry.connected();
         if connected.is_empty() {
             return;
         }
-        // Once per pass, not per wake: ties between equally loaded workers go by id.
-        connected.sort_unstable();
         let now = crate::api::now();
         let plan: Vec<(String, String)> = self.api.reader().read(|s| {
             let mut load: BTreeMap<String, u32> = BTreeMap::new();
@@ -468,6 +467,8 @@ impl Workers {
 /// loaded, ties by id. One pass that stops at the first idle fit: it sorted every connected
 /// worker for every wake, cloning each id at each comparison, and at 10,000 workers a wake's
 /// reply waited 12.8 ms for that (BENCHMARKS.md "Workers: renewals at a bounded rate").
+/// `connected` comes sorted from the registry, which sorts it again only when a connection
+/// opens or closes.
 fn choose_worker<'a>(
     connected: &'a [String],
     previous: Option<&str>,

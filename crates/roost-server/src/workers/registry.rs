@@ -27,6 +27,10 @@ struct Lease {
 #[derive(Default)]
 struct Inner {
     connections: HashMap<String, Connection>,
+    /// The connected workers' ids in id order, made again only after a connection opens or
+    /// closes: the dispatcher reads it on every applied entry, and copying and sorting 10,000
+    /// ids there each time cost a wake about 2.5 ms.
+    sorted: Option<Arc<[String]>>,
     leases: HashMap<String, Lease>,
     generation: u64,
 }
@@ -51,6 +55,7 @@ impl Registry {
         inner
             .connections
             .insert(worker_id.to_string(), Connection { outbox, generation });
+        inner.sorted = None;
         generation
     }
 
@@ -62,11 +67,21 @@ impl Registry {
             .is_some_and(|s| s.generation == generation)
         {
             inner.connections.remove(worker_id);
+            inner.sorted = None;
         }
     }
 
-    pub fn connected(&self) -> Vec<String> {
-        self.lock().connections.keys().cloned().collect()
+    /// The connected workers' ids, in id order.
+    pub fn connected(&self) -> Arc<[String]> {
+        let mut inner = self.lock();
+        if let Some(sorted) = &inner.sorted {
+            return sorted.clone();
+        }
+        let mut ids: Vec<String> = inner.connections.keys().cloned().collect();
+        ids.sort_unstable();
+        let sorted: Arc<[String]> = ids.into();
+        inner.sorted = Some(sorted.clone());
+        sorted
     }
 
     /// How many workers have a connection open (`/metrics`).
@@ -142,7 +157,11 @@ impl Registry {
 
     /// Leadership moved: tell every worker where to go and close the connections.
     pub fn redirect_all(&self, leader_grpc_addr: &str) {
-        let connections: Vec<(String, Connection)> = self.lock().connections.drain().collect();
+        let connections: Vec<(String, Connection)> = {
+            let mut inner = self.lock();
+            inner.sorted = None;
+            inner.connections.drain().collect()
+        };
         for (_, s) in connections {
             let redirect = server_message::Body::Redirect(roost_proto::v1::Redirect {
                 leader_grpc_addr: leader_grpc_addr.to_string(),
@@ -190,6 +209,23 @@ mod tests {
             ..WorkerConfig::default()
         };
         assert_eq!(unbounded.lease_terms(1_000_000), configured);
+    }
+
+    #[test]
+    fn the_connected_list_is_in_id_order_and_follows_every_attach_and_detach() {
+        let registry = Registry::default();
+        let outbox = || mpsc::channel(1).0;
+        let b = registry.attach("b", outbox());
+        registry.attach("a", outbox());
+        registry.attach("c", outbox());
+        assert_eq!(&*registry.connected(), ["a", "b", "c"]);
+        registry.detach("b", b);
+        assert_eq!(&*registry.connected(), ["a", "c"]);
+        let b = registry.attach("b", outbox());
+        registry.detach("b", b - 1); // a stale connection's end detaches nothing
+        assert_eq!(&*registry.connected(), ["a", "b", "c"]);
+        registry.redirect_all("");
+        assert!(registry.connected().is_empty());
     }
 
     #[test]
