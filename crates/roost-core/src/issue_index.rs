@@ -1,6 +1,6 @@
-//! The derived indexes over issues (by identifier, company, assignee, parent, blocker, open
-//! work, checkout holder): how an issue's write and its deletion keep them, and the reads that
-//! walk them, so that no rule or API read scans every issue.
+//! The derived indexes over issues (by company and number, assignee, parent, blocker, open
+//! work, checkout holder, comments): how an issue's write and its deletion keep them, and the
+//! reads that walk them, so that no rule or API read scans every issue.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,9 +45,8 @@ fn unlink_issue(
 impl State {
     /// Writes an issue and moves its entries in every index.
     pub(crate) fn put_issue(&mut self, i: Issue) {
-        // Most writes (checkout, release, status) keep the issue's identity: its
-        // identifier and number indexes are then already right, and re-inserting them
-        // would allocate four keys per write.
+        // Most writes (checkout, release, status) keep the issue's identity: its number
+        // index entry is then already right, and re-inserting it would allocate per write.
         // One descent of the issue map for the old row: at 10^6 issues each lookup is a walk of
         // 36-character keys, and this runs on every node for every write of an issue.
         let old = self.issues.get(&i.id);

@@ -186,6 +186,10 @@ pub struct State {
     pub(crate) company_by_prefix: BTreeMap<String, String>,
     /// The one pending (queued or deferred) wake per (agent, issue).
     pub(crate) pending_wakes: BTreeMap<(String, Option<String>), String>,
+    /// Every pending wake for an issue, by issue: deleting the issue cancels them all. Not
+    /// derived from `pending_wakes`, which holds one per agent and issue where one command can
+    /// leave two (`rules/wake.rs`, `Pending::pending_for`).
+    pub(crate) pending_by_issue: BTreeMap<String, BTreeSet<String>>,
     /// Queued wakes in claim order.
     pub(crate) queued_wakes: BTreeSet<(u64, String)>,
     pub(crate) wake_keys: BTreeMap<(String, String), String>,

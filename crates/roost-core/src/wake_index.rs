@@ -1,5 +1,5 @@
-//! The derived indexes over wakes (pending by agent and issue, queued in claim order, deferred
-//! by the run they wait on, by idempotency key): how a wake's write keeps them, and the reads
+//! The derived indexes over wakes (pending by agent and issue, pending by issue, queued in claim
+//! order, deferred by the run they wait on, by idempotency key): how a wake's write keeps them, and the reads
 //! that walk them, so that no rule or API read scans every wake ever made.
 
 use crate::entity::{Wake, WakeStatus};
@@ -22,6 +22,14 @@ impl State {
                 self.pending_wakes.remove(&slot);
             }
             self.queued_wakes.remove(&(old.seq, old.id.clone()));
+            if let (true, Some(issue)) = (old.status.is_pending(), &old.issue_id) {
+                if let Some(set) = self.pending_by_issue.get_mut(issue) {
+                    set.remove(&old.id);
+                    if set.is_empty() {
+                        self.pending_by_issue.remove(issue);
+                    }
+                }
+            }
             if let Some(run) = &old.waiting_on_run {
                 if let Some(set) = self.deferred_on_run.get_mut(run) {
                     set.remove(&old.id);
@@ -34,6 +42,12 @@ impl State {
         if w.status.is_pending() {
             self.pending_wakes
                 .insert((w.agent_id.clone(), w.issue_id.clone()), w.id.clone());
+            if let Some(issue) = &w.issue_id {
+                self.pending_by_issue
+                    .entry(issue.clone())
+                    .or_default()
+                    .insert(w.id.clone());
+            }
         }
         if w.status == WakeStatus::Queued {
             self.queued_wakes.insert((w.seq, w.id.clone()));
@@ -52,16 +66,14 @@ impl State {
         self.wakes.insert(w.id.clone(), w);
     }
 
-    /// The pending wakes for `issue_id`, one per agent at most; a walk of the pending wakes,
-    /// never of every wake.
+    /// Every pending wake for `issue_id`, in id order, without a walk of other wakes.
     pub fn pending_wakes_for_issue<'a>(
         &'a self,
         issue_id: &'a str,
     ) -> impl Iterator<Item = &'a Wake> {
-        self.pending_wakes
-            .iter()
-            .filter(move |((_, issue), _)| issue.as_deref() == Some(issue_id))
-            .filter_map(|(_, id)| self.wakes.get(id))
+        (self.pending_by_issue.get(issue_id).into_iter())
+            .flatten()
+            .filter_map(|id| self.wakes.get(id))
     }
 
     /// The pending wake of `agent_id` for `issue_id` (or for no issue), if any.

@@ -570,10 +570,9 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
         other.updated_at = ctx.now();
         changes.push(Change::Issue(other));
     }
-    // The pending wakes' index (one per agent and issue), not every wake ever made; in id
-    // order, as the walk of every wake gave them.
-    let mut pending: Vec<&Wake> = ctx.state.pending_wakes_for_issue(issue_id).collect();
-    pending.sort_by(|a, b| a.id.cmp(&b.id));
+    // The issue's pending wakes from their index, not a walk of every wake ever made; in id
+    // order, as that walk gave them.
+    let pending: Vec<&Wake> = ctx.state.pending_wakes_for_issue(issue_id).collect();
     for wake in pending {
         let mut w = wake.clone();
         w.status = WakeStatus::Cancelled;

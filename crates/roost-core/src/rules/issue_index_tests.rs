@@ -341,4 +341,24 @@ fn deleting_an_issue_cancels_each_agents_pending_wake_for_it_and_no_other() {
         "another issue's wake stays"
     );
     assert!(w.state.pending_wakes_for_issue("i1").next().is_none());
+
+    // Two pending wakes of one agent for one issue (one command can leave two, and rows from
+    // before may hold them): the index of one pending wake per agent and issue names only one,
+    // and deleting the issue still cancels both (found in review).
+    let mut second = w.state.wakes["wb1"].clone();
+    second.id = "wb2".into();
+    w.state.put_wake(second);
+    let both: Vec<&str> = (w.state.pending_wakes_for_issue("i2"))
+        .map(|x| x.id.as_str())
+        .collect();
+    assert_eq!(both, ["wb1", "wb2"]);
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "i2".into(),
+        },
+    );
+    for id in ["wb1", "wb2"] {
+        assert_eq!(w.state.wakes[id].status, WakeStatus::Cancelled, "{id}");
+    }
 }

@@ -257,6 +257,7 @@ pub(crate) fn delete_goal(ctx: &Ctx<'_>, id: &str) -> Result<Decision, DomainErr
         changes.push(Change::Project(p));
     }
     // An issue's goal is one of its own company's (`goal_in`): its company's issues are all.
+    // In issue-number order (it was id order): the rows commute, the state is the same.
     for issue in ctx
         .state
         .issues_of_company(&goal.company_id)
@@ -424,7 +425,7 @@ pub(crate) fn delete_project(ctx: &Ctx<'_>, id: &str) -> Result<Decision, Domain
     ctx.require_company(&p.company_id, "project", id)?;
     ctx.require_admin("delete a project")?;
     let mut changes = Vec::new();
-    // An issue's project is one of its own company's (`project_in`).
+    // An issue's project is one of its own company's (`project_in`); in issue-number order.
     for issue in ctx
         .state
         .issues_of_company(&p.company_id)

@@ -330,19 +330,24 @@ impl Workers {
     /// Every worker the state knows as online gets a full lease from now: a leader change
     /// never expires a healthy worker.
     fn become_leader(&self) {
-        let online: Vec<String> = self.api.reader().read(|s| {
-            s.workers
-                .values()
+        // Terms for every worker the cluster ever registered, not the online ones: a worker may
+        // hold a lease an earlier leader stretched for a larger fleet (a lease never shortens
+        // while held), and one that cannot reach this node fences itself by that lease, so this
+        // node must not declare it lost sooner. A fleet never connects more workers than it
+        // registered, and worker rows are never removed.
+        let (online, registered) = self.api.reader().read(|s| {
+            let online: Vec<String> = (s.workers.values())
                 .filter(|w| w.status == WorkerStatus::Online)
                 .map(|w| w.id.clone())
-                .collect()
+                .collect();
+            (online, s.workers.len())
         });
         info!(
             node_id = self.api.node().id(),
             workers = online.len(),
             "leading: workers get a full lease"
         );
-        let ttl = self.config.lease_terms(online.len()).ttl();
+        let ttl = self.config.lease_terms(registered).ttl();
         self.registry.grant_full_leases(online, ttl);
     }
 

@@ -17,6 +17,13 @@ struct Connection {
     generation: u64,
 }
 
+/// `ttl` from now; a term too long for the clock (a config stretched past reason) is a year.
+fn deadline_after(ttl: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(ttl)
+        .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
+}
+
 /// A worker's lease on this leader: when it runs out, and the longest term it was granted.
 #[derive(Clone, Copy)]
 struct Lease {
@@ -106,7 +113,7 @@ impl Registry {
             None => ttl,
         };
         let lease = Lease {
-            deadline: Instant::now() + ttl,
+            deadline: deadline_after(ttl),
             ttl,
         };
         inner.leases.insert(worker_id.to_string(), lease);
@@ -116,7 +123,7 @@ impl Registry {
     /// A new leader gives every worker it knows a full lease, whatever the old leader saw.
     pub fn grant_full_leases(&self, workers: impl IntoIterator<Item = String>, ttl: Duration) {
         let lease = Lease {
-            deadline: Instant::now() + ttl,
+            deadline: deadline_after(ttl),
             ttl,
         };
         let mut inner = self.lock();
