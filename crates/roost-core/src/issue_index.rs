@@ -2,9 +2,10 @@
 //! work, checkout holder, comments): how an issue's write and its deletion keep them, and the
 //! reads that walk them, so that no rule or API read scans every issue.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::entity::{Issue, IssueStatus};
+use crate::set_index::{link, unlink, SetIndex};
 use crate::state::State;
 use crate::state_hash::Table;
 
@@ -23,7 +24,7 @@ fn by_assignee(x: &Issue) -> Option<(&str, u64)> {
 fn unlink_issue(
     by_assignee: &mut BTreeMap<(String, u64), String>,
     by_parent: &mut BTreeMap<(String, u64), String>,
-    checkouts_by_run: &mut BTreeMap<String, BTreeSet<String>>,
+    checkouts_by_run: &mut SetIndex,
     old: &Issue,
 ) {
     if let Some(agent) = &old.assignee_agent_id {
@@ -33,12 +34,7 @@ fn unlink_issue(
         by_parent.remove(&(parent.clone(), old.issue_number));
     }
     if let Some(c) = &old.checkout {
-        if let Some(set) = checkouts_by_run.get_mut(&c.run_id) {
-            set.remove(&old.id);
-            if set.is_empty() {
-                checkouts_by_run.remove(&c.run_id);
-            }
-        }
+        unlink(checkouts_by_run, &c.run_id, &old.id);
     }
 }
 
@@ -111,10 +107,7 @@ impl State {
             );
         }
         if let Some(c) = &i.checkout {
-            self.checkouts_by_run
-                .entry(c.run_id.clone())
-                .or_default()
-                .insert(i.id.clone());
+            link(&mut self.checkouts_by_run, &c.run_id, &i.id);
         }
         if !same_identity {
             match self.issues_by_number.get_mut(&i.company_id) {

@@ -22,6 +22,7 @@ pub mod project;
 pub mod routine;
 pub mod routine_command;
 pub(crate) mod rules;
+mod set_index;
 pub mod skill;
 pub mod state;
 mod state_hash;

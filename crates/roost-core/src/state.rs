@@ -419,11 +419,7 @@ impl State {
             state.put(change);
         }
         for (id, comment) in rows.comments {
-            state
-                .comments_of_issue
-                .entry(comment.issue_id.clone())
-                .or_default()
-                .insert(id.clone());
+            crate::set_index::link(&mut state.comments_of_issue, &comment.issue_id, &id);
             state.comments.insert(id, comment);
         }
         state.activity_seq = rows.activity_seq;
@@ -642,10 +638,7 @@ impl State {
                 self.credentials.insert(c.id.clone(), c);
             }
             Change::Comment(c) => {
-                self.comments_of_issue
-                    .entry(c.issue_id.clone())
-                    .or_default()
-                    .insert(c.id.clone());
+                crate::set_index::link(&mut self.comments_of_issue, &c.issue_id, &c.id);
                 self.comments.insert(
                     c.id.clone(),
                     CommentRef {

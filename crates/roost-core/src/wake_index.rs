@@ -3,6 +3,7 @@
 //! that walk them, so that no rule or API read scans every wake ever made.
 
 use crate::entity::{Wake, WakeStatus};
+use crate::set_index::{link, unlink};
 use crate::state::State;
 
 impl State {
@@ -23,40 +24,24 @@ impl State {
             }
             self.queued_wakes.remove(&(old.seq, old.id.clone()));
             if let (true, Some(issue)) = (old.status.is_pending(), &old.issue_id) {
-                if let Some(set) = self.pending_by_issue.get_mut(issue) {
-                    set.remove(&old.id);
-                    if set.is_empty() {
-                        self.pending_by_issue.remove(issue);
-                    }
-                }
+                unlink(&mut self.pending_by_issue, issue, &old.id);
             }
             if let Some(run) = &old.waiting_on_run {
-                if let Some(set) = self.deferred_on_run.get_mut(run) {
-                    set.remove(&old.id);
-                    if set.is_empty() {
-                        self.deferred_on_run.remove(run);
-                    }
-                }
+                unlink(&mut self.deferred_on_run, run, &old.id);
             }
         }
         if w.status.is_pending() {
             self.pending_wakes
                 .insert((w.agent_id.clone(), w.issue_id.clone()), w.id.clone());
             if let Some(issue) = &w.issue_id {
-                self.pending_by_issue
-                    .entry(issue.clone())
-                    .or_default()
-                    .insert(w.id.clone());
+                link(&mut self.pending_by_issue, issue, &w.id);
             }
         }
         if w.status == WakeStatus::Queued {
             self.queued_wakes.insert((w.seq, w.id.clone()));
         }
         if let (WakeStatus::Deferred, Some(run)) = (w.status, &w.waiting_on_run) {
-            self.deferred_on_run
-                .entry(run.clone())
-                .or_default()
-                .insert(w.id.clone());
+            link(&mut self.deferred_on_run, run, &w.id);
         }
         if let Some(key) = &w.idempotency_key {
             self.wake_keys

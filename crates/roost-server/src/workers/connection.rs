@@ -273,12 +273,11 @@ impl Workers {
                 .send(worker_id, server_message::Body::Redirect(redirect));
             return false;
         }
-        let terms = self.config.lease_terms(self.registry.connected_count());
-        let ttl = self.registry.renew(worker_id, terms.ttl());
+        let terms = self.registry.renew_on_terms(worker_id, &self.config);
         let renewed = roost_proto::v1::LeaseRenewed {
             seq,
             renew_interval_ms: terms.renew_interval_ms,
-            lease_ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+            lease_ttl_ms: terms.lease_ttl_ms,
         };
         self.registry
             .send(worker_id, server_message::Body::LeaseRenewed(renewed));
@@ -404,12 +403,11 @@ impl WorkerRpc for WorkerService {
         let worker_id = register.worker_id.clone();
         let (outbox, rx) = mpsc::channel(1024);
         let generation = workers.registry.attach(&worker_id, outbox);
-        let terms = (workers.config).lease_terms(workers.registry.connected_count());
-        let ttl = workers.registry.renew(&worker_id, terms.ttl());
+        let terms = workers.registry.renew_on_terms(&worker_id, &workers.config);
         let registered = roost_proto::v1::Registered {
             node_id: workers.api.node().id(),
             renew_interval_ms: terms.renew_interval_ms,
-            lease_ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+            lease_ttl_ms: terms.lease_ttl_ms,
         };
         workers
             .registry

@@ -8,6 +8,8 @@ use roost_proto::v1::server_message;
 use tokio::sync::mpsc;
 use tokio::time::{Duration, Instant};
 
+use super::{LeaseTerms, WorkerConfig};
+
 /// Boxed: a channel allocates its first block of 32 slots when it is made, and a slot the size
 /// of a `ServerMessage` (424 bytes) made that 14 KiB for every connected worker.
 pub(crate) type Outbox = mpsc::Sender<Box<server_message::Body>>;
@@ -22,6 +24,21 @@ fn deadline_after(ttl: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(ttl)
         .unwrap_or_else(|| now + Duration::from_secs(365 * 24 * 3600))
+}
+
+/// Extends the worker's lease to `ttl` from now, or to its longest earlier term (see
+/// [`Registry::renew`]); returns the term given.
+fn extend(inner: &mut Inner, worker_id: &str, ttl: Duration) -> Duration {
+    let ttl = match inner.leases.get(worker_id) {
+        Some(old) => old.ttl.max(ttl),
+        None => ttl,
+    };
+    let lease = Lease {
+        deadline: deadline_after(ttl),
+        ttl,
+    };
+    inner.leases.insert(worker_id.to_string(), lease);
+    ttl
 }
 
 /// A worker's lease on this leader: when it runs out, and the longest term it was granted.
@@ -107,17 +124,19 @@ impl Registry {
     /// naming a shorter one could be lost, and the worker would then count on the longer one
     /// (it fences itself by the lease it was last told of) while this node counted the shorter.
     pub fn renew(&self, worker_id: &str, ttl: Duration) -> Duration {
+        extend(&mut self.lock(), worker_id, ttl)
+    }
+
+    /// Renews the worker's lease on `config`'s terms for the workers connected now, under one
+    /// lock; returns the terms to name to the worker (its lease as [`Registry::renew`] gave it).
+    pub fn renew_on_terms(&self, worker_id: &str, config: &WorkerConfig) -> LeaseTerms {
         let mut inner = self.lock();
-        let ttl = match inner.leases.get(worker_id) {
-            Some(old) => old.ttl.max(ttl),
-            None => ttl,
-        };
-        let lease = Lease {
-            deadline: deadline_after(ttl),
-            ttl,
-        };
-        inner.leases.insert(worker_id.to_string(), lease);
-        ttl
+        let terms = config.lease_terms(inner.connections.len());
+        let ttl = extend(&mut inner, worker_id, terms.ttl());
+        LeaseTerms {
+            renew_interval_ms: terms.renew_interval_ms,
+            lease_ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX),
+        }
     }
 
     /// A new leader gives every worker it knows a full lease, whatever the old leader saw.
@@ -193,7 +212,6 @@ impl crate::api::WorkerPlane for Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workers::WorkerConfig;
 
     #[test]
     fn lease_terms_stretch_with_the_fleet_past_the_renewal_budget_and_only_then() {
@@ -233,6 +251,34 @@ mod tests {
         assert_eq!(&*registry.connected(), ["a", "b", "c"]);
         registry.redirect_all("");
         assert!(registry.connected().is_empty());
+    }
+
+    #[test]
+    fn a_renewal_names_the_terms_for_the_workers_connected_then_and_never_shorter() {
+        let registry = Registry::default();
+        let config = WorkerConfig {
+            max_renewals_per_sec: 1,
+            ..WorkerConfig::default()
+        };
+        let outbox = || mpsc::channel(1).0;
+        for w in ["a", "b"] {
+            registry.attach(w, outbox());
+        }
+        let two = registry.renew_on_terms("a", &config);
+        assert_eq!((two.renew_interval_ms, two.lease_ttl_ms), (2000, 10_000));
+        let gen = registry.attach("c", outbox());
+        let three = registry.renew_on_terms("a", &config);
+        assert_eq!(
+            (three.renew_interval_ms, three.lease_ttl_ms),
+            (3000, 15_000)
+        );
+        registry.detach("c", gen);
+        let back = registry.renew_on_terms("a", &config);
+        assert_eq!(
+            (back.renew_interval_ms, back.lease_ttl_ms),
+            (2000, 15_000),
+            "the interval follows the fleet down; the lease it held does not shorten"
+        );
     }
 
     #[test]
