@@ -55,6 +55,8 @@ pub(crate) mod test_world;
 mod tests;
 pub(crate) mod wake;
 #[cfg(test)]
+mod wake_merge_tests;
+#[cfg(test)]
 mod wake_tests;
 mod worker;
 #[cfg(test)]

@@ -57,6 +57,22 @@ impl Pending<'_> {
         })
     }
 
+    /// The next `w{slot}-{n}` no wake of this command has taken. One command can raise issue
+    /// events more than once (a comment's mentions, then the closed issue's parent and
+    /// dependents), and numbering each from 1 gave two wakes one id: the later overwrote the
+    /// earlier, or merged into it.
+    fn fresh_event_id(&self, ctx: &Ctx<'_>) -> String {
+        let taken = |id: &str| {
+            self.changes
+                .iter()
+                .any(|c| matches!(c, Change::Wake(w) if w.id == id))
+        };
+        (1..)
+            .map(|n| format!("w{}-{n}", ctx.slot))
+            .find(|id| !taken(id))
+            .unwrap_or_default()
+    }
+
     /// The issue as this command leaves it (it may have just changed), or as it was.
     fn issue(&self, ctx: &Ctx<'_>, id: Option<&str>) -> Option<Issue> {
         let id = id?;
@@ -70,21 +86,32 @@ impl Pending<'_> {
             .or_else(|| ctx.state.issues.get(id).cloned())
     }
 
+    /// The pending wake of `agent_id` for `issue_id` as this command leaves it so far.
+    ///
+    /// A wake of the slot this command wrote and left pending comes first. A wake it wrote
+    /// as coalesced, skipped or suppressed is not one to merge into: the scan goes on past it
+    /// (stopping there left a second pending wake in one slot, and replicas that rebuilt the
+    /// slot index from rows then merged into another wake than the running ones). Each wake
+    /// counts by its latest version only: one this command took out of pending stays out.
     fn pending_for(&self, ctx: &Ctx<'_>, agent_id: &str, issue_id: Option<&str>) -> Option<Wake> {
-        // Wakes written earlier in this same command come first.
-        let here = self.changes.iter().rev().find_map(|c| match c {
-            Change::Wake(w) if w.agent_id == agent_id && w.issue_id.as_deref() == issue_id => {
-                Some(w.clone())
+        let mut seen: Vec<&str> = Vec::new();
+        for change in self.changes.iter().rev() {
+            let Change::Wake(w) = change else { continue };
+            if w.agent_id != agent_id || w.issue_id.as_deref() != issue_id {
+                continue;
             }
-            _ => None,
-        });
-        match here {
-            Some(w) if w.status.is_pending() => Some(w),
-            Some(_) => None,
-            None => ctx
-                .state
-                .pending_wake(agent_id, issue_id)
-                .map(|w| self.latest_wake(&w.id).unwrap_or_else(|| w.clone())),
+            if seen.contains(&w.id.as_str()) {
+                continue;
+            }
+            if w.status.is_pending() {
+                return Some(w.clone());
+            }
+            seen.push(&w.id);
+        }
+        let before = ctx.state.pending_wake(agent_id, issue_id)?;
+        match self.latest_wake(&before.id) {
+            Some(now) => now.status.is_pending().then_some(now),
+            None => Some(before.clone()),
         }
     }
 }
@@ -155,7 +182,7 @@ pub(crate) fn enqueue(
         wake.status = status;
         wake.status_reason = Some(why.into());
     };
-    if ctx.state.wakes.contains_key(&wake.id) {
+    if ctx.state.wakes.contains_key(&wake.id) || pending.latest_wake(&wake.id).is_some() {
         return Err(DomainError::AlreadyExists {
             entity: "wake".into(),
             id: wake.id,
@@ -278,14 +305,9 @@ pub(crate) fn wake_for_issue_event(
     comment: Option<(&str, &str)>,
 ) -> Result<(), DomainError> {
     let mut pending = Pending { changes };
-    let mut n = 0usize;
-    let mut next_id = |ctx: &Ctx<'_>| {
-        n += 1;
-        format!("w{}-{}", ctx.slot, n)
-    };
     if let (Some(reason), Some(agent)) = (reason, issue.assignee_agent_id.as_deref()) {
         let req = WakeRequest::event(
-            next_id(ctx),
+            pending.fresh_event_id(ctx),
             agent,
             &issue.id,
             reason,
@@ -302,7 +324,7 @@ pub(crate) fn wake_for_issue_event(
             });
             if let Some(agent) = mentioned {
                 let req = WakeRequest::event(
-                    next_id(ctx),
+                    pending.fresh_event_id(ctx),
                     &agent.id,
                     &issue.id,
                     WakeReason::IssueCommentMentioned,
