@@ -384,6 +384,18 @@ async fn measure_step(
             load.first_error.as_deref().unwrap_or("")
         );
     }
+    let mut seconds_sorted = load.per_second.clone();
+    seconds_sorted.sort_unstable();
+    eprintln!(
+        "[{label}] checkouts in each second: {:?} (min {}, median {}, max {})",
+        load.per_second,
+        seconds_sorted.first().copied().unwrap_or(0),
+        seconds_sorted
+            .get(seconds_sorted.len() / 2)
+            .copied()
+            .unwrap_or(0),
+        seconds_sorted.last().copied().unwrap_or(0),
+    );
     eprintln!("[{label}] {} closes, one at a time...", args.close_samples);
     let closes = scale_load::close_latencies(
         &setup.channels[0],
@@ -427,6 +439,7 @@ async fn measure_step(
         "createRetries": growth.retries,
         "clients": args.clients,
         "checkoutsPerSec": load.checkouts as f64 / secs,
+        "checkoutsEachSecond": load.per_second,
         "conflictsPerSec": load.conflicts as f64 / secs,
         "checkouts": load.checkouts,
         "conflicts": load.conflicts,

@@ -302,6 +302,10 @@ pub struct Cycles {
     pub first_error: Option<String>,
     /// Latency of the successful checkouts, sorted, in µs.
     pub latencies_us: Vec<u64>,
+    /// Successful checkouts in each whole second of the measured window (empty when the load
+    /// runs to a count): a stall behind a background write shows as one slow second, not as
+    /// a lower average.
+    pub per_second: Vec<u64>,
     pub elapsed: Duration,
 }
 
@@ -326,12 +330,20 @@ pub async fn cycles(
     let measure_from = start + warmup;
     let until = measure_from + seconds;
     let done = Arc::new(AtomicU64::new(0));
+    let whole_seconds = if max_cycles.is_some() {
+        0
+    } else {
+        seconds.as_secs() as usize
+    };
+    let seconds_counted: Arc<Vec<AtomicU64>> =
+        Arc::new((0..whole_seconds).map(|_| AtomicU64::new(0)).collect());
     anyhow::ensure!(!channels.is_empty(), "no gRPC channel");
     let mut tasks = Vec::new();
     for (i, a) in agents.iter().enumerate() {
         let mut grpc = ControlClient::new(channels[i % channels.len()].clone());
         let (agent_id, key, run_id) = (a.agent_id.clone(), a.key.clone(), a.run_id.clone());
         let (prefix, done) = (prefix.to_string(), done.clone());
+        let seconds_counted = seconds_counted.clone();
         let seed = (i as u64 + 1) * 7919 + population;
         tasks.push(tokio::spawn(async move {
             let mut rng = Rng::new(seed);
@@ -366,6 +378,10 @@ pub async fn cycles(
                             out.latencies_us.push(us(began.elapsed()));
                             out.checkouts += 1;
                             done.fetch_add(1, Ordering::Relaxed);
+                            let second = began.saturating_duration_since(measure_from).as_secs();
+                            if let Some(n) = seconds_counted.get(second as usize) {
+                                n.fetch_add(1, Ordering::Relaxed);
+                            }
                         }
                     }
                     Err(s) if s.code() == Code::Aborted => {
@@ -410,5 +426,9 @@ pub async fn cycles(
         Instant::now().saturating_duration_since(measure_from)
     };
     total.latencies_us.sort_unstable();
+    total.per_second = seconds_counted
+        .iter()
+        .map(|n| n.load(Ordering::Relaxed))
+        .collect();
     Ok(total)
 }

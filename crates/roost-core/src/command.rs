@@ -590,6 +590,13 @@ pub enum Outcome {
         approval: Option<crate::approval::Approval>,
     },
     AgentHome(crate::home::AgentHome),
+    /// A keyed command seen before, with the same request: its answer is the first outcome,
+    /// kept in the row of this (scoped) key in `state.db`, not in memory
+    /// (`idempotency.rs`). The node that proposed it reads the row before it answers
+    /// (`roost-raft/src/node.rs`), so no caller of a write ever sees this variant.
+    Repeated {
+        key: String,
+    },
 }
 
 impl Outcome {
@@ -619,6 +626,7 @@ impl Outcome {
             Outcome::ApprovalComment(_) => "approval_comment",
             Outcome::Hire { .. } => "hire",
             Outcome::AgentHome(_) => "agent_home",
+            Outcome::Repeated { .. } => "repeated",
         }
     }
 }

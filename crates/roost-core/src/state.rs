@@ -494,9 +494,10 @@ impl State {
         let scoped = scoped_key(&env.actor, &env.command, key);
         let print = fingerprint(&env.command);
         if let Some(first) = self.idempotency.get(&scoped) {
-            let outcome = match &first.fingerprint {
-                Some(seen) if *seen != print => Err(DomainError::IdempotencyKeyReused),
-                _ => first.outcome.clone(),
+            let outcome = if first.is_other_request(&print) {
+                Err(DomainError::IdempotencyKeyReused)
+            } else {
+                Ok(Outcome::Repeated { key: scoped })
             };
             return Applied { outcome, changes };
         }

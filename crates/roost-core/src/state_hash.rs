@@ -238,7 +238,7 @@ fn keys(state: &State, table: Table) -> Vec<String> {
         Table::BudgetPolicy => of(&state.budget_policies),
         Table::CostEvent => of(&state.cost_events),
         Table::BudgetIncident => of(&state.budget_incidents),
-        Table::IdempotencyKey => state.idempotency.keys().cloned().collect(),
+        Table::IdempotencyKey => state.idempotency.keys().map(str::to_string).collect(),
         Table::MemoryEntry => of(&state.memory.entries),
         Table::MemoryDocument => of(&state.memory.documents),
         Table::MemoryLive => of(&state.memory.live),

@@ -1,11 +1,15 @@
-//! What the replicated state holds in memory per closed issue, counted by the allocator: every
-//! node holds it for every issue a company ever closed (BENCHMARKS.md, "A company's closed
-//! history"). Its own test binary, so that the counting allocator below counts nothing else.
+//! What the replicated state holds in memory per closed issue and per remembered
+//! `Idempotency-Key`, counted by the allocator: every node holds the first for every issue a
+//! company ever closed (BENCHMARKS.md, "A company's closed history"), the second for every keyed
+//! write of the last 24 hours. Its own test binary, so that the counting allocator below counts
+//! nothing else, and its tests take turns.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
+use std::sync::Mutex;
 
-use roost_core::{Company, Issue, State, StateRows};
+use roost_core::idempotency::Remembered;
+use roost_core::{Company, Issue, Outcome, State, StateRows, Timestamp};
 
 /// The system allocator, counting the bytes and blocks live.
 struct Counting;
@@ -38,6 +42,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static COUNTING: Counting = Counting;
 
+/// One measurement at a time: the counts are process-wide.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 const COMPANY: &str = "6a1b2c3d-0000-4000-8000-00000000c0c0";
 
 /// A done issue as `roost-bench scale` makes them: a UUID id, a title, a 256-byte description.
@@ -67,6 +74,7 @@ const MAX_BYTES_PER_CLOSED_ISSUE: f64 = 1_350.0;
 
 #[test]
 fn a_closed_issue_costs_the_state_at_most_its_bound_in_memory() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let n: u64 = 50_000;
     let company: Company = serde_json::from_value(serde_json::json!({
         "id": COMPANY, "name": "Scale", "issuePrefix": "SCL", "issueCounter": n,
@@ -97,5 +105,54 @@ fn a_closed_issue_costs_the_state_at_most_its_bound_in_memory() {
         per(hashed) <= MAX_BYTES_PER_CLOSED_ISSUE,
         "a closed issue now costs {:.0} bytes of state, over the bound of {MAX_BYTES_PER_CLOSED_ISSUE}",
         per(hashed)
+    );
+}
+
+/// The bound: the last measured size (404 bytes with its row digest, 2026-11-28; 2,257 when the
+/// outcome was kept too) and a little room. Memory keeps the key, its
+/// time and its request's fingerprint; the outcome stays in `state.db`.
+const MAX_BYTES_PER_REMEMBERED_KEY: f64 = 450.0;
+
+#[test]
+fn a_remembered_idempotency_key_costs_the_state_at_most_its_bound_in_memory() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let n: u64 = 50_000;
+    // Keys as `roost_core::idempotency::scoped_key` makes them for an agent's created issue, with
+    // a UUID for the client's key, as the CLI sends; the outcome is the created issue.
+    let remembered = |n: u64| {
+        let issue = closed_issue(n);
+        Remembered {
+            key: format!(
+                "agent:{}\u{1f}{COMPANY}\u{1f}issue.created\u{1f}{}",
+                issue.id, issue.id
+            ),
+            at: Timestamp(1_700_000_000_000 + n as i64),
+            index: n,
+            outcome: Ok(Outcome::Issue {
+                issue,
+                comment: None,
+            }),
+            fingerprint: Some(format!("{:064x}", n)),
+        }
+    };
+    let (bytes, blocks) = (BYTES.load(Relaxed), BLOCKS.load(Relaxed));
+    let rows = StateRows {
+        remembered: (1..=n).map(remembered).collect(),
+        ..Default::default()
+    };
+    let state = State::from_rows(rows);
+    let _ = state.hash();
+    let held = BYTES.load(Relaxed) - bytes;
+    let held_blocks = BLOCKS.load(Relaxed) - blocks;
+    let per = held as f64 / n as f64;
+    println!(
+        "per remembered key: {per:.0} bytes in {:.1} blocks, with its row digest",
+        held_blocks as f64 / n as f64
+    );
+    assert_eq!(state.idempotency.len() as u64, n);
+    assert!(
+        per <= MAX_BYTES_PER_REMEMBERED_KEY,
+        "a remembered key now costs {per:.0} bytes of state, over the bound of \
+         {MAX_BYTES_PER_REMEMBERED_KEY}"
     );
 }

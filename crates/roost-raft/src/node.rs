@@ -257,9 +257,31 @@ impl RaftNode {
                 message: "this node is stopping; retry on another".into(),
             });
         }
-        self.proposer
+        let written = self
+            .proposer
             .propose(envelope, self.timing.write_timeout())
-            .await
+            .await?;
+        self.with_first_outcome(written).await
+    }
+
+    /// A repeat of a keyed write answers with the first outcome, which only the key's row in
+    /// `state.db` keeps (`roost_core::Outcome::Repeated`). Read here, on the node that proposed
+    /// it, so neither a forwarding node nor any caller sees the marker.
+    async fn with_first_outcome(&self, written: WriteOutcome) -> Result<WriteOutcome, Error> {
+        let Ok(Outcome::Repeated { key }) = &written.result else {
+            return Ok(written);
+        };
+        let first = self.reader.remembered_outcome(key).await?;
+        Ok(WriteOutcome {
+            index: written.index,
+            result: first.unwrap_or_else(|| {
+                Err(DomainError::conflict(
+                    "this Idempotency-Key's first write passed the 24 hours it is remembered for \
+                     while the retry was answered, so its outcome is gone; look the object up, or \
+                     send the request with a new key if it should apply again",
+                ))
+            }),
+        })
     }
 
     async fn forward_write(&self, leader: u64, envelope: &Envelope) -> Result<WriteOutcome, Error> {

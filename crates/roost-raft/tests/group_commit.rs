@@ -29,17 +29,27 @@ async fn single_node(dir: &std::path::Path) -> anyhow::Result<RaftNode> {
     single_node_with(dir, &RaftTiming::default()).await
 }
 
-async fn single_node_with(dir: &std::path::Path, timing: &RaftTiming) -> anyhow::Result<RaftNode> {
-    let info = NodeInfo {
+fn node_info() -> NodeInfo {
+    NodeInfo {
         grpc_addr: "127.0.0.1:1".into(),
         http_addr: "127.0.0.1:2".into(),
         peer_addr: "127.0.0.1:3".into(),
-    };
-    let node = RaftNode::start(1, info, dir, timing).await?;
+    }
+}
+
+async fn single_node_with(dir: &std::path::Path, timing: &RaftTiming) -> anyhow::Result<RaftNode> {
+    let node = RaftNode::start(1, node_info(), dir, timing).await?;
     node.initialize_single().await?;
     node.wait_for_leader(Duration::from_secs(10)).await?;
     // The leader's first (blank) entry is applied once it can take writes.
     node.write(create_company("warm-up")).await?;
+    Ok(node)
+}
+
+/// The single node of `dir` started again, once it leads.
+async fn restarted(dir: &std::path::Path) -> anyhow::Result<RaftNode> {
+    let node = RaftNode::start(1, node_info(), dir, &RaftTiming::default()).await?;
+    node.wait_for_leader(Duration::from_secs(10)).await?;
     Ok(node)
 }
 
@@ -98,13 +108,7 @@ async fn a_lone_write_is_proposed_as_its_own_entry_and_survives_a_restart() -> a
     node.shutdown().await;
     drop(node);
 
-    let info = NodeInfo {
-        grpc_addr: "127.0.0.1:1".into(),
-        http_addr: "127.0.0.1:2".into(),
-        peer_addr: "127.0.0.1:3".into(),
-    };
-    let again = RaftNode::start(1, info, dir.path(), &RaftTiming::default()).await?;
-    again.wait_for_leader(Duration::from_secs(10)).await?;
+    let again = restarted(dir.path()).await?;
     assert!(again.reader().read(|s| s.companies.contains_key("alone")));
     assert!(again.reader().applied_index() >= written.index);
     assert_eq!(again.reader().state_hash().1, hash.1);
@@ -156,5 +160,62 @@ async fn big_writes_are_split_over_entries_so_no_append_exceeds_the_message_cap(
         "an entry held {most} writes of 1 MiB: {per_index:?}"
     );
     node.shutdown().await;
+    Ok(())
+}
+
+/// The same request under one `Idempotency-Key` from many writers at once (one log entry for
+/// several, as group commit makes), then again after a restart: every answer is the first
+/// outcome, whole. Memory keeps only the key (`roost_core::idempotency::Seen`); the answer to a
+/// repeat is read from the key's row in `state.db` by the node that proposed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_write_repeated_at_once_and_after_a_restart_answers_its_first_outcome(
+) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let node = single_node(dir.path()).await?;
+    // Each copy has its own minted id, as a retry through another node has.
+    let keyed = |n: usize| {
+        let mut env = create_company(&format!("keyed-{n}"));
+        if let Command::CreateCompany {
+            name, issue_prefix, ..
+        } = &mut env.command
+        {
+            *name = "the same company".into();
+            *issue_prefix = "KEY".into();
+        }
+        env.idempotency_key = Some("one-key".into());
+        env
+    };
+    let writes: Vec<_> = (0..40)
+        .map(|n| {
+            let node = node.clone();
+            tokio::spawn(async move { node.write(keyed(n)).await })
+        })
+        .collect();
+    let mut answered = Vec::new();
+    for w in writes {
+        match w.await??.result {
+            Ok(Outcome::Company(c)) => answered.push(c),
+            other => anyhow::bail!("a repeat answered {other:?}"),
+        }
+    }
+    let first = answered[0].clone();
+    assert!(first.id.starts_with("keyed-"), "{first:?}");
+    assert!(answered.iter().all(|c| *c == first), "{answered:?}");
+    let keyed_companies = node.reader().read(|s| {
+        s.companies
+            .keys()
+            .filter(|id| id.starts_with("keyed-"))
+            .count()
+    });
+    assert_eq!(keyed_companies, 1, "the key applied once");
+    node.shutdown().await;
+    drop(node);
+
+    let again = restarted(dir.path()).await?;
+    match again.write(keyed(99)).await?.result {
+        Ok(Outcome::Company(c)) => assert_eq!(c, first),
+        other => anyhow::bail!("a repeat after a restart answered {other:?}"),
+    }
+    again.shutdown().await;
     Ok(())
 }

@@ -176,6 +176,27 @@ impl StateReader {
         .transpose()
     }
 
+    /// The first outcome of the remembered (scoped) idempotency key `key`, which memory does not
+    /// keep (`roost_core::idempotency::Seen`); `None` once the key has expired. Sees every
+    /// applied write (flushes first).
+    pub async fn remembered_outcome(
+        &self,
+        key: &str,
+    ) -> Result<Option<Result<roost_core::Outcome, roost_core::DomainError>>, Error> {
+        let pool = self.flushed()?;
+        let row = sqlx::query("SELECT data FROM idempotency WHERE key = ?")
+            .bind(key)
+            .fetch_optional(pool)
+            .await
+            .map_err(Error::sql("get idempotency key"))?;
+        row.map(|r| {
+            serde_json::from_str::<roost_core::idempotency::Remembered>(r.get::<&str, _>(0))
+                .map(|kept| kept.outcome)
+                .map_err(|e| Error::corrupt("idempotency key", e))
+        })
+        .transpose()
+    }
+
     /// The bytes of the home chunk `key` (`roost_core::home::chunk_key`), if stored. Sees every
     /// applied write (flushes first).
     pub async fn home_chunk(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {

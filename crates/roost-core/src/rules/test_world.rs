@@ -292,3 +292,16 @@ pub(crate) fn status_update(issue: &str, status: IssueStatus) -> Command {
         comment: None,
     }
 }
+
+/// The row a keyed write remembered its key in: what answers a repeat of it
+/// ([`Outcome::Repeated`] names its key; the proposing node reads the row from `state.db`).
+pub(crate) fn remembered(applied: &crate::state::Applied) -> crate::idempotency::Remembered {
+    applied
+        .changes
+        .iter()
+        .find_map(|c| match c {
+            crate::state::Change::Remembered(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("a keyed write remembers its key")
+}

@@ -574,11 +574,17 @@ fn a_retried_keyed_write_is_applied_once() {
         },
         idempotency_key: Some("client-key-1".into()),
     };
-    let first = w.state.apply(100, &env(10_000, "once")).outcome.unwrap();
+    let first = w.state.apply(100, &env(10_000, "once"));
+    let kept = remembered(&first);
+    assert_eq!(
+        kept.outcome, first.outcome,
+        "the key's row keeps the outcome"
+    );
     let seq = w.state.activity_seq;
-    // A retry through another leader carries a new envelope (new ids) but the same key.
+    // A retry through another leader carries a new envelope (new ids) but the same key: its
+    // answer is the first outcome, read from the key's row.
     let retry = w.state.apply(101, &env(11_000, "twice")).outcome.unwrap();
-    assert_eq!(first, retry);
+    assert_eq!(retry, Outcome::Repeated { key: kept.key });
     assert_eq!(w.state.activity_seq, seq);
     assert_eq!(w.state.issues.len(), 1);
     // Past the retention window the key is forgotten and the command applies anew.

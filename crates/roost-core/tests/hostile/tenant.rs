@@ -166,5 +166,8 @@ pub fn outcome_companies(o: &Outcome) -> Vec<Option<String>> {
             v
         }
         Outcome::AgentHome(h) => vec![Some(h.company_id.clone())],
+        // The first outcome of a key scoped to the same credential and company, checked when
+        // it was first applied.
+        Outcome::Repeated { .. } => vec![],
     }
 }
