@@ -31,6 +31,7 @@ mod memory;
 mod procs;
 mod scale;
 mod scale_load;
+mod scale_pair;
 mod stats;
 mod tls_setup;
 mod wake;

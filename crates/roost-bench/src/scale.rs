@@ -29,58 +29,64 @@ pub struct ScaleArgs {
         value_delimiter = ',',
         default_value = "1000,10000,100000,1000000"
     )]
-    issues: Vec<u64>,
+    pub(crate) issues: Vec<u64>,
     /// Issues created open (`todo`), the first of the population; every later one is created
     /// done. The checkout load works on these.
     #[arg(long, default_value_t = 1000)]
-    open: u64,
+    pub(crate) open: u64,
     /// Closes timed per step, one at a time (each of a fresh open issue)
     #[arg(long, default_value_t = 50)]
-    close_samples: usize,
+    pub(crate) close_samples: usize,
     /// Concurrent checkout/release clients (one agent with a key and a run each)
     #[arg(long, default_value_t = 64)]
-    clients: usize,
+    pub(crate) clients: usize,
     /// Seconds of checkout/release measurement per step
     #[arg(long, default_value_t = 10)]
-    seconds: u64,
+    pub(crate) seconds: u64,
     /// Seconds of checkout/release before the measurement (not counted)
     #[arg(long, default_value_t = 1)]
-    warmup: u64,
+    pub(crate) warmup: u64,
     /// Concurrent callers creating issues
     #[arg(long, default_value_t = 64)]
-    create_clients: usize,
+    pub(crate) create_clients: usize,
     /// gRPC connections to the leader, shared by the clients
     #[arg(long, default_value_t = 4)]
-    connections: usize,
+    pub(crate) connections: usize,
     /// Bytes of description per created issue
     #[arg(long, default_value_t = 256)]
-    description_bytes: usize,
+    pub(crate) description_bytes: usize,
     /// `limit` of the list-issues read
     #[arg(long, default_value_t = 50)]
-    list_limit: u32,
+    pub(crate) list_limit: u32,
     /// List-issues reads per step (one at a time)
     #[arg(long, default_value_t = 20)]
-    list_samples: usize,
+    pub(crate) list_samples: usize,
     /// Checkout/release cycles written while the killed follower is down (0: none)
     #[arg(long, default_value_t = 500)]
-    catchup_cycles: u64,
+    pub(crate) catchup_cycles: u64,
     /// Skip the follower kill-and-restart at each step
     #[arg(long)]
-    no_restart: bool,
+    pub(crate) no_restart: bool,
     /// Seconds between progress lines while creating
     #[arg(long, default_value_t = 5)]
-    progress_sec: u64,
+    pub(crate) progress_sec: u64,
     /// The roost binary [default: `roost` next to this executable]
     #[arg(long)]
-    roost_bin: Option<PathBuf>,
+    pub(crate) roost_bin: Option<PathBuf>,
+    /// Instead of the steps: one cluster at the smallest and one at the largest of `--issues`,
+    /// their checkout loads alternating `--seconds` windows this many times each. This VM's
+    /// speed drifts over minutes (the same server read 2,426 to 3,629 checkouts/s at 10^3 in
+    /// three runs), so steps measured minutes apart are not comparable; windows side by side are
+    #[arg(long, default_value_t = 0)]
+    pub(crate) interleave: usize,
     /// One JSON object per step instead of a table
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
-const PREFIX: &str = "SCL";
+pub(crate) const PREFIX: &str = "SCL";
 
-fn mib(kib: u64) -> f64 {
+pub(crate) fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
@@ -104,7 +110,7 @@ fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn rss_kib(cluster: &ProcessCluster, id: u64) -> u64 {
+pub(crate) fn rss_kib(cluster: &ProcessCluster, id: u64) -> u64 {
     cluster
         .node(id)
         .and_then(|n| procs::sample(&n.pid().to_string()).ok())
@@ -146,6 +152,9 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
     procs::raise_nofile();
     let threads = procs::share_of_cpus(3);
     eprintln!("starting 3 roost server processes ({threads} runtime thread(s) each)...");
+    if args.interleave > 0 {
+        return crate::scale_pair::run(&args, &binary, threads, &targets).await;
+    }
     let mut cluster = ProcessCluster::start(&binary, threads).await?;
     let logs = cluster.dir().display().to_string();
     eprintln!("data and logs in {logs} (removed at the end unless the run fails)");
@@ -164,20 +173,17 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
 }
 
 /// What stays the same across steps.
-struct Setup {
-    leader: u64,
-    followers: Vec<u64>,
-    admin: Http,
-    company_id: String,
-    channels: Vec<Channel>,
-    baseline_rss_kib: u64,
+pub(crate) struct Setup {
+    pub(crate) leader: u64,
+    pub(crate) followers: Vec<u64>,
+    pub(crate) admin: Http,
+    pub(crate) company_id: String,
+    pub(crate) channels: Vec<Channel>,
+    pub(crate) baseline_rss_kib: u64,
 }
 
-async fn on_cluster(
-    args: &ScaleArgs,
-    cluster: &mut ProcessCluster,
-    targets: &[u64],
-) -> anyhow::Result<Vec<Value>> {
+/// The company the load works in, on `cluster`'s leader, and the leader's memory before it.
+pub(crate) async fn set_up(args: &ScaleArgs, cluster: &ProcessCluster) -> anyhow::Result<Setup> {
     let status = cluster.healthy_status(Duration::from_secs(60)).await?;
     let leader = status["leaderId"]
         .as_u64()
@@ -221,45 +227,110 @@ async fn on_cluster(
         "leader is node {leader}; leader RSS {:.1} MiB with an empty company",
         mib(setup.baseline_rss_kib)
     );
+    Ok(setup)
+}
+
+/// Creates issues from `population` up to `target`: open ones first, up to `--open`, so they
+/// hold the numbers 1..=open the checkout load picks from; the rest done.
+pub(crate) async fn grow_to(
+    args: &ScaleArgs,
+    cluster: &ProcessCluster,
+    setup: &Setup,
+    population: u64,
+    target: u64,
+) -> anyhow::Result<scale_load::Growth> {
+    let label = format!("{target} issues");
+    let description: String = "x".repeat(args.description_bytes);
+    let open = args.open.min(target).saturating_sub(population);
+    let parts = [
+        (IssueStatus::Todo, open),
+        (IssueStatus::Done, target.saturating_sub(population + open)),
+    ];
+    let mut growth = scale_load::Growth::default();
+    for (status, count) in parts.into_iter().filter(|(_, n)| *n > 0) {
+        let part = scale_load::grow(
+            &setup.channels,
+            &cluster.admin_token,
+            &setup.company_id,
+            count,
+            status,
+            args.create_clients,
+            &description,
+            Duration::from_secs(args.progress_sec.max(1)),
+            &label,
+            population + growth.created,
+        )
+        .await
+        .with_context(|| format!("growing to {target} issues"))?;
+        growth.add(&part);
+    }
+    eprintln!(
+        "[{label}] created {} in {:.1} s ({:.0}/s); population {}",
+        growth.created,
+        growth.elapsed.as_secs_f64(),
+        growth.created as f64 / growth.elapsed.as_secs_f64().max(1e-9),
+        population + growth.created
+    );
+    settle(cluster, setup, &label).await?;
+    Ok(growth)
+}
+
+/// A gauge's value in a node's `/metrics`.
+async fn gauge(http: &Http, name: &str) -> anyhow::Result<u64> {
+    let body = http.get("/metrics").await?.ok()?;
+    let text = body.as_str().unwrap_or_default();
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .map(|v| v as u64)
+        .ok_or_else(|| anyhow::anyhow!("no {name} in /metrics"))
+}
+
+/// Waits until every node has applied what the leader's log holds now. After a burst of
+/// creations the followers may still be applying it for many seconds, on the cores the next
+/// load runs on: a load measured before they finish measures how far behind they were (at
+/// 10^6 issues, runs of one server read 51% to 112% of their 10^3 rate).
+async fn settle(cluster: &ProcessCluster, setup: &Setup, label: &str) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let target = gauge(&cluster.admin(setup.leader), "roost_raft_last_log_index").await?;
+    eprintln!("[{label}] waiting for every node to apply up to log index {target}...");
+    for node in &cluster.nodes {
+        let http = cluster.admin(node.id);
+        wait_for(
+            &format!("node {} to apply up to index {target}", node.id),
+            Duration::from_secs(1800),
+            || async {
+                (gauge(&http, "roost_raft_applied_index").await.ok()? >= target).then_some(())
+            },
+        )
+        .await?;
+    }
+    eprintln!(
+        "[{label}] every node applied up to {target} after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+async fn on_cluster(
+    args: &ScaleArgs,
+    cluster: &mut ProcessCluster,
+    targets: &[u64],
+) -> anyhow::Result<Vec<Value>> {
+    let setup = set_up(args, cluster).await?;
     if !args.json {
         print_header();
     }
-    let description: String = "x".repeat(args.description_bytes);
     let mut population = 0u64;
     let mut rows: Vec<Value> = Vec::new();
     for (step, &target) in targets.iter().enumerate() {
-        let label = format!("{target} issues");
-        // Open issues first, so they hold the numbers 1..=open the checkout load picks from.
-        let open = args.open.min(target).saturating_sub(population);
-        let parts = [
-            (IssueStatus::Todo, open),
-            (IssueStatus::Done, target.saturating_sub(population + open)),
-        ];
-        let mut growth = scale_load::Growth::default();
-        for (status, count) in parts.into_iter().filter(|(_, n)| *n > 0) {
-            let part = scale_load::grow(
-                &setup.channels,
-                &cluster.admin_token,
-                &setup.company_id,
-                count,
-                status,
-                args.create_clients,
-                &description,
-                Duration::from_secs(args.progress_sec.max(1)),
-                &label,
-                population + growth.created,
-            )
-            .await
-            .with_context(|| format!("growing to {target} issues"))?;
-            growth.add(&part);
-        }
+        let growth = grow_to(args, cluster, &setup, population, target).await?;
         population += growth.created;
-        eprintln!(
-            "[{label}] created {} in {:.1} s ({:.0}/s); population {population}",
-            growth.created,
-            growth.elapsed.as_secs_f64(),
-            growth.created as f64 / growth.elapsed.as_secs_f64().max(1e-9)
-        );
         let mut row = measure_step(args, cluster, &setup, step, population, &growth)
             .await
             .with_context(|| format!("measuring at {target} issues"))?;

@@ -403,6 +403,25 @@ pub(crate) fn meta_at(last_log_id: Option<LogId<NodeId>>, last_membership: Membe
     }
 }
 
+/// Commands in one call of `apply` past which the runtime's other tasks are handed to another
+/// thread first (`db::blocking`). openraft hands a follower that fell behind everything
+/// committed at once: at 10^6 issues, batches of thousands of creations took 0.25-1 s, and on a
+/// node with one runtime thread its Raft messages and timers waited behind them until a
+/// follower started an election (BENCHMARKS.md, "10^6 against 10^3 side by side"). Below this,
+/// an apply takes a few ms and the handoff would cost more than it frees.
+const APPLY_INLINE_MAX_COMMANDS: usize = 256;
+
+/// The commands an entry carries (a batch's envelopes; none in a blank or membership entry).
+fn commands_in(entry: &Entry<TypeConfig>) -> usize {
+    match &entry.payload {
+        EntryPayload::Normal(env) => match &env.command {
+            roost_core::Command::Batch { envelopes } => envelopes.len(),
+            _ => 1,
+        },
+        _ => 0,
+    }
+}
+
 /// Builds snapshots off the apply path: records what `state.db` holds on disk.
 pub struct SnapshotBuilder {
     snapshots: Arc<SnapshotDir>,
@@ -477,8 +496,13 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        self.apply_batch(entries.into_iter().collect())
-            .map_err(sm_err)
+        let entries: Vec<_> = entries.into_iter().collect();
+        let commands: usize = entries.iter().map(commands_in).sum();
+        if commands > APPLY_INLINE_MAX_COMMANDS {
+            db::blocking(|| self.apply_batch(entries)).map_err(sm_err)
+        } else {
+            self.apply_batch(entries).map_err(sm_err)
+        }
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
