@@ -276,7 +276,7 @@ pub(crate) async fn grow_to(
 }
 
 /// A gauge's value in a node's `/metrics`.
-async fn gauge(http: &Http, name: &str) -> anyhow::Result<u64> {
+pub(crate) async fn gauge(http: &Http, name: &str) -> anyhow::Result<u64> {
     let body = http.get("/metrics").await?.ok()?;
     let text = body.as_str().unwrap_or_default();
     text.lines()

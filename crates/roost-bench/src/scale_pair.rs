@@ -104,6 +104,19 @@ async fn side_by_side(
                 load.errors,
                 load.first_error.as_deref().map(|e| format!(" (first: {e})")).unwrap_or_default()
             );
+            // A window through a deposed leader measures forwarding, not the population.
+            let leads = scale::gauge(
+                &clusters[i].admin(side.setup.leader),
+                "roost_raft_is_leader",
+            )
+            .await?;
+            anyhow::ensure!(
+                leads == 1,
+                "node {} of the {}-issue cluster is no longer the leader (an election during the \
+                 load): the windows would mix two leaders",
+                side.setup.leader,
+                side.population
+            );
             side.windows.push((rate, p99));
         }
     }

@@ -596,6 +596,9 @@ pub enum Outcome {
     /// (`roost-raft/src/node.rs`), so no caller of a write ever sees this variant.
     Repeated {
         key: String,
+        /// When the key was first used: the row read must be that use's, not a later one's
+        /// after the key expired and was used again.
+        at: crate::time::Timestamp,
     },
 }
 

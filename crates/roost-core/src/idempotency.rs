@@ -93,15 +93,43 @@ pub fn fingerprint(command: &Command) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seen {
     pub at: Timestamp,
-    /// The request's [`fingerprint`], as bytes (`None` matches any request).
-    pub fingerprint: Option<[u8; 32]>,
+    pub fingerprint: Print,
+}
+
+/// A remembered request's [`fingerprint`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Print {
+    /// A row written before fingerprints existed: matches any request.
+    Any,
+    /// The digest, as [`fingerprint`] writes it in hex (lower case, 64 characters).
+    Bytes([u8; 32]),
+    /// Anything else a row holds, compared as the text it is, as before it was kept as bytes.
+    Text(Box<str>),
+}
+
+impl Print {
+    fn of(row: Option<String>) -> Print {
+        let Some(text) = row else {
+            return Print::Any;
+        };
+        let bytes = hex::decode(&text)
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok());
+        match bytes {
+            Some(b) if hex::encode(b) == text => Print::Bytes(b),
+            _ => Print::Text(text.into()),
+        }
+    }
 }
 
 impl Seen {
     /// Whether `print` (a [`fingerprint`]) is another request than the one the key was used for.
     pub fn is_other_request(&self, print: &str) -> bool {
-        self.fingerprint
-            .is_some_and(|seen| hex::decode(print).ok().as_deref() != Some(&seen[..]))
+        match &self.fingerprint {
+            Print::Any => false,
+            Print::Bytes(seen) => hex::decode(print).ok().as_deref() != Some(&seen[..]),
+            Print::Text(seen) => **seen != *print,
+        }
     }
 }
 
@@ -121,15 +149,9 @@ impl IdempotencyTable {
         self.remove(&r.key);
         let key: Arc<str> = r.key.into();
         self.by_time.insert((r.at, key.clone()));
-        // A row's fingerprint is hex of 32 bytes; one that is not (a damaged row) matches any
-        // request, as a row written before fingerprints existed does.
-        let fingerprint = r
-            .fingerprint
-            .and_then(|hex| hex::decode(hex).ok())
-            .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok());
         let seen = Seen {
             at: r.at,
-            fingerprint,
+            fingerprint: Print::of(r.fingerprint),
         };
         self.by_key.insert(key, seen);
     }
@@ -160,5 +182,32 @@ impl IdempotencyTable {
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.by_key.keys().map(|k| &**k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(row: Option<&str>) -> Seen {
+        Seen {
+            at: Timestamp(0),
+            fingerprint: Print::of(row.map(str::to_string)),
+        }
+    }
+
+    /// Keeping a row's fingerprint as bytes changes no answer: the same hex matches, other hex
+    /// does not, a row without one matches anything, and text that is not this hex (upper
+    /// case, damaged) is compared as text, as it was.
+    #[test]
+    fn a_kept_fingerprint_answers_as_the_text_it_was_read_from() {
+        let print = hex::encode([0xabu8; 32]);
+        assert!(!seen(Some(&print)).is_other_request(&print));
+        assert!(seen(Some(&print)).is_other_request(&hex::encode([8u8; 32])));
+        assert!(!seen(None).is_other_request(&print));
+        let upper = print.to_uppercase();
+        assert!(seen(Some(&upper)).is_other_request(&print));
+        assert!(!seen(Some(&upper)).is_other_request(&upper));
+        assert!(seen(Some("damaged")).is_other_request(&print));
     }
 }

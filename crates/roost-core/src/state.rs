@@ -187,8 +187,8 @@ pub struct State {
     /// The one pending (queued or deferred) wake per (agent, issue).
     pub(crate) pending_wakes: BTreeMap<(String, Option<String>), String>,
     /// Every pending wake for an issue, by issue: deleting the issue cancels them all. Not
-    /// derived from `pending_wakes`, which holds one per agent and issue where one command can
-    /// leave two (`rules/wake.rs`, `Pending::pending_for`).
+    /// derived from `pending_wakes`, which holds one per agent and issue, where rows written
+    /// before `rules/wake_merge_tests.rs`'s fix can hold two.
     pub(crate) pending_by_issue: BTreeMap<String, BTreeSet<String>>,
     /// Queued wakes in claim order.
     pub(crate) queued_wakes: BTreeSet<(u64, String)>,
@@ -455,8 +455,9 @@ impl State {
     }
 
     /// Applies the command in `env`, alone in the entry at Raft log index `index`. A refused
-    /// command changes nothing and records nothing; a keyed command seen before returns its
-    /// first outcome and changes nothing.
+    /// command changes nothing and records nothing; a keyed command seen before, with the same
+    /// request, changes nothing and answers [`Outcome::Repeated`] (its first outcome is in the
+    /// key's row in `state.db`).
     pub fn apply(&mut self, index: u64, env: &Envelope) -> Applied {
         self.apply_at(index, 0, env)
     }
@@ -497,7 +498,10 @@ impl State {
             let outcome = if first.is_other_request(&print) {
                 Err(DomainError::IdempotencyKeyReused)
             } else {
-                Ok(Outcome::Repeated { key: scoped })
+                Ok(Outcome::Repeated {
+                    key: scoped,
+                    at: first.at,
+                })
             };
             return Applied { outcome, changes };
         }

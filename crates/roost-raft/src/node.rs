@@ -268,10 +268,10 @@ impl RaftNode {
     /// `state.db` keeps (`roost_core::Outcome::Repeated`). Read here, on the node that proposed
     /// it, so neither a forwarding node nor any caller sees the marker.
     async fn with_first_outcome(&self, written: WriteOutcome) -> Result<WriteOutcome, Error> {
-        let Ok(Outcome::Repeated { key }) = &written.result else {
+        let Ok(Outcome::Repeated { key, at }) = &written.result else {
             return Ok(written);
         };
-        let first = self.reader.remembered_outcome(key).await?;
+        let first = self.reader.remembered_outcome(key, *at).await?;
         Ok(WriteOutcome {
             index: written.index,
             result: first.unwrap_or_else(|| {

@@ -176,12 +176,14 @@ impl StateReader {
         .transpose()
     }
 
-    /// The first outcome of the remembered (scoped) idempotency key `key`, which memory does not
-    /// keep (`roost_core::idempotency::Seen`); `None` once the key has expired. Sees every
-    /// applied write (flushes first).
+    /// The first outcome of the remembered (scoped) idempotency key `key` first used at `at`,
+    /// which memory does not keep (`roost_core::idempotency::Seen`); `None` once that use has
+    /// expired (the row is gone, or holds a later use of the key). Sees every applied write
+    /// (flushes first).
     pub async fn remembered_outcome(
         &self,
         key: &str,
+        at: roost_core::Timestamp,
     ) -> Result<Option<Result<roost_core::Outcome, roost_core::DomainError>>, Error> {
         let pool = self.flushed()?;
         let row = sqlx::query("SELECT data FROM idempotency WHERE key = ?")
@@ -191,10 +193,10 @@ impl StateReader {
             .map_err(Error::sql("get idempotency key"))?;
         row.map(|r| {
             serde_json::from_str::<roost_core::idempotency::Remembered>(r.get::<&str, _>(0))
-                .map(|kept| kept.outcome)
                 .map_err(|e| Error::corrupt("idempotency key", e))
         })
         .transpose()
+        .map(|kept| kept.filter(|k| k.at == at).map(|k| k.outcome))
     }
 
     /// The bytes of the home chunk `key` (`roost_core::home::chunk_key`), if stored. Sees every

@@ -407,9 +407,11 @@ pub(crate) fn meta_at(last_log_id: Option<LogId<NodeId>>, last_membership: Membe
 /// thread first (`db::blocking`). openraft hands a follower that fell behind everything
 /// committed at once: at 10^6 issues, batches of thousands of creations took 0.25-1 s, and on a
 /// node with one runtime thread its Raft messages and timers waited behind them until a
-/// follower started an election (BENCHMARKS.md, "10^6 against 10^3 side by side"). Below this,
-/// an apply takes a few ms and the handoff would cost more than it frees.
-const APPLY_INLINE_MAX_COMMANDS: usize = 256;
+/// follower started an election (BENCHMARKS.md, "10^6 against 10^3 side by side"). Two full
+/// group-commit entries (`roost-raft/src/proposer.rs`, 256 writes each), a leader's usual apply
+/// under load, stay inline: they take a few ms, and the handoff would cost more than it frees.
+/// One command that raises thousands of wakes is not caught by this count.
+const APPLY_INLINE_MAX_COMMANDS: usize = 512;
 
 /// The commands an entry carries (a batch's envelopes; none in a blank or membership entry).
 fn commands_in(entry: &Entry<TypeConfig>) -> usize {

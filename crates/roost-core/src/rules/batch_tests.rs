@@ -136,7 +136,13 @@ fn a_key_repeated_inside_one_batch_applies_once() {
         .apply_entry(w.index + 1, &batch(vec![create("a"), create("b")]));
     let kept = remembered(&applied[0]);
     assert_eq!(kept.outcome, applied[0].outcome);
-    assert_eq!(applied[1].outcome, Ok(Outcome::Repeated { key: kept.key }));
+    assert_eq!(
+        applied[1].outcome,
+        Ok(Outcome::Repeated {
+            key: kept.key,
+            at: kept.at
+        })
+    );
     assert_eq!(w.state.issues.len(), issues + 1);
 }
 

@@ -197,7 +197,13 @@ fn idempotency_key_reused_with_a_different_request_is_refused() {
         .state
         .apply(102, &keyed(a, create_issue("i3", "c1", "one"), "k", 3_000))
         .outcome;
-    assert_eq!(again, Ok(Outcome::Repeated { key: first.key }));
+    assert_eq!(
+        again,
+        Ok(Outcome::Repeated {
+            key: first.key,
+            at: first.at
+        })
+    );
     assert_eq!(w.state.issues.len(), 1);
 }
 

@@ -584,7 +584,13 @@ fn a_retried_keyed_write_is_applied_once() {
     // A retry through another leader carries a new envelope (new ids) but the same key: its
     // answer is the first outcome, read from the key's row.
     let retry = w.state.apply(101, &env(11_000, "twice")).outcome.unwrap();
-    assert_eq!(retry, Outcome::Repeated { key: kept.key });
+    assert_eq!(
+        retry,
+        Outcome::Repeated {
+            key: kept.key,
+            at: kept.at
+        }
+    );
     assert_eq!(w.state.activity_seq, seq);
     assert_eq!(w.state.issues.len(), 1);
     // Past the retention window the key is forgotten and the command applies anew.

@@ -57,20 +57,23 @@ impl Pending<'_> {
         })
     }
 
-    /// The next `w{slot}-{n}` no wake of this command has taken. One command can raise issue
-    /// events more than once (a comment's mentions, then the closed issue's parent and
+    /// The `w{slot}-{n}` after the greatest this command has taken. One command can raise
+    /// issue events more than once (a comment's mentions, then the closed issue's parent and
     /// dependents), and numbering each from 1 gave two wakes one id: the later overwrote the
-    /// earlier, or merged into it.
+    /// earlier, or merged into it. One pass over the changes: a closed blocker may wake
+    /// thousands of dependents in one command.
     fn fresh_event_id(&self, ctx: &Ctx<'_>) -> String {
-        let taken = |id: &str| {
-            self.changes
-                .iter()
-                .any(|c| matches!(c, Change::Wake(w) if w.id == id))
-        };
-        (1..)
-            .map(|n| format!("w{}-{n}", ctx.slot))
-            .find(|id| !taken(id))
-            .unwrap_or_default()
+        let prefix = format!("w{}-", ctx.slot);
+        let taken = self
+            .changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Wake(w) => w.id.strip_prefix(&prefix)?.parse::<u64>().ok(),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        format!("{prefix}{}", taken.saturating_add(1))
     }
 
     /// The issue as this command leaves it (it may have just changed), or as it was.

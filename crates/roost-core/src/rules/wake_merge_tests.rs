@@ -155,3 +155,33 @@ fn closing_a_child_that_also_blocks_its_parent_wakes_the_parents_assignee_once()
         Some(a1[0].id.as_str())
     );
 }
+
+/// One command may wake the assignees of thousands of dependents. Each wake gets the next id
+/// after the greatest the command has used, found in one pass (the first fix searched from 1
+/// for every wake, a cost that grew with the cube of the dependents).
+#[test]
+fn closing_a_blocker_of_many_issues_wakes_each_under_its_own_id() {
+    let mut w = world();
+    w.issue("k1", "c1", IssuePatch::default());
+    for n in 0..300 {
+        w.issue(
+            &format!("d{n}"),
+            "c1",
+            IssuePatch {
+                blocked_by_issue_ids: Some(vec!["k1".into()]),
+                assignee_agent_id: Some(Some("a2".into())),
+                ..Default::default()
+            },
+        );
+    }
+    w.ok(admin(), status_update("k1", IssueStatus::Done));
+    let woken = pending(&w, "a2");
+    assert_eq!(woken.len(), 300);
+    let ids: std::collections::BTreeSet<&str> = woken.iter().map(|x| x.id.as_str()).collect();
+    let issues: std::collections::BTreeSet<_> =
+        woken.iter().map(|x| x.issue_id.as_deref()).collect();
+    assert_eq!((ids.len(), issues.len()), (300, 300));
+    assert!(woken
+        .iter()
+        .all(|x| x.reason == WakeReason::IssueBlockersResolved));
+}
