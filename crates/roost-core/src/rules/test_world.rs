@@ -281,6 +281,22 @@ pub(crate) fn assigned_issue(w: &mut World, id: &str, agent: &str) -> Issue {
     )
 }
 
+/// Issue `parent`, assigned to a1, which has run once on it and has no wake pending, and its
+/// open child `k1`.
+pub(crate) fn parent_with_child(w: &mut World) {
+    assigned_issue(w, "parent", "a1");
+    let r = claim(w, "a1", "rp").expect("a1 claims its assignment wake");
+    finish(w, &r.id);
+    w.issue(
+        "k1",
+        "c1",
+        IssuePatch {
+            parent_id: Some(Some("parent".into())),
+            ..Default::default()
+        },
+    );
+}
+
 /// The command that moves `issue` to `status` as it is (no comment).
 pub(crate) fn status_update(issue: &str, status: IssueStatus) -> Command {
     Command::UpdateIssue {

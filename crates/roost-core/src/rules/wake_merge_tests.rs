@@ -72,17 +72,7 @@ fn a_comment_mentioning_an_assignee_with_a_pending_wake_leaves_one_pending_wake(
 #[test]
 fn closing_an_issue_with_a_mention_wakes_the_mentioned_agent_and_the_parents_assignee() {
     let mut w = world();
-    assigned_issue(&mut w, "parent", "a1");
-    let r = claim(&mut w, "a1", "rp").unwrap();
-    finish(&mut w, &r.id);
-    w.issue(
-        "k1",
-        "c1",
-        IssuePatch {
-            parent_id: Some(Some("parent".into())),
-            ..Default::default()
-        },
-    );
+    parent_with_child(&mut w);
     w.ok(
         admin(),
         Command::UpdateIssue {
@@ -118,17 +108,7 @@ fn closing_an_issue_with_a_mention_wakes_the_mentioned_agent_and_the_parents_ass
 #[test]
 fn closing_a_child_that_also_blocks_its_parent_wakes_the_parents_assignee_once() {
     let mut w = world();
-    assigned_issue(&mut w, "parent", "a1");
-    let r = claim(&mut w, "a1", "rp").unwrap();
-    finish(&mut w, &r.id);
-    w.issue(
-        "k1",
-        "c1",
-        IssuePatch {
-            parent_id: Some(Some("parent".into())),
-            ..Default::default()
-        },
-    );
+    parent_with_child(&mut w);
     w.ok(
         admin(),
         Command::UpdateIssue {

@@ -349,17 +349,7 @@ fn paused_and_unwilling_agents_record_why_they_did_not_wake() {
 #[test]
 fn closing_the_last_child_or_blocker_wakes_who_waits_on_it() {
     let mut w = world();
-    assigned_issue(&mut w, "parent", "a1");
-    let r = claim(&mut w, "a1", "rp").unwrap();
-    finish(&mut w, &r.id);
-    w.issue(
-        "k1",
-        "c1",
-        IssuePatch {
-            parent_id: Some(Some("parent".into())),
-            ..Default::default()
-        },
-    );
+    parent_with_child(&mut w);
     w.issue(
         "k2",
         "c1",
