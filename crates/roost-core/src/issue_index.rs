@@ -2,6 +2,7 @@
 //! work, checkout holder, comments): how an issue's write and its deletion keep them, and the
 //! reads that walk them, so that no rule or API read scans every issue.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use crate::entity::{Issue, IssueStatus};
@@ -38,6 +39,15 @@ fn unlink_issue(
     }
 }
 
+/// The ids one index lists under `owner`, in issue-number order.
+fn ids_in<'a>(
+    index: &'a BTreeMap<(String, u64), String>,
+    owner: &str,
+) -> impl Iterator<Item = &'a str> {
+    let range = (owner.to_string(), 0)..=(owner.to_string(), u64::MAX);
+    index.range(range).map(|(_, id)| id.as_str())
+}
+
 impl State {
     /// Writes an issue and moves its entries in every index.
     pub(crate) fn put_issue(&mut self, i: Issue) {
@@ -46,7 +56,7 @@ impl State {
         // One descent of the issue map for the old row: at 10^6 issues each lookup is a walk of
         // 36-character keys, and this runs on every node for every write of an issue.
         let old = self.issues.get(&i.id);
-        let was_open = old.is_some_and(|o| !o.status.is_terminal());
+        let was_open = old.as_ref().is_some_and(|o| !o.status.is_terminal());
         let is_open = !i.status.is_terminal();
         if was_open != is_open {
             let open = self.open_issues.entry(i.company_id.clone()).or_default();
@@ -56,9 +66,11 @@ impl State {
                 open.saturating_add(1)
             };
         }
-        self.issue_statuses
-            .moved(old.map(|o| o.status.as_str()), Some(i.status.as_str()));
-        let old_open = old.filter(|o| !o.status.is_terminal());
+        self.issue_statuses.moved(
+            old.as_ref().map(|o| o.status.as_str()),
+            Some(i.status.as_str()),
+        );
+        let old_open = old.as_deref().filter(|o| !o.status.is_terminal());
         let new_open = is_open.then_some(&i);
         // Compared by reference: a checkout or release keeps both keys, and allocates none.
         if old_open.map(by_number) != new_open.map(by_number) {
@@ -84,7 +96,7 @@ impl State {
                     .insert((agent.to_string(), number), i.id.clone());
             }
         }
-        let old_blockers = old.map(|o| &o.blocked_by_issue_ids);
+        let old_blockers = old.as_ref().map(|o| &o.blocked_by_issue_ids);
         if old_blockers != Some(&i.blocked_by_issue_ids) {
             for b in old_blockers.into_iter().flatten() {
                 self.issues_blocked_by.remove(&(b.clone(), i.id.clone()));
@@ -93,18 +105,36 @@ impl State {
                 self.issues_blocked_by.insert((b.clone(), i.id.clone()));
             }
         }
-        let same_identity = old.is_some_and(|o| {
+        let same_identity = old.as_ref().is_some_and(|o| {
             o.identifier == i.identifier
                 && o.company_id == i.company_id
                 && o.issue_number == i.issue_number
         });
-        if let Some(old) = old {
+        if let Some(old) = &old {
             unlink_issue(
                 &mut self.issues_by_assignee,
                 &mut self.issues_by_parent,
                 &mut self.checkouts_by_run,
                 old,
             );
+        }
+        let old_goal = old.as_ref().and_then(|o| o.goal_id.as_deref());
+        if old_goal != i.goal_id.as_deref() {
+            if let Some(goal) = old_goal {
+                unlink(&mut self.issues_by_goal, goal, &i.id);
+            }
+            if let Some(goal) = &i.goal_id {
+                link(&mut self.issues_by_goal, goal, &i.id);
+            }
+        }
+        let old_project = old.as_ref().and_then(|o| o.project_id.as_deref());
+        if old_project != i.project_id.as_deref() {
+            if let Some(project) = old_project {
+                unlink(&mut self.issues_by_project, project, &i.id);
+            }
+            if let Some(project) = &i.project_id {
+                link(&mut self.issues_by_project, project, &i.id);
+            }
         }
         if let Some(c) = &i.checkout {
             link(&mut self.checkouts_by_run, &c.run_id, &i.id);
@@ -169,6 +199,12 @@ impl State {
         for b in &old.blocked_by_issue_ids {
             self.issues_blocked_by.remove(&(b.clone(), old.id.clone()));
         }
+        if let Some(goal) = &old.goal_id {
+            unlink(&mut self.issues_by_goal, goal, &old.id);
+        }
+        if let Some(project) = &old.project_id {
+            unlink(&mut self.issues_by_project, project, &old.id);
+        }
         for cid in self.comments_of_issue.remove(id).unwrap_or_default() {
             self.comments.remove(&cid);
             self.row_digests.touch(Table::Comment, &cid);
@@ -176,7 +212,7 @@ impl State {
     }
 
     /// Looks an issue up by its id or by its `PREFIX-N` identifier (any case).
-    pub fn issue_by_ref(&self, id_or_identifier: &str) -> Option<&Issue> {
+    pub fn issue_by_ref(&self, id_or_identifier: &str) -> Option<Cow<'_, Issue>> {
         self.issues
             .get(id_or_identifier)
             .or_else(|| self.issue_by_identifier(id_or_identifier))
@@ -186,7 +222,7 @@ impl State {
     /// digits) and its issue number (`rules/issue.rs` writes it so), so it resolves through the
     /// company and number indexes; the issue's own identifier is compared last, so a spelling
     /// that names the same number differently (`ACM-07`) finds nothing, as it never did.
-    fn issue_by_identifier(&self, identifier: &str) -> Option<&Issue> {
+    fn issue_by_identifier(&self, identifier: &str) -> Option<Cow<'_, Issue>> {
         let upper = identifier.to_ascii_uppercase();
         let (prefix, number) = upper.rsplit_once('-')?;
         let number: u64 = number.parse().ok()?;
@@ -196,22 +232,33 @@ impl State {
     }
 
     /// A company's issues in issue-number order, without scanning other issues.
-    pub fn issues_of_company<'a>(&'a self, company_id: &str) -> impl Iterator<Item = &'a Issue> {
+    pub fn issues_of_company<'a>(
+        &'a self,
+        company_id: &str,
+    ) -> impl Iterator<Item = Cow<'a, Issue>> {
         (self.issues_by_number.get(company_id).into_iter())
             .flat_map(BTreeMap::values)
             .filter_map(|id| self.issues.get(id))
     }
 
     /// The issues assigned to `agent_id`, in issue-number order.
-    pub fn issues_assigned_to<'a>(&'a self, agent_id: &str) -> impl Iterator<Item = &'a Issue> {
+    pub fn issues_assigned_to<'a>(
+        &'a self,
+        agent_id: &str,
+    ) -> impl Iterator<Item = Cow<'a, Issue>> {
         self.issues_in(&self.issues_by_assignee, agent_id)
+    }
+
+    /// The ids of the issues assigned to `agent_id`, in issue-number order, none read.
+    pub fn issue_ids_assigned_to<'a>(&'a self, agent_id: &str) -> impl Iterator<Item = &'a str> {
+        ids_in(&self.issues_by_assignee, agent_id)
     }
 
     /// A company's open issues (neither done nor cancelled), in issue-number order.
     pub fn open_issues_of_company<'a>(
         &'a self,
         company_id: &str,
-    ) -> impl Iterator<Item = &'a Issue> {
+    ) -> impl Iterator<Item = Cow<'a, Issue>> {
         self.issues_in(&self.open_by_number, company_id)
     }
 
@@ -219,17 +266,22 @@ impl State {
     pub fn open_issues_assigned_to<'a>(
         &'a self,
         agent_id: &str,
-    ) -> impl Iterator<Item = &'a Issue> {
+    ) -> impl Iterator<Item = Cow<'a, Issue>> {
         self.issues_in(&self.open_by_assignee, agent_id)
     }
 
     /// The children of `issue_id`, in issue-number order.
-    pub fn children_of<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = &'a Issue> {
+    pub fn children_of<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = Cow<'a, Issue>> {
         self.issues_in(&self.issues_by_parent, issue_id)
     }
 
+    /// The ids of the children of `issue_id`, in issue-number order, none read.
+    pub fn child_ids_of<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = &'a str> {
+        ids_in(&self.issues_by_parent, issue_id)
+    }
+
     /// The issues that name `issue_id` among their blockers, in id order.
-    pub fn issues_blocked_by<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = &'a Issue> {
+    pub fn issues_blocked_by<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = Cow<'a, Issue>> {
         let blocker = issue_id.to_string();
         self.issues_blocked_by
             .range((blocker.clone(), String::new())..)
@@ -242,17 +294,50 @@ impl State {
         &'a self,
         index: &'a BTreeMap<(String, u64), String>,
         owner: &str,
-    ) -> impl Iterator<Item = &'a Issue> {
-        let range = (owner.to_string(), 0)..=(owner.to_string(), u64::MAX);
-        index.range(range).filter_map(|(_, id)| self.issues.get(id))
+    ) -> impl Iterator<Item = Cow<'a, Issue>> {
+        ids_in(index, owner).filter_map(|id| self.issues.get(id))
     }
 
-    /// Issues whose checkout is held by `run_id`.
-    pub fn issues_checked_out_by(&self, run_id: &str) -> impl Iterator<Item = &Issue> {
-        self.checkouts_by_run
-            .get(run_id)
+    /// The issues that serve goal `goal_id`, in id order.
+    pub fn issues_of_goal<'a>(&'a self, goal_id: &str) -> impl Iterator<Item = Cow<'a, Issue>> {
+        self.issues_under(&self.issues_by_goal, goal_id)
+    }
+
+    /// The issues of project `project_id`, in id order.
+    pub fn issues_of_project<'a>(
+        &'a self,
+        project_id: &str,
+    ) -> impl Iterator<Item = Cow<'a, Issue>> {
+        self.issues_under(&self.issues_by_project, project_id)
+    }
+
+    fn issues_under<'a>(
+        &'a self,
+        index: &'a SetIndex,
+        key: &str,
+    ) -> impl Iterator<Item = Cow<'a, Issue>> {
+        index
+            .get(key)
             .into_iter()
             .flatten()
             .filter_map(|id| self.issues.get(id))
+    }
+
+    /// Lets issue `id` leave memory if it is closed, read back from `state.db` when asked for
+    /// (`issue_map.rs`). The store calls it once it has written the issue's row as it is now.
+    pub fn forget_closed_issue(&mut self, id: &str) -> bool {
+        self.issues.forget_closed(id)
+    }
+
+    /// Reads closed issues from `rows` from now on, and lets those in memory go: a store that
+    /// has just loaded the state from the rows `rows` reads.
+    pub fn read_closed_issues_from(&mut self, rows: std::sync::Arc<dyn crate::IssueRows>) {
+        self.issues.read_closed_from(rows);
+        self.issues.forget_all_closed();
+    }
+
+    /// Issues whose checkout is held by `run_id`.
+    pub fn issues_checked_out_by(&self, run_id: &str) -> impl Iterator<Item = Cow<'_, Issue>> {
+        self.issues_under(&self.checkouts_by_run, run_id)
     }
 }

@@ -34,6 +34,7 @@ mod wake_index;
 pub use command::{Actor, ActorKind, Command, Envelope, Outcome};
 pub use entity::*;
 pub use error::DomainError;
+pub use issue_map::IssueRows;
 pub use state::{Applied, Change, State, StateRows};
 pub use time::Timestamp;
 

@@ -182,6 +182,10 @@ pub struct State {
     /// (blocker, blocked issue) for every `blockedByIssueIds` entry: closing an issue finds
     /// the issues it blocked without scanning every issue.
     pub(crate) issues_blocked_by: BTreeSet<(String, String)>,
+    /// Issue ids by goal and by project: deleting one clears its issues without reading every
+    /// issue of the company, most of which may live in `state.db` only (`issue_map.rs`).
+    pub(crate) issues_by_goal: crate::set_index::SetIndex,
+    pub(crate) issues_by_project: crate::set_index::SetIndex,
     pub(crate) checkouts_by_run: BTreeMap<String, BTreeSet<String>>,
     pub(crate) company_by_prefix: BTreeMap<String, String>,
     /// The one pending (queued or deferred) wake per (agent, issue).
@@ -318,17 +322,17 @@ impl State {
                 policy.applies_to(
                     &r.company_id,
                     &r.agent_id,
-                    self.project_of(r.issue_id.as_deref()),
+                    self.project_of(r.issue_id.as_deref()).as_deref(),
                 )
             })
             .fold(0u64, |sum, r| sum.saturating_add(r.reserved_cents))
     }
 
-    /// The project of an issue, if it has one.
-    pub fn project_of(&self, issue_id: Option<&str>) -> Option<&str> {
+    /// The project of an issue, if it has one (owned: a closed issue is read from `state.db`).
+    pub fn project_of(&self, issue_id: Option<&str>) -> Option<String> {
         issue_id
             .and_then(|i| self.issues.get(i))
-            .and_then(|i| i.project_id.as_deref())
+            .and_then(|i| i.project_id.clone())
     }
 
     /// The hard-stop budgets that bind a run of `agent` on an issue of `project` (if any).

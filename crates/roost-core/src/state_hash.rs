@@ -265,7 +265,7 @@ fn row_digest(state: &State, table: Table, key: &str) -> Option<Lanes> {
     let bytes = match table {
         Table::Company => json(state.companies.get(key)),
         Table::Agent => json(state.agents.get(key)),
-        Table::Issue => json(state.issues.get(key)),
+        Table::Issue => json(state.issues.get(key).as_deref()),
         Table::Run => json(state.runs.get(key)),
         Table::Credential => json(state.credentials.get(key)),
         Table::Comment => json(state.comments.get(key)),

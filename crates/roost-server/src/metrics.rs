@@ -327,6 +327,8 @@ struct StateCounts {
     spent_month_cents: u64,
     incidents_open: Vec<(&'static str, u64)>,
     approvals_pending: u64,
+    /// Closed issues held in `state.db` only (`roost_core::issue_map`).
+    issues_in_state_db_only: u64,
 }
 
 /// How many of `items` have each of `all`'s values, in `all`'s order (zeros too, so a series
@@ -405,6 +407,7 @@ impl StateCounts {
                 .values()
                 .filter(|a| a.status == ApprovalStatus::Pending)
                 .count() as u64,
+            issues_in_state_db_only: s.issues.cold_len() as u64,
         }
     }
 }
@@ -711,6 +714,12 @@ impl Collector for Snapshot {
             "roost_approvals_pending",
             "Approvals waiting for a decision",
             s.approvals_pending,
+        )?;
+        gauge(
+            e,
+            "roost_issues_in_state_db_only",
+            "Closed issues this node holds in state.db only, read back when asked for",
+            s.issues_in_state_db_only,
         )?;
         if let Some(connected) = self.connected_workers {
             gauge(

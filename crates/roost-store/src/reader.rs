@@ -221,14 +221,22 @@ impl StateReader {
         query: &crate::search::SearchQuery,
         limit: u32,
     ) -> Result<Vec<roost_core::views::MemorySearchHit>, Error> {
-        let assigned: Vec<String> = self.read(|s| {
-            s.issues_assigned_to(agent_id)
-                .filter(|i| i.company_id == company_id)
-                .map(|i| i.id.clone())
-                .collect()
-        });
+        let assigned = self.assigned_issue_ids(company_id, agent_id);
         let pool = self.flushed()?;
         crate::search::search(pool, company_id, agent_id, &assigned, query, limit).await
+    }
+
+    /// The ids of the issues of `company_id` assigned to `agent_id`, read from the assignee
+    /// index alone: most may be closed and in `state.db` only, and an agent is only ever
+    /// assigned issues of its own company (`roost-core/src/rules/issue.rs`).
+    fn assigned_issue_ids(&self, company_id: &str, agent_id: &str) -> Vec<String> {
+        self.read(|s| match s.agents.get(agent_id) {
+            Some(a) if a.company_id != company_id => Vec::new(),
+            _ => s
+                .issue_ids_assigned_to(agent_id)
+                .map(str::to_string)
+                .collect(),
+        })
     }
 
     /// For hybrid ranking: as [`StateReader::search_memory`] with each hit's whole text, and
@@ -241,12 +249,7 @@ impl StateReader {
         limit: u32,
         recent: u32,
     ) -> Result<(Vec<crate::SearchText>, Vec<crate::SearchText>), Error> {
-        let assigned: Vec<String> = self.read(|s| {
-            s.issues_assigned_to(agent_id)
-                .filter(|i| i.company_id == company_id)
-                .map(|i| i.id.clone())
-                .collect()
-        });
+        let assigned = self.assigned_issue_ids(company_id, agent_id);
         let pool = self.flushed()?;
         let found =
             crate::search::search_texts(pool, company_id, agent_id, &assigned, query, limit)

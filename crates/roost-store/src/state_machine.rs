@@ -24,7 +24,7 @@ use crate::reader::StateReader;
 use crate::row_batch::RowBatch;
 use crate::rows;
 use crate::snapshot_dir::SnapshotDir;
-use crate::state_writer::StateWriter;
+use crate::state_writer::{IssueRowReader, StateWriter};
 use crate::types::{ApplyResult, NodeInfo, TypeConfig};
 
 pub(crate) type NodeId = u64;
@@ -42,6 +42,8 @@ pub struct StateMachineStore {
     snapshots: Arc<SnapshotDir>,
     /// Until openraft's first use: its start reads the current snapshot for the meta alone.
     starting: bool,
+    /// Where the state reads closed issues back from (`state_writer.rs`).
+    issue_rows: Arc<IssueRowReader>,
     stats: StoreStats,
 }
 
@@ -98,6 +100,9 @@ impl StateMachineStore {
         }
         snapshots.note_durable(last_applied);
         let writer = StateWriter::spawn(writer)?;
+        let issue_rows = writer.issue_rows();
+        let mut state = state;
+        state.read_closed_issues_from(issue_rows.clone());
         let state = Arc::new(RwLock::new(state));
         let (applied_tx, applied_rx) = watch::channel(last_applied.map(|l| l.index).unwrap_or(0));
         let stats = StoreStats::default();
@@ -118,6 +123,7 @@ impl StateMachineStore {
                 membership,
                 snapshots,
                 starting: true,
+                issue_rows,
                 stats,
             },
             reader,
@@ -148,6 +154,8 @@ impl StateMachineStore {
         self.starting = false;
         let mut responses = Vec::with_capacity(entries.len());
         let mut rows = RowBatch::default();
+        // Issues closed by these entries: memory lets them go once their rows are written.
+        let mut closed = Vec::new();
         let mut membership_changed = false;
         for entry in entries {
             let index = entry.log_id.index;
@@ -173,10 +181,23 @@ impl StateMachineStore {
                 EntryPayload::Normal(envelope) => {
                     let applied = {
                         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
-                        state.apply_entry(index, &envelope)
+                        // A reader's failed read was the reader's; this entry's are its own.
+                        let _ = self.issue_rows.take_failure();
+                        let applied = state.apply_entry(index, &envelope);
+                        if let Some(failure) = self.issue_rows.take_failure() {
+                            // A decision made without a row it read: stop, as on any damage
+                            // (`abort_on_panic.rs`), rather than write it.
+                            panic!("entry {index} read a row state.db should hold: {failure}");
+                        }
+                        applied
                     };
                     for change in applied.iter().flat_map(|a| &a.changes) {
                         rows.add(change)?;
+                        if let roost_core::Change::Issue(i) = change {
+                            if i.status.is_terminal() {
+                                closed.push(i.id.clone());
+                            }
+                        }
                     }
                     trace_applied(index, &envelope, &applied);
                     let mut outcomes: Vec<_> = applied.into_iter().map(|a| a.outcome).collect();
@@ -201,6 +222,14 @@ impl StateMachineStore {
             rows.write(conn)?;
             write_applied(conn, last_applied, membership)
         })?;
+        if !closed.is_empty() {
+            // Their rows are in the open transaction, which the write connection reads back
+            // (`state_writer.rs`, `issue_rows`). One still closed now is as its row has it.
+            let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+            for id in &closed {
+                state.forget_closed_issue(id);
+            }
+        }
         if let Some(last) = self.last_applied {
             self.applied_tx.send_replace(last.index);
         }
@@ -212,7 +241,8 @@ impl StateMachineStore {
         let incoming = self.snapshots.write_incoming(&data)?;
         self.writer
             .with_connection(|conn| copy_from_snapshot_file(conn, &incoming))?;
-        let (state, last_applied, membership) = load(&self.readers).await?;
+        let (mut state, last_applied, membership) = load(&self.readers).await?;
+        state.read_closed_issues_from(self.issue_rows.clone());
         if last_applied != meta.last_log_id {
             return Err(Error::Corrupt {
                 what: "snapshot",
@@ -557,3 +587,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 #[cfg(test)]
 #[path = "state_machine_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "cold_issue_tests.rs"]
+mod cold_issue_tests;

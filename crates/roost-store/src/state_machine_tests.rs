@@ -11,18 +11,26 @@ use std::time::Duration;
 use super::StateMachineStore;
 use crate::types::TypeConfig;
 
-fn company_entry(index: u64, id: &str, prefix: &str) -> Entry<TypeConfig> {
+pub(super) fn company_entry(index: u64, id: &str, prefix: &str) -> Entry<TypeConfig> {
+    system_entry(
+        index,
+        Command::CreateCompany {
+            id: id.into(),
+            name: id.into(),
+            issue_prefix: prefix.into(),
+        },
+    )
+}
+
+/// Log entry `index` (term 1): `command` by the system, at `1_000 + index` ms.
+pub(super) fn system_entry(index: u64, command: Command) -> Entry<TypeConfig> {
     Entry {
         log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
         payload: EntryPayload::Normal(Envelope {
             request_id: None,
             at: Timestamp(1_000 + index as i64),
             actor: Actor::system(),
-            command: Command::CreateCompany {
-                id: id.into(),
-                name: id.into(),
-                issue_prefix: prefix.into(),
-            },
+            command,
             idempotency_key: None,
         }),
     }

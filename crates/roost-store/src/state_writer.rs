@@ -83,6 +83,16 @@ impl StateWriter {
         }
     }
 
+    /// Where closed issues are read back from once memory lets them go (`roost-core`'s
+    /// `issue_map.rs`). It holds the writer weakly: the commit thread and the final commit
+    /// still follow the store's own handles.
+    pub(crate) fn issue_rows(&self) -> Arc<IssueRowReader> {
+        Arc::new(IssueRowReader {
+            inner: Arc::downgrade(&self.inner),
+            failure: Mutex::default(),
+        })
+    }
+
     /// Commits the open transaction, if any: afterwards readers see every write made so far.
     pub(crate) fn flush(&self) -> Result<(), Error> {
         db::blocking(|| self.lock().commit())
@@ -97,6 +107,58 @@ impl StateWriter {
             let mut inner = self.lock();
             inner.commit()?;
             f(&mut inner.conn)
+        })
+    }
+}
+
+/// Reads an issue's row through the write connection, so that a row written by an apply not
+/// yet committed is read as written: memory lets a closed issue go as soon as its row is in
+/// the open transaction (`state_machine.rs`).
+pub(crate) struct IssueRowReader {
+    inner: Weak<Mutex<Inner>>,
+    /// The last row that could not be read, for apply to refuse the entry it was read for.
+    failure: Mutex<Option<String>>,
+}
+
+impl IssueRowReader {
+    /// The last failed read since the last call, if any.
+    pub(crate) fn take_failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    fn read(&self, id: &str) -> Result<roost_core::Issue, String> {
+        let inner = self.inner.upgrade().ok_or("state.db is closed")?;
+        let read = |inner: &Inner| -> Result<String, String> {
+            inner.usable().map_err(|e| e.to_string())?;
+            let mut statement = inner
+                .conn
+                .prepare_cached("SELECT data FROM issues WHERE id = ?1")
+                .map_err(|e| e.to_string())?;
+            statement
+                .query_row([id], |row| row.get(0))
+                .map_err(|e| e.to_string())
+        };
+        // As `write`: a commit holding the connection is waited for off the runtime's worker.
+        let data = match inner.try_lock() {
+            Ok(guard) => read(&guard),
+            Err(TryLockError::Poisoned(p)) => read(&p.into_inner()),
+            Err(TryLockError::WouldBlock) => {
+                db::blocking(|| read(&inner.lock().unwrap_or_else(|p| p.into_inner())))
+            }
+        }?;
+        serde_json::from_str(&data).map_err(|e| format!("its row does not parse: {e}"))
+    }
+}
+
+impl roost_core::IssueRows for IssueRowReader {
+    fn issue(&self, id: &str) -> Result<roost_core::Issue, String> {
+        self.read(id).inspect_err(|e| {
+            tracing::error!(issue = id, error = %e, "a closed issue's row cannot be read from state.db");
+            let failure = format!("closed issue {id} is in state.db only and its row cannot be read: {e}");
+            *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure);
         })
     }
 }

@@ -69,7 +69,7 @@ pub fn hard_incident_open(state: &State, policy: &BudgetPolicy) -> bool {
 pub(crate) fn room_for(state: &State, agent: &Agent, run_id: &str, now: Timestamp) -> u64 {
     let project = state.project_of(state.runs.get(run_id).and_then(|r| r.issue_id.as_deref()));
     state
-        .hard_budgets(agent, project)
+        .hard_budgets(agent, project.as_deref())
         .map(|p| {
             p.amount.saturating_sub(
                 state
@@ -249,10 +249,7 @@ pub(crate) fn settle(ctx: &Ctx<'_>, run: &Run, changes: &mut Vec<Change>) {
         Some(AdapterType::Gemini) => "google",
         _ => "unknown",
     };
-    let project = ctx
-        .state
-        .project_of(run.issue_id.as_deref())
-        .map(str::to_string);
+    let project = ctx.state.project_of(run.issue_id.as_deref());
     changes.push(Change::CostEvent(CostEvent {
         id: format!("run-{}", run.id),
         company_id: run.company_id.clone(),
@@ -427,10 +424,7 @@ pub(crate) fn record_cost(ctx: &Ctx<'_>, e: &NewCostEvent) -> Result<Decision, D
         occurred_at: e.occurred_at.unwrap_or(ctx.now()),
         created_at: ctx.now(),
         source: "agent".into(),
-        project_id: ctx
-            .state
-            .project_of(e.issue_id.as_deref())
-            .map(str::to_string),
+        project_id: ctx.state.project_of(e.issue_id.as_deref()),
     };
     let mut changes = vec![Change::CostEvent(event.clone())];
     // The window of the event is where it counts; thresholds are checked for now's window.

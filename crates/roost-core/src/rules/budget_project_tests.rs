@@ -172,7 +172,7 @@ fn costs_on_a_project_issue_count_for_the_project_as_it_was_when_recorded() {
     let rows = crate::state::StateRows {
         companies: w.state.companies.values().cloned().collect(),
         agents: w.state.agents.values().cloned().collect(),
-        issues: w.state.issues.values().cloned().collect(),
+        issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
         budget_policies: w.state.budget_policies.values().cloned().collect(),
         cost_events: w.state.cost_events.values().cloned().collect(),
         ..Default::default()

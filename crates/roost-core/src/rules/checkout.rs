@@ -19,6 +19,7 @@ pub(crate) fn checkout(
     expected: &[IssueStatus],
 ) -> Result<Decision, DomainError> {
     let issue = visible_issue(ctx, issue_id)?;
+    let issue: &Issue = &issue;
     if let Some(own) = ctx.actor.agent_id() {
         if own != agent_id {
             return Err(DomainError::forbidden(
@@ -142,6 +143,7 @@ fn decision(issue: Issue, kind: &str, token: u64) -> Decision {
 /// (or an administrator) may release a checked-out issue.
 pub(crate) fn release(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainError> {
     let issue = visible_issue(ctx, issue_id)?;
+    let issue: &Issue = &issue;
     ctx.fence()?;
     match (&issue.checkout, ctx.actor.agent_id()) {
         (Some(_), Some(_)) => require_not_held_by_other(ctx, issue)?,

@@ -1,6 +1,7 @@
 //! Issues and comments: identifiers, the one-assignee rule, parents and `blocked_by` without
 //! cycles, and who may write to an issue another run has checked out.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
@@ -36,7 +37,10 @@ pub(crate) fn require_open_slot(
 }
 
 /// Finds an issue the actor may see.
-pub(crate) fn visible_issue<'a>(ctx: &Ctx<'a>, issue_id: &str) -> Result<&'a Issue, DomainError> {
+pub(crate) fn visible_issue<'a>(
+    ctx: &Ctx<'a>,
+    issue_id: &str,
+) -> Result<Cow<'a, Issue>, DomainError> {
     let issue = ctx
         .state
         .issues
@@ -159,6 +163,7 @@ pub(crate) fn update(
     comment: Option<&NewComment>,
 ) -> Result<Decision, DomainError> {
     let current = visible_issue(ctx, issue_id)?;
+    let current: &Issue = &current;
     ctx.fence()?;
     require_not_held_by_other(ctx, current)?;
     let mut issue = current.clone();
@@ -225,6 +230,7 @@ pub(crate) fn add_comment(
     new: &NewComment,
 ) -> Result<Decision, DomainError> {
     let issue = visible_issue(ctx, issue_id)?;
+    let issue: &Issue = &issue;
     ctx.fence()?;
     let comment = new_comment(ctx, issue, new)?;
     let note = ActivityNote {
@@ -478,11 +484,7 @@ fn check_blockers(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
         }
     }
     // Walk from each new blocker along blocked_by edges; reaching the issue means a cycle.
-    let mut stack: Vec<&str> = issue
-        .blocked_by_issue_ids
-        .iter()
-        .map(String::as_str)
-        .collect();
+    let mut stack: Vec<String> = issue.blocked_by_issue_ids.clone();
     let mut visited = BTreeSet::new();
     while let Some(id) = stack.pop() {
         if id == issue.id {
@@ -491,12 +493,13 @@ fn check_blockers(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
                 "blocked_by would form a cycle",
             ));
         }
-        if !visited.insert(id) {
+        if visited.contains(&id) {
             continue;
         }
-        if let Some(i) = ctx.state.issues.get(id) {
-            stack.extend(i.blocked_by_issue_ids.iter().map(String::as_str));
+        if let Some(i) = ctx.state.issues.get(&id) {
+            stack.extend(i.blocked_by_issue_ids.iter().cloned());
         }
+        visited.insert(id);
     }
     Ok(())
 }
@@ -506,12 +509,7 @@ pub(crate) fn unresolved_blockers<'a>(ctx: &Ctx<'a>, issue: &'a Issue) -> Vec<&'
     issue
         .blocked_by_issue_ids
         .iter()
-        .filter(|b| {
-            ctx.state
-                .issues
-                .get(b.as_str())
-                .is_some_and(|i| !i.status.is_terminal())
-        })
+        .filter(|b| ctx.state.issues.is_closed(b) == Some(false))
         .map(String::as_str)
         .collect()
 }
@@ -527,6 +525,7 @@ fn is_workable(status: IssueStatus) -> bool {
 pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainError> {
     ctx.require_admin("delete an issue")?;
     let issue = visible_issue(ctx, issue_id)?;
+    let issue: &Issue = &issue;
     if let Some(held) = &issue.checkout {
         return Err(DomainError::conflict(format!(
             "issue {} is checked out by run {}; release it (POST /api/issues/{}/admin/force-release) \
@@ -550,7 +549,7 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
         .state
         .children_of(issue_id)
         .map(|child| {
-            let mut child = child.clone();
+            let mut child = child.into_owned();
             child.parent_id = None;
             child
         })
@@ -559,7 +558,7 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
         let at = match edited.iter().position(|e| e.id == other.id) {
             Some(at) => at,
             None => {
-                edited.push(other.clone());
+                edited.push(other.into_owned());
                 edited.len() - 1
             }
         };

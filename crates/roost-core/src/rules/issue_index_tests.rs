@@ -4,7 +4,7 @@ use super::test_world::*;
 use crate::command::*;
 use crate::entity::*;
 
-fn ids<'a>(issues: impl Iterator<Item = &'a Issue>) -> Vec<String> {
+fn ids<'a>(issues: impl Iterator<Item = std::borrow::Cow<'a, Issue>>) -> Vec<String> {
     issues.map(|i| i.id.clone()).collect()
 }
 
@@ -51,7 +51,7 @@ fn lists_by_company_and_by_assignee_follow_creation_order_and_reassignment() {
 
     // The indexes are derived: a state rebuilt from its rows has the same ones.
     let rows = crate::StateRows {
-        issues: w.state.issues.values().cloned().collect(),
+        issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
         ..Default::default()
     };
     let rebuilt = crate::State::from_rows(rows);
@@ -119,7 +119,7 @@ fn the_blocker_index_follows_every_change_so_closing_an_issue_scans_no_other_iss
         },
     );
     let rows = crate::StateRows {
-        issues: w.state.issues.values().cloned().collect(),
+        issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
         ..Default::default()
     };
     let rebuilt = crate::State::from_rows(rows);
@@ -169,7 +169,7 @@ fn the_open_issue_indexes_hold_exactly_the_open_issues() {
     assert!(w.state.open_issues_assigned_to("a2").next().is_none());
 
     let rows = crate::StateRows {
-        issues: w.state.issues.values().cloned().collect(),
+        issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
         ..Default::default()
     };
     let rebuilt = crate::State::from_rows(rows);
@@ -235,7 +235,7 @@ fn deleting_an_issue_drops_its_comments_from_the_index_and_no_other_issues() {
     );
 
     let rows = crate::StateRows {
-        issues: w.state.issues.values().cloned().collect(),
+        issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
         comments: w
             .state
             .comments
@@ -285,7 +285,7 @@ fn an_identifier_resolves_in_any_case_to_its_own_companys_issue_and_nothing_else
     );
     let rebuilt = crate::State::from_rows(crate::StateRows {
         companies: w.state.companies.values().cloned().collect(),
-        issues: w.state.issues.values().cloned().collect(),
+        issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
         ..Default::default()
     });
     assert_eq!(found(&rebuilt, "acm-1").as_deref(), Some("a1"));

@@ -432,7 +432,7 @@ fn a_state_reloaded_from_rows_trips_at_the_same_wake() {
     let rows = crate::state::StateRows {
         companies: w.state.companies.values().cloned().collect(),
         agents: w.state.agents.values().cloned().collect(),
-        issues: w.state.issues.values().cloned().collect(),
+        issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
         runs: w.state.runs.values().cloned().collect(),
         credentials: w.state.credentials.values().cloned().collect(),
         comments: w

@@ -62,7 +62,7 @@ pub(super) fn reloaded(state: &State) -> State {
     State::from_rows(StateRows {
         companies: state.companies.values().cloned().collect(),
         agents: state.agents.values().cloned().collect(),
-        issues: state.issues.values().cloned().collect(),
+        issues: state.issues.values().map(|i| i.into_owned()).collect(),
         runs: state.runs.values().cloned().collect(),
         credentials: state.credentials.values().cloned().collect(),
         comments: state

@@ -20,6 +20,8 @@ pub(crate) mod credential;
 // The credential tests' helpers, for worker_credential_tests.rs.
 #[cfg(test)]
 use credential::tests as credential_tests;
+#[cfg(test)]
+mod cold_issue_tests;
 mod home;
 #[cfg(test)]
 mod home_tests;
@@ -424,7 +426,7 @@ pub(crate) fn end_run(
     ended.error = error.map(str::to_string);
     ended.finished_at = Some(ctx.now());
     for issue in ctx.state.issues_checked_out_by(&run.id) {
-        let mut released = issue.clone();
+        let mut released = issue.into_owned();
         released.set_checkout(None);
         released.updated_at = ctx.now();
         changes.push(Change::Issue(released));

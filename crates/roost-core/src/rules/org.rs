@@ -263,7 +263,7 @@ pub(crate) fn escalate_issue(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, 
         .get(issue_id)
         .ok_or_else(|| DomainError::not_found("issue", issue_id))?;
     ctx.require_company(&issue.company_id, "issue", issue_id)?;
-    let Some(d) = due(ctx.state, issue, ctx.now()) else {
+    let Some(d) = due(ctx.state, &issue, ctx.now()) else {
         return Err(DomainError::conflict(format!(
             "issue {} is not due for escalation: it must be blocked past its company's escalateBlockedAfterSecs, not escalated in this blocked spell, and assigned to an agent with a manager",
             issue.identifier
@@ -300,7 +300,7 @@ pub(crate) fn escalate_issue(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, 
         },
         req,
     )?;
-    let mut escalated = issue.clone();
+    let mut escalated = issue.clone().into_owned();
     escalated.escalated_blocked_since = Some(d.since);
     changes.push(Change::Issue(escalated));
     let note = ActivityNote {

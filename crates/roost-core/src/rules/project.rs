@@ -256,14 +256,10 @@ pub(crate) fn delete_goal(ctx: &Ctx<'_>, id: &str) -> Result<Decision, DomainErr
         p.updated_at = ctx.now();
         changes.push(Change::Project(p));
     }
-    // An issue's goal is one of its own company's (`goal_in`): its company's issues are all.
-    // In issue-number order (it was id order): the rows commute, the state is the same.
-    for issue in ctx
-        .state
-        .issues_of_company(&goal.company_id)
-        .filter(|i| i.goal_id.as_deref() == Some(id))
-    {
-        let mut i = issue.clone();
+    // By the goal index (`issue_index.rs`): most of a company's issues may be closed and in
+    // state.db only. The rows commute, so their order does not change the state.
+    for issue in ctx.state.issues_of_goal(id) {
+        let mut i = issue.into_owned();
         i.goal_id = None;
         i.updated_at = ctx.now();
         changes.push(Change::Issue(i));
@@ -425,13 +421,9 @@ pub(crate) fn delete_project(ctx: &Ctx<'_>, id: &str) -> Result<Decision, Domain
     ctx.require_company(&p.company_id, "project", id)?;
     ctx.require_admin("delete a project")?;
     let mut changes = Vec::new();
-    // An issue's project is one of its own company's (`project_in`); in issue-number order.
-    for issue in ctx
-        .state
-        .issues_of_company(&p.company_id)
-        .filter(|i| i.project_id.as_deref() == Some(id))
-    {
-        let mut i = issue.clone();
+    // By the project index, as a goal's deletion does.
+    for issue in ctx.state.issues_of_project(id) {
+        let mut i = issue.into_owned();
         i.project_id = None;
         i.updated_at = ctx.now();
         changes.push(Change::Issue(i));

@@ -459,9 +459,8 @@ pub fn claim_blocker(state: &crate::state::State, wake: &Wake) -> Option<String>
     let project = wake
         .issue_id
         .as_ref()
-        .and_then(|i| state.issues.get(i))
-        .and_then(|i| i.project_id.as_ref())
-        .and_then(|p| state.projects.get(p));
+        .and_then(|i| state.project_of(Some(i)))
+        .and_then(|p| state.projects.get(&p));
     if let Some(p) = project.filter(|p| p.paused_at.is_some()) {
         return Some(format!(
             "project {} is paused{}",
@@ -558,7 +557,7 @@ pub(crate) fn assign(
         .ok_or_else(|| DomainError::not_found("worker", worker_id))?;
     worker_fits(ctx.state, worker, agent).map_err(DomainError::conflict)?;
     let project = ctx.state.project_of(wake.issue_id.as_deref());
-    if let Some(why) = budget::budget_blocker(ctx.state, agent, project, ctx.now()) {
+    if let Some(why) = budget::budget_blocker(ctx.state, agent, project.as_deref(), ctx.now()) {
         return budget_blocked(ctx, wake, agent, why);
     }
     check_quota(ctx, &agent.company_id)?;
@@ -621,7 +620,7 @@ fn budget_blocked(
 ) -> Result<Decision, DomainError> {
     let mut changes = Vec::new();
     let project = ctx.state.project_of(wake.issue_id.as_deref());
-    for policy in budget::exhausted(ctx.state, agent, project, ctx.now()) {
+    for policy in budget::exhausted(ctx.state, agent, project.as_deref(), ctx.now()) {
         let spent = ctx.state.spent(policy, ctx.now());
         budget::stop_scope(ctx, policy, spent, &why, &mut changes);
     }

@@ -23,8 +23,8 @@ fn identifiers_count_up_per_company() {
         "OTH-1"
     );
     assert_eq!(
-        w.state.issue_by_ref("acm-2").map(|i| i.id.as_str()),
-        Some("i2")
+        w.state.issue_by_ref("acm-2").map(|i| i.id.clone()),
+        Some("i2".to_string())
     );
 }
 

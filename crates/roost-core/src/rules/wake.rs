@@ -2,6 +2,8 @@
 //! run now. Every wake that does not become a run records why (skipped, suppressed,
 //! coalesced, deferred), so "why didn't my agent run?" always has an answer.
 
+use std::borrow::Cow;
+
 use serde_json::{json, Value};
 
 use super::Ctx;
@@ -86,7 +88,7 @@ impl Pending<'_> {
                 Change::Issue(i) if i.id == id => Some(i.clone()),
                 _ => None,
             })
-            .or_else(|| ctx.state.issues.get(id).cloned())
+            .or_else(|| ctx.state.issues.get(id).map(Cow::into_owned))
     }
 
     /// The pending wake of `agent_id` for `issue_id` as this command leaves it so far.
@@ -132,7 +134,8 @@ pub(crate) fn foreign_holder<'a>(
     agent_id: &str,
     issue_id: Option<&str>,
 ) -> Option<&'a Run> {
-    holder_of(ctx, agent_id, ctx.state.issues.get(issue_id?)?)
+    let issue = ctx.state.issues.get(issue_id?)?;
+    holder_of(ctx, agent_id, &issue)
 }
 
 /// The live run of another agent than `agent_id` holding `issue`'s checkout.
@@ -347,25 +350,19 @@ pub(crate) fn wake_for_closed_issue(
     changes: &mut Vec<Change>,
     issue: &Issue,
 ) -> Result<(), DomainError> {
-    let closed = |id: &str| {
-        id == issue.id
-            || ctx
-                .state
-                .issues
-                .get(id)
-                .is_some_and(|i| i.status.is_terminal())
-    };
+    // Read without loading: a closed issue may be in state.db only (`issue_map.rs`).
+    let closed = |id: &str| id == issue.id || ctx.state.issues.is_closed(id) == Some(true);
     if let Some(parent) = issue
         .parent_id
         .as_deref()
         .and_then(|p| ctx.state.issues.get(p))
     {
-        let children_closed = ctx.state.children_of(&parent.id).all(|c| closed(&c.id));
+        let children_closed = ctx.state.child_ids_of(&parent.id).all(closed);
         if children_closed && !parent.status.is_terminal() {
             wake_for_issue_event(
                 ctx,
                 changes,
-                parent,
+                &parent,
                 Some(WakeReason::IssueChildrenCompleted),
                 None,
             )?;
@@ -378,7 +375,7 @@ pub(crate) fn wake_for_closed_issue(
             wake_for_issue_event(
                 ctx,
                 changes,
-                dependent,
+                &dependent,
                 Some(WakeReason::IssueBlockersResolved),
                 None,
             )?;

@@ -13,7 +13,7 @@ fn rebuilt(w: &World) -> State {
     State::from_rows(StateRows {
         companies: w.state.companies.values().cloned().collect(),
         agents: w.state.agents.values().cloned().collect(),
-        issues: w.state.issues.values().cloned().collect(),
+        issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
         wakes: w.state.wakes.values().cloned().collect(),
         ..Default::default()
     })

@@ -532,7 +532,7 @@ fn wakes_and_workers_survive_a_reload_from_rows() {
     let rows = crate::state::StateRows {
         companies: w.state.companies.values().cloned().collect(),
         agents: w.state.agents.values().cloned().collect(),
-        issues: w.state.issues.values().cloned().collect(),
+        issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
         runs: w.state.runs.values().cloned().collect(),
         credentials: w.state.credentials.values().cloned().collect(),
         comments: w
@@ -680,7 +680,7 @@ fn the_counts_a_scrape_reads_agree_with_a_walk_of_every_row() {
     );
     assert_eq!(kept(&w.state), walk(&w.state));
     let rows = crate::StateRows {
-        issues: w.state.issues.values().cloned().collect(),
+        issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
         runs: w.state.runs.values().cloned().collect(),
         wakes: w.state.wakes.values().cloned().collect(),
         ..Default::default()

@@ -72,7 +72,7 @@ impl Foreign {
             agents: not_of(&s.agents, c, |r| Some(&r.company_id)),
             issues: not_of(
                 &(s.issues.values())
-                    .map(|i| (i.id.clone(), i.clone()))
+                    .map(|i| (i.id.clone(), i.into_owned()))
                     .collect(),
                 c,
                 |r| Some(&r.company_id),

@@ -294,9 +294,8 @@ impl World {
         match kind {
             Kind::Company => of(&s.companies, c, |r| Some(&r.id)),
             Kind::Agent => of(&s.agents, c, |r| Some(&r.company_id)),
-            Kind::Issue => (s.issues.values())
-                .filter(|r| c.is_none() || Some(r.company_id.as_str()) == c)
-                .map(|r| &r.id)
+            Kind::Issue => (s.issues.keys())
+                .filter(|id| c.is_none() || Some(s.issues[id.as_str()].company_id.as_str()) == c)
                 .collect(),
             Kind::Run => of(&s.runs, c, |r| Some(&r.company_id)),
             Kind::Wake => of(&s.wakes, c, |r| Some(&r.company_id)),

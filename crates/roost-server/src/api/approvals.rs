@@ -56,7 +56,7 @@ impl Api {
         Ok(self.reader().read(|s| {
             a.issue_ids
                 .iter()
-                .filter_map(|i| s.issues.get(i).cloned())
+                .filter_map(|i| s.issues.get(i).map(std::borrow::Cow::into_owned))
                 .collect()
         }))
     }

@@ -1,5 +1,7 @@
 //! Issues, comments, checkout and release, and the agent's views of its work.
 
+use std::borrow::Cow;
+
 use roost_core::command::{IssuePatch, NewComment};
 use roost_core::{Command, Comment, Issue, IssueStatus, Outcome};
 use roost_store::CommentQuery;
@@ -16,7 +18,7 @@ impl Api {
     fn resolve_issue(&self, caller: &Caller, id_or_identifier: &str) -> Result<Issue, ApiError> {
         let issue = self
             .reader()
-            .read(|s| s.issue_by_ref(id_or_identifier).cloned())
+            .read(|s| s.issue_by_ref(id_or_identifier).map(Cow::into_owned))
             .ok_or_else(|| ApiError::not_found("issue", id_or_identifier))?;
         caller.check_company(&issue.company_id, "issue", id_or_identifier)?;
         Ok(issue)
@@ -87,7 +89,7 @@ impl Api {
         let only_open =
             !filter.statuses.is_empty() && filter.statuses.iter().all(|s| !s.is_terminal());
         Ok(self.reader().read(|s| {
-            let candidates: Box<dyn Iterator<Item = &Issue>> =
+            let candidates: Box<dyn Iterator<Item = Cow<'_, Issue>>> =
                 match (&filter.assignee_agent_id, &filter.parent_id, only_open) {
                     (Some(agent), _, true) => Box::new(s.open_issues_assigned_to(agent)),
                     (Some(agent), _, false) => Box::new(s.issues_assigned_to(agent)),
@@ -111,7 +113,7 @@ impl Api {
                         .is_none_or(|p| i.parent_id.as_ref() == Some(p))
                 })
                 .take(limit)
-                .cloned()
+                .map(Cow::into_owned)
                 .collect()
         }))
     }
@@ -226,7 +228,7 @@ impl Api {
             let mut issues: Vec<Issue> = s
                 .open_issues_assigned_to(&agent.id)
                 .filter(|i| open.contains(&i.status))
-                .cloned()
+                .map(Cow::into_owned)
                 .collect();
             issues.sort_by_key(|i| (i.priority, i.issue_number));
             issues
@@ -284,15 +286,15 @@ impl Api {
                 if ancestors.len() >= 32 {
                     break;
                 }
-                ancestors.push(parent.clone());
                 cursor = parent.parent_id.clone();
+                ancestors.push(parent.into_owned());
             }
             let blocked_by = issue
                 .blocked_by_issue_ids
                 .iter()
-                .filter_map(|b| s.issues.get(b).cloned())
+                .filter_map(|b| s.issues.get(b).map(Cow::into_owned))
                 .collect();
-            let children = s.children_of(&issue.id).cloned().collect();
+            let children = s.children_of(&issue.id).map(Cow::into_owned).collect();
             let total_comments = s.comment_count(&issue.id);
             let active_run = issue
                 .checkout

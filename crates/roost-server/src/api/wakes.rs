@@ -46,7 +46,7 @@ pub fn blocked_by(state: &State, wake: &Wake) -> Option<String> {
         budget_blocker(
             state,
             agent,
-            state.project_of(wake.issue_id.as_deref()),
+            state.project_of(wake.issue_id.as_deref()).as_deref(),
             super::now(),
         )
     };

@@ -416,6 +416,7 @@ impl Workers {
                 // A wake held back by a budget waits here, unless spend has used the budget
                 // up and the claim must open the incident and pause the scope.
                 let project = s.project_of(wake.issue_id.as_deref());
+                let project = project.as_deref();
                 if budget_blocker(s, agent, project, now).is_some()
                     && exhausted(s, agent, project, now)
                         .iter()

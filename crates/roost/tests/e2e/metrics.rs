@@ -302,6 +302,7 @@ const NAMED: &[&str] = &[
     "roost_spend_month_cents",
     "roost_budget_incidents_open",
     "roost_approvals_pending",
+    "roost_issues_in_state_db_only",
     "roost_workers_connected",
     "roost_process_open_fds",
     "roost_process_resident_memory_bytes",
