@@ -236,9 +236,39 @@ impl State {
         &'a self,
         company_id: &str,
     ) -> impl Iterator<Item = Cow<'a, Issue>> {
+        self.read_each(self.issue_ids_of_company(company_id))
+    }
+
+    /// The ids of a company's issues in issue-number order, none read: filter by
+    /// [`IssueMap::status`](crate::issue_map::IssueMap::status) before reading a closed one.
+    pub fn issue_ids_of_company<'a>(&'a self, company_id: &str) -> impl Iterator<Item = &'a str> {
         (self.issues_by_number.get(company_id).into_iter())
             .flat_map(BTreeMap::values)
-            .filter_map(|id| self.issues.get(id))
+            .map(String::as_str)
+    }
+
+    /// The ids of a company's open issues, in issue-number order.
+    pub fn open_issue_ids_of_company<'a>(
+        &'a self,
+        company_id: &str,
+    ) -> impl Iterator<Item = &'a str> {
+        ids_in(&self.open_by_number, company_id)
+    }
+
+    /// The ids of the open issues assigned to `agent_id`, in issue-number order.
+    pub fn open_issue_ids_assigned_to<'a>(
+        &'a self,
+        agent_id: &str,
+    ) -> impl Iterator<Item = &'a str> {
+        ids_in(&self.open_by_assignee, agent_id)
+    }
+
+    /// The issues `ids` name that exist, each read if it must be.
+    fn read_each<'a>(
+        &'a self,
+        ids: impl Iterator<Item = &'a str> + 'a,
+    ) -> impl Iterator<Item = Cow<'a, Issue>> {
+        ids.filter_map(|id| self.issues.get(id))
     }
 
     /// The issues assigned to `agent_id`, in issue-number order.
@@ -282,11 +312,16 @@ impl State {
 
     /// The issues that name `issue_id` among their blockers, in id order.
     pub fn issues_blocked_by<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = Cow<'a, Issue>> {
+        self.read_each(self.issue_ids_blocked_by(issue_id))
+    }
+
+    /// The ids of the issues that name `issue_id` among their blockers, in id order, none read.
+    pub fn issue_ids_blocked_by<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = &'a str> {
         let blocker = issue_id.to_string();
         self.issues_blocked_by
             .range((blocker.clone(), String::new())..)
             .take_while(move |(b, _)| *b == blocker)
-            .filter_map(|(_, id)| self.issues.get(id))
+            .map(|(_, id)| id.as_str())
     }
 
     /// The issues one index lists under `owner`, in issue-number order.
@@ -295,7 +330,7 @@ impl State {
         index: &'a BTreeMap<(String, u64), String>,
         owner: &str,
     ) -> impl Iterator<Item = Cow<'a, Issue>> {
-        ids_in(index, owner).filter_map(|id| self.issues.get(id))
+        self.read_each(ids_in(index, owner))
     }
 
     /// The issues that serve goal `goal_id`, in id order.
@@ -316,11 +351,7 @@ impl State {
         index: &'a SetIndex,
         key: &str,
     ) -> impl Iterator<Item = Cow<'a, Issue>> {
-        index
-            .get(key)
-            .into_iter()
-            .flatten()
-            .filter_map(|id| self.issues.get(id))
+        self.read_each(index.get(key).into_iter().flatten().map(String::as_str))
     }
 
     /// Lets issue `id` leave memory if it is closed, read back from `state.db` when asked for
@@ -339,5 +370,14 @@ impl State {
     /// Issues whose checkout is held by `run_id`.
     pub fn issues_checked_out_by(&self, run_id: &str) -> impl Iterator<Item = Cow<'_, Issue>> {
         self.issues_under(&self.checkouts_by_run, run_id)
+    }
+
+    /// The ids of the issues whose checkout `run_id` holds, none read.
+    pub fn issue_ids_checked_out_by(&self, run_id: &str) -> impl Iterator<Item = &str> {
+        self.checkouts_by_run
+            .get(run_id)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
     }
 }

@@ -12,7 +12,7 @@
 //!
 //! Why boxed: an ordered map keeps its values inline in nodes of eleven slots, about a third of
 //! them empty on average, so every issue paid for half an issue more of empty slot (an issue is
-//! about 600 bytes). Boxed, a slot is one pointer (none for a cold issue), and leaves are small
+//! about 600 bytes). Boxed, a slot is one pointer (a status for a cold issue), and leaves are small
 //! enough that a lookup's walk over the keys reads fewer cache lines. Nothing outside
 //! `issue_index.rs` writes it: every write goes through `State::put_issue`, which keeps the
 //! indexes.
@@ -23,7 +23,7 @@ use std::fmt;
 use std::ops::Index;
 use std::sync::Arc;
 
-use crate::entity::Issue;
+use crate::entity::{Issue, IssueStatus};
 
 /// Where a closed issue's row is read from once memory has let it go: the store's `state.db`,
 /// as its write connection sees it (rows written by applies not yet committed included).
@@ -39,10 +39,18 @@ pub trait IssueRows: Send + Sync {
 
 #[derive(Clone, Default)]
 pub struct IssueMap {
-    /// `None`: the issue is closed and only its row in `rows` holds it.
-    map: BTreeMap<String, Option<Box<Issue>>>,
+    map: BTreeMap<String, Slot>,
     rows: Option<Arc<dyn IssueRows>>,
     cold: usize,
+}
+
+#[derive(Clone)]
+enum Slot {
+    Hot(Box<Issue>),
+    /// Closed, and only its row in `rows` holds it. Its status stays, so lists filtered by
+    /// status read only the rows they answer with (a board's `cancelled` column among a
+    /// million done issues).
+    Cold(IssueStatus),
 }
 
 impl fmt::Debug for IssueMap {
@@ -59,8 +67,16 @@ impl IssueMap {
     /// that cannot be read).
     pub fn get(&self, id: &str) -> Option<Cow<'_, Issue>> {
         match self.map.get(id)? {
-            Some(issue) => Some(Cow::Borrowed(issue)),
-            None => self.read_cold(id).map(Cow::Owned),
+            Slot::Hot(issue) => Some(Cow::Borrowed(issue)),
+            Slot::Cold(_) => self.read_cold(id).map(Cow::Owned),
+        }
+    }
+
+    /// The status of issue `id`, without reading its row.
+    pub fn status(&self, id: &str) -> Option<IssueStatus> {
+        match self.map.get(id)? {
+            Slot::Hot(issue) => Some(issue.status),
+            Slot::Cold(status) => Some(*status),
         }
     }
 
@@ -83,14 +99,12 @@ impl IssueMap {
     /// Whether issue `id` is done or cancelled (`None`: no such issue), without reading it
     /// from `state.db`: only closed issues live there.
     pub fn is_closed(&self, id: &str) -> Option<bool> {
-        self.map
-            .get(id)
-            .map(|slot| slot.as_ref().is_none_or(|i| i.status.is_terminal()))
+        self.status(id).map(IssueStatus::is_terminal)
     }
 
     /// Whether issue `id` lives in `state.db` only.
     pub fn is_cold(&self, id: &str) -> bool {
-        matches!(self.map.get(id), Some(None))
+        matches!(self.map.get(id), Some(Slot::Cold(_)))
     }
 
     /// How many issues live in `state.db` only.
@@ -101,8 +115,8 @@ impl IssueMap {
     /// Every issue, in id order (cold ones read from `state.db`).
     pub fn values(&self) -> impl Iterator<Item = Cow<'_, Issue>> {
         self.map.iter().filter_map(|(id, slot)| match slot {
-            Some(issue) => Some(Cow::Borrowed(&**issue)),
-            None => self.read_cold(id).map(Cow::Owned),
+            Slot::Hot(issue) => Some(Cow::Borrowed(&**issue)),
+            Slot::Cold(_) => self.read_cold(id).map(Cow::Owned),
         })
     }
 
@@ -122,12 +136,8 @@ impl IssueMap {
             return false;
         }
         match self.map.get_mut(id) {
-            Some(slot) if slot.as_ref().is_some_and(|i| i.status.is_terminal()) => {
-                *slot = None;
-                self.cold += 1;
-                true
-            }
-            _ => false,
+            Some(slot) => forget(slot, &mut self.cold),
+            None => false,
         }
     }
 
@@ -137,37 +147,50 @@ impl IssueMap {
             return;
         }
         for slot in self.map.values_mut() {
-            if slot.as_ref().is_some_and(|i| i.status.is_terminal()) {
-                *slot = None;
-                self.cold += 1;
-            }
+            forget(slot, &mut self.cold);
         }
     }
 
     /// Writes `issue` under its id, reusing the old one's allocation if there is one.
     pub(crate) fn put(&mut self, issue: Issue) {
         match self.map.get_mut(&issue.id) {
-            Some(Some(slot)) => **slot = issue,
+            Some(Slot::Hot(slot)) => **slot = issue,
             Some(slot) => {
-                *slot = Some(Box::new(issue));
+                *slot = Slot::Hot(Box::new(issue));
                 self.cold -= 1;
             }
             None => {
-                self.map.insert(issue.id.clone(), Some(Box::new(issue)));
+                self.map
+                    .insert(issue.id.clone(), Slot::Hot(Box::new(issue)));
             }
         }
     }
 
     pub(crate) fn remove(&mut self, id: &str) -> Option<Issue> {
         match self.map.get(id)? {
-            Some(_) => self.map.remove(id).flatten().map(|i| *i),
-            None => {
+            Slot::Hot(_) => match self.map.remove(id) {
+                Some(Slot::Hot(issue)) => Some(*issue),
+                _ => None,
+            },
+            Slot::Cold(_) => {
                 let issue = self.read_cold(id);
                 self.map.remove(id);
                 self.cold -= 1;
                 issue
             }
         }
+    }
+}
+
+/// Lets a closed issue's slot go cold; whether it did.
+fn forget(slot: &mut Slot, cold: &mut usize) -> bool {
+    match slot {
+        Slot::Hot(issue) if issue.status.is_terminal() => {
+            *slot = Slot::Cold(issue.status);
+            *cold += 1;
+            true
+        }
+        _ => false,
     }
 }
 
@@ -178,8 +201,8 @@ impl Index<&str> for IssueMap {
     /// states have no store and so keep every issue in memory.
     fn index(&self, id: &str) -> &Issue {
         match self.map.get(id) {
-            Some(Some(i)) => i,
-            Some(None) => panic!("issue {id} is in state.db only: read it with get"),
+            Some(Slot::Hot(i)) => i,
+            Some(Slot::Cold(_)) => panic!("issue {id} is in state.db only: read it with get"),
             None => panic!("no issue {id}"),
         }
     }

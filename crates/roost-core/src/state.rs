@@ -328,11 +328,16 @@ impl State {
             .fold(0u64, |sum, r| sum.saturating_add(r.reserved_cents))
     }
 
-    /// The project of an issue, if it has one (owned: a closed issue is read from `state.db`).
+    /// The project of an issue, if it has one. A closed issue in `state.db` only is found in
+    /// the project index rather than read: budgets ask this for every live run.
     pub fn project_of(&self, issue_id: Option<&str>) -> Option<String> {
-        issue_id
-            .and_then(|i| self.issues.get(i))
-            .and_then(|i| i.project_id.clone())
+        let id = issue_id?;
+        if self.issues.is_cold(id) {
+            return (self.issues_by_project.iter())
+                .find(|(_, ids)| ids.contains(id))
+                .map(|(project, _)| project.clone());
+        }
+        self.issues.get(id).and_then(|i| i.project_id.clone())
     }
 
     /// The hard-stop budgets that bind a run of `agent` on an issue of `project` (if any).

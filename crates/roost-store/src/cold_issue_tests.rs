@@ -2,13 +2,35 @@
 //! (`roost-core/src/issue_map.rs`): through the write connection before a commit, after a
 //! restart, and back into memory when one is reopened.
 
-use openraft::storage::RaftStateMachine;
+use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use roost_core::command::IssuePatch;
 use roost_core::{Command, IssueStatus};
+use sqlx::Connection;
 use std::time::Duration;
 
 use super::tests::{company_entry, system_entry};
 use super::StateMachineStore;
+
+/// The hash of the state `dir/state.db` holds, every issue loaded into memory (no rows read
+/// back): what a node that never let a closed issue go would hold.
+async fn hash_all_in_memory(dir: &std::path::Path) -> String {
+    let url = format!("sqlite://{}?mode=ro", dir.join("state.db").display());
+    let mut conn = sqlx::SqliteConnection::connect(&url)
+        .await
+        .expect("open state.db");
+    let state = crate::rows::load_state(&mut conn).await.expect("load");
+    assert_eq!(state.issues.cold_len(), 0);
+    state.hash()
+}
+
+fn delete(index: u64, id: &str) -> openraft::Entry<crate::types::TypeConfig> {
+    system_entry(
+        index,
+        Command::DeleteIssue {
+            issue_id: id.into(),
+        },
+    )
+}
 
 fn create(index: u64, id: &str, status: IssueStatus) -> openraft::Entry<crate::types::TypeConfig> {
     system_entry(
@@ -85,6 +107,7 @@ async fn a_closed_issue_leaves_memory_and_reads_back_the_same_before_and_after_a
         assert!(cold("open"));
         reader.read(|s| s.hash())
     };
+    assert_eq!(before_restart, hash_all_in_memory(dir.path()).await);
     let (_sm, reader) = StateMachineStore::open(dir.path()).await.expect("reopen");
     assert_eq!(reader.applied_index(), 7);
     assert_eq!(
@@ -93,4 +116,103 @@ async fn a_closed_issue_leaves_memory_and_reads_back_the_same_before_and_after_a
         "a restart loads closed issues out of memory"
     );
     assert_eq!(reader.read(|s| s.hash()), before_restart);
+}
+
+/// One batch that closes, edits, deletes and re-creates issues: memory lets go only of those
+/// still closed at its end, and their rows read back as the last change of the batch left them.
+#[tokio::test]
+async fn a_batch_that_closes_edits_and_deletes_issues_leaves_rows_that_read_back_as_memory_held() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut sm, reader) = StateMachineStore::open(dir.path()).await.expect("open");
+    let retitle = |index: u64, id: &str| {
+        system_entry(
+            index,
+            Command::UpdateIssue {
+                issue_id: id.into(),
+                patch: IssuePatch {
+                    title: Some(format!("{id}, edited while done")),
+                    ..Default::default()
+                },
+                comment: None,
+            },
+        )
+    };
+    sm.apply([
+        company_entry(1, "c1", "ACM"),
+        create(2, "edited", IssueStatus::Todo),
+        set_status(3, "edited", IssueStatus::Done),
+        retitle(4, "edited"),
+        create(5, "gone", IssueStatus::Done),
+        delete(6, "gone"),
+        create(7, "back", IssueStatus::Done),
+        set_status(8, "back", IssueStatus::Todo),
+    ])
+    .await
+    .expect("apply");
+    let slots = reader.read(|s| {
+        let cold = |id: &str| s.issues.is_cold(id);
+        (cold("edited"), s.issues.contains_key("gone"), cold("back"))
+    });
+    assert_eq!(slots, (true, false, false));
+    let title = reader.read(|s| s.issues.get("edited").map(|i| i.title.clone()));
+    assert_eq!(title.as_deref(), Some("edited, edited while done"));
+    let held = reader.read(|s| s.hash());
+    reader.flush().expect("commit");
+    assert_eq!(held, hash_all_in_memory(dir.path()).await);
+}
+
+/// A follower that installs a snapshot holding closed issues reads them from its own copy,
+/// and its state is the sender's.
+#[tokio::test]
+async fn a_snapshot_with_closed_issues_installs_with_them_out_of_memory() {
+    let (leader_dir, follower_dir) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let (mut leader, leader_reader) = StateMachineStore::open(leader_dir.path())
+        .await
+        .expect("open");
+    leader
+        .apply([
+            company_entry(1, "c1", "ACM"),
+            create(2, "done", IssueStatus::Done),
+            create(3, "open", IssueStatus::Todo),
+        ])
+        .await
+        .expect("apply");
+    let mut builder = leader.get_snapshot_builder().await;
+    builder.build_snapshot().await.expect("build");
+    let sent = leader
+        .get_current_snapshot()
+        .await
+        .expect("read")
+        .expect("a snapshot");
+    let (mut follower, reader) = StateMachineStore::open(follower_dir.path())
+        .await
+        .expect("open");
+    follower
+        .apply([
+            company_entry(1, "c1", "OLD"),
+            create(2, "stale", IssueStatus::Done),
+        ])
+        .await
+        .expect("apply");
+    assert!(reader.read(|s| s.issues.is_cold("stale")));
+    follower
+        .install_snapshot(&sent.meta, sent.snapshot)
+        .await
+        .expect("install");
+    let read = reader.read(|s| {
+        let done = s.issues.get("done").map(|i| i.description.clone());
+        (
+            s.issues.is_cold("done"),
+            done,
+            s.issues.contains_key("stale"),
+        )
+    });
+    assert_eq!(
+        read,
+        (true, Some(Some("what done is about".to_string())), false)
+    );
+    assert_eq!(reader.state_hash(), leader_reader.state_hash());
 }

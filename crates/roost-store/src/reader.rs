@@ -25,6 +25,8 @@ pub struct StateReader {
     writer: StateWriter,
     applied: watch::Receiver<u64>,
     stats: crate::stats::StoreStats,
+    /// Closed issues' rows, and whether a snapshot install is replacing them.
+    issue_rows: Arc<crate::state_writer::IssueRowReader>,
 }
 
 /// Which entries of a company's activity to list; `None` matches any.
@@ -52,6 +54,7 @@ impl StateReader {
         writer: StateWriter,
         applied: watch::Receiver<u64>,
         stats: crate::stats::StoreStats,
+        issue_rows: Arc<crate::state_writer::IssueRowReader>,
     ) -> Self {
         StateReader {
             state,
@@ -60,6 +63,7 @@ impl StateReader {
             writer,
             applied,
             stats,
+            issue_rows,
         }
     }
 
@@ -102,13 +106,21 @@ impl StateReader {
         }
         // A step at a time, releasing the state's lock in between: apply, and every reader
         // queued behind a waiting apply, never wait for more than one step.
+        // Not across a snapshot install, whose copy replaces the rows the old state's closed
+        // issues are read from: a hash taken then would mix two states under one index.
         let fresh = crate::db::blocking(|| loop {
-            let step = self.read(|s| {
-                s.hash_step(HASH_ROWS_PER_STEP)
-                    .map(|h| (s.applied_index, h))
-            });
-            if let Some(done) = step {
-                break done;
+            let installs = self.issue_rows.after_installs();
+            let hashed = loop {
+                let step = self.read(|s| {
+                    s.hash_step(HASH_ROWS_PER_STEP)
+                        .map(|h| (s.applied_index, h))
+                });
+                if let Some(done) = step {
+                    break done;
+                }
+            };
+            if self.issue_rows.after_installs() == installs {
+                break hashed;
             }
         });
         *cache = Some(fresh.clone());

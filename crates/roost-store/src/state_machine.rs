@@ -112,6 +112,7 @@ impl StateMachineStore {
             writer.clone(),
             applied_rx,
             stats.clone(),
+            issue_rows.clone(),
         );
         Ok((
             StateMachineStore {
@@ -239,8 +240,19 @@ impl StateMachineStore {
     async fn install(&mut self, meta: &Meta, data: Vec<u8>) -> Result<(), Error> {
         self.starting = false;
         let incoming = self.snapshots.write_incoming(&data)?;
+        // From the copy until the loaded state replaces this one, this one's closed issues
+        // read as missing: their rows are the snapshot's (`state_writer.rs`, `IssueRowReader`).
+        // A failed install ends it too: openraft stops on the error, and a hash must not wait.
+        self.issue_rows.begin_install();
+        let installed = self.install_from(meta, &incoming).await;
+        self.issue_rows.end_install();
+        installed
+    }
+
+    /// Replaces `state.db`'s rows with the snapshot file `incoming`'s and loads the state.
+    async fn install_from(&mut self, meta: &Meta, incoming: &Path) -> Result<(), Error> {
         self.writer
-            .with_connection(|conn| copy_from_snapshot_file(conn, &incoming))?;
+            .with_connection(|conn| copy_from_snapshot_file(conn, incoming))?;
         let (mut state, last_applied, membership) = load(&self.readers).await?;
         state.read_closed_issues_from(self.issue_rows.clone());
         if last_applied != meta.last_log_id {

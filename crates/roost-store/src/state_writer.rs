@@ -12,7 +12,7 @@
 //! openraft never purges log entries `state.db` has not committed. Readers of what lives only in
 //! SQLite (comments, activity) flush first, so they see every applied write.
 
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::Duration;
 
 use crate::db;
@@ -90,6 +90,8 @@ impl StateWriter {
         Arc::new(IssueRowReader {
             inner: Arc::downgrade(&self.inner),
             failure: Mutex::default(),
+            installs: Mutex::new(0),
+            installed: Condvar::new(),
         })
     }
 
@@ -118,6 +120,10 @@ pub(crate) struct IssueRowReader {
     inner: Weak<Mutex<Inner>>,
     /// The last row that could not be read, for apply to refuse the entry it was read for.
     failure: Mutex<Option<String>>,
+    /// Odd while a snapshot install replaces `state.db` under the state that was (its closed
+    /// issues read as missing then, not as the snapshot's rows); one more at each start and end.
+    installs: Mutex<u64>,
+    installed: Condvar,
 }
 
 impl IssueRowReader {
@@ -127,6 +133,31 @@ impl IssueRowReader {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
+    }
+
+    /// A snapshot install is about to replace `state.db`'s rows.
+    pub(crate) fn begin_install(&self) {
+        *self.installs.lock().unwrap_or_else(|p| p.into_inner()) |= 1;
+    }
+
+    /// The install is over: the state that reads rows now is the one loaded from them.
+    pub(crate) fn end_install(&self) {
+        let mut installs = self.installs.lock().unwrap_or_else(|p| p.into_inner());
+        if *installs % 2 == 1 {
+            *installs += 1;
+        }
+        self.installed.notify_all();
+    }
+
+    /// Waits out an install in progress; the count of installs begun and ended so far.
+    pub(crate) fn after_installs(&self) -> u64 {
+        let installs = self.installs.lock().unwrap_or_else(|p| p.into_inner());
+        let installs = self.installed.wait_while(installs, |n| *n % 2 == 1);
+        *installs.unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn installing(&self) -> bool {
+        *self.installs.lock().unwrap_or_else(|p| p.into_inner()) % 2 == 1
     }
 
     fn read(&self, id: &str) -> Result<roost_core::Issue, String> {
@@ -155,6 +186,9 @@ impl IssueRowReader {
 
 impl roost_core::IssueRows for IssueRowReader {
     fn issue(&self, id: &str) -> Result<roost_core::Issue, String> {
+        if self.installing() {
+            return Err("a snapshot is being installed".into());
+        }
         self.read(id).inspect_err(|e| {
             tracing::error!(issue = id, error = %e, "a closed issue's row cannot be read from state.db");
             let failure = format!("closed issue {id} is in state.db only and its row cannot be read: {e}");

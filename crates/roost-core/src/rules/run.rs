@@ -135,8 +135,8 @@ pub(crate) fn finish(
     }
     let released: Vec<String> = ctx
         .state
-        .issues_checked_out_by(run_id)
-        .map(|i| i.id.clone())
+        .issue_ids_checked_out_by(run_id)
+        .map(str::to_string)
         .collect();
     if !run.usage.can_grow_to(&report.usage) && report.usage != Usage::default() {
         return Err(DomainError::invalid(

@@ -352,26 +352,24 @@ pub(crate) fn wake_for_closed_issue(
 ) -> Result<(), DomainError> {
     // Read without loading: a closed issue may be in state.db only (`issue_map.rs`).
     let closed = |id: &str| id == issue.id || ctx.state.issues.is_closed(id) == Some(true);
-    if let Some(parent) = issue
-        .parent_id
-        .as_deref()
-        .and_then(|p| ctx.state.issues.get(p))
-    {
-        let children_closed = ctx.state.child_ids_of(&parent.id).all(closed);
-        if children_closed && !parent.status.is_terminal() {
-            wake_for_issue_event(
-                ctx,
-                changes,
-                &parent,
-                Some(WakeReason::IssueChildrenCompleted),
-                None,
-            )?;
-        }
+    // The parent is read only if it is open and this was its last open child.
+    let open_parent = (issue.parent_id.as_deref())
+        .filter(|p| ctx.state.issues.is_closed(p) == Some(false))
+        .filter(|p| ctx.state.child_ids_of(p).all(closed));
+    if let Some(parent) = open_parent.and_then(|p| ctx.state.issues.get(p)) {
+        wake_for_issue_event(
+            ctx,
+            changes,
+            &parent,
+            Some(WakeReason::IssueChildrenCompleted),
+            None,
+        )?;
     }
-    for dependent in ctx.state.issues_blocked_by(&issue.id) {
-        if !dependent.status.is_terminal()
-            && dependent.blocked_by_issue_ids.iter().all(|b| closed(b))
-        {
+    let open_dependents = (ctx.state.issue_ids_blocked_by(&issue.id))
+        .filter(|d| ctx.state.issues.is_closed(d) == Some(false))
+        .filter_map(|d| ctx.state.issues.get(d));
+    for dependent in open_dependents {
+        if dependent.blocked_by_issue_ids.iter().all(|b| closed(b)) {
             wake_for_issue_event(
                 ctx,
                 changes,

@@ -89,32 +89,39 @@ impl Api {
         let only_open =
             !filter.statuses.is_empty() && filter.statuses.iter().all(|s| !s.is_terminal());
         Ok(self.reader().read(|s| {
-            let candidates: Box<dyn Iterator<Item = Cow<'_, Issue>>> =
+            // Ids first, then statuses from the issue map (closed issues may be in state.db
+            // only: a board's `cancelled` column reads the cancelled rows, not every done one).
+            let ids: Box<dyn Iterator<Item = &str>> =
                 match (&filter.assignee_agent_id, &filter.parent_id, only_open) {
-                    (Some(agent), _, true) => Box::new(s.open_issues_assigned_to(agent)),
-                    (Some(agent), _, false) => Box::new(s.issues_assigned_to(agent)),
-                    (None, Some(parent), _) => Box::new(s.children_of(parent)),
-                    (None, None, true) => Box::new(s.open_issues_of_company(company_id)),
-                    (None, None, false) => Box::new(s.issues_of_company(company_id)),
+                    (Some(agent), _, true) => Box::new(s.open_issue_ids_assigned_to(agent)),
+                    (Some(agent), _, false) => Box::new(s.issue_ids_assigned_to(agent)),
+                    (None, Some(parent), _) => Box::new(s.child_ids_of(parent)),
+                    (None, None, true) => Box::new(s.open_issue_ids_of_company(company_id)),
+                    (None, None, false) => Box::new(s.issue_ids_of_company(company_id)),
                 };
-            candidates
-                .filter(|i| i.company_id == company_id)
-                .filter(|i| {
-                    filter
-                        .assignee_agent_id
-                        .as_ref()
-                        .is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a))
-                })
-                .filter(|i| filter.statuses.is_empty() || filter.statuses.contains(&i.status))
-                .filter(|i| {
-                    filter
-                        .parent_id
-                        .as_ref()
-                        .is_none_or(|p| i.parent_id.as_ref() == Some(p))
-                })
-                .take(limit)
-                .map(Cow::into_owned)
-                .collect()
+            ids.filter(|id| {
+                filter.statuses.is_empty()
+                    || s.issues
+                        .status(id)
+                        .is_some_and(|status| filter.statuses.contains(&status))
+            })
+            .filter_map(|id| s.issues.get(id))
+            .filter(|i| i.company_id == company_id)
+            .filter(|i| {
+                filter
+                    .assignee_agent_id
+                    .as_ref()
+                    .is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a))
+            })
+            .filter(|i| {
+                filter
+                    .parent_id
+                    .as_ref()
+                    .is_none_or(|p| i.parent_id.as_ref() == Some(p))
+            })
+            .take(limit)
+            .map(Cow::into_owned)
+            .collect()
         }))
     }
 
