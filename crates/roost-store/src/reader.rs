@@ -397,5 +397,8 @@ impl StateReader {
     }
 }
 
-/// Rows rehashed per hold of the state's read lock (tens of milliseconds).
-const HASH_ROWS_PER_STEP: usize = 10_000;
+/// Rows rehashed per hold of the state's read lock: a few milliseconds for rows in memory,
+/// about 27 ms for closed issues read back from `state.db` (27 µs each at 10^6 issues, BENCHMARKS.md
+/// "Closed issues out of memory"). Apply waits for a step; at 10,000 a step of closed rows held
+/// it for about 270 ms, on a node whose heartbeat is 30 ms.
+const HASH_ROWS_PER_STEP: usize = 1_000;
