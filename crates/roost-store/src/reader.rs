@@ -98,11 +98,13 @@ impl StateReader {
     /// The state hash and the applied index it belongs to, computed at most once per index.
     pub fn state_hash(&self) -> (u64, String) {
         let index = self.read(|s| s.applied_index);
-        let mut cache = self.hash_cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((i, h)) = cache.as_ref() {
-            if *i == index {
-                return (*i, h.clone());
-            }
+        let cached = self
+            .hash_cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some((i, h)) = cached.filter(|(i, _)| *i == index) {
+            return (i, h);
         }
         // A step at a time, releasing the state's lock in between: apply, and every reader
         // queued behind a waiting apply, never wait for more than one step.
@@ -123,7 +125,9 @@ impl StateReader {
                 break hashed;
             }
         });
-        *cache = Some(fresh.clone());
+        // Not held across the computation, which may wait out an install: two callers that
+        // miss the cache at once hash twice, harmlessly.
+        *self.hash_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some(fresh.clone());
         fresh
     }
 

@@ -242,15 +242,20 @@ impl StateMachineStore {
         let incoming = self.snapshots.write_incoming(&data)?;
         // From the copy until the loaded state replaces this one, this one's closed issues
         // read as missing: their rows are the snapshot's (`state_writer.rs`, `IssueRowReader`).
-        // A failed install ends it too: openraft stops on the error, and a hash must not wait.
-        self.issue_rows.begin_install();
-        let installed = self.install_from(meta, &incoming).await;
-        self.issue_rows.end_install();
-        installed
+        // A failed install ends it too (the guard's drop): openraft stops on the error, and a
+        // hash must not wait for ever.
+        let issue_rows = self.issue_rows.clone();
+        let installing = issue_rows.begin_install();
+        self.install_from(meta, &incoming, &installing).await
     }
 
     /// Replaces `state.db`'s rows with the snapshot file `incoming`'s and loads the state.
-    async fn install_from(&mut self, meta: &Meta, incoming: &Path) -> Result<(), Error> {
+    async fn install_from(
+        &mut self,
+        meta: &Meta,
+        incoming: &Path,
+        installing: &crate::state_writer::Installing<'_>,
+    ) -> Result<(), Error> {
         self.writer
             .with_connection(|conn| copy_from_snapshot_file(conn, incoming))?;
         let (mut state, last_applied, membership) = load(&self.readers).await?;
@@ -271,7 +276,11 @@ impl StateMachineStore {
         self.snapshots.record(meta)?;
         // A record skipped as not newer still lets the install's purge through.
         self.snapshots.note_durable(meta.last_log_id);
-        *self.state.write().unwrap_or_else(|p| p.into_inner()) = state;
+        {
+            let mut held = self.state.write().unwrap_or_else(|p| p.into_inner());
+            *held = state;
+            installing.end();
+        }
         self.last_applied = last_applied;
         self.membership = membership;
         if let Some(last) = last_applied {

@@ -135,13 +135,15 @@ impl IssueRowReader {
             .take()
     }
 
-    /// A snapshot install is about to replace `state.db`'s rows.
-    pub(crate) fn begin_install(&self) {
+    /// A snapshot install is about to replace `state.db`'s rows, until the guard is dropped or
+    /// ended (a failed or abandoned install must not leave hashes waiting).
+    pub(crate) fn begin_install(&self) -> Installing<'_> {
         *self.installs.lock().unwrap_or_else(|p| p.into_inner()) |= 1;
+        Installing(self)
     }
 
     /// The install is over: the state that reads rows now is the one loaded from them.
-    pub(crate) fn end_install(&self) {
+    fn end_install(&self) {
         let mut installs = self.installs.lock().unwrap_or_else(|p| p.into_inner());
         if *installs % 2 == 1 {
             *installs += 1;
@@ -163,6 +165,11 @@ impl IssueRowReader {
     fn read(&self, id: &str) -> Result<roost_core::Issue, String> {
         let inner = self.inner.upgrade().ok_or("state.db is closed")?;
         let read = |inner: &Inner| -> Result<String, String> {
+            // Checked holding the connection, which an install's copy takes too: a read either
+            // finishes before the copy or sees the install begun.
+            if self.installing() {
+                return Err("a snapshot is being installed".into());
+            }
             inner.usable().map_err(|e| e.to_string())?;
             let mut statement = inner
                 .conn
@@ -184,13 +191,29 @@ impl IssueRowReader {
     }
 }
 
+/// An install in progress (`IssueRowReader::begin_install`).
+pub(crate) struct Installing<'a>(&'a IssueRowReader);
+
+impl Installing<'_> {
+    /// Ends the install now: called holding the state's write lock as the loaded state
+    /// replaces the old, so no step of a hash reads the new state's rows as missing.
+    pub(crate) fn end(&self) {
+        self.0.end_install();
+    }
+}
+
+impl Drop for Installing<'_> {
+    fn drop(&mut self) {
+        self.0.end_install();
+    }
+}
+
 impl roost_core::IssueRows for IssueRowReader {
     fn issue(&self, id: &str) -> Result<roost_core::Issue, String> {
-        if self.installing() {
-            return Err("a snapshot is being installed".into());
-        }
         self.read(id).inspect_err(|e| {
-            tracing::error!(issue = id, error = %e, "a closed issue's row cannot be read from state.db");
+            if !self.installing() {
+                tracing::error!(issue = id, error = %e, "a closed issue's row cannot be read from state.db");
+            }
             let failure = format!("closed issue {id} is in state.db only and its row cannot be read: {e}");
             *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(failure);
         })
