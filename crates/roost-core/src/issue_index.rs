@@ -360,6 +360,14 @@ impl State {
         self.issues.forget_closed(id)
     }
 
+    /// Puts a persisted issue while a store loads the state (after [`State::from_rows`]), and
+    /// lets it go at once if it is closed and closed issues are read from a store.
+    pub fn load_issue(&mut self, issue: Issue) {
+        let id = issue.id.clone();
+        self.put(crate::state::Change::Issue(issue));
+        self.issues.forget_closed(&id);
+    }
+
     /// Reads closed issues from `rows` from now on, and lets those in memory go: a store that
     /// has just loaded the state from the rows `rows` reads.
     pub fn read_closed_issues_from(&mut self, rows: std::sync::Arc<dyn crate::IssueRows>) {

@@ -584,7 +584,7 @@ impl State {
         }
     }
 
-    fn put(&mut self, change: Change) {
+    pub(crate) fn put(&mut self, change: Change) {
         if let Some((table, key)) = row_of(&change) {
             self.row_digests.touch(table, key);
         }

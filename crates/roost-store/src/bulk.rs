@@ -100,6 +100,6 @@ impl BulkDb {
     /// The in-memory state as a node loads it when it opens `state.db` (`rows.rs`).
     pub async fn load_state(&self) -> Result<State, Error> {
         let mut conn = self.pool.acquire().await.map_err(Error::sql("acquire"))?;
-        crate::rows::load_state(&mut conn).await
+        crate::rows::load_state(&mut conn, None).await
     }
 }

@@ -18,7 +18,9 @@ async fn hash_all_in_memory(dir: &std::path::Path) -> String {
     let mut conn = sqlx::SqliteConnection::connect(&url)
         .await
         .expect("open state.db");
-    let state = crate::rows::load_state(&mut conn).await.expect("load");
+    let state = crate::rows::load_state(&mut conn, None)
+        .await
+        .expect("load");
     assert_eq!(state.issues.cold_len(), 0);
     state.hash()
 }
@@ -215,4 +217,41 @@ async fn a_snapshot_with_closed_issues_installs_with_them_out_of_memory() {
         (true, Some(Some("what done is about".to_string())), false)
     );
     assert_eq!(reader.state_hash(), leader_reader.state_hash());
+}
+
+/// A restart loads issues a page at a time and lets each closed one go at once: every issue is
+/// there after it, open ones in memory, and the state is the one a full load holds.
+#[tokio::test]
+async fn a_restart_loads_issues_page_by_page_and_holds_only_the_open_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut sm, reader) = StateMachineStore::open(dir.path()).await.expect("open");
+        let mut entries = vec![company_entry(1, "c1", "ACM")];
+        for n in 0..10u64 {
+            let status = if n % 3 == 0 {
+                IssueStatus::Todo
+            } else {
+                IssueStatus::Done
+            };
+            entries.push(create(2 + n, &format!("i{n}"), status));
+        }
+        sm.apply(entries).await.expect("apply");
+        assert!(reader.wait_applied(11, Duration::from_secs(10)).await);
+    }
+    let (_sm, reader) = StateMachineStore::open(dir.path()).await.expect("reopen");
+    let slots = reader.read(|s| {
+        (0..10)
+            .map(|n| s.issues.is_cold(&format!("i{n}")))
+            .collect::<Vec<_>>()
+    });
+    let closed: Vec<bool> = (0..10).map(|n| n % 3 != 0).collect();
+    assert_eq!(
+        slots, closed,
+        "closed issues out of memory, open ones in it"
+    );
+    assert_eq!(reader.read(|s| s.issues.len()), 10);
+    assert_eq!(
+        reader.read(|s| s.hash()),
+        hash_all_in_memory(dir.path()).await
+    );
 }

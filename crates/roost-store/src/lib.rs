@@ -57,6 +57,6 @@ fn assert_send_futures(path: &Path, conn: &mut sqlx::SqliteConnection) {
         path,
         tokio::sync::watch::channel(Default::default()).1,
     ));
-    is_send(rows::load_state(conn));
+    is_send(rows::load_state(conn, None));
     is_send(StateMachineStore::open(path));
 }

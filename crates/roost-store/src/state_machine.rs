@@ -90,7 +90,10 @@ impl StateMachineStore {
         }
         // A data dir from before the memory search index (or with an older one) gets it here.
         db::blocking(|| crate::search::ensure(&writer))?;
-        let (state, last_applied, membership) = load(&readers).await?;
+        // The writer first: the load reads closed issues back through it (`state_writer.rs`).
+        let writer = StateWriter::spawn(writer)?;
+        let issue_rows = writer.issue_rows();
+        let (state, last_applied, membership) = load(&readers, &issue_rows).await?;
         // state.db is durable, so it is a snapshot as a build would record it. Recorded here
         // when the record is behind: an install killed between its commit to state.db and its
         // record left it so, and openraft's start purges a log shorter than state.db up to
@@ -99,10 +102,6 @@ impl StateMachineStore {
             snapshots.record(&meta_at(last_applied, membership.clone()))?;
         }
         snapshots.note_durable(last_applied);
-        let writer = StateWriter::spawn(writer)?;
-        let issue_rows = writer.issue_rows();
-        let mut state = state;
-        state.read_closed_issues_from(issue_rows.clone());
         let state = Arc::new(RwLock::new(state));
         let (applied_tx, applied_rx) = watch::channel(last_applied.map(|l| l.index).unwrap_or(0));
         let stats = StoreStats::default();
@@ -258,8 +257,7 @@ impl StateMachineStore {
     ) -> Result<(), Error> {
         self.writer
             .with_connection(|conn| copy_from_snapshot_file(conn, incoming))?;
-        let (mut state, last_applied, membership) = load(&self.readers).await?;
-        state.read_closed_issues_from(self.issue_rows.clone());
+        let (state, last_applied, membership) = load(&self.readers, &self.issue_rows).await?;
         if last_applied != meta.last_log_id {
             return Err(Error::Corrupt {
                 what: "snapshot",
@@ -291,9 +289,12 @@ impl StateMachineStore {
 }
 
 /// The state in `state.db` as it is now, with its applied log id and membership.
-async fn load(readers: &SqlitePool) -> Result<(State, Option<LogId<NodeId>>, Membership), Error> {
+async fn load(
+    readers: &SqlitePool,
+    issue_rows: &Arc<IssueRowReader>,
+) -> Result<(State, Option<LogId<NodeId>>, Membership), Error> {
     let mut conn = readers.acquire().await.map_err(Error::sql("acquire"))?;
-    let mut state = rows::load_state(&mut conn).await?;
+    let mut state = rows::load_state(&mut conn, Some(issue_rows.clone())).await?;
     let (last_applied, membership) = read_applied(&mut conn).await?;
     state.applied_index = last_applied.map(|l| l.index).unwrap_or(0);
     Ok((state, last_applied, membership))
