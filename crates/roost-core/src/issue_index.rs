@@ -39,6 +39,11 @@ fn unlink_issue(
     }
 }
 
+/// The ids a set index groups under `key`, in id order.
+fn ids_under<'a>(index: &'a SetIndex, key: &str) -> impl Iterator<Item = &'a str> {
+    index.get(key).into_iter().flatten().map(String::as_str)
+}
+
 /// The ids one index lists under `owner`, in issue-number order.
 fn ids_in<'a>(
     index: &'a BTreeMap<(String, u64), String>,
@@ -231,14 +236,6 @@ impl State {
         self.issues.get(id).filter(|i| i.identifier == upper)
     }
 
-    /// A company's issues in issue-number order, without scanning other issues.
-    pub fn issues_of_company<'a>(
-        &'a self,
-        company_id: &str,
-    ) -> impl Iterator<Item = Cow<'a, Issue>> {
-        self.read_each(self.issue_ids_of_company(company_id))
-    }
-
     /// The ids of a company's issues in issue-number order, none read: filter by
     /// [`IssueMap::status`](crate::issue_map::IssueMap::status) before reading a closed one.
     pub fn issue_ids_of_company<'a>(&'a self, company_id: &str) -> impl Iterator<Item = &'a str> {
@@ -271,25 +268,9 @@ impl State {
         ids.filter_map(|id| self.issues.get(id))
     }
 
-    /// The issues assigned to `agent_id`, in issue-number order.
-    pub fn issues_assigned_to<'a>(
-        &'a self,
-        agent_id: &str,
-    ) -> impl Iterator<Item = Cow<'a, Issue>> {
-        self.issues_in(&self.issues_by_assignee, agent_id)
-    }
-
     /// The ids of the issues assigned to `agent_id`, in issue-number order, none read.
     pub fn issue_ids_assigned_to<'a>(&'a self, agent_id: &str) -> impl Iterator<Item = &'a str> {
         ids_in(&self.issues_by_assignee, agent_id)
-    }
-
-    /// A company's open issues (neither done nor cancelled), in issue-number order.
-    pub fn open_issues_of_company<'a>(
-        &'a self,
-        company_id: &str,
-    ) -> impl Iterator<Item = Cow<'a, Issue>> {
-        self.issues_in(&self.open_by_number, company_id)
     }
 
     /// The open issues assigned to `agent_id`, in issue-number order.
@@ -351,7 +332,7 @@ impl State {
         index: &'a SetIndex,
         key: &str,
     ) -> impl Iterator<Item = Cow<'a, Issue>> {
-        self.read_each(index.get(key).into_iter().flatten().map(String::as_str))
+        self.read_each(ids_under(index, key))
     }
 
     /// Lets issue `id` leave memory if it is closed, read back from `state.db` when asked for
@@ -382,10 +363,6 @@ impl State {
 
     /// The ids of the issues whose checkout `run_id` holds, none read.
     pub fn issue_ids_checked_out_by(&self, run_id: &str) -> impl Iterator<Item = &str> {
-        self.checkouts_by_run
-            .get(run_id)
-            .into_iter()
-            .flatten()
-            .map(String::as_str)
+        ids_under(&self.checkouts_by_run, run_id)
     }
 }

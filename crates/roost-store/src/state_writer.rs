@@ -69,18 +69,12 @@ impl StateWriter {
     /// Runs `f` inside the open transaction (beginning one if none is open). If `f` fails, the
     /// transaction is rolled back and the writer refuses every later use.
     ///
-    /// Statements into an open transaction change pages in SQLite's cache and wait for no
-    /// disk, so they run on the calling task's thread; only when a commit holds the writer is
-    /// the wait handed to `block_in_place` (whose thread handoff cost more than the statements).
+    /// Statements into an open transaction change pages in SQLite's cache (`holding`).
     pub(crate) fn write<R>(
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> Result<R, Error>,
     ) -> Result<R, Error> {
-        match self.inner.try_lock() {
-            Ok(mut inner) => inner.write(f),
-            Err(TryLockError::Poisoned(p)) => p.into_inner().write(f),
-            Err(TryLockError::WouldBlock) => db::blocking(|| self.lock().write(f)),
-        }
+        holding(&self.inner, |inner| inner.write(f))
     }
 
     /// Where closed issues are read back from once memory lets them go (`roost-core`'s
@@ -110,6 +104,19 @@ impl StateWriter {
             inner.commit()?;
             f(&mut inner.conn)
         })
+    }
+}
+
+/// Runs `f` holding the connection. Statements wait for no disk, so they run on the calling
+/// task's thread; only when a commit holds the connection is the wait handed to
+/// `block_in_place` (whose thread handoff cost more than the statements).
+fn holding<R>(inner: &Mutex<Inner>, f: impl FnOnce(&mut Inner) -> R) -> R {
+    match inner.try_lock() {
+        Ok(mut guard) => f(&mut guard),
+        Err(TryLockError::Poisoned(p)) => f(&mut p.into_inner()),
+        Err(TryLockError::WouldBlock) => {
+            db::blocking(|| f(&mut inner.lock().unwrap_or_else(|p| p.into_inner())))
+        }
     }
 }
 
@@ -179,14 +186,7 @@ impl IssueRowReader {
                 .query_row([id], |row| row.get(0))
                 .map_err(|e| e.to_string())
         };
-        // As `write`: a commit holding the connection is waited for off the runtime's worker.
-        let data = match inner.try_lock() {
-            Ok(guard) => read(&guard),
-            Err(TryLockError::Poisoned(p)) => read(&p.into_inner()),
-            Err(TryLockError::WouldBlock) => {
-                db::blocking(|| read(&inner.lock().unwrap_or_else(|p| p.into_inner())))
-            }
-        }?;
+        let data = holding(&inner, |inner| read(inner))?;
         serde_json::from_str(&data).map_err(|e| format!("its row does not parse: {e}"))
     }
 }

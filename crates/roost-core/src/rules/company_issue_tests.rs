@@ -231,7 +231,7 @@ fn deleting_an_issue_lets_go_of_everything_that_named_it() {
         .any(|x| x.status == WakeStatus::Cancelled
             && x.status_reason.as_deref() == Some("issue_deleted")));
     assert_eq!(w.state.open_issue_count("c1"), open_before - 1);
-    assert_eq!(w.state.issues_assigned_to("a1").count(), 0);
+    assert_eq!(w.state.issue_ids_assigned_to("a1").count(), 0);
     // Gone means gone: a second delete, an update and a comment are not found.
     let again = w.run(
         admin(),

@@ -4,8 +4,8 @@ use super::test_world::*;
 use crate::command::*;
 use crate::entity::*;
 
-fn ids<'a>(issues: impl Iterator<Item = std::borrow::Cow<'a, Issue>>) -> Vec<String> {
-    issues.map(|i| i.id.clone()).collect()
+fn ids<'a>(issues: impl Iterator<Item = &'a str>) -> Vec<String> {
+    issues.map(str::to_string).collect()
 }
 
 #[test]
@@ -15,8 +15,8 @@ fn lists_by_company_and_by_assignee_follow_creation_order_and_reassignment() {
         assigned_issue(&mut w, id, "a1");
     }
     w.issue("other", "c2", IssuePatch::default());
-    assert_eq!(ids(w.state.issues_of_company("c1")), ["i1", "i2", "i3"]);
-    assert_eq!(ids(w.state.issues_of_company("c2")), ["other"]);
+    assert_eq!(ids(w.state.issue_ids_of_company("c1")), ["i1", "i2", "i3"]);
+    assert_eq!(ids(w.state.issue_ids_of_company("c2")), ["other"]);
     w.issue(
         "child",
         "c1",
@@ -25,8 +25,8 @@ fn lists_by_company_and_by_assignee_follow_creation_order_and_reassignment() {
             ..Default::default()
         },
     );
-    assert_eq!(ids(w.state.children_of("i1")), ["child"]);
-    assert!(w.state.children_of("i2").next().is_none());
+    assert_eq!(ids(w.state.child_ids_of("i1")), ["child"]);
+    assert!(w.state.child_ids_of("i2").next().is_none());
 
     // i2 moves to a2, i3 loses its assignee: a1's inbox follows.
     for (issue, assignee) in [("i2", Some("a2")), ("i3", None)] {
@@ -42,10 +42,10 @@ fn lists_by_company_and_by_assignee_follow_creation_order_and_reassignment() {
             },
         );
     }
-    assert_eq!(ids(w.state.issues_assigned_to("a1")), ["i1"]);
-    assert_eq!(ids(w.state.issues_assigned_to("a2")), ["i2"]);
+    assert_eq!(ids(w.state.issue_ids_assigned_to("a1")), ["i1"]);
+    assert_eq!(ids(w.state.issue_ids_assigned_to("a2")), ["i2"]);
     assert_eq!(
-        ids(w.state.issues_of_company("c1")),
+        ids(w.state.issue_ids_of_company("c1")),
         ["i1", "i2", "i3", "child"]
     );
 
@@ -55,12 +55,12 @@ fn lists_by_company_and_by_assignee_follow_creation_order_and_reassignment() {
         ..Default::default()
     };
     let rebuilt = crate::State::from_rows(rows);
-    assert_eq!(ids(rebuilt.issues_assigned_to("a2")), ["i2"]);
+    assert_eq!(ids(rebuilt.issue_ids_assigned_to("a2")), ["i2"]);
     assert_eq!(
-        ids(rebuilt.issues_of_company("c1")),
+        ids(rebuilt.issue_ids_of_company("c1")),
         ["i1", "i2", "i3", "child"]
     );
-    assert_eq!(ids(rebuilt.children_of("i1")), ["child"]);
+    assert_eq!(ids(rebuilt.child_ids_of("i1")), ["child"]);
 }
 
 /// Regression (closing an issue cost a scan of every issue on every node, two for an issue
@@ -79,8 +79,8 @@ fn the_blocker_index_follows_every_change_so_closing_an_issue_scans_no_other_iss
     };
     w.issue("d1", "c1", blocked_by(&["b1"]));
     w.issue("d2", "c1", blocked_by(&["b1", "b2"]));
-    assert_eq!(ids(w.state.issues_blocked_by("b1")), ["d1", "d2"]);
-    assert_eq!(ids(w.state.issues_blocked_by("b2")), ["d2"]);
+    assert_eq!(ids(w.state.issue_ids_blocked_by("b1")), ["d1", "d2"]);
+    assert_eq!(ids(w.state.issue_ids_blocked_by("b2")), ["d2"]);
 
     // d1 now waits on b2 instead; d2 is deleted.
     w.ok(
@@ -97,8 +97,8 @@ fn the_blocker_index_follows_every_change_so_closing_an_issue_scans_no_other_iss
             issue_id: "d2".into(),
         },
     );
-    assert!(w.state.issues_blocked_by("b1").next().is_none());
-    assert_eq!(ids(w.state.issues_blocked_by("b2")), ["d1"]);
+    assert!(w.state.issue_ids_blocked_by("b1").next().is_none());
+    assert_eq!(ids(w.state.issue_ids_blocked_by("b2")), ["d1"]);
 
     // Deleting a blocker frees who waited on it, and its index entries go.
     w.ok(
@@ -108,7 +108,7 @@ fn the_blocker_index_follows_every_change_so_closing_an_issue_scans_no_other_iss
         },
     );
     assert!(w.state.issues["d1"].blocked_by_issue_ids.is_empty());
-    assert!(w.state.issues_blocked_by("b2").next().is_none());
+    assert!(w.state.issue_ids_blocked_by("b2").next().is_none());
 
     w.ok(
         admin(),
@@ -123,7 +123,7 @@ fn the_blocker_index_follows_every_change_so_closing_an_issue_scans_no_other_iss
         ..Default::default()
     };
     let rebuilt = crate::State::from_rows(rows);
-    assert_eq!(ids(rebuilt.issues_blocked_by("b1")), ["d1"]);
+    assert_eq!(ids(rebuilt.issue_ids_blocked_by("b1")), ["d1"]);
     assert_eq!(w.state.issues_blocked_by, rebuilt.issues_blocked_by);
 }
 
@@ -150,10 +150,10 @@ fn the_open_issue_indexes_hold_exactly_the_open_issues() {
             comment: None,
         },
     );
-    assert_eq!(ids(w.state.open_issues_of_company("c1")), ["i2", "i3"]);
-    assert_eq!(ids(w.state.open_issues_assigned_to("a1")), ["i2"]);
-    assert_eq!(ids(w.state.open_issues_assigned_to("a2")), ["i3"]);
-    assert_eq!(ids(w.state.issues_assigned_to("a1")), ["i1", "i2"]);
+    assert_eq!(ids(w.state.open_issue_ids_of_company("c1")), ["i2", "i3"]);
+    assert_eq!(ids(w.state.open_issue_ids_assigned_to("a1")), ["i2"]);
+    assert_eq!(ids(w.state.open_issue_ids_assigned_to("a2")), ["i3"]);
+    assert_eq!(ids(w.state.issue_ids_assigned_to("a1")), ["i1", "i2"]);
 
     // Reopened, cancelled, deleted.
     w.ok(admin(), status_update("i1", IssueStatus::Todo));
@@ -164,9 +164,9 @@ fn the_open_issue_indexes_hold_exactly_the_open_issues() {
             issue_id: "i3".into(),
         },
     );
-    assert_eq!(ids(w.state.open_issues_of_company("c1")), ["i1"]);
-    assert_eq!(ids(w.state.open_issues_assigned_to("a1")), ["i1"]);
-    assert!(w.state.open_issues_assigned_to("a2").next().is_none());
+    assert_eq!(ids(w.state.open_issue_ids_of_company("c1")), ["i1"]);
+    assert_eq!(ids(w.state.open_issue_ids_assigned_to("a1")), ["i1"]);
+    assert!(w.state.open_issue_ids_assigned_to("a2").next().is_none());
 
     let rows = crate::StateRows {
         issues: w.state.issues.values().map(|i| i.into_owned()).collect(),
@@ -202,7 +202,7 @@ fn deleting_an_issue_that_is_parent_and_blocker_of_a_child_clears_both() {
     let child = &w.state.issues["child"];
     assert_eq!(child.parent_id, None);
     assert!(child.blocked_by_issue_ids.is_empty());
-    assert!(w.state.children_of("x").next().is_none());
+    assert!(w.state.child_ids_of("x").next().is_none());
 }
 
 /// Regression (deleting an issue walked every comment of every issue to find its own, on every
