@@ -13,7 +13,7 @@ use std::time::Duration;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::Raft;
 use roost_core::{Actor, Command, DomainError, Envelope, Outcome};
-use roost_store::TypeConfig;
+use roost_store::{SharedEnvelope, TypeConfig};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::error::Error;
@@ -243,10 +243,11 @@ async fn write(
     entry: Envelope,
     timeout: Duration,
 ) -> Result<Written, Error> {
-    let written = match tokio::time::timeout(timeout, raft.client_write(entry)).await {
-        Ok(w) => w,
-        Err(_) => return Err(not_committed_in(timeout)),
-    };
+    let written =
+        match tokio::time::timeout(timeout, raft.client_write(SharedEnvelope::from(entry))).await {
+            Ok(w) => w,
+            Err(_) => return Err(not_committed_in(timeout)),
+        };
     match written {
         Ok(resp) => Ok(Written {
             index: resp.log_id.index,

@@ -36,7 +36,7 @@ pub use log_store::LogStore;
 pub use reader::{ActivityFilter, CommentQuery, StateReader};
 pub use search::{SearchQuery, SearchText, MAX_QUERY_CHARS};
 pub use state_machine::StateMachineStore;
-pub use types::{ApplyResult, NodeInfo, TypeConfig};
+pub use types::{ApplyResult, NodeInfo, SharedEnvelope, TypeConfig};
 
 use std::path::Path;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use roost_core::{IssueRows, State, StateRows, Timestamp};
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
+use sqlx::{Connection, Row, SqliteConnection};
 
 use crate::error::Error;
 
@@ -111,20 +111,27 @@ pub(crate) const TABLES: &[&str] = &[
     "skills",
 ];
 
+/// Every row of `table`, parsed from its `data` column. A row that does not parse is named by
+/// its table and rowid, so an operator can find it with the `sqlite3` shell.
 async fn load_json<T: serde::de::DeserializeOwned>(
     conn: &mut SqliteConnection,
-    sql: &str,
+    table: &'static str,
 ) -> Result<Vec<T>, Error> {
-    let rows = sqlx::query(sql)
+    let rows = sqlx::query(&format!("SELECT rowid, data FROM {table}"))
         .fetch_all(&mut *conn)
         .await
         .map_err(Error::sql("load state"))?;
-    rows.iter()
-        .map(|row| {
-            let text: &str = row.get(0);
-            serde_json::from_str(text).map_err(|e| Error::corrupt("state row", e))
-        })
-        .collect()
+    rows.iter().map(|row| parse_row(table, row)).collect()
+}
+
+fn parse_row<T: serde::de::DeserializeOwned>(
+    table: &'static str,
+    row: &SqliteRow,
+) -> Result<T, Error> {
+    serde_json::from_str(row.get(1)).map_err(|e| {
+        let rowid: i64 = row.get(0);
+        Error::corrupt("state row", format!("table {table}, rowid {rowid}: {e}"))
+    })
 }
 
 /// Issues read per page while loading (a few in tests, so that their loads cross pages).
@@ -138,29 +145,41 @@ pub(crate) async fn load_state(
     conn: &mut SqliteConnection,
     closed_from: Option<Arc<dyn IssueRows>>,
 ) -> Result<State, Error> {
-    let companies = load_json(conn, "SELECT data FROM companies").await?;
-    let agents = load_json(conn, "SELECT data FROM agents").await?;
-    let runs = load_json(conn, "SELECT data FROM runs").await?;
-    let credentials = load_json(conn, "SELECT data FROM credentials").await?;
-    let remembered = load_json(conn, "SELECT data FROM idempotency").await?;
-    let wakes = load_json(conn, "SELECT data FROM wakes").await?;
-    let workers = load_json(conn, "SELECT data FROM workers").await?;
-    let budget_policies = load_json(conn, "SELECT data FROM budget_policies").await?;
-    let cost_events = load_json(conn, "SELECT data FROM cost_events").await?;
-    let budget_incidents = load_json(conn, "SELECT data FROM budget_incidents").await?;
-    let memory_entries = load_json(conn, "SELECT data FROM memory_entries").await?;
-    let memory_documents = load_json(conn, "SELECT data FROM memory_documents").await?;
-    let memory_live = load_json(conn, "SELECT data FROM memory_live").await?;
-    let routines = load_json(conn, "SELECT data FROM routines").await?;
-    let routine_triggers = load_json(conn, "SELECT data FROM routine_triggers").await?;
-    let routine_runs = load_json(conn, "SELECT data FROM routine_runs").await?;
+    // One read transaction, so every table and every page of issues come from the same
+    // moment, whoever else writes the file (a node's own load has no writer; tools may).
+    let mut tx = conn.begin().await.map_err(Error::sql("begin the load"))?;
+    let state = load_tables(&mut tx, closed_from).await?;
+    tx.commit().await.map_err(Error::sql("end the load"))?;
+    Ok(state)
+}
+
+async fn load_tables(
+    conn: &mut SqliteConnection,
+    closed_from: Option<Arc<dyn IssueRows>>,
+) -> Result<State, Error> {
+    let companies = load_json(conn, "companies").await?;
+    let agents = load_json(conn, "agents").await?;
+    let runs = load_json(conn, "runs").await?;
+    let credentials = load_json(conn, "credentials").await?;
+    let remembered = load_json(conn, "idempotency").await?;
+    let wakes = load_json(conn, "wakes").await?;
+    let workers = load_json(conn, "workers").await?;
+    let budget_policies = load_json(conn, "budget_policies").await?;
+    let cost_events = load_json(conn, "cost_events").await?;
+    let budget_incidents = load_json(conn, "budget_incidents").await?;
+    let memory_entries = load_json(conn, "memory_entries").await?;
+    let memory_documents = load_json(conn, "memory_documents").await?;
+    let memory_live = load_json(conn, "memory_live").await?;
+    let routines = load_json(conn, "routines").await?;
+    let routine_triggers = load_json(conn, "routine_triggers").await?;
+    let routine_runs = load_json(conn, "routine_runs").await?;
     // A chunk's bytes stay on disk: only its metadata is in memory.
-    let home_chunks = load_json(conn, "SELECT data FROM home_chunks").await?;
-    let agent_homes = load_json(conn, "SELECT data FROM agent_homes").await?;
-    let approvals = load_json(conn, "SELECT data FROM approvals").await?;
-    let goals = load_json(conn, "SELECT data FROM goals").await?;
-    let projects = load_json(conn, "SELECT data FROM projects").await?;
-    let skills = load_json(conn, "SELECT data FROM skills").await?;
+    let home_chunks = load_json(conn, "home_chunks").await?;
+    let agent_homes = load_json(conn, "agent_homes").await?;
+    let approvals = load_json(conn, "approvals").await?;
+    let goals = load_json(conn, "goals").await?;
+    let projects = load_json(conn, "projects").await?;
+    let skills = load_json(conn, "skills").await?;
     let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
         .fetch_all(&mut *conn)
         .await
@@ -226,9 +245,7 @@ pub(crate) async fn load_state(
         let Some(last) = page.last() else { break };
         after = last.get(0);
         for row in &page {
-            let issue =
-                serde_json::from_str(row.get(1)).map_err(|e| Error::corrupt("state row", e))?;
-            state.load_issue(issue);
+            state.load_issue(parse_row("issues", row)?);
         }
     }
     Ok(state)
