@@ -145,8 +145,8 @@ pub(crate) async fn load_state(
     conn: &mut SqliteConnection,
     closed_from: Option<Arc<dyn IssueRows>>,
 ) -> Result<State, Error> {
-    // One read transaction, so every table and every page of issues come from the same
-    // moment, whoever else writes the file (a node's own load has no writer; tools may).
+    // One read transaction, so every table and every page of issues come from one moment.
+    // Nothing writes while a node loads; `BulkDb` (tools) reads files that may be written.
     let mut tx = conn.begin().await.map_err(Error::sql("begin the load"))?;
     let state = load_tables(&mut tx, closed_from).await?;
     tx.commit().await.map_err(Error::sql("end the load"))?;

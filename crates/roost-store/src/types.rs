@@ -101,29 +101,29 @@ openraft::declare_raft_types!(
 
 #[cfg(test)]
 mod tests {
-    use roost_core::{Actor, Command, Envelope, Timestamp};
+    use openraft::{Entry, EntryPayload};
+    use roost_core::Timestamp;
 
-    use super::SharedEnvelope;
+    use super::TypeConfig;
 
-    /// Logs and AppendEntries written before entries were shared hold bare envelopes: the
-    /// shared one must be written and read as exactly that.
+    /// A log row (and an AppendEntries entry, the same JSON) as nodes wrote it before entries
+    /// were shared: it must read back and be written again byte for byte, so that old logs
+    /// replay and old and new nodes replicate to each other.
     #[test]
-    fn a_shared_envelope_is_written_and_read_as_the_envelope_itself() {
-        let envelope = Envelope {
-            request_id: Some("r1".into()),
-            at: Timestamp(1_763_769_600_123),
-            actor: Actor::system(),
-            command: Command::CreateCompany {
-                id: "c1".into(),
-                name: "Acme".into(),
-                issue_prefix: "ACM".into(),
-            },
-            idempotency_key: Some("k".into()),
+    fn an_entry_written_before_entries_were_shared_reads_and_writes_the_same() {
+        const ROW: &str = concat!(
+            r#"{"log_id":{"leader_id":{"term":3,"node_id":1},"index":42},"#,
+            r#""payload":{"Normal":{"at":"2025-11-22T00:00:00.123Z","#,
+            r#""actor":{"kind":"system","id":"system","credentialId":null,"runId":null,"#,
+            r#""companyId":null},"command":{"type":"create_company","id":"c1","name":"Acme","#,
+            r#""issue_prefix":"ACM"},"idempotencyKey":"k","requestId":"r1"}}}"#
+        );
+        let entry: Entry<TypeConfig> = serde_json::from_str(ROW).expect("an old row reads");
+        let EntryPayload::Normal(envelope) = &entry.payload else {
+            panic!("a normal entry, got {:?}", entry.payload)
         };
-        let bare = serde_json::to_string(&envelope).expect("encode");
-        let shared = SharedEnvelope::from(envelope.clone());
-        assert_eq!(serde_json::to_string(&shared).expect("encode"), bare);
-        let read: SharedEnvelope = serde_json::from_str(&bare).expect("decode");
-        assert_eq!(*read, envelope);
+        assert_eq!(envelope.at, Timestamp(1_763_769_600_123));
+        assert_eq!(envelope.idempotency_key.as_deref(), Some("k"));
+        assert_eq!(serde_json::to_string(&entry).expect("encode"), ROW);
     }
 }
