@@ -15,7 +15,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use sha2::{Digest, Sha256};
 
-use crate::state::State;
+use crate::home::HomeChange;
+use crate::memory::MemoryChange;
+use crate::state::{Change, State};
 
 /// Rows marked changed at most before the digests are dropped and rebuilt from scratch on the
 /// next sum: bounds the memory of a node nobody asks for hashes.
@@ -299,4 +301,51 @@ fn row_digest(state: &State, table: Table, key: &str) -> Option<Lanes> {
         *lane = u64::from_le_bytes(word);
     }
     Some(lanes)
+}
+
+/// The row a change writes, for the state's digest.
+pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
+    Some(match change {
+        Change::Company(c) => (Table::Company, c.id.as_str()),
+        Change::Agent(a) => (Table::Agent, a.id.as_str()),
+        Change::Issue(i) => (Table::Issue, i.id.as_str()),
+        Change::IssueDeleted(id) => (Table::Issue, id.as_str()),
+        Change::Run(r) => (Table::Run, r.id.as_str()),
+        Change::Credential(c) => (Table::Credential, c.id.as_str()),
+        Change::Comment(c) => (Table::Comment, c.id.as_str()),
+        Change::Wake(w) => (Table::Wake, w.id.as_str()),
+        Change::Worker(w) => (Table::Worker, w.id.as_str()),
+        Change::BudgetPolicy(p) => (Table::BudgetPolicy, p.id.as_str()),
+        Change::CostEvent(e) => (Table::CostEvent, e.id.as_str()),
+        Change::BudgetIncident(i) => (Table::BudgetIncident, i.id.as_str()),
+        Change::Remembered(r) => (Table::IdempotencyKey, r.key.as_str()),
+        Change::Forgotten(key) => (Table::IdempotencyKey, key.as_str()),
+        Change::Memory(MemoryChange::Entry(e)) => (Table::MemoryEntry, e.id.as_str()),
+        Change::Memory(MemoryChange::EntryDropped(id)) => (Table::MemoryEntry, id.as_str()),
+        // Its key is derived ([`MemoryDocument::key`]): `put` touches it.
+        Change::Memory(MemoryChange::Document(_)) => return None,
+        Change::Memory(MemoryChange::DocumentDropped(key)) => (Table::MemoryDocument, key.as_str()),
+        Change::Memory(MemoryChange::Live(l)) => (Table::MemoryLive, l.agent_id.as_str()),
+        Change::Routine(c) => match c {
+            crate::routine::RoutineChange::Routine(r) => (Table::Routine, r.id.as_str()),
+            crate::routine::RoutineChange::Trigger(t) => (Table::RoutineTrigger, t.id.as_str()),
+            crate::routine::RoutineChange::TriggerDeleted(id) => {
+                (Table::RoutineTrigger, id.as_str())
+            }
+            crate::routine::RoutineChange::Run(r) => (Table::RoutineRun, r.id.as_str()),
+            crate::routine::RoutineChange::RunDropped(id) => (Table::RoutineRun, id.as_str()),
+        },
+        Change::Approval(a) => (Table::Approval, a.id.as_str()),
+        Change::Goal(g) => (Table::Goal, g.id.as_str()),
+        Change::GoalDeleted(id) => (Table::Goal, id.as_str()),
+        Change::Project(p) => (Table::Project, p.id.as_str()),
+        Change::ProjectDeleted(id) => (Table::Project, id.as_str()),
+        Change::Skill(k) => (Table::Skill, k.id.as_str()),
+        Change::SkillDeleted(id) => (Table::Skill, id.as_str()),
+        Change::Home(HomeChange::Home(h)) => (Table::AgentHome, h.agent_id.as_str()),
+        // Its key is derived ([`crate::home::HomeChunk::key`]): `put` touches it.
+        Change::Home(HomeChange::Chunk(..)) => return None,
+        Change::Home(HomeChange::ChunkDropped(key)) => (Table::HomeChunk, key.as_str()),
+        Change::Activity(_) => return None,
+    })
 }
