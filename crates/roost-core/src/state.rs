@@ -552,10 +552,12 @@ impl State {
 
     /// [`State::put`] for a change the caller keeps too (the store writes its rows), copying
     /// only what memory holds: an activity entry lives only in state.db, and a comment only
-    /// as its issue and company. Cloning every change whole cost about 1% of a cluster's CPU
-    /// at 64 clients, most of it activity entries.
+    /// as its issue and company. Cloning every change whole was 2.3% of a cluster's samples at
+    /// 64 clients (BENCHMARKS.md, "Where a write's CPU goes at 64 clients").
     fn put_copy(&mut self, change: &Change) {
         match change {
+            // Marks nothing today (an activity entry is no row of the hash: its sequence and
+            // head are hashed apart); kept so that a row given to it later is marked.
             Change::Activity(_) => self.touch(change),
             Change::Comment(c) => {
                 self.touch(change);
