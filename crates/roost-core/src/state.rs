@@ -552,8 +552,8 @@ impl State {
 
     /// [`State::put`] for a change the caller keeps too (the store writes its rows), copying
     /// only what memory holds: an activity entry lives only in state.db, and a comment only
-    /// as its issue and company. Cloning every change whole was 2.3% of a cluster's samples at
-    /// 64 clients (BENCHMARKS.md, "Where a write's CPU goes at 64 clients").
+    /// as its issue and company. Apply's share of a cluster's samples at 64 clients fell from
+    /// 13.3% to 11.2% (BENCHMARKS.md, "Where a write's CPU goes at 64 clients").
     fn put_copy(&mut self, change: &Change) {
         match change {
             // Marks nothing today (an activity entry is no row of the hash: its sequence and

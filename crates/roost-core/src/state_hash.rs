@@ -322,7 +322,7 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::Forgotten(key) => (Table::IdempotencyKey, key.as_str()),
         Change::Memory(MemoryChange::Entry(e)) => (Table::MemoryEntry, e.id.as_str()),
         Change::Memory(MemoryChange::EntryDropped(id)) => (Table::MemoryEntry, id.as_str()),
-        // Its key is derived ([`MemoryDocument::key`]): `put` touches it.
+        // Its key is derived ([`MemoryDocument::key`]): `State::touch` marks it.
         Change::Memory(MemoryChange::Document(_)) => return None,
         Change::Memory(MemoryChange::DocumentDropped(key)) => (Table::MemoryDocument, key.as_str()),
         Change::Memory(MemoryChange::Live(l)) => (Table::MemoryLive, l.agent_id.as_str()),
@@ -343,7 +343,7 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::Skill(k) => (Table::Skill, k.id.as_str()),
         Change::SkillDeleted(id) => (Table::Skill, id.as_str()),
         Change::Home(HomeChange::Home(h)) => (Table::AgentHome, h.agent_id.as_str()),
-        // Its key is derived ([`crate::home::HomeChunk::key`]): `put` touches it.
+        // Its key is derived ([`crate::home::HomeChunk::key`]): `State::touch` marks it.
         Change::Home(HomeChange::Chunk(..)) => return None,
         Change::Home(HomeChange::ChunkDropped(key)) => (Table::HomeChunk, key.as_str()),
         Change::Activity(_) => return None,

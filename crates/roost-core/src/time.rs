@@ -54,8 +54,8 @@ const RFC3339_LEN: usize = 24;
 
 /// A time in years 0-9999 as RFC 3339 with milliseconds, UTC: what chrono's
 /// `to_rfc3339_opts(SecondsFormat::Millis, true)` writes, put together in `buf` instead of a new
-/// String. Every row and log entry holds several times; chrono's formatting cost about 1% of a
-/// node's CPU at 64 clients (BENCHMARKS.md, "Where a write's CPU goes").
+/// String. Every row and log entry holds several times: writing them was 1.7% of a cluster's
+/// samples at 64 clients, 1.2% now (BENCHMARKS.md, "Where a write's CPU goes at 64 clients").
 fn rfc3339<'b>(t: &chrono::DateTime<chrono::Utc>, buf: &'b mut [u8; RFC3339_LEN]) -> &'b str {
     use chrono::{Datelike, Timelike};
     let fields: [(u32, usize, u8); 7] = [

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use roost_core::state::State;
 use roost_core::views::MemorySearchHit;
 use roost_core::Change;
+use sqlx::Connection;
 
 use crate::error::Error;
 use crate::row_batch::RowBatch;
@@ -100,6 +101,10 @@ impl BulkDb {
     /// The in-memory state as a node loads it when it opens `state.db` (`rows.rs`).
     pub async fn load_state(&self) -> Result<State, Error> {
         let mut conn = self.pool.acquire().await.map_err(Error::sql("acquire"))?;
-        crate::rows::load_state(&mut conn, None).await
+        // One read: a tool may load a file that is being written.
+        let mut tx = conn.begin().await.map_err(Error::sql("begin the load"))?;
+        let state = crate::rows::load_state(&mut tx, None).await?;
+        tx.commit().await.map_err(Error::sql("end the load"))?;
+        Ok(state)
     }
 }

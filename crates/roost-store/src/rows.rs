@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use roost_core::{IssueRows, State, StateRows, Timestamp};
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, Row, SqliteConnection};
+use sqlx::{Row, SqliteConnection};
 
 use crate::error::Error;
 
@@ -141,19 +141,9 @@ const ISSUES_PER_PAGE: i64 = if cfg!(test) { 3 } else { 10_000 };
 /// issues are read back from there when asked (`roost_core::issue_map`), and the load lets
 /// each go as soon as it is indexed: issues come a page at a time, so a load never holds
 /// every issue (at 10^6 issues, about 700 MB of row text and 1.2 GB of issues at once).
+/// Callers run it inside one read transaction (`state_machine::load`, `BulkDb::load_state`), so
+/// that every table and page of issues, and what they read with it, come from one moment.
 pub(crate) async fn load_state(
-    conn: &mut SqliteConnection,
-    closed_from: Option<Arc<dyn IssueRows>>,
-) -> Result<State, Error> {
-    // One read transaction, so every table and every page of issues come from one moment.
-    // Nothing writes while a node loads; `BulkDb` (tools) reads files that may be written.
-    let mut tx = conn.begin().await.map_err(Error::sql("begin the load"))?;
-    let state = load_tables(&mut tx, closed_from).await?;
-    tx.commit().await.map_err(Error::sql("end the load"))?;
-    Ok(state)
-}
-
-async fn load_tables(
     conn: &mut SqliteConnection,
     closed_from: Option<Arc<dyn IssueRows>>,
 ) -> Result<State, Error> {

@@ -14,7 +14,7 @@ use openraft::{
 use roost_core::State;
 use rusqlite::OptionalExtension;
 use sqlx::sqlite::SqlitePool;
-use sqlx::{Row, SqliteConnection};
+use sqlx::{Connection, Row, SqliteConnection};
 use tokio::sync::watch;
 
 use crate::abort_on_panic;
@@ -294,8 +294,11 @@ async fn load(
     issue_rows: &Arc<IssueRowReader>,
 ) -> Result<(State, Option<LogId<NodeId>>, Membership), Error> {
     let mut conn = readers.acquire().await.map_err(Error::sql("acquire"))?;
-    let mut state = rows::load_state(&mut conn, Some(issue_rows.clone())).await?;
-    let (last_applied, membership) = read_applied(&mut conn).await?;
+    // The applied id and membership in the same read as the tables they describe.
+    let mut tx = conn.begin().await.map_err(Error::sql("begin the load"))?;
+    let mut state = rows::load_state(&mut tx, Some(issue_rows.clone())).await?;
+    let (last_applied, membership) = read_applied(&mut tx).await?;
+    tx.commit().await.map_err(Error::sql("end the load"))?;
     state.applied_index = last_applied.map(|l| l.index).unwrap_or(0);
     Ok((state, last_applied, membership))
 }

@@ -53,10 +53,10 @@ pub struct ApplyResult {
     pub batch: Vec<Result<Outcome, DomainError>>,
 }
 
-/// A log entry's envelope, shared. openraft clones an entry each time it is read: into the log
-/// tail, for each follower's replication and for apply. Deep clones of batches of commands were
-/// 3% of a cluster's CPU at 64 clients, most of it the leader's (BENCHMARKS.md, "Where a
-/// write's CPU goes"); this clone is a reference count. On the wire and in the log it is the
+/// A log entry's envelope, shared. The log store clones an entry each time openraft reads it:
+/// the tail's copy on append, each follower's replication, and apply. Deep clones of batches of
+/// commands were 3% of a cluster's samples at 64 clients, on every node (BENCHMARKS.md, "Where
+/// a write's CPU goes at 64 clients"); this clone is a reference count. On the wire and in the log it is the
 /// envelope itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SharedEnvelope(Arc<Envelope>);
