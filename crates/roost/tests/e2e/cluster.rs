@@ -125,20 +125,45 @@ async fn a_read_whose_leadership_check_misses_a_heartbeat_is_answered_not_refuse
 /// a peer it could not reach again only every 500 ms; the restarted node stood for election
 /// about 300 ms after it started (the 30 ms heartbeat's election timing), at a higher term, so
 /// about one restart in two moved the term and cost a failover (seen in `roost-bench`'s
-/// failover trials). Five restarts: each time the node must come back under the same leader
-/// in the same term.
+/// failover trials). Five restarts: each time the node must come back under the leader without
+/// ever voting for itself. The check is on the restarted node's own votes, not on the term:
+/// the three nodes share this test process, and a stall of it longer than the 100-150 ms
+/// election timeout lets any node stand (it did once in a full suite run on 2 cores), which is
+/// not this regression.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_restarted_follower_does_not_depose_the_leader() -> anyhow::Result<()> {
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let mut c = TestCluster::start(3).await?;
     let leader = c.leader().await?;
-    let term = c.report(leader).term;
     let follower = c.ids().into_iter().find(|i| *i != leader).unwrap_or(1);
     for round in 1..=5 {
         c.kill(follower).await;
         create_issue(&c.admin(leader), &c, &format!("while down {round}")).await?;
         let written = c.report(leader).applied_index;
         c.restart(follower).await?;
+        // Every term in which the restarted node votes for itself from now on: a candidate
+        // votes for itself first and holds that vote for at least a round trip to its peers,
+        // long enough for this watcher to see it.
+        let stood = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u64>::new()));
+        let watcher = {
+            let mut metrics = c.server(follower).api().node().raft().metrics();
+            let stood = stood.clone();
+            tokio::spawn(async move {
+                loop {
+                    let vote = metrics.borrow_and_update().vote;
+                    if vote.leader_id.node_id == follower {
+                        if let Ok(mut terms) = stood.lock() {
+                            if !terms.contains(&vote.leader_id.term) {
+                                terms.push(vote.leader_id.term);
+                            }
+                        }
+                    }
+                    if metrics.changed().await.is_err() {
+                        return;
+                    }
+                }
+            })
+        };
         // Caught up: the leader has reached it (a restarted node names the leader of its stored
         // vote at once, so that alone would prove nothing).
         wait_for(
@@ -148,10 +173,18 @@ async fn a_restarted_follower_does_not_depose_the_leader() -> anyhow::Result<()>
         )
         .await?;
         let r = c.report(follower);
-        assert_eq!(
-            (r.leader_id, r.term),
-            (Some(leader), term),
-            "round {round}: the restarted node {follower} came back under another leader or term"
+        assert!(
+            r.leader_id.is_some_and(|l| l != follower),
+            "round {round}: the restarted node {follower} caught up but names no other leader: {:?}",
+            r.leader_id
+        );
+        // Up to the catch-up is the window that matters: once the leader has reached the node,
+        // its election timer runs from the leader's heartbeats like any follower's.
+        watcher.abort();
+        let stood = stood.lock().map(|t| t.clone()).unwrap_or_default();
+        assert!(
+            stood.is_empty(),
+            "round {round}: the restarted node {follower} stood for election (terms {stood:?})"
         );
     }
     c.shutdown().await;
