@@ -15,10 +15,14 @@
 //!   (10^3 to 10^6, all but the first 1000 created done); at each step creation rate,
 //!   checkout throughput and latency on random open issues, close latency, leader and
 //!   follower memory (per closed issue too), database sizes, list latency, follower catch-up.
+//! - `apply`: the checkout workload's log entries encoded, decoded and applied through one
+//!   node's state machine in this process, on one thread: CPU time per write, steady enough
+//!   to show a change of a few percent.
 //! - `memory`: agent memory log entries (10^4 to 10^6) in a `state.db` written through the
 //!   store's own rows; search latency, bytes per entry on disk and in memory, and the time to
 //!   render the prompt's recent entries.
 
+mod apply;
 mod checkout;
 mod etcd;
 mod etcd_cluster;
@@ -38,6 +42,11 @@ mod wake;
 mod workers;
 
 use clap::{Parser, Subcommand};
+
+/// The servers' allocator (`roost/src/main.rs`), so that `apply` measures what a node pays;
+/// the simulated clients of the other benchmarks run on it too.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(about = "Roost benchmarks (prints numbers; not a test)")]
@@ -63,6 +72,9 @@ enum Command {
     /// Throughput, latency, memory and storage as the number of issues grows (10^3 to 10^6),
     /// on `roost server` processes
     Scale(scale::ScaleArgs),
+    /// CPU time per write of decoding and applying the checkout workload's entries through
+    /// one node's state machine (in-process store, no server, one thread)
+    Apply(apply::ApplyArgs),
     /// Agent memory at 10^4 to 10^6 log entries: search latency, bytes per entry on disk and
     /// in memory, prompt rendering time (in-process store, no server)
     Memory(memory::MemoryArgs),
@@ -77,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
         Command::EtcdCheckout(a) => etcd::run(a).await,
         Command::Workers(a) => workers::run(a).await,
         Command::Scale(a) => scale::run(a).await,
+        Command::Apply(a) => apply::run(a).await,
         Command::Memory(a) => memory::run(a).await,
     }
 }
