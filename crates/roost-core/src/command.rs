@@ -563,7 +563,8 @@ pub enum Outcome {
     Credential(Credential),
     Agent(Agent),
     Issue {
-        issue: Issue,
+        /// The issue as the state now holds it (the same allocation as the change's).
+        issue: std::sync::Arc<Issue>,
         comment: Option<Comment>,
     },
     Comment(Comment),

@@ -407,6 +407,16 @@ impl Issue {
         self.execution_run_id = run;
         self.checkout = checkout;
     }
+
+    /// Moves the issue to `status`, stamping `status_changed_at` if that is a move, as
+    /// `rules::loop_breaker::stamp_status_changes` would after the rule: a rule that stamps
+    /// its own issue spares that function a copy of an issue its outcome shares.
+    pub fn move_to(&mut self, status: IssueStatus, now: crate::time::Timestamp) {
+        if self.status != status {
+            self.status = status;
+            self.status_changed_at = Some(now);
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

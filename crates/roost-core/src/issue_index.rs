@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::entity::{Issue, IssueStatus};
 use crate::set_index::{link, unlink, SetIndex};
@@ -55,7 +56,7 @@ fn ids_in<'a>(
 
 impl State {
     /// Writes an issue and moves its entries in every index.
-    pub(crate) fn put_issue(&mut self, i: Issue) {
+    pub(crate) fn put_issue(&mut self, i: Arc<Issue>) {
         // Most writes (checkout, release, status) keep the issue's identity: its number
         // index entry is then already right, and re-inserting it would allocate per write.
         // One descent of the issue map for the old row: at 10^6 issues each lookup is a walk of
@@ -76,7 +77,7 @@ impl State {
             Some(i.status.as_str()),
         );
         let old_open = old.as_deref().filter(|o| !o.status.is_terminal());
-        let new_open = is_open.then_some(&i);
+        let new_open = is_open.then_some(&*i);
         // Compared by reference: a checkout or release keeps both keys, and allocates none.
         if old_open.map(by_number) != new_open.map(by_number) {
             if let Some(o) = old_open {
@@ -345,7 +346,7 @@ impl State {
     /// lets it go at once if it is closed and closed issues are read from a store.
     pub fn load_issue(&mut self, issue: Issue) {
         let id = issue.id.clone();
-        self.put(crate::state::Change::Issue(issue));
+        self.put(crate::state::Change::Issue(Arc::new(issue)));
         self.issues.forget_closed(&id);
     }
 

@@ -10,10 +10,12 @@
 //! which puts the new issue back in memory). So the rules see the same state on every replica,
 //! whichever of its closed issues each node still holds in memory.
 //!
-//! Why boxed: an ordered map keeps its values inline in nodes of eleven slots, about a third of
-//! them empty on average, so every issue paid for half an issue more of empty slot (an issue is
-//! about 600 bytes). Boxed, a slot is one pointer (a status for a cold issue), and leaves are small
-//! enough that a lookup's walk over the keys reads fewer cache lines. Nothing outside
+//! Why behind a pointer: an ordered map keeps its values inline in nodes of eleven slots, about a
+//! third of them empty on average, so every issue paid for half an issue more of empty slot (an
+//! issue is about 600 bytes). Behind a pointer, a slot is one word (a status for a cold issue),
+//! and leaves are small enough that a lookup's walk over the keys reads fewer cache lines. The
+//! pointer is an `Arc`, shared with the change that wrote the issue and with the command's
+//! outcome, so an apply copies an issue once, to change it. Nothing outside
 //! `issue_index.rs` writes it: every write goes through `State::put_issue`, which keeps the
 //! indexes.
 
@@ -46,7 +48,7 @@ pub struct IssueMap {
 
 #[derive(Clone)]
 enum Slot {
-    Hot(Box<Issue>),
+    Hot(Arc<Issue>),
     /// Closed, and only its row in `rows` holds it. Its status stays, so lists filtered by
     /// status read only the rows they answer with (a board's `cancelled` column among a
     /// million done issues).
@@ -151,17 +153,16 @@ impl IssueMap {
         }
     }
 
-    /// Writes `issue` under its id, reusing the old one's allocation if there is one.
-    pub(crate) fn put(&mut self, issue: Issue) {
+    /// Writes `issue` under its id: the change that carries it shares the allocation.
+    pub(crate) fn put(&mut self, issue: Arc<Issue>) {
         match self.map.get_mut(&issue.id) {
-            Some(Slot::Hot(slot)) => **slot = issue,
+            Some(Slot::Hot(slot)) => *slot = issue,
             Some(slot) => {
-                *slot = Slot::Hot(Box::new(issue));
+                *slot = Slot::Hot(issue);
                 self.cold -= 1;
             }
             None => {
-                self.map
-                    .insert(issue.id.clone(), Slot::Hot(Box::new(issue)));
+                self.map.insert(issue.id.clone(), Slot::Hot(issue));
             }
         }
     }
@@ -169,7 +170,7 @@ impl IssueMap {
     pub(crate) fn remove(&mut self, id: &str) -> Option<Issue> {
         match self.map.get(id)? {
             Slot::Hot(_) => match self.map.remove(id) {
-                Some(Slot::Hot(issue)) => Some(*issue),
+                Some(Slot::Hot(issue)) => Some(Arc::unwrap_or_clone(issue)),
                 _ => None,
             },
             Slot::Cold(_) => {

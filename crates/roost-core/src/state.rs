@@ -3,6 +3,7 @@
 //! changed in the same SQLite transaction that records the applied log index.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +27,8 @@ use crate::time::Timestamp;
 pub enum Change {
     Company(Company),
     Agent(Agent),
-    Issue(Issue),
+    /// Shared with the command's outcome and with memory: one issue, no copies.
+    Issue(Arc<Issue>),
     /// An issue removed with its comments (its id).
     IssueDeleted(String),
     Run(Run),
@@ -337,7 +339,7 @@ impl State {
                 .into_iter()
                 .map(Change::Company)
                 .chain(rows.agents.into_iter().map(Change::Agent))
-                .chain(rows.issues.into_iter().map(Change::Issue))
+                .chain(rows.issues.into_iter().map(|i| Change::Issue(Arc::new(i))))
                 .chain(rows.runs.into_iter().map(Change::Run))
                 .chain(rows.credentials.into_iter().map(Change::Credential))
                 .chain(rows.remembered.into_iter().map(Change::Remembered))

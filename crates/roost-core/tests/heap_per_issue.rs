@@ -176,7 +176,7 @@ fn a_remembered_idempotency_key_costs_the_state_at_most_its_bound_in_memory() {
             at: Timestamp(1_700_000_000_000 + n as i64),
             index: n,
             outcome: Ok(Outcome::Issue {
-                issue,
+                issue: issue.into(),
                 comment: None,
             }),
             fingerprint: Some(format!("{:064x}", n)),

@@ -1,6 +1,8 @@
 //! Checkout and release: a lease held by a live run, with the
 //! slot of the checkout command (log index × 1000 + position in its entry) as its fencing token.
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::issue::{
@@ -102,7 +104,7 @@ pub(crate) fn checkout(
     let mut next = issue.clone();
     next.assignee_agent_id = Some(agent_id.into());
     next.assignee_user_id = None;
-    next.status = IssueStatus::InProgress;
+    next.move_to(IssueStatus::InProgress, ctx.now());
     require_open_slot(ctx, Some(issue), &next)?;
     next.set_checkout(Some(Checkout {
         agent_id: agent_id.into(),
@@ -118,6 +120,7 @@ pub(crate) fn checkout(
 }
 
 fn decision(issue: Issue, kind: &str, token: u64) -> Decision {
+    let issue = Arc::new(issue);
     let note = ActivityNote {
         company_id: Some(issue.company_id.clone()),
         entity_type: "issue",
@@ -158,7 +161,7 @@ pub(crate) fn release(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainE
     next.assignee_agent_id = None;
     next.assignee_user_id = None;
     if !next.status.is_terminal() {
-        next.status = IssueStatus::Todo;
+        next.move_to(IssueStatus::Todo, ctx.now());
     }
     next.updated_at = ctx.now();
     let note = ActivityNote {
@@ -167,6 +170,7 @@ pub(crate) fn release(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainE
         entity_id: next.id.clone(),
         details: json!({ "releasedToken": released_token }),
     };
+    let next = Arc::new(next);
     let mut changes = vec![Change::Issue(next.clone())];
     if let Some(held) = &issue.checkout {
         super::wake::promote_deferred(ctx, &held.run_id, Some(&issue.id), &mut changes);

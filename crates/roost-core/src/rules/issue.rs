@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::json;
 
@@ -136,6 +137,7 @@ pub(crate) fn create(
         entity_id: id.into(),
         details: json!({ "identifier": issue.identifier, "title": issue.title, "status": issue.status }),
     };
+    let issue = Arc::new(issue);
     let mut changes = vec![Change::Company(company), Change::Issue(issue.clone())];
     if issue.assignee_agent_id.is_some() && is_workable(issue.status) {
         wake::wake_for_issue_event(
@@ -170,6 +172,7 @@ pub(crate) fn update(
     apply_patch(ctx, &mut issue, patch)?;
     require_open_slot(ctx, Some(current), &issue)?;
     issue.updated_at = ctx.now();
+    let issue = Arc::new(issue);
     let mut changes = vec![Change::Issue(issue.clone())];
     let comment = match comment {
         Some(c) => {
@@ -567,7 +570,7 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
     let mut changes = vec![Change::IssueDeleted(issue.id.clone())];
     for mut other in edited {
         other.updated_at = ctx.now();
-        changes.push(Change::Issue(other));
+        changes.push(Change::Issue(Arc::new(other)));
     }
     // The issue's pending wakes from their index, not a walk of every wake ever made; in id
     // order, as that walk gave them.
@@ -588,7 +591,7 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
     };
     Ok(Decision {
         outcome: Outcome::Issue {
-            issue: issue.clone(),
+            issue: Arc::new(issue.clone()),
             comment: None,
         },
         changes,

@@ -371,8 +371,10 @@ pub(crate) fn stamp_status_changes(
                 .issues
                 .get(&i.id)
                 .is_some_and(|b| b.status != i.status);
-            if moved {
-                i.status_changed_at = Some(now);
+            // A rule that moved the issue itself (`Issue::move_to`) stamped it already; an
+            // issue its outcome shares is copied only when it did not.
+            if moved && i.status_changed_at != Some(now) {
+                std::sync::Arc::make_mut(i).status_changed_at = Some(now);
             }
         }
     }
@@ -381,8 +383,8 @@ pub(crate) fn stamp_status_changes(
             Change::Issue(i) if i.id == issue.id => Some(i.status_changed_at),
             _ => None,
         });
-        if let Some(at) = stamped {
-            issue.status_changed_at = at;
+        if let Some(at) = stamped.filter(|at| *at != issue.status_changed_at) {
+            std::sync::Arc::make_mut(issue).status_changed_at = at;
         }
     }
 }

@@ -429,7 +429,7 @@ pub(crate) fn end_run(
         let mut released = issue.into_owned();
         released.set_checkout(None);
         released.updated_at = ctx.now();
-        changes.push(Change::Issue(released));
+        changes.push(Change::Issue(released.into()));
     }
     changes.push(Change::Run(ended));
     // Its usage becomes spend; its reservation ends with it.

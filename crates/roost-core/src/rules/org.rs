@@ -302,7 +302,7 @@ pub(crate) fn escalate_issue(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, 
     )?;
     let mut escalated = issue.clone().into_owned();
     escalated.escalated_blocked_since = Some(d.since);
-    changes.push(Change::Issue(escalated));
+    changes.push(Change::Issue(escalated.into()));
     let note = ActivityNote {
         company_id: Some(issue.company_id.clone()),
         entity_type: "issue",

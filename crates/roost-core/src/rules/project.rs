@@ -262,7 +262,7 @@ pub(crate) fn delete_goal(ctx: &Ctx<'_>, id: &str) -> Result<Decision, DomainErr
         let mut i = issue.into_owned();
         i.goal_id = None;
         i.updated_at = ctx.now();
-        changes.push(Change::Issue(i));
+        changes.push(Change::Issue(i.into()));
     }
     changes.push(Change::GoalDeleted(id.into()));
     Ok(Decision {
@@ -426,7 +426,7 @@ pub(crate) fn delete_project(ctx: &Ctx<'_>, id: &str) -> Result<Decision, Domain
         let mut i = issue.into_owned();
         i.project_id = None;
         i.updated_at = ctx.now();
-        changes.push(Change::Issue(i));
+        changes.push(Change::Issue(i.into()));
     }
     changes.push(Change::ProjectDeleted(id.into()));
     Ok(Decision {

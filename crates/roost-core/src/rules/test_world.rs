@@ -125,7 +125,7 @@ impl World {
                 fields,
             },
         ) {
-            Outcome::Issue { issue, .. } => issue,
+            Outcome::Issue { issue, .. } => Issue::clone(&issue),
             other => panic!("unexpected {other:?}"),
         }
     }
@@ -173,7 +173,7 @@ impl World {
 
 pub(crate) fn token_of(outcome: Outcome) -> u64 {
     match outcome {
-        Outcome::Issue { issue, .. } => issue.checkout.expect("checked out").token,
+        Outcome::Issue { issue, .. } => issue.checkout.as_ref().expect("checked out").token,
         other => panic!("unexpected {other:?}"),
     }
 }

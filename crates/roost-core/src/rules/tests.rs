@@ -289,6 +289,55 @@ fn release_by_the_holder_returns_the_issue_to_todo() {
     );
 }
 
+/// A checkout and a release each move the issue's status, stamp `statusChangedAt` with the
+/// command's time, and answer with the very issue the state holds: the outcome shares it, so
+/// apply copies an issue once (to change it), not once more for the reply and once for memory.
+#[test]
+fn a_checkout_and_its_release_stamp_the_move_in_the_one_issue_the_state_holds() {
+    let mut w = World::new();
+    w.issue(
+        "i1",
+        "c1",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
+    w.start_run("r1", "a1");
+    let release = Command::Release {
+        issue_id: "i1".into(),
+    };
+    let commands = [
+        (
+            Command::Checkout {
+                issue_id: "i1".into(),
+                agent_id: "a1".into(),
+                expected_statuses: vec![IssueStatus::Todo],
+            },
+            IssueStatus::InProgress,
+        ),
+        (release, IssueStatus::Todo),
+    ];
+    for (command, status) in commands {
+        let at = 1_000 * (w.index as i64 + 1);
+        let outcome = w
+            .run_at(at, agent_actor("a1", "c1", Some("r1")), command)
+            .unwrap();
+        let Outcome::Issue { issue, .. } = outcome else {
+            panic!("unexpected {outcome:?}");
+        };
+        let held = w.state.issues.get("i1").unwrap();
+        assert_eq!(
+            (issue.status, issue.status_changed_at),
+            (status, Some(Timestamp(at)))
+        );
+        assert!(
+            std::ptr::eq(&*issue, &*held),
+            "the outcome is a copy of the issue the state holds"
+        );
+    }
+}
+
 #[test]
 fn checkout_refuses_unresolved_blockers_and_unexpected_status() {
     let mut w = World::new();

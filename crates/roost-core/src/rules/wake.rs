@@ -85,7 +85,7 @@ impl Pending<'_> {
             .iter()
             .rev()
             .find_map(|c| match c {
-                Change::Issue(i) if i.id == id => Some(i.clone()),
+                Change::Issue(i) if i.id == id => Some(Issue::clone(i)),
                 _ => None,
             })
             .or_else(|| ctx.state.issues.get(id).map(Cow::into_owned))

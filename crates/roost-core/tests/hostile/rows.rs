@@ -77,7 +77,7 @@ impl Rows {
             match change {
                 Change::Company(r) => upsert!(companies, "companies", r, r.id),
                 Change::Agent(r) => upsert!(agents, "agents", r, r.id),
-                Change::Issue(r) => upsert!(issues, "issues", r, r.id),
+                Change::Issue(r) => upsert!(issues, "issues", &**r, r.id),
                 Change::IssueDeleted(id) => {
                     // As the store does: the issue's row and its comments' rows go.
                     self.issues.remove(id);

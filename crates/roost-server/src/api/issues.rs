@@ -1,6 +1,7 @@
 //! Issues, comments, checkout and release, and the agent's views of its work.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use roost_core::command::{IssuePatch, NewComment};
 use roost_core::{Command, Comment, Issue, IssueStatus, Outcome};
@@ -60,7 +61,7 @@ impl Api {
             company_id: company_id.into(),
             fields,
         };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => issue)
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => Arc::unwrap_or_clone(issue))
     }
 
     /// A subtask: a new issue in the parent's company with `parent_id` set.
@@ -146,14 +147,14 @@ impl Api {
             patch,
             comment,
         };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, comment } => (issue, comment))
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, comment } => (Arc::unwrap_or_clone(issue), comment))
     }
 
     /// Deletes an issue (by id or identifier) with its comments; answers the issue as it was.
     pub async fn delete_issue(&self, caller: &Caller, id: &str) -> Result<Issue, ApiError> {
         let issue_id = self.resolve_issue_id(caller, id)?;
         let command = Command::DeleteIssue { issue_id };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => issue)
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => Arc::unwrap_or_clone(issue))
     }
 
     pub async fn add_comment(
@@ -215,12 +216,12 @@ impl Api {
             agent_id: agent_id.into(),
             expected_statuses,
         };
-        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => issue)
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => Arc::unwrap_or_clone(issue))
     }
 
     pub async fn release(&self, caller: &Caller, id: &str) -> Result<Issue, ApiError> {
         let issue_id = self.resolve_issue_id(caller, id)?;
-        expect_outcome!(self.submit(caller, Command::Release { issue_id }).await?, Outcome::Issue { issue, .. } => issue)
+        expect_outcome!(self.submit(caller, Command::Release { issue_id }).await?, Outcome::Issue { issue, .. } => Arc::unwrap_or_clone(issue))
     }
 
     /// The calling agent's open work: assigned issues in `todo`, `in_progress` or `blocked`.
