@@ -10,7 +10,10 @@
 //! instruction counters are not available, so a cut of a few percent of a write's CPU cannot
 //! be shown there. This runs on one thread of its own (a current-thread runtime) and reports
 //! that thread's CPU time per write, which does not count time spent waiting for a CPU. What
-//! `state.db`'s commit thread spends is counted apart, from the process's CPU time.
+//! `state.db`'s commit thread spends is counted apart, from the process's CPU time. That time
+//! still spreads by up to a quarter between runs on a VM; the instruction counts callgrind
+//! takes of the same run do not (BENCHMARKS.md, "Apply on one thread"). Ids are short (`a0001`,
+//! `i0001-0`) where a server's are UUIDs: the counts compare commits, not absolute costs.
 
 use std::time::Instant;
 
@@ -61,6 +64,13 @@ struct Costs {
 pub async fn run(args: ApplyArgs) -> anyhow::Result<()> {
     if args.agents == 0 || args.batch == 0 || args.writes == 0 {
         bail!("--agents, --batch and --writes must be at least 1");
+    }
+    if args.batch > roost_core::state::SLOTS_PER_ENTRY {
+        bail!(
+            "--batch {}: a log entry holds at most {} commands",
+            args.batch,
+            roost_core::state::SLOTS_PER_ENTRY
+        );
     }
     if !args.json {
         println!(

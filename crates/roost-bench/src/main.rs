@@ -16,8 +16,9 @@
 //!   checkout throughput and latency on random open issues, close latency, leader and
 //!   follower memory (per closed issue too), database sizes, list latency, follower catch-up.
 //! - `apply`: the checkout workload's log entries encoded, decoded and applied through one
-//!   node's state machine in this process, on one thread: CPU time per write, steady enough
-//!   to show a change of a few percent.
+//!   node's state machine in this process, on one thread: CPU time per write, and under
+//!   callgrind the instruction counts that show a change of a few percent (BENCHMARKS.md,
+//!   "Apply on one thread").
 //! - `memory`: agent memory log entries (10^4 to 10^6) in a `state.db` written through the
 //!   store's own rows; search latency, bytes per entry on disk and in memory, and the time to
 //!   render the prompt's recent entries.

@@ -563,7 +563,8 @@ pub enum Outcome {
     Credential(Credential),
     Agent(Agent),
     Issue {
-        /// The issue as the state now holds it (the same allocation as the change's).
+        /// The issue as the command left it. Shared (`Arc`) so that a rule can hand the same
+        /// allocation to its change, to memory and to the reply, as checkout and release do.
         issue: std::sync::Arc<Issue>,
         comment: Option<Comment>,
     },

@@ -410,7 +410,10 @@ impl Issue {
 
     /// Moves the issue to `status`, stamping `status_changed_at` if that is a move, as
     /// `rules::loop_breaker::stamp_status_changes` would after the rule: a rule that stamps
-    /// its own issue spares that function a copy of an issue its outcome shares.
+    /// its own issue spares that function a copy of an issue its outcome shares. Only for the
+    /// issue as the state held it before this command: that function compares with that one,
+    /// so a version this command already changed (A to B, then back to A) would be stamped
+    /// where it would not.
     pub fn move_to(&mut self, status: IssueStatus, now: crate::time::Timestamp) {
         if self.status != status {
             self.status = status;

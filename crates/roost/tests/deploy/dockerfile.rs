@@ -46,6 +46,14 @@ fn dockerfile_is_multi_stage_and_runs_as_non_root() {
     assert!(build
         .iter()
         .any(|(w, r)| w == "RUN" && r.contains("cargo build --release --locked -p roost")));
+    // Cargo reads the build's settings (SQLite's compile flags) from .cargo/config.toml under
+    // the directory it runs in: without it the image's SQLite would be built another way.
+    assert!(
+        build
+            .iter()
+            .any(|(w, r)| w == "COPY" && r.split_whitespace().next() == Some(".cargo")),
+        "the build stage copies .cargo/ (config.toml: SQLite's compile flags)"
+    );
     // The build copies what it needs from the repository root, which must exist.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     for (word, rest) in build {

@@ -139,11 +139,12 @@ async fn a_restarted_follower_does_not_depose_the_leader() -> anyhow::Result<()>
     for round in 1..=5 {
         c.kill(follower).await;
         create_issue(&c.admin(leader), &c, &format!("while down {round}")).await?;
-        let written = c.report(leader).applied_index;
+        let (written, term) = (c.report(leader).applied_index, c.report(leader).term);
         c.restart(follower).await?;
         // Every term in which the restarted node votes for itself from now on: a candidate
         // votes for itself first and holds that vote for at least a round trip to its peers,
-        // long enough for this watcher to see it.
+        // long enough for this watcher to see it. Above the cluster's term before the restart:
+        // had a stall once made it leader, its stored vote names itself without a new stand.
         let stood = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u64>::new()));
         let watcher = {
             let mut metrics = c.server(follower).api().node().raft().metrics();
@@ -151,7 +152,7 @@ async fn a_restarted_follower_does_not_depose_the_leader() -> anyhow::Result<()>
             tokio::spawn(async move {
                 loop {
                     let vote = metrics.borrow_and_update().vote;
-                    if vote.leader_id.node_id == follower {
+                    if vote.leader_id.node_id == follower && vote.leader_id.term > term {
                         if let Ok(mut terms) = stood.lock() {
                             if !terms.contains(&vote.leader_id.term) {
                                 terms.push(vote.leader_id.term);
