@@ -27,7 +27,7 @@ use roost_core::{
 use roost_store::{StateMachineStore, TypeConfig};
 use serde_json::{json, Value};
 
-use crate::stats::percentile;
+use crate::stats::median;
 
 const COMPANY: &str = "c-bench";
 
@@ -108,17 +108,13 @@ pub async fn run(args: ApplyArgs) -> anyhow::Result<()> {
         }
         all.push(costs);
     }
-    let median = |f: fn(&Costs) -> f64| {
-        let mut v: Vec<u64> = all.iter().map(|c| (f(c) * 1000.0) as u64).collect();
-        v.sort_unstable();
-        percentile(&v, 50.0) as f64 / 1000.0
-    };
+    let mid = |f: fn(&Costs) -> f64| median(all.iter().map(f).collect());
     let medians = Costs {
-        encode: median(|c| c.encode),
-        decode: median(|c| c.decode),
-        apply: median(|c| c.apply),
-        apply_wall: median(|c| c.apply_wall),
-        process: median(|c| c.process),
+        encode: mid(|c| c.encode),
+        decode: mid(|c| c.decode),
+        apply: mid(|c| c.apply),
+        apply_wall: mid(|c| c.apply_wall),
+        process: mid(|c| c.process),
     };
     if args.json {
         println!("{}", costs_json(None, &medians));

@@ -5,7 +5,7 @@
 use crate::etcd::EtcdArgs;
 use crate::etcd_failover::Failover;
 use crate::etcd_points::Point;
-use crate::stats::ms;
+use crate::stats::{median, ms};
 
 /// One system's medians at one client count.
 #[derive(Debug, PartialEq)]
@@ -14,15 +14,6 @@ struct Medians {
     p50_ms: f64,
     p99_ms: f64,
     cpu_ms: f64,
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 /// The medians of `system`'s measurements of point `point`, if it was measured.
@@ -156,7 +147,7 @@ pub(crate) fn print_comparison(args: &EtcdArgs, points: &[Point], failovers: &[F
 
 #[cfg(test)]
 mod tests {
-    use super::{median, medians, ratio_range};
+    use super::{medians, ratio_range};
     use crate::etcd_points::Point;
 
     fn point(system: &str, point: usize, repeat: u64, rate: f64) -> Point {
@@ -178,13 +169,6 @@ mod tests {
             writes_per_entry: None,
             term_changes: None,
         }
-    }
-
-    #[test]
-    fn the_median_is_the_middle_value_or_the_mean_of_the_two_middle_ones() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(Vec::new()), 0.0);
     }
 
     /// A repeated point is summarised by its medians, and each repeat's ratio pairs Roost with

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::procs::ProcessCluster;
 use crate::scale::{self, ScaleArgs, Setup, PREFIX};
 use crate::scale_load::{self, Agent};
-use crate::stats::{ms, percentile};
+use crate::stats::{median, ms, percentile};
 
 /// One population's cluster, company and agents.
 struct Side {
@@ -122,15 +122,6 @@ async fn side_by_side(
     }
     report(args, &sides);
     Ok(())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 fn report(args: &ScaleArgs, sides: &[Side]) {

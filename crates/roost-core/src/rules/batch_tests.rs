@@ -46,14 +46,7 @@ fn batch(envelopes: Vec<Envelope>) -> Envelope {
 
 fn todo_world() -> World {
     let mut w = World::new();
-    w.issue(
-        "i1",
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            ..Default::default()
-        },
-    );
+    w.todo_issue("i1");
     w.start_run("r1", "a1");
     w.start_run("r2", "a2");
     w

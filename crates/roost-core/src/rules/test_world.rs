@@ -112,6 +112,18 @@ impl World {
         }
     }
 
+    /// Issue `id` in company `c1`, in `todo`: ready for a checkout.
+    pub(crate) fn todo_issue(&mut self, id: &str) -> Issue {
+        self.issue(
+            id,
+            "c1",
+            IssuePatch {
+                status: Some(IssueStatus::Todo),
+                ..Default::default()
+            },
+        )
+    }
+
     pub(crate) fn issue(&mut self, id: &str, company: &str, patch: IssuePatch) -> Issue {
         let fields = IssuePatch {
             title: Some(format!("issue {id}")),

@@ -31,14 +31,7 @@ fn identifiers_count_up_per_company() {
 #[test]
 fn second_agent_checkout_conflicts_naming_the_holder() {
     let mut w = World::new();
-    w.issue(
-        "i1",
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            ..Default::default()
-        },
-    );
+    w.todo_issue("i1");
     w.start_run("r1", "a1");
     w.start_run("r2", "a2");
     let token = token_of(w.checkout("i1", "a1", "r1").unwrap());
@@ -66,14 +59,7 @@ fn second_agent_checkout_conflicts_naming_the_holder() {
 #[test]
 fn same_run_checkout_is_idempotent_with_the_same_token() {
     let mut w = World::new();
-    w.issue(
-        "i1",
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            ..Default::default()
-        },
-    );
+    w.todo_issue("i1");
     w.start_run("r1", "a1");
     let first = token_of(w.checkout("i1", "a1", "r1").unwrap());
     let again = token_of(w.checkout("i1", "a1", "r1").unwrap());
@@ -83,14 +69,7 @@ fn same_run_checkout_is_idempotent_with_the_same_token() {
 #[test]
 fn tokens_strictly_increase_across_holders() {
     let mut w = World::new();
-    w.issue(
-        "i1",
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            ..Default::default()
-        },
-    );
+    w.todo_issue("i1");
     let mut last = 0;
     for round in 0..5 {
         let agent = if round % 2 == 0 { "a1" } else { "a2" };
@@ -126,14 +105,7 @@ fn tokens_strictly_increase_across_holders() {
 #[test]
 fn ending_a_run_releases_its_checkout_so_a_dead_holder_blocks_nobody() {
     let mut w = World::new();
-    w.issue(
-        "i1",
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            ..Default::default()
-        },
-    );
+    w.todo_issue("i1");
     w.start_run("r1", "a1");
     w.checkout("i1", "a1", "r1").unwrap();
     w.ok(
@@ -161,14 +133,7 @@ fn ending_a_run_releases_its_checkout_so_a_dead_holder_blocks_nobody() {
 #[test]
 fn writes_for_a_finished_run_are_fenced_and_change_nothing() {
     let mut w = World::new();
-    w.issue(
-        "i1",
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            ..Default::default()
-        },
-    );
+    w.todo_issue("i1");
     w.start_run("r1", "a1");
     w.checkout("i1", "a1", "r1").unwrap();
     w.ok(
@@ -221,14 +186,7 @@ fn writes_for_a_finished_run_are_fenced_and_change_nothing() {
 #[test]
 fn another_agents_run_cannot_write_to_a_held_issue() {
     let mut w = World::new();
-    w.issue(
-        "i1",
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            ..Default::default()
-        },
-    );
+    w.todo_issue("i1");
     w.start_run("r1", "a1");
     w.start_run("r2", "a2");
     w.checkout("i1", "a1", "r1").unwrap();
@@ -262,14 +220,7 @@ fn another_agents_run_cannot_write_to_a_held_issue() {
 #[test]
 fn release_by_the_holder_returns_the_issue_to_todo() {
     let mut w = World::new();
-    w.issue(
-        "i1",
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            ..Default::default()
-        },
-    );
+    w.todo_issue("i1");
     w.start_run("r1", "a1");
     w.checkout("i1", "a1", "r1").unwrap();
     w.ok(
@@ -295,14 +246,7 @@ fn release_by_the_holder_returns_the_issue_to_todo() {
 #[test]
 fn a_checkout_and_its_release_stamp_the_move_in_the_one_issue_the_state_holds() {
     let mut w = World::new();
-    w.issue(
-        "i1",
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            ..Default::default()
-        },
-    );
+    w.todo_issue("i1");
     w.start_run("r1", "a1");
     let release = Command::Release {
         issue_id: "i1".into(),
@@ -550,14 +494,7 @@ fn another_companys_objects_are_invisible() {
 #[test]
 fn terminating_an_agent_cancels_its_runs_and_revokes_its_keys() {
     let mut w = World::new();
-    w.issue(
-        "i1",
-        "c1",
-        IssuePatch {
-            status: Some(IssueStatus::Todo),
-            ..Default::default()
-        },
-    );
+    w.todo_issue("i1");
     w.ok(
         admin(),
         Command::CreateCredential {
