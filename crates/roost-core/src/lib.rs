@@ -7,6 +7,7 @@
 pub mod activity;
 pub mod adapter_config;
 pub mod approval;
+mod audit;
 pub mod cluster_view;
 pub mod command;
 pub mod entity;

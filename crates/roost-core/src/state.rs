@@ -508,26 +508,8 @@ impl State {
                 rules::loop_breaker::stamp_status_changes(self, &mut changes, &mut outcome, env.at);
                 // A routine run learns its issue's outcome in the same command (`rules/routine.rs`).
                 rules::routine::follow_issues_of(self, slot, env, &mut changes);
-                let mut entry = ActivityEntry {
-                    seq: self.activity_seq + 1,
-                    log_index: index,
-                    company_id: note.company_id,
-                    at: env.at,
-                    actor_type: env.actor.kind.as_str().to_string(),
-                    actor_id: env.actor.id.clone(),
-                    credential_id: env.actor.credential_id.clone(),
-                    run_id: env.actor.run_id.clone(),
-                    action: env.command.name().to_string(),
-                    entity_type: note.entity_type.to_string(),
-                    entity_id: note.entity_id,
-                    details: note.details,
-                    prev_hash: self.activity_head.clone(),
-                    hash: String::new(),
-                };
-                entry.hash = entry.compute_hash();
-                self.activity_seq = entry.seq;
-                self.activity_head = entry.hash.clone();
-                changes.push(Change::Activity(entry));
+                let entries = crate::audit::record(self, index, env, note, &changes);
+                changes.extend(entries.into_iter().map(Change::Activity));
                 for change in &changes {
                     self.put_copy(change);
                 }

@@ -179,7 +179,7 @@ impl RaftNode {
         faults: NetworkFaults,
         peer_tls: Option<tonic::transport::ClientTlsConfig>,
     ) -> Result<RaftNode, Error> {
-        let (log, sm, reader) = roost_store::open(data_dir).await?;
+        let (log, sm, reader) = roost_store::open(data_dir, id).await?;
         let config = Arc::new(timing.to_openraft("roost")?);
         let network = GrpcNetworkFactory::with_tls(faults.clone(), peer_tls);
         let raft = Raft::new(id, config, network.clone(), log, sm)

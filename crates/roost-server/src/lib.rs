@@ -222,7 +222,7 @@ impl Server {
         let cluster_service = grpc::cluster_service(api.clone());
         let worker_plane = workers::Workers::new(api.clone(), config.workers.clone());
         let worker_service = roost_proto::v1::worker_server::WorkerServer::new(
-            workers::WorkerService::new(worker_plane.clone()),
+            workers::WorkerService::new(worker_plane.clone(), node_tls.is_some()),
         )
         .max_decoding_message_size(grpc::MAX_REQUEST_BYTES)
         .max_encoding_message_size(grpc::MAX_REPLY_BYTES);

@@ -29,6 +29,16 @@ pub enum Error {
         path: String,
         source: std::io::Error,
     },
+    #[error(
+        "the data directory {path} holds node {found}'s Raft log and vote, but this node is \
+         node {configured}: start it with node_id = {found}, or give node {configured} a data \
+         directory of its own (an empty one joins the cluster and catches up)"
+    )]
+    OtherNode {
+        path: String,
+        found: u64,
+        configured: u64,
+    },
     #[error("the data directory {path} was written by an incompatible version (schema {found}, expected {expected})")]
     Schema {
         path: String,

@@ -172,7 +172,7 @@ mod tests {
     async fn data_files_are_created_0600_in_0700_directories() {
         let base = tempfile::tempdir().expect("tempdir");
         let dir = base.path().join("node").join("data");
-        let (log, _sm, _reader) = crate::open(&dir).await.expect("open");
+        let (log, _sm, _reader) = crate::open(&dir, 1).await.expect("open");
         let names: Vec<String> = tree(&dir)
             .iter()
             .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
@@ -215,7 +215,7 @@ mod tests {
         let base = tempfile::tempdir().expect("tempdir");
         let dir = base.path().join("data");
         {
-            let (_log, _sm, _reader) = crate::open(&dir).await.expect("first open");
+            let (_log, _sm, _reader) = crate::open(&dir, 1).await.expect("first open");
         }
         let open_up = |path: &Path, m: u32| {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(m)).expect("chmod")
@@ -223,7 +223,7 @@ mod tests {
         for path in tree(&dir) {
             open_up(&path, if path.is_dir() { 0o755 } else { 0o644 });
         }
-        let (_log, _sm, _reader) = crate::open(&dir).await.expect("reopen");
+        let (_log, _sm, _reader) = crate::open(&dir, 1).await.expect("reopen");
         assert_private(&dir);
     }
 }

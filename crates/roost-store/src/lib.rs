@@ -40,10 +40,15 @@ pub use types::{ApplyResult, NodeInfo, SharedEnvelope, TypeConfig};
 
 use std::path::Path;
 
-/// Opens (creating if needed) a node's storage in `dir`, private to this user (`files.rs`).
-pub async fn open(dir: &Path) -> Result<(LogStore, StateMachineStore, StateReader), Error> {
+/// Opens (creating if needed) node `node_id`'s storage in `dir`, private to this user
+/// (`files.rs`); another node's directory is refused before anything in it is read or changed.
+pub async fn open(
+    dir: &Path,
+    node_id: u64,
+) -> Result<(LogStore, StateMachineStore, StateReader), Error> {
     files::private_dir(dir)?;
     files::tighten_tree(dir)?;
+    log_store::claim(&dir.join("raft-log.db"), node_id)?;
     files::private_dir(&dir.join("snapshots"))?;
     let (sm, reader) = StateMachineStore::open(dir).await?;
     let log = LogStore::open(&dir.join("raft-log.db"), sm.on_disk()).await?;
@@ -59,4 +64,5 @@ fn assert_send_futures(path: &Path, conn: &mut sqlx::SqliteConnection) {
     ));
     is_send(rows::load_state(conn, None));
     is_send(StateMachineStore::open(path));
+    is_send(open(path, 1));
 }

@@ -47,6 +47,44 @@ pub struct LogStore {
     first_kept: Arc<AtomicU64>,
 }
 
+/// Ties the log at `path` to node `node_id`, or refuses it if it is another node's. A log and
+/// its vote belong to one Raft identity: started under another id, a node would vote twice in a
+/// term and could lose committed entries. A log from before the tie (no `node_id` row) is
+/// taken by the first node that opens it.
+pub(crate) fn claim(path: &Path, node_id: NodeId) -> Result<(), Error> {
+    use rusqlite::OptionalExtension;
+    db::blocking(|| {
+        let conn = db::open_write_connection(path)?;
+        conn.execute_batch(SCHEMA)
+            .map_err(Error::write("create log schema"))?;
+        let found: Option<String> = conn
+            .query_row("SELECT value FROM meta WHERE key = 'node_id'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(Error::write("read the log's node id"))?;
+        match found {
+            None => {
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('node_id', ?)",
+                    [node_id.to_string()],
+                )
+                .map_err(Error::write("record the log's node id"))?;
+                Ok(())
+            }
+            Some(text) => match text.parse::<NodeId>() {
+                Ok(found) if found == node_id => Ok(()),
+                Ok(found) => Err(Error::OtherNode {
+                    path: path.parent().unwrap_or(path).display().to_string(),
+                    found,
+                    configured: node_id,
+                }),
+                Err(e) => Err(Error::corrupt("the log's node id", e)),
+            },
+        }
+    })
+}
+
 impl LogStore {
     /// Opens the log at `path`; once snapshots arrive, a purge past what `on_disk` says the
     /// state machine's `state.db` holds waits for it (`purge_gate.rs`).

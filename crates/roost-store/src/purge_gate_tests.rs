@@ -10,7 +10,7 @@ use crate::{LogStore, StateMachineStore};
 
 /// A node whose log and `state.db` both hold entries 1..=`last` (blank ones).
 async fn node_at(dir: &std::path::Path, last: u64) -> (LogStore, StateMachineStore) {
-    let (log, mut sm, _reader) = crate::open(dir).await.expect("open");
+    let (log, mut sm, _reader) = crate::open(dir, 1).await.expect("open");
     let entries: Vec<_> = (1..=last).map(|i| entry(1, i)).collect();
     let (flushed_tx, mut flushed) = mpsc::unbounded_channel();
     queue_append(&log, entries.clone(), &flushed_tx);
@@ -73,7 +73,7 @@ async fn a_node_killed_while_installing_a_snapshot_keeps_the_log_its_state_needs
             .expect("committed");
         // Killed here, before the install: nothing of it, nor what came after, is on disk.
     }
-    let (mut log, mut sm, _reader) = crate::open(dir.path()).await.expect("reopen");
+    let (mut log, mut sm, _reader) = crate::open(dir.path(), 1).await.expect("reopen");
     let (applied, _) = sm.applied_state().await.expect("applied state");
     let state = log.get_log_state().await.expect("log state");
     assert_eq!(applied.map(|l| l.index), Some(5));
@@ -111,7 +111,7 @@ async fn a_held_purge_and_the_writes_behind_it_land_in_order_once_the_install_is
             .expect("the held append is written once the install is recorded");
         assert_eq!(outcome, Some(Ok(())));
     }
-    let (mut log, mut sm, _reader) = crate::open(dir.path()).await.expect("reopen");
+    let (mut log, mut sm, _reader) = crate::open(dir.path(), 1).await.expect("reopen");
     let (applied, _) = sm.applied_state().await.expect("applied state");
     let state = log.get_log_state().await.expect("log state");
     assert_eq!(applied, Some(snapshot_at));

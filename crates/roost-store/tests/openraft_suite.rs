@@ -11,7 +11,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> fo
         &self,
     ) -> Result<(tempfile::TempDir, LogStore, StateMachineStore), StorageError<u64>> {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (log, sm, _reader) = roost_store::open(dir.path()).await.expect("open store");
+        let (log, sm, _reader) = roost_store::open(dir.path(), 1).await.expect("open store");
         Ok((dir, log, sm))
     }
 }

@@ -558,12 +558,23 @@ impl NetCluster {
             .iter()
             .map(|n| format!("\"{}:{GRPC_PORT}\"", n.ip))
             .collect();
+        // The cluster admits a worker over TLS only with a worker certificate of its CA.
+        let name = format!("w{tag}");
+        if !self.certs.join(format!("worker-{name}.pem")).exists() {
+            roost_command(
+                &self.binary,
+                &["cert", "issue", "worker", "--name", &name, "--dir"],
+                &self.certs,
+            )?;
+        }
         let config = format!(
-            "worker_id = \"w{tag}\"\nservers = [{}]\napi_url = \"{}\"\njoin_token = \"{join_token}\"\nslots = 4\nwork_dir = \"{}\"\ngrace_sec = 1\n\n[tls]\nca_file = \"{}\"\n",
+            "worker_id = \"{name}\"\nservers = [{}]\napi_url = \"{}\"\njoin_token = \"{join_token}\"\nslots = 4\nwork_dir = \"{}\"\ngrace_sec = 1\n\n[tls]\nca_file = \"{}\"\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
             servers.join(", "),
             self.base_url(1),
             work_dir.display(),
             self.certs.join("ca.pem").display(),
+            self.certs.join(format!("worker-{name}.pem")).display(),
+            self.certs.join(format!("worker-{name}-key.pem")).display(),
         );
         let config_path = dir.join("worker.toml");
         std::fs::write(&config_path, config)?;

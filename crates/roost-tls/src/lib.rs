@@ -15,7 +15,7 @@ pub use rustls;
 pub use tokio_rustls;
 
 mod names;
-pub use names::{node_id, NODE_URI_PREFIX};
+pub use names::{node_id, worker_name, NODE_URI_PREFIX, WORKER_URI_PREFIX};
 
 /// A PEM file that could not be used, named with the setting that pointed at it.
 #[derive(Debug, thiserror::Error)]

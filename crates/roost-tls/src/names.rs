@@ -17,14 +17,28 @@ const URI: u8 = 0x86;
 /// `id-ce-subjectAltName`, 2.5.29.17.
 const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1D, 0x11];
 
+/// The URI prefix of a worker's subject alternative name (`roost cert issue worker --name N`).
+pub const WORKER_URI_PREFIX: &str = "roost://worker/";
+
 /// The node id a certificate (DER) names, if it names exactly one node.
 pub fn node_id(cert_der: &[u8]) -> Option<u64> {
-    let mut ids = uris(cert_der)?
+    the_one(cert_der, NODE_URI_PREFIX)?.parse::<u64>().ok()
+}
+
+/// The worker a certificate (DER) names, if it names exactly one: a worker proves with it the
+/// id it registers as.
+pub fn worker_name(cert_der: &[u8]) -> Option<String> {
+    the_one(cert_der, WORKER_URI_PREFIX).filter(|name| !name.is_empty())
+}
+
+/// What follows `prefix` in the one URI of the certificate that starts with it. Two such
+/// names in one certificate are ambiguous, so it names none.
+fn the_one(cert_der: &[u8], prefix: &str) -> Option<String> {
+    let mut names = uris(cert_der)?
         .into_iter()
-        .filter_map(|uri| uri.strip_prefix(NODE_URI_PREFIX)?.parse::<u64>().ok());
-    let id = ids.next()?;
-    // Two node names in one certificate: ambiguous, so it names no node.
-    ids.next().is_none().then_some(id)
+        .filter_map(|uri| uri.strip_prefix(prefix).map(str::to_string));
+    let name = names.next()?;
+    names.next().is_none().then_some(name)
 }
 
 /// The URIs among a certificate's subject alternative names.
@@ -132,6 +146,22 @@ mod tests {
     #[test]
     fn a_node_certificate_names_its_node() {
         assert_eq!(node_id(&cert_with(&["roost://node/3"])), Some(3));
+    }
+
+    #[test]
+    fn a_worker_certificate_names_its_worker_and_nothing_else_does() {
+        assert_eq!(
+            worker_name(&cert_with(&["roost://worker/w-1.a"])).as_deref(),
+            Some("w-1.a")
+        );
+        assert_eq!(worker_name(&cert_with(&["roost://node/1"])), None);
+        assert_eq!(worker_name(&cert_with(&["roost://client/w1"])), None);
+        assert_eq!(worker_name(&cert_with(&["roost://worker/"])), None);
+        assert_eq!(
+            worker_name(&cert_with(&["roost://worker/a", "roost://worker/b"])),
+            None,
+            "two workers in one certificate name neither"
+        );
     }
 
     #[test]

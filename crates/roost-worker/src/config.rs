@@ -201,6 +201,13 @@ impl WorkerConfig {
                 )));
             }
         }
+        if self.tls.ca_file.is_some() && self.tls.cert_file.is_none() {
+            return bad(
+                "tls.ca_file needs tls.cert_file and tls.key_file: a cluster with TLS admits a \
+                 worker only with a worker certificate of its CA (`roost cert issue worker \
+                 --name <name>`)",
+            );
+        }
         if self.tls.ca_file.is_none() && self.tls.cert_file.is_some() {
             return bad(
                 "tls.cert_file needs tls.ca_file (the cluster CA the servers are checked against)",

@@ -234,12 +234,12 @@ fn is_loopback(listen: &str) -> bool {
         .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
 }
 
-/// A node reachable from other machines serves TLS, or is told plainly that it may not.
-fn check_transport_security(config: &ServerConfig) -> anyhow::Result<()> {
+/// The listen addresses that other machines can reach and that would serve plaintext.
+pub(crate) fn plaintext_exposed(config: &ServerConfig) -> Vec<&str> {
     if config.tls.enabled() {
-        return Ok(());
+        return Vec::new();
     }
-    let exposed: Vec<&str> = [
+    [
         &config.http_listen,
         &config.grpc_listen,
         &config.peer_listen,
@@ -247,7 +247,12 @@ fn check_transport_security(config: &ServerConfig) -> anyhow::Result<()> {
     .into_iter()
     .filter(|l| !is_loopback(l))
     .map(String::as_str)
-    .collect();
+    .collect()
+}
+
+/// A node reachable from other machines serves TLS, or is told plainly that it may not.
+fn check_transport_security(config: &ServerConfig) -> anyhow::Result<()> {
+    let exposed = plaintext_exposed(config);
     if exposed.is_empty() {
         return Ok(());
     }

@@ -33,6 +33,9 @@ pub struct DevArgs {
     /// stopped if they do not), then the node stops
     #[arg(long, env = "ROOST_SHUTDOWN_GRACE_SECS", default_value_t = roost_server::DEFAULT_SHUTDOWN_GRACE_SECS)]
     shutdown_grace_secs: u64,
+    /// Serve plaintext on a non-loopback address (refused otherwise: `roost dev` has no TLS)
+    #[arg(long, env = "ROOST_INSECURE_PLAINTEXT")]
+    insecure_plaintext: bool,
 }
 
 pub const TOKEN_FILE: &str = "admin-token";
@@ -56,6 +59,30 @@ fn private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
 /// has stopped: no requests are in flight then and there is no leadership to hand over.
 const NODE_STOP_RESERVE: Duration = Duration::from_secs(2);
 
+/// `roost dev` serves plaintext (it has no TLS), so only on loopback unless told plainly
+/// (DESIGN.md §10): its admin token and the dashboard's login would cross the network in clear.
+fn check_loopback(config: &ServerConfig) -> anyhow::Result<()> {
+    let exposed = crate::config::plaintext_exposed(config);
+    if exposed.is_empty() {
+        return Ok(());
+    }
+    if config.insecure_plaintext {
+        tracing::warn!(
+            listen = %exposed.join(" "),
+            "roost dev serving PLAINTEXT off loopback (--insecure-plaintext): the admin token \
+             and agents' keys cross the network unencrypted"
+        );
+        return Ok(());
+    }
+    anyhow::bail!(
+        "refusing to serve plaintext on {}: not a loopback address, and `roost dev` has no TLS. \
+         Keep it on loopback (the default, 127.0.0.1), run `roost server` with [tls] for a node \
+         other machines reach, or pass --insecure-plaintext (ROOST_INSECURE_PLAINTEXT=true) if \
+         this network is already private and encrypted",
+        exposed.join(" and ")
+    )
+}
+
 pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     roost_server::ServerConfig {
         shutdown_grace_secs: args.shutdown_grace_secs,
@@ -63,8 +90,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
     }
     .validate_shutdown_grace()
     .map_err(anyhow::Error::msg)?;
-    let mut signals = Signals::install()?;
-    private_dir(&args.dir)?;
     let config = ServerConfig {
         shutdown_grace_secs: args.shutdown_grace_secs,
         data_dir: args.dir.join("data"),
@@ -72,8 +97,12 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         grpc_listen: args.grpc_listen.clone(),
         peer_listen: args.peer_listen.clone(),
         bootstrap: true,
+        insecure_plaintext: args.insecure_plaintext,
         ..ServerConfig::default()
     };
+    check_loopback(&config)?;
+    let mut signals = Signals::install()?;
+    private_dir(&args.dir)?;
     let listeners = Listeners::bind(&config)
         .await
         .context("cannot listen (is another roost running?)")?;

@@ -379,6 +379,9 @@ pub(crate) fn record_cost(ctx: &Ctx<'_>, e: &NewCostEvent) -> Result<Decision, D
             "only agents and administrators report costs",
         ));
     }
+    // A cost is a write on behalf of the reporting run (DESIGN.md §5): a run that has ended
+    // reports none, or a late worker would add spend its successor is charged for.
+    ctx.fence()?;
     let agent = visible_agent(ctx, &e.agent_id)?;
     if agent.company_id != e.company_id {
         return Err(DomainError::not_found("agent", &e.agent_id));

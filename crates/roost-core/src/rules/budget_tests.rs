@@ -388,3 +388,27 @@ fn budgets_and_spend_survive_a_reload_from_rows() {
     assert_eq!(reloaded.spent(policy, now), 85);
     assert_eq!(reloaded.budget_incidents.len(), 1);
 }
+
+#[test]
+fn a_cost_reported_by_an_ended_run_is_fenced_and_not_spent() {
+    let mut w = budget_world();
+    w.start_run("r1", "spender");
+    let in_run = agent_actor("spender", "c1", Some("r1"));
+    cost(&mut w, in_run.clone(), "e1", "spender", 10).expect("a live run reports its cost");
+    finish(&mut w, "r1");
+    let before = w.fingerprint();
+    match cost(&mut w, in_run, "e2", "spender", 40) {
+        Err(DomainError::StaleRun { run_id, status }) => {
+            assert_eq!((run_id.as_str(), status.as_str()), ("r1", "succeeded"))
+        }
+        other => panic!("expected stale_run, got {other:?}"),
+    }
+    assert_eq!(w.fingerprint(), before);
+    assert_eq!(
+        w.state.cost_events.keys().collect::<Vec<_>>(),
+        vec!["e1"],
+        "only the live run's cost counts"
+    );
+    // An administrator may still record what an ended run spent.
+    cost(&mut w, admin(), "e3", "spender", 40).expect("admin records after the run");
+}

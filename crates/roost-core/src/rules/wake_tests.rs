@@ -557,6 +557,82 @@ fn wakes_and_workers_survive_a_reload_from_rows() {
     assert_eq!(reloaded.workers.len(), 1);
 }
 
+/// Regression: a lost worker was recorded only in the instance's activity (no company), and a
+/// company's activity and event stream are read by company, so no company ever saw its runs
+/// lost, their checkouts released or their retries queued.
+#[test]
+fn a_lost_worker_is_recorded_in_each_company_it_touched_naming_only_that_companys_records() {
+    let mut w = world();
+    assigned_issue(&mut w, "i1", "a1");
+    w.issue(
+        "j1",
+        "c2",
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            assignee_agent_id: Some(Some("b1".into())),
+            ..Default::default()
+        },
+    );
+    claim(&mut w, "a1", "r1").expect("a1 claims");
+    claim(&mut w, "b1", "s1").expect("b1 claims");
+    w.ok(
+        agent_actor("a1", "c1", Some("r1")),
+        Command::Checkout {
+            issue_id: "i1".into(),
+            agent_id: "a1".into(),
+            expected_statuses: vec![IssueStatus::Todo],
+        },
+    );
+    let head = (w.state.activity_seq, w.state.activity_head.clone());
+    w.index += 1;
+    let env = crate::command::Envelope {
+        request_id: None,
+        at: crate::time::Timestamp(1_000 * w.index as i64),
+        actor: admin(),
+        command: Command::WorkerLost {
+            worker_id: "wk1".into(),
+        },
+        idempotency_key: None,
+    };
+    let applied = w.state.apply(w.index, &env);
+    assert!(applied.outcome.is_ok(), "{:?}", applied.outcome);
+    let entries: Vec<&crate::activity::ActivityEntry> = applied
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            crate::state::Change::Activity(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    let companies: Vec<Option<&str>> = entries.iter().map(|e| e.company_id.as_deref()).collect();
+    assert_eq!(companies, vec![None, Some("c1"), Some("c2")]);
+    assert!(entries
+        .iter()
+        .all(|e| e.action == "worker.lost" && e.entity_id == "wk1"));
+    let retry_of = |run: &str| format!("{run}-retry");
+    assert_eq!(
+        entries[1].details,
+        serde_json::json!({ "issues": ["i1"], "runs": ["r1"], "wakes": [retry_of("r1")] }),
+        "c1 sees its run lost, its checkout released and its retry"
+    );
+    assert_eq!(
+        entries[2].details,
+        serde_json::json!({ "issues": [], "runs": ["s1"], "wakes": [retry_of("s1")] }),
+        "c2 sees only its own records"
+    );
+    // One chain: each entry follows the one before it.
+    let mut prev = head;
+    for e in &entries {
+        assert_eq!((e.seq, Some(&e.prev_hash)), (prev.0 + 1, Some(&prev.1)));
+        assert_eq!(e.hash, e.compute_hash());
+        prev = (e.seq, e.hash.clone());
+    }
+    assert_eq!(
+        (w.state.activity_seq, &w.state.activity_head),
+        (prev.0, &prev.1)
+    );
+}
+
 /// Regression: after a run was lost with its worker, the issue stayed `in_progress` with no
 /// checkout, and the retry, checking out with Paperclip's `["todo", "backlog"]`, got
 /// `status_conflict` and never finished it. The agent's next run now adopts its own abandoned

@@ -47,12 +47,40 @@ type Outbound = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send>
 
 pub(crate) struct WorkerService {
     workers: Workers,
+    /// With TLS on, a worker presents a worker certificate of the cluster CA besides its
+    /// credential (DESIGN.md §10: mutual TLS for workers).
+    certificates_required: bool,
 }
 
 impl WorkerService {
-    pub(crate) fn new(workers: Workers) -> Self {
-        WorkerService { workers }
+    pub(crate) fn new(workers: Workers, certificates_required: bool) -> Self {
+        WorkerService {
+            workers,
+            certificates_required,
+        }
     }
+}
+
+/// The worker name in the client certificate of a worker's connection, or a refusal. The
+/// handshake already checked the certificate against the cluster CA; this checks that it is a
+/// worker's (`roost cert issue worker`), not a client's or a node's. The name need not be the
+/// worker id: a pool of workers may share one certificate (deploy/kubernetes), as Nomad's
+/// clients share theirs; the id is bound to the worker's credential (`identity.rs`).
+fn certified_worker<C: AsRef<[u8]>>(certificates: Option<&[C]>) -> Result<String, ApiError> {
+    const ISSUE: &str = "`roost cert issue worker --name <name>` makes one; name it in the \
+                         worker's [tls] cert_file and key_file";
+    let Some(first) = certificates.and_then(|c| c.first()) else {
+        return Err(ApiError::unauthorized(format!(
+            "this worker presented no client certificate: with TLS on, a worker presents a \
+             worker certificate of the cluster CA. {ISSUE}"
+        )));
+    };
+    roost_tls::worker_name(first.as_ref()).ok_or_else(|| {
+        ApiError::unauthorized(format!(
+            "this worker's client certificate names no worker (a node's or a client's \
+             certificate?). {ISSUE}"
+        ))
+    })
 }
 
 fn one_message(body: server_message::Body) -> Outbound {
@@ -375,6 +403,7 @@ impl WorkerRpc for WorkerService {
         &self,
         request: Request<Streaming<WorkerMessage>>,
     ) -> Result<Response<Outbound>, Status> {
+        let certificates = request.peer_certs();
         let mut inbound = request.into_inner();
         let first = inbound
             .message()
@@ -383,6 +412,10 @@ impl WorkerRpc for WorkerService {
         let Some(worker_message::Body::Register(register)) = first.body else {
             return Err(ApiError::bad_request("the first message must be Register").into());
         };
+        if self.certificates_required {
+            let name = certified_worker(certificates.as_deref().map(Vec::as_slice))?;
+            debug!(worker_id = %register.worker_id, certificate = %name, "worker certificate");
+        }
         let workers = self.workers.clone();
         let admission = workers.admit(&register).await?;
         // Only the leader holds connections: its leases are the ones that expire, its dispatcher

@@ -1,7 +1,7 @@
 //! The `http` adapter: POSTs the wake (the assignment, the prompt, the run environment) as
 //! JSON to `adapterConfig.url` and takes the reply as the run's result. A 2xx reply succeeds;
 //! its JSON may carry `summary`, `sessionId` and `usage` ({inputTokens, cachedInputTokens,
-//! outputTokens, costUsd}). Plain `http://` only: this build links no TLS stack.
+//! outputTokens, costUsd}). `https://` URLs are checked against the public web roots.
 
 use roost_core::RunStatus;
 use std::collections::BTreeMap;

@@ -325,7 +325,100 @@ async fn a_tls_cluster_serves_the_cli_and_a_worker_and_refuses_plaintext_and_str
         let log = std::fs::read_to_string(dir.path().join("worker.log")).unwrap_or_default();
         anyhow::anyhow!("{e}\nworker log:\n{log}")
     })?;
+
+    // Mutual TLS for workers: a connection without a worker certificate of the cluster CA is
+    // refused before its credential or join token is looked at.
+    let grpc = cluster.nodes[0].grpc.clone();
+    let no_cert = attach_over_tls(&grpc, &ca, None, &join).await;
+    assert!(
+        matches!(&no_cert, Err((tonic::Code::Unauthenticated, m)) if m.contains("presented no client certificate")),
+        "{no_cert:?}"
+    );
+    let client_cert = Some((
+        certs.join("client-ops.pem"),
+        certs.join("client-ops-key.pem"),
+    ));
+    let as_client = attach_over_tls(&grpc, &ca, client_cert, &join).await;
+    assert!(
+        matches!(&as_client, Err((tonic::Code::Unauthenticated, m)) if m.contains("names no worker")),
+        "{as_client:?}"
+    );
     Ok(())
+}
+
+/// Opens a worker session over TLS to `grpc` (`host:port`), trusting `ca` and presenting
+/// `identity` (certificate and key files) if given, and sends a `Register` with `join_token`
+/// and a fresh credential; the refusal's code and message if it is refused.
+async fn attach_over_tls(
+    grpc: &str,
+    ca: &Path,
+    identity: Option<(PathBuf, PathBuf)>,
+    join_token: &str,
+) -> Result<(), (tonic::Code, String)> {
+    use roost_proto::v1 as pb;
+    use tokio_stream::StreamExt;
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+    let refused = |e: &dyn std::fmt::Display| (tonic::Code::Unknown, e.to_string());
+    let port = grpc.rsplit_once(':').map(|(_, p)| p).unwrap_or_default();
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(
+            std::fs::read(ca).map_err(|e| refused(&e))?,
+        ))
+        .domain_name("localhost");
+    if let Some((cert, key)) = identity {
+        tls = tls.identity(Identity::from_pem(
+            std::fs::read(cert).map_err(|e| refused(&e))?,
+            std::fs::read(key).map_err(|e| refused(&e))?,
+        ));
+    }
+    let channel = Endpoint::from_shared(format!("https://localhost:{port}"))
+        .map_err(|e| refused(&e))?
+        .tls_config(tls)
+        .map_err(|e| refused(&e))?
+        .connect()
+        .await
+        .map_err(|e| refused(&e))?;
+    let register = pb::Register {
+        worker_id: "uncertified".into(),
+        name: "uncertified".into(),
+        join_token: join_token.into(),
+        adapters: vec![pb::AdapterType::Process as i32],
+        slots: 1,
+        version: "test".into(),
+        worker_credential: format!("rst_worker_{}", "ab".repeat(32)),
+        ..Default::default()
+    };
+    let first = pb::WorkerMessage {
+        body: Some(pb::worker_message::Body::Register(register)),
+    };
+    let outbound = tokio_stream::iter([first]).chain(tokio_stream::pending());
+    let mut inbound = pb::worker_client::WorkerClient::new(channel)
+        .attach(outbound)
+        .await
+        .map_err(|s| (s.code(), s.message().to_string()))?
+        .into_inner();
+    match inbound.message().await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err((tonic::Code::Unknown, "the session ended".into())),
+        Err(s) => Err((s.code(), s.message().to_string())),
+    }
+}
+
+/// Runs `roost args` (without `ROOST_INSECURE_PLAINTEXT` from the environment), which must
+/// exit with an error within a minute; what it said on stderr.
+async fn refused_start(args: &[&std::ffi::OsStr]) -> anyhow::Result<String> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(roost_binary())
+            .args(args)
+            .env_remove("ROOST_INSECURE_PLAINTEXT")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await??;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    anyhow::ensure!(!out.status.success(), "it started: {stderr}");
+    Ok(stderr)
 }
 
 /// A server bound to a non-loopback address without TLS refuses to start, saying how to
@@ -350,21 +443,9 @@ async fn a_node_exposed_without_tls_refuses_to_start() -> anyhow::Result<()> {
             roost_testkit::ports::free_addr()?
         ),
     )?;
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new(roost_binary())
-            .args(["server", "--config"])
-            .arg(&config)
-            .env_remove("ROOST_INSECURE_PLAINTEXT")
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await??;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "started without TLS on 0.0.0.0: {stderr}"
-    );
+    let stderr = refused_start(&["server".as_ref(), "--config".as_ref(), config.as_os_str()])
+        .await
+        .map_err(|e| e.context("started without TLS on 0.0.0.0"))?;
     assert!(
         stderr.contains("--insecure-plaintext") && stderr.contains("0.0.0.0"),
         "{stderr}"
@@ -395,6 +476,29 @@ async fn a_node_exposed_without_tls_refuses_to_start() -> anyhow::Result<()> {
         let said = std::fs::read_to_string(&log).unwrap_or_default();
         anyhow::anyhow!("{e}; its log:\n{said}")
     })?;
+    Ok(())
+}
+
+/// `roost dev` has no TLS: bound off loopback it refuses to start before it writes anything,
+/// unless told `--insecure-plaintext` (DESIGN.md §10: TLS everywhere outside dev on loopback).
+#[tokio::test]
+async fn roost_dev_off_loopback_refuses_to_serve_plaintext() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let dev_dir = dir.path().join("dev");
+    let grpc = roost_testkit::ports::free_addr()?;
+    let args = ["dev", "--dir"].map(std::ffi::OsStr::new);
+    let listen = ["--http-listen", "0.0.0.0:0", "--grpc-listen", &grpc].map(std::ffi::OsStr::new);
+    let stderr = refused_start(&[&args[..], &[dev_dir.as_os_str()], &listen[..]].concat())
+        .await
+        .map_err(|e| e.context("roost dev started without TLS on 0.0.0.0"))?;
+    assert!(
+        stderr.contains("--insecure-plaintext") && stderr.contains("0.0.0.0:0"),
+        "{stderr}"
+    );
+    assert!(
+        !dev_dir.exists(),
+        "it created its directory before refusing"
+    );
     Ok(())
 }
 
