@@ -6,6 +6,8 @@
 //! - `failover`: a 3-node cluster; the leader is killed while a writer runs; the time from the
 //!   kill to the first acknowledged write, over many trials.
 //! - `wake`: a 3-node cluster and a worker; wake request to assignment received.
+//! - `lost-worker`: a worker holding a checked-out run dies (killed, or silent); the time until
+//!   the issue is free again and until the retry reaches another worker.
 //! - `etcd-checkout`: the checkout workload and leader failover on 3 etcd processes and 3
 //!   `roost server` processes, side by side (bench/etcd-vs-roost.sh); `--tls` runs both with
 //!   TLS everywhere.
@@ -32,6 +34,7 @@ mod etcd_pb;
 mod etcd_points;
 mod etcd_table;
 mod failover;
+mod lost_worker;
 mod memory;
 mod procs;
 mod scale;
@@ -64,6 +67,9 @@ enum Command {
     Failover(failover::FailoverArgs),
     /// Wake request to assignment received by a worker
     Wake(wake::WakeArgs),
+    /// Lost-worker release time: a worker holding a checked-out run dies; until the issue is
+    /// free, and until the retry reaches another worker
+    LostWorker(lost_worker::LostWorkerArgs),
     /// The checkout workload and failover on a 3-member etcd cluster and a 3-node Roost
     /// cluster (processes on loopback), side by side
     EtcdCheckout(etcd::EtcdArgs),
@@ -87,6 +93,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Checkout(a) => checkout::run(a).await,
         Command::Failover(a) => failover::run(a).await,
         Command::Wake(a) => wake::run(a).await,
+        Command::LostWorker(a) => lost_worker::run(a).await,
         Command::EtcdCheckout(a) => etcd::run(a).await,
         Command::Workers(a) => workers::run(a).await,
         Command::Scale(a) => scale::run(a).await,

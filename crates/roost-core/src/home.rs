@@ -207,16 +207,19 @@ pub const MANAGED_FILES: [&str; 6] = [
     "memory/coordinates.json",
     "memory/entry.md",
 ];
-/// A directory of the home that is the worker's (edits a save refused), never synced.
-pub const MANAGED_DIR: &str = "memory/conflicts";
+/// Directories of the home that are the worker's, never synced: edits a save refused, and the
+/// company's shared documents, written read-only before each run.
+pub const MANAGED_DIRS: [&str; 2] = ["memory/conflicts", "memory/company"];
 
 /// Whether `path` (relative, `/`-separated) is memory's rather than the home's.
 pub fn is_managed(path: &str) -> bool {
     MANAGED_FILES.contains(&path)
-        || path == MANAGED_DIR
-        || path
-            .strip_prefix(MANAGED_DIR)
-            .is_some_and(|rest| rest.starts_with('/'))
+        || MANAGED_DIRS.iter().any(|dir| {
+            path == *dir
+                || path
+                    .strip_prefix(dir)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
 }
 
 /// Why `path` cannot name a file of a home, if it cannot: it must be relative, `/`-separated,

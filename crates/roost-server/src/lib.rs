@@ -260,7 +260,7 @@ impl Server {
         let (reflection_v1, reflection_v1alpha) = grpc::standard::reflection_services();
         let grpc_router = config
             .limits
-            .grpc_server(api.metrics())
+            .grpc_server(api.metrics(), Some(config.node_id))
             .add_service(control_service)
             .add_service(cluster_service)
             .add_service(worker_service)
@@ -285,7 +285,7 @@ impl Server {
         // served there, so no client can append entries, vote or forward a write as anyone.
         let peer_router = config
             .limits
-            .grpc_server(api.metrics())
+            .grpc_server(api.metrics(), None)
             .add_service(raft_service);
         let peers = supervisor.spawn_critical(
             "peer server",

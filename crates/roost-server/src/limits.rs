@@ -104,13 +104,21 @@ impl LimitsConfig {
     /// answering HTTP/2 pings is closed; that covers TLS connections too, whose TCP keepalive
     /// `grpc_incoming` does not set.
     /// A gRPC server with these limits, every call counted in `metrics` (`grpc/metered.rs`).
-    pub(crate) fn grpc_server(&self, metrics: &crate::metrics::Metrics) -> GrpcServer {
+    /// `traced_node`: the node's id on the client listener, whose calls run in request spans.
+    pub(crate) fn grpc_server(
+        &self,
+        metrics: &crate::metrics::Metrics,
+        traced_node: Option<u64>,
+    ) -> GrpcServer {
         tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(ms(self.grpc_keepalive_interval_ms)))
             .http2_keepalive_timeout(Some(ms(self.grpc_keepalive_timeout_ms)))
             .timeout(ms(self.grpc_request_timeout_ms))
             .max_concurrent_streams(Some(self.grpc_max_concurrent_streams))
-            .layer(crate::grpc::metered::Metered::new(metrics.clone()))
+            .layer(crate::grpc::metered::Metered::new(
+                metrics.clone(),
+                traced_node,
+            ))
     }
 
     /// Plaintext gRPC connections, TCP_NODELAY and TCP keepalive set (tonic's own

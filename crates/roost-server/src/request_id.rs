@@ -4,6 +4,19 @@
 
 use std::future::Future;
 
+/// The header (REST) and metadata key (gRPC) a client names its request's id in.
+pub(crate) const HEADER: &str = "x-request-id";
+
+/// The request's id: the client's, when it is short and printable (it reaches logs and the
+/// Raft log); otherwise, or without one, a new one.
+pub(crate) fn from_headers(headers: &axum::http::HeaderMap) -> String {
+    headers
+        .get(HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map_or_else(crate::api::new_id, str::to_string)
+}
+
 tokio::task_local! {
     static REQUEST_ID: String;
 }

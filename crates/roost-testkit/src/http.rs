@@ -151,6 +151,11 @@ impl Http {
             .await
     }
 
+    pub async fn put(&self, path: &str, body: Value) -> anyhow::Result<Reply> {
+        self.raw(Method::PUT, path, Some(serde_json::to_vec(&body)?))
+            .await
+    }
+
     pub async fn delete(&self, path: &str) -> anyhow::Result<Reply> {
         self.raw(Method::DELETE, path, None).await
     }

@@ -1,6 +1,7 @@
 //! A cluster of real `roost server` processes, each in its own network namespace on a bridge,
-//! for fault injection the way Jepsen does it: partitions are blackhole routes inside the
-//! namespaces, delay and loss are `tc netem`, crashes and pauses are signals. The servers are a
+//! for fault injection the way Jepsen does it: partitions are nftables drops inside the
+//! namespaces (silent, as a real partition is: a dial waits, an open connection hears
+//! nothing), delay and loss are `tc netem`, crashes and pauses are signals. The servers are a
 //! [`ProcessCluster`] (configs, processes, the admin token) whose nodes run behind an
 //! `ip netns exec <ns>` prefix; this adds the network and its faults. Needs root and
 //! iproute2. Everything it creates carries its tag (`rn<tag>n<i>`, `rv<tag>n<i>`, `rb<tag>`),
@@ -103,6 +104,24 @@ fn drop_randomly(ns: &str, percent: u32) -> anyhow::Result<()> {
     let applied = run_in(ns, &["nft", "-f", &file]);
     let _ = std::fs::remove_file(&path);
     applied
+}
+
+/// The nftables table that carries partitions in a namespace.
+const CUT_TABLE: &str = "roost_cut";
+
+/// Namespace `ns` drops every packet from `ip`, as Jepsen's partitions do (`iptables -A INPUT
+/// -s ip -j DROP`): the other side's dials and writes get no answer, not an error.
+fn drop_from(ns: &str, ip: &str) -> anyhow::Result<()> {
+    run_in(ns, &["nft", "add", "table", "inet", CUT_TABLE])?;
+    let chain =
+        format!("add chain inet {CUT_TABLE} input {{ type filter hook input priority 0; }}");
+    run_in(ns, &["nft", &chain])?;
+    run_in(
+        ns,
+        &[
+            "nft", "add", "rule", "inet", CUT_TABLE, "input", "ip", "saddr", ip, "drop",
+        ],
+    )
 }
 
 /// The exclusive lock of `tag`, held for a cluster's lifetime (released when the file is
@@ -498,7 +517,8 @@ impl NetCluster {
         Ok(exited)
     }
 
-    /// Cuts every link between nodes in different groups, both ways (blackhole routes).
+    /// Cuts every link between nodes in different groups, both ways: each node drops what
+    /// the other groups send it.
     pub fn partition(&self, groups: &[&[u64]]) -> anyhow::Result<()> {
         for (gi, group) in groups.iter().enumerate() {
             for (gj, other) in groups.iter().enumerate() {
@@ -507,9 +527,7 @@ impl NetCluster {
                 }
                 for a in group.iter() {
                     for b in other.iter() {
-                        let ns = &self.node(*a).ns;
-                        let target = format!("{}/32", self.node(*b).ip);
-                        run_in(ns, &["ip", "route", "replace", "blackhole", &target])?;
+                        drop_from(&self.node(*a).ns, &self.node(*b).ip)?;
                     }
                 }
             }
@@ -606,13 +624,8 @@ impl NetCluster {
             anyhow::bail!("no worker started");
         };
         for node in &self.nodes {
-            let to_node = format!("{}/32", node.ip);
-            let to_worker = format!("{}/32", w.ip);
-            run_in(&w.ns, &["ip", "route", "replace", "blackhole", &to_node])?;
-            run_in(
-                &node.ns,
-                &["ip", "route", "replace", "blackhole", &to_worker],
-            )?;
+            drop_from(&w.ns, &node.ip)?;
+            drop_from(&node.ns, &w.ip)?;
         }
         Ok(())
     }
@@ -624,10 +637,10 @@ impl NetCluster {
     /// Removes every partition and netem rule.
     pub fn heal(&self) {
         if let Some(w) = &self.worker {
-            quietly_in(&w.ns, &["ip", "route", "flush", "type", "blackhole"]);
+            quietly_in(&w.ns, &["nft", "delete", "table", "inet", CUT_TABLE]);
         }
         for node in &self.nodes {
-            quietly_in(&node.ns, &["ip", "route", "flush", "type", "blackhole"]);
+            quietly_in(&node.ns, &["nft", "delete", "table", "inet", CUT_TABLE]);
             quietly_in(&node.ns, &["tc", "qdisc", "del", "dev", "eth0", "root"]);
             quietly_in(&node.ns, &["nft", "delete", "table", "inet", LOSS_TABLE]);
         }

@@ -1,6 +1,8 @@
-//! A TCP proxy that a test can cut and heal: cutting drops every open connection and refuses
-//! new ones, as a network partition between one machine and the rest would. Used to cut a
-//! worker (and its agents' API calls) off from the cluster while the cluster keeps running.
+//! A TCP proxy that a test can cut, freeze and heal. Cutting drops every open connection and
+//! refuses new ones, as a partition whose hosts answer with resets would. Freezing passes no
+//! more bytes and closes nothing, as a partition that drops packets looks: open connections
+//! go silent and new ones connect but never reach the target. Used to cut a worker (and its
+//! agents' API calls) off from the cluster while the cluster keeps running.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +18,8 @@ pub struct CutProxy {
     cut: Arc<AtomicBool>,
     /// Bumped on every cut, so open connections drop.
     cuts: Arc<watch::Sender<u64>>,
+    /// While true, no byte passes in either direction.
+    frozen: Arc<watch::Sender<bool>>,
 }
 
 impl CutProxy {
@@ -26,6 +30,7 @@ impl CutProxy {
             addr: listener.local_addr()?,
             cut: Arc::default(),
             cuts: Arc::new(watch::channel(0).0),
+            frozen: Arc::new(watch::channel(false).0),
         };
         let (handle, target) = (proxy.clone(), target.to_string());
         tokio::spawn(async move {
@@ -40,15 +45,27 @@ impl CutProxy {
     }
 
     async fn forward(self, mut client: TcpStream, target: String) {
+        let mut cuts = self.cuts.subscribe();
+        let mut frozen = self.frozen.subscribe();
+        let frozen_now = *frozen.borrow_and_update();
+        if frozen_now {
+            // Connected, and then nothing: held open until a cut.
+            let _ = cuts.changed().await;
+            return;
+        }
         let Ok(mut server) = TcpStream::connect(&target).await else {
             return;
         };
         let _ = client.set_nodelay(true);
         let _ = server.set_nodelay(true);
-        let mut cuts = self.cuts.subscribe();
-        tokio::select! {
-            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-            _ = cuts.changed() => {}
+        let froze = tokio::select! {
+            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => false,
+            _ = cuts.changed() => false,
+            f = frozen.wait_for(|f| *f) => f.is_ok(),
+        };
+        if froze {
+            // Silent from now on, both sockets open, until a cut.
+            let _ = cuts.changed().await;
         }
     }
 
@@ -62,7 +79,14 @@ impl CutProxy {
         self.cuts.send_modify(|n| *n += 1);
     }
 
+    /// Stops every byte, closing nothing (a partition that drops packets). A connection open
+    /// now stays silent for good; after [`CutProxy::heal`] new connections work.
+    pub fn freeze(&self) {
+        self.frozen.send_replace(true);
+    }
+
     pub fn heal(&self) {
         self.cut.store(false, Ordering::SeqCst);
+        self.frozen.send_replace(false);
     }
 }

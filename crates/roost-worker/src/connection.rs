@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use roost_core::RunStatus;
-use roost_proto::v1::worker_client::WorkerClient;
 use roost_proto::v1::{
     server_message, worker_message, Assignment, LeaseRenewal, Register, RunFinished, RunLog,
     RunStarted, RunUsage, WorkerMessage,
@@ -21,6 +20,7 @@ use tracing::{info, warn};
 
 use crate::adapter::{self, UsageCell};
 use crate::config::WorkerConfig;
+use crate::dial::{connect, redial_pause, silence_limit, spread};
 use crate::runlog::RunLog as LogFile;
 
 struct Shared {
@@ -57,10 +57,6 @@ struct Unacknowledged {
     /// None: not handed to any connection yet.
     sent_at: Option<Instant>,
 }
-
-/// The first pause between failed dials, doubled at each failure up to [`REDIAL_MAX`].
-const REDIAL_FIRST: Duration = Duration::from_millis(50);
-const REDIAL_MAX: Duration = Duration::from_secs(2);
 
 /// How long a worker whose registration was refused (its credential revoked, its id taken)
 /// waits before it asks again.
@@ -443,64 +439,6 @@ async fn connection_loop(config: WorkerConfig, credential: String, state: State)
     }
 }
 
-/// The pause before the next dial when a connection ended without naming the leader. Under
-/// 50 ms after a connection that had registered: its server went away (a killed leader's does)
-/// and the next one may already lead, or will name the new leader once it is elected (250-300
-/// ms at the default Raft timing). Then about 50 ms, doubling up to 2 s while dials keep
-/// failing, so a worker reaches a new leader within a few hundred milliseconds and a down
-/// cluster is asked every 2 s or so. `spread` (in [0, 1), random) scatters the pauses over
-/// half to one and a half times that, so a fleet whose leader died does not dial in lockstep.
-fn redial_pause(failed_dials: u32, spread: f64) -> Duration {
-    let Some(doublings) = failed_dials.checked_sub(1) else {
-        return REDIAL_FIRST.mul_f64(spread);
-    };
-    let pause = REDIAL_FIRST
-        .checked_mul(2u32.saturating_pow(doublings))
-        .map_or(REDIAL_MAX, |pause| pause.min(REDIAL_MAX));
-    pause.mul_f64(0.5 + spread)
-}
-
-/// A number in [0, 1) that differs from call to call (std's randomly keyed hasher; no
-/// generator is needed for a pause).
-fn spread() -> f64 {
-    use std::hash::BuildHasher;
-    let bits = std::collections::hash_map::RandomState::new().hash_one(());
-    (bits >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// A client for the server at `addr`: TLS with the cluster CA when `[tls]` names one.
-async fn connect(
-    addr: &str,
-    config: &WorkerConfig,
-) -> Option<WorkerClient<tonic::transport::Channel>> {
-    let tls = match config.tls.client_config() {
-        Ok(tls) => tls,
-        Err(error) => {
-            warn!(%error, "cannot read the TLS files");
-            return None;
-        }
-    };
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut endpoint =
-        tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}")).ok()?;
-    if let Some(tls) = tls {
-        endpoint = match endpoint.tls_config(tls) {
-            Ok(e) => e,
-            Err(error) => {
-                warn!(%error, addr, "TLS settings refused");
-                return None;
-            }
-        };
-    }
-    match endpoint.connect().await {
-        Ok(channel) => Some(WorkerClient::new(channel)),
-        Err(error) => {
-            tracing::debug!(%error, addr, "cannot connect");
-            None
-        }
-    }
-}
-
 /// How a connection ended.
 #[derive(Default)]
 struct Ended {
@@ -545,10 +483,23 @@ async fn connection(addr: &str, config: &WorkerConfig, credential: &str, state: 
     {
         return Ended::default();
     }
-    let mut inbound = match client
-        .attach(tokio_stream::wrappers::ReceiverStream::new(rx))
-        .await
-    {
+    let silence = || {
+        let s = lock(state);
+        silence_limit(s.renew_every, s.lease_ttl)
+    };
+    let attached = tokio::time::timeout(
+        silence(),
+        client.attach(tokio_stream::wrappers::ReceiverStream::new(rx)),
+    )
+    .await;
+    let Ok(attached) = attached else {
+        warn!(
+            addr,
+            "the server did not answer the registration; dialing again"
+        );
+        return Ended::default();
+    };
+    let mut inbound = match attached {
         Ok(r) => r.into_inner(),
         Err(e) if e.code() == tonic::Code::Unimplemented => {
             // A server of another release: the worker protocol changed (`Worker.Attach`).
@@ -578,7 +529,18 @@ async fn connection(addr: &str, config: &WorkerConfig, credential: &str, state: 
     };
     let mut renewal = None;
     let redirect = loop {
-        let Ok(Some(m)) = inbound.message().await else {
+        // A server that says nothing (it acknowledges every renewal) is cut off without a
+        // word: given up, so the worker reaches the leader another way (`dial.rs`).
+        let limit = silence();
+        let Ok(next) = tokio::time::timeout(limit, inbound.message()).await else {
+            warn!(
+                addr,
+                silent_ms = limit.as_millis() as u64,
+                "the server went silent; dialing again"
+            );
+            break None;
+        };
+        let Ok(Some(m)) = next else {
             break None;
         };
         match m.body {

@@ -10,11 +10,9 @@ use roost_proto::v1::{worker_message, Assignment, RunFinished, WorkerMessage};
 use roost_proto::ProtoEnum;
 use tokio::sync::mpsc;
 
-use super::{
-    acknowledge, hold_result, lock, message, new_state, on_registered, redial_pause, renew_once,
-    spread, start, REDIAL_MAX,
-};
+use super::{acknowledge, hold_result, lock, message, new_state, on_registered, renew_once, start};
 use crate::config::WorkerConfig;
+use crate::dial::{redial_pause, spread, REDIAL_MAX};
 
 fn finished(run_id: &str) -> WorkerMessage {
     message(worker_message::Body::RunFinished(RunFinished {

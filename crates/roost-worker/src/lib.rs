@@ -6,6 +6,7 @@ mod adapter;
 mod config;
 mod connection;
 mod credential;
+mod dial;
 mod memory;
 mod prompt;
 mod runlog;

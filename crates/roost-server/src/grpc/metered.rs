@@ -1,6 +1,9 @@
 //! Counts every gRPC call a node serves, by method and status code, with its latency: a tower
 //! layer in front of the client listener's and the peer listener's services (`lib.rs`), the
-//! gRPC twin of `metrics::track` for REST.
+//! gRPC twin of `metrics::track` for REST. On the client listener a call also runs in a span
+//! with its request id (the client's `x-request-id` metadata, or a new one), the node's id and
+//! the method, and its write's log entry carries that id, as REST's do (`rest/traced.rs`); the
+//! reply's metadata names it.
 //!
 //! The code is read from the response head: a failed unary call (and any call refused before it
 //! started) carries `grpc-status` there; a call whose head has none is counted `OK` (a unary
@@ -18,11 +21,17 @@ use crate::metrics::Metrics;
 #[derive(Clone)]
 pub(crate) struct Metered {
     metrics: Metrics,
+    /// The node's id, to run each call in a request span; `None` on the peer listener, whose
+    /// Raft calls the apply logs already follow.
+    traced_node: Option<u64>,
 }
 
 impl Metered {
-    pub(crate) fn new(metrics: Metrics) -> Metered {
-        Metered { metrics }
+    pub(crate) fn new(metrics: Metrics, traced_node: Option<u64>) -> Metered {
+        Metered {
+            metrics,
+            traced_node,
+        }
     }
 }
 
@@ -33,6 +42,7 @@ impl<S> tower::Layer<S> for Metered {
         MeteredService {
             inner,
             metrics: self.metrics.clone(),
+            traced_node: self.traced_node,
         }
     }
 }
@@ -41,6 +51,7 @@ impl<S> tower::Layer<S> for Metered {
 pub(crate) struct MeteredService<S> {
     inner: S,
     metrics: Metrics,
+    traced_node: Option<u64>,
 }
 
 /// gRPC's status code names (`grpc-status` values 0 to 16).
@@ -104,11 +115,27 @@ where
         let path = request.uri().path().to_string();
         let metrics = self.metrics.clone();
         let started = Instant::now();
+        let traced = self.traced_node.map(|node_id| {
+            let id = crate::request_id::from_headers(request.headers());
+            let span = tracing::info_span!("grpc", request_id = %id, node_id, method = %path);
+            (id, span)
+        });
         let call = self.inner.call(request);
         Box::pin(async move {
-            let response = call.await?;
+            let (mut response, id) = match traced {
+                Some((id, span)) => {
+                    let call = tracing::Instrument::instrument(call, span);
+                    (crate::request_id::scope(id.clone(), call).await?, Some(id))
+                }
+                None => (call.await?, None),
+            };
             let code = code_of(response.headers());
             metrics.record_grpc(method_of(&path, code), code, started.elapsed());
+            if let Some(value) = id.and_then(|id| axum::http::HeaderValue::from_str(&id).ok()) {
+                response
+                    .headers_mut()
+                    .insert(crate::request_id::HEADER, value);
+            }
             Ok(response)
         })
     }

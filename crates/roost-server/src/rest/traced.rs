@@ -13,18 +13,7 @@ use tracing::Instrument;
 
 use crate::api::Api;
 
-const HEADER: &str = "x-request-id";
-
-/// A client's id is kept when it is short and printable (it reaches logs and the Raft log);
-/// otherwise, or without one, the node makes one.
-fn request_id(request: &Request) -> String {
-    request
-        .headers()
-        .get(HEADER)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
-        .map_or_else(crate::api::new_id, str::to_string)
-}
+use crate::request_id::HEADER;
 
 /// The ids a path names, by its route template: `/api/issues/{id}/...` names an issue.
 fn path_ids(template: &str, path: &str) -> [(&'static str, Option<String>); 4] {
@@ -55,7 +44,7 @@ fn path_ids(template: &str, path: &str) -> [(&'static str, Option<String>); 4] {
 
 /// The middleware in front of every REST route (`rest/mod.rs`).
 pub(crate) async fn trace(State(api): State<Api>, request: Request, next: Next) -> Response {
-    let id = request_id(&request);
+    let id = crate::request_id::from_headers(request.headers());
     let template = request
         .extensions()
         .get::<MatchedPath>()

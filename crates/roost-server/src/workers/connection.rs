@@ -461,11 +461,17 @@ impl WorkerRpc for WorkerService {
         let (work, mut queued) = mpsc::channel::<Box<WorkerMessage>>(1024);
         let handler = workers.clone();
         let handler_caller = caller.clone();
-        tokio::spawn(async move {
-            while let Some(message) = queued.recv().await {
-                Box::pin(handler.handle(&handler_caller, *message)).await;
-            }
-        });
+        // In a span naming the worker, so what its messages cause (runs started and finished,
+        // their commands' logs) says whose they were.
+        let span = tracing::info_span!("worker", worker_id = %worker_id);
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                while let Some(message) = queued.recv().await {
+                    Box::pin(handler.handle(&handler_caller, *message)).await;
+                }
+            },
+            span,
+        ));
         tokio::spawn(async move {
             loop {
                 match inbound.message().await {

@@ -41,6 +41,9 @@ const RECALL_BUDGET_BYTES: usize = 2 * 1024;
 /// Each memory request's bound: memory must not hold a run back for long.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Where the company's shared documents go in a home, read-only (`roost_core::home::MANAGED_DIRS`).
+const COMPANY_DIR: &str = "memory/company";
+
 /// A document as this run read it.
 struct Document {
     name: &'static str,
@@ -55,6 +58,9 @@ pub(crate) struct Memory {
     client: RoostClient,
     summary: MemorySummary,
     documents: Vec<Document>,
+    /// The company's shared documents that exist (DESIGN.md §12: memory per agent and
+    /// company-wide). An administrator writes them; a run reads them.
+    company: Vec<Document>,
     current_task: String,
     coordinates: String,
     entries: Vec<MemoryEntry>,
@@ -65,6 +71,41 @@ pub(crate) struct Memory {
     home_files: Option<home::RestoredHome>,
     /// Why restoring the home files failed, for the run's log.
     home_problem: Option<String>,
+}
+
+/// A document's text for the prompt: STATE.md with its stale facts marked.
+fn push_document(text: &mut String, d: &Document, now: roost_core::Timestamp) {
+    if d.content.trim().is_empty() {
+        text.push_str("(empty)\n");
+    } else if d.name == "STATE.md" {
+        text.push_str(&render::mark_stale_facts(&d.content, now, STALE_AFTER_DAYS));
+    } else {
+        text.push_str(&d.content);
+        text.push('\n');
+    }
+}
+
+/// The company's shared documents that exist, read as the run's agent.
+async fn company_documents(
+    client: &RoostClient,
+    company_id: &str,
+) -> Result<Vec<Document>, String> {
+    let mut found = Vec::new();
+    for name in DOCUMENTS {
+        match client
+            .memory_document(&MemoryScope::Company(company_id), name)
+            .await
+        {
+            Ok(d) => found.push(Document {
+                name,
+                version: d.version,
+                content: d.content,
+            }),
+            Err(e) if e.status() == Some(404) => {}
+            Err(e) => return Err(format!("memory: reading the company's {name}: {e}")),
+        }
+    }
+    Ok(found)
 }
 
 /// The agent's home directory on this worker.
@@ -127,6 +168,7 @@ impl Memory {
                 content,
             });
         }
+        let company = company_documents(&client, &a.company_id).await?;
         let recalled = recall(&client, a).await;
         let home_dir = home_of(config, agent);
         let (home_files, home_problem) = match home::restore(&client, agent, &home_dir).await {
@@ -146,6 +188,7 @@ impl Memory {
             client,
             summary,
             documents,
+            company,
             current_task,
             coordinates,
             entries,
@@ -173,6 +216,18 @@ impl Memory {
         std::fs::write(dir.join("coordinates.json"), &self.coordinates)?;
         // An entry file left by an earlier run on this worker was harvested or refused then.
         let _ = std::fs::remove_file(dir.join("entry.md"));
+        // The company's documents as they are now: one removed since an earlier run goes.
+        let company = self.home.join(COMPANY_DIR);
+        match std::fs::remove_dir_all(&company) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        if !self.company.is_empty() {
+            std::fs::create_dir_all(&company)?;
+        }
+        for d in &self.company {
+            std::fs::write(company.join(d.name), &d.content)?;
+        }
         Ok(())
     }
 
@@ -200,14 +255,20 @@ impl Memory {
         let now = roost_core::Timestamp(now_ms());
         for d in &self.documents {
             text.push_str(&format!("\n## {} (version {})\n", d.name, d.version));
-            if d.content.trim().is_empty() {
-                text.push_str("(empty)\n");
-            } else if d.name == "STATE.md" {
-                text.push_str(&render::mark_stale_facts(&d.content, now, STALE_AFTER_DAYS));
-            } else {
-                text.push_str(&d.content);
-                text.push('\n');
-            }
+            push_document(&mut text, d, now);
+        }
+        if !self.company.is_empty() {
+            text.push_str(&format!(
+                "\nYour company's shared memory, read-only, is in $AGENT_HOME/{COMPANY_DIR}: an \
+                 administrator keeps it, and edits you make there are not saved.\n"
+            ));
+        }
+        for d in &self.company {
+            text.push_str(&format!(
+                "\n## Company {} (version {})\n",
+                d.name, d.version
+            ));
+            push_document(&mut text, d, now);
         }
         text
     }

@@ -81,7 +81,7 @@ async fn roost_log_format_json_writes_one_object_per_line() -> anyhow::Result<()
 
 /// A write's request id follows it: the client's `X-Request-Id` comes back
 /// on the response, the request's span carries it with the ids its path names, and the apply of
-/// the entry it proposed logs it too.
+/// the entry it proposed logs it too. The same over gRPC, with `x-request-id` metadata.
 #[tokio::test]
 async fn a_request_id_follows_a_write_from_rest_to_apply() -> anyhow::Result<()> {
     use std::io::{BufRead, BufReader};
@@ -112,16 +112,18 @@ async fn a_request_id_follows_a_write_from_rest_to_apply() -> anyhow::Result<()>
             let _ = tx.send(line);
         }
     });
-    let (mut base, mut company) = (None, None);
-    while base.is_none() || company.is_none() {
+    let (mut base, mut company, mut grpc) = (None, None, None);
+    while base.is_none() || company.is_none() || grpc.is_none() {
         let line = rx.recv_timeout(Duration::from_secs(60))?;
         match line.split_whitespace().collect::<Vec<_>>().as_slice() {
             ["API", url] => base = Some(url.to_string()),
+            ["gRPC", addr] => grpc = Some(addr.to_string()),
             ["Company", .., "id", id] => company = Some(id.to_string()),
             _ => {}
         }
     }
     let (base, company) = (base.unwrap_or_default(), company.unwrap_or_default());
+    let grpc = grpc.unwrap_or_default();
     let token = std::fs::read_to_string(data.join("admin-token"))?;
     let response = reqwest::Client::new()
         .post(format!("{base}/companies/{company}/issues"))
@@ -137,6 +139,28 @@ async fn a_request_id_follows_a_write_from_rest_to_apply() -> anyhow::Result<()>
         .map(str::to_string);
     assert!(response.status().is_success(), "{}", response.text().await?);
     assert_eq!(echoed.as_deref(), Some("e2e-req-42"));
+    let mut control =
+        roost_proto::v1::control_client::ControlClient::connect(format!("http://{grpc}")).await?;
+    let mut request = crate::support::authed(
+        token.trim(),
+        None,
+        roost_proto::v1::CreateIssueRequest {
+            company_id: company.clone(),
+            title: "traced over gRPC".into(),
+            ..Default::default()
+        },
+    )?;
+    request
+        .metadata_mut()
+        .insert("x-request-id", "e2e-grpc-7".parse()?);
+    let reply = control.create_issue(request).await?;
+    assert_eq!(
+        reply
+            .metadata()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok()),
+        Some("e2e-grpc-7")
+    );
 
     let lines = wait_for(
         "the request and its apply in the log",
@@ -154,7 +178,10 @@ async fn a_request_id_follows_a_write_from_rest_to_apply() -> anyhow::Result<()>
                     .iter()
                     .any(|e| e["fields"]["message"] == "committed");
                 let applied = entries.iter().any(|e| e["fields"]["message"] == "applied");
-                (committed && applied).then_some(entries)
+                let over_grpc = text.lines().any(|l| {
+                    l.contains("e2e-grpc-7") && l.contains("committed") && l.contains("CreateIssue")
+                });
+                (committed && applied && over_grpc).then_some(entries)
             }
         },
     )

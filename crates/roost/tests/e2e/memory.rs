@@ -2,17 +2,11 @@
 //! another; a dead run's entry refused `stale_run` with nothing stored; lost updates refused;
 //! caps; who may read whose memory; and `roost memory show|log|edit|history --json`.
 
-use reqwest::Method;
 use serde_json::{json, Value};
 
-use roost_testkit::{Http, Reply, TestCluster, TestNode};
+use roost_testkit::{TestCluster, TestNode};
 
 use crate::support::{agent_with_key, one_cluster_at_a_time, roost_binary, str_field};
-
-async fn put(http: &Http, path: &str, body: Value) -> anyhow::Result<Reply> {
-    http.raw(Method::PUT, path, Some(serde_json::to_vec(&body)?))
-        .await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_written_on_one_node_is_read_on_another_and_a_dead_runs_entry_is_refused(
@@ -46,9 +40,7 @@ async fn memory_written_on_one_node_is_read_on_another_and_a_dead_runs_entry_is_
         .await?;
     assert_eq!(entry.status, 201, "{}", entry.body);
     assert_eq!(entry.body["runId"], run.as_str());
-    let live = put(
-        &as_run,
-        "/api/agents/me/memory/live",
+    let live = as_run.put("/api/agents/me/memory/live",
         json!({
             "currentTask": { "doing": "fixing the build", "last": ["read the log"], "next": ["rerun CI"] },
             "coordinates": { "branch": "fix-build" },
@@ -58,31 +50,31 @@ async fn memory_written_on_one_node_is_read_on_another_and_a_dead_runs_entry_is_
     .ok()?;
     assert!(live["currentTaskUpdatedAt"].is_string(), "{live}");
     let doc_path = format!("/api/agents/{agent}/memory/documents/MEMORY.md");
-    let saved = put(
-        &as_run,
-        &doc_path,
-        json!({ "content": "# Memory\nThe build needs rust 1.85.\n", "expectedVersion": 0 }),
-    )
-    .await?
-    .ok()?;
+    let saved = as_run
+        .put(
+            &doc_path,
+            json!({ "content": "# Memory\nThe build needs rust 1.85.\n", "expectedVersion": 0 }),
+        )
+        .await?
+        .ok()?;
     assert_eq!(saved["version"], 1);
     // An operator who also read version 0 would overwrite it: refused, with a sentence.
-    let lost = put(
-        &admin_w,
-        &doc_path,
-        json!({ "content": "stale edit", "expectedVersion": 0 }),
-    )
-    .await?;
+    let lost = admin_w
+        .put(
+            &doc_path,
+            json!({ "content": "stale edit", "expectedVersion": 0 }),
+        )
+        .await?;
     assert_eq!((lost.status.as_u16(), lost.code()), (409, "conflict"));
     let sentence = lost.body["error"].as_str().unwrap_or_default();
     assert!(sentence.contains("version 1, not 0"), "{sentence}");
-    put(
-        &admin_w,
-        &format!("/api/companies/{cid}/memory/documents/STATE.md"),
-        json!({ "content": "CI runs on main.", "expectedVersion": 0 }),
-    )
-    .await?
-    .ok()?;
+    admin_w
+        .put(
+            &format!("/api/companies/{cid}/memory/documents/STATE.md"),
+            json!({ "content": "CI runs on main.", "expectedVersion": 0 }),
+        )
+        .await?
+        .ok()?;
 
     // Read on another node, as the agent itself.
     let as_agent_r = c.http(reader).with_token(&key);
@@ -133,12 +125,12 @@ async fn memory_written_on_one_node_is_read_on_another_and_a_dead_runs_entry_is_
         )
         .await?;
     assert_eq!((late.status.as_u16(), late.code()), (409, "stale_run"));
-    let late_live = put(
-        &as_run,
-        "/api/agents/me/memory/live",
-        json!({ "currentTask": { "doing": "late" } }),
-    )
-    .await?;
+    let late_live = as_run
+        .put(
+            "/api/agents/me/memory/live",
+            json!({ "currentTask": { "doing": "late" } }),
+        )
+        .await?;
     assert_eq!(late_live.code(), "stale_run", "{}", late_live.body);
     c.converged(roost_testkit::TestNode::default_timeout())
         .await?;
@@ -188,12 +180,12 @@ async fn memory_is_the_agents_own_capped_and_kept_after_termination() -> anyhow:
     );
     let doc_path = format!("/api/agents/{agent}/memory/documents/STATE.md");
     let content = "y".repeat(roost_core::limits::MAX_MEMORY_DOCUMENT_BYTES + 1);
-    let big = put(
-        &as_run,
-        &doc_path,
-        json!({ "content": content, "expectedVersion": 0 }),
-    )
-    .await?;
+    let big = as_run
+        .put(
+            &doc_path,
+            json!({ "content": content, "expectedVersion": 0 }),
+        )
+        .await?;
     assert_eq!((big.status.as_u16(), big.code()), (413, "too_large"));
     // Bad input: a 4xx with a sentence.
     let no_run = node
@@ -206,14 +198,14 @@ async fn memory_is_the_agents_own_capped_and_kept_after_termination() -> anyhow:
         .as_str()
         .unwrap_or_default()
         .contains("run"));
-    let bad_name = put(
-        &as_run,
-        &format!("/api/agents/{agent}/memory/documents/NOTES.md"),
-        json!({ "content": "x", "expectedVersion": 0 }),
-    )
-    .await?;
+    let bad_name = as_run
+        .put(
+            &format!("/api/agents/{agent}/memory/documents/NOTES.md"),
+            json!({ "content": "x", "expectedVersion": 0 }),
+        )
+        .await?;
     assert_eq!(bad_name.status, 400, "{}", bad_name.body);
-    let no_version = put(&as_run, &doc_path, json!({ "content": "x" })).await?;
+    let no_version = as_run.put(&doc_path, json!({ "content": "x" })).await?;
     assert_eq!(no_version.status, 400, "{}", no_version.body);
 
     as_run
@@ -251,13 +243,13 @@ async fn memory_is_the_agents_own_capped_and_kept_after_termination() -> anyhow:
         .post(&format!("/api/agents/{agent}/terminate"), json!({}))
         .await?
         .ok()?;
-    put(
-        admin,
-        &doc_path,
-        json!({ "content": "kept after termination", "expectedVersion": 0 }),
-    )
-    .await?
-    .ok()?;
+    admin
+        .put(
+            &doc_path,
+            json!({ "content": "kept after termination", "expectedVersion": 0 }),
+        )
+        .await?
+        .ok()?;
     // And across a restart: loaded back from state.db.
     node.restart().await?;
     let summary = node

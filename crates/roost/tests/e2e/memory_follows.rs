@@ -14,12 +14,15 @@ use crate::worker_process::{
     cluster_with_worker_leases, create_agent, start_named_worker, worker_gone,
 };
 
-/// The agent: keeps its prompt and the MEMORY.md it found; on its first run (an empty
-/// MEMORY.md) it writes a fact, a log entry and its current task as files in its home.
+/// The agent: keeps its prompt and the MEMORY.md it found, its own and its company's; on its
+/// first run (an empty MEMORY.md) it writes a fact, a log entry and its current task as files
+/// in its home, and scribbles on the company's read-only copy.
 const AGENT: &str = r#"
 cat > "prompt-$ROOST_RUN_ID.txt"
 cp "$AGENT_HOME/MEMORY.md" "memory-seen-$ROOST_RUN_ID.md"
+cp "$AGENT_HOME/memory/company/MEMORY.md" "company-seen-$ROOST_RUN_ID.md"
 if [ ! -s "$AGENT_HOME/MEMORY.md" ]; then
+  printf 'scribbled by the agent\n' >> "$AGENT_HOME/memory/company/MEMORY.md"
   printf '# Facts\n- the parser lives in src/parse.rs\n' >> "$AGENT_HOME/MEMORY.md"
   printf '# What\nfound the parser bug\n\n# Did\nread src/parse.rs\n\n# Next\nwrite the fix\n' > "$AGENT_HOME/memory/entry.md"
   printf '# Doing\nfixing the parser\n\n# Last\n- found the bug\n\n# Next\n- write the fix\n' > "$AGENT_HOME/memory/current-task.md"
@@ -71,6 +74,16 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
     .await?;
     let adapter = json!({ "command": "sh", "args": ["-c", AGENT], "cwd": "." });
     let agent = create_agent(&c, "process", adapter).await?;
+    // The company's shared memory, which every agent of the company reads and none writes.
+    let company_doc = c
+        .admin(leader)
+        .put(
+            &format!("/api/companies/{}/memory/documents/MEMORY.md", c.company_id),
+            json!({ "content": COMPANY_FACT, "expectedVersion": 0 }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(company_doc["version"], 1, "{company_doc}");
 
     let first = run_once(&c, leader, &agent, &[], None).await?;
     assert_eq!(first["status"], "succeeded", "{first}");
@@ -124,7 +137,14 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
     )
     .await?;
     // The second run is about a new issue: recall finds run 1's entry for it.
-    let second = run_once(&c, via, &agent, &[first_id], Some("Fix the parser bug")).await?;
+    let second = run_once(
+        &c,
+        via,
+        &agent,
+        std::slice::from_ref(&first_id),
+        Some("Fix the parser bug"),
+    )
+    .await?;
     assert_eq!(second["status"], "succeeded", "{second}");
     assert_eq!(second["workerId"], "worker-b", "{second}");
     let second_id = str_field(&second, "id");
@@ -159,9 +179,47 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
     );
     assert!(read(&home_b.join("memory/recent.md")).contains("found the parser bug"));
     assert!(read(&home_b.join("memory/current-task.md")).contains("fixing the parser"));
+
+    // The company's MEMORY.md reached both runs, in their homes and their prompts, and the
+    // first run's scribble on it was neither saved nor carried to worker B as a home file.
+    for (dir, run) in [(&dir_a, &first_id), (&dir_b, &second_id)] {
+        let seen = read(&dir.path().join(format!("company-seen-{run}.md")));
+        assert_eq!(seen, COMPANY_FACT, "run {run} read the company's MEMORY.md");
+    }
+    assert!(
+        prompt.contains("## Company MEMORY.md (version 1)") && prompt.contains(COMPANY_FACT),
+        "{prompt}"
+    );
+    let company_doc = c
+        .admin(via)
+        .get(&format!(
+            "/api/companies/{}/memory/documents/MEMORY.md",
+            c.company_id
+        ))
+        .await?
+        .ok()?;
+    assert_eq!(
+        (
+            company_doc["version"].as_u64(),
+            company_doc["content"].as_str()
+        ),
+        (Some(1), Some(COMPANY_FACT)),
+        "{company_doc}"
+    );
+    let home = c
+        .admin(via)
+        .get(&format!("/api/agents/{agent}/home"))
+        .await?
+        .ok()?;
+    assert!(
+        !home.to_string().contains("memory/company"),
+        "the company's documents were saved as the agent's home files: {home}"
+    );
     c.shutdown().await;
     Ok(())
 }
+
+const COMPANY_FACT: &str = "# Company\n- releases go out on Tuesdays\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_agents_memory_follows_it_to_another_worker() -> anyhow::Result<()> {
