@@ -265,9 +265,17 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
                     "files",
                 ));
             }
-            for path in files.keys().chain(deleted) {
+            for path in files.keys() {
                 if let Some(problem) = crate::home::path_problem(path) {
                     return Err(DomainError::invalid("files", problem));
+                }
+            }
+            // A path that memory has since taken over (`home::MANAGED_DIRS` grew) may still be
+            // in a home saved before; deleting it must stay possible, or that home could never
+            // be saved again.
+            for path in deleted {
+                if let Some(problem) = crate::home::relative_path_problem(path) {
+                    return Err(DomainError::invalid("deleted", problem));
                 }
             }
             Ok(())

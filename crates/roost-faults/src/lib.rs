@@ -6,7 +6,7 @@
 //! every replica's final state.
 //!
 //! Used by the `roost-faults` binary (`roost-faults run <scenario> --seed N`) and by the
-//! `faults` test of the `roost` crate. Needs root and iproute2 (network namespaces). The
+//! `faults` test of the `roost` crate. Needs root, iproute2 (network namespaces) and nftables (partitions). The
 //! history, the snapshots and every node's config and log are kept in the scenario's
 //! directory (`<root>/<scenario>-<seed>/`).
 

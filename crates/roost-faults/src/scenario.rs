@@ -190,7 +190,7 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
     let _one = one_at_a_time().await;
     anyhow::ensure!(
         NetCluster::available(),
-        "the fault suite needs root and network namespaces (ip netns, iproute2)"
+        "the fault suite needs root, network namespaces (ip netns, iproute2) and nftables (nft)"
     );
     anyhow::ensure!(
         options.roost_bin.is_file(),

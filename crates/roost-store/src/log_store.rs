@@ -47,10 +47,11 @@ pub struct LogStore {
     first_kept: Arc<AtomicU64>,
 }
 
-/// Ties the log at `path` to node `node_id`, or refuses it if it is another node's. A log and
-/// its vote belong to one Raft identity: started under another id, a node would vote twice in a
-/// term and could lose committed entries. A log from before the tie (no `node_id` row) is
-/// taken by the first node that opens it.
+/// Ties the log at `path` to node `node_id`, or refuses it if it is another node's, before the
+/// log store or the state machine opens. A log and its vote belong to one Raft identity:
+/// started under another id, a node would vote twice in a term and could lose committed
+/// entries. A log from before the tie (no `node_id` row) is taken, with a warning, by the first
+/// node that opens it.
 pub(crate) fn claim(path: &Path, node_id: NodeId) -> Result<(), Error> {
     use rusqlite::OptionalExtension;
     db::blocking(|| {
@@ -65,6 +66,23 @@ pub(crate) fn claim(path: &Path, node_id: NodeId) -> Result<(), Error> {
             .map_err(Error::write("read the log's node id"))?;
         match found {
             None => {
+                // A log from before logs named their node: nothing here says whose it is.
+                let used: bool = conn
+                    .query_row(
+                        "SELECT EXISTS (SELECT 1 FROM log) OR EXISTS (SELECT 1 FROM meta)",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .map_err(Error::write("read the log"))?;
+                if used {
+                    tracing::warn!(
+                        path = %path.display(),
+                        node_id,
+                        "this Raft log names no node (written before logs did): taking it as \
+                         this node's; if it is another node's, stop now and give each node its \
+                         own data directory"
+                    );
+                }
                 conn.execute(
                     "INSERT INTO meta (key, value) VALUES ('node_id', ?)",
                     [node_id.to_string()],

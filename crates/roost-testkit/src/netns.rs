@@ -3,8 +3,8 @@
 //! namespaces (silent, as a real partition is: a dial waits, an open connection hears
 //! nothing), delay and loss are `tc netem`, crashes and pauses are signals. The servers are a
 //! [`ProcessCluster`] (configs, processes, the admin token) whose nodes run behind an
-//! `ip netns exec <ns>` prefix; this adds the network and its faults. Needs root and
-//! iproute2. Everything it creates carries its tag (`rn<tag>n<i>`, `rv<tag>n<i>`, `rb<tag>`),
+//! `ip netns exec <ns>` prefix; this adds the network and its faults. Needs root,
+//! iproute2 and nftables. Everything it creates carries its tag (`rn<tag>n<i>`, `rv<tag>n<i>`, `rb<tag>`),
 //! and only that is removed on drop; the node directories (configs, data, logs) are kept for
 //! the caller to read or remove.
 //!
@@ -248,8 +248,17 @@ impl NetCluster {
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
+        // Partitions are nftables rules: a machine without `nft` finds out here, not halfway
+        // through a scenario.
+        let nft = ok
+            && Command::new("ip")
+                .args(["netns", "exec", &probe, "nft", "list", "ruleset"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
         quietly("ip", &["netns", "del", &probe]);
-        ok
+        nft
     }
 
     /// Creates the network (a bridge, one namespace and veth pair per node on 10.213.`tag`.0/24)

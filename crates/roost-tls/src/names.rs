@@ -25,8 +25,9 @@ pub fn node_id(cert_der: &[u8]) -> Option<u64> {
     the_one(cert_der, NODE_URI_PREFIX)?.parse::<u64>().ok()
 }
 
-/// The worker a certificate (DER) names, if it names exactly one: a worker proves with it the
-/// id it registers as.
+/// The worker a certificate (DER) names, if it names exactly one: with TLS on, only such a
+/// certificate opens a worker session (one may serve a pool of workers; each worker's id is
+/// bound to its credential).
 pub fn worker_name(cert_der: &[u8]) -> Option<String> {
     the_one(cert_der, WORKER_URI_PREFIX).filter(|name| !name.is_empty())
 }

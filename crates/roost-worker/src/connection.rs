@@ -485,10 +485,13 @@ async fn connection(addr: &str, config: &WorkerConfig, credential: &str, state: 
     }
     let silence = || {
         let s = lock(state);
-        silence_limit(s.renew_every, s.lease_ttl)
+        silence_limit(s.renew_every, s.lease_ttl, config.self_fence_fraction)
     };
+    // The answer to a registration follows a few commits (the credential, the runs it
+    // reports), which an election can hold up: bounded by the lease, not by the silence.
+    let lease = lock(state).lease_ttl;
     let attached = tokio::time::timeout(
-        silence(),
+        lease,
         client.attach(tokio_stream::wrappers::ReceiverStream::new(rx)),
     )
     .await;

@@ -24,10 +24,18 @@ const MIN_SILENCE: Duration = Duration::from_millis(500);
 
 /// How long a connection may hear nothing from its server before the worker gives it up and
 /// dials again: two renewal intervals (each renewal is acknowledged), and at most half the
-/// lease, so that it is registered elsewhere before the cluster would declare it lost and
-/// before it fences itself (`WorkerConfig::self_fence_fraction`, 0.6 of the lease by default).
-pub(crate) fn silence_limit(renew_every: Duration, lease_ttl: Duration) -> Duration {
-    (renew_every * 2).max(MIN_SILENCE).min(lease_ttl / 2)
+/// lease and three quarters of the time after which it fences itself (`fence_fraction` of the
+/// lease, `WorkerConfig::self_fence_fraction`), so that it is registered elsewhere before its
+/// agents are stopped and before the cluster would declare it lost.
+pub(crate) fn silence_limit(
+    renew_every: Duration,
+    lease_ttl: Duration,
+    fence_fraction: f64,
+) -> Duration {
+    (renew_every * 2)
+        .max(MIN_SILENCE)
+        .min(lease_ttl / 2)
+        .min(lease_ttl.mul_f64(fence_fraction * 0.75))
 }
 
 /// The pause before the next dial when a connection ended without naming the leader. Under
@@ -108,21 +116,30 @@ mod tests {
 
     #[test]
     fn a_silent_server_is_given_up_after_two_renewals_and_within_half_the_lease() {
-        assert_eq!(silence_limit(ms(1000), ms(5000)), ms(2000), "the defaults");
         assert_eq!(
-            silence_limit(ms(10_000), ms(50_000)),
+            silence_limit(ms(1000), ms(5000), 0.6),
+            ms(2000),
+            "the defaults"
+        );
+        assert_eq!(
+            silence_limit(ms(10_000), ms(50_000), 0.6),
             ms(20_000),
             "a stretched fleet"
         );
         assert_eq!(
-            silence_limit(ms(200), ms(2000)),
+            silence_limit(ms(200), ms(2000), 0.6),
             ms(500),
             "at least MIN_SILENCE"
         );
         assert_eq!(
-            silence_limit(ms(2000), ms(3000)),
+            silence_limit(ms(2000), ms(3000), 0.9),
             ms(1500),
             "at most half the lease"
+        );
+        assert_eq!(
+            silence_limit(ms(1000), ms(5000), 0.3),
+            ms(1125),
+            "before the worker would fence itself (1.5 s in)"
         );
     }
 }

@@ -216,7 +216,7 @@ pub fn parse_grace_secs(v: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("ROOST_SHUTDOWN_GRACE_SECS={v} is not a whole number of seconds"))
 }
 
-fn parse_bool(name: &str, v: &str) -> anyhow::Result<bool> {
+pub(crate) fn parse_bool(name: &str, v: &str) -> anyhow::Result<bool> {
     match v {
         "1" | "true" => Ok(true),
         "0" | "false" => Ok(false),

@@ -33,8 +33,9 @@ pub struct DevArgs {
     /// stopped if they do not), then the node stops
     #[arg(long, env = "ROOST_SHUTDOWN_GRACE_SECS", default_value_t = roost_server::DEFAULT_SHUTDOWN_GRACE_SECS)]
     shutdown_grace_secs: u64,
-    /// Serve plaintext on a non-loopback address (refused otherwise: `roost dev` has no TLS)
-    #[arg(long, env = "ROOST_INSECURE_PLAINTEXT")]
+    /// Serve plaintext on a non-loopback address (refused otherwise: `roost dev` has no TLS);
+    /// also ROOST_INSECURE_PLAINTEXT=1, read as `roost server` reads it
+    #[arg(long)]
     insecure_plaintext: bool,
 }
 
@@ -97,7 +98,11 @@ pub async fn run(args: DevArgs) -> anyhow::Result<ExitCode> {
         grpc_listen: args.grpc_listen.clone(),
         peer_listen: args.peer_listen.clone(),
         bootstrap: true,
-        insecure_plaintext: args.insecure_plaintext,
+        insecure_plaintext: args.insecure_plaintext
+            || match std::env::var("ROOST_INSECURE_PLAINTEXT") {
+                Ok(v) => crate::config::parse_bool("ROOST_INSECURE_PLAINTEXT", &v)?,
+                Err(_) => false,
+            },
         ..ServerConfig::default()
     };
     check_loopback(&config)?;

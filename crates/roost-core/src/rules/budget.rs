@@ -380,8 +380,17 @@ pub(crate) fn record_cost(ctx: &Ctx<'_>, e: &NewCostEvent) -> Result<Decision, D
         ));
     }
     // A cost is a write on behalf of the reporting run (DESIGN.md §5): a run that has ended
-    // reports none, or a late worker would add spend its successor is charged for.
-    ctx.fence()?;
+    // reports none, or a late worker would add spend its successor is charged for. A run
+    // reports its own spend, not an ended run's under that run's id.
+    let reporting_run = ctx.fence()?.map(|r| r.id.clone());
+    if let (Some(mine), Some(named)) = (&reporting_run, &e.heartbeat_run_id) {
+        if mine != named {
+            return Err(DomainError::forbidden(format!(
+                "run {mine} reports its own cost: heartbeatRunId must be {mine} or absent, not \
+                 {named}"
+            )));
+        }
+    }
     let agent = visible_agent(ctx, &e.agent_id)?;
     if agent.company_id != e.company_id {
         return Err(DomainError::not_found("agent", &e.agent_id));
@@ -417,7 +426,7 @@ pub(crate) fn record_cost(ctx: &Ctx<'_>, e: &NewCostEvent) -> Result<Decision, D
         company_id: e.company_id.clone(),
         agent_id: e.agent_id.clone(),
         issue_id: e.issue_id.clone(),
-        heartbeat_run_id: e.heartbeat_run_id.clone(),
+        heartbeat_run_id: e.heartbeat_run_id.clone().or(reporting_run),
         provider: require_text("provider", &e.provider, 100)?,
         model: require_text("model", &e.model, 200)?,
         input_tokens: e.input_tokens,

@@ -411,4 +411,42 @@ fn a_cost_reported_by_an_ended_run_is_fenced_and_not_spent() {
     );
     // An administrator may still record what an ended run spent.
     cost(&mut w, admin(), "e3", "spender", 40).expect("admin records after the run");
+    // A live run reports its own spend: under its id when it names none, and never under
+    // the ended run's.
+    w.start_run("r2", "spender");
+    let r2 = agent_actor("spender", "c1", Some("r2"));
+    cost(&mut w, r2.clone(), "e4", "spender", 1).expect("r2 reports");
+    assert_eq!(
+        w.state.cost_events["e4"].heartbeat_run_id.as_deref(),
+        Some("r2")
+    );
+    let before = w.fingerprint();
+    let mut as_r1 = NewCostEvent {
+        id: "e5".into(),
+        company_id: "c1".into(),
+        agent_id: "spender".into(),
+        issue_id: None,
+        heartbeat_run_id: Some("r1".into()),
+        provider: "anthropic".into(),
+        model: "claude".into(),
+        input_tokens: 1,
+        cached_input_tokens: 0,
+        output_tokens: 1,
+        cost_cents: 40,
+        occurred_at: None,
+    };
+    let refused = w.run(
+        r2.clone(),
+        Command::RecordCostEvent {
+            event: as_r1.clone(),
+        },
+    );
+    assert!(
+        matches!(refused, Err(DomainError::Forbidden { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(w.fingerprint(), before);
+    as_r1.heartbeat_run_id = Some("r2".into());
+    w.run(r2, Command::RecordCostEvent { event: as_r1 })
+        .expect("its own id named");
 }

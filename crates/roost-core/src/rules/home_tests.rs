@@ -302,3 +302,36 @@ fn another_agent_cannot_write_or_read_a_home() {
     ));
     assert!(!w.state.home.readable_by("c1", "a2", &chunk_hash(b"secret")));
 }
+
+/// Regression: `memory/company` became memory's (the company's documents, written before each
+/// run). A home saved before with a file there could never be saved again: every save deletes
+/// that file (the worker no longer syncs it), and deletes of memory's paths were refused.
+#[test]
+fn a_home_holding_a_path_memory_took_over_can_still_be_saved_without_it() {
+    let mut w = with_live_run();
+    upload(&mut w, "r1", &[b"notes"]).expect("uploaded");
+    save(&mut w, "r1", 0, &[("notes.md", file(b"notes"))], &[]).expect("saved");
+    // As a home saved before the change holds it.
+    let home = w.state.home.homes.get_mut("a1").expect("home");
+    let moved = home.files.remove("notes.md").expect("file");
+    home.files.insert("memory/company/notes.md".into(), moved);
+    upload(&mut w, "r1", &[b"other"]).expect("uploaded");
+    let err = save(
+        &mut w,
+        "r1",
+        1,
+        &[("memory/company/x.md", file(b"other"))],
+        &[],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("memory"), "{err}");
+    let home = save(
+        &mut w,
+        "r1",
+        1,
+        &[("other.md", file(b"other"))],
+        &["memory/company/notes.md"],
+    )
+    .expect("the save that drops it");
+    assert_eq!(home.files.keys().collect::<Vec<_>>(), ["other.md"]);
+}

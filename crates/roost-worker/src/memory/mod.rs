@@ -226,7 +226,13 @@ impl Memory {
             std::fs::create_dir_all(&company)?;
         }
         for d in &self.company {
-            std::fs::write(company.join(d.name), &d.content)?;
+            let path = company.join(d.name);
+            std::fs::write(&path, &d.content)?;
+            // Read-only: an edit there is not saved, and the mode says so before the agent
+            // loses one.
+            let mut mode = std::fs::metadata(&path)?.permissions();
+            mode.set_readonly(true);
+            std::fs::set_permissions(&path, mode)?;
         }
         Ok(())
     }
