@@ -132,6 +132,24 @@ pub(super) fn incidents(w: &World, kind: IncidentKind) -> Vec<&BudgetIncident> {
         .collect()
 }
 
+/// A cost report of `cents` by `agent` in c1, for no issue or run.
+pub(super) fn cost_event(id: &str, agent: &str, cents: u64) -> NewCostEvent {
+    NewCostEvent {
+        id: id.into(),
+        company_id: "c1".into(),
+        agent_id: agent.into(),
+        issue_id: None,
+        heartbeat_run_id: None,
+        provider: "anthropic".into(),
+        model: "claude".into(),
+        input_tokens: 1,
+        cached_input_tokens: 0,
+        output_tokens: 1,
+        cost_cents: cents,
+        occurred_at: None,
+    }
+}
+
 pub(super) fn cost(
     w: &mut World,
     actor: Actor,
@@ -142,20 +160,7 @@ pub(super) fn cost(
     w.run(
         actor,
         Command::RecordCostEvent {
-            event: NewCostEvent {
-                id: id.into(),
-                company_id: "c1".into(),
-                agent_id: agent.into(),
-                issue_id: None,
-                heartbeat_run_id: None,
-                provider: "anthropic".into(),
-                model: "claude".into(),
-                input_tokens: 1,
-                cached_input_tokens: 0,
-                output_tokens: 1,
-                cost_cents: cents,
-                occurred_at: None,
-            },
+            event: cost_event(id, agent, cents),
         },
     )
 }
@@ -422,18 +427,8 @@ fn a_cost_reported_by_an_ended_run_is_fenced_and_not_spent() {
     );
     let before = w.fingerprint();
     let mut as_r1 = NewCostEvent {
-        id: "e5".into(),
-        company_id: "c1".into(),
-        agent_id: "spender".into(),
-        issue_id: None,
         heartbeat_run_id: Some("r1".into()),
-        provider: "anthropic".into(),
-        model: "claude".into(),
-        input_tokens: 1,
-        cached_input_tokens: 0,
-        output_tokens: 1,
-        cost_cents: 40,
-        occurred_at: None,
+        ..cost_event("e5", "spender", 40)
     };
     let refused = w.run(
         r2.clone(),

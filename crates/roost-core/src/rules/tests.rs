@@ -173,18 +173,9 @@ fn writes_for_a_finished_run_are_fenced_and_change_nothing() {
         },
         Command::RecordCostEvent {
             event: NewCostEvent {
-                id: "ce1".into(),
-                company_id: "c1".into(),
-                agent_id: "a1".into(),
                 issue_id: Some("i1".into()),
                 heartbeat_run_id: Some("r1".into()),
-                provider: "anthropic".into(),
-                model: "claude".into(),
-                input_tokens: 1,
-                cached_input_tokens: 0,
-                output_tokens: 1,
-                cost_cents: 5,
-                occurred_at: None,
+                ..super::budget_tests::cost_event("ce1", "a1", 5)
             },
         },
     ];
