@@ -8,7 +8,9 @@
 //! dies (`kill`: its task aborted and its connection closed, as a SIGKILL does) or falls
 //! silent (`silent`: the connection stays open and no renewal is sent, as a frozen process or a
 //! cut network looks). The leader declares a worker lost when its lease expires, not when its
-//! connection closes (it may be reconnecting to a new leader), so both modes measure the lease.
+//! connection closes (it may be reconnecting to a new leader), so both modes measure the lease
+//! left since the worker's last renewal: between the lease less one renewal interval and the
+//! lease, plus the leader's check (every 100 ms) and the commit.
 
 use std::time::{Duration, Instant};
 
@@ -167,6 +169,11 @@ async fn one_trial(
     let heir = TestWorker::connect(cluster.grpc_addrs(), token, &format!("heir-{n}"), 1).await?;
 
     let terms = doomed.lease_terms();
+    // A worker dies at any point between two renewals, and its lease runs from the last one:
+    // the trials spread the moment over the interval (golden-ratio steps), since the steps
+    // above tend to end just after a renewal. Part of the scenario, not a wait for state.
+    let phase = (n as f64 * 0.618_034).fract();
+    tokio::time::sleep(Duration::from_millis(terms.0).mul_f64(phase)).await;
     let lost_at = Instant::now();
     match loss {
         Loss::Kill => doomed.kill(),

@@ -27,6 +27,8 @@ struct Inner {
     /// Runs this worker has ever been given: an assignment sent again is not a new one.
     seen: Mutex<BTreeSet<String>>,
     outbox: Mutex<Option<mpsc::Sender<WorkerMessage>>>,
+    /// The current connection's renewal task, which holds a sender of its stream too.
+    renewal: Mutex<Option<JoinHandle<()>>>,
     renewals_paused: AtomicBool,
     /// Cents each run has used so far, reported with every renewal.
     usage: Mutex<std::collections::BTreeMap<String, u64>>,
@@ -219,15 +221,25 @@ impl TestWorker {
         }
     }
 
-    /// Stops the worker at once (like SIGKILL): no more messages of any kind.
+    /// Stops the worker at once (like SIGKILL): no more messages of any kind, and its stream
+    /// ends, as a killed process's connection closes.
     pub fn kill(&self) {
         self.task.abort();
+        // Aborting the connection task leaves the tasks and senders it handed out.
+        if let Some(renewal) = lock(&self.inner.renewal).take() {
+            renewal.abort();
+        }
+        lock(&self.inner.outbox).take();
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Drop for TestWorker {
     fn drop(&mut self) {
-        self.task.abort();
+        self.kill();
     }
 }
 
@@ -290,7 +302,6 @@ async fn run_connection(
         .await
         .ok()?
         .into_inner();
-    let mut renewal: Option<JoinHandle<()>> = None;
     let result = loop {
         let message = match inbound.message().await {
             Ok(Some(m)) => m,
@@ -304,39 +315,44 @@ async fn run_connection(
                     .renew_interval_ms
                     .store(r.renew_interval_ms, Ordering::SeqCst);
                 inner.lease_ttl_ms.store(r.lease_ttl_ms, Ordering::SeqCst);
-                let (tx, inner) = (tx.clone(), inner.clone());
-                renewal = Some(tokio::spawn(async move {
-                    for seq in 1.. {
-                        let every = inner.renew_interval_ms.load(Ordering::SeqCst).max(10);
-                        tokio::time::sleep(Duration::from_millis(every)).await;
-                        if inner.renewals_paused.load(Ordering::SeqCst) {
-                            continue;
-                        }
-                        let running = inner
-                            .running
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .iter()
-                            .cloned()
-                            .collect();
-                        let usage = inner
-                            .running
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .iter()
-                            .filter_map(|r| usage_of(&inner, r))
-                            .collect();
-                        let hb = body(worker_message::Body::LeaseRenewal(LeaseRenewal {
-                            seq,
-                            running_run_ids: running,
-                            usage,
-                            unacknowledged_run_ids: Vec::new(),
-                        }));
-                        if tx.send(hb).await.is_err() {
-                            break;
+                let renewals = tokio::spawn({
+                    let (tx, inner) = (tx.clone(), inner.clone());
+                    async move {
+                        for seq in 1.. {
+                            let every = inner.renew_interval_ms.load(Ordering::SeqCst).max(10);
+                            tokio::time::sleep(Duration::from_millis(every)).await;
+                            if inner.renewals_paused.load(Ordering::SeqCst) {
+                                continue;
+                            }
+                            let running = inner
+                                .running
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .iter()
+                                .cloned()
+                                .collect();
+                            let usage = inner
+                                .running
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .iter()
+                                .filter_map(|r| usage_of(&inner, r))
+                                .collect();
+                            let hb = body(worker_message::Body::LeaseRenewal(LeaseRenewal {
+                                seq,
+                                running_run_ids: running,
+                                usage,
+                                unacknowledged_run_ids: Vec::new(),
+                            }));
+                            if tx.send(hb).await.is_err() {
+                                break;
+                            }
                         }
                     }
-                }));
+                });
+                if let Some(old) = lock(&inner.renewal).replace(renewals) {
+                    old.abort();
+                }
             }
             Some(server_message::Body::Assignment(a)) => {
                 let run_id = a.run_id.clone();
@@ -392,7 +408,7 @@ async fn run_connection(
         }
         inner.changed.notify_waiters();
     };
-    if let Some(h) = renewal {
+    if let Some(h) = lock(&inner.renewal).take() {
         h.abort();
     }
     result
