@@ -42,7 +42,8 @@ enum Loss {
     Silent,
 }
 
-/// How often the issue and the second worker are looked at: the measurement's resolution.
+/// How often the issue and the second worker are looked at: the measurement's resolution
+/// (plus the time of one issue read).
 const POLL: Duration = Duration::from_millis(5);
 /// Longest wait for one step of a trial.
 const STEP: Duration = Duration::from_secs(60);
@@ -179,30 +180,37 @@ async fn one_trial(
         Loss::Kill => doomed.kill(),
         Loss::Silent => doomed.pause_renewals(),
     }
-    let released = poll("the issue to be free", || async {
-        let issue = admin
-            .get(&format!("/api/issues/{issue}"))
-            .await
-            .ok()?
-            .ok()
-            .ok()?;
-        issue["checkout"].is_null().then_some(())
-    })
-    .await?;
-    let released = us(released.duration_since(lost_at));
-    let retried = poll("the retry at the other worker", || async {
+    // Both looked at in one loop, each timed when first seen.
+    let retry_of = |heir: &TestWorker| {
         heir.assignments()
-            .iter()
-            .any(|a| a.wake_reason() == pb::WakeReason::ProcessLostRetry)
-            .then_some(())
-    })
-    .await?;
-    let retried = us(retried.duration_since(lost_at));
+            .into_iter()
+            .find(|a| a.wake_reason() == pb::WakeReason::ProcessLostRetry && a.agent_id == agent)
+    };
+    let (mut released, mut retried) = (None, None);
+    while released.is_none() || retried.is_none() {
+        anyhow::ensure!(
+            lost_at.elapsed() < STEP,
+            "timed out after {STEP:?}: issue free {}, retry received {}",
+            released.is_some(),
+            retried.is_some()
+        );
+        if released.is_none() {
+            let view = admin.get(&format!("/api/issues/{issue}")).await?.ok()?;
+            if view["checkout"].is_null() {
+                released = Some(us(lost_at.elapsed()));
+            }
+        }
+        if retried.is_none() && retry_of(&heir).is_some() {
+            retried = Some(us(lost_at.elapsed()));
+        }
+        tokio::time::sleep(POLL).await;
+    }
     // The retry ends, so the next trial's agent has the cluster to itself.
-    if let Some(retry) = heir.assignments().first() {
+    if let Some(retry) = retry_of(&heir) {
         heir.finish(&retry.run_id, roost_core::RunStatus::Succeeded)
             .await?;
     }
+    let (released, retried) = (released.unwrap_or_default(), retried.unwrap_or_default());
     drop(heir);
     drop(doomed);
     Ok(Trial {
@@ -210,25 +218,6 @@ async fn one_trial(
         retried,
         terms,
     })
-}
-
-/// When `check` first holds, looked at every [`POLL`], within [`STEP`].
-async fn poll<F, Fut>(what: &str, mut check: F) -> anyhow::Result<Instant>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<()>>,
-{
-    let start = Instant::now();
-    loop {
-        if check().await.is_some() {
-            return Ok(Instant::now());
-        }
-        anyhow::ensure!(
-            start.elapsed() < STEP,
-            "timed out after {STEP:?} waiting for {what}"
-        );
-        tokio::time::sleep(POLL).await;
-    }
 }
 
 fn field(v: &Value, name: &str) -> anyhow::Result<String> {

@@ -29,6 +29,9 @@ struct Inner {
     outbox: Mutex<Option<mpsc::Sender<WorkerMessage>>>,
     /// The current connection's renewal task, which holds a sender of its stream too.
     renewal: Mutex<Option<JoinHandle<()>>>,
+    /// Set by [`TestWorker::kill`]: the connection task may be past its last await when it is
+    /// aborted, so what it hands out afterwards checks this.
+    killed: AtomicBool,
     renewals_paused: AtomicBool,
     /// Cents each run has used so far, reported with every renewal.
     usage: Mutex<std::collections::BTreeMap<String, u64>>,
@@ -221,9 +224,10 @@ impl TestWorker {
         }
     }
 
-    /// Stops the worker at once (like SIGKILL): no more messages of any kind, and its stream
-    /// ends, as a killed process's connection closes.
+    /// Stops the worker at once (like SIGKILL): it sends nothing more (what it had queued may
+    /// still arrive) and its stream ends, as a killed process's connection closes.
     pub fn kill(&self) {
+        self.inner.killed.store(true, Ordering::SeqCst);
         self.task.abort();
         // Aborting the connection task leaves the tasks and senders it handed out.
         if let Some(renewal) = lock(&self.inner.renewal).take() {
@@ -309,7 +313,12 @@ async fn run_connection(
         };
         match message.body {
             Some(server_message::Body::Registered(r)) => {
-                *inner.outbox.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx.clone());
+                *lock(&inner.outbox) = Some(tx.clone());
+                // Killed meanwhile: whichever of `kill` and this saw the other takes it back.
+                if inner.killed.load(Ordering::SeqCst) {
+                    lock(&inner.outbox).take();
+                    break None;
+                }
                 inner.connections.fetch_add(1, Ordering::SeqCst);
                 inner
                     .renew_interval_ms
@@ -321,6 +330,9 @@ async fn run_connection(
                         for seq in 1.. {
                             let every = inner.renew_interval_ms.load(Ordering::SeqCst).max(10);
                             tokio::time::sleep(Duration::from_millis(every)).await;
+                            if inner.killed.load(Ordering::SeqCst) {
+                                break;
+                            }
                             if inner.renewals_paused.load(Ordering::SeqCst) {
                                 continue;
                             }
