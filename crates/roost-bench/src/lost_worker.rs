@@ -1,4 +1,4 @@
-//! Lost-worker release time (DESIGN.md §11.7): a worker holding a run whose agent has checked
+//! Lost-worker release time (BENCHMARKS.md, "Lost-worker release time"): a worker holding a run whose agent has checked
 //! out an issue dies; how long until the issue is free again, and until the run's retry reaches
 //! another worker. On a 3-node in-process cluster with the default worker leases, workers
 //! speaking the real protocol (`roost_testkit::TestWorker`).

@@ -50,11 +50,7 @@ pub struct TestWorker {
 }
 
 fn usage_of(inner: &Inner, run_id: &str) -> Option<RunUsage> {
-    let cents = *inner
-        .usage
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(run_id)?;
+    let cents = *lock(&inner.usage).get(run_id)?;
     Some(RunUsage {
         run_id: run_id.to_string(),
         cost_micro_usd: cents * 10_000,
@@ -119,29 +115,15 @@ impl TestWorker {
     }
 
     pub fn assignments(&self) -> Vec<Assignment> {
-        self.inner
-            .assignments
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.inner.assignments).clone()
     }
 
     pub fn cancels(&self) -> Vec<String> {
-        self.inner
-            .cancels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        lock(&self.inner.cancels).clone()
     }
 
     pub fn running(&self) -> Vec<String> {
-        self.inner
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        lock(&self.inner.running).iter().cloned().collect()
     }
 
     pub fn connections(&self) -> u64 {
@@ -175,11 +157,7 @@ impl TestWorker {
 
     /// From the next renewal on, reports that `run_id` has used `cents` so far.
     pub fn set_usage_cents(&self, run_id: &str, cents: u64) {
-        self.inner
-            .usage
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(run_id.to_string(), cents);
+        lock(&self.inner.usage).insert(run_id.to_string(), cents);
     }
 
     /// Reports a run finished with `status`, having cost `cents` in all.
@@ -196,11 +174,7 @@ impl TestWorker {
     /// Reports a run finished with `status`, with the usage set for it.
     pub async fn finish(&self, run_id: &str, status: RunStatus) -> anyhow::Result<()> {
         let usage = usage_of(&self.inner, run_id);
-        self.inner
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(run_id);
+        lock(&self.inner.running).remove(run_id);
         let message = body(worker_message::Body::RunFinished(RunFinished {
             run_id: run_id.into(),
             status: status.to_proto(),
@@ -209,12 +183,7 @@ impl TestWorker {
             usage,
             ..Default::default()
         }));
-        let outbox = self
-            .inner
-            .outbox
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let outbox = lock(&self.inner.outbox).clone();
         match outbox {
             Some(o) => o
                 .send(message)
@@ -262,7 +231,7 @@ async fn connection_loop(
             addrs[(next - 1) % addrs.len().max(1)].clone()
         });
         redirect = run_connection(&addr, &token, &id, slots, &inner).await;
-        *inner.outbox.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *lock(&inner.outbox) = None;
         if redirect.is_none() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -279,13 +248,7 @@ async fn run_connection(
 ) -> Option<String> {
     let mut client = WorkerClient::connect(format!("http://{addr}")).await.ok()?;
     let (tx, rx) = mpsc::channel(256);
-    let running: Vec<String> = inner
-        .running
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .cloned()
-        .collect();
+    let running: Vec<String> = lock(&inner.running).iter().cloned().collect();
     let register = Register {
         worker_id: id.into(),
         name: id.into(),
@@ -336,17 +299,8 @@ async fn run_connection(
                             if inner.renewals_paused.load(Ordering::SeqCst) {
                                 continue;
                             }
-                            let running = inner
-                                .running
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .iter()
-                                .cloned()
-                                .collect();
-                            let usage = inner
-                                .running
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
+                            let running = lock(&inner.running).iter().cloned().collect();
+                            let usage = lock(&inner.running)
                                 .iter()
                                 .filter_map(|r| usage_of(&inner, r))
                                 .collect();
@@ -368,22 +322,10 @@ async fn run_connection(
             }
             Some(server_message::Body::Assignment(a)) => {
                 let run_id = a.run_id.clone();
-                let fresh = inner
-                    .seen
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(run_id.clone());
+                let fresh = lock(&inner.seen).insert(run_id.clone());
                 if fresh {
-                    inner
-                        .running
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(run_id.clone());
-                    inner
-                        .assignments
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(a);
+                    lock(&inner.running).insert(run_id.clone());
+                    lock(&inner.assignments).push(a);
                 }
                 let _ = tx
                     .send(body(worker_message::Body::RunStarted(RunStarted {
@@ -392,16 +334,8 @@ async fn run_connection(
                     .await;
             }
             Some(server_message::Body::Cancel(c)) => {
-                inner
-                    .running
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&c.run_id);
-                inner
-                    .cancels
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(c.run_id);
+                lock(&inner.running).remove(&c.run_id);
+                lock(&inner.cancels).push(c.run_id);
             }
             // An empty address: this node is stopping and knows no leader; try the others.
             Some(server_message::Body::Redirect(r)) => {

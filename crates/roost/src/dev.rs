@@ -60,8 +60,9 @@ fn private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
 /// has stopped: no requests are in flight then and there is no leadership to hand over.
 const NODE_STOP_RESERVE: Duration = Duration::from_secs(2);
 
-/// `roost dev` serves plaintext (it has no TLS), so only on loopback unless told plainly
-/// (DESIGN.md §10): its admin token and the dashboard's login would cross the network in clear.
+/// `roost dev` serves plaintext (it has no TLS), so only on loopback unless told plainly, as
+/// `roost server` without TLS (`config.rs`): its admin token and the dashboard's login would
+/// cross the network in clear.
 fn check_loopback(config: &ServerConfig) -> anyhow::Result<()> {
     let exposed = crate::config::plaintext_exposed(config);
     if exposed.is_empty() {

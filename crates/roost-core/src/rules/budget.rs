@@ -379,8 +379,8 @@ pub(crate) fn record_cost(ctx: &Ctx<'_>, e: &NewCostEvent) -> Result<Decision, D
             "only agents and administrators report costs",
         ));
     }
-    // A cost is a write on behalf of the reporting run (DESIGN.md §5): a run that has ended
-    // reports none, or a late worker would add spend its successor is charged for. A run
+    // A cost is a write on behalf of the reporting run, fenced like every such write
+    // (ARCHITECTURE.md, "Invariants"): a run that has ended reports none, or a late worker would add spend its successor is charged for. A run
     // reports its own spend, not an ended run's under that run's id.
     let reporting_run = ctx.fence()?.map(|r| r.id.clone());
     if let (Some(mine), Some(named)) = (&reporting_run, &e.heartbeat_run_id) {

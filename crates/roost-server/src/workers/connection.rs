@@ -48,7 +48,8 @@ type Outbound = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send>
 pub(crate) struct WorkerService {
     workers: Workers,
     /// With TLS on, a worker presents a worker certificate of the cluster CA besides its
-    /// credential (DESIGN.md §10: mutual TLS for workers).
+    /// credential, so that the worker port is closed to anyone the CA did not certify
+    /// (ARCHITECTURE.md, "Authorization").
     certificates_required: bool,
 }
 

@@ -58,8 +58,8 @@ pub(crate) struct Memory {
     client: RoostClient,
     summary: MemorySummary,
     documents: Vec<Document>,
-    /// The company's shared documents that exist (DESIGN.md §12: memory per agent and
-    /// company-wide). An administrator writes them; a run reads them.
+    /// The company's shared documents that exist (docs/memory.md: memory per agent and per
+    /// company). An administrator writes them; a run reads them.
     company: Vec<Document>,
     current_task: String,
     coordinates: String,

@@ -480,7 +480,8 @@ async fn a_node_exposed_without_tls_refuses_to_start() -> anyhow::Result<()> {
 }
 
 /// `roost dev` has no TLS: bound off loopback it refuses to start before it writes anything,
-/// unless told `--insecure-plaintext` (DESIGN.md §10: TLS everywhere outside dev on loopback).
+/// unless told `--insecure-plaintext`, as `roost server` without TLS does (README, "A secure
+/// cluster").
 #[tokio::test]
 async fn roost_dev_off_loopback_refuses_to_serve_plaintext() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
