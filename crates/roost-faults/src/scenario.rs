@@ -228,12 +228,14 @@ pub async fn run(options: &RunOptions) -> anyhow::Result<Report> {
             })
         }
         Err(e) => {
-            println!("{}", cluster.log_tails(20));
+            // The verdict first: a CI log that keeps only part of the output keeps its start.
             println!(
                 "scenario {name} FAILED (seed {seed}): {e:#}\nhistory, snapshots and logs: {}\n\
                  reproduce: roost-faults run {name} --seed {seed} --secs {secs}",
                 dir.display()
             );
+            println!("the nodes' views now:\n{}", cluster.raft_views().await);
+            println!("{}", cluster.log_tails(20));
             Err(e.context(format!(
                 "scenario {name} failed (seed {seed}); see {}",
                 dir.display()

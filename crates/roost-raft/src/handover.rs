@@ -30,7 +30,14 @@ impl RaftNode {
     /// Returns the new leader, or `None` when this node did not lead, had no other voter, or
     /// the hand-over did not finish in time (the others then elect once it stops).
     pub async fn hand_over_leadership(&self, timeout: Duration) -> Option<u64> {
-        let deadline = Instant::now() + timeout;
+        self.stop_proposing();
+        self.hand_over(Instant::now() + timeout).await
+    }
+
+    /// The hand-over itself, with proposals already refused by the caller: stopping
+    /// ([`RaftNode::stop_proposing`]) or pausing while a stalled replication is mended
+    /// (`replication_watch.rs`).
+    pub(crate) async fn hand_over(&self, deadline: Instant) -> Option<u64> {
         let mut metrics = self.raft.metrics();
         let voters: Vec<u64> = {
             let m = metrics.borrow();
@@ -46,7 +53,6 @@ impl RaftNode {
         if voters.is_empty() {
             return None;
         }
-        self.stop_proposing();
         // Proposals already queued still land in the log: a candidate chosen before them would
         // lack them, this node would refuse it its vote (a shorter log) and step down at its
         // higher term, and stand again itself. So the log stops growing first; a hand-over

@@ -14,6 +14,7 @@ mod membership;
 mod network;
 mod node;
 mod proposer;
+mod replication_watch;
 mod service;
 mod write_stats;
 

@@ -24,6 +24,7 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::append_stream::{self, AppendStream, StreamFailure};
 use crate::faults::NetworkFaults;
+use crate::replication_watch::{AnswerSlot, PeerClock};
 
 type NodeId = u64;
 
@@ -52,6 +53,9 @@ pub struct GrpcNetworkFactory {
     faults: NetworkFaults,
     /// With the cluster's TLS on: the cluster CA and this node's certificate (`https://` peers).
     tls: Option<ClientTlsConfig>,
+    /// When each member last answered an AppendEntries or asked for a vote
+    /// (`replication_watch.rs`).
+    pub(crate) peers: Arc<PeerClock>,
 }
 
 /// Why a message could not be exchanged with a peer.
@@ -69,6 +73,7 @@ impl GrpcNetworkFactory {
             channels: Arc::default(),
             faults,
             tls: None,
+            peers: Arc::default(),
         }
     }
 
@@ -210,6 +215,8 @@ pub struct GrpcNetwork {
     appends: Option<AppendStream>,
     /// The target serves no AppendEntries stream (an older version): unary calls only.
     unary_appends: bool,
+    /// Where each answer of the target to an AppendEntries is noted.
+    answers: AnswerSlot,
 }
 
 impl RaftNetworkFactory<TypeConfig> for GrpcNetworkFactory {
@@ -222,6 +229,7 @@ impl RaftNetworkFactory<TypeConfig> for GrpcNetworkFactory {
             factory: self.clone(),
             appends: None,
             unary_appends: false,
+            answers: self.peers.answer_slot(target),
         }
     }
 }
@@ -322,6 +330,7 @@ impl RaftNetwork<TypeConfig> for GrpcNetwork {
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId>>> {
         if !self.unary_appends {
             if let Some(reply) = self.append_streamed(&rpc, &option).await? {
+                self.answers.answered();
                 return Ok(reply);
             }
             tracing::warn!(
@@ -330,9 +339,12 @@ impl RaftNetwork<TypeConfig> for GrpcNetwork {
             );
             self.unary_appends = true;
         }
-        self.call(Rpc::AppendEntries, &rpc, Vec::new(), &option)
+        let reply = self
+            .call(Rpc::AppendEntries, &rpc, Vec::new(), &option)
             .await
-            .map(|(r, _)| r)
+            .map(|(r, _)| r)?;
+        self.answers.answered();
+        Ok(reply)
     }
 
     async fn install_snapshot(

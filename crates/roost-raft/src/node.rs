@@ -136,6 +136,9 @@ pub struct RaftNode {
     write_stats: WriteStats,
     /// Set when this node stops: it proposes nothing more (`handover.rs`).
     pub(crate) stepping_down: Arc<std::sync::atomic::AtomicBool>,
+    /// Set while this leader hands over because its replication to a member stopped
+    /// (`replication_watch.rs`): it proposes nothing until that is done.
+    paused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn leader_unknown() -> Error {
@@ -190,7 +193,8 @@ impl RaftNode {
         quiet_start(&raft, timing);
         let write_stats = WriteStats::default();
         let proposer = Proposer::spawn(raft.clone(), timing.write_timeout(), write_stats.clone());
-        Ok(RaftNode {
+        let paused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let node = RaftNode {
             id,
             info,
             proposer,
@@ -202,7 +206,10 @@ impl RaftNode {
             membership_lock: Arc::default(),
             timing: timing.clone(),
             stepping_down: Arc::default(),
-        })
+            paused: paused.clone(),
+        };
+        crate::replication_watch::spawn(node.clone(), paused);
+        Ok(node)
     }
 
     /// Waits until some node is leader, as this node sees it.
@@ -255,6 +262,11 @@ impl RaftNode {
         if self.stepping_down.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(Error::Unavailable {
                 message: "this node is stopping; retry on another".into(),
+            });
+        }
+        if self.paused.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Unavailable {
+                message: "this node is handing its leadership over; retry in a moment".into(),
             });
         }
         let written = self

@@ -155,6 +155,9 @@ impl RaftRpc for RaftService {
 
     async fn vote(&self, req: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let request = bounded(decode(req.get_ref())?, bounds::check_vote)?;
+        if let Some(candidate) = request.vote.leader_id().voted_for() {
+            self.node.network.peers.asked(candidate);
+        }
         let result = self.node.raft.vote(request).await;
         encode(&result)
     }

@@ -261,6 +261,12 @@ impl TestCluster {
         self.member(id).faults.set_delay(delay);
     }
 
+    /// Node `from`'s requests to node `to` fail as unreachable; `to`'s requests to `from`
+    /// still arrive (a one-way partition).
+    pub fn cut_one_way(&self, from: u64, to: u64) {
+        self.member(from).faults.block(to);
+    }
+
     /// Stops node `id` abruptly; its data directory stays.
     pub async fn kill(&mut self, id: u64) {
         let m = self.member_mut(id);

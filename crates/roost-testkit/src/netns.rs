@@ -677,6 +677,43 @@ impl NetCluster {
         self.procs.log_tails(lines)
     }
 
+    /// What each node says of the cluster now (role, term, leader, log, applied index and, on
+    /// the leader, what each member is known to hold), for a failure report: a follower the
+    /// leader stopped replicating to shows here, not in the last lines of the logs.
+    pub async fn raft_views(&self) -> String {
+        let mut out = String::new();
+        for id in self.ids() {
+            let view = match tokio::time::timeout(
+                Duration::from_secs(2),
+                self.http(id).get("/api/cluster/node"),
+            )
+            .await
+            {
+                Ok(Ok(reply)) => {
+                    let b = &reply.body;
+                    format!(
+                        "role {} term {} leader {} last log {} applied {} matched {}",
+                        b["role"],
+                        b["term"],
+                        b["leaderId"],
+                        b["lastLogIndex"],
+                        b["appliedIndex"],
+                        b["matched"]
+                    )
+                }
+                Ok(Err(e)) => format!("no answer: {e:#}"),
+                Err(_) => "no answer within 2 s".to_string(),
+            };
+            let running = if self.is_running(id) {
+                ""
+            } else {
+                " (not running)"
+            };
+            out.push_str(&format!("node {id}{running}: {view}\n"));
+        }
+        out
+    }
+
     /// Removes every namespace, veth and the bridge of this tag: this cluster's, and any a
     /// crashed run left (whatever its node count). Called only under the tag's lock.
     fn teardown_network(&self) {

@@ -686,7 +686,8 @@ impl ProcessCluster {
         })
     }
 
-    /// The last `lines` lines of every node's log, for a failure report.
+    /// The last `lines` lines of every node's log, for a failure report, after any panic a
+    /// log holds (a task that panicked early is silent in the last lines).
     pub fn log_tails(&self, lines: usize) -> String {
         self.nodes
             .iter()
@@ -694,15 +695,33 @@ impl ProcessCluster {
                 let text = std::fs::read_to_string(&n.log).unwrap_or_default();
                 let all: Vec<&str> = text.lines().collect();
                 format!(
-                    "--- node {} ({})\n{}",
+                    "--- node {} ({})\n{}{}",
                     n.id,
                     n.log.display(),
+                    panics(&all),
                     all[all.len().saturating_sub(lines)..].join("\n")
                 )
             })
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// Each panic in a log's `lines` with the lines after it (at most three panics), or nothing.
+fn panics(lines: &[&str]) -> String {
+    const AFTER: usize = 6;
+    let mut out = String::new();
+    for (i, _) in lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.contains("panicked at"))
+        .take(3)
+    {
+        out.push_str("panic:\n");
+        out.push_str(&lines[i..lines.len().min(i + AFTER)].join("\n"));
+        out.push_str("\n...\n");
+    }
+    out
 }
 
 #[cfg(test)]

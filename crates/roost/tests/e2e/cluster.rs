@@ -194,6 +194,42 @@ async fn a_restarted_follower_does_not_depose_the_leader() -> anyhow::Result<()>
 
 /// The leader cut off in a minority acknowledges nothing; the majority elects and serves; after
 /// the heal the old leader steps down and every replica holds the same state.
+/// Regression for the fault suite's `mixed_faults` failure (seed 998950, in CI): a follower
+/// heard nothing from its leader for the 80 s that remained while its vote requests reached
+/// the leader. It stood again and again, refused each time for its log, which never grew, and
+/// the cluster ran one replica short. Here the leader's messages to the follower are cut one
+/// way. The leader now notices a member that asks for votes but answers none of its
+/// AppendEntries and hands its leadership over (`replication_watch.rs`); the new leader
+/// reaches the follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_the_leader_cannot_reach_but_that_reaches_it_catches_up_under_a_new_leader(
+) -> anyhow::Result<()> {
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let c = TestCluster::start(3).await?;
+    let leader = c.leader().await?;
+    let follower = c.ids().into_iter().find(|i| *i != leader).unwrap_or(1);
+    c.cut_one_way(leader, follower);
+    create_issue(&c.admin(leader), &c, "written after the cut").await?;
+    let written = c.report(leader).applied_index;
+    wait_for(
+        "the follower to hold what was written after the cut",
+        Duration::from_secs(30),
+        || async { (c.report(follower).applied_index >= written).then_some(()) },
+    )
+    .await?;
+    let now = c.report(follower);
+    assert!(
+        now.leader_id.is_some_and(|l| l != leader),
+        "caught up under the leader that cannot reach it: {now:?}"
+    );
+    c.heal();
+    let new = c.leader().await?;
+    create_issue(&c.admin(new), &c, "written by the new leader").await?;
+    c.converged(CONVERGE).await?;
+    c.shutdown().await;
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_in_a_minority_acknowledges_nothing_and_steps_down_after_the_heal(
 ) -> anyhow::Result<()> {

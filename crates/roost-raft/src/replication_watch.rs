@@ -1,0 +1,308 @@
+//! A leader's check that it still reaches every member that reaches it.
+//!
+//! A follower stands for election only when it has heard nothing from its leader for an
+//! election timeout. openraft 0.9 protects a leader from such a candidate: while the leader's
+//! heartbeats reach a majority, the others refuse the candidate (the leader lease), and so does
+//! the leader when the candidate's log is behind, without stepping down. That is right for a
+//! node that was cut off and rejoins: the leader's next AppendEntries reaches it, is answered
+//! with the higher term, and the two settle. But when the leader's messages to that member do
+//! not arrive, or openraft's replication task for it has ended (it runs one per member and
+//! starts them again only on a new term or membership), nothing settles it: the member stands
+//! again and again with a log that never grows, and the cluster runs one replica short for as
+//! long as that leader leads. The fault suite saw it once (`mixed_faults`, seed 998950: a
+//! follower 80 s without an AppendEntries while its vote requests reached the leader).
+//!
+//! So the leader notes when each member last answered one of its AppendEntries
+//! ([`PeerClock::answered`], in the network client) and when each last asked it for a vote
+//! ([`PeerClock::asked`], in the Raft service). A member that asks while it has answered
+//! nothing for [`STALL_AFTER`] reaches the leader but does not hear it; the leader then hands
+//! its leadership to a caught-up voter (`handover.rs`), whose new term has its own connections
+//! and a replication task for every member.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::ServerState;
+use tokio::time::Instant;
+
+use crate::node::RaftNode;
+
+/// How long a member that asks for votes may have answered nothing before the leader counts
+/// its replication to it as broken: 100 heartbeat intervals at the defaults, far longer than a
+/// member that was cut off and rejoins takes to answer (the leader tries an unreachable member
+/// again every 500 ms, `network.rs`).
+pub(crate) const STALL_AFTER: Duration = Duration::from_secs(3);
+
+/// A vote request this recent shows that the member reaches this node now.
+const ASKED_WITHIN: Duration = Duration::from_secs(1);
+
+/// How long a member must stay unreached before the leader acts: after a partition heals, the
+/// member's first vote request may arrive before the leader's next try (at most 500 ms later,
+/// `network.rs`), which then reaches it.
+const PERSIST_FOR: Duration = Duration::from_secs(1);
+
+/// How often the leader looks.
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
+/// How long a hand-over may take before the leader gives up and looks again.
+const HANDOVER_WITHIN: Duration = Duration::from_secs(5);
+
+/// Per member, when it last did something, as milliseconds since `epoch` plus one (0: never).
+struct Times {
+    epoch: Instant,
+    at: Mutex<HashMap<u64, Arc<AtomicU64>>>,
+}
+
+impl Times {
+    fn new(epoch: Instant) -> Self {
+        Times {
+            epoch,
+            at: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<AtomicU64>>> {
+        self.at.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn slot(&self, member: u64) -> Arc<AtomicU64> {
+        self.lock().entry(member).or_default().clone()
+    }
+
+    fn last(&self, member: u64) -> Option<Instant> {
+        let ms = self.lock().get(&member)?.load(Ordering::Relaxed);
+        ms.checked_sub(1)
+            .map(|ms| self.epoch + Duration::from_millis(ms))
+    }
+}
+
+fn stamp(slot: &AtomicU64, epoch: Instant) {
+    let ms = epoch.elapsed().as_millis() as u64;
+    slot.store(ms.saturating_add(1), Ordering::Relaxed);
+}
+
+/// When each member last answered this node's AppendEntries, and last asked it for a vote.
+pub(crate) struct PeerClock {
+    answered: Times,
+    asked: Times,
+}
+
+impl Default for PeerClock {
+    fn default() -> Self {
+        let epoch = Instant::now();
+        PeerClock {
+            answered: Times::new(epoch),
+            asked: Times::new(epoch),
+        }
+    }
+}
+
+/// One member's "answered" time, held by a network client so that noting it takes no lock.
+pub(crate) struct AnswerSlot {
+    slot: Arc<AtomicU64>,
+    epoch: Instant,
+}
+
+impl AnswerSlot {
+    /// The member answered an AppendEntries (whatever it said).
+    pub(crate) fn answered(&self) {
+        stamp(&self.slot, self.epoch);
+    }
+}
+
+impl PeerClock {
+    pub(crate) fn answer_slot(&self, member: u64) -> AnswerSlot {
+        AnswerSlot {
+            slot: self.answered.slot(member),
+            epoch: self.answered.epoch,
+        }
+    }
+
+    /// `member` asked this node for its vote.
+    pub(crate) fn asked(&self, member: u64) {
+        stamp(&self.asked.slot(member), self.asked.epoch);
+    }
+
+    /// The members of `members` that this leader does not reach ([`unreached`]).
+    fn unreached(&self, members: &[u64], leading_since: Instant, now: Instant) -> Vec<u64> {
+        members
+            .iter()
+            .copied()
+            .filter(|m| {
+                unreached(
+                    self.asked.last(*m),
+                    self.answered.last(*m),
+                    leading_since,
+                    now,
+                )
+            })
+            .collect()
+    }
+}
+
+/// A member that asked for a vote within [`ASKED_WITHIN`] and has answered nothing for
+/// [`STALL_AFTER`], counted from its last answer or, if that came before this term began (or
+/// never), from the term's start. One that has not asked may simply be down.
+fn unreached(
+    asked: Option<Instant>,
+    answered: Option<Instant>,
+    leading_since: Instant,
+    now: Instant,
+) -> bool {
+    let asks_now = asked.is_some_and(|a| now.saturating_duration_since(a) <= ASKED_WITHIN);
+    let heard = answered.map_or(leading_since, |a| a.max(leading_since));
+    asks_now && now.saturating_duration_since(heard) >= STALL_AFTER
+}
+
+/// Members unreached at every look for [`PERSIST_FOR`]: `since` keeps when each of `now_unreached`
+/// was first seen so, and forgets one as soon as it is reached.
+fn persistently(
+    since: &mut BTreeMap<u64, Instant>,
+    now_unreached: &[u64],
+    now: Instant,
+) -> Vec<u64> {
+    since.retain(|m, _| now_unreached.contains(m));
+    now_unreached
+        .iter()
+        .copied()
+        .filter(|m| now.saturating_duration_since(*since.entry(*m).or_insert(now)) >= PERSIST_FOR)
+        .collect()
+}
+
+/// Watches this node's replication while it leads, until its Raft core stops.
+pub(crate) fn spawn(node: RaftNode, paused: Arc<AtomicBool>) {
+    tokio::spawn(async move {
+        let mut metrics = node.raft.metrics();
+        // The term this node leads in, and since when.
+        let mut leading: Option<(u64, Instant)> = None;
+        let mut unreached_since = BTreeMap::new();
+        loop {
+            tokio::time::sleep(CHECK_EVERY).await;
+            if metrics.has_changed().is_err() {
+                return;
+            }
+            let (term, members) = {
+                let m = metrics.borrow_and_update();
+                if m.state != ServerState::Leader {
+                    leading = None;
+                    unreached_since.clear();
+                    continue;
+                }
+                let members: Vec<u64> = m
+                    .membership_config
+                    .nodes()
+                    .map(|(id, _)| *id)
+                    .filter(|id| *id != node.id)
+                    .collect();
+                (m.current_term, members)
+            };
+            let now = Instant::now();
+            let since = match leading {
+                Some((t, at)) if t == term => at,
+                _ => {
+                    leading = Some((term, now));
+                    unreached_since.clear();
+                    now
+                }
+            };
+            let now_unreached = node.network.peers.unreached(&members, since, now);
+            let unreached = persistently(&mut unreached_since, &now_unreached, now);
+            if unreached.is_empty() {
+                continue;
+            }
+            unreached_since.clear();
+            tracing::error!(
+                node_id = node.id,
+                term,
+                members = ?unreached,
+                "these members ask this leader for votes but have answered none of its \
+                 AppendEntries for {STALL_AFTER:?}: its replication to them is broken; handing \
+                 leadership over so that a new term replicates to them"
+            );
+            paused.store(true, Ordering::SeqCst);
+            let to = node.hand_over(Instant::now() + HANDOVER_WITHIN).await;
+            paused.store(false, Ordering::SeqCst);
+            match to {
+                Some(leader) => tracing::info!(node_id = node.id, leader, "leadership handed over"),
+                None => tracing::warn!(
+                    node_id = node.id,
+                    "could not hand leadership over; looking again"
+                ),
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_member_that_asks_but_answers_nothing_for_the_limit_is_unreached() {
+        let t0 = Instant::now();
+        let now = t0 + STALL_AFTER + ms(10);
+        // Asked just now, last answered at the term's start: unreached.
+        assert!(unreached(Some(now - ms(5)), Some(t0), t0, now));
+        // Never answered in this term: counted from the term's start.
+        assert!(unreached(Some(now), None, t0, now));
+        // Answered within the limit: reached.
+        assert!(!unreached(
+            Some(now),
+            Some(now - STALL_AFTER + ms(1)),
+            t0,
+            now
+        ));
+        // Has not asked lately: perhaps down, not unreached.
+        assert!(!unreached(
+            Some(now - ASKED_WITHIN - ms(1)),
+            Some(t0),
+            t0,
+            now
+        ));
+        assert!(!unreached(None, None, t0, now));
+        // A term that began within the limit: its start counts, not an older answer.
+        let new_term = now - ms(100);
+        assert!(!unreached(Some(now), Some(t0), new_term, now));
+    }
+
+    /// After a heal, a member's first vote request can come before the leader's next try: it
+    /// counts only once the member stays unreached at every look for the limit.
+    #[test]
+    fn only_a_member_unreached_at_every_look_for_a_while_counts() {
+        let t0 = Instant::now();
+        let mut since = BTreeMap::new();
+        assert!(persistently(&mut since, &[2, 3], t0).is_empty());
+        // Member 3 was reached in between: its count starts again.
+        assert!(persistently(&mut since, &[2], t0 + ms(500)).is_empty());
+        assert!(persistently(&mut since, &[2, 3], t0 + ms(900)).is_empty());
+        assert_eq!(persistently(&mut since, &[2, 3], t0 + PERSIST_FOR), vec![2]);
+        assert_eq!(
+            persistently(&mut since, &[2, 3], t0 + ms(900) + PERSIST_FOR),
+            vec![2, 3]
+        );
+        assert!(persistently(&mut since, &[], t0 + ms(5000)).is_empty());
+        assert!(since.is_empty());
+    }
+
+    #[test]
+    fn the_clock_keeps_each_members_last_answer_and_request() {
+        let clock = PeerClock::default();
+        assert_eq!(clock.answered.last(2), None);
+        let before = Instant::now();
+        clock.answer_slot(2).answered();
+        clock.asked(3);
+        let after = Instant::now();
+        let answered = clock.answered.last(2).expect("answered");
+        let asked = clock.asked.last(3).expect("asked");
+        // Kept to the millisecond: no later than the call, less than 1 ms before it.
+        assert!(answered <= after && answered + ms(1) > before);
+        assert!(asked <= after && asked + ms(1) > before);
+        assert_eq!(clock.asked.last(2), None);
+    }
+}
