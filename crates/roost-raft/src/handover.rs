@@ -25,10 +25,12 @@ impl RaftNode {
         self.stepping_down.store(true, Ordering::SeqCst);
     }
 
-    /// If this node leads a cluster with other voters, hands leadership to a caught-up voter
-    /// (see the module's comment) and waits, until `timeout`, for another node to lead.
-    /// Returns the new leader, or `None` when this node did not lead, had no other voter, or
-    /// the hand-over did not finish in time (the others then elect once it stops).
+    /// Refuses every later proposal (as [`RaftNode::stop_proposing`], whether or not this node
+    /// leads), then, if it leads a cluster with other voters, hands leadership to a caught-up
+    /// voter (see the module's comment) and waits, until `timeout`, for another node to lead.
+    /// Returns the new leader, or `None` when this node did not lead, had no other voter, its
+    /// Raft core stopped, or the hand-over did not finish in time (the others then elect once
+    /// it stops).
     pub async fn hand_over_leadership(&self, timeout: Duration) -> Option<u64> {
         self.stop_proposing();
         self.hand_over(Instant::now() + timeout).await
@@ -76,7 +78,9 @@ impl RaftNode {
                 // Between leaders (a refused candidate's higher term made this node step
                 // down): wait for one; it may be this node again, then it asks again.
                 None => {
-                    let _ = tokio::time::timeout(POLL, metrics.changed()).await;
+                    if !changed_within(&mut metrics).await {
+                        return None;
+                    }
                     continue;
                 }
                 Some(_) => {}
@@ -121,7 +125,9 @@ impl RaftNode {
                 if Instant::now() >= attempt_by {
                     break;
                 }
-                let _ = tokio::time::timeout(POLL, metrics.changed()).await;
+                if !changed_within(&mut metrics).await {
+                    return None;
+                }
             }
             tracing::info!(
                 node_id = self.id,
@@ -150,15 +156,18 @@ impl RaftNode {
             if caught_up.is_some() || Instant::now() >= deadline {
                 return caught_up;
             }
-            let _ = tokio::time::timeout(POLL, metrics.changed()).await;
+            if !changed_within(&mut metrics).await {
+                return None;
+            }
         }
     }
 
-    /// Stands for election now (a leader that is stopping asked this node to).
+    /// Stands for election now (the leader, stopping or unable to reach a member, asked this
+    /// node to).
     pub(crate) async fn stand_for_election(&self) -> Result<(), crate::Error> {
         tracing::info!(
             node_id = self.id,
-            "the leader is stopping: standing for election"
+            "the leader hands its leadership over: standing for election"
         );
         self.raft
             .trigger()
@@ -168,4 +177,15 @@ impl RaftNode {
                 message: e.to_string(),
             })
     }
+}
+
+/// Waits up to [`POLL`] for the metrics to change; false once the Raft core has stopped (the
+/// wait would return at once for ever).
+async fn changed_within(
+    metrics: &mut tokio::sync::watch::Receiver<openraft::RaftMetrics<u64, roost_store::NodeInfo>>,
+) -> bool {
+    !matches!(
+        tokio::time::timeout(POLL, metrics.changed()).await,
+        Ok(Err(_))
+    )
 }

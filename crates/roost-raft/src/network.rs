@@ -284,6 +284,27 @@ impl GrpcNetwork {
         }
     }
 
+    /// AppendEntries on the stream, or unary to a peer that serves no stream.
+    async fn send_append(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
+        if !self.unary_appends {
+            if let Some(reply) = self.append_streamed(&rpc, &option).await? {
+                return Ok(reply);
+            }
+            tracing::warn!(
+                target_node = self.target,
+                "peer serves no AppendEntriesStream; using unary AppendEntries"
+            );
+            self.unary_appends = true;
+        }
+        self.call(Rpc::AppendEntries, &rpc, Vec::new(), &option)
+            .await
+            .map(|(r, _)| r)
+    }
+
     /// A peer's reply: openraft's result in the JSON, and the bytes beside it.
     #[allow(clippy::result_large_err)] // openraft's error type, as its RaftNetwork returns it
     fn reply<Resp, E>(&self, reply: RaftPayload) -> RpcResult<(Resp, Vec<u8>), E>
@@ -328,23 +349,12 @@ impl RaftNetwork<TypeConfig> for GrpcNetwork {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId>>> {
-        if !self.unary_appends {
-            if let Some(reply) = self.append_streamed(&rpc, &option).await? {
-                self.answers.answered();
-                return Ok(reply);
-            }
-            tracing::warn!(
-                target_node = self.target,
-                "peer serves no AppendEntriesStream; using unary AppendEntries"
-            );
-            self.unary_appends = true;
+        let result = self.send_append(rpc, option).await;
+        // Any answer counts, an error the peer sends back too: it shows the peer hears us.
+        if matches!(&result, Ok(_) | Err(RPCError::RemoteError(_))) {
+            self.answers.answered();
         }
-        let reply = self
-            .call(Rpc::AppendEntries, &rpc, Vec::new(), &option)
-            .await
-            .map(|(r, _)| r)?;
-        self.answers.answered();
-        Ok(reply)
+        result
     }
 
     async fn install_snapshot(

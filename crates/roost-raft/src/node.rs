@@ -138,7 +138,7 @@ pub struct RaftNode {
     pub(crate) stepping_down: Arc<std::sync::atomic::AtomicBool>,
     /// Set while this leader hands over because its replication to a member stopped
     /// (`replication_watch.rs`): it proposes nothing until that is done.
-    paused: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) paused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn leader_unknown() -> Error {
@@ -193,8 +193,7 @@ impl RaftNode {
         quiet_start(&raft, timing);
         let write_stats = WriteStats::default();
         let proposer = Proposer::spawn(raft.clone(), timing.write_timeout(), write_stats.clone());
-        let paused = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let node = RaftNode {
+        Ok(RaftNode {
             id,
             info,
             proposer,
@@ -206,10 +205,8 @@ impl RaftNode {
             membership_lock: Arc::default(),
             timing: timing.clone(),
             stepping_down: Arc::default(),
-            paused: paused.clone(),
-        };
-        crate::replication_watch::spawn(node.clone(), paused);
-        Ok(node)
+            paused: Arc::default(),
+        })
     }
 
     /// Waits until some node is leader, as this node sees it.

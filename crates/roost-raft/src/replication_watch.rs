@@ -17,10 +17,14 @@
 //! ([`PeerClock::asked`], in the Raft service). A member that asks while it has answered
 //! nothing for [`STALL_AFTER`] reaches the leader but does not hear it; the leader then hands
 //! its leadership to a caught-up voter (`handover.rs`), whose new term has its own connections
-//! and a replication task for every member.
+//! and a replication task for every member, and holds its own elections off for a moment so
+//! that it does not win the term back at once. A member that no leader reaches (its inbound
+//! traffic cut, a wrong advertised address) must not keep the cluster changing leaders: each
+//! node hands over for a member again only after a wait that doubles, from
+//! [`FIRST_WAIT`] up to [`MAX_WAIT`], until that member is reached.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,9 +43,15 @@ pub(crate) const STALL_AFTER: Duration = Duration::from_secs(3);
 const ASKED_WITHIN: Duration = Duration::from_secs(1);
 
 /// How long a member must stay unreached before the leader acts: after a partition heals, the
-/// member's first vote request may arrive before the leader's next try (at most 500 ms later,
-/// `network.rs`), which then reaches it.
+/// member's first vote request may arrive before the leader's next try reaches it (the next
+/// heartbeat, or 500 ms after an unreachable one, `network.rs`; longer while a connection
+/// that lost packets waits on TCP's retransmission).
 const PERSIST_FOR: Duration = Duration::from_secs(1);
+
+/// The wait before this node hands over again for the same member, doubled each time up to
+/// [`MAX_WAIT`], and forgotten once the member is reached.
+const FIRST_WAIT: Duration = Duration::from_secs(10);
+const MAX_WAIT: Duration = Duration::from_secs(300);
 
 /// How often the leader looks.
 const CHECK_EVERY: Duration = Duration::from_millis(250);
@@ -106,7 +116,7 @@ pub(crate) struct AnswerSlot {
 }
 
 impl AnswerSlot {
-    /// The member answered an AppendEntries (whatever it said).
+    /// The member answered an AppendEntries (with a result or an error of its own).
     pub(crate) fn answered(&self) {
         stamp(&self.slot, self.epoch);
     }
@@ -171,68 +181,117 @@ fn persistently(
         .collect()
 }
 
-/// Watches this node's replication while it leads, until its Raft core stops.
-pub(crate) fn spawn(node: RaftNode, paused: Arc<AtomicBool>) {
-    tokio::spawn(async move {
-        let mut metrics = node.raft.metrics();
-        // The term this node leads in, and since when.
-        let mut leading: Option<(u64, Instant)> = None;
-        let mut unreached_since = BTreeMap::new();
-        loop {
-            tokio::time::sleep(CHECK_EVERY).await;
-            if metrics.has_changed().is_err() {
-                return;
+/// What the watch remembers between looks.
+#[derive(Default)]
+struct Watch {
+    /// The term this node leads in, and since when.
+    leading: Option<(u64, Instant)>,
+    /// When each member was first seen unreached, at every look since.
+    unreached_since: BTreeMap<u64, Instant>,
+    /// Per member: when this node may hand over for it again, and the wait that set it.
+    backoff: BTreeMap<u64, (Instant, Duration)>,
+}
+
+impl Watch {
+    /// One look: the members to hand over for now, given this node's term if it leads and the
+    /// members `unreached` finds (called with the start of this term). Records the hand-over's
+    /// wait for each member returned.
+    fn look(
+        &mut self,
+        leading_term: Option<u64>,
+        now: Instant,
+        unreached: impl FnOnce(Instant) -> Vec<u64>,
+    ) -> Vec<u64> {
+        let Some(term) = leading_term else {
+            self.leading = None;
+            self.unreached_since.clear();
+            return Vec::new();
+        };
+        let since = match self.leading {
+            Some((t, at)) if t == term => at,
+            _ => {
+                self.leading = Some((term, now));
+                self.unreached_since.clear();
+                now
             }
-            let (term, members) = {
-                let m = metrics.borrow_and_update();
-                if m.state != ServerState::Leader {
-                    leading = None;
-                    unreached_since.clear();
-                    continue;
-                }
-                let members: Vec<u64> = m
-                    .membership_config
-                    .nodes()
-                    .map(|(id, _)| *id)
-                    .filter(|id| *id != node.id)
-                    .collect();
-                (m.current_term, members)
-            };
-            let now = Instant::now();
-            let since = match leading {
-                Some((t, at)) if t == term => at,
-                _ => {
-                    leading = Some((term, now));
-                    unreached_since.clear();
-                    now
-                }
-            };
-            let now_unreached = node.network.peers.unreached(&members, since, now);
-            let unreached = persistently(&mut unreached_since, &now_unreached, now);
-            if unreached.is_empty() {
-                continue;
-            }
-            unreached_since.clear();
-            tracing::error!(
-                node_id = node.id,
-                term,
-                members = ?unreached,
-                "these members ask this leader for votes but have answered none of its \
-                 AppendEntries for {STALL_AFTER:?}: its replication to them is broken; handing \
-                 leadership over so that a new term replicates to them"
-            );
-            paused.store(true, Ordering::SeqCst);
-            let to = node.hand_over(Instant::now() + HANDOVER_WITHIN).await;
-            paused.store(false, Ordering::SeqCst);
-            match to {
-                Some(leader) => tracing::info!(node_id = node.id, leader, "leadership handed over"),
-                None => tracing::warn!(
-                    node_id = node.id,
-                    "could not hand leadership over; looking again"
-                ),
-            }
+        };
+        let now_unreached = unreached(since);
+        // Reached again: its next hand-over waits no longer.
+        self.backoff.retain(|m, _| now_unreached.contains(m));
+        let mut act = persistently(&mut self.unreached_since, &now_unreached, now);
+        act.retain(|m| self.backoff.get(m).is_none_or(|(at, _)| now >= *at));
+        for m in &act {
+            let wait = self
+                .backoff
+                .get(m)
+                .map_or(FIRST_WAIT, |(_, w)| w.saturating_mul(2).min(MAX_WAIT));
+            self.backoff.insert(*m, (now + wait, wait));
+            self.unreached_since.remove(m);
         }
-    });
+        act
+    }
+}
+
+/// Watches this node's replication while it leads (see the module's comment), until `stop`
+/// turns true or the Raft core stops. The server runs it beside its other tasks.
+pub async fn watch_replication(node: RaftNode, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut metrics = node.raft.metrics();
+    let mut watch = Watch::default();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(CHECK_EVERY) => {}
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+        if metrics.has_changed().is_err() {
+            return;
+        }
+        if node.stepping_down.load(Ordering::SeqCst) {
+            // Stopping: its own hand-over is under way (`handover.rs`).
+            return;
+        }
+        let (term, members) = {
+            let m = metrics.borrow_and_update();
+            let leads = m.state == ServerState::Leader;
+            let members: Vec<u64> = m
+                .membership_config
+                .nodes()
+                .map(|(id, _)| *id)
+                .filter(|id| *id != node.id)
+                .collect();
+            (leads.then_some(m.current_term), members)
+        };
+        let now = Instant::now();
+        let unreached = watch.look(term, now, |since| {
+            node.network.peers.unreached(&members, since, now)
+        });
+        if unreached.is_empty() {
+            continue;
+        }
+        tracing::error!(
+            node_id = node.id,
+            term,
+            members = ?unreached,
+            "these members ask this leader for votes but have answered none of its \
+             AppendEntries for {STALL_AFTER:?}: its replication to them is broken; handing \
+             leadership over so that a new term replicates to them"
+        );
+        node.paused.store(true, Ordering::SeqCst);
+        let to = node.hand_over(Instant::now() + HANDOVER_WITHIN).await;
+        node.paused.store(false, Ordering::SeqCst);
+        let Some(leader) = to else {
+            tracing::warn!(node_id = node.id, "could not hand leadership over");
+            continue;
+        };
+        tracing::info!(node_id = node.id, leader, "leadership handed over");
+        // This node holds the longest log: standing at once, it could take the term back
+        // before the new leader reaches the member.
+        node.raft.runtime_config().elect(false);
+        tokio::select! {
+            _ = tokio::time::sleep(node.timing.election_window() * 2) => {}
+            _ = stop.wait_for(|stop| *stop) => {}
+        }
+        node.raft.runtime_config().elect(true);
+    }
 }
 
 #[cfg(test)]
@@ -288,6 +347,40 @@ mod tests {
         );
         assert!(persistently(&mut since, &[], t0 + ms(5000)).is_empty());
         assert!(since.is_empty());
+    }
+
+    /// The watch acts for a member once it stays unreached for the persistence limit, then
+    /// waits 10 s, 20 s, ... before acting for it again, forgets that wait once the member is
+    /// reached, and starts again with each new term and whenever this node stops leading.
+    #[test]
+    fn the_watch_acts_once_then_backs_off_until_the_member_is_reached() {
+        let t0 = Instant::now();
+        let mut w = Watch::default();
+        let two = |_: Instant| vec![2];
+        assert!(w.look(Some(5), t0, two).is_empty());
+        assert_eq!(w.look(Some(5), t0 + PERSIST_FOR, two), vec![2]);
+        // Still unreached: nothing until the wait is over, then the wait doubles.
+        let first = t0 + PERSIST_FOR;
+        assert!(w.look(Some(5), first + PERSIST_FOR, two).is_empty());
+        assert!(w.look(Some(5), first + FIRST_WAIT - ms(1), two).is_empty());
+        assert_eq!(w.look(Some(5), first + FIRST_WAIT, two), vec![2]);
+        let second = first + FIRST_WAIT;
+        assert!(w.look(Some(5), second + FIRST_WAIT, two).is_empty());
+        // Reached once: the next time it is unreached long enough, it is acted for at once.
+        assert!(w.look(Some(5), second + ms(100), |_| vec![]).is_empty());
+        let again = second + ms(200);
+        assert!(w.look(Some(5), again, two).is_empty());
+        assert_eq!(w.look(Some(5), again + PERSIST_FOR, two), vec![2]);
+        // Not leading: nothing, and a new term counts from its own start.
+        assert!(w.look(None, again + ms(1), two).is_empty());
+        let mut starts = Vec::new();
+        assert!(w
+            .look(Some(6), again + ms(2), |since| {
+                starts.push(since);
+                vec![]
+            })
+            .is_empty());
+        assert_eq!(starts, vec![again + ms(2)]);
     }
 
     #[test]

@@ -247,6 +247,13 @@ impl Server {
             node.clone(),
             stop_rx.clone(),
         ));
+        let watch_replication = tokio::spawn({
+            let (node, stop) = (node.clone(), stop_rx.clone());
+            async move {
+                roost_raft::watch_replication(node, stop).await;
+                Ok(())
+            }
+        });
         // The standard services (grpc/standard.rs), on the client listener only: health, kept
         // on what `/readyz` answers, and reflection.
         let (health_reporter, health_service) = grpc::standard::health_service().await;
@@ -352,7 +359,15 @@ impl Server {
             peer_addr,
             stop,
             stop_peers,
-            tasks: vec![http, grpc, duties, step_down, leader_changes, health],
+            tasks: vec![
+                http,
+                grpc,
+                duties,
+                step_down,
+                leader_changes,
+                health,
+                watch_replication,
+            ],
             peers,
             supervisor,
             shutdown_grace: config.shutdown_grace(),

@@ -192,8 +192,6 @@ async fn a_restarted_follower_does_not_depose_the_leader() -> anyhow::Result<()>
     Ok(())
 }
 
-/// The leader cut off in a minority acknowledges nothing; the majority elects and serves; after
-/// the heal the old leader steps down and every replica holds the same state.
 /// Regression for the fault suite's `mixed_faults` failure (seed 998950, in CI): a follower
 /// heard nothing from its leader for the 80 s that remained while its vote requests reached
 /// the leader. It stood again and again, refused each time for its log, which never grew, and
@@ -230,6 +228,8 @@ async fn a_follower_the_leader_cannot_reach_but_that_reaches_it_catches_up_under
     Ok(())
 }
 
+/// The leader cut off in a minority acknowledges nothing; the majority elects and serves; after
+/// the heal the old leader steps down and every replica holds the same state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_in_a_minority_acknowledges_nothing_and_steps_down_after_the_heal(
 ) -> anyhow::Result<()> {
