@@ -77,7 +77,7 @@ impl Raft for EchoPeer {
     }
 }
 
-async fn start_peer(streams: bool) -> SocketAddr {
+pub(crate) async fn start_peer(streams: bool) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(
@@ -111,7 +111,7 @@ async fn echoed(
 }
 
 /// A request whose reply the echo peer sends after `delay_ms`.
-fn delayed(delay_ms: u64) -> RaftPayload {
+pub(crate) fn delayed(delay_ms: u64) -> RaftPayload {
     RaftPayload {
         json: delay_ms.to_string().into_bytes(),
         data: Vec::new(),

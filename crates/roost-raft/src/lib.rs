@@ -12,6 +12,8 @@ mod faults;
 mod handover;
 mod membership;
 mod network;
+#[cfg(test)]
+mod network_tests;
 mod node;
 mod proposer;
 mod replication_watch;

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -24,7 +24,7 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 use crate::append_stream::{self, AppendStream, StreamFailure};
 use crate::faults::NetworkFaults;
-use crate::replication_watch::{AnswerSlot, PeerClock};
+use crate::replication_watch::PeerClock;
 
 type NodeId = u64;
 
@@ -45,15 +45,29 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>
 /// (`node.rs`, `quiet_start`), so the leader reaches it before it could stand.
 pub(crate) const UNREACHABLE_RETRY: Duration = Duration::from_millis(500);
 
+/// How long a connection to a peer may leave every exchange unanswered before the next one
+/// dials a new connection. A connection whose packets were dropped for a while (a partition
+/// that healed) waits on TCP's retransmission timer, which doubles with each loss, for seconds
+/// after the link is back, and HTTP/2's keepalive gives it up only after 10 s; a new
+/// connection works at once (regression test `network_tests.rs`).
+const REDIAL_AFTER: Duration = Duration::from_secs(1);
+
+/// A cached channel, and since when the exchanges begun on it have gone unanswered.
+struct Cached {
+    channel: Channel,
+    /// `None` once an exchange is answered (or before one begins).
+    unanswered_since: Option<Instant>,
+}
+
 /// Creates per-peer clients, reusing one channel per peer address.
 #[derive(Clone, Default)]
 pub struct GrpcNetworkFactory {
-    channels: Arc<Mutex<HashMap<String, Channel>>>,
+    channels: Arc<Mutex<HashMap<String, Cached>>>,
     #[cfg_attr(not(feature = "test-util"), allow(dead_code))]
     faults: NetworkFaults,
     /// With the cluster's TLS on: the cluster CA and this node's certificate (`https://` peers).
     tls: Option<ClientTlsConfig>,
-    /// When each member last answered an AppendEntries or asked for a vote
+    /// When each member last answered this node or asked it for a vote
     /// (`replication_watch.rs`).
     pub(crate) peers: Arc<PeerClock>,
 }
@@ -85,12 +99,69 @@ impl GrpcNetworkFactory {
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {
+        self.channels.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The cached channel to a peer's gRPC address (TLS when the cluster has it on).
     pub(crate) fn channel(&self, addr: &str) -> Result<Channel, String> {
-        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(ch) = channels.get(addr) {
-            return Ok(ch.clone());
+        let mut channels = self.lock();
+        if let Some(cached) = channels.get(addr) {
+            return Ok(cached.channel.clone());
         }
+        let channel = self.dial(addr)?;
+        channels.insert(
+            addr.to_string(),
+            Cached {
+                channel: channel.clone(),
+                unanswered_since: None,
+            },
+        );
+        Ok(channel)
+    }
+
+    /// The channel for an exchange with a peer that begins now: the cached one, unless the
+    /// exchanges on it have gone unanswered for [`REDIAL_AFTER`]; then a new one.
+    fn exchange_channel(&self, addr: &str) -> Result<Channel, String> {
+        let now = Instant::now();
+        let mut channels = self.lock();
+        if let Some(cached) = channels.get_mut(addr) {
+            match cached.unanswered_since {
+                Some(since) if now.saturating_duration_since(since) >= REDIAL_AFTER => {
+                    tracing::debug!(
+                        peer = addr,
+                        "no answer on this connection for {REDIAL_AFTER:?}: dialing a new one"
+                    );
+                }
+                Some(_) => return Ok(cached.channel.clone()),
+                None => {
+                    cached.unanswered_since = Some(now);
+                    return Ok(cached.channel.clone());
+                }
+            }
+        }
+        let channel = self.dial(addr)?;
+        channels.insert(
+            addr.to_string(),
+            Cached {
+                channel: channel.clone(),
+                unanswered_since: Some(now),
+            },
+        );
+        Ok(channel)
+    }
+
+    /// Node `target` at `addr` answered an exchange (with a result or an error of its own):
+    /// its connection works, and it hears this node (`replication_watch.rs`).
+    fn answered(&self, target: NodeId, addr: &str) {
+        if let Some(cached) = self.lock().get_mut(addr) {
+            cached.unanswered_since = None;
+        }
+        self.peers.answered(target);
+    }
+
+    /// A new lazy channel to `addr`: nothing is dialled before its first call.
+    fn dial(&self, addr: &str) -> Result<Channel, String> {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
             .map_err(|e| format!("bad peer address {addr}: {e}"))?;
@@ -99,18 +170,16 @@ impl GrpcNetworkFactory {
                 .tls_config(tls.clone())
                 .map_err(|e| format!("TLS for peer {addr}: {e}"))?;
         }
-        let endpoint = endpoint
+        Ok(endpoint
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(1))
             .http2_keep_alive_interval(Duration::from_secs(5))
-            .keep_alive_timeout(Duration::from_secs(5));
-        let ch = endpoint.connect_lazy();
-        channels.insert(addr.to_string(), ch.clone());
-        Ok(ch)
+            .keep_alive_timeout(Duration::from_secs(5))
+            .connect_lazy())
     }
 
     fn client(&self, addr: &str) -> Result<RaftClient<Channel>, String> {
-        self.channel(addr).map(|ch| {
+        self.exchange_channel(addr).map(|ch| {
             RaftClient::new(ch)
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES)
@@ -141,7 +210,7 @@ impl GrpcNetworkFactory {
 
     /// Sends one AppendEntries payload to `target` on `stream` (opened if there is none),
     /// honouring injected faults and `timeout`. `Ok(None)`: the peer serves no stream.
-    async fn exchange_streamed(
+    pub(crate) async fn exchange_streamed(
         &self,
         target: NodeId,
         addr: &str,
@@ -151,8 +220,14 @@ impl GrpcNetworkFactory {
     ) -> Result<Option<RaftPayload>, PeerError> {
         self.injected_faults(target).await?;
         match append_stream::exchange(stream, || self.client(addr), payload, timeout).await {
-            Ok(reply) => Ok(Some(reply)),
-            Err(StreamFailure::Unimplemented) => Ok(None),
+            Ok(reply) => {
+                self.answered(target, addr);
+                Ok(Some(reply))
+            }
+            Err(StreamFailure::Unimplemented) => {
+                self.answered(target, addr);
+                Ok(None)
+            }
             Err(StreamFailure::Unreachable(message)) => {
                 Err(PeerError::Unreachable { target, message })
             }
@@ -183,7 +258,10 @@ impl GrpcNetworkFactory {
             Rpc::ReadIndex => client.read_index(request).await,
         };
         match reply {
-            Ok(r) => Ok(r.into_inner()),
+            Ok(r) => {
+                self.answered(target, addr);
+                Ok(r.into_inner())
+            }
             Err(status) if status.code() == tonic::Code::Unavailable => {
                 Err(PeerError::Unreachable {
                     target,
@@ -215,8 +293,6 @@ pub struct GrpcNetwork {
     appends: Option<AppendStream>,
     /// The target serves no AppendEntries stream (an older version): unary calls only.
     unary_appends: bool,
-    /// Where each answer of the target to an AppendEntries is noted.
-    answers: AnswerSlot,
 }
 
 impl RaftNetworkFactory<TypeConfig> for GrpcNetworkFactory {
@@ -229,7 +305,6 @@ impl RaftNetworkFactory<TypeConfig> for GrpcNetworkFactory {
             factory: self.clone(),
             appends: None,
             unary_appends: false,
-            answers: self.peers.answer_slot(target),
         }
     }
 }
@@ -349,12 +424,7 @@ impl RaftNetwork<TypeConfig> for GrpcNetwork {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId>>> {
-        let result = self.send_append(rpc, option).await;
-        // Any answer counts, an error the peer sends back too: it shows the peer hears us.
-        if matches!(&result, Ok(_) | Err(RPCError::RemoteError(_))) {
-            self.answers.answered();
-        }
-        result
+        self.send_append(rpc, option).await
     }
 
     async fn install_snapshot(

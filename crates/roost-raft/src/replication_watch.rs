@@ -12,8 +12,8 @@
 //! long as that leader leads. The fault suite saw it once (`mixed_faults`, seed 998950: a
 //! follower 80 s without an AppendEntries while its vote requests reached the leader).
 //!
-//! So the leader notes when each member last answered one of its AppendEntries
-//! ([`PeerClock::answered`], in the network client) and when each last asked it for a vote
+//! So the leader notes when each member last answered one of its requests (AppendEntries,
+//! snapshots, [`PeerClock::answered`], in `network.rs`) and when each last asked it for a vote
 //! ([`PeerClock::asked`], in the Raft service). A member that asks while it has answered
 //! nothing for [`STALL_AFTER`] reaches the leader but does not hear it; the leader then hands
 //! its leadership to a caught-up voter (`handover.rs`), whose new term has its own connections
@@ -93,7 +93,7 @@ fn stamp(slot: &AtomicU64, epoch: Instant) {
     slot.store(ms.saturating_add(1), Ordering::Relaxed);
 }
 
-/// When each member last answered this node's AppendEntries, and last asked it for a vote.
+/// When each member last answered this node's requests, and last asked it for a vote.
 pub(crate) struct PeerClock {
     answered: Times,
     asked: Times,
@@ -109,25 +109,10 @@ impl Default for PeerClock {
     }
 }
 
-/// One member's "answered" time, held by a network client so that noting it takes no lock.
-pub(crate) struct AnswerSlot {
-    slot: Arc<AtomicU64>,
-    epoch: Instant,
-}
-
-impl AnswerSlot {
-    /// The member answered an AppendEntries (with a result or an error of its own).
-    pub(crate) fn answered(&self) {
-        stamp(&self.slot, self.epoch);
-    }
-}
-
 impl PeerClock {
-    pub(crate) fn answer_slot(&self, member: u64) -> AnswerSlot {
-        AnswerSlot {
-            slot: self.answered.slot(member),
-            epoch: self.answered.epoch,
-        }
+    /// `member` answered one of this node's requests (with a result or an error of its own).
+    pub(crate) fn answered(&self, member: u64) {
+        stamp(&self.answered.slot(member), self.answered.epoch);
     }
 
     /// `member` asked this node for its vote.
@@ -272,7 +257,7 @@ pub async fn watch_replication(node: RaftNode, mut stop: tokio::sync::watch::Rec
             term,
             members = ?unreached,
             "these members ask this leader for votes but have answered none of its \
-             AppendEntries for {STALL_AFTER:?}: its replication to them is broken; handing \
+             requests for {STALL_AFTER:?}: its replication to them is broken; handing \
              leadership over so that a new term replicates to them"
         );
         node.paused.store(true, Ordering::SeqCst);
@@ -388,7 +373,7 @@ mod tests {
         let clock = PeerClock::default();
         assert_eq!(clock.answered.last(2), None);
         let before = Instant::now();
-        clock.answer_slot(2).answered();
+        clock.answered(2);
         clock.asked(3);
         let after = Instant::now();
         let answered = clock.answered.last(2).expect("answered");
