@@ -109,15 +109,7 @@ impl GrpcNetworkFactory {
         if let Some(cached) = channels.get(addr) {
             return Ok(cached.channel.clone());
         }
-        let channel = self.dial(addr)?;
-        channels.insert(
-            addr.to_string(),
-            Cached {
-                channel: channel.clone(),
-                unanswered_since: None,
-            },
-        );
-        Ok(channel)
+        self.dial_into(&mut channels, addr, None)
     }
 
     /// The channel for an exchange with a peer that begins now: the cached one, unless the
@@ -140,12 +132,22 @@ impl GrpcNetworkFactory {
                 }
             }
         }
+        self.dial_into(&mut channels, addr, Some(now))
+    }
+
+    /// A new channel to `addr`, cached in `channels` (in place of any before it).
+    fn dial_into(
+        &self,
+        channels: &mut HashMap<String, Cached>,
+        addr: &str,
+        unanswered_since: Option<Instant>,
+    ) -> Result<Channel, String> {
         let channel = self.dial(addr)?;
         channels.insert(
             addr.to_string(),
             Cached {
                 channel: channel.clone(),
-                unanswered_since: Some(now),
+                unanswered_since,
             },
         );
         Ok(channel)
