@@ -77,13 +77,21 @@ impl Raft for EchoPeer {
     }
 }
 
+/// A fake peer on loopback; its connections send at once, as a node's peer listener does
+/// (Nagle's delay would hold each new stream's answer for 40 ms).
 pub(crate) async fn start_peer(streams: bool) -> SocketAddr {
+    use futures::StreamExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+        conn.inspect(|c| {
+            let _ = c.set_nodelay(true);
+        })
+    });
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(RaftServer::new(EchoPeer { streams }))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .serve_with_incoming(incoming),
     );
     addr
 }

@@ -34,6 +34,8 @@ impl WedgeProxy {
                 let Ok(outbound) = TcpStream::connect(target).await else {
                     continue;
                 };
+                // Nagle's delay on either side would hold each small message for 40 ms.
+                let _ = (inbound.set_nodelay(true), outbound.set_nodelay(true));
                 let born = generation.load(Ordering::SeqCst);
                 let (in_read, in_write) = inbound.into_split();
                 let (out_read, out_write) = outbound.into_split();
