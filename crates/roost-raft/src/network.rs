@@ -45,17 +45,18 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>
 /// (`node.rs`, `quiet_start`), so the leader reaches it before it could stand.
 pub(crate) const UNREACHABLE_RETRY: Duration = Duration::from_millis(500);
 
-/// How long a connection to a peer may leave every exchange unanswered before the next one
-/// dials a new connection. A connection whose packets were dropped for a while (a partition
+/// How long after an exchange with a peer went unanswered, with no answer since, the next
+/// exchange dials a new connection. A connection whose packets were dropped for a while (a partition
 /// that healed) waits on TCP's retransmission timer, which doubles with each loss, for seconds
 /// after the link is back, and HTTP/2's keepalive gives it up only after 10 s; a new
 /// connection works at once (regression test `network_tests.rs`).
-const REDIAL_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const REDIAL_AFTER: Duration = Duration::from_secs(1);
 
-/// A cached channel, and since when the exchanges begun on it have gone unanswered.
+/// A cached channel, and since when its exchanges have gone unanswered.
 struct Cached {
     channel: Channel,
-    /// `None` once an exchange is answered (or before one begins).
+    /// When an exchange first ended without an answer, with no answer since; `None` once one
+    /// is answered.
     unanswered_since: Option<Instant>,
 }
 
@@ -103,21 +104,13 @@ impl GrpcNetworkFactory {
         self.channels.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The cached channel to a peer's gRPC address (TLS when the cluster has it on).
+    /// The cached channel to a peer's gRPC address (TLS when the cluster has it on), or a new
+    /// one when an exchange on it has gone unanswered for [`REDIAL_AFTER`] with no answer
+    /// since.
     pub(crate) fn channel(&self, addr: &str) -> Result<Channel, String> {
-        let mut channels = self.lock();
-        if let Some(cached) = channels.get(addr) {
-            return Ok(cached.channel.clone());
-        }
-        self.dial_into(&mut channels, addr, None)
-    }
-
-    /// The channel for an exchange with a peer that begins now: the cached one, unless the
-    /// exchanges on it have gone unanswered for [`REDIAL_AFTER`]; then a new one.
-    fn exchange_channel(&self, addr: &str) -> Result<Channel, String> {
         let now = Instant::now();
         let mut channels = self.lock();
-        if let Some(cached) = channels.get_mut(addr) {
+        if let Some(cached) = channels.get(addr) {
             match cached.unanswered_since {
                 Some(since) if now.saturating_duration_since(since) >= REDIAL_AFTER => {
                     tracing::debug!(
@@ -125,41 +118,39 @@ impl GrpcNetworkFactory {
                         "no answer on this connection for {REDIAL_AFTER:?}: dialing a new one"
                     );
                 }
-                Some(_) => return Ok(cached.channel.clone()),
-                None => {
-                    cached.unanswered_since = Some(now);
-                    return Ok(cached.channel.clone());
-                }
+                _ => return Ok(cached.channel.clone()),
             }
         }
-        self.dial_into(&mut channels, addr, Some(now))
-    }
-
-    /// A new channel to `addr`, cached in `channels` (in place of any before it).
-    fn dial_into(
-        &self,
-        channels: &mut HashMap<String, Cached>,
-        addr: &str,
-        unanswered_since: Option<Instant>,
-    ) -> Result<Channel, String> {
         let channel = self.dial(addr)?;
         channels.insert(
             addr.to_string(),
             Cached {
                 channel: channel.clone(),
-                unanswered_since,
+                unanswered_since: None,
             },
         );
         Ok(channel)
     }
 
-    /// Node `target` at `addr` answered an exchange (with a result or an error of its own):
-    /// its connection works, and it hears this node (`replication_watch.rs`).
-    fn answered(&self, target: NodeId, addr: &str) {
+    /// The peer at `addr` answered an exchange (with a result or an error of its own): its
+    /// connection works. An answer to AppendEntries or InstallSnapshot also shows that node
+    /// `target` hears this node's replication (`replication_watch.rs`); other requests (a
+    /// forwarded status report, a vote) would not show that.
+    fn answered(&self, target: NodeId, addr: &str, replication: bool) {
         if let Some(cached) = self.lock().get_mut(addr) {
             cached.unanswered_since = None;
         }
-        self.peers.answered(target);
+        if replication {
+            self.peers.answered(target);
+        }
+    }
+
+    /// An exchange with the peer at `addr` ended without its answer (failed, timed out, or
+    /// dropped by openraft's own timeout): the connection is suspect from now, if it was not.
+    fn unanswered(&self, addr: &str) {
+        if let Some(cached) = self.lock().get_mut(addr) {
+            cached.unanswered_since.get_or_insert_with(Instant::now);
+        }
     }
 
     /// A new lazy channel to `addr`: nothing is dialled before its first call.
@@ -181,7 +172,7 @@ impl GrpcNetworkFactory {
     }
 
     fn client(&self, addr: &str) -> Result<RaftClient<Channel>, String> {
-        self.exchange_channel(addr).map(|ch| {
+        self.channel(addr).map(|ch| {
             RaftClient::new(ch)
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES)
@@ -221,13 +212,14 @@ impl GrpcNetworkFactory {
         timeout: Duration,
     ) -> Result<Option<RaftPayload>, PeerError> {
         self.injected_faults(target).await?;
+        let mut pending = Pending::new(self, addr);
         match append_stream::exchange(stream, || self.client(addr), payload, timeout).await {
             Ok(reply) => {
-                self.answered(target, addr);
+                pending.answered(target, true);
                 Ok(Some(reply))
             }
             Err(StreamFailure::Unimplemented) => {
-                self.answered(target, addr);
+                pending.answered(target, true);
                 Ok(None)
             }
             Err(StreamFailure::Unreachable(message)) => {
@@ -247,6 +239,7 @@ impl GrpcNetworkFactory {
         timeout: Duration,
     ) -> Result<RaftPayload, PeerError> {
         self.injected_faults(target).await?;
+        let mut pending = Pending::new(self, addr);
         let mut client = self
             .client(addr)
             .map_err(|message| PeerError::Unreachable { target, message })?;
@@ -259,10 +252,18 @@ impl GrpcNetworkFactory {
             Rpc::Forward => client.forward(request).await,
             Rpc::ReadIndex => client.read_index(request).await,
         };
+        let replication = matches!(rpc, Rpc::AppendEntries | Rpc::InstallSnapshot);
         match reply {
             Ok(r) => {
-                self.answered(target, addr);
+                pending.answered(target, replication);
                 Ok(r.into_inner())
+            }
+            Err(status) if answered_with(&status) => {
+                pending.answered(target, replication);
+                Err(PeerError::Failed {
+                    target,
+                    message: status.to_string(),
+                })
             }
             Err(status) if status.code() == tonic::Code::Unavailable => {
                 Err(PeerError::Unreachable {
@@ -276,6 +277,50 @@ impl GrpcNetworkFactory {
             }),
         }
     }
+}
+
+/// An exchange under way with the peer at an address: unless it is answered, its end (or
+/// its drop by openraft's own timeout, before any code of ours sees it) marks the connection
+/// as unanswered ([`GrpcNetworkFactory::unanswered`]).
+struct Pending<'a> {
+    network: &'a GrpcNetworkFactory,
+    addr: &'a str,
+    answered: bool,
+}
+
+impl<'a> Pending<'a> {
+    fn new(network: &'a GrpcNetworkFactory, addr: &'a str) -> Self {
+        Pending {
+            network,
+            addr,
+            answered: false,
+        }
+    }
+
+    fn answered(&mut self, target: NodeId, replication: bool) {
+        self.answered = true;
+        self.network.answered(target, self.addr, replication);
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.network.unanswered(self.addr);
+        }
+    }
+}
+
+/// Whether a failed call's status came from the peer itself (an answer), rather than from the
+/// transport or a deadline.
+fn answered_with(status: &tonic::Status) -> bool {
+    !matches!(
+        status.code(),
+        tonic::Code::Unavailable
+            | tonic::Code::Cancelled
+            | tonic::Code::DeadlineExceeded
+            | tonic::Code::Unknown
+    )
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::append_stream_tests::{delayed, start_peer};
 use crate::faults::NetworkFaults;
-use crate::network::GrpcNetworkFactory;
+use crate::network::{GrpcNetworkFactory, REDIAL_AFTER};
 
 /// Forwards each connection to a target. [`WedgeProxy::wedge`] stops every connection open at
 /// that moment from passing another byte, without closing it, as a link whose packets were
@@ -19,6 +19,8 @@ use crate::network::GrpcNetworkFactory;
 struct WedgeProxy {
     addr: SocketAddr,
     generation: Arc<AtomicU64>,
+    /// Connections accepted so far.
+    accepted: Arc<AtomicU64>,
 }
 
 impl WedgeProxy {
@@ -27,10 +29,12 @@ impl WedgeProxy {
         let proxy = WedgeProxy {
             addr: listener.local_addr().expect("local addr"),
             generation: Arc::default(),
+            accepted: Arc::default(),
         };
-        let generation = proxy.generation.clone();
+        let (generation, accepted) = (proxy.generation.clone(), proxy.accepted.clone());
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
+                accepted.fetch_add(1, Ordering::SeqCst);
                 let Ok(outbound) = TcpStream::connect(target).await else {
                     continue;
                 };
@@ -48,6 +52,10 @@ impl WedgeProxy {
 
     fn wedge(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::SeqCst)
     }
 }
 
@@ -91,6 +99,17 @@ async fn a_connection_that_stops_answering_is_replaced_by_a_new_one() {
         .exchange_streamed(2, &addr, &mut stream, delayed(0), Duration::from_secs(5))
         .await;
     assert!(matches!(first, Ok(Some(_))), "{first:?}");
+    assert!(
+        network.peers.last_answer(2).is_some(),
+        "an answered AppendEntries shows the member hears this node"
+    );
+    // Quiet for longer than the limit, but nothing went unanswered: the same connection.
+    tokio::time::sleep(REDIAL_AFTER + Duration::from_millis(200)).await;
+    let quiet = network
+        .exchange_streamed(2, &addr, &mut stream, delayed(0), Duration::from_secs(5))
+        .await;
+    assert!(matches!(quiet, Ok(Some(_))), "{quiet:?}");
+    assert_eq!(proxy.accepted(), 1, "a quiet connection was dialled anew");
 
     proxy.wedge();
     // As openraft does: one AppendEntries after another, each given a heartbeat interval.
@@ -110,4 +129,5 @@ async fn a_connection_that_stops_answering_is_replaced_by_a_new_one() {
         );
         tokio::time::sleep(Duration::from_millis(15)).await;
     }
+    assert_eq!(proxy.accepted(), 2, "one new connection, not one per try");
 }
