@@ -136,6 +136,7 @@ fn entry(n: u64, rng: &mut Rng, vocab: &[String]) -> MemoryEntry {
         },
         created_at: Timestamp(1_700_000_000_000 + n as i64 * 1000),
         summary_of: 0,
+        shared: false,
     }
 }
 

@@ -1,9 +1,10 @@
 //! Agent memory: an agent's summary with its recovery door, its log entries, its
-//! documents and their history, and the company's shared documents.
+//! documents and their history, and the company's shared log, documents and live state.
 
 use reqwest::Method;
 pub use roost_core::memory::{
-    CurrentTask, Door, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry, Recovery,
+    CompanyLive, CurrentTask, Door, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry,
+    Recovery,
 };
 pub use roost_core::views::{MemoryDocumentInfo, MemoryHitKind, MemorySearchHit, MemorySummary};
 use serde::Serialize;
@@ -32,18 +33,20 @@ impl RoostClient {
         self.get(&[API, "agents", agent_id, "memory"], &[]).await
     }
 
-    /// The agent's log entries, newest first (the server's default page without `limit`).
+    /// An agent's log entries or its company's shared log, newest first (the server's
+    /// default page without `limit`).
     pub async fn memory_entries(
         &self,
-        agent_id: &str,
+        scope: &MemoryScope<'_>,
         limit: Option<usize>,
     ) -> Result<Vec<MemoryEntry>> {
         let query: Vec<(&str, String)> = limit
             .map(|l| ("limit", l.to_string()))
             .into_iter()
             .collect();
-        self.get(&[API, "agents", agent_id, "memory", "entries"], &query)
-            .await
+        let mut path = scope.base();
+        path.extend(["memory", "entries"]);
+        self.get(&path, &query).await
     }
 
     /// Full-text search over the agent's memory (`me`: the calling agent's): its log entries,
@@ -71,6 +74,42 @@ impl RoostClient {
     pub async fn append_memory_entry(&self, entry: &NewMemoryEntry) -> Result<MemoryEntry> {
         self.post(&[API, "agents", "me", "memory", "entries"], entry)
             .await
+    }
+
+    /// An entry of the calling agent's run for its company's shared log.
+    pub async fn append_shared_memory_entry(
+        &self,
+        company_id: &str,
+        entry: &NewMemoryEntry,
+    ) -> Result<MemoryEntry> {
+        self.post(&[API, "companies", company_id, "memory", "entries"], entry)
+            .await
+    }
+
+    /// A company's live state (`404` while never saved).
+    pub async fn company_memory_live(&self, company_id: &str) -> Result<CompanyLive> {
+        self.get(&[API, "companies", company_id, "memory", "live"], &[])
+            .await
+    }
+
+    /// Saves a company's live state: an administrator, or an agent of it during its run.
+    pub async fn set_company_memory_live(
+        &self,
+        company_id: &str,
+        current_task: Option<&CurrentTask>,
+        coordinates: Option<&serde_json::Value>,
+    ) -> Result<CompanyLive> {
+        let body = LiveBody {
+            current_task,
+            coordinates,
+        };
+        self.send(
+            Method::PUT,
+            &[API, "companies", company_id, "memory", "live"],
+            &[],
+            Some(&body),
+        )
+        .await
     }
 
     /// Saves the calling agent's live state during its run.
@@ -128,7 +167,7 @@ impl RoostClient {
     }
 }
 
-/// Whose documents: an agent's or a company's shared scope.
+/// Whose documents or log: an agent's or a company's shared scope.
 #[derive(Clone, Copy, Debug)]
 pub enum MemoryScope<'a> {
     Agent(&'a str),
@@ -136,11 +175,15 @@ pub enum MemoryScope<'a> {
 }
 
 impl<'a> MemoryScope<'a> {
-    fn path(self, name: &'a str, history: bool) -> Vec<&'a str> {
-        let mut path = match self {
+    fn base(self) -> Vec<&'a str> {
+        match self {
             MemoryScope::Agent(id) => vec![API, "agents", id],
             MemoryScope::Company(id) => vec![API, "companies", id],
-        };
+        }
+    }
+
+    fn path(self, name: &'a str, history: bool) -> Vec<&'a str> {
+        let mut path = self.base();
         path.extend(["memory", "documents", name]);
         if history {
             path.push("history");

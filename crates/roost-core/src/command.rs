@@ -370,11 +370,14 @@ pub enum Command {
     Routine {
         routine: crate::routine_command::RoutineCommand,
     },
-    /// An agent's log entry, written during its run (fenced on it; `rules/memory.rs`).
+    /// An agent's log entry, written during its run (fenced on it; `rules/memory.rs`): to its
+    /// own log, or (`shared`) to its company's.
     AppendMemoryEntry {
         id: String,
         agent_id: String,
         entry: crate::memory::NewMemoryEntry,
+        #[serde(default, skip_serializing_if = "crate::memory::is_false")]
+        shared: bool,
     },
     /// Saves a new version of a memory document of an agent (`agent_id`) or of its company's
     /// shared scope (`agent_id: None`), if its current version is `expected_version`.
@@ -389,6 +392,15 @@ pub enum Command {
     /// Saves an agent's live state: the parts present, each with the command's time.
     SetMemoryLive {
         agent_id: String,
+        #[serde(default)]
+        current_task: Option<crate::memory::CurrentTask>,
+        #[serde(default)]
+        coordinates: Option<serde_json::Value>,
+    },
+    /// Saves a company's live state: the parts present, each with the command's time (an
+    /// administrator, or an agent of the company during its run).
+    SetCompanyMemoryLive {
+        company_id: String,
         #[serde(default)]
         current_task: Option<crate::memory::CurrentTask>,
         #[serde(default)]
@@ -531,6 +543,7 @@ impl Command {
             Command::AppendMemoryEntry { .. } => "memory.entry_added",
             Command::PutMemoryDocument { .. } => "memory.document_saved",
             Command::SetMemoryLive { .. } => "memory.live_saved",
+            Command::SetCompanyMemoryLive { .. } => "memory.company_live_saved",
             Command::CreateGoal { .. } => "goal.created",
             Command::UpdateGoal { .. } => "goal.updated",
             Command::DeleteGoal { .. } => "goal.deleted",
@@ -579,6 +592,7 @@ pub enum Outcome {
     MemoryEntry(crate::memory::MemoryEntry),
     MemoryDocument(crate::memory::MemoryDocument),
     MemoryLive(crate::memory::MemoryLive),
+    CompanyMemoryLive(crate::memory::CompanyLive),
     /// The hashes of the chunks an upload carried, in its order.
     HomeChunks(Vec<String>),
     Goal(crate::project::Goal),
@@ -623,6 +637,7 @@ impl Outcome {
             Outcome::MemoryEntry(_) => "memory_entry",
             Outcome::MemoryDocument(_) => "memory_document",
             Outcome::MemoryLive(_) => "memory_live",
+            Outcome::CompanyMemoryLive(_) => "company_memory_live",
             Outcome::HomeChunks(_) => "home_chunks",
             Outcome::Goal(_) => "goal",
             Outcome::Project(_) => "project",

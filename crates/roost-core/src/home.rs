@@ -198,17 +198,19 @@ fn chunk_keys(home: &AgentHome) -> impl Iterator<Item = String> + '_ {
 }
 
 /// Paths in a home that hold the replicated memory itself (`memory.rs`: documents, live state,
-/// the rolling log's render, the entry a run leaves): synced as memory, never as home files.
-pub const MANAGED_FILES: [&str; 6] = [
+/// the rolling log's render, the entries a run leaves for its own log and its company's): synced
+/// as memory, never as home files.
+pub const MANAGED_FILES: [&str; 7] = [
     "MEMORY.md",
     "STATE.md",
     "memory/recent.md",
     "memory/current-task.md",
     "memory/coordinates.json",
     "memory/entry.md",
+    "memory/company-entry.md",
 ];
 /// Directories of the home that are the worker's, never synced: edits a save refused, and the
-/// company's shared documents, written read-only before each run.
+/// company's shared memory (documents, log, live state), written read-only before each run.
 pub const MANAGED_DIRS: [&str; 2] = ["memory/conflicts", "memory/company"];
 
 /// Whether `path` (relative, `/`-separated) is memory's rather than the home's.

@@ -53,6 +53,8 @@ pub const MAX_IDEMPOTENCY_KEY_LEN: usize = crate::idempotency::MAX_KEY_LEN;
 pub const MAX_MEMORY_ENTRY_BYTES: usize = 8 * 1024;
 /// Entries kept per agent: the oldest is dropped when a new one would pass this.
 pub const MAX_MEMORY_ENTRIES_PER_AGENT: usize = 500;
+/// Entries kept in a company's shared log, likewise.
+pub const MAX_MEMORY_ENTRIES_PER_COMPANY: usize = 1_000;
 /// One memory document (`MEMORY.md`, `STATE.md`), in bytes of UTF-8.
 pub const MAX_MEMORY_DOCUMENT_BYTES: usize = 64 * 1024;
 /// Versions kept per document (the current one included): the oldest is dropped.
@@ -217,29 +219,12 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
             current_task,
             coordinates,
             ..
-        } => {
-            if let Some(task) = current_task {
-                chars("currentTask.doing", &task.doing, MAX_CURRENT_TASK_CHARS)?;
-                for (field, items) in [
-                    ("currentTask.last", &task.last),
-                    ("currentTask.next", &task.next),
-                ] {
-                    if items.len() > MAX_CURRENT_TASK_ITEMS {
-                        return Err(DomainError::too_large(
-                            field,
-                            MAX_CURRENT_TASK_ITEMS as u64,
-                            "items",
-                        ));
-                    }
-                    for item in items {
-                        chars(field, item, MAX_CURRENT_TASK_CHARS)?;
-                    }
-                }
-            }
-            coordinates.as_ref().map_or(Ok(()), |c| {
-                json_bytes("coordinates", c, MAX_COORDINATES_BYTES)
-            })
         }
+        | Command::SetCompanyMemoryLive {
+            current_task,
+            coordinates,
+            ..
+        } => live_parts(current_task.as_ref(), coordinates.as_ref()),
         Command::PutHomeChunks { chunks, .. } => home_upload(chunks),
         Command::CreateApproval { payload, .. } => {
             json_bytes("payload", payload, MAX_APPROVAL_PAYLOAD_BYTES)
@@ -535,6 +520,33 @@ fn issue_patch(patch: &IssuePatch) -> Result<(), DomainError> {
 
 fn new_comment(comment: &NewComment) -> Result<(), DomainError> {
     chars("body", &comment.body, MAX_COMMENT_CHARS)
+}
+
+fn live_parts(
+    current_task: Option<&crate::memory::CurrentTask>,
+    coordinates: Option<&serde_json::Value>,
+) -> Result<(), DomainError> {
+    if let Some(task) = current_task {
+        chars("currentTask.doing", &task.doing, MAX_CURRENT_TASK_CHARS)?;
+        for (field, items) in [
+            ("currentTask.last", &task.last),
+            ("currentTask.next", &task.next),
+        ] {
+            if items.len() > MAX_CURRENT_TASK_ITEMS {
+                return Err(DomainError::too_large(
+                    field,
+                    MAX_CURRENT_TASK_ITEMS as u64,
+                    "items",
+                ));
+            }
+            for item in items {
+                chars(field, item, MAX_CURRENT_TASK_CHARS)?;
+            }
+        }
+    }
+    coordinates.map_or(Ok(()), |c| {
+        json_bytes("coordinates", c, MAX_COORDINATES_BYTES)
+    })
 }
 
 fn memory_entry(entry: &crate::memory::NewMemoryEntry) -> Result<(), DomainError> {

@@ -1,7 +1,8 @@
 //! Agent memory: what follows an agent from machine to machine, replicated like the
 //! board. Per agent a rolling log (one structured entry per run), versioned documents
-//! (`MEMORY.md`, `STATE.md`) and live state (`current-task`, `coordinates`); per company shared
-//! documents. The rules are in `rules/memory.rs`, the bounds in `limits.rs`.
+//! (`MEMORY.md`, `STATE.md`) and live state (`current-task`, `coordinates`); per company the
+//! same three, shared by its agents: documents an administrator keeps, a log its agents' runs
+//! write to, and live state. The rules are in `rules/memory.rs`, the bounds in `limits.rs`.
 //!
 //! [`recovery`] is the recovery door: a pure function of the live state's age at a given time,
 //! computed when it is read (never in apply).
@@ -16,7 +17,8 @@ use crate::time::Timestamp;
 /// The documents a scope may hold: the curated long-term memory and the ground-truth state.
 pub const MEMORY_DOCUMENT_NAMES: [&str; 2] = ["MEMORY.md", "STATE.md"];
 
-/// One entry of an agent's rolling log, written by the agent during a run (fenced on it).
+/// One entry of a rolling log, written by an agent during a run (fenced on it): of the agent's
+/// own log, or, `shared`, of its company's.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemoryEntry {
@@ -44,13 +46,37 @@ pub struct MemoryEntry {
     /// 0 for an entry a run wrote.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub summary_of: u32,
+    /// In the company's shared log (every agent of the company reads it), not the agent's.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub shared: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+pub(crate) fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Whose rolling log an entry is in.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogOwner {
+    /// An agent's own log (its id).
+    Agent(String),
+    /// A company's shared log (its id).
+    Company(String),
+}
+
 impl MemoryEntry {
+    pub fn log(&self) -> LogOwner {
+        if self.shared {
+            LogOwner::Company(self.company_id.clone())
+        } else {
+            LogOwner::Agent(self.agent_id.clone())
+        }
+    }
+
     /// The bytes of its text fields (what the per-entry cap counts).
     pub fn bytes(&self) -> u64 {
         entry_bytes(&self.what, &self.did, &self.next, &self.errors)
@@ -136,6 +162,27 @@ pub struct CurrentTask {
     pub next: Vec<String>,
 }
 
+/// A company's live state: what its agents are doing together (`currentTask`) and where things
+/// are (`coordinates`), each part with the time it was last saved, and who saved it last.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompanyLive {
+    pub company_id: String,
+    #[serde(default)]
+    pub current_task: Option<CurrentTask>,
+    #[serde(default)]
+    pub current_task_updated_at: Option<Timestamp>,
+    #[serde(default)]
+    pub coordinates: Option<serde_json::Value>,
+    #[serde(default)]
+    pub coordinates_updated_at: Option<Timestamp>,
+    /// `user`/`agent` and its id, and the run if an agent saved it during one.
+    pub updated_by_type: String,
+    pub updated_by_id: String,
+    #[serde(default)]
+    pub run_id: Option<String>,
+}
+
 /// An agent's live state: each part with the time it was last saved.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -165,6 +212,7 @@ pub enum MemoryChange {
     /// A version dropped from a document's history (its key).
     DocumentDropped(String),
     Live(MemoryLive),
+    CompanyLive(CompanyLive),
 }
 
 /// Every memory row, in memory on every node (bounded by `limits.rs`).
@@ -175,21 +223,22 @@ pub struct MemoryState {
     pub documents: BTreeMap<String, MemoryDocument>,
     /// Live state by agent id.
     pub live: BTreeMap<String, MemoryLive>,
-    /// Entry ids by (agent, seq): an agent's log in order without a scan.
-    entries_by_agent: BTreeMap<(String, u64), String>,
+    /// Companies' live state by company id.
+    pub company_live: BTreeMap<String, CompanyLive>,
+    /// Entry ids by (log, seq): a log in order without a scan.
+    entries_by_log: BTreeMap<(LogOwner, u64), String>,
 }
 
 impl MemoryState {
     pub(crate) fn put(&mut self, change: MemoryChange) {
         match change {
             MemoryChange::Entry(e) => {
-                self.entries_by_agent
-                    .insert((e.agent_id.clone(), e.seq), e.id.clone());
+                self.entries_by_log.insert((e.log(), e.seq), e.id.clone());
                 self.entries.insert(e.id.clone(), e);
             }
             MemoryChange::EntryDropped(id) => {
                 if let Some(e) = self.entries.remove(&id) {
-                    self.entries_by_agent.remove(&(e.agent_id, e.seq));
+                    self.entries_by_log.remove(&(e.log(), e.seq));
                 }
             }
             MemoryChange::Document(d) => {
@@ -201,18 +250,29 @@ impl MemoryState {
             MemoryChange::Live(l) => {
                 self.live.insert(l.agent_id.clone(), l);
             }
+            MemoryChange::CompanyLive(l) => {
+                self.company_live.insert(l.company_id.clone(), l);
+            }
         }
     }
 
-    /// An agent's entries, oldest first.
+    /// A log's entries, oldest first.
+    pub fn log_entries<'a>(
+        &'a self,
+        log: &LogOwner,
+    ) -> impl DoubleEndedIterator<Item = &'a MemoryEntry> {
+        let range = (log.clone(), 0)..=(log.clone(), u64::MAX);
+        self.entries_by_log
+            .range(range)
+            .filter_map(|(_, id)| self.entries.get(id))
+    }
+
+    /// An agent's own entries, oldest first.
     pub fn entries_of<'a>(
         &'a self,
         agent_id: &str,
     ) -> impl DoubleEndedIterator<Item = &'a MemoryEntry> {
-        let range = (agent_id.to_string(), 0)..=(agent_id.to_string(), u64::MAX);
-        self.entries_by_agent
-            .range(range)
-            .filter_map(|(_, id)| self.entries.get(id))
+        self.log_entries(&LogOwner::Agent(agent_id.to_string()))
     }
 
     pub fn entry_count(&self, agent_id: &str) -> usize {

@@ -121,6 +121,7 @@ pub struct StateRows {
     pub memory_entries: Vec<MemoryEntry>,
     pub memory_documents: Vec<MemoryDocument>,
     pub memory_live: Vec<MemoryLive>,
+    pub memory_company_live: Vec<crate::memory::CompanyLive>,
     /// Chunks before homes: a chunk no loaded home names is pending.
     pub home_chunks: Vec<crate::home::HomeChunk>,
     pub agent_homes: Vec<crate::home::AgentHome>,
@@ -366,6 +367,11 @@ impl State {
                     rows.memory_live
                         .into_iter()
                         .map(|l| Change::Memory(MemoryChange::Live(l))),
+                )
+                .chain(
+                    rows.memory_company_live
+                        .into_iter()
+                        .map(|l| Change::Memory(MemoryChange::CompanyLive(l))),
                 )
                 .chain(rows.home_chunks.into_iter().map(|c| {
                     Change::Home(HomeChange::Chunk(c, crate::home::ChunkBytes(Vec::new())))
@@ -733,6 +739,10 @@ impl State {
         feed(serde_json::to_string(&self.memory.entries));
         feed(serde_json::to_string(&self.memory.documents));
         feed(serde_json::to_string(&self.memory.live));
+        // Fed only when there is some, so a state without any hashes as before it existed.
+        if !self.memory.company_live.is_empty() {
+            feed(serde_json::to_string(&self.memory.company_live));
+        }
         feed(serde_json::to_string(&self.routines.routines));
         feed(serde_json::to_string(&self.routines.triggers));
         feed(serde_json::to_string(&self.routines.runs));

@@ -49,9 +49,10 @@ pub(crate) enum Table {
     Goal,
     Project,
     Skill,
+    CompanyMemoryLive,
 }
 
-const TABLES: [Table; 24] = [
+const TABLES: [Table; 25] = [
     Table::Company,
     Table::Agent,
     Table::Issue,
@@ -76,6 +77,7 @@ const TABLES: [Table; 24] = [
     Table::Goal,
     Table::Project,
     Table::Skill,
+    Table::CompanyMemoryLive,
 ];
 
 type Lanes = [u64; 4];
@@ -253,6 +255,7 @@ fn keys(state: &State, table: Table) -> Vec<String> {
         Table::Goal => of(&state.goals),
         Table::Project => of(&state.projects),
         Table::Skill => of(&state.skills),
+        Table::CompanyMemoryLive => of(&state.memory.company_live),
     }
 }
 
@@ -289,6 +292,7 @@ fn row_digest(state: &State, table: Table, key: &str) -> Option<Lanes> {
         Table::Goal => json(state.goals.get(key)),
         Table::Project => json(state.projects.get(key)),
         Table::Skill => json(state.skills.get(key)),
+        Table::CompanyMemoryLive => json(state.memory.company_live.get(key)),
     }?;
     let mut hasher = Sha256::new();
     hasher.update([table as u8]);
@@ -326,6 +330,9 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::Memory(MemoryChange::Document(_)) => return None,
         Change::Memory(MemoryChange::DocumentDropped(key)) => (Table::MemoryDocument, key.as_str()),
         Change::Memory(MemoryChange::Live(l)) => (Table::MemoryLive, l.agent_id.as_str()),
+        Change::Memory(MemoryChange::CompanyLive(l)) => {
+            (Table::CompanyMemoryLive, l.company_id.as_str())
+        }
         Change::Routine(c) => match c {
             crate::routine::RoutineChange::Routine(r) => (Table::Routine, r.id.as_str()),
             crate::routine::RoutineChange::Trigger(t) => (Table::RoutineTrigger, t.id.as_str()),

@@ -206,6 +206,19 @@ const SURFACE: &[(&str, Twin)] = &[
         Grpc("ListMemoryDocumentVersions"),
     ),
     (
+        "GET /companies/{cid}/memory/entries",
+        Grpc("ListMemoryEntries"),
+    ),
+    (
+        "POST /companies/{cid}/memory/entries",
+        Grpc("AppendMemoryEntry"),
+    ),
+    (
+        "GET /companies/{cid}/memory/live",
+        Grpc("GetCompanyMemoryLive"),
+    ),
+    ("PUT /companies/{cid}/memory/live", Grpc("SetMemoryLive")),
+    (
         "GET /companies/{cid}/memory/documents/{name}",
         Grpc("GetMemoryDocument"),
     ),

@@ -261,6 +261,11 @@ impl RowBatch {
                 "agent_id, company_id, data",
                 vec![text(&l.agent_id), text(&l.company_id), Cell::Text(json(l)?)],
             ),
+            MemoryChange::CompanyLive(l) => self.put_kept(
+                "memory_company_live",
+                "company_id, data",
+                vec![text(&l.company_id), Cell::Text(json(l)?)],
+            ),
         }
         Ok(())
     }
@@ -270,8 +275,9 @@ impl RowBatch {
     fn index_memory(&mut self, change: &MemoryChange) {
         match change {
             MemoryChange::Entry(e) => {
-                let row = SearchRow::entry(e);
-                self.search.insert(row.key.clone(), Some(row));
+                if let Some(row) = SearchRow::entry(e) {
+                    self.search.insert(row.key.clone(), Some(row));
+                }
             }
             MemoryChange::EntryDropped(id) => {
                 self.search.insert(SearchRow::entry_key(id), None);
@@ -281,7 +287,9 @@ impl RowBatch {
                     self.search.insert(row.key.clone(), Some(row));
                 }
             }
-            MemoryChange::DocumentDropped(_) | MemoryChange::Live(_) => {}
+            MemoryChange::DocumentDropped(_)
+            | MemoryChange::Live(_)
+            | MemoryChange::CompanyLive(_) => {}
         }
     }
 

@@ -174,6 +174,7 @@ fn memory_entry(id: &str) -> Change {
             errors: Vec::new(),
             created_at: Timestamp(1),
             summary_of: 0,
+            shared: false,
         },
     ))
 }
@@ -198,6 +199,55 @@ fn a_dropped_memory_entry_is_deleted_in_the_file_and_within_a_batch() {
     batch.write(&conn).expect("write");
     let ids = strings(&conn, "SELECT id FROM memory_entries ORDER BY id");
     assert_eq!(ids, ["e2", "e4"]);
+}
+
+#[test]
+fn the_companys_shared_log_and_live_state_are_rows_and_the_shared_log_is_not_indexed() {
+    let conn = db();
+    let mut batch = RowBatch::default();
+    let Change::Memory(roost_core::memory::MemoryChange::Entry(mut shared)) = memory_entry("s1")
+    else {
+        unreachable!("memory_entry makes an entry")
+    };
+    shared.shared = true;
+    batch
+        .add(&Change::Memory(roost_core::memory::MemoryChange::Entry(
+            shared,
+        )))
+        .expect("add");
+    batch.add(&memory_entry("e1")).expect("add");
+    batch
+        .add(&Change::Memory(
+            roost_core::memory::MemoryChange::CompanyLive(roost_core::memory::CompanyLive {
+                company_id: "c".into(),
+                current_task: None,
+                current_task_updated_at: None,
+                coordinates: Some(serde_json::json!({ "release": "1.3" })),
+                coordinates_updated_at: Some(Timestamp(2)),
+                updated_by_type: "user".into(),
+                updated_by_id: "admin".into(),
+                run_id: None,
+            }),
+        ))
+        .expect("add");
+    batch.write(&conn).expect("write");
+    assert_eq!(
+        strings(&conn, "SELECT id FROM memory_entries ORDER BY id"),
+        ["e1", "s1"]
+    );
+    assert_eq!(
+        strings(&conn, "SELECT ref_id FROM memory_search_rows"),
+        ["e1"],
+        "recall searches an agent's own memory, not the company's log"
+    );
+    assert_eq!(
+        strings(
+            &conn,
+            "SELECT company_id || ' ' || json_extract(data, '$.coordinates.release') \
+             FROM memory_company_live"
+        ),
+        ["c 1.3"]
+    );
 }
 
 /// The changes of `commands` applied in order by an administrator, one log index each.

@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS memory_entries (id TEXT PRIMARY KEY, company_id TEXT 
     data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_documents (key TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_live (agent_id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memory_company_live (company_id TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS routines (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS routine_triggers (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, routine_id TEXT NOT NULL,
     data TEXT NOT NULL);
@@ -70,6 +71,7 @@ pub(crate) const NEWER_TABLES: &[&str] = &[
     "memory_entries",
     "memory_documents",
     "memory_live",
+    "memory_company_live",
     "routines",
     "routine_triggers",
     "routine_runs",
@@ -100,6 +102,7 @@ pub(crate) const TABLES: &[&str] = &[
     "memory_entries",
     "memory_documents",
     "memory_live",
+    "memory_company_live",
     "routines",
     "routine_triggers",
     "routine_runs",
@@ -160,6 +163,7 @@ pub(crate) async fn load_state(
     let memory_entries = load_json(conn, "memory_entries").await?;
     let memory_documents = load_json(conn, "memory_documents").await?;
     let memory_live = load_json(conn, "memory_live").await?;
+    let memory_company_live = load_json(conn, "memory_company_live").await?;
     let routines = load_json(conn, "routines").await?;
     let routine_triggers = load_json(conn, "routine_triggers").await?;
     let routine_runs = load_json(conn, "routine_runs").await?;
@@ -210,6 +214,7 @@ pub(crate) async fn load_state(
         memory_entries,
         memory_documents,
         memory_live,
+        memory_company_live,
         home_chunks,
         agent_homes,
         approvals,

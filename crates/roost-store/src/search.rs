@@ -88,10 +88,15 @@ impl SearchRow {
         format!("entry:{id}")
     }
 
-    pub fn entry(e: &roost_core::memory::MemoryEntry) -> SearchRow {
+    /// An entry of an agent's own log; the company's shared log is not indexed, as its
+    /// shared documents are not (recall searches an agent's own memory).
+    pub fn entry(e: &roost_core::memory::MemoryEntry) -> Option<SearchRow> {
+        if e.shared {
+            return None;
+        }
         let mut body = vec![e.what.as_str(), e.did.as_str(), e.next.as_str()];
         body.extend(e.errors.iter().map(String::as_str));
-        SearchRow {
+        Some(SearchRow {
             key: Self::entry_key(&e.id),
             kind: MemoryHitKind::Entry,
             ref_id: e.id.clone(),
@@ -100,7 +105,7 @@ impl SearchRow {
             issue_id: e.issue_id.clone(),
             created_at: e.created_at,
             body: body.join("\n"),
-        }
+        })
     }
 
     /// The version `d` as its document's current text; company-scope documents are not indexed.
@@ -224,7 +229,7 @@ pub(crate) fn rebuild(conn: &rusqlite::Connection) -> Result<(), Error> {
     conn.execute_batch(CREATE_FTS)
         .map_err(Error::write("create search index"))?;
     for_each_json(conn, "SELECT data FROM memory_entries", |e| {
-        put(conn, &SearchRow::entry(&e))
+        SearchRow::entry(&e).map_or(Ok(()), |row| put(conn, &row))
     })?;
     // Versions of a scope and name sort oldest first by key: the last put of a name wins.
     for_each_json(

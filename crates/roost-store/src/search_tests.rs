@@ -60,6 +60,7 @@ fn entry(id: &str, agent: &str, what: &str) -> Change {
         errors: vec!["error[E0433]: failed to resolve".into()],
         created_at: Timestamp(10),
         summary_of: 0,
+        shared: false,
     }))
 }
 

@@ -2,12 +2,16 @@
 //!
 //! - An entry is written by the agent (or an administrator acting for the run) for a live run
 //!   of that agent: a write of a run that ended is refused `stale_run` and stores nothing. At
-//!   [`MAX_MEMORY_ENTRIES_PER_AGENT`] the oldest entries are dropped in the same command.
+//!   [`MAX_MEMORY_ENTRIES_PER_AGENT`] the oldest entries are dropped in the same command. A
+//!   shared entry goes to the company's log instead, written the same way (capped at
+//!   [`MAX_MEMORY_ENTRIES_PER_COMPANY`]).
 //! - A document is saved by an administrator or, for its own documents, by the agent (fenced
 //!   when it names a run) when its current version is the expected one (409 otherwise). The
 //!   company's shared documents are saved by administrators only. At
 //!   [`MAX_MEMORY_DOCUMENT_VERSIONS`] the oldest version is dropped.
-//! - Live state is saved by the agent during a run, each part with the command's time.
+//! - Live state is saved by the agent during a run, each part with the command's time. A
+//!   company's live state is saved by an administrator, or by an agent of the company during
+//!   its run (fenced).
 //!
 //! Nothing here deletes memory when an agent is terminated.
 
@@ -18,7 +22,9 @@ use super::{require_id, Ctx};
 use crate::command::Outcome;
 use crate::entity::{Agent, Run};
 use crate::error::DomainError;
-use crate::limits::{MAX_MEMORY_DOCUMENT_VERSIONS, MAX_MEMORY_ENTRIES_PER_AGENT};
+use crate::limits::{
+    MAX_MEMORY_DOCUMENT_VERSIONS, MAX_MEMORY_ENTRIES_PER_AGENT, MAX_MEMORY_ENTRIES_PER_COMPANY,
+};
 use crate::memory::*;
 use crate::state::{ActivityNote, Change, Decision};
 
@@ -78,11 +84,11 @@ const SUMMARY_ERROR_CHARS: usize = 300;
 /// the ids of the entries it removed.
 fn compact_old_days(
     ctx: &Ctx<'_>,
-    agent_id: &str,
+    log: &LogOwner,
 ) -> (Vec<Change>, std::collections::BTreeSet<String>) {
     let before_day = ctx.now().0.div_euclid(DAY_MS) - COMPACT_AFTER_DAYS;
     let mut days: std::collections::BTreeMap<i64, Vec<&MemoryEntry>> = Default::default();
-    for e in ctx.state.memory.entries_of(agent_id) {
+    for e in ctx.state.memory.log_entries(log) {
         let day = e.created_at.0.div_euclid(DAY_MS);
         if day < before_day {
             days.entry(day).or_default().push(e);
@@ -151,6 +157,7 @@ fn summarize(ctx: &Ctx<'_>, day: i64, entries: &[&MemoryEntry]) -> MemoryEntry {
         errors,
         created_at: base.map_or(first.created_at, |b| b.created_at),
         summary_of: runs,
+        shared: first.shared,
     }
 }
 
@@ -159,6 +166,7 @@ pub(crate) fn append_entry(
     id: &str,
     agent_id: &str,
     new: &NewMemoryEntry,
+    shared: bool,
 ) -> Result<Decision, DomainError> {
     let agent = writable_agent(ctx, agent_id)?;
     let run = live_run_of(ctx, agent, "a memory entry")?;
@@ -200,18 +208,26 @@ pub(crate) fn append_entry(
         errors: new.errors.clone(),
         created_at: ctx.now(),
         summary_of: 0,
+        shared,
     };
-    let (mut changes, compacted) = compact_old_days(ctx, agent_id);
+    let log = entry.log();
+    let cap = if shared {
+        MAX_MEMORY_ENTRIES_PER_COMPANY
+    } else {
+        MAX_MEMORY_ENTRIES_PER_AGENT
+    };
+    let (mut changes, compacted) = compact_old_days(ctx, &log);
     let kept = ctx
         .state
         .memory
-        .entry_count(agent_id)
+        .log_entries(&log)
+        .count()
         .saturating_sub(compacted.len());
-    let drop = (kept + 1).saturating_sub(MAX_MEMORY_ENTRIES_PER_AGENT);
+    let drop = (kept + 1).saturating_sub(cap);
     for old in ctx
         .state
         .memory
-        .entries_of(agent_id)
+        .log_entries(&log)
         .filter(|e| !compacted.contains(&e.id))
         .take(drop)
     {
@@ -221,7 +237,7 @@ pub(crate) fn append_entry(
     Ok(Decision {
         note: agent_note(
             agent,
-            json!({ "memory": "entry", "entryId": entry.id, "dropped": drop }),
+            json!({ "memory": "entry", "entryId": entry.id, "dropped": drop, "shared": shared }),
         ),
         outcome: Outcome::MemoryEntry(entry),
         changes,
@@ -337,6 +353,33 @@ pub(crate) fn put_document(
     })
 }
 
+/// A live-state write must carry a part.
+fn require_some_part(
+    current_task: Option<&CurrentTask>,
+    coordinates: Option<&serde_json::Value>,
+) -> Result<(), DomainError> {
+    if current_task.is_none() && coordinates.is_none() {
+        return Err(DomainError::invalid(
+            "currentTask",
+            "send currentTask, coordinates, or both",
+        ));
+    }
+    Ok(())
+}
+
+/// One part of live state, saved with the command's time when it was sent.
+fn save_part<T: Clone>(
+    part: &mut Option<T>,
+    saved_at: &mut Option<crate::time::Timestamp>,
+    sent: Option<&T>,
+    ctx: &Ctx<'_>,
+) {
+    if let Some(value) = sent {
+        *part = Some(value.clone());
+        *saved_at = Some(ctx.now());
+    }
+}
+
 pub(crate) fn set_live(
     ctx: &Ctx<'_>,
     agent_id: &str,
@@ -345,12 +388,7 @@ pub(crate) fn set_live(
 ) -> Result<Decision, DomainError> {
     let agent = writable_agent(ctx, agent_id)?;
     let run = live_run_of(ctx, agent, "live memory")?;
-    if current_task.is_none() && coordinates.is_none() {
-        return Err(DomainError::invalid(
-            "currentTask",
-            "send currentTask, coordinates, or both",
-        ));
-    }
+    require_some_part(current_task, coordinates)?;
     let mut live = ctx
         .state
         .memory
@@ -366,14 +404,18 @@ pub(crate) fn set_live(
             coordinates_updated_at: None,
             run_id: None,
         });
-    if let Some(task) = current_task {
-        live.current_task = Some(task.clone());
-        live.current_task_updated_at = Some(ctx.now());
-    }
-    if let Some(coordinates) = coordinates {
-        live.coordinates = Some(coordinates.clone());
-        live.coordinates_updated_at = Some(ctx.now());
-    }
+    save_part(
+        &mut live.current_task,
+        &mut live.current_task_updated_at,
+        current_task,
+        ctx,
+    );
+    save_part(
+        &mut live.coordinates,
+        &mut live.coordinates_updated_at,
+        coordinates,
+        ctx,
+    );
     live.run_id = Some(run.id.clone());
     Ok(Decision {
         note: agent_note(
@@ -386,5 +428,81 @@ pub(crate) fn set_live(
         ),
         outcome: Outcome::MemoryLive(live.clone()),
         changes: vec![Change::Memory(MemoryChange::Live(live))],
+    })
+}
+
+pub(crate) fn set_company_live(
+    ctx: &Ctx<'_>,
+    company_id: &str,
+    current_task: Option<&CurrentTask>,
+    coordinates: Option<&serde_json::Value>,
+) -> Result<Decision, DomainError> {
+    let company = ctx
+        .state
+        .companies
+        .get(company_id)
+        .ok_or_else(|| DomainError::not_found("company", company_id))?;
+    ctx.require_company(&company.id, "company", company_id)?;
+    // An agent writes it during its run (fenced, as every write of a run); an administrator
+    // any time, fenced too when it names a run.
+    let run = ctx.fence()?;
+    if ctx.actor.agent_id().is_some() {
+        if run.is_none() {
+            return Err(DomainError::invalid(
+                "runId",
+                "an agent saves its company's live state during a run: send its run id \
+                 (X-Roost-Run-Id) or use the run's key",
+            ));
+        }
+    } else if !ctx.is_admin() {
+        return Err(DomainError::forbidden(
+            "only an agent of the company or an administrator saves its live state",
+        ));
+    }
+    require_some_part(current_task, coordinates)?;
+    let mut live = ctx
+        .state
+        .memory
+        .company_live
+        .get(company_id)
+        .cloned()
+        .unwrap_or_else(|| CompanyLive {
+            company_id: company.id.clone(),
+            current_task: None,
+            current_task_updated_at: None,
+            coordinates: None,
+            coordinates_updated_at: None,
+            updated_by_type: String::new(),
+            updated_by_id: String::new(),
+            run_id: None,
+        });
+    save_part(
+        &mut live.current_task,
+        &mut live.current_task_updated_at,
+        current_task,
+        ctx,
+    );
+    save_part(
+        &mut live.coordinates,
+        &mut live.coordinates_updated_at,
+        coordinates,
+        ctx,
+    );
+    live.updated_by_type = ctx.actor.kind.as_str().into();
+    live.updated_by_id = ctx.actor.id.clone();
+    live.run_id = run.map(|r| r.id.clone());
+    Ok(Decision {
+        note: ActivityNote {
+            company_id: Some(company.id.clone()),
+            entity_type: "company",
+            entity_id: company.id.clone(),
+            details: json!({
+                "memory": "live",
+                "currentTask": current_task.is_some(),
+                "coordinates": coordinates.is_some(),
+            }),
+        },
+        outcome: Outcome::CompanyMemoryLive(live.clone()),
+        changes: vec![Change::Memory(MemoryChange::CompanyLive(live))],
     })
 }

@@ -25,6 +25,7 @@ fn append(w: &mut World, actor: Actor, id: &str, agent: &str) -> Result<Outcome,
             id: id.into(),
             agent_id: agent.into(),
             entry: entry(&format!("entry {id}")),
+            shared: false,
         },
     )
 }
@@ -79,6 +80,7 @@ pub(super) fn reloaded(state: &State) -> State {
         memory_entries: m.entries.values().cloned().collect(),
         memory_documents: m.documents.values().cloned().collect(),
         memory_live: m.live.values().cloned().collect(),
+        memory_company_live: m.company_live.values().cloned().collect(),
         home_chunks: state.home.chunks.values().cloned().collect(),
         agent_homes: state.home.homes.values().cloned().collect(),
         approvals: state.approvals.approvals.values().cloned().collect(),
@@ -218,6 +220,7 @@ fn an_entry_or_document_over_its_cap_is_refused_too_large() {
                 id: "big".into(),
                 agent_id: "a1".into(),
                 entry: big,
+                shared: false,
             },
         )
         .unwrap_err();
@@ -496,6 +499,7 @@ fn append_at(w: &mut World, at_ms: i64, id: &str, what: &str) -> MemoryEntry {
             id: id.into(),
             agent_id: "a1".into(),
             entry: e,
+            shared: false,
         },
     ) {
         Ok(Outcome::MemoryEntry(e)) => e,

@@ -33,6 +33,8 @@ mod issue_index_tests;
 pub(crate) mod loop_breaker;
 mod memory;
 #[cfg(test)]
+mod memory_company_tests;
+#[cfg(test)]
 mod memory_tests;
 pub(crate) mod org;
 #[cfg(test)]
@@ -209,7 +211,8 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             id,
             agent_id,
             entry,
-        } => memory::append_entry(&ctx, id, agent_id, entry),
+            shared,
+        } => memory::append_entry(&ctx, id, agent_id, entry, *shared),
         Command::PutMemoryDocument {
             company_id,
             agent_id,
@@ -229,6 +232,16 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             current_task,
             coordinates,
         } => memory::set_live(&ctx, agent_id, current_task.as_ref(), coordinates.as_ref()),
+        Command::SetCompanyMemoryLive {
+            company_id,
+            current_task,
+            coordinates,
+        } => memory::set_company_live(
+            &ctx,
+            company_id,
+            current_task.as_ref(),
+            coordinates.as_ref(),
+        ),
         Command::CreateGoal {
             id,
             company_id,

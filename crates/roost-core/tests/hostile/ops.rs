@@ -354,12 +354,14 @@ pub enum Op {
     WorkerLost {
         worker: Id,
     },
+    /// `shared`: to the agent's company's log.
     AppendMemoryEntry {
         id: Id,
         agent: Id,
         issue: Option<Id>,
         what: Text,
         error: Text,
+        shared: bool,
     },
     /// `agent: None` is the company's shared scope; `name` picks from valid and invalid names.
     PutMemoryDocument {
@@ -371,6 +373,11 @@ pub enum Op {
     },
     SetMemoryLive {
         agent: Id,
+        doing: Option<Text>,
+        coordinates: Option<Json>,
+    },
+    SetCompanyMemoryLive {
+        company: Id,
         doing: Option<Text>,
         coordinates: Option<Json>,
     },

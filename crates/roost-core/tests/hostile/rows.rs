@@ -32,6 +32,7 @@ pub struct Rows {
     memory_entries: BTreeMap<String, memory::MemoryEntry>,
     memory_documents: BTreeMap<String, memory::MemoryDocument>,
     memory_live: BTreeMap<String, memory::MemoryLive>,
+    memory_company_live: BTreeMap<String, memory::CompanyLive>,
     agent_homes: BTreeMap<String, home::AgentHome>,
     home_chunks: BTreeMap<String, home::HomeChunk>,
     approvals: BTreeMap<String, approval::Approval>,
@@ -128,6 +129,9 @@ impl Rows {
                     memory::MemoryChange::Live(r) => {
                         upsert!(memory_live, "memory_live", r, r.agent_id)
                     }
+                    memory::MemoryChange::CompanyLive(r) => {
+                        upsert!(memory_company_live, "memory_company_live", r, r.company_id)
+                    }
                 },
                 Change::Routine(r) => match r {
                     routine::RoutineChange::Routine(r) => upsert!(routines, "routines", r, r.id),
@@ -202,6 +206,7 @@ impl Rows {
             memory_entries: all(&self.memory_entries),
             memory_documents: all(&self.memory_documents),
             memory_live: all(&self.memory_live),
+            memory_company_live: all(&self.memory_company_live),
             home_chunks: all(&self.home_chunks),
             agent_homes: all(&self.agent_homes),
             approvals: all(&self.approvals),

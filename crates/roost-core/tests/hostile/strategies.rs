@@ -595,15 +595,24 @@ fn worker_lost() -> impl Strategy<Value = Op> {
 }
 
 fn append_memory_entry() -> impl Strategy<Value = Op> {
-    (new_id(), mine_id(), few_id(), text(), text()).prop_map(|(id, agent, issue, what, error)| {
-        Op::AppendMemoryEntry {
-            id,
-            agent,
-            issue,
-            what,
-            error,
-        }
-    })
+    (
+        new_id(),
+        mine_id(),
+        few_id(),
+        text(),
+        text(),
+        prop::bool::weighted(0.3),
+    )
+        .prop_map(
+            |(id, agent, issue, what, error, shared)| Op::AppendMemoryEntry {
+                id,
+                agent,
+                issue,
+                what,
+                error,
+                shared,
+            },
+        )
 }
 
 fn put_memory_document() -> impl Strategy<Value = Op> {
@@ -633,6 +642,19 @@ fn set_memory_live() -> impl Strategy<Value = Op> {
     )
         .prop_map(|(agent, doing, coordinates)| Op::SetMemoryLive {
             agent,
+            doing,
+            coordinates,
+        })
+}
+
+fn set_company_memory_live() -> impl Strategy<Value = Op> {
+    (
+        id(),
+        prop::option::weighted(0.8, text()),
+        prop::option::weighted(0.5, json()),
+    )
+        .prop_map(|(company, doing, coordinates)| Op::SetCompanyMemoryLive {
+            company,
             doing,
             coordinates,
         })
@@ -671,6 +693,7 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         3 => append_memory_entry(),
         2 => put_memory_document(),
         2 => set_memory_live(),
+        1 => set_company_memory_live(),
         12 => super::governance::gov_op().prop_map(Op::Governance),
     ]
 }
@@ -698,7 +721,8 @@ fn natural(op: &Op, who: Who, n: u8) -> Who {
         | Op::RecordCostEvent { .. }
         | Op::Wakeup { .. }
         | Op::AppendMemoryEntry { .. }
-        | Op::SetMemoryLive { .. } => agent,
+        | Op::SetMemoryLive { .. }
+        | Op::SetCompanyMemoryLive { .. } => agent,
         Op::PutMemoryDocument { .. } if n.is_multiple_of(2) => agent,
         Op::Governance(g) if super::governance::agent_sends(g) => agent,
         _ if n.is_multiple_of(8) => Who::System,

@@ -24,6 +24,7 @@ pub struct Foreign {
     memory_entries: BTreeMap<String, memory::MemoryEntry>,
     memory_documents: BTreeMap<String, memory::MemoryDocument>,
     memory_live: BTreeMap<String, memory::MemoryLive>,
+    company_live: BTreeMap<String, memory::CompanyLive>,
     approvals: BTreeMap<String, approval::Approval>,
     goals: BTreeMap<String, project::Goal>,
     projects: BTreeMap<String, project::Project>,
@@ -88,6 +89,7 @@ impl Foreign {
             memory_entries: not_of(&s.memory.entries, c, |r| Some(&r.company_id)),
             memory_documents: not_of(&s.memory.documents, c, |r| Some(&r.company_id)),
             memory_live: not_of(&s.memory.live, c, |r| Some(&r.company_id)),
+            company_live: not_of(&s.memory.company_live, c, |r| Some(&r.company_id)),
             approvals: not_of(&s.approvals.approvals, c, |r| Some(&r.company_id)),
             goals: not_of(&s.goals, c, |r| Some(&r.company_id)),
             projects: not_of(&s.projects, c, |r| Some(&r.company_id)),
@@ -117,6 +119,7 @@ impl Foreign {
             .or_else(|| differs("memory_entries", &a.memory_entries, &b.memory_entries))
             .or_else(|| differs("memory_documents", &a.memory_documents, &b.memory_documents))
             .or_else(|| differs("memory_live", &a.memory_live, &b.memory_live))
+            .or_else(|| differs("memory_company_live", &a.company_live, &b.company_live))
             .or_else(|| differs("approvals", &a.approvals, &b.approvals))
             .or_else(|| differs("goals", &a.goals, &b.goals))
             .or_else(|| differs("projects", &a.projects, &b.projects))
@@ -151,6 +154,7 @@ pub fn outcome_companies(o: &Outcome) -> Vec<Option<String>> {
         Outcome::MemoryEntry(e) => vec![Some(e.company_id.clone())],
         Outcome::MemoryDocument(d) => vec![Some(d.company_id.clone())],
         Outcome::MemoryLive(l) => vec![Some(l.company_id.clone())],
+        Outcome::CompanyMemoryLive(l) => vec![Some(l.company_id.clone())],
         Outcome::Routine(r) => vec![r.company_id().map(str::to_string)],
         // Chunk hashes carry no company; the upload itself was checked against the agent.
         Outcome::HomeChunks(_) => vec![],

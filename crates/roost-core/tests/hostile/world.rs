@@ -735,6 +735,7 @@ impl World {
                 issue,
                 what,
                 error,
+                shared,
             } => Command::AppendMemoryEntry {
                 id: pick(Kind::Comment, *id),
                 agent_id: pick(Kind::Agent, *agent),
@@ -745,6 +746,7 @@ impl World {
                     next: String::new(),
                     errors: vec![error.render()],
                 },
+                shared: *shared,
             },
             Op::PutMemoryDocument {
                 company,
@@ -776,6 +778,19 @@ impl World {
                     doing: d.render(),
                     last: vec![d.render()],
                     next: Vec::new(),
+                }),
+                coordinates: coordinates.map(ops::Json::render),
+            },
+            Op::SetCompanyMemoryLive {
+                company,
+                doing,
+                coordinates,
+            } => Command::SetCompanyMemoryLive {
+                company_id: pick(Kind::Company, *company),
+                current_task: doing.map(|d| roost_core::memory::CurrentTask {
+                    doing: d.render(),
+                    last: Vec::new(),
+                    next: vec![d.render()],
                 }),
                 coordinates: coordinates.map(ops::Json::render),
             },

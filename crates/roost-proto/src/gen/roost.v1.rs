@@ -1989,6 +1989,7 @@ pub struct CurrentTask {
     #[prost(string, repeated, tag = "3")]
     pub next: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
 }
+/// An agent's log (`agent_id`), or with `agent_id` empty its company's shared log.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ListMemoryEntriesRequest {
@@ -1997,6 +1998,8 @@ pub struct ListMemoryEntriesRequest {
     /// Newest first; the server's default page without it.
     #[prost(uint32, optional, tag = "2")]
     pub limit: ::core::option::Option<u32>,
+    #[prost(string, tag = "3")]
+    pub company_id: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -2031,6 +2034,9 @@ pub struct MemoryEntry {
     pub errors: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     #[prost(int64, tag = "11")]
     pub created_at_ms: i64,
+    /// In the company's shared log, not the agent's own.
+    #[prost(bool, tag = "12")]
+    pub shared: bool,
 }
 /// The calling agent's entry for its run (the run from `x-roost-run-id` or a run key).
 #[allow(clippy::all)]
@@ -2046,6 +2052,9 @@ pub struct AppendMemoryEntryRequest {
     pub next: ::prost::alloc::string::String,
     #[prost(string, repeated, tag = "5")]
     pub errors: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Set (the calling agent's company): the entry goes to the company's shared log.
+    #[prost(string, tag = "6")]
+    pub company_id: ::prost::alloc::string::String,
 }
 /// An agent's document (`agent_id`), or with `agent_id` empty the company's shared one.
 #[allow(clippy::all)]
@@ -2116,6 +2125,8 @@ pub struct SearchMemoryResponse {
     pub hits: ::prost::alloc::vec::Vec<MemoryHit>,
 }
 /// The calling agent's live state, for its run (the run from `x-roost-run-id` or a run key).
+/// With `company_id`, the company's live state instead: an administrator's, or an agent's of
+/// the company in its run.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct SetMemoryLiveRequest {
@@ -2125,6 +2136,14 @@ pub struct SetMemoryLiveRequest {
     /// A JSON value; absent leaves it unchanged.
     #[prost(string, optional, tag = "2")]
     pub coordinates_json: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, tag = "3")]
+    pub company_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetCompanyMemoryLiveRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -2145,6 +2164,11 @@ pub struct MemoryLive {
     /// The run that saved it last.
     #[prost(string, optional, tag = "7")]
     pub run_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// A company's live state: `agent_id` is empty, and who saved it last is here.
+    #[prost(string, tag = "8")]
+    pub updated_by_type: ::prost::alloc::string::String,
+    #[prost(string, tag = "9")]
+    pub updated_by_id: ::prost::alloc::string::String,
 }
 /// An agent's document (`agent_id`), or with `agent_id` empty the company's shared one.
 #[allow(clippy::all)]
@@ -5296,7 +5320,8 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "SearchMemory"));
             self.inner.unary(req, path, codec).await
         }
-        /// Saves the calling agent's live state in its run (the parts present, each with its time).
+        /// Saves the calling agent's live state in its run (the parts present, each with its time),
+        /// or with company_id its company's.
         pub async fn set_memory_live(
             &mut self,
             request: impl tonic::IntoRequest<super::SetMemoryLiveRequest>,
@@ -5343,6 +5368,29 @@ pub mod control_client {
                 .insert(
                     GrpcMethod::new("roost.v1.Control", "ListMemoryDocumentVersions"),
                 );
+            self.inner.unary(req, path, codec).await
+        }
+        /// A company's live state (`/api/companies/{cid}/memory/live`), read by its agents and
+        /// administrators; NOT_FOUND while never saved.
+        pub async fn get_company_memory_live(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetCompanyMemoryLiveRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemoryLive>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetCompanyMemoryLive",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetCompanyMemoryLive"));
             self.inner.unary(req, path, codec).await
         }
         /// Goals and projects, with REST's rules (`/api/companies/{cid}/goals`, `/api/goals/{id}`,
@@ -6787,7 +6835,8 @@ pub mod control_server {
             tonic::Response<super::SearchMemoryResponse>,
             tonic::Status,
         >;
-        /// Saves the calling agent's live state in its run (the parts present, each with its time).
+        /// Saves the calling agent's live state in its run (the parts present, each with its time),
+        /// or with company_id its company's.
         async fn set_memory_live(
             &self,
             request: tonic::Request<super::SetMemoryLiveRequest>,
@@ -6800,6 +6849,12 @@ pub mod control_server {
             tonic::Response<super::ListMemoryDocumentVersionsResponse>,
             tonic::Status,
         >;
+        /// A company's live state (`/api/companies/{cid}/memory/live`), read by its agents and
+        /// administrators; NOT_FOUND while never saved.
+        async fn get_company_memory_live(
+            &self,
+            request: tonic::Request<super::GetCompanyMemoryLiveRequest>,
+        ) -> std::result::Result<tonic::Response<super::MemoryLive>, tonic::Status>;
         /// Goals and projects, with REST's rules (`/api/companies/{cid}/goals`, `/api/goals/{id}`,
         /// `/api/companies/{cid}/projects`, `/api/projects/{id}`): members of the company read and
         /// write them, administrators alone delete. A delete answers the record as it was.
@@ -9095,6 +9150,52 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListMemoryDocumentVersionsSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetCompanyMemoryLive" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetCompanyMemoryLiveSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetCompanyMemoryLiveRequest>
+                    for GetCompanyMemoryLiveSvc<T> {
+                        type Response = super::MemoryLive;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetCompanyMemoryLiveRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_company_memory_live(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetCompanyMemoryLiveSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

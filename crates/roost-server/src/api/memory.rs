@@ -1,10 +1,13 @@
-//! Agent memory: an agent's rolling log, documents and live state, and its company's
-//! shared documents. An agent reads and writes its own memory and reads its company's shared
-//! documents; an administrator any; another company's objects are not found. The state
+//! Agent memory: an agent's rolling log, documents and live state, and its company's shared
+//! log, documents and live state. An agent reads and writes its own memory, reads its
+//! company's, and writes the company's log and live state during its runs; an administrator
+//! reads any and writes the company's documents and live state; another company's objects are
+//! not found. The state
 //! machine re-checks every write (`roost-core/src/rules/memory.rs`), fencing a run's writes.
 
 use roost_core::memory::{
-    CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry, MEMORY_DOCUMENT_NAMES,
+    CompanyLive, CurrentTask, LogOwner, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry,
+    MEMORY_DOCUMENT_NAMES,
 };
 use roost_core::views::{MemorySearchHit, MemorySummary};
 use roost_core::{Agent, Command, Outcome};
@@ -16,6 +19,7 @@ use crate::error::ApiError;
 /// Entries a page holds unless asked otherwise, and at most.
 pub const DEFAULT_ENTRY_PAGE: usize = 50;
 pub const MAX_ENTRY_PAGE: usize = roost_core::limits::MAX_MEMORY_ENTRIES_PER_AGENT;
+pub const MAX_SHARED_ENTRY_PAGE: usize = roost_core::limits::MAX_MEMORY_ENTRIES_PER_COMPANY;
 
 /// Search hits an answer holds unless asked otherwise, and at most.
 pub const DEFAULT_SEARCH_HITS: u32 = 20;
@@ -201,20 +205,99 @@ impl Api {
         )))
     }
 
-    /// The calling agent's entry for its run (`POST /api/agents/me/memory/entries`).
+    /// The calling agent's entry for its run (`POST /api/agents/me/memory/entries`), or, with
+    /// `shared` naming its company, for the company's log
+    /// (`POST /api/companies/{cid}/memory/entries`).
     pub async fn append_memory_entry(
         &self,
         caller: &Caller,
         entry: NewMemoryEntry,
+        shared: Option<&str>,
     ) -> Result<MemoryEntry, ApiError> {
         require_run(caller, "a memory entry")?;
         let agent = self.memory_agent(caller, "me").await?;
+        if let Some(company_id) = shared {
+            caller.check_company(company_id, "company", company_id)?;
+            if agent.company_id != company_id {
+                return Err(ApiError::not_found("company", company_id));
+            }
+        }
         let command = Command::AppendMemoryEntry {
             id: new_id(),
             agent_id: agent.id,
             entry,
+            shared: shared.is_some(),
         };
         expect_outcome!(self.submit(caller, command).await?, Outcome::MemoryEntry(e) => e)
+    }
+
+    /// The company, if the caller may read its shared memory: an administrator or an agent of
+    /// it.
+    async fn shared_memory_company(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+    ) -> Result<String, ApiError> {
+        if !caller.is_admin() && caller.agent_id().is_none() {
+            return Err(ApiError::forbidden(
+                "a company's memory is read by its agents and administrators",
+            ));
+        }
+        Ok(self.get_company(caller, company_id).await?.id)
+    }
+
+    /// The company's shared log, newest first.
+    pub async fn shared_memory_entries(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<MemoryEntry>, ApiError> {
+        let company_id = self.shared_memory_company(caller, company_id).await?;
+        let limit = limit
+            .unwrap_or(DEFAULT_ENTRY_PAGE)
+            .clamp(1, MAX_SHARED_ENTRY_PAGE);
+        let log = LogOwner::Company(company_id);
+        Ok(self.reader().read(|s| {
+            s.memory
+                .log_entries(&log)
+                .rev()
+                .take(limit)
+                .cloned()
+                .collect()
+        }))
+    }
+
+    /// The company's live state (404 while it was never saved).
+    pub async fn company_memory_live(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+    ) -> Result<CompanyLive, ApiError> {
+        let company_id = self.shared_memory_company(caller, company_id).await?;
+        self.reader()
+            .read(|s| s.memory.company_live.get(&company_id).cloned())
+            .ok_or_else(|| ApiError::not_found("live memory of company", &company_id))
+    }
+
+    /// Saves the company's live state: an administrator, or an agent of it during its run.
+    pub async fn set_company_memory_live(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        current_task: Option<CurrentTask>,
+        coordinates: Option<serde_json::Value>,
+    ) -> Result<CompanyLive, ApiError> {
+        let company_id = self.shared_memory_company(caller, company_id).await?;
+        if !caller.is_admin() {
+            require_run(caller, "the company's live memory")?;
+        }
+        let command = Command::SetCompanyMemoryLive {
+            company_id,
+            current_task,
+            coordinates,
+        };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::CompanyMemoryLive(l) => l)
     }
 
     /// The calling agent's live state, during its run (`PUT /api/agents/me/memory/live`).

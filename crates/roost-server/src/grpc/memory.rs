@@ -1,7 +1,10 @@
 //! The agent memory calls of `roost.v1.Control`: conversions and the calls into [`Api`], with
-//! the same rules as REST's `/api/agents/{id}/memory...` (`api/memory.rs`).
+//! the same rules as REST's `/api/agents/{id}/memory...` and
+//! `/api/companies/{cid}/memory/...` (`api/memory.rs`).
 
-use roost_core::memory::{CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry};
+use roost_core::memory::{
+    CompanyLive, CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry,
+};
 use roost_core::views::{MemorySearchHit, MemorySummary};
 use roost_core::Timestamp;
 use roost_proto::v1 as pb;
@@ -60,6 +63,22 @@ fn live_to_proto(l: MemoryLive) -> pb::MemoryLive {
         current_task_updated_at_ms: l.current_task_updated_at.map(Timestamp::millis),
         coordinates_updated_at_ms: l.coordinates_updated_at.map(Timestamp::millis),
         run_id: l.run_id,
+        updated_by_type: String::new(),
+        updated_by_id: String::new(),
+    }
+}
+
+fn company_live_to_proto(l: CompanyLive) -> pb::MemoryLive {
+    pb::MemoryLive {
+        coordinates_json: coordinates_json(l.coordinates.as_ref()),
+        agent_id: String::new(),
+        company_id: l.company_id,
+        current_task: l.current_task.map(task_to_proto),
+        current_task_updated_at_ms: l.current_task_updated_at.map(Timestamp::millis),
+        coordinates_updated_at_ms: l.coordinates_updated_at.map(Timestamp::millis),
+        run_id: l.run_id,
+        updated_by_type: l.updated_by_type,
+        updated_by_id: l.updated_by_id,
     }
 }
 
@@ -76,6 +95,7 @@ fn entry_to_proto(e: MemoryEntry) -> pb::MemoryEntry {
         next: e.next,
         errors: e.errors,
         created_at_ms: e.created_at.millis(),
+        shared: e.shared,
     }
 }
 
@@ -131,7 +151,12 @@ pub(super) async fn entries(
     r: pb::ListMemoryEntriesRequest,
 ) -> Result<pb::ListMemoryEntriesResponse, ApiError> {
     let limit = r.limit.map(|l| l as usize);
-    let entries = api.memory_entries(&caller, &r.agent_id, limit).await?;
+    let entries = match scope(r.agent_id, r.company_id)? {
+        MemoryScope::Agent(agent) => api.memory_entries(&caller, &agent, limit).await?,
+        MemoryScope::Company(company) => {
+            api.shared_memory_entries(&caller, &company, limit).await?
+        }
+    };
     Ok(pb::ListMemoryEntriesResponse {
         entries: entries.into_iter().map(entry_to_proto).collect(),
     })
@@ -149,8 +174,9 @@ pub(super) async fn append(
         next: r.next,
         errors: r.errors,
     };
+    let shared = Some(r.company_id.as_str()).filter(|c| !c.is_empty());
     Ok(entry_to_proto(
-        api.append_memory_entry(&caller, entry).await?,
+        api.append_memory_entry(&caller, entry, shared).await?,
     ))
 }
 
@@ -205,8 +231,24 @@ pub(super) async fn set_live(
         .coordinates_json
         .map(|c| parse_json("coordinates_json", &c))
         .transpose()?;
+    if !r.company_id.is_empty() {
+        let saved = api
+            .set_company_memory_live(&caller, &r.company_id, task, coordinates)
+            .await?;
+        return Ok(company_live_to_proto(saved));
+    }
     Ok(live_to_proto(
         api.set_memory_live(&caller, task, coordinates).await?,
+    ))
+}
+
+pub(super) async fn company_live(
+    api: Api,
+    caller: Caller,
+    r: pb::GetCompanyMemoryLiveRequest,
+) -> Result<pb::MemoryLive, ApiError> {
+    Ok(company_live_to_proto(
+        api.company_memory_live(&caller, &r.company_id).await?,
     ))
 }
 

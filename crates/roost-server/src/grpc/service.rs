@@ -390,6 +390,13 @@ impl Control for ControlService {
         self.serve(request, memory::search).await
     }
 
+    async fn get_company_memory_live(
+        &self,
+        request: Request<pb::GetCompanyMemoryLiveRequest>,
+    ) -> Reply<pb::MemoryLive> {
+        self.serve(request, memory::company_live).await
+    }
+
     // Goals, projects and approvals: handlers in governance.rs.
 
     async fn create_goal(&self, request: Request<pb::CreateGoalRequest>) -> Reply<pb::Goal> {

@@ -1,11 +1,14 @@
 //! Agent memory: `/api/agents/{id}/memory...`, `/api/agents/me/memory/...` (the
-//! calling agent, during its run) and `/api/companies/{cid}/memory/documents/...`. The request
-//! bodies live here, strict like those of `dto.rs`.
+//! calling agent, during its run) and the company's shared memory,
+//! `/api/companies/{cid}/memory/{entries,live,documents/...}`. The request bodies live here,
+//! strict like those of `dto.rs`.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use roost_core::memory::{CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry};
+use roost_core::memory::{
+    CompanyLive, CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry,
+};
 use roost_core::views::{MemorySearchHit, MemorySummary};
 use serde::Deserialize;
 
@@ -17,7 +20,7 @@ use crate::error::ApiError;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
-/// `POST /api/agents/me/memory/entries`.
+/// `POST /api/agents/me/memory/entries` and `POST /api/companies/{cid}/memory/entries`.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewEntryBody {
@@ -32,7 +35,8 @@ pub struct NewEntryBody {
     pub issue_id: Option<String>,
 }
 
-/// `PUT /api/agents/me/memory/live`: the parts sent are saved, each with its time.
+/// `PUT /api/agents/me/memory/live` and `PUT /api/companies/{cid}/memory/live`: the parts
+/// sent are saved, each with its time.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LiveBody {
@@ -144,19 +148,36 @@ pub async fn list_own_entries(
     Ok(Json(api.memory_entries(&caller, "me", q.limit).await?))
 }
 
+impl From<NewEntryBody> for NewMemoryEntry {
+    fn from(body: NewEntryBody) -> Self {
+        NewMemoryEntry {
+            issue_id: body.issue_id,
+            what: body.what,
+            did: body.did,
+            next: body.next,
+            errors: body.errors,
+        }
+    }
+}
+
+impl From<CurrentTaskBody> for CurrentTask {
+    fn from(t: CurrentTaskBody) -> Self {
+        CurrentTask {
+            doing: t.doing,
+            last: t.last,
+            next: t.next,
+        }
+    }
+}
+
 pub async fn append_entry(
     State(api): State<Api>,
     caller: Caller,
     JsonBody(body): JsonBody<NewEntryBody>,
 ) -> Result<(StatusCode, Json<MemoryEntry>)> {
-    let entry = NewMemoryEntry {
-        issue_id: body.issue_id,
-        what: body.what,
-        did: body.did,
-        next: body.next,
-        errors: body.errors,
-    };
-    Ok(created(api.append_memory_entry(&caller, entry).await?))
+    Ok(created(
+        api.append_memory_entry(&caller, body.into(), None).await?,
+    ))
 }
 
 pub async fn set_live(
@@ -164,13 +185,55 @@ pub async fn set_live(
     caller: Caller,
     JsonBody(body): JsonBody<LiveBody>,
 ) -> Result<Json<MemoryLive>> {
-    let task = body.current_task.map(|t| CurrentTask {
-        doing: t.doing,
-        last: t.last,
-        next: t.next,
-    });
+    let task = body.current_task.map(CurrentTask::from);
     Ok(Json(
         api.set_memory_live(&caller, task, body.coordinates).await?,
+    ))
+}
+
+/// The company's shared log, newest first (`GET /api/companies/{cid}/memory/entries`).
+pub async fn list_shared_entries(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+    QueryParams(q): QueryParams<EntriesQuery>,
+) -> Result<Json<Vec<MemoryEntry>>> {
+    Ok(Json(
+        api.shared_memory_entries(&caller, &cid, q.limit).await?,
+    ))
+}
+
+/// An entry of the calling agent's run for its company's log.
+pub async fn append_shared_entry(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+    JsonBody(body): JsonBody<NewEntryBody>,
+) -> Result<(StatusCode, Json<MemoryEntry>)> {
+    Ok(created(
+        api.append_memory_entry(&caller, body.into(), Some(&cid))
+            .await?,
+    ))
+}
+
+pub async fn get_company_live(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+) -> Result<Json<CompanyLive>> {
+    Ok(Json(api.company_memory_live(&caller, &cid).await?))
+}
+
+pub async fn set_company_live(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+    JsonBody(body): JsonBody<LiveBody>,
+) -> Result<Json<CompanyLive>> {
+    let task = body.current_task.map(CurrentTask::from);
+    Ok(Json(
+        api.set_company_memory_live(&caller, &cid, task, body.coordinates)
+            .await?,
     ))
 }
 

@@ -283,6 +283,14 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             get(memory::document_history),
         )
         .route(
+            "/companies/{cid}/memory/entries",
+            get(memory::list_shared_entries).post(memory::append_shared_entry),
+        )
+        .route(
+            "/companies/{cid}/memory/live",
+            get(memory::get_company_live).put(memory::set_company_live),
+        )
+        .route(
             "/companies/{cid}/memory/documents/{name}",
             get(memory::get_company_document).put(memory::put_company_document),
         )

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use roost_client::{ClientTls, MemoryScope, RoostClient};
-use roost_core::memory::{MemoryEntry, NewMemoryEntry};
+use roost_core::memory::{CompanyLive, MemoryEntry, NewMemoryEntry};
 use roost_core::views::{MemorySearchHit, MemorySummary};
 use roost_proto::v1::Assignment;
 
@@ -35,14 +35,21 @@ const DOCUMENTS: [&str; 2] = ["STATE.md", "MEMORY.md"];
 const RECENT_ENTRIES: usize = 100;
 /// A fact in STATE.md not verified for this many days is marked stale in the prompt.
 const STALE_AFTER_DAYS: i64 = 7;
+/// Entries of the company's shared log fetched for `memory/company/log.md`, and the bytes of
+/// them a prompt shows.
+const SHARED_ENTRIES: usize = 50;
+const SHARED_BUDGET_BYTES: usize = 2 * 1024;
 /// Recall hits put into a prompt, and their text's cap.
 const RECALL_HITS: usize = 3;
 const RECALL_BUDGET_BYTES: usize = 2 * 1024;
 /// Each memory request's bound: memory must not hold a run back for long.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Where the company's shared documents go in a home, read-only (`roost_core::home::MANAGED_DIRS`).
+/// Where the company's shared memory goes in a home, read-only (`roost_core::home::MANAGED_DIRS`):
+/// its documents, its log (`log.md`) and its live state (`live.md`).
 const COMPANY_DIR: &str = "memory/company";
+/// What an agent writes for its company's shared log, as `entry.md` for its own.
+const COMPANY_ENTRY: &str = "company-entry.md";
 
 /// A document as this run read it.
 struct Document {
@@ -61,6 +68,10 @@ pub(crate) struct Memory {
     /// The company's shared documents that exist (docs/memory.md: memory per agent and per
     /// company). An administrator writes them; a run reads them.
     company: Vec<Document>,
+    /// The company's shared log (newest first) and live state, as the run started.
+    shared_log: Vec<MemoryEntry>,
+    company_live: Option<CompanyLive>,
+    company_id: String,
     current_task: String,
     coordinates: String,
     entries: Vec<MemoryEntry>,
@@ -108,6 +119,24 @@ async fn company_documents(
     Ok(found)
 }
 
+/// The company's shared log, newest first, and its live state (none while never saved), read
+/// as the run's agent.
+async fn company_shared(
+    client: &RoostClient,
+    company_id: &str,
+) -> Result<(Vec<MemoryEntry>, Option<CompanyLive>), String> {
+    let log = client
+        .memory_entries(&MemoryScope::Company(company_id), Some(SHARED_ENTRIES))
+        .await
+        .map_err(|e| format!("memory: reading the company's shared log: {e}"))?;
+    let live = match client.company_memory_live(company_id).await {
+        Ok(live) => Some(live),
+        Err(e) if e.status() == Some(404) => None,
+        Err(e) => return Err(format!("memory: reading the company's live state: {e}")),
+    };
+    Ok((log, live))
+}
+
 /// The agent's home directory on this worker.
 pub(crate) fn home_of(config: &WorkerConfig, agent_id: &str) -> PathBuf {
     config.work_dir.join("agents").join(safe_name(agent_id))
@@ -143,7 +172,7 @@ impl Memory {
             .await
             .map_err(|e| format!("memory: reading the agent's memory: {e}"))?;
         let entries = client
-            .memory_entries(agent, Some(RECENT_ENTRIES))
+            .memory_entries(&MemoryScope::Agent(agent), Some(RECENT_ENTRIES))
             .await
             .map_err(|e| format!("memory: reading the log entries: {e}"))?;
         let mut documents = Vec::new();
@@ -169,6 +198,7 @@ impl Memory {
             });
         }
         let company = company_documents(&client, &a.company_id).await?;
+        let (shared_log, company_live) = company_shared(&client, &a.company_id).await?;
         let recalled = recall(&client, a).await;
         let home_dir = home_of(config, agent);
         let (home_files, home_problem) = match home::restore(&client, agent, &home_dir).await {
@@ -189,6 +219,9 @@ impl Memory {
             summary,
             documents,
             company,
+            shared_log,
+            company_live,
+            company_id: a.company_id.clone(),
             current_task,
             coordinates,
             entries,
@@ -216,18 +249,31 @@ impl Memory {
         std::fs::write(dir.join("coordinates.json"), &self.coordinates)?;
         // An entry file left by an earlier run on this worker was harvested or refused then.
         let _ = std::fs::remove_file(dir.join("entry.md"));
-        // The company's documents as they are now: one removed since an earlier run goes.
+        let _ = std::fs::remove_file(dir.join(COMPANY_ENTRY));
+        // The company's memory as it is now: a document removed since an earlier run goes.
         let company = self.home.join(COMPANY_DIR);
         match std::fs::remove_dir_all(&company) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
-        if !self.company.is_empty() {
+        let mut files: Vec<(&str, String)> = self
+            .company
+            .iter()
+            .map(|d| (d.name, d.content.clone()))
+            .collect();
+        if !self.shared_log.is_empty() {
+            let log = render::shared_log(&self.shared_log, usize::MAX, &self.company_id);
+            files.push(("log.md", log));
+        }
+        if let Some(live) = &self.company_live {
+            files.push(("live.md", render::company_live(live)));
+        }
+        if !files.is_empty() {
             std::fs::create_dir_all(&company)?;
         }
-        for d in &self.company {
-            let path = company.join(d.name);
-            std::fs::write(&path, &d.content)?;
+        for (name, content) in files {
+            let path = company.join(name);
+            std::fs::write(&path, content)?;
             // Read-only: an edit there is not saved, and the mode says so before the agent
             // loses one.
             let mut mode = std::fs::metadata(&path)?.permissions();
@@ -263,12 +309,16 @@ impl Memory {
             text.push_str(&format!("\n## {} (version {})\n", d.name, d.version));
             push_document(&mut text, d, now);
         }
-        if !self.company.is_empty() {
-            text.push_str(&format!(
-                "\nYour company's shared memory, read-only, is in $AGENT_HOME/{COMPANY_DIR}: an \
-                 administrator keeps it, and edits you make there are not saved.\n"
-            ));
-        }
+        let cid = &self.company_id;
+        text.push_str(&format!(
+            "\nYour company's shared memory, read-only, is in $AGENT_HOME/{COMPANY_DIR} (edits \
+             there are not saved): the documents an administrator keeps, the log its agents \
+             write to together (log.md) and its live state (live.md). To tell the other agents \
+             what this run learned or did that they need, write memory/{COMPANY_ENTRY} with \
+             the sections of entry.md, or POST /api/companies/{cid}/memory/entries; to change \
+             what the company is doing now, PUT /api/companies/{cid}/memory/live with \
+             currentTask and coordinates.\n"
+        ));
         for d in &self.company {
             text.push_str(&format!(
                 "\n## Company {} (version {})\n",
@@ -306,6 +356,18 @@ impl Memory {
         if !shown.is_empty() {
             text.push_str("\nRecent log entries, newest first:\n");
             text.push_str(&render::recent(shown, RECENT_BUDGET_BYTES));
+        }
+        if let Some(live) = &self.company_live {
+            text.push_str("\nYour company now (memory/company/live.md):\n");
+            text.push_str(&render::company_live(live));
+        }
+        if !self.shared_log.is_empty() {
+            text.push_str("\nYour company's shared log, newest first:\n");
+            text.push_str(&render::shared_log(
+                &self.shared_log,
+                SHARED_BUDGET_BYTES,
+                &self.company_id,
+            ));
         }
         if !self.recalled.is_empty() {
             text.push_str(
@@ -433,13 +495,32 @@ impl Memory {
                     .push(format!("memory: log entry not saved: {e}")),
             }
         }
+        let shared = std::fs::read_to_string(dir.join(COMPANY_ENTRY))
+            .ok()
+            .and_then(|t| render::parse_entry(&t, issue));
+        let _ = std::fs::remove_file(dir.join(COMPANY_ENTRY));
+        if let Some(entry) = shared {
+            match self
+                .client
+                .append_shared_memory_entry(&a.company_id, &entry)
+                .await
+            {
+                Ok(saved) => notes.saved.push(format!(
+                    "memory: logged entry {} in the company's shared log",
+                    saved.id
+                )),
+                Err(e) => notes.problems.push(format!(
+                    "memory: entry for the company's shared log not saved: {e}"
+                )),
+            }
+        }
         notes
     }
 
     /// Whether the agent logged an entry through the API during this run.
     async fn logged_during_run(&self, agent_id: &str, run_id: &str) -> bool {
         self.client
-            .memory_entries(agent_id, Some(10))
+            .memory_entries(&MemoryScope::Agent(agent_id), Some(10))
             .await
             .is_ok_and(|entries| entries.iter().any(|e| e.run_id == run_id))
     }

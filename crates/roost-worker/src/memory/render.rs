@@ -2,7 +2,7 @@
 //! the agent wrote (`current-task.md`, `entry.md`) read back. Pure: no IO, no clock (times come
 //! in as arguments), so each format is tested on its own.
 
-use roost_core::memory::{CurrentTask, MemoryEntry, NewMemoryEntry};
+use roost_core::memory::{CompanyLive, CurrentTask, MemoryEntry, NewMemoryEntry};
 use roost_core::Timestamp;
 
 /// Bytes of log entries written to `memory/recent.md` and put in a prompt (about 2,000 tokens).
@@ -11,6 +11,20 @@ pub(crate) const RECENT_BUDGET_BYTES: usize = 8 * 1024;
 /// Entries newest first, as markdown, while they fit in `budget` bytes (the newest always
 /// does, cut if it must be). Says how many were left out.
 pub(crate) fn recent(entries: &[MemoryEntry], budget: usize) -> String {
+    log(entries, budget, "GET /api/agents/me/memory/entries")
+}
+
+/// The company's shared log, as [`recent`] renders the agent's.
+pub(crate) fn shared_log(entries: &[MemoryEntry], budget: usize, company_id: &str) -> String {
+    log(
+        entries,
+        budget,
+        &format!("GET /api/companies/{company_id}/memory/entries"),
+    )
+}
+
+/// `lister`: the request that lists what was left out.
+fn log(entries: &[MemoryEntry], budget: usize, lister: &str) -> String {
     let mut out = String::new();
     let mut shown = 0;
     for e in entries {
@@ -23,7 +37,7 @@ pub(crate) fn recent(entries: &[MemoryEntry], budget: usize) -> String {
     }
     if shown < entries.len() {
         out.push_str(&format!(
-            "({} older entries not shown; GET /api/agents/me/memory/entries lists them.)\n",
+            "({} older entries not shown; {lister} lists them.)\n",
             entries.len() - shown
         ));
     }
@@ -32,6 +46,9 @@ pub(crate) fn recent(entries: &[MemoryEntry], budget: usize) -> String {
 
 fn entry_block(e: &MemoryEntry) -> String {
     let mut block = format!("## {} run {}", e.created_at, e.run_id);
+    if e.shared {
+        block.push_str(&format!(" by agent {}", e.agent_id));
+    }
     if let Some(reason) = e.wake_reason {
         block.push_str(&format!(" ({reason})"));
     }
@@ -105,6 +122,24 @@ pub(crate) fn current_task(task: Option<&CurrentTask>) -> String {
     for item in &task.next {
         text.push_str(&format!("- {item}\n"));
     }
+    text
+}
+
+/// The company's live state as markdown: its current task as `current-task.md` has it, its
+/// coordinates, and who saved them when.
+pub(crate) fn company_live(live: &CompanyLive) -> String {
+    let mut text = current_task(live.current_task.as_ref());
+    if let Some(c) = &live.coordinates {
+        text.push_str(&format!("\n# Coordinates\n{c:#}\n"));
+    }
+    let at = live
+        .current_task_updated_at
+        .max(live.coordinates_updated_at)
+        .map_or_else(|| "-".to_string(), |t| t.to_string());
+    text.push_str(&format!(
+        "\n(saved {at} by {} {})\n",
+        live.updated_by_type, live.updated_by_id
+    ));
     text
 }
 
@@ -239,6 +274,7 @@ mod tests {
             errors: vec!["exit 2: no such file".into()],
             created_at: Timestamp(n as i64 * 1000),
             summary_of: 0,
+            shared: false,
         }
     }
 
@@ -260,6 +296,53 @@ mod tests {
         // A single huge entry is cut, not dropped.
         let huge = recent(&[entry(1, &"y".repeat(50_000))], 1_000);
         assert!(huge.len() < 1_200 && huge.contains("yyy"), "{}", huge.len());
+    }
+
+    #[test]
+    fn the_company_log_names_each_entrys_agent_and_where_the_rest_is_listed() {
+        let mut shared = entry(2, "the staging database moved");
+        shared.shared = true;
+        let entries = vec![shared, entry(1, &"y".repeat(400))];
+        let text = shared_log(&entries, 200, "c9");
+        assert!(
+            text.contains("run r2 by agent a issue ACM-1\nWhat: the staging database moved"),
+            "{text}"
+        );
+        assert!(
+            text.contains("(1 older entries not shown; GET /api/companies/c9/memory/entries"),
+            "{text}"
+        );
+        assert!(!recent(&entries[1..], 10_000).contains("by agent"));
+    }
+
+    #[test]
+    fn the_company_live_file_shows_its_task_coordinates_and_who_saved_them() {
+        let live = CompanyLive {
+            company_id: "c9".into(),
+            current_task: Some(CurrentTask {
+                doing: "release 1.3".into(),
+                last: Vec::new(),
+                next: vec!["tag it".into()],
+            }),
+            current_task_updated_at: Some(Timestamp(1_000)),
+            coordinates: Some(serde_json::json!({ "branch": "release-1.3" })),
+            coordinates_updated_at: Some(Timestamp(5_000)),
+            updated_by_type: "agent".into(),
+            updated_by_id: "a7".into(),
+            run_id: Some("r3".into()),
+        };
+        let text = company_live(&live);
+        assert!(text.starts_with("# Doing\nrelease 1.3\n"), "{text}");
+        assert!(text.contains("- tag it\n"), "{text}");
+        assert!(
+            text.contains("# Coordinates\n{\n  \"branch\": \"release-1.3\"\n}"),
+            "{text}"
+        );
+        let latest = Timestamp(5_000).to_string();
+        assert!(
+            text.contains(&format!("(saved {latest} by agent a7)")),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! `roost memory show|home|log|edit|history|search`: an agent's replicated memory. `show`
+//! `roost memory show|home|log|edit|history|search|company-log|company-live`: an agent's
+//! replicated memory, and its company's shared log and live state. `show`
 //! is the summary with the recovery door a run starting now would take; `log` the rolling log,
 //! newest first; `edit` saves a new version of `MEMORY.md` or `STATE.md` (refused `409` if
 //! someone saved since the version it read); `history` the kept versions; `search` full-text
 //! recall over entries, documents and the comments of the agent's issues, best first; `home`
-//! the files the agent keeps under `$AGENT_HOME`, as its last run saved them.
+//! the files the agent keeps under `$AGENT_HOME`, as its last run saved them. `company-log`
+//! is the log the company's agents write to together, `company-live` its live state (shown, or
+//! saved by an administrator with `--doing`/`--coordinates`).
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -12,7 +15,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use roost_client::{
-    HomeView, MemoryDocument, MemoryEntry, MemoryScope, MemorySearchHit, MemorySummary,
+    CompanyLive, CurrentTask, HomeView, MemoryDocument, MemoryEntry, MemoryScope, MemorySearchHit,
+    MemorySummary,
 };
 
 use super::output::{fields, indented, or_dash, table, when};
@@ -95,6 +99,31 @@ enum MemoryCommand {
         #[arg(long)]
         any: bool,
     },
+    /// A company's shared log (what its agents' runs logged for all of them), newest first
+    CompanyLog {
+        /// Company id, prefix or name [default: the only one]
+        company: Option<String>,
+        /// Entries to show [default: the server's page, 50]
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// A company's live state; with --doing or --coordinates, save it (an administrator)
+    CompanyLive {
+        /// Company id, prefix or name [default: the only one]
+        company: Option<String>,
+        /// What the company is doing now, in a sentence
+        #[arg(long)]
+        doing: Option<String>,
+        /// The last things done (repeat, at most 3; with --doing)
+        #[arg(long, requires = "doing")]
+        last: Vec<String>,
+        /// The next steps (repeat, at most 3; with --doing)
+        #[arg(long, requires = "doing")]
+        next: Vec<String>,
+        /// Where things are, as a JSON value
+        #[arg(long)]
+        coordinates: Option<String>,
+    },
 }
 
 pub async fn run(session: &Session, args: MemoryArgs) -> anyhow::Result<ExitCode> {
@@ -114,7 +143,10 @@ pub async fn run(session: &Session, args: MemoryArgs) -> anyhow::Result<ExitCode
             limit,
         } => {
             let id = agent_id(session, &agent, company.as_deref()).await?;
-            out.show(&client.memory_entries(&id, limit).await?, |e| log_text(e))?;
+            let entries = client
+                .memory_entries(&MemoryScope::Agent(&id), limit)
+                .await?;
+            out.show(&entries, |e| log_text(e))?;
         }
         MemoryCommand::Edit {
             agent,
@@ -181,8 +213,70 @@ pub async fn run(session: &Session, args: MemoryArgs) -> anyhow::Result<ExitCode
                 .await?;
             out.show(&hits, |h| search_text(h))?;
         }
+        MemoryCommand::CompanyLog { company, limit } => {
+            let id = session.company_id(company.as_deref()).await?;
+            let entries = client
+                .memory_entries(&MemoryScope::Company(&id), limit)
+                .await?;
+            out.show(&entries, |e| log_text(e))?;
+        }
+        MemoryCommand::CompanyLive {
+            company,
+            doing,
+            last,
+            next,
+            coordinates,
+        } => {
+            let id = session.company_id(company.as_deref()).await?;
+            let task = doing.map(|doing| CurrentTask { doing, last, next });
+            let coordinates = coordinates
+                .map(|c| serde_json::from_str::<serde_json::Value>(&c))
+                .transpose()
+                .context("--coordinates must be a JSON value, such as '{\"repo\": \"main\"}'")?;
+            let live = if task.is_some() || coordinates.is_some() {
+                client
+                    .set_company_memory_live(&id, task.as_ref(), coordinates.as_ref())
+                    .await?
+            } else {
+                client.company_memory_live(&id).await?
+            };
+            out.show(&live, company_live_text)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn company_live_text(l: &CompanyLive) -> String {
+    let task = l.current_task.as_ref();
+    let mut pairs = vec![
+        ("company", l.company_id.clone()),
+        ("doing", or_dash(task.map(|t| t.doing.clone()))),
+    ];
+    if let Some(t) = task {
+        pairs.push(("last", t.last.join("; ")));
+        pairs.push(("next", t.next.join("; ")));
+        pairs.push(("saved", or_dash(l.current_task_updated_at.map(when))));
+    }
+    let coordinates = l.coordinates.as_ref().map(|c| {
+        format!(
+            "{c} (saved {})",
+            or_dash(l.coordinates_updated_at.map(when))
+        )
+    });
+    pairs.push(("coordinates", or_dash(coordinates)));
+    pairs.push((
+        "by",
+        format!(
+            "{} {}{}",
+            l.updated_by_type,
+            l.updated_by_id,
+            l.run_id
+                .as_deref()
+                .map(|r| format!(" (run {r})"))
+                .unwrap_or_default()
+        ),
+    ));
+    fields(&pairs)
 }
 
 async fn agent_id(session: &Session, agent: &str, company: Option<&str>) -> anyhow::Result<String> {
@@ -304,8 +398,13 @@ fn log_text(entries: &[MemoryEntry]) -> String {
             .wake_reason
             .map(|w| w.to_string())
             .unwrap_or_else(|| "-".into());
+        let by = if e.shared {
+            format!("agent {}  ", e.agent_id)
+        } else {
+            String::new()
+        };
         text.push_str(&format!(
-            "{}  run {}  wake {}  issue {}\n",
+            "{}  {by}run {}  wake {}  issue {}\n",
             when(e.created_at),
             e.run_id,
             wake,

@@ -439,6 +439,7 @@ const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/GetBudgetOverview", GrpcRule::Caller),
     ("/roost.v1.Control/GetComment", GrpcRule::Caller),
     ("/roost.v1.Control/GetCompany", GrpcRule::Caller),
+    ("/roost.v1.Control/GetCompanyMemoryLive", GrpcRule::Caller),
     ("/roost.v1.Control/GetCostSummary", GrpcRule::Caller),
     ("/roost.v1.Control/GetGoal", GrpcRule::Caller),
     ("/roost.v1.Control/GetHeartbeatContext", GrpcRule::Caller),

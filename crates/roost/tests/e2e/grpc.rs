@@ -254,6 +254,7 @@ async fn grpc_memory_follows_rests_rules() -> anyhow::Result<()> {
             ListMemoryEntriesRequest {
                 agent_id: me.clone(),
                 limit: Some(10),
+                ..Default::default()
             },
         )?)
         .await?
@@ -316,6 +317,7 @@ async fn grpc_memory_follows_rests_rules() -> anyhow::Result<()> {
             ListMemoryEntriesRequest {
                 agent_id: me.clone(),
                 limit: None,
+                ..Default::default()
             },
         )?)
         .await

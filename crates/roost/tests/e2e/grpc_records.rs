@@ -1,12 +1,14 @@
-//! Live memory, document versions, routine triggers and skills over gRPC: each call answers what
+//! Live memory (an agent's and its company's), the company's shared log, document versions,
+//! routine triggers and skills over gRPC: each call answers what
 //! its REST twin answers, with the same rules and refusals.
 
 use roost_proto::v1::{
-    self as pb, CreateRoutineRequest, CreateRoutineTriggerRequest, CreateSkillRequest, CurrentTask,
-    DeleteRoutineTriggerRequest, DeleteSkillRequest, GetAgentSkillsRequest, GetSkillRequest,
-    ListMemoryDocumentVersionsRequest, ListRoutineTriggersRequest, ListSkillsRequest,
-    PutMemoryDocumentRequest, RotateRoutineTriggerSecretRequest, SetAgentSkillsRequest,
-    SetMemoryLiveRequest, UpdateRoutineTriggerRequest, UpdateSkillRequest,
+    self as pb, AppendMemoryEntryRequest, CreateRoutineRequest, CreateRoutineTriggerRequest,
+    CreateSkillRequest, CurrentTask, DeleteRoutineTriggerRequest, DeleteSkillRequest,
+    GetAgentSkillsRequest, GetCompanyMemoryLiveRequest, GetSkillRequest,
+    ListMemoryDocumentVersionsRequest, ListMemoryEntriesRequest, ListRoutineTriggersRequest,
+    ListSkillsRequest, PutMemoryDocumentRequest, RotateRoutineTriggerSecretRequest,
+    SetAgentSkillsRequest, SetMemoryLiveRequest, UpdateRoutineTriggerRequest, UpdateSkillRequest,
 };
 use serde_json::json;
 use tonic::Code;
@@ -32,6 +34,7 @@ async fn grpc_live_memory_document_versions_triggers_and_skills_match_rest() -> 
             next: vec!["rerun CI".into()],
         }),
         coordinates_json: Some(r#"{"branch":"fix-build"}"#.into()),
+        ..Default::default()
     };
     let (code, text) = refused(
         grpc.set_memory_live(call(&key, live.clone()))
@@ -47,6 +50,68 @@ async fn grpc_live_memory_document_versions_triggers_and_skills_match_rest() -> 
         .into_inner();
     assert_eq!(saved.run_id.as_deref(), Some(run.as_str()));
     assert!(saved.current_task_updated_at_ms.is_some());
+    // The company's shared memory: the same calls with company_id, REST's rules.
+    let shared = grpc
+        .append_memory_entry(authed(
+            &key,
+            Some(&run),
+            AppendMemoryEntryRequest {
+                what: "the build cache lives in /var/cache/ci".into(),
+                company_id: cid.clone(),
+                ..Default::default()
+            },
+        )?)
+        .await?
+        .into_inner();
+    assert!(shared.shared, "{shared:?}");
+    let company_live = grpc
+        .set_memory_live(authed(
+            &admin,
+            None,
+            SetMemoryLiveRequest {
+                coordinates_json: Some(r#"{"release":"1.3"}"#.into()),
+                company_id: cid.clone(),
+                ..Default::default()
+            },
+        )?)
+        .await?
+        .into_inner();
+    assert_eq!(
+        (
+            company_live.agent_id.as_str(),
+            company_live.updated_by_type.as_str()
+        ),
+        ("", "user")
+    );
+    let read_live = grpc
+        .get_company_memory_live(call(
+            &key,
+            GetCompanyMemoryLiveRequest {
+                company_id: cid.clone(),
+            },
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(read_live.coordinates_json, r#"{"release":"1.3"}"#);
+    let log = grpc
+        .list_memory_entries(call(
+            &key,
+            ListMemoryEntriesRequest {
+                company_id: cid.clone(),
+                ..Default::default()
+            },
+        ))
+        .await?
+        .into_inner()
+        .entries;
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0].id, shared.id);
+    let rest_log = node
+        .admin
+        .get(&format!("/api/companies/{cid}/memory/entries"))
+        .await?
+        .ok()?;
+    assert_eq!(rest_log[0]["id"], shared.id.as_str(), "{rest_log}");
     let rest = node
         .admin
         .get(&format!("/api/agents/{agent}/memory"))

@@ -29,6 +29,7 @@ mod memory;
 mod memory_follows;
 mod memory_hybrid;
 mod memory_search;
+mod memory_shared;
 mod metrics;
 mod npm;
 mod paperclip_cli;

@@ -1,7 +1,8 @@
 //! Agent memory follows the agent between machines: a run on worker A
 //! logs an entry, edits MEMORY.md and its current task in its home; A goes away; the agent's
-//! next run lands on worker B, and its prompt and home hold what A's run left. Both workers are
-//! the real `roost-worker` with the `process` adapter, against a 3-node cluster.
+//! next run lands on worker B, and its prompt and home hold what A's run left, its company's
+//! shared log and live state too. Both workers are the real `roost-worker` with the `process`
+//! adapter, against a 3-node cluster.
 
 use std::path::Path;
 
@@ -15,8 +16,9 @@ use crate::worker_process::{
 };
 
 /// The agent: keeps its prompt and the MEMORY.md it found, its own and its company's; on its
-/// first run (an empty MEMORY.md) it writes a fact, a log entry and its current task as files
-/// in its home, and scribbles on the company's read-only copy.
+/// first run (an empty MEMORY.md) it writes a fact, a log entry, an entry for its company's
+/// shared log and its current task as files in its home, and scribbles on the company's
+/// read-only copy.
 const AGENT: &str = r#"
 cat > "prompt-$ROOST_RUN_ID.txt"
 cp "$AGENT_HOME/MEMORY.md" "memory-seen-$ROOST_RUN_ID.md"
@@ -25,6 +27,7 @@ if [ ! -s "$AGENT_HOME/MEMORY.md" ]; then
   printf 'scribbled by the agent\n' >> "$AGENT_HOME/memory/company/MEMORY.md"
   printf '# Facts\n- the parser lives in src/parse.rs\n' >> "$AGENT_HOME/MEMORY.md"
   printf '# What\nfound the parser bug\n\n# Did\nread src/parse.rs\n\n# Next\nwrite the fix\n' > "$AGENT_HOME/memory/entry.md"
+  printf '# What\nthe parser is shared by every service\n\n# Did\nlisted its callers\n' > "$AGENT_HOME/memory/company-entry.md"
   printf '# Doing\nfixing the parser\n\n# Last\n- found the bug\n\n# Next\n- write the fix\n' > "$AGENT_HOME/memory/current-task.md"
 fi
 "#;
@@ -118,6 +121,30 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
         !home_a.join("memory/entry.md").exists(),
         "the entry file was taken"
     );
+    // Its entry for the company went to the company's shared log, not to its own.
+    let shared = c
+        .admin(leader)
+        .get(&format!("/api/companies/{}/memory/entries", c.company_id))
+        .await?
+        .ok()?;
+    assert_eq!(shared[0]["what"], SHARED_FACT, "{shared}");
+    assert_eq!(
+        (shared[0]["agentId"].as_str(), shared[0]["runId"].as_str()),
+        (Some(agent.as_str()), Some(first_id.as_str())),
+        "{shared}"
+    );
+    assert!(
+        !memory.to_string().contains(SHARED_FACT),
+        "the shared entry is not in the agent's own log: {memory}"
+    );
+    // An administrator sets what the company is doing now.
+    c.admin(leader)
+        .put(
+            &format!("/api/companies/{}/memory/live", c.company_id),
+            json!({ "currentTask": { "doing": COMPANY_DOING }, "coordinates": { "release": "1.3" } }),
+        )
+        .await?
+        .ok()?;
 
     // Worker A goes away; worker B, with an empty work dir, is the only one left.
     drop(stop_a);
@@ -179,6 +206,13 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
     );
     assert!(read(&home_b.join("memory/recent.md")).contains("found the parser bug"));
     assert!(read(&home_b.join("memory/current-task.md")).contains("fixing the parser"));
+    // The company's shared log and live state reached run 2 on worker B, in its prompt and,
+    // read-only, in its home.
+    for shared in [SHARED_FACT, COMPANY_DOING, "\"release\": \"1.3\""] {
+        assert!(prompt.contains(shared), "{shared:?} not in:\n{prompt}");
+    }
+    assert!(read(&home_b.join("memory/company/log.md")).contains(SHARED_FACT));
+    assert!(read(&home_b.join("memory/company/live.md")).contains(COMPANY_DOING));
 
     // The company's MEMORY.md reached both runs, in their homes and their prompts, and the
     // first run's scribble on it was neither saved nor carried to worker B as a home file.
@@ -220,6 +254,8 @@ async fn memory_moves_to_worker_b(kill_the_leader_between: bool) -> anyhow::Resu
 }
 
 const COMPANY_FACT: &str = "# Company\n- releases go out on Tuesdays\n";
+const SHARED_FACT: &str = "the parser is shared by every service";
+const COMPANY_DOING: &str = "shipping release 1.3";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_agents_memory_follows_it_to_another_worker() -> anyhow::Result<()> {
