@@ -170,7 +170,8 @@ pub struct Company {
     pub updated_at: Timestamp,
 }
 
-/// When and how often an agent is woken. Enforced by the wake rules (a later issue).
+/// When and how often an agent is woken, and how much in a day: enforced by the wake rules
+/// (`rules/wake.rs`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct HeartbeatPolicy {
@@ -182,6 +183,14 @@ pub struct HeartbeatPolicy {
     /// Cents reserved against every matching budget when a run is claimed, and the step by
     /// which a running run's reservation grows as it reports usage.
     pub run_reserve_cents: u64,
+    /// Paperclip's per-agent daily caps: once the agent's runs created, or its cost events'
+    /// cents, in the current UTC day reach one, a new wake is skipped until the next day (a
+    /// wake merged into a pending one is not new). `0` is a hard stop; none: no cap
+    /// (`rules/wake.rs`, `daily_cap`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_daily_runs: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_daily_cost_cents: Option<u64>,
 }
 
 impl Default for HeartbeatPolicy {
@@ -193,6 +202,8 @@ impl Default for HeartbeatPolicy {
             max_concurrent_runs: 1,
             skip_when_idle: true,
             run_reserve_cents: 25,
+            max_daily_runs: None,
+            max_daily_cost_cents: None,
         }
     }
 }

@@ -396,7 +396,10 @@ fn heartbeat_policy(policy: &HeartbeatPolicy) -> Result<(), DomainError> {
     if policy.interval_sec > MAX_INTERVAL_SEC {
         return Err(out_of_range("heartbeat.intervalSec", 0, MAX_INTERVAL_SEC));
     }
-    cents("heartbeat.runReserveCents", policy.run_reserve_cents)
+    cents("heartbeat.runReserveCents", policy.run_reserve_cents)?;
+    policy
+        .max_daily_cost_cents
+        .map_or(Ok(()), |c| cents("heartbeat.maxDailyCostCents", c))
 }
 
 fn agent_patch(patch: &AgentPatch) -> Result<(), DomainError> {

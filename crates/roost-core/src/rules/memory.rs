@@ -129,7 +129,13 @@ fn summarize(ctx: &Ctx<'_>, day: i64, entries: &[&MemoryEntry]) -> MemoryEntry {
             .as_deref()
             .map(|i| format!(" [issue {i}]"))
             .unwrap_or_default();
-        did.push_str(&format!("- {}{about}\n", e.what));
+        // The company's log holds several agents' entries: each line says whose.
+        let by = if e.shared {
+            format!(" (agent {})", e.agent_id)
+        } else {
+            String::new()
+        };
+        did.push_str(&format!("- {}{by}{about}\n", e.what));
         for error in &e.errors {
             if errors.len() < SUMMARY_ERRORS {
                 errors.push(error.chars().take(SUMMARY_ERROR_CHARS).collect());
@@ -446,6 +452,12 @@ pub(crate) fn set_company_live(
     // An agent writes it during its run (fenced, as every write of a run); an administrator
     // any time, fenced too when it names a run.
     let run = ctx.fence()?;
+    if let Some(run) = run.filter(|r| r.company_id != company.id) {
+        return Err(DomainError::forbidden(format!(
+            "run {} belongs to another company",
+            run.id
+        )));
+    }
     if ctx.actor.agent_id().is_some() {
         if run.is_none() {
             return Err(DomainError::invalid(

@@ -187,6 +187,19 @@ fn company_live_state_refuses_an_agent_without_a_live_run_another_company_and_an
         "not_found",
         "another company's is not found: {err}"
     );
+    // An administrator naming a run names one of this company's.
+    let err = set_live(
+        &mut w,
+        {
+            let mut a = admin();
+            a.run_id = Some("r2".into());
+            a
+        },
+        "c1",
+        "x",
+    )
+    .unwrap_err();
+    assert_eq!(err.code(), "forbidden", "{err}");
     let err = set_live(&mut w, worker_actor("wk1"), "c1", "x").unwrap_err();
     assert_eq!(err.code(), "forbidden", "{err}");
     let err = w
@@ -217,4 +230,63 @@ fn company_live_state_refuses_an_agent_without_a_live_run_another_company_and_an
         "too_large",
         "the same bounds as an agent's: {err}"
     );
+}
+
+#[test]
+fn a_compacted_day_of_the_company_log_says_which_agent_each_line_is_from() {
+    const DAY: i64 = 86_400_000;
+    let mut w = world();
+    w.start_run("r1", "a1");
+    w.start_run("r2", "a2");
+    let day0 = 20_000 * DAY;
+    for (at, actor, id, agent) in [
+        (day0 + 1, agent_actor("a1", "c1", Some("r1")), "s1", "a1"),
+        (day0 + 2, agent_actor("a2", "c1", Some("r2")), "s2", "a2"),
+    ] {
+        w.run_at(
+            at,
+            actor,
+            Command::AppendMemoryEntry {
+                id: id.into(),
+                agent_id: agent.into(),
+                entry: NewMemoryEntry {
+                    what: format!("what {agent} found"),
+                    ..Default::default()
+                },
+                shared: true,
+            },
+        )
+        .expect("appended");
+    }
+    // An append more than a week later compacts that day into one summary.
+    w.run_at(
+        day0 + 9 * DAY,
+        agent_actor("a1", "c1", Some("r1")),
+        Command::AppendMemoryEntry {
+            id: "s3".into(),
+            agent_id: "a1".into(),
+            entry: NewMemoryEntry {
+                what: "later".into(),
+                ..Default::default()
+            },
+            shared: true,
+        },
+    )
+    .expect("appended");
+    let log: Vec<&MemoryEntry> = w
+        .state
+        .memory
+        .log_entries(&LogOwner::Company("c1".into()))
+        .collect();
+    assert_eq!(log.len(), 2, "{log:?}");
+    let summary = log[0];
+    assert_eq!(summary.summary_of, 2);
+    assert!(summary.shared);
+    assert!(
+        summary.did.contains("- what a1 found (agent a1)")
+            && summary.did.contains("- what a2 found (agent a2)"),
+        "{}",
+        summary.did
+    );
+    assert_eq!(w.state.memory.entry_count("a1"), 0, "own log untouched");
 }

@@ -17,6 +17,8 @@ mod company;
 #[cfg(test)]
 mod company_issue_tests;
 pub(crate) mod credential;
+#[cfg(test)]
+mod daily_cap_tests;
 // The credential tests' helpers, for worker_credential_tests.rs.
 #[cfg(test)]
 use credential::tests as credential_tests;

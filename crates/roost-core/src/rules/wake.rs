@@ -220,6 +220,7 @@ pub(crate) fn enqueue(
     } else if req.reason == WakeReason::OnDemand && !agent.heartbeat.wake_on_demand {
         skip(&mut wake, WakeStatus::Skipped, "wake_on_demand_disabled");
     } else if let Some(mut into) = pending.pending_for(ctx, &agent.id, req.issue_id.as_deref()) {
+        // (Before the daily caps: a merged wake starts no run of its own.)
         // Coalescing: one pending wake per (agent, issue) gathers every later one.
         into.count = into.count.saturating_add(1);
         into.comment_ids.extend(req.comment_ids.iter().cloned());
@@ -231,6 +232,8 @@ pub(crate) fn enqueue(
         wake.status_reason = Some(format!("merged into wake {}", into.id));
         wake.coalesced_into = Some(into.id.clone());
         pending.changes.push(Change::Wake(into));
+    } else if let Some(why) = daily_cap(ctx.state, agent, ctx.now()) {
+        skip(&mut wake, WakeStatus::Skipped, why);
     } else if let Some(holder) = pending
         .issue(ctx, req.issue_id.as_deref())
         .and_then(|i| holder_of(ctx, &agent.id, &i))
@@ -249,6 +252,30 @@ pub(crate) fn enqueue(
     }
     pending.changes.push(Change::Wake(wake.clone()));
     Ok(wake)
+}
+
+/// Which of the agent's daily caps (`maxDailyRuns`, `maxDailyCostCents`) the current UTC day
+/// has reached, if one: `daily_run_cap`, `daily_cost_cap`.
+pub(crate) fn daily_cap(
+    state: &crate::state::State,
+    agent: &crate::entity::Agent,
+    now: crate::time::Timestamp,
+) -> Option<&'static str> {
+    let policy = &agent.heartbeat;
+    if policy.max_daily_runs.is_none() && policy.max_daily_cost_cents.is_none() {
+        return None;
+    }
+    let day = state.agent_day(&agent.id, now);
+    if policy.max_daily_runs.is_some_and(|cap| day.runs >= cap) {
+        Some("daily_run_cap")
+    } else if policy
+        .max_daily_cost_cents
+        .is_some_and(|cap| day.cents >= cap)
+    {
+        Some("daily_cost_cap")
+    } else {
+        None
+    }
 }
 
 /// Why a company starts no runs now (`company_paused`, `company_archived`), if it does not.

@@ -195,6 +195,8 @@ pub struct Heartbeat {
     pub max_concurrent_runs: u32,
     pub skip_when_idle: bool,
     pub run_reserve_cents: u64,
+    /// The daily caps, none most often.
+    pub daily: Option<(u32, u64)>,
 }
 
 /// One command, every variant of [`Command`].

@@ -167,6 +167,7 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
         small32(),
         any::<bool>(),
         cents(),
+        prop::option::weighted(0.2, (small32(), cents())),
     )
         .prop_map(
             |(
@@ -176,6 +177,7 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
                 max_concurrent_runs,
                 skip_when_idle,
                 run_reserve_cents,
+                daily,
             )| Heartbeat {
                 enabled,
                 interval_sec,
@@ -183,6 +185,7 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
                 max_concurrent_runs,
                 skip_when_idle,
                 run_reserve_cents,
+                daily,
             },
         )
 }

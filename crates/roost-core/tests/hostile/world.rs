@@ -808,5 +808,7 @@ fn policy(h: &ops::Heartbeat) -> HeartbeatPolicy {
         max_concurrent_runs: h.max_concurrent_runs,
         skip_when_idle: h.skip_when_idle,
         run_reserve_cents: h.run_reserve_cents,
+        max_daily_runs: h.daily.map(|(runs, _)| runs),
+        max_daily_cost_cents: h.daily.map(|(_, cents)| cents),
     }
 }

@@ -3535,6 +3535,13 @@ pub struct HeartbeatPolicy {
     /// Cents reserved against the agent's budgets per run (0 in a request: the default, 25).
     #[prost(uint64, tag = "6")]
     pub run_reserve_cents: u64,
+    /// Daily caps (Paperclip's maxDailyRuns, maxDailyCostCents): once the agent's runs or cost
+    /// in the current UTC day reach one, new wakes are skipped until the next day; 0 is a hard
+    /// stop, absent no cap.
+    #[prost(uint32, optional, tag = "7")]
+    pub max_daily_runs: ::core::option::Option<u32>,
+    #[prost(uint64, optional, tag = "8")]
+    pub max_daily_cost_cents: ::core::option::Option<u64>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]

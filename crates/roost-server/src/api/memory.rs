@@ -215,6 +215,12 @@ impl Api {
         shared: Option<&str>,
     ) -> Result<MemoryEntry, ApiError> {
         require_run(caller, "a memory entry")?;
+        if shared.is_some() && caller.agent_id().is_none() {
+            return Err(ApiError::forbidden(
+                "a company's shared log is written by its agents during their runs; an \
+                 administrator keeps the company's documents and live state instead",
+            ));
+        }
         let agent = self.memory_agent(caller, "me").await?;
         if let Some(company_id) = shared {
             caller.check_company(company_id, "company", company_id)?;
@@ -277,7 +283,7 @@ impl Api {
         let company_id = self.shared_memory_company(caller, company_id).await?;
         self.reader()
             .read(|s| s.memory.company_live.get(&company_id).cloned())
-            .ok_or_else(|| ApiError::not_found("live memory of company", &company_id))
+            .ok_or_else(|| ApiError::not_found("saved live memory of company", &company_id))
     }
 
     /// Saves the company's live state: an administrator, or an agent of it during its run.

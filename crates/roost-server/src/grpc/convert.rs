@@ -51,6 +51,8 @@ pub(super) fn heartbeat_to_proto(policy: HeartbeatPolicy) -> pb::HeartbeatPolicy
         max_concurrent_runs: policy.max_concurrent_runs,
         skip_when_idle: policy.skip_when_idle,
         run_reserve_cents: policy.run_reserve_cents,
+        max_daily_runs: policy.max_daily_runs,
+        max_daily_cost_cents: policy.max_daily_cost_cents,
     }
 }
 
@@ -253,6 +255,8 @@ fn heartbeat_from_proto(policy: pb::HeartbeatPolicy) -> HeartbeatPolicy {
         } else {
             policy.run_reserve_cents
         },
+        max_daily_runs: policy.max_daily_runs,
+        max_daily_cost_cents: policy.max_daily_cost_cents,
     }
 }
 

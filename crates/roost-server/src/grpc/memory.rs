@@ -151,6 +151,11 @@ pub(super) async fn entries(
     r: pb::ListMemoryEntriesRequest,
 ) -> Result<pb::ListMemoryEntriesResponse, ApiError> {
     let limit = r.limit.map(|l| l as usize);
+    if r.agent_id.is_empty() && r.company_id.is_empty() {
+        return Err(ApiError::bad_request(
+            "name the log: agent_id (or `me`) for an agent's, company_id for its company's shared log",
+        ));
+    }
     let entries = match scope(r.agent_id, r.company_id)? {
         MemoryScope::Agent(agent) => api.memory_entries(&caller, &agent, limit).await?,
         MemoryScope::Company(company) => {

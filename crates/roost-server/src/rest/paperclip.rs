@@ -47,6 +47,16 @@ pub fn runtime_heartbeat(
                 policy.max_concurrent_runs = u32::try_from(count()?)
                     .map_err(|_| wrong("a whole number between 1 and 50"))?;
             }
+            // `null` lifts the cap; 0 is a hard stop.
+            "maxDailyRuns" if value.is_null() => policy.max_daily_runs = None,
+            "maxDailyRuns" => {
+                policy.max_daily_runs = Some(
+                    u32::try_from(count()?)
+                        .map_err(|_| wrong("a whole number of runs, at most 4294967295"))?,
+                );
+            }
+            "maxDailyCostCents" if value.is_null() => policy.max_daily_cost_cents = None,
+            "maxDailyCostCents" => policy.max_daily_cost_cents = Some(count()?),
             _ => {}
         }
     }
@@ -217,6 +227,23 @@ mod tests {
         let err = runtime_heartbeat(&base, &json!({"heartbeat": {"enabled": "yes"}}));
         assert!(err.is_err());
         assert!(runtime_heartbeat(&base, &json!([1])).is_err());
+        let capped = json!({"heartbeat": {"maxDailyRuns": 0, "maxDailyCostCents": 250}});
+        let policy = runtime_heartbeat(&base, &capped)
+            .expect("valid")
+            .expect("set");
+        assert_eq!(
+            (policy.max_daily_runs, policy.max_daily_cost_cents),
+            (Some(0), Some(250))
+        );
+        let lifted = runtime_heartbeat(&policy, &json!({"heartbeat": {"maxDailyRuns": null}}))
+            .expect("valid")
+            .expect("set");
+        assert_eq!(
+            (lifted.max_daily_runs, lifted.max_daily_cost_cents),
+            (None, Some(250))
+        );
+        let err = runtime_heartbeat(&base, &json!({"heartbeat": {"maxDailyRuns": 1e10}}));
+        assert!(err.is_err());
     }
 
     #[test]

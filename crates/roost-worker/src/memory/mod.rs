@@ -82,6 +82,8 @@ pub(crate) struct Memory {
     home_files: Option<home::RestoredHome>,
     /// Why restoring the home files failed, for the run's log.
     home_problem: Option<String>,
+    /// Why the company's shared log or live state could not be read, for the run's log.
+    shared_problem: Option<String>,
 }
 
 /// A document's text for the prompt: STATE.md with its stale facts marked.
@@ -120,7 +122,8 @@ async fn company_documents(
 }
 
 /// The company's shared log, newest first, and its live state (none while never saved), read
-/// as the run's agent.
+/// as the run's agent. Context for the prompt only: on an error the caller goes on without
+/// them (as without recall) rather than start the run without the agent's own memory.
 async fn company_shared(
     client: &RoostClient,
     company_id: &str,
@@ -198,7 +201,15 @@ impl Memory {
             });
         }
         let company = company_documents(&client, &a.company_id).await?;
-        let (shared_log, company_live) = company_shared(&client, &a.company_id).await?;
+        let (shared_log, company_live, shared_problem) =
+            match company_shared(&client, &a.company_id).await {
+                Ok((log, live)) => (log, live, None),
+                Err(e) => (
+                    Vec::new(),
+                    None,
+                    Some(format!("{e}; the run starts without it")),
+                ),
+            };
         let recalled = recall(&client, a).await;
         let home_dir = home_of(config, agent);
         let (home_files, home_problem) = match home::restore(&client, agent, &home_dir).await {
@@ -228,6 +239,7 @@ impl Memory {
             recalled,
             home_files,
             home_problem,
+            shared_problem,
         };
         memory
             .write_files()
@@ -379,16 +391,19 @@ impl Memory {
         text
     }
 
-    /// What the run's log should say about the start: home files fetched, or why not.
+    /// What the run's log should say about the start: home files fetched, or why not, and
+    /// why the company's shared memory is missing, if it is.
     pub(crate) fn start_notes(&self) -> Vec<String> {
-        match (&self.home_files, &self.home_problem) {
+        let mut notes: Vec<String> = match (&self.home_files, &self.home_problem) {
             (_, Some(problem)) => vec![problem.clone()],
             (Some(h), None) if h.fetched + h.removed > 0 => vec![format!(
                 "home: restored version {} ({} files fetched, {} removed)",
                 h.view.home.version, h.fetched, h.removed
             )],
             _ => Vec::new(),
-        }
+        };
+        notes.extend(self.shared_problem.clone());
+        notes
     }
 
     /// Saves what the agent changed in its home as writes of this run, and the run's log entry

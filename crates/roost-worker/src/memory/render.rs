@@ -46,7 +46,8 @@ fn log(entries: &[MemoryEntry], budget: usize, lister: &str) -> String {
 
 fn entry_block(e: &MemoryEntry) -> String {
     let mut block = format!("## {} run {}", e.created_at, e.run_id);
-    if e.shared {
+    // A day's summary of the company's log holds several agents' work; its lines say whose.
+    if e.shared && e.summary_of == 0 {
         block.push_str(&format!(" by agent {}", e.agent_id));
     }
     if let Some(reason) = e.wake_reason {

@@ -246,6 +246,22 @@ fn print_id(agent: &Agent) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The daily caps in force, as `, daily: 10 runs, 500 cents` (empty without any).
+fn daily_caps(hb: &roost_core::HeartbeatPolicy) -> String {
+    let caps: Vec<String> = [
+        hb.max_daily_runs.map(|n| format!("{n} runs")),
+        hb.max_daily_cost_cents.map(|c| format!("{c} cents")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if caps.is_empty() {
+        String::new()
+    } else {
+        format!(", daily: {}", caps.join(", "))
+    }
+}
+
 fn status_text(a: &Agent) -> String {
     match a.pause_reason {
         Some(reason) => format!("{} ({reason})", a.status),
@@ -291,8 +307,10 @@ fn agent_fields(a: &Agent) -> String {
         (
             "heartbeat",
             format!(
-                "{heartbeat}, wake on demand: {}, max runs: {}",
-                hb.wake_on_demand, hb.max_concurrent_runs
+                "{heartbeat}, wake on demand: {}, max runs: {}{}",
+                hb.wake_on_demand,
+                hb.max_concurrent_runs,
+                daily_caps(hb)
             ),
         ),
         (

@@ -48,6 +48,67 @@ async fn a_second_company_with_the_same_letters_gets_a_free_prefix() -> anyhow::
     node.shutdown().await
 }
 
+/// Paperclip's `maxDailyRuns`/`maxDailyCostCents` were accepted and ignored: an operator's
+/// daily cap did nothing. Now a new wake past one is skipped, saying which.
+#[tokio::test]
+async fn paperclip_daily_caps_were_ignored_and_now_skip_new_wakes() -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let agents = format!("/api/companies/{}/agents", node.company_id);
+    let body = json!({
+        "name": "capped", "adapterType": "process", "adapterConfig": {},
+        "runtimeConfig": { "heartbeat": { "maxDailyRuns": 1, "maxDailyCostCents": 5000 } },
+    });
+    let agent = node.admin.post(&agents, body).await?.ok()?;
+    assert_eq!(agent["heartbeat"]["maxDailyRuns"], 1, "{agent}");
+    assert_eq!(agent["heartbeat"]["maxDailyCostCents"], 5000, "{agent}");
+    let id = str_field(&agent, "id");
+    let wakeup = format!("/api/agents/{id}/wakeup");
+    let first = node.admin.post(&wakeup, json!({})).await?.ok()?;
+    assert_eq!(first["wake"]["status"], "queued", "{first}");
+    // Today's one run, then a wake for other work: skipped, and the wake says why.
+    node.start_run(&id).await?;
+    let issue = node
+        .admin
+        .post(
+            &format!("/api/companies/{}/issues", node.company_id),
+            json!({ "title": "more work", "status": "todo" }),
+        )
+        .await?
+        .ok()?;
+    let capped = node
+        .admin
+        .post(&wakeup, json!({ "issueId": str_field(&issue, "id") }))
+        .await?
+        .ok()?;
+    assert_eq!(capped["wake"]["status"], "skipped", "{capped}");
+    assert_eq!(capped["wake"]["statusReason"], "daily_run_cap", "{capped}");
+    // `null` lifts a cap; the other stays.
+    let lifted = node
+        .admin
+        .patch(
+            &format!("/api/agents/{id}"),
+            json!({ "runtimeConfig": { "heartbeat": { "maxDailyRuns": null } } }),
+        )
+        .await?
+        .ok()?;
+    assert!(lifted["heartbeat"]["maxDailyRuns"].is_null(), "{lifted}");
+    assert_eq!(lifted["heartbeat"]["maxDailyCostCents"], 5000, "{lifted}");
+    let wrong = node
+        .admin
+        .patch(
+            &format!("/api/agents/{id}"),
+            json!({ "runtimeConfig": { "heartbeat": { "maxDailyRuns": -1 } } }),
+        )
+        .await?;
+    assert_eq!(wrong.status.as_u16(), 400, "{}", wrong.body);
+    assert!(
+        error_text(&wrong).contains("heartbeat.maxDailyRuns"),
+        "{}",
+        wrong.body
+    );
+    node.shutdown().await
+}
+
 #[tokio::test]
 async fn agent_bodies_with_paperclip_fields_are_accepted() -> anyhow::Result<()> {
     let node = TestNode::start().await?;

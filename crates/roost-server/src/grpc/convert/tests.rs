@@ -24,6 +24,8 @@ fn sample_agent() -> Agent {
             max_concurrent_runs: 3,
             skip_when_idle: false,
             run_reserve_cents: 40,
+            max_daily_runs: Some(0),
+            max_daily_cost_cents: Some(500),
         },
         placement_labels: BTreeMap::from([("gpu".into(), "a100".into())]),
         created_at: Timestamp(1_000),
