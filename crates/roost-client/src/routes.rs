@@ -114,6 +114,11 @@ impl RoostClient {
 
     /// An issue by id or by identifier (`PREFIX-N`), as every `issues/{id}` route accepts.
     pub async fn get_issue(&self, issue: &str) -> Result<Issue> {
+        Ok(self.issue_detail(issue).await?.issue)
+    }
+
+    /// An issue with its ancestors, the issues blocking it and those it blocks.
+    pub async fn issue_detail(&self, issue: &str) -> Result<roost_core::views::IssueDetail> {
         self.get(&[API, "issues", issue], &[]).await
     }
 

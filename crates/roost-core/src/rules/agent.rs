@@ -314,6 +314,21 @@ fn update_details(before: &Agent, after: &Agent, patch: &AgentPatch) -> Value {
     Value::Object(details)
 }
 
+/// Cancels the agent's live runs with `why` (their checkouts released): the changes, and the
+/// runs' ids. The live runs' index, not every run the fleet ever made (in id order).
+fn cancel_live_runs(ctx: &Ctx<'_>, agent_id: &str, why: &str) -> (Vec<Change>, Vec<String>) {
+    let mut changes = Vec::new();
+    let mut cancelled = Vec::new();
+    for run in ctx.state.live_runs().filter(|r| r.agent_id == agent_id) {
+        cancelled.push(run.id.clone());
+        changes.extend(end_run(ctx, run, RunStatus::Cancelled, Some(why)));
+    }
+    (changes, cancelled)
+}
+
+/// An operator's pause stops the agent now, as in Paperclip: its live runs are cancelled
+/// (their checkouts released, their workers told), and no wake starts another until it is
+/// resumed. It is the kill switch short of terminating.
 pub(crate) fn pause(
     ctx: &Ctx<'_>,
     agent_id: &str,
@@ -328,10 +343,19 @@ pub(crate) fn pause(
     agent.status = AgentStatus::Paused;
     agent.pause_reason = Some(reason);
     agent.updated_at = ctx.now();
-    let note = agent_note(&agent, json!({ "reason": reason }));
+    let (mut changes, cancelled_runs) = cancel_live_runs(ctx, agent_id, "agent_paused");
+    if !cancelled_runs.is_empty() {
+        // What `end_run` stamps on the agent, kept in the one row this command writes.
+        agent.last_heartbeat_at = Some(ctx.now());
+    }
+    let note = agent_note(
+        &agent,
+        json!({ "reason": reason, "cancelledRuns": cancelled_runs }),
+    );
+    changes.push(Change::Agent(agent.clone()));
     Ok(Decision {
-        outcome: Outcome::Agent(agent.clone()),
-        changes: vec![Change::Agent(agent)],
+        outcome: Outcome::Agent(agent),
+        changes,
         note,
     })
 }
@@ -370,18 +394,7 @@ pub(crate) fn terminate(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, Domai
     agent.status = AgentStatus::Terminated;
     agent.pause_reason = None;
     agent.updated_at = ctx.now();
-    let mut changes = Vec::new();
-    let mut cancelled_runs = Vec::new();
-    // The live runs' index, not every run the fleet ever made (in id order, as the walk was).
-    for run in ctx.state.live_runs().filter(|r| r.agent_id == agent_id) {
-        cancelled_runs.push(run.id.clone());
-        changes.extend(end_run(
-            ctx,
-            run,
-            RunStatus::Cancelled,
-            Some("agent_terminated"),
-        ));
-    }
+    let (mut changes, cancelled_runs) = cancel_live_runs(ctx, agent_id, "agent_terminated");
     let mut revoked_keys = Vec::new();
     for cred in ctx
         .state

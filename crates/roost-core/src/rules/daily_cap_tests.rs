@@ -120,7 +120,16 @@ fn a_new_wake_is_skipped_once_the_days_cost_reaches_the_cap() {
             .expect("cost recorded");
     };
     spend(&mut w, "yesterday", 500, NOON - DAY);
-    spend(&mut w, "c1", 99, NOON);
+    // Recorded today but dated yesterday: counts against today.
+    let mut backdated = cost_event("backdated", "a1", 40);
+    backdated.occurred_at = Some(crate::time::Timestamp(NOON - DAY));
+    w.run_at(
+        NOON - 1,
+        admin(),
+        Command::RecordCostEvent { event: backdated },
+    )
+    .expect("cost recorded");
+    spend(&mut w, "c1", 59, NOON);
     let under = wake_at(&mut w, NOON + 1, "w1", Some("i-a"));
     assert_eq!(
         under.status,
@@ -162,4 +171,33 @@ fn a_cap_of_zero_stops_every_new_wake_and_no_cap_stops_none() {
     }
     let free = wake_at(&mut w, NOON + 10, "w2", None);
     assert_eq!(free.status, WakeStatus::Queued, "{free:?}");
+}
+
+/// The caps are checked again when a worker claims a wake: wakes queued while the day had
+/// room start no run past the cap (Paperclip re-checks at claim too).
+#[test]
+fn wakes_queued_before_the_cap_was_reached_start_no_run_past_it() {
+    let mut w = world();
+    caps(&mut w, Some(1), None);
+    let a = wake_at(&mut w, NOON, "w1", Some("i-a"));
+    let b = wake_at(&mut w, NOON + 1, "w2", Some("i-b"));
+    assert_eq!(
+        (a.status, b.status),
+        (WakeStatus::Queued, WakeStatus::Queued)
+    );
+    let assign = |wake: &str, run: &str| Command::AssignRun {
+        wake_id: wake.into(),
+        run_id: run.into(),
+        worker_id: "wk1".into(),
+        token_hash: None,
+    };
+    let first = w.run_at(NOON + 2, admin(), assign("w1", "r1"));
+    assert!(matches!(first, Ok(Outcome::Run(_))), "{first:?}");
+    let second = w.run_at(NOON + 3, admin(), assign("w2", "r2"));
+    let Ok(Outcome::Wake(skipped)) = second else {
+        panic!("unexpected {second:?}")
+    };
+    assert_eq!(skipped_because(&skipped), Some("daily_run_cap"));
+    assert_eq!(w.state.wakes["w2"].status, WakeStatus::Skipped);
+    assert!(!w.state.runs.contains_key("r2"));
 }

@@ -128,6 +128,14 @@ pub(crate) fn create(
         goal_id: None,
         paperclip: BTreeMap::new(),
     };
+    // Paperclip's create default: without a status, an issue created with an assignee is
+    // `todo` (work for that assignee, who is woken), one without is `backlog`.
+    let assigned = |a: &Option<Option<String>>| a.as_ref().is_some_and(|a| a.is_some());
+    if fields.status.is_none()
+        && (assigned(&fields.assignee_agent_id) || assigned(&fields.assignee_user_id))
+    {
+        issue.status = IssueStatus::Todo;
+    }
     apply_patch(ctx, &mut issue, fields)?;
     // An issue created done or cancelled (a record of finished work) takes no open slot.
     require_open_slot(ctx, None, &issue)?;
@@ -507,14 +515,24 @@ fn check_blockers(ctx: &Ctx<'_>, issue: &Issue) -> Result<(), DomainError> {
     Ok(())
 }
 
-/// Blockers of `issue` that are not yet done or cancelled.
+/// Blockers of `issue` that are not done. A cancelled blocker stays unresolved until the
+/// relation changes, as in Paperclip: cancelling work another issue waits on must not let
+/// that issue start as if the work were there. A deleted blocker is gone.
 pub(crate) fn unresolved_blockers<'a>(ctx: &Ctx<'a>, issue: &'a Issue) -> Vec<&'a str> {
     issue
         .blocked_by_issue_ids
         .iter()
-        .filter(|b| ctx.state.issues.is_closed(b) == Some(false))
+        .filter(|b| !blocker_resolved(ctx, b))
         .map(String::as_str)
         .collect()
+}
+
+/// Whether blocker `id` no longer holds its dependents back: done, or deleted.
+pub(crate) fn blocker_resolved(ctx: &Ctx<'_>, id: &str) -> bool {
+    ctx.state
+        .issues
+        .status(id)
+        .is_none_or(|s| s == IssueStatus::Done)
 }
 
 /// Statuses in which an assigned issue is work to do now (not parked, not closed).

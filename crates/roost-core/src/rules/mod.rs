@@ -41,6 +41,8 @@ mod memory_tests;
 pub(crate) mod org;
 #[cfg(test)]
 mod org_tests;
+#[cfg(test)]
+mod paperclip_rules_tests;
 mod project;
 #[cfg(test)]
 mod project_tests;

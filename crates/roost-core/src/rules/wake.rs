@@ -371,7 +371,8 @@ pub(crate) fn wake_for_issue_event(
 }
 
 /// After `issue` reached done or cancelled: wake the parent's assignee when every child is
-/// closed, and the assignee of each issue it was the last open blocker of.
+/// closed, and, when it is done, the assignee of each issue it was the last unresolved
+/// blocker of (a cancelled blocker resolves nothing: `issue::unresolved_blockers`).
 pub(crate) fn wake_for_closed_issue(
     ctx: &Ctx<'_>,
     changes: &mut Vec<Change>,
@@ -392,11 +393,15 @@ pub(crate) fn wake_for_closed_issue(
             None,
         )?;
     }
+    if issue.status != IssueStatus::Done {
+        return Ok(());
+    }
+    let resolved = |id: &str| id == issue.id || super::issue::blocker_resolved(ctx, id);
     let open_dependents = (ctx.state.issue_ids_blocked_by(&issue.id))
         .filter(|d| ctx.state.issues.is_closed(d) == Some(false))
         .filter_map(|d| ctx.state.issues.get(d));
     for dependent in open_dependents {
-        if dependent.blocked_by_issue_ids.iter().all(|b| closed(b)) {
+        if dependent.blocked_by_issue_ids.iter().all(|b| resolved(b)) {
             wake_for_issue_event(
                 ctx,
                 changes,

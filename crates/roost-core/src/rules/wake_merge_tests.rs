@@ -150,6 +150,7 @@ fn closing_a_blocker_of_many_issues_wakes_each_under_its_own_id() {
             IssuePatch {
                 blocked_by_issue_ids: Some(vec!["k1".into()]),
                 assignee_agent_id: Some(Some("a2".into())),
+                status: Some(IssueStatus::Backlog),
                 ..Default::default()
             },
         );

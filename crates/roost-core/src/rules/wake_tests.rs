@@ -18,6 +18,7 @@ fn assignment_wakes_the_assignee_unless_the_issue_is_parked() {
         "c1",
         IssuePatch {
             assignee_agent_id: Some(Some("a2".into())),
+            status: Some(IssueStatus::Backlog),
             ..Default::default()
         },
     );
@@ -357,6 +358,8 @@ fn closing_the_last_child_or_blocker_wakes_who_waits_on_it() {
             parent_id: Some(Some("parent".into())),
             blocked_by_issue_ids: Some(vec!["k1".into()]),
             assignee_agent_id: Some(Some("a2".into())),
+            // Parked until its blocker is done (assigned without a status it would be todo).
+            status: Some(IssueStatus::Backlog),
             ..Default::default()
         },
     );

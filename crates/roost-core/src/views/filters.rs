@@ -9,7 +9,29 @@ pub struct IssueFilter {
     pub statuses: Vec<IssueStatus>,
     pub assignee_agent_id: Option<String>,
     pub parent_id: Option<String>,
+    pub project_id: Option<String>,
+    /// Paperclip's `q`: words found, case-insensitively, in the title, the identifier or the
+    /// description.
+    pub q: Option<String>,
+    /// Matches to pass over before the page starts.
+    pub offset: usize,
     pub limit: Option<usize>,
+}
+
+impl IssueFilter {
+    /// Whether `issue` has `q` in its title, identifier or description (no `q`: yes).
+    pub fn matches_text(&self, issue: &crate::entity::Issue) -> bool {
+        let Some(q) = self.q.as_deref().map(str::trim).filter(|q| !q.is_empty()) else {
+            return true;
+        };
+        let q = q.to_lowercase();
+        issue.title.to_lowercase().contains(&q)
+            || issue.identifier.to_lowercase().contains(&q)
+            || issue
+                .description
+                .as_deref()
+                .is_some_and(|d| d.to_lowercase().contains(&q))
+    }
 }
 
 /// Which wakes of a company to list (`GET /api/companies/{cid}/wakes`, newest first); an empty

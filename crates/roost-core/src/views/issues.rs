@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::RunView;
-use crate::entity::{Comment, Issue};
+use crate::entity::{Comment, Issue, IssueStatus, Priority};
 use crate::project::{Goal, Project};
 
 /// What a run needs to start work on an issue, in one call
@@ -30,6 +30,46 @@ pub struct HeartbeatContext {
 pub struct CommentCursor {
     pub total_comments: usize,
     pub latest_comment_id: Option<String>,
+}
+
+/// An issue as `GET /api/issues/{id}` answers, as Paperclip's does: the issue, its ancestors
+/// (parent first), the issues blocking it and those it blocks, each as a summary. Paperclip's
+/// skill reads the blockers from here before it checks an issue out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueDetail {
+    #[serde(flatten)]
+    pub issue: Issue,
+    pub ancestors: Vec<IssueSummary>,
+    pub blocked_by: Vec<IssueSummary>,
+    pub blocks: Vec<IssueSummary>,
+}
+
+/// A related issue in [`IssueDetail`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueSummary {
+    pub id: String,
+    pub identifier: String,
+    pub title: String,
+    pub status: IssueStatus,
+    pub priority: Priority,
+    pub assignee_agent_id: Option<String>,
+    pub assignee_user_id: Option<String>,
+}
+
+impl From<&Issue> for IssueSummary {
+    fn from(i: &Issue) -> Self {
+        IssueSummary {
+            id: i.id.clone(),
+            identifier: i.identifier.clone(),
+            title: i.title.clone(),
+            status: i.status,
+            priority: i.priority,
+            assignee_agent_id: i.assignee_agent_id.clone(),
+            assignee_user_id: i.assignee_user_id.clone(),
+        }
+    }
 }
 
 /// An issue with the comment its update added, if any (`PATCH /api/issues/{id}`).

@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use roost_core::command::{IssuePatch, NewComment};
+use roost_core::views::{IssueDetail, IssueSummary};
 use roost_core::{Command, Comment, Issue, IssueStatus, Outcome};
 use roost_store::CommentQuery;
 
@@ -120,6 +121,14 @@ impl Api {
                     .as_ref()
                     .is_none_or(|p| i.parent_id.as_ref() == Some(p))
             })
+            .filter(|i| {
+                filter
+                    .project_id
+                    .as_ref()
+                    .is_none_or(|p| i.project_id.as_ref() == Some(p))
+            })
+            .filter(|i| filter.matches_text(i))
+            .skip(filter.offset)
             .take(limit)
             .map(Cow::into_owned)
             .collect()
@@ -129,6 +138,30 @@ impl Api {
     pub async fn get_issue(&self, caller: &Caller, id: &str) -> Result<Issue, ApiError> {
         self.barrier().await?;
         self.resolve_issue(caller, id)
+    }
+
+    /// The issue with its ancestors and the issues it is blocked by and blocks, as Paperclip's
+    /// `GET /api/issues/{id}` answers.
+    pub async fn issue_detail(&self, caller: &Caller, id: &str) -> Result<IssueDetail, ApiError> {
+        let issue = self.get_issue(caller, id).await?;
+        Ok(self.reader().read(|s| {
+            let summaries = |ids: &mut dyn Iterator<Item = &str>| -> Vec<IssueSummary> {
+                ids.filter_map(|i| s.issues.get(i))
+                    .map(|i| IssueSummary::from(i.as_ref()))
+                    .collect()
+            };
+            let blocked_by = summaries(&mut issue.blocked_by_issue_ids.iter().map(String::as_str));
+            let blocks = summaries(&mut s.issue_ids_blocked_by(&issue.id));
+            IssueDetail {
+                ancestors: ancestors_of(s, &issue)
+                    .iter()
+                    .map(IssueSummary::from)
+                    .collect(),
+                blocked_by,
+                blocks,
+                issue,
+            }
+        }))
     }
 
     pub async fn update_issue(
@@ -288,15 +321,7 @@ impl Api {
             .into_iter()
             .next();
         Ok(self.reader().read(|s| {
-            let mut ancestors = Vec::new();
-            let mut cursor = issue.parent_id.clone();
-            while let Some(parent) = cursor.and_then(|p| s.issues.get(&p)) {
-                if ancestors.len() >= 32 {
-                    break;
-                }
-                cursor = parent.parent_id.clone();
-                ancestors.push(parent.into_owned());
-            }
+            let ancestors = ancestors_of(s, &issue);
             let blocked_by = issue
                 .blocked_by_issue_ids
                 .iter()
@@ -337,4 +362,18 @@ impl Api {
             }
         }))
     }
+}
+
+/// The issue's ancestors, parent first, at most 32 (a guard: the rules refuse parent cycles).
+fn ancestors_of(s: &roost_core::State, issue: &Issue) -> Vec<Issue> {
+    let mut ancestors = Vec::new();
+    let mut cursor = issue.parent_id.clone();
+    while let Some(parent) = cursor.and_then(|p| s.issues.get(&p)) {
+        if ancestors.len() >= 32 {
+            break;
+        }
+        cursor = parent.parent_id.clone();
+        ancestors.push(parent.into_owned());
+    }
+    ancestors
 }

@@ -63,6 +63,7 @@ async fn columns(api: &Api, op: &Operator, cid: &str, q: &BoardQuery) -> Result<
             assignee_agent_id: q.agent.clone().filter(|a| !a.is_empty()),
             parent_id: None,
             limit: None,
+            ..Default::default()
         };
         let issues: Vec<Issue> = api
             .list_issues(&op.0, cid, &filter)

@@ -371,6 +371,7 @@ pub(super) fn issue_filter(request: &pb::ListIssuesRequest) -> Result<IssueFilte
         parent_id: non_empty(request.parent_id.clone()),
         // 0 leaves the choice to the service layer's own default.
         limit: (request.limit != 0).then(|| usize::try_from(request.limit).unwrap_or(usize::MAX)),
+        ..IssueFilter::default()
     })
 }
 

@@ -309,6 +309,7 @@ pub async fn dashboard(
             assignee_agent_id: None,
             parent_id: None,
             limit: Some(DASHBOARD_COUNT_CAP),
+            ..Default::default()
         };
         by_status.push(api.list_issues(&caller, &company.id, &filter).await?.len());
     }

@@ -440,6 +440,12 @@ pub struct IssueListQuery {
     pub status: Option<String>,
     pub assignee_agent_id: Option<String>,
     pub parent_id: Option<String>,
+    /// Paperclip's alias of `parentId`.
+    pub parent_issue_id: Option<String>,
+    pub project_id: Option<String>,
+    /// Text in the title, identifier or description (Paperclip's `q`).
+    pub q: Option<String>,
+    pub offset: Option<usize>,
     pub limit: Option<usize>,
 }
 

@@ -69,18 +69,22 @@ pub async fn list(
             .transpose()?
             .unwrap_or_default(),
         assignee_agent_id: q.assignee_agent_id,
-        parent_id: q.parent_id,
+        parent_id: q.parent_id.or(q.parent_issue_id),
+        project_id: q.project_id,
+        q: q.q,
+        offset: q.offset.unwrap_or(0),
         limit: q.limit,
     };
     Ok(Json(api.list_issues(&caller, &cid, &filter).await?))
 }
 
+/// The issue with its ancestors, blockers and the issues it blocks (Paperclip's shape).
 pub async fn get(
     State(api): State<Api>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Issue>> {
-    Ok(Json(api.get_issue(&caller, &id).await?))
+) -> Result<Json<roost_core::views::IssueDetail>> {
+    Ok(Json(api.issue_detail(&caller, &id).await?))
 }
 
 pub async fn update(

@@ -44,8 +44,23 @@ pub async fn wakeup(
             Some(_) => {}
         }
     }
+    // Paperclip's wakeup has no issue field: it takes the issue from `payload.issueId` or
+    // `payload.taskId`. Roost's own `issueId` wins when both are sent.
+    let from_payload = |key: &str| {
+        payload
+            .as_ref()
+            .and_then(|p| p.get(key))
+            .and_then(serde_json::Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let issue_id = body
+        .issue_id
+        .or_else(|| from_payload("issueId"))
+        .or_else(|| from_payload("taskId"));
     let request = WakeupRequest {
-        issue_id: body.issue_id,
+        issue_id,
         reason: Some(reason),
         payload,
         idempotency_key: body.idempotency_key,

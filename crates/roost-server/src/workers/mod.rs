@@ -461,7 +461,7 @@ impl Workers {
                         }
                     }
                 }
-                Ok(_) => debug!(wake_id, "wake deferred at claim"),
+                Ok(_) => debug!(wake_id, "wake deferred or skipped at claim"),
                 Err(e) => debug!(wake_id, error = %e, "wake not assigned"),
             }
         }

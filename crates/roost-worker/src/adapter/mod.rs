@@ -188,6 +188,7 @@ pub(crate) fn environment(
     if a.payload_json.len() <= wake_payload::ENV_PAYLOAD_MAX_BYTES {
         pairs.push(("WAKE_PAYLOAD_JSON", a.payload_json.clone()));
     }
+    pairs.extend(approval_context(&a.payload_json));
     if let Some(path) = payload_file {
         pairs.push(("WAKE_PAYLOAD_PATH", path.display().to_string()));
     }
@@ -200,6 +201,36 @@ pub(crate) fn environment(
             ]
         })
         .collect()
+}
+
+/// An approval wake's context, as Paperclip's adapters export it (only what the payload has):
+/// `APPROVAL_ID`, `APPROVAL_STATUS`, and `LINKED_ISSUE_IDS` comma-separated. Paperclip's skill
+/// reads the approval from `PAPERCLIP_APPROVAL_ID` (the payload is `rules/approval.rs`'s).
+fn approval_context(payload_json: &str) -> Vec<(&'static str, String)> {
+    let Ok(payload) = serde_json::from_str::<serde_json::Value>(payload_json) else {
+        return Vec::new();
+    };
+    let text = |key: &str| {
+        payload
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    let linked: Vec<&str> = payload
+        .get("issueIds")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    let mut pairs = Vec::new();
+    pairs.extend(text("approvalId").map(|v| ("APPROVAL_ID", v)));
+    pairs.extend(text("approvalStatus").map(|v| ("APPROVAL_STATUS", v)));
+    if !linked.is_empty() {
+        pairs.push(("LINKED_ISSUE_IDS", linked.join(",")));
+    }
+    pairs
 }
 
 /// The environment of an agent process this worker starts: the run's variables, then what its

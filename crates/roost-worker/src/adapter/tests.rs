@@ -438,6 +438,31 @@ fn the_environment_carries_both_names() {
     assert_eq!(env["PAPERCLIP_RUN_ID"], "r1");
     assert_eq!(env["ROOST_WAKE_COMMENT_ID"], "c2");
     assert_eq!(env["PAPERCLIP_API_URL"], "http://x");
+    assert!(
+        !env.contains_key("PAPERCLIP_APPROVAL_ID"),
+        "no approval wake"
+    );
+}
+
+/// Paperclip's skill reads an approval wake from `PAPERCLIP_APPROVAL_ID`; Roost put the
+/// approval only in the payload, so that step of the skill found nothing.
+#[test]
+fn an_approval_wake_lacked_paperclips_approval_variables() {
+    let a = Assignment {
+        payload_json: json!({
+            "reason": "approval_approved", "approvalId": "ap-1", "approvalStatus": "approved",
+            "issueId": "i-1", "issueIds": ["i-1", "i-2"],
+        })
+        .to_string(),
+        ..Default::default()
+    };
+    let env: std::collections::BTreeMap<String, String> = super::environment(&a, "http://x", None)
+        .into_iter()
+        .collect();
+    assert_eq!(env["PAPERCLIP_APPROVAL_ID"], "ap-1");
+    assert_eq!(env["ROOST_APPROVAL_ID"], "ap-1");
+    assert_eq!(env["PAPERCLIP_APPROVAL_STATUS"], "approved");
+    assert_eq!(env["PAPERCLIP_LINKED_ISSUE_IDS"], "i-1,i-2");
 }
 
 /// A `process` agent that records what it was given of the wake payload: the file's bytes,

@@ -33,6 +33,15 @@ pub(super) enum IssueCommand {
         /// Only issues assigned to this agent (id or name)
         #[arg(long)]
         assignee: Option<String>,
+        /// Only issues of this project (its id)
+        #[arg(long)]
+        project: Option<String>,
+        /// Only issues with this text in the title, identifier or description
+        #[arg(long)]
+        search: Option<String>,
+        /// Skip this many matching issues first (with --limit, to page)
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
         /// At most this many issues
         #[arg(long)]
         limit: Option<usize>,
@@ -127,6 +136,9 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             company,
             status,
             assignee,
+            project,
+            search,
+            offset,
             limit,
         } => {
             let company_id = session.company_id(company.as_deref()).await?;
@@ -138,6 +150,9 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
                 statuses: status,
                 assignee_agent_id,
                 parent_id: None,
+                project_id: project,
+                q: search,
+                offset,
                 limit,
             };
             let issues = client.list_issues(&company_id, &filter).await?;

@@ -248,6 +248,21 @@ const REST: &[(&str, &str, Rule, &str)] = &[
         Company,
         "",
     ),
+    ("GET", "/companies/{cid}/memory/entries", Company, ""),
+    (
+        "POST",
+        "/companies/{cid}/memory/entries",
+        OwnRun,
+        r#"{"what":"authz"}"#,
+    ),
+    // Never saved: a 404 for those who may read it, which the checks allow.
+    ("GET", "/companies/{cid}/memory/live", Company, ""),
+    (
+        "PUT",
+        "/companies/{cid}/memory/live",
+        Company,
+        r#"{"currentTask":{"doing":"authz"}}"#,
+    ),
     ("GET", "/companies/{cid}/routines", Company, ""),
     (
         "POST",

@@ -90,3 +90,85 @@ async fn lists_and_the_inbox_follow_issue_order_limits_filters_and_reassignment(
     node.shutdown().await?;
     Ok(())
 }
+
+/// Paperclip's list filters `projectId`, `q` and `offset` (and `parentIssueId`) were refused
+/// as unknown fields: its CLI's `issue list --project-id` and its skill's search got a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_project_search_and_offset_filters_were_refused() -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let base = format!("/api/companies/{}/issues", node.company_id);
+    let project = node
+        .admin
+        .post(
+            &format!("/api/companies/{}/projects", node.company_id),
+            json!({ "name": "Launch" }),
+        )
+        .await?
+        .ok()?;
+    let project_id = str_field(&project, "id");
+    let mut made = Vec::new();
+    for (n, title, description, in_project) in [
+        (0, "Fix the login page", "", true),
+        (1, "Write release notes", "mentions the LOGIN flow", false),
+        (2, "Tidy the build", "", true),
+    ] {
+        let mut body = json!({ "title": title, "status": "todo", "description": description });
+        if in_project {
+            body["projectId"] = json!(project_id);
+        }
+        made.push((n, str_field(&node.issue(body).await?, "id")));
+    }
+    let id = |n: usize| made[n].1.clone();
+    assert_eq!(
+        ids(&node.admin, &format!("{base}?projectId={project_id}")).await?,
+        [id(0), id(2)]
+    );
+    assert_eq!(
+        ids(&node.admin, &format!("{base}?q=login")).await?,
+        [id(0), id(1)],
+        "title or description, any case"
+    );
+    assert_eq!(
+        ids(&node.admin, &format!("{base}?offset=1&limit=1")).await?,
+        [id(1)]
+    );
+    let unknown = node.admin.get(&format!("{base}?colour=red")).await?;
+    assert_eq!(unknown.status.as_u16(), 400, "{}", unknown.body);
+    node.shutdown().await
+}
+
+/// Paperclip's `GET /api/issues/{id}` carries `blockedBy`, `blocks` and `ancestors`, and its
+/// skill reads the blockers there; Roost sent the bare issue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issue_read_lacked_its_blockers_blocked_issues_and_ancestors() -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let parent = str_field(&node.issue(json!({ "title": "epic" })).await?, "id");
+    let blocker = str_field(&node.issue(json!({ "title": "schema" })).await?, "id");
+    let body = json!({ "title": "api", "parentId": parent, "blockedByIssueIds": [blocker] });
+    let dependent = str_field(&node.issue(body).await?, "id");
+    let read = node
+        .admin
+        .get(&format!("/api/issues/{dependent}"))
+        .await?
+        .ok()?;
+    assert_eq!(
+        read["id"],
+        dependent.as_str(),
+        "the issue's own fields stay on top"
+    );
+    assert_eq!(read["blockedBy"][0]["id"], blocker.as_str(), "{read}");
+    assert_eq!(read["blockedBy"][0]["status"], "backlog", "{read}");
+    assert_eq!(read["ancestors"][0]["id"], parent.as_str(), "{read}");
+    assert_eq!(read["blocks"], json!([]), "{read}");
+    let blocking = node
+        .admin
+        .get(&format!("/api/issues/{blocker}"))
+        .await?
+        .ok()?;
+    assert_eq!(
+        blocking["blocks"][0]["id"],
+        dependent.as_str(),
+        "{blocking}"
+    );
+    node.shutdown().await
+}

@@ -129,6 +129,52 @@ async fn a_repeated_wakeup_key_returns_the_first_wake() -> anyhow::Result<()> {
     node.shutdown().await
 }
 
+/// Paperclip's wakeup body has no issue field: its clients name the issue in
+/// `payload.issueId` (or `taskId`), which Roost ignored, so the wake was not about the issue
+/// (no `PAPERCLIP_TASK_ID`, no per-issue merging or deferral).
+#[tokio::test]
+async fn a_wakeup_naming_its_issue_in_the_payload_was_not_about_the_issue() -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let (agent_id, _key) = node.agent("coder").await?;
+    let path = format!("/api/agents/{agent_id}/wakeup");
+    let issue = node
+        .issue(json!({ "title": "from the payload", "status": "backlog" }))
+        .await?;
+    let issue_id = str_field(&issue, "id");
+    let by_issue_id = node
+        .admin
+        .post(&path, json!({ "payload": { "issueId": issue_id } }))
+        .await?
+        .ok()?;
+    assert_eq!(
+        by_issue_id["wake"]["issueId"],
+        issue_id.as_str(),
+        "{by_issue_id}"
+    );
+    let other = node
+        .issue(json!({ "title": "from taskId", "status": "backlog" }))
+        .await?;
+    let other_id = str_field(&other, "id");
+    let by_task_id = node
+        .admin
+        .post(&path, json!({ "payload": { "taskId": other_id } }))
+        .await?
+        .ok()?;
+    assert_eq!(
+        by_task_id["wake"]["issueId"],
+        other_id.as_str(),
+        "{by_task_id}"
+    );
+    // A second wake for the first issue merges into its pending wake.
+    let again = node
+        .admin
+        .post(&path, json!({ "payload": { "issueId": issue_id } }))
+        .await?
+        .ok()?;
+    assert_eq!(again["wake"]["status"], "coalesced", "{again}");
+    node.shutdown().await
+}
+
 #[tokio::test]
 async fn a_claimed_wake_reports_its_run_and_the_worker_its_load() -> anyhow::Result<()> {
     let node = TestNode::start().await?;
