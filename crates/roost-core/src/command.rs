@@ -247,6 +247,13 @@ pub enum Command {
     ResumeAgent {
         agent_id: String,
     },
+    /// Forgets the agent's saved adapter sessions: every one, or those of one task
+    /// (`rules/agent.rs`).
+    ResetAgentSession {
+        agent_id: String,
+        #[serde(default)]
+        task_key: Option<String>,
+    },
     TerminateAgent {
         agent_id: String,
     },
@@ -518,6 +525,7 @@ impl Command {
             Command::UpdateAgent { .. } => "agent.updated",
             Command::PauseAgent { .. } => "agent.paused",
             Command::ResumeAgent { .. } => "agent.resumed",
+            Command::ResetAgentSession { .. } => "agent.session_reset",
             Command::TerminateAgent { .. } => "agent.terminated",
             Command::CreateIssue { .. } => "issue.created",
             Command::UpdateIssue { .. } => "issue.updated",

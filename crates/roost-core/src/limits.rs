@@ -298,6 +298,9 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
             Ok(())
         }
         Command::DeleteSkill { .. } => Ok(()),
+        Command::ResetAgentSession { task_key, .. } => {
+            opt_chars("taskKey", task_key.as_ref(), MAX_NAME_CHARS)
+        }
         Command::PauseAgent { .. }
         | Command::ResumeAgent { .. }
         | Command::TerminateAgent { .. }

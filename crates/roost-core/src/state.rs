@@ -635,11 +635,11 @@ impl State {
                         let spent = self.spend.entry((scope, window)).or_default();
                         *spent = spent.saturating_add(e.cost_cents);
                     }
-                    // By when it was recorded (the command's time), not the `occurredAt` the
-                    // reporter sends: a cost dated yesterday still counts against today.
+                    // By `occurredAt`, as Paperclip's daily cap and Roost's monthly budgets
+                    // count it.
                     let day = self
                         .agent_days
-                        .entry((e.agent_id.clone(), utc_day(e.created_at)))
+                        .entry((e.agent_id.clone(), utc_day(e.occurred_at)))
                         .or_default();
                     day.cents = day.cents.saturating_add(e.cost_cents);
                     self.cost_events.insert(e.id.clone(), e);

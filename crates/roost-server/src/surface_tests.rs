@@ -69,6 +69,10 @@ const SURFACE: &[(&str, Twin)] = &[
         Paperclip("GetAgent's status and saved sessions"),
     ),
     (
+        "POST /agents/{id}/runtime-state/reset-session",
+        Grpc("ResetAgentSession"),
+    ),
+    (
         "GET /agents/{id}/task-sessions",
         Paperclip("GetAgent's saved sessions"),
     ),

@@ -382,6 +382,33 @@ pub(crate) fn resume(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, DomainEr
     })
 }
 
+/// Forgets the agent's saved adapter sessions, all or one task's (Paperclip's
+/// `runtime-state/reset-session`): the next run on that task starts fresh, with its memory.
+pub(crate) fn reset_session(
+    ctx: &Ctx<'_>,
+    agent_id: &str,
+    task_key: Option<&str>,
+) -> Result<Decision, DomainError> {
+    ctx.require_admin("reset an agent's sessions")?;
+    let mut agent = visible_agent(ctx, agent_id)?.clone();
+    let before = agent.task_sessions.len();
+    match task_key {
+        Some(key) => agent.task_sessions.retain(|_, s| s.task_key != key),
+        None => agent.task_sessions.clear(),
+    }
+    let removed = before - agent.task_sessions.len();
+    agent.updated_at = ctx.now();
+    let note = agent_note(
+        &agent,
+        json!({ "taskKey": task_key, "sessionsRemoved": removed }),
+    );
+    Ok(Decision {
+        outcome: Outcome::Agent(agent.clone()),
+        changes: vec![Change::Agent(agent)],
+        note,
+    })
+}
+
 /// Termination is final: the agent's keys are revoked and its live runs are cancelled, which
 /// releases their checkouts.
 pub(crate) fn terminate(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, DomainError> {

@@ -120,16 +120,12 @@ fn a_new_wake_is_skipped_once_the_days_cost_reaches_the_cap() {
             .expect("cost recorded");
     };
     spend(&mut w, "yesterday", 500, NOON - DAY);
-    // Recorded today but dated yesterday: counts against today.
-    let mut backdated = cost_event("backdated", "a1", 40);
-    backdated.occurred_at = Some(crate::time::Timestamp(NOON - DAY));
-    w.run_at(
-        NOON - 1,
-        admin(),
-        Command::RecordCostEvent { event: backdated },
-    )
-    .expect("cost recorded");
-    spend(&mut w, "c1", 59, NOON);
+    // Recorded today, dated yesterday: yesterday's, as Paperclip counts it (by occurredAt).
+    let mut dated = cost_event("dated-yesterday", "a1", 40);
+    dated.occurred_at = Some(crate::time::Timestamp(NOON - DAY));
+    w.run_at(NOON - 1, admin(), Command::RecordCostEvent { event: dated })
+        .expect("cost recorded");
+    spend(&mut w, "c1", 99, NOON);
     let under = wake_at(&mut w, NOON + 1, "w1", Some("i-a"));
     assert_eq!(
         under.status,

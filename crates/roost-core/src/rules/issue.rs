@@ -210,6 +210,25 @@ pub(crate) fn update(
     if issue.status.is_terminal() && !current.status.is_terminal() {
         wake::wake_for_closed_issue(ctx, &mut changes, &issue)?;
     }
+    if issue.status == IssueStatus::Done && current.status != IssueStatus::Done {
+        wake::wake_for_done_blocker(ctx, &mut changes, &issue)?;
+    }
+    // Its blockers edited so that none holds it back any more (a cancelled one removed, say):
+    // its assignee is woken as if the last had been done.
+    if patch.blocked_by_issue_ids.is_some()
+        && reason.is_none()
+        && is_workable(issue.status)
+        && !unresolved_blockers(ctx, current).is_empty()
+        && unresolved_blockers(ctx, &issue).is_empty()
+    {
+        wake::wake_for_issue_event(
+            ctx,
+            &mut changes,
+            &issue,
+            Some(WakeReason::IssueBlockersResolved),
+            None,
+        )?;
+    }
     if let (Some(held), None) = (&current.checkout, &issue.checkout) {
         wake::promote_deferred(ctx, &held.run_id, Some(&issue.id), &mut changes);
     }
@@ -586,9 +605,36 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
         edited[at].blocked_by_issue_ids.retain(|b| b != issue_id);
     }
     let mut changes = vec![Change::IssueDeleted(issue.id.clone())];
+    let was_unresolved = !blocker_resolved(ctx, issue_id);
+    let mut unblocked = Vec::new();
     for mut other in edited {
         other.updated_at = ctx.now();
-        changes.push(Change::Issue(Arc::new(other)));
+        // The deleted issue was the last unresolved blocker of this one: wake its assignee.
+        let waited = was_unresolved
+            && ctx
+                .state
+                .issue_ids_blocked_by(issue_id)
+                .any(|d| d == other.id);
+        let other = Arc::new(other);
+        if waited
+            && is_workable(other.status)
+            && other
+                .blocked_by_issue_ids
+                .iter()
+                .all(|b| blocker_resolved(ctx, b))
+        {
+            unblocked.push(other.clone());
+        }
+        changes.push(Change::Issue(other));
+    }
+    for other in unblocked {
+        wake::wake_for_issue_event(
+            ctx,
+            &mut changes,
+            &other,
+            Some(WakeReason::IssueBlockersResolved),
+            None,
+        )?;
     }
     // The issue's pending wakes from their index, not a walk of every wake ever made; in id
     // order, as that walk gave them.

@@ -122,6 +122,9 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
         Command::UpdateAgent { agent_id, patch } => agent::update(&ctx, agent_id, patch),
         Command::PauseAgent { agent_id, reason } => agent::pause(&ctx, agent_id, *reason),
         Command::ResumeAgent { agent_id } => agent::resume(&ctx, agent_id),
+        Command::ResetAgentSession { agent_id, task_key } => {
+            agent::reset_session(&ctx, agent_id, task_key.as_deref())
+        }
         Command::TerminateAgent { agent_id } => agent::terminate(&ctx, agent_id),
         Command::CreateIssue {
             id,

@@ -72,8 +72,8 @@ fn a_cancelled_blocker_let_the_blocked_issue_start() {
         matches!(refused, Err(DomainError::Invariant { ref rule, .. }) if rule == "unresolved_blockers"),
         "{refused:?}"
     );
-    // Reopened and done, it resolves: the assignee is woken and may check it out.
-    w.ok(admin(), status_update("b2", IssueStatus::Todo));
+    // Done (straight from cancelled, which nothing forbids), it resolves: the assignee is
+    // woken and may check it out.
     w.ok(admin(), status_update("b2", IssueStatus::Done));
     let woken = pending(&w, "a1");
     assert_eq!(woken.len(), 1, "{woken:?}");
@@ -211,4 +211,65 @@ fn a_wake_with_comments_or_on_demand_still_runs_after_a_reassignment() {
     );
     let (_, ran) = claim_oldest(&mut w, "a1", "r2");
     assert!(ran, "an on-demand wake runs");
+}
+
+/// Removing the cancelled blocker from an issue's blockers (or deleting it) lets it start: its
+/// assignee is woken, or the work would wait for a timer that may be off.
+#[test]
+fn an_issue_freed_of_its_cancelled_blocker_by_an_edit_or_a_delete_wakes_its_assignee() {
+    let mut w = world();
+    for (dep, blocker) in [("dep1", "b1"), ("dep2", "b2")] {
+        w.todo_issue(blocker);
+        w.ok(admin(), status_update(blocker, IssueStatus::Cancelled));
+        w.issue(
+            dep,
+            "c1",
+            IssuePatch {
+                status: Some(IssueStatus::Todo),
+                assignee_agent_id: Some(Some("a1".into())),
+                blocked_by_issue_ids: Some(vec![blocker.into()]),
+                ..Default::default()
+            },
+        );
+    }
+    // Their assignment wakes were skipped at the claim: the blockers held them back.
+    for run in ["r1", "r2"] {
+        let (wake, ran) = claim_oldest(&mut w, "a1", run);
+        assert!(!ran);
+        assert_eq!(
+            wake.status_reason.as_deref(),
+            Some("issue_dependencies_blocked")
+        );
+    }
+    assert!(pending(&w, "a1").is_empty());
+    w.ok(
+        admin(),
+        Command::UpdateIssue {
+            issue_id: "dep1".into(),
+            patch: IssuePatch {
+                blocked_by_issue_ids: Some(Vec::new()),
+                ..Default::default()
+            },
+            comment: None,
+        },
+    );
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "b2".into(),
+        },
+    );
+    let woken: Vec<(Option<&str>, WakeReason)> = pending(&w, "a1")
+        .iter()
+        .map(|x| (x.issue_id.as_deref(), x.reason))
+        .collect();
+    assert_eq!(
+        woken,
+        [
+            (Some("dep1"), WakeReason::IssueBlockersResolved),
+            (Some("dep2"), WakeReason::IssueBlockersResolved)
+        ]
+    );
+    let (_, ran) = claim_oldest(&mut w, "a1", "r3");
+    assert!(ran, "nothing holds it back now");
 }

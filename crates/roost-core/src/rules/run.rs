@@ -520,7 +520,7 @@ fn stale_at_claim(ctx: &Ctx<'_>, wake: &Wake) -> Option<&'static str> {
         return Some("issue_assignee_changed");
     }
     if !super::issue::unresolved_blockers(ctx, &issue).is_empty() {
-        return Some("issue_blocked");
+        return Some("issue_dependencies_blocked");
     }
     None
 }

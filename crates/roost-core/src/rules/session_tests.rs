@@ -304,3 +304,38 @@ fn a_session_past_its_token_or_age_limit_is_retired_at_the_boundary() {
         .passed(&old, crate::Timestamp(i64::MIN))
         .is_none());
 }
+
+/// Paperclip's `runtime-state/reset-session`: an operator forgets one task's saved session, or
+/// all of them; the next run on that task starts fresh.
+#[test]
+fn an_operator_resets_one_tasks_session_or_all_and_the_next_run_starts_fresh() {
+    let mut w = world();
+    for (issue, run, sess) in [("i1", "r1", "sess-1"), ("i2", "r2", "sess-2")] {
+        assigned_issue(&mut w, issue, "a1");
+        claim(&mut w, "a1", run).expect("claimed");
+        start(&mut w, run);
+        finish_with(&mut w, run, session(sess)).expect("finished");
+    }
+    let reset = |key: Option<&str>| Command::ResetAgentSession {
+        agent_id: "a1".into(),
+        task_key: key.map(str::to_string),
+    };
+    let refused = w.run(agent_actor("a1", "c1", None), reset(None));
+    assert!(
+        matches!(refused, Err(DomainError::Forbidden { .. })),
+        "{refused:?}"
+    );
+    w.ok(admin(), reset(Some("i1")));
+    let a1 = &w.state.agents["a1"];
+    assert!(a1.task_session("i1").is_none());
+    assert_eq!(
+        a1.task_session("i2").map(|s| s.session_id.as_str()),
+        Some("sess-2")
+    );
+    // A comment wake on i1 would resume its session; there is none now.
+    comment(&mut w, admin(), "i1", "cm1", "one more thing");
+    let next = claim(&mut w, "a1", "r3").expect("claimed");
+    assert_eq!(next.session_id_before, None, "fresh after the reset");
+    w.ok(admin(), reset(None));
+    assert!(w.state.agents["a1"].task_sessions.is_empty());
+}

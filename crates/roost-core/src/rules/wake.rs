@@ -371,8 +371,7 @@ pub(crate) fn wake_for_issue_event(
 }
 
 /// After `issue` reached done or cancelled: wake the parent's assignee when every child is
-/// closed, and, when it is done, the assignee of each issue it was the last unresolved
-/// blocker of (a cancelled blocker resolves nothing: `issue::unresolved_blockers`).
+/// closed.
 pub(crate) fn wake_for_closed_issue(
     ctx: &Ctx<'_>,
     changes: &mut Vec<Change>,
@@ -393,9 +392,17 @@ pub(crate) fn wake_for_closed_issue(
             None,
         )?;
     }
-    if issue.status != IssueStatus::Done {
-        return Ok(());
-    }
+    Ok(())
+}
+
+/// After `issue` became done (from any other status, a cancelled one too, as in Paperclip):
+/// wake the assignee of each issue it was the last unresolved blocker of (a cancelled blocker
+/// resolves nothing: `issue::unresolved_blockers`).
+pub(crate) fn wake_for_done_blocker(
+    ctx: &Ctx<'_>,
+    changes: &mut Vec<Change>,
+    issue: &Issue,
+) -> Result<(), DomainError> {
     let resolved = |id: &str| id == issue.id || super::issue::blocker_resolved(ctx, id);
     let open_dependents = (ctx.state.issue_ids_blocked_by(&issue.id))
         .filter(|d| ctx.state.issues.is_closed(d) == Some(false))

@@ -40,8 +40,12 @@ pub struct CommentCursor {
 pub struct IssueDetail {
     #[serde(flatten)]
     pub issue: Issue,
+    // Default: an older server answers the bare issue.
+    #[serde(default)]
     pub ancestors: Vec<IssueSummary>,
+    #[serde(default)]
     pub blocked_by: Vec<IssueSummary>,
+    #[serde(default)]
     pub blocks: Vec<IssueSummary>,
 }
 

@@ -277,7 +277,7 @@ pub fn gov_op() -> impl Strategy<Value = GovOp> {
             }),
         4 => (id(), opt(text()), vec((home_path(), opt(text())), 0..3))
             .prop_map(|(skill, name, files)| GovOp::WriteSkill { skill, name, files }),
-        3 => id().prop_map(|skill| GovOp::DeleteSkill { skill }),
+        6 => id().prop_map(|skill| GovOp::DeleteSkill { skill }),
         2 => (mine_id(), vec(id(), 0..4), opt(text()))
             .prop_map(|(agent, skills, made_up)| GovOp::AssignSkills { agent, skills, made_up }),
     ]

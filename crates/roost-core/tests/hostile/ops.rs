@@ -241,6 +241,10 @@ pub enum Op {
     ResumeAgent {
         agent: Id,
     },
+    ResetAgentSession {
+        agent: Id,
+        task_key: Option<Text>,
+    },
     TerminateAgent {
         agent: Id,
     },

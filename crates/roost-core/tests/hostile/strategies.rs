@@ -370,6 +370,11 @@ fn resume_agent() -> impl Strategy<Value = Op> {
     id().prop_map(|agent| Op::ResumeAgent { agent })
 }
 
+fn reset_agent_session() -> impl Strategy<Value = Op> {
+    (id(), prop::option::of(text()))
+        .prop_map(|(agent, task_key)| Op::ResetAgentSession { agent, task_key })
+}
+
 fn terminate_agent() -> impl Strategy<Value = Op> {
     id().prop_map(|agent| Op::TerminateAgent { agent })
 }
@@ -672,6 +677,7 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         3 => update_agent(),
         1 => pause_agent(),
         1 => resume_agent(),
+        1 => reset_agent_session(),
         1 => terminate_agent(),
         5 => create_issue(),
         5 => update_issue(),

@@ -496,6 +496,10 @@ impl World {
             Op::ResumeAgent { agent } => Command::ResumeAgent {
                 agent_id: pick(Kind::Agent, *agent),
             },
+            Op::ResetAgentSession { agent, task_key } => Command::ResetAgentSession {
+                agent_id: pick(Kind::Agent, *agent),
+                task_key: task_key.map(|t| t.render()),
+            },
             Op::TerminateAgent { agent } => Command::TerminateAgent {
                 agent_id: pick(Kind::Agent, *agent),
             },

@@ -3909,6 +3909,16 @@ pub struct ResumeAgentRequest {
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ResetAgentSessionRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    /// The task whose session goes (`__heartbeat__` for the agent's heartbeat session); absent:
+    /// every saved session.
+    #[prost(string, optional, tag = "2")]
+    pub task_key: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct TerminateAgentRequest {
     #[prost(string, tag = "1")]
     pub agent_id: ::prost::alloc::string::String,
@@ -4574,6 +4584,29 @@ pub mod control_client {
             let mut req = request.into_request();
             req.extensions_mut()
                 .insert(GrpcMethod::new("roost.v1.Control", "ResumeAgent"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Forgets the agent's saved adapter sessions (one task's with task_key): its next run on
+        /// that task starts fresh (Paperclip's runtime-state/reset-session).
+        pub async fn reset_agent_session(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ResetAgentSessionRequest>,
+        ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ResetAgentSession",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ResetAgentSession"));
             self.inner.unary(req, path, codec).await
         }
         /// Terminates an agent for good.
@@ -6627,6 +6660,12 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::ResumeAgentRequest>,
         ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status>;
+        /// Forgets the agent's saved adapter sessions (one task's with task_key): its next run on
+        /// that task starts fresh (Paperclip's runtime-state/reset-session).
+        async fn reset_agent_session(
+            &self,
+            request: tonic::Request<super::ResetAgentSessionRequest>,
+        ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status>;
         /// Terminates an agent for good.
         async fn terminate_agent(
             &self,
@@ -7588,6 +7627,51 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ResumeAgentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ResetAgentSession" => {
+                    #[allow(non_camel_case_types)]
+                    struct ResetAgentSessionSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ResetAgentSessionRequest>
+                    for ResetAgentSessionSvc<T> {
+                        type Response = super::Agent;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ResetAgentSessionRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::reset_agent_session(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ResetAgentSessionSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

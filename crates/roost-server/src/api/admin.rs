@@ -262,6 +262,20 @@ impl Api {
         self.agent_outcome(caller, command).await
     }
 
+    /// Forgets the agent's saved sessions, all or one task's.
+    pub async fn reset_agent_session(
+        &self,
+        caller: &Caller,
+        agent_id: &str,
+        task_key: Option<String>,
+    ) -> Result<Agent, ApiError> {
+        let command = Command::ResetAgentSession {
+            agent_id: agent_id.into(),
+            task_key,
+        };
+        self.agent_outcome(caller, command).await
+    }
+
     pub async fn resume_agent(&self, caller: &Caller, agent_id: &str) -> Result<Agent, ApiError> {
         let command = Command::ResumeAgent {
             agent_id: agent_id.into(),

@@ -127,6 +127,20 @@ impl Control for ControlService {
         Ok(Response::new(convert::agent_to_proto(agent)))
     }
 
+    async fn reset_agent_session(
+        &self,
+        request: Request<pb::ResetAgentSessionRequest>,
+    ) -> Reply<pb::Agent> {
+        let caller = self.caller(&request).await?;
+        let r = request.into_inner();
+        let task_key = r.task_key.filter(|k| !k.trim().is_empty());
+        let agent = self
+            .api
+            .reset_agent_session(&caller, &r.agent_id, task_key)
+            .await?;
+        Ok(Response::new(convert::agent_to_proto(agent)))
+    }
+
     async fn resume_agent(&self, request: Request<pb::ResumeAgentRequest>) -> Reply<pb::Agent> {
         let caller = self.caller(&request).await?;
         let agent = self

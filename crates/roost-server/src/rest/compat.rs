@@ -113,12 +113,33 @@ pub async fn agent_runtime_state(
     Path(id): Path<String>,
 ) -> Result<Json<Value>> {
     let agent = api.get_agent(&caller, &id).await?;
+    Ok(Json(runtime_state(&agent)))
+}
+
+/// `POST /api/agents/{id}/runtime-state/reset-session` (`{"taskKey"?}`): forgets the saved
+/// sessions, all or one task's; answers the runtime state after.
+pub async fn reset_agent_session(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<super::dto::ResetSession>,
+) -> Result<Json<Value>> {
+    let task_key = body
+        .task_key
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty());
+    let agent = api.reset_agent_session(&caller, &id, task_key).await?;
+    Ok(Json(runtime_state(&agent)))
+}
+
+/// Paperclip's runtime state of an agent.
+fn runtime_state(agent: &roost_core::Agent) -> Value {
     let heartbeat_session = agent
         .task_sessions
         .values()
         .find(|s| s.task_key == "__heartbeat__")
         .map(|s| s.session_id.clone());
-    Ok(Json(json!({
+    json!({
         "agentId": agent.id,
         "companyId": agent.company_id,
         "adapterType": agent.adapter_type,
@@ -126,7 +147,7 @@ pub async fn agent_runtime_state(
         "sessionId": heartbeat_session,
         "lastHeartbeatAt": agent.last_heartbeat_at,
         "taskSessions": agent.task_sessions.values().collect::<Vec<_>>(),
-    })))
+    })
 }
 
 /// `POST /api/agents/{id}/heartbeat/invoke`: Paperclip's older wakeup, always on demand.

@@ -200,6 +200,13 @@ pub struct PauseAgent {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Empty {}
 
+/// `POST /api/agents/{id}/runtime-state/reset-session`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResetSession {
+    pub task_key: Option<String>,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateKey {

@@ -12,6 +12,10 @@ use roost_core::views::IssueWithComment;
 use super::dto;
 use super::extract::{JsonBody, QueryParams};
 use crate::api::{Api, HeartbeatContext, IssueFilter, RunView};
+
+/// The largest `offset` an issue list takes: `q`, `projectId` and `offset` walk the company's
+/// issues in number order under the state's read lock, so a page is bounded.
+const MAX_ISSUE_LIST_OFFSET: usize = 100_000;
 use crate::auth::Caller;
 use crate::error::ApiError;
 
@@ -72,7 +76,7 @@ pub async fn list(
         parent_id: q.parent_id.or(q.parent_issue_id),
         project_id: q.project_id,
         q: q.q,
-        offset: q.offset.unwrap_or(0),
+        offset: q.offset.unwrap_or(0).min(MAX_ISSUE_LIST_OFFSET),
         limit: q.limit,
     };
     Ok(Json(api.list_issues(&caller, &cid, &filter).await?))

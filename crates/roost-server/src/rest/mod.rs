@@ -110,6 +110,10 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             get(compat::agent_runtime_state),
         )
         .route(
+            "/agents/{id}/runtime-state/reset-session",
+            post(compat::reset_agent_session),
+        )
+        .route(
             "/agents/{id}/heartbeat/invoke",
             post(compat::heartbeat_invoke),
         )

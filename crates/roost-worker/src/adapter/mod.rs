@@ -188,7 +188,9 @@ pub(crate) fn environment(
     if a.payload_json.len() <= wake_payload::ENV_PAYLOAD_MAX_BYTES {
         pairs.push(("WAKE_PAYLOAD_JSON", a.payload_json.clone()));
     }
-    pairs.extend(approval_context(&a.payload_json));
+    if wake_reason(a) == WakeReason::ApprovalResolved.as_str() {
+        pairs.extend(approval_context(&a.payload_json));
+    }
     if let Some(path) = payload_file {
         pairs.push(("WAKE_PAYLOAD_PATH", path.display().to_string()));
     }
@@ -203,7 +205,7 @@ pub(crate) fn environment(
         .collect()
 }
 
-/// An approval wake's context, as Paperclip's adapters export it (only what the payload has):
+/// An approval's wake's context, as Paperclip's adapters export it (only what the payload has):
 /// `APPROVAL_ID`, `APPROVAL_STATUS`, and `LINKED_ISSUE_IDS` comma-separated. Paperclip's skill
 /// reads the approval from `PAPERCLIP_APPROVAL_ID` (the payload is `rules/approval.rs`'s).
 fn approval_context(payload_json: &str) -> Vec<(&'static str, String)> {

@@ -448,12 +448,13 @@ fn the_environment_carries_both_names() {
 /// approval only in the payload, so that step of the skill found nothing.
 #[test]
 fn an_approval_wake_lacked_paperclips_approval_variables() {
+    let payload = json!({
+        "reason": "approval_approved", "approvalId": "ap-1", "approvalStatus": "approved",
+        "issueId": "i-1", "issueIds": ["i-1", "i-2"],
+    });
     let a = Assignment {
-        payload_json: json!({
-            "reason": "approval_approved", "approvalId": "ap-1", "approvalStatus": "approved",
-            "issueId": "i-1", "issueIds": ["i-1", "i-2"],
-        })
-        .to_string(),
+        payload_json: payload.to_string(),
+        wake_reason: WakeReason::ApprovalResolved.to_proto(),
         ..Default::default()
     };
     let env: std::collections::BTreeMap<String, String> = super::environment(&a, "http://x", None)
@@ -463,6 +464,17 @@ fn an_approval_wake_lacked_paperclips_approval_variables() {
     assert_eq!(env["ROOST_APPROVAL_ID"], "ap-1");
     assert_eq!(env["PAPERCLIP_APPROVAL_STATUS"], "approved");
     assert_eq!(env["PAPERCLIP_LINKED_ISSUE_IDS"], "i-1,i-2");
+    // Another wake's payload that happens to name an approval exports none.
+    let other = Assignment {
+        payload_json: payload.to_string(),
+        wake_reason: WakeReason::OnDemand.to_proto(),
+        ..Default::default()
+    };
+    let env: std::collections::BTreeMap<String, String> =
+        super::environment(&other, "http://x", None)
+            .into_iter()
+            .collect();
+    assert!(!env.contains_key("PAPERCLIP_APPROVAL_ID"));
 }
 
 /// A `process` agent that records what it was given of the wake payload: the file's bytes,

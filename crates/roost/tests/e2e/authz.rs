@@ -72,6 +72,12 @@ const REST: &[(&str, &str, Rule, &str)] = &[
     ("GET", "/heartbeat-runs/{id}/issues", Company, ""),
     ("GET", "/agents/{id}/configuration", Company, ""),
     ("GET", "/agents/{id}/runtime-state", Company, ""),
+    (
+        "POST",
+        "/agents/{id}/runtime-state/reset-session",
+        Admin,
+        r#"{"taskKey":"authz"}"#,
+    ),
     ("POST", "/agents/{id}/heartbeat/invoke", Company, "{}"),
     (
         "POST",
@@ -496,6 +502,7 @@ const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/PutMemoryDocument", GrpcRule::Caller),
     ("/roost.v1.Control/RecordCostEvent", GrpcRule::Caller),
     ("/roost.v1.Control/Release", GrpcRule::Caller),
+    ("/roost.v1.Control/ResetAgentSession", GrpcRule::Caller),
     ("/roost.v1.Control/ResolveBudgetIncident", GrpcRule::Caller),
     ("/roost.v1.Control/ResubmitApproval", GrpcRule::Caller),
     ("/roost.v1.Control/ResumeAgent", GrpcRule::Caller),

@@ -89,8 +89,16 @@ fn spawn_worker(
     Ok(WorkerProcess { child, log })
 }
 
+/// A list read through one node. While the node knows no leader (an election on this busy
+/// machine) it answers 503 with a retry hint, and the read is tried again, as a client does:
+/// a 503 failed this test once in a full run.
 async fn list(admin: &Http, path: &str) -> anyhow::Result<Vec<Value>> {
-    let body = admin.get(path).await?.ok()?;
+    let reply = wait_for(&format!("GET {path} answered"), WAIT, || async {
+        let reply = admin.get(path).await.ok()?;
+        (reply.status != 503).then_some(reply)
+    })
+    .await?;
+    let body = reply.ok()?;
     Ok(body.as_array().cloned().unwrap_or_default())
 }
 
