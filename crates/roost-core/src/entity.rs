@@ -185,8 +185,8 @@ pub struct HeartbeatPolicy {
     pub run_reserve_cents: u64,
     /// Paperclip's per-agent daily caps: once the agent's runs created, or its cost events'
     /// cents, in the current UTC day reach one, a new wake is skipped until the next day (a
-    /// wake merged into a pending one is not new). `0` is a hard stop; none: no cap
-    /// (`rules/wake.rs`, `daily_cap`).
+    /// wake merged into a pending one is not new), and so is a queued wake when a worker
+    /// claims it. `0` is a hard stop; none: no cap (`rules/wake.rs`, `daily_cap`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_daily_runs: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]

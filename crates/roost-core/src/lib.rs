@@ -6,6 +6,7 @@
 
 pub mod activity;
 pub mod adapter_config;
+pub mod agent_day;
 pub mod approval;
 mod audit;
 pub mod cluster_view;

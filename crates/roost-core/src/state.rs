@@ -223,24 +223,12 @@ pub struct State {
     /// Runs created per (company, clock hour) (the runs-per-hour quota).
     pub(crate) runs_per_hour: BTreeMap<(String, i64), u32>,
     /// Runs created and cost events' cents per (agent, UTC day): the agent's daily caps.
-    pub(crate) agent_days: BTreeMap<(String, i64), AgentDay>,
+    pub(crate) agent_days: BTreeMap<(String, i64), crate::agent_day::AgentDay>,
     /// Counted wakes of the last day, for the loop breaker (`loop_breaker.rs`): derived from
     /// the wakes, rebuilt on load, pruned by time.
     pub(crate) recent_wakes: crate::loop_breaker::RecentWakes,
     /// The rows' digests behind [`State::hash`], updated lazily from the rows `put` marks.
     pub(crate) row_digests: RowDigests,
-}
-
-/// What an agent used in one UTC day (`State::agent_day`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct AgentDay {
-    pub runs: u32,
-    pub cents: u64,
-}
-
-/// The UTC day `at` falls in, as days since 1970-01-01.
-pub fn utc_day(at: Timestamp) -> i64 {
-    at.0.div_euclid(86_400_000)
 }
 
 /// The spend index entries a cost event adds to.
@@ -605,11 +593,7 @@ impl State {
                         .entry((r.company_id.clone(), hour))
                         .or_default();
                     *n = n.saturating_add(1);
-                    let day = self
-                        .agent_days
-                        .entry((r.agent_id.clone(), utc_day(r.created_at)))
-                        .or_default();
-                    day.runs = day.runs.saturating_add(1);
+                    self.count_agent_day(&r.agent_id, r.created_at, 1, 0);
                 }
                 for hash in &r.token_hashes {
                     self.run_by_token.insert(hash.clone(), r.id.clone());
@@ -637,11 +621,7 @@ impl State {
                     }
                     // By `occurredAt`, as Paperclip's daily cap and Roost's monthly budgets
                     // count it.
-                    let day = self
-                        .agent_days
-                        .entry((e.agent_id.clone(), utc_day(e.occurred_at)))
-                        .or_default();
-                    day.cents = day.cents.saturating_add(e.cost_cents);
+                    self.count_agent_day(&e.agent_id, e.occurred_at, 0, e.cost_cents);
                     self.cost_events.insert(e.id.clone(), e);
                 }
             }
@@ -690,15 +670,6 @@ impl State {
     /// How many issues of `company_id` are neither done nor cancelled.
     pub fn open_issue_count(&self, company_id: &str) -> usize {
         self.open_issues.get(company_id).copied().unwrap_or(0)
-    }
-
-    /// The runs `agent_id` created and the cents its cost events spent in the UTC day `at`
-    /// falls in.
-    pub fn agent_day(&self, agent_id: &str, at: Timestamp) -> AgentDay {
-        self.agent_days
-            .get(&(agent_id.to_string(), utc_day(at)))
-            .copied()
-            .unwrap_or_default()
     }
 
     /// How many runs `company_id` created in the clock hour `at` falls in.

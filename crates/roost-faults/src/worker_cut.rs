@@ -106,13 +106,17 @@ pub async fn cycles(
             },
         )
         .await?;
-        admin
-            .post(
-                &format!("/api/agents/{agent}/wakeup"),
-                json!({ "issueId": issue }),
-            )
-            .await?
-            .ok()?;
+        // Retried while a node answers 503 (a leader change on this busy machine: one ended
+        // the scenario, seed 641022); the key makes a retry return the first wake.
+        let wake = json!({ "issueId": issue, "idempotencyKey": format!("cut-off-{done}") });
+        wait_for("the wakeup to be accepted", WAIT, || async {
+            let reply = admin
+                .post(&format!("/api/agents/{agent}/wakeup"), wake.clone())
+                .await
+                .ok()?;
+            reply.ok().ok()
+        })
+        .await?;
         let run = wait_for("the agent to be writing", WAIT, || async {
             let path = format!("/api/issues/{issue}/comments?order=desc&limit=1");
             let comments = poll(&admin, &path).await?;
@@ -150,12 +154,8 @@ pub async fn cycles(
                 .then_some(())
         })
         .await?;
-        let comments = admin
-            .get(&format!(
-                "/api/issues/{issue}/comments?limit=1000&order=desc"
-            ))
-            .await?
-            .ok()?;
+        let path = format!("/api/issues/{issue}/comments?limit=1000&order=desc");
+        let comments = wait_for("the issue's comments", WAIT, || poll(&admin, &path)).await?;
         let mut late = Vec::new();
         for c in comments.as_array().into_iter().flatten() {
             if c["createdByRunId"] == json!(run) && millis(c, "createdAt")? >= lost_at {

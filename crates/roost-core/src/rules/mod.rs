@@ -13,6 +13,7 @@ mod budget_project_tests;
 #[cfg(test)]
 mod budget_tests;
 mod checkout;
+mod claim;
 mod company;
 #[cfg(test)]
 mod company_issue_tests;

@@ -62,7 +62,7 @@ impl Pending<'_> {
     /// The `w{slot}-{n}` after the greatest this command has taken. One command can raise
     /// issue events more than once (a comment's mentions, then the closed issue's parent and
     /// dependents), and numbering each from 1 gave two wakes one id: the later overwrote the
-    /// earlier, or merged into it. One pass over the changes: a closed blocker may wake
+    /// earlier, or merged into it. One pass over the changes: a blocker done may wake
     /// thousands of dependents in one command.
     fn fresh_event_id(&self, ctx: &Ctx<'_>) -> String {
         let prefix = format!("w{}-", ctx.slot);

@@ -3536,8 +3536,8 @@ pub struct HeartbeatPolicy {
     #[prost(uint64, tag = "6")]
     pub run_reserve_cents: u64,
     /// Daily caps (Paperclip's maxDailyRuns, maxDailyCostCents): once the agent's runs or cost
-    /// in the current UTC day reach one, new wakes are skipped until the next day; 0 is a hard
-    /// stop, absent no cap.
+    /// in the current UTC day reach one, new wakes (and queued ones, when claimed) are skipped
+    /// until the next day; 0 is a hard stop, absent no cap.
     #[prost(uint32, optional, tag = "7")]
     pub max_daily_runs: ::core::option::Option<u32>,
     #[prost(uint64, optional, tag = "8")]

@@ -88,9 +88,49 @@ impl Api {
         // The indexes are in issue-number order: a page stops at `limit` matches and clones
         // only those (the read lock holds off apply meanwhile). A filter on open statuses only
         // walks the open issues, however many the company has closed.
-        let only_open =
-            !filter.statuses.is_empty() && filter.statuses.iter().all(|s| !s.is_terminal());
+        // A text search without a status reads the open issues only: closed ones may live in
+        // state.db alone, and a search matching none would read every one of them under the
+        // lock (a status filter naming done or cancelled searches those too).
+        let text_search = filter.q.as_deref().is_some_and(|q| !q.trim().is_empty());
+        let only_open = (!filter.statuses.is_empty()
+            && filter.statuses.iter().all(|s| !s.is_terminal()))
+            || (filter.statuses.is_empty() && text_search);
         Ok(self.reader().read(|s| {
+            let keep = |i: &Issue| {
+                i.company_id == company_id
+                    && (filter.statuses.is_empty() || filter.statuses.contains(&i.status))
+                    && (!only_open || !i.status.is_terminal())
+                    && filter
+                        .assignee_agent_id
+                        .as_ref()
+                        .is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a))
+                    && filter
+                        .parent_id
+                        .as_ref()
+                        .is_none_or(|p| i.parent_id.as_ref() == Some(p))
+                    && filter
+                        .project_id
+                        .as_ref()
+                        .is_none_or(|p| i.project_id.as_ref() == Some(p))
+                    && filter.matches_text(i)
+            };
+            if let (Some(project), None, None) = (
+                &filter.project_id,
+                &filter.assignee_agent_id,
+                &filter.parent_id,
+            ) {
+                // A project's issues from its index (read, then put in number order): as many
+                // as the project has, not the company.
+                let mut issues: Vec<Cow<Issue>> =
+                    s.issues_of_project(project).filter(|i| keep(i)).collect();
+                issues.sort_by_key(|i| i.issue_number);
+                return issues
+                    .into_iter()
+                    .skip(filter.offset)
+                    .take(limit)
+                    .map(Cow::into_owned)
+                    .collect();
+            }
             // Ids first, then statuses from the issue map (closed issues may be in state.db
             // only: a board's `cancelled` column reads the cancelled rows, not every done one).
             let ids: Box<dyn Iterator<Item = &str>> =
@@ -108,26 +148,7 @@ impl Api {
                         .is_some_and(|status| filter.statuses.contains(&status))
             })
             .filter_map(|id| s.issues.get(id))
-            .filter(|i| i.company_id == company_id)
-            .filter(|i| {
-                filter
-                    .assignee_agent_id
-                    .as_ref()
-                    .is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a))
-            })
-            .filter(|i| {
-                filter
-                    .parent_id
-                    .as_ref()
-                    .is_none_or(|p| i.parent_id.as_ref() == Some(p))
-            })
-            .filter(|i| {
-                filter
-                    .project_id
-                    .as_ref()
-                    .is_none_or(|p| i.project_id.as_ref() == Some(p))
-            })
-            .filter(|i| filter.matches_text(i))
+            .filter(|i| keep(i))
             .skip(filter.offset)
             .take(limit)
             .map(Cow::into_owned)

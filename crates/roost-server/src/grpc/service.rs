@@ -133,7 +133,10 @@ impl Control for ControlService {
     ) -> Reply<pb::Agent> {
         let caller = self.caller(&request).await?;
         let r = request.into_inner();
-        let task_key = r.task_key.filter(|k| !k.trim().is_empty());
+        let task_key = r
+            .task_key
+            .map(|k| k.trim().to_string())
+            .filter(|k| !k.is_empty());
         let agent = self
             .api
             .reset_agent_session(&caller, &r.agent_id, task_key)

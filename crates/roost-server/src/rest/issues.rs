@@ -12,10 +12,6 @@ use roost_core::views::IssueWithComment;
 use super::dto;
 use super::extract::{JsonBody, QueryParams};
 use crate::api::{Api, HeartbeatContext, IssueFilter, RunView};
-
-/// The largest `offset` an issue list takes: `q`, `projectId` and `offset` walk the company's
-/// issues in number order under the state's read lock, so a page is bounded.
-const MAX_ISSUE_LIST_OFFSET: usize = 100_000;
 use crate::auth::Caller;
 use crate::error::ApiError;
 
@@ -24,6 +20,10 @@ type Result<T> = std::result::Result<T, ApiError>;
 fn parse_statuses(csv: &str) -> Result<Vec<IssueStatus>> {
     super::extract::parse_csv(csv)
 }
+
+/// The largest `offset` an issue list takes: the issues passed over are walked under the
+/// state's read lock.
+const MAX_ISSUE_LIST_OFFSET: usize = 100_000;
 
 pub async fn create(
     State(api): State<Api>,
