@@ -36,8 +36,9 @@ pub use error::Error;
 pub use events::Event;
 pub use home::{AgentHome, HomeFile, HomeView};
 pub use memory::{
-    CompanyLive, CurrentTask, Door, MemoryDocument, MemoryDocumentInfo, MemoryEntry, MemoryHitKind,
-    MemoryLive, MemoryScope, MemorySearchHit, MemorySummary, NewMemoryEntry, Recovery,
+    CompanyLive, CurrentTask, Door, LiveParts, MemoryDocument, MemoryDocumentInfo, MemoryEntry,
+    MemoryHitKind, MemoryLive, MemoryScope, MemorySearchHit, MemorySummary, NewMemoryEntry,
+    Recovery,
 };
 pub use projects::{Goal, GoalLevel, GoalPatch, GoalStatus, Project, ProjectPatch, ProjectStatus};
 /// The shapes the server answers with, declared once for both sides.

@@ -3,8 +3,8 @@
 
 use reqwest::Method;
 pub use roost_core::memory::{
-    CompanyLive, CurrentTask, Door, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry,
-    Recovery,
+    CompanyLive, CurrentTask, Door, LiveParts, MemoryDocument, MemoryEntry, MemoryLive,
+    NewMemoryEntry, Recovery,
 };
 pub use roost_core::views::{MemoryDocumentInfo, MemoryHitKind, MemorySearchHit, MemorySummary};
 use serde::Serialize;

@@ -162,12 +162,12 @@ pub struct CurrentTask {
     pub next: Vec<String>,
 }
 
-/// A company's live state: what its agents are doing together (`currentTask`) and where things
-/// are (`coordinates`), each part with the time it was last saved, and who saved it last.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The two parts of live state, what is being done (`currentTask`) and where things are
+/// (`coordinates`), each with the time it was last saved. Flattened into an agent's and a
+/// company's live state, so both read and store the same fields.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CompanyLive {
-    pub company_id: String,
+pub struct LiveParts {
     #[serde(default)]
     pub current_task: Option<CurrentTask>,
     #[serde(default)]
@@ -176,6 +176,41 @@ pub struct CompanyLive {
     pub coordinates: Option<serde_json::Value>,
     #[serde(default)]
     pub coordinates_updated_at: Option<Timestamp>,
+}
+
+impl LiveParts {
+    /// Saves each part that was sent, stamped with `at`; a part not sent keeps its value and time.
+    pub fn save(
+        &mut self,
+        current_task: Option<&CurrentTask>,
+        coordinates: Option<&serde_json::Value>,
+        at: Timestamp,
+    ) {
+        if let Some(task) = current_task {
+            self.current_task = Some(task.clone());
+            self.current_task_updated_at = Some(at);
+        }
+        if let Some(c) = coordinates {
+            self.coordinates = Some(c.clone());
+            self.coordinates_updated_at = Some(at);
+        }
+    }
+
+    /// When either part was last saved.
+    pub fn saved_at(&self) -> Option<Timestamp> {
+        self.current_task_updated_at
+            .max(self.coordinates_updated_at)
+    }
+}
+
+/// A company's live state: what its agents are doing together and where things are, and who
+/// saved it last.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompanyLive {
+    pub company_id: String,
+    #[serde(flatten)]
+    pub parts: LiveParts,
     /// `user`/`agent` and its id, and the run if an agent saved it during one.
     pub updated_by_type: String,
     pub updated_by_id: String,
@@ -183,20 +218,14 @@ pub struct CompanyLive {
     pub run_id: Option<String>,
 }
 
-/// An agent's live state: each part with the time it was last saved.
+/// An agent's live state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MemoryLive {
     pub agent_id: String,
     pub company_id: String,
-    #[serde(default)]
-    pub current_task: Option<CurrentTask>,
-    #[serde(default)]
-    pub current_task_updated_at: Option<Timestamp>,
-    #[serde(default)]
-    pub coordinates: Option<serde_json::Value>,
-    #[serde(default)]
-    pub coordinates_updated_at: Option<Timestamp>,
+    #[serde(flatten)]
+    pub parts: LiveParts,
     /// The run that saved it last.
     #[serde(default)]
     pub run_id: Option<String>,

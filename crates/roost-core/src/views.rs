@@ -198,7 +198,7 @@ impl MemorySummary {
     pub fn of(state: &crate::State, agent: &crate::Agent, now: Timestamp) -> MemorySummary {
         let memory = &state.memory;
         let live = memory.live.get(&agent.id).cloned();
-        let saved_at = live.as_ref().and_then(|l| l.current_task_updated_at);
+        let saved_at = live.as_ref().and_then(|l| l.parts.current_task_updated_at);
         let documents = crate::memory::MEMORY_DOCUMENT_NAMES
             .iter()
             .filter_map(|name| {

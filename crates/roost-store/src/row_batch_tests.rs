@@ -220,10 +220,11 @@ fn the_companys_shared_log_and_live_state_are_rows_and_the_shared_log_is_not_ind
         .add(&Change::Memory(
             roost_core::memory::MemoryChange::CompanyLive(roost_core::memory::CompanyLive {
                 company_id: "c".into(),
-                current_task: None,
-                current_task_updated_at: None,
-                coordinates: Some(serde_json::json!({ "release": "1.3" })),
-                coordinates_updated_at: Some(Timestamp(2)),
+                parts: roost_core::memory::LiveParts {
+                    coordinates: Some(serde_json::json!({ "release": "1.3" })),
+                    coordinates_updated_at: Some(Timestamp(2)),
+                    ..Default::default()
+                },
                 updated_by_type: "user".into(),
                 updated_by_id: "admin".into(),
                 run_id: None,

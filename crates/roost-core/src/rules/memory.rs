@@ -373,19 +373,6 @@ fn require_some_part(
     Ok(())
 }
 
-/// One part of live state, saved with the command's time when it was sent.
-fn save_part<T: Clone>(
-    part: &mut Option<T>,
-    saved_at: &mut Option<crate::time::Timestamp>,
-    sent: Option<&T>,
-    ctx: &Ctx<'_>,
-) {
-    if let Some(value) = sent {
-        *part = Some(value.clone());
-        *saved_at = Some(ctx.now());
-    }
-}
-
 pub(crate) fn set_live(
     ctx: &Ctx<'_>,
     agent_id: &str,
@@ -404,24 +391,10 @@ pub(crate) fn set_live(
         .unwrap_or_else(|| MemoryLive {
             agent_id: agent.id.clone(),
             company_id: agent.company_id.clone(),
-            current_task: None,
-            current_task_updated_at: None,
-            coordinates: None,
-            coordinates_updated_at: None,
+            parts: LiveParts::default(),
             run_id: None,
         });
-    save_part(
-        &mut live.current_task,
-        &mut live.current_task_updated_at,
-        current_task,
-        ctx,
-    );
-    save_part(
-        &mut live.coordinates,
-        &mut live.coordinates_updated_at,
-        coordinates,
-        ctx,
-    );
+    live.parts.save(current_task, coordinates, ctx.now());
     live.run_id = Some(run.id.clone());
     Ok(Decision {
         note: agent_note(
@@ -480,26 +453,12 @@ pub(crate) fn set_company_live(
         .cloned()
         .unwrap_or_else(|| CompanyLive {
             company_id: company.id.clone(),
-            current_task: None,
-            current_task_updated_at: None,
-            coordinates: None,
-            coordinates_updated_at: None,
+            parts: LiveParts::default(),
             updated_by_type: String::new(),
             updated_by_id: String::new(),
             run_id: None,
         });
-    save_part(
-        &mut live.current_task,
-        &mut live.current_task_updated_at,
-        current_task,
-        ctx,
-    );
-    save_part(
-        &mut live.coordinates,
-        &mut live.coordinates_updated_at,
-        coordinates,
-        ctx,
-    );
+    live.parts.save(current_task, coordinates, ctx.now());
     live.updated_by_type = ctx.actor.kind.as_str().into();
     live.updated_by_id = ctx.actor.id.clone();
     live.run_id = run.map(|r| r.id.clone());

@@ -133,8 +133,8 @@ fn company_live_state_is_saved_by_an_administrator_or_an_agent_of_it_in_a_run() 
     let Outcome::CompanyMemoryLive(live) = out else {
         panic!("unexpected {out:?}")
     };
-    assert_eq!(live.current_task_updated_at.map(|t| t.0), Some(5_000));
-    assert_eq!((live.coordinates, live.run_id), (None, None));
+    assert_eq!(live.parts.current_task_updated_at.map(|t| t.0), Some(5_000));
+    assert_eq!((live.parts.coordinates, live.run_id), (None, None));
     assert_eq!(live.updated_by_type, "user");
 
     // An agent of the company, in its run: the parts it sends, each with the command's time;
@@ -155,11 +155,11 @@ fn company_live_state_is_saved_by_an_administrator_or_an_agent_of_it_in_a_run() 
         panic!("unexpected {out:?}")
     };
     assert_eq!(
-        live.current_task.map(|t| t.doing).as_deref(),
+        live.parts.current_task.map(|t| t.doing).as_deref(),
         Some("release 1.3")
     );
-    assert_eq!(live.current_task_updated_at.map(|t| t.0), Some(5_000));
-    assert_eq!(live.coordinates_updated_at.map(|t| t.0), Some(9_000));
+    assert_eq!(live.parts.current_task_updated_at.map(|t| t.0), Some(5_000));
+    assert_eq!(live.parts.coordinates_updated_at.map(|t| t.0), Some(9_000));
     assert_eq!(
         (live.updated_by_id.as_str(), live.run_id.as_deref()),
         ("a2", Some("r1"))

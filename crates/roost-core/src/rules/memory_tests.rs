@@ -412,9 +412,12 @@ fn live_state_keeps_each_part_with_its_own_time() {
     )
     .expect("coordinates");
     let live = &w.state.memory.live["a1"];
-    assert_eq!(live.current_task.as_ref(), Some(&task));
-    assert_eq!(live.current_task_updated_at.map(|t| t.0), Some(50_000));
-    assert_eq!(live.coordinates_updated_at.map(|t| t.0), Some(60_000));
+    assert_eq!(live.parts.current_task.as_ref(), Some(&task));
+    assert_eq!(
+        live.parts.current_task_updated_at.map(|t| t.0),
+        Some(50_000)
+    );
+    assert_eq!(live.parts.coordinates_updated_at.map(|t| t.0), Some(60_000));
     let err = w
         .run(
             me.clone(),

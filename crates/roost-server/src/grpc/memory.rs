@@ -3,7 +3,7 @@
 //! `/api/companies/{cid}/memory/...` (`api/memory.rs`).
 
 use roost_core::memory::{
-    CompanyLive, CurrentTask, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry,
+    CompanyLive, CurrentTask, LiveParts, MemoryDocument, MemoryEntry, MemoryLive, NewMemoryEntry,
 };
 use roost_core::views::{MemorySearchHit, MemorySummary};
 use roost_core::Timestamp;
@@ -34,8 +34,10 @@ fn summary_to_proto(s: MemorySummary) -> pb::MemorySummary {
                 updated_at_ms: d.updated_at.millis(),
             })
             .collect(),
-        current_task: live.and_then(|l| l.current_task.clone()).map(task_to_proto),
-        coordinates_json: coordinates_json(live.and_then(|l| l.coordinates.as_ref())),
+        current_task: live
+            .and_then(|l| l.parts.current_task.clone())
+            .map(task_to_proto),
+        coordinates_json: coordinates_json(live.and_then(|l| l.parts.coordinates.as_ref())),
         agent_id: s.agent_id,
         company_id: s.company_id,
     }
@@ -56,29 +58,30 @@ fn coordinates_json(coordinates: Option<&serde_json::Value>) -> String {
 
 fn live_to_proto(l: MemoryLive) -> pb::MemoryLive {
     pb::MemoryLive {
-        coordinates_json: coordinates_json(l.coordinates.as_ref()),
         agent_id: l.agent_id,
-        company_id: l.company_id,
-        current_task: l.current_task.map(task_to_proto),
-        current_task_updated_at_ms: l.current_task_updated_at.map(Timestamp::millis),
-        coordinates_updated_at_ms: l.coordinates_updated_at.map(Timestamp::millis),
         run_id: l.run_id,
-        updated_by_type: String::new(),
-        updated_by_id: String::new(),
+        ..parts_to_proto(l.company_id, l.parts)
     }
 }
 
 fn company_live_to_proto(l: CompanyLive) -> pb::MemoryLive {
     pb::MemoryLive {
-        coordinates_json: coordinates_json(l.coordinates.as_ref()),
-        agent_id: String::new(),
-        company_id: l.company_id,
-        current_task: l.current_task.map(task_to_proto),
-        current_task_updated_at_ms: l.current_task_updated_at.map(Timestamp::millis),
-        coordinates_updated_at_ms: l.coordinates_updated_at.map(Timestamp::millis),
         run_id: l.run_id,
         updated_by_type: l.updated_by_type,
         updated_by_id: l.updated_by_id,
+        ..parts_to_proto(l.company_id, l.parts)
+    }
+}
+
+/// The live parts an agent's and a company's live state share, the rest left empty.
+fn parts_to_proto(company_id: String, p: LiveParts) -> pb::MemoryLive {
+    pb::MemoryLive {
+        coordinates_json: coordinates_json(p.coordinates.as_ref()),
+        company_id,
+        current_task: p.current_task.map(task_to_proto),
+        current_task_updated_at_ms: p.current_task_updated_at.map(Timestamp::millis),
+        coordinates_updated_at_ms: p.coordinates_updated_at.map(Timestamp::millis),
+        ..Default::default()
     }
 }
 

@@ -220,9 +220,9 @@ impl Memory {
             ),
         };
         let live = summary.live.as_ref();
-        let current_task = render::current_task(live.and_then(|l| l.current_task.as_ref()));
+        let current_task = render::current_task(live.and_then(|l| l.parts.current_task.as_ref()));
         let coordinates = live
-            .and_then(|l| l.coordinates.as_ref())
+            .and_then(|l| l.parts.coordinates.as_ref())
             .map_or_else(|| "{}\n".to_string(), |c| format!("{c:#}\n"));
         let memory = Memory {
             home: home_dir,

@@ -129,13 +129,13 @@ pub(crate) fn current_task(task: Option<&CurrentTask>) -> String {
 /// The company's live state as markdown: its current task as `current-task.md` has it, its
 /// coordinates, and who saved them when.
 pub(crate) fn company_live(live: &CompanyLive) -> String {
-    let mut text = current_task(live.current_task.as_ref());
-    if let Some(c) = &live.coordinates {
+    let mut text = current_task(live.parts.current_task.as_ref());
+    if let Some(c) = &live.parts.coordinates {
         text.push_str(&format!("\n# Coordinates\n{c:#}\n"));
     }
     let at = live
-        .current_task_updated_at
-        .max(live.coordinates_updated_at)
+        .parts
+        .saved_at()
         .map_or_else(|| "-".to_string(), |t| t.to_string());
     text.push_str(&format!(
         "\n(saved {at} by {} {})\n",
@@ -259,6 +259,7 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use roost_core::memory::LiveParts;
 
     fn entry(n: u64, what: &str) -> MemoryEntry {
         MemoryEntry {
@@ -320,14 +321,16 @@ mod tests {
     fn the_company_live_file_shows_its_task_coordinates_and_who_saved_them() {
         let live = CompanyLive {
             company_id: "c9".into(),
-            current_task: Some(CurrentTask {
-                doing: "release 1.3".into(),
-                last: Vec::new(),
-                next: vec!["tag it".into()],
-            }),
-            current_task_updated_at: Some(Timestamp(1_000)),
-            coordinates: Some(serde_json::json!({ "branch": "release-1.3" })),
-            coordinates_updated_at: Some(Timestamp(5_000)),
+            parts: LiveParts {
+                current_task: Some(CurrentTask {
+                    doing: "release 1.3".into(),
+                    last: Vec::new(),
+                    next: vec!["tag it".into()],
+                }),
+                current_task_updated_at: Some(Timestamp(1_000)),
+                coordinates: Some(serde_json::json!({ "branch": "release-1.3" })),
+                coordinates_updated_at: Some(Timestamp(5_000)),
+            },
             updated_by_type: "agent".into(),
             updated_by_id: "a7".into(),
             run_id: Some("r3".into()),

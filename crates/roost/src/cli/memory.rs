@@ -15,8 +15,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use roost_client::{
-    CompanyLive, CurrentTask, HomeView, MemoryDocument, MemoryEntry, MemoryScope, MemorySearchHit,
-    MemorySummary,
+    CompanyLive, CurrentTask, HomeView, LiveParts, MemoryDocument, MemoryEntry, MemoryScope,
+    MemorySearchHit, MemorySummary,
 };
 
 use super::output::{fields, indented, or_dash, table, when};
@@ -247,7 +247,7 @@ pub async fn run(session: &Session, args: MemoryArgs) -> anyhow::Result<ExitCode
 }
 
 fn company_live_text(l: &CompanyLive) -> String {
-    let task = l.current_task.as_ref();
+    let task = l.parts.current_task.as_ref();
     let mut pairs = vec![
         ("company", l.company_id.clone()),
         ("doing", or_dash(task.map(|t| t.doing.clone()))),
@@ -255,15 +255,9 @@ fn company_live_text(l: &CompanyLive) -> String {
     if let Some(t) = task {
         pairs.push(("last", t.last.join("; ")));
         pairs.push(("next", t.next.join("; ")));
-        pairs.push(("saved", or_dash(l.current_task_updated_at.map(when))));
+        pairs.push(("saved", or_dash(l.parts.current_task_updated_at.map(when))));
     }
-    let coordinates = l.coordinates.as_ref().map(|c| {
-        format!(
-            "{c} (saved {})",
-            or_dash(l.coordinates_updated_at.map(when))
-        )
-    });
-    pairs.push(("coordinates", or_dash(coordinates)));
+    pairs.push(("coordinates", coordinates_text(Some(&l.parts))));
     pairs.push((
         "by",
         format!(
@@ -277,6 +271,18 @@ fn company_live_text(l: &CompanyLive) -> String {
         ),
     ));
     fields(&pairs)
+}
+
+/// Saved coordinates and when they were saved, or a dash.
+fn coordinates_text(parts: Option<&LiveParts>) -> String {
+    let saved = parts.and_then(|p| {
+        let c = p.coordinates.as_ref()?;
+        Some(format!(
+            "{c} (saved {})",
+            or_dash(p.coordinates_updated_at.map(when))
+        ))
+    });
+    or_dash(saved)
 }
 
 async fn agent_id(session: &Session, agent: &str, company: Option<&str>) -> anyhow::Result<String> {
@@ -320,7 +326,8 @@ fn home_text(h: &HomeView) -> String {
 
 fn summary_text(s: &MemorySummary) -> String {
     let r = &s.recovery;
-    let task = s.live.as_ref().and_then(|l| l.current_task.as_ref());
+    let parts = s.live.as_ref().map(|l| &l.parts);
+    let task = parts.and_then(|p| p.current_task.as_ref());
     let mut pairs = vec![
         ("agent", s.agent_id.clone()),
         (
@@ -334,15 +341,7 @@ fn summary_text(s: &MemorySummary) -> String {
         pairs.push(("last", t.last.join("; ")));
         pairs.push(("next", t.next.join("; ")));
     }
-    let coordinates = s.live.as_ref().and_then(|l| {
-        l.coordinates.as_ref().map(|c| {
-            format!(
-                "{c} (saved {})",
-                or_dash(l.coordinates_updated_at.map(when))
-            )
-        })
-    });
-    pairs.push(("coordinates", or_dash(coordinates)));
+    pairs.push(("coordinates", coordinates_text(parts)));
     pairs.push((
         "entries",
         format!(
