@@ -3,8 +3,6 @@
 //! `rules/approval.rs`, the bounds in `limits.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 

@@ -3,9 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 use crate::entity::string_enum;

@@ -142,6 +142,10 @@ pub struct CompanyPatch {
     /// Seconds an issue may stay blocked before its manager is woken; 0 is off (`rules/org.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalate_blocked_after_secs: Option<u32>,
+    /// Seconds a stranded issue stays quiet before its agent is woken again; 0 is off
+    /// (`rules/recovery.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recover_stranded_after_secs: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -337,6 +341,12 @@ pub enum Command {
     /// (`rules/org.rs`).
     EscalateIssue {
         issue_id: String,
+    },
+    /// The leader's recovery timer: `issue_id` is stranded (`rules/recovery.rs`); its
+    /// assignee is woken (as `wake_id`), or the issue is blocked once its recoveries are used up.
+    RecoverIssue {
+        issue_id: String,
+        wake_id: String,
     },
     /// The leader's agent timer: the agent's timer interval has passed.
     TimerTick {
@@ -542,6 +552,7 @@ impl Command {
             Command::Wakeup { .. } => "wake.requested",
             Command::TimerTick { .. } => "agent.timer_tick",
             Command::EscalateIssue { .. } => "issue.escalated",
+            Command::RecoverIssue { .. } => "issue.recovered",
             Command::AssignRun { .. } => "run.assigned",
             Command::AddRunToken { .. } => "run.token_added",
             Command::RunStarted { .. } => "run.running",

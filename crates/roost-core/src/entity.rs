@@ -1,8 +1,6 @@
 //! The records the state machine holds, serialized in Paperclip's JSON shapes (camelCase).
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +23,7 @@ macro_rules! string_enum {
             }
         }
 
-        impl FromStr for $name {
+        impl ::std::str::FromStr for $name {
             type Err = String;
             fn from_str(s: &str) -> Result<Self, String> {
                 match s {
@@ -40,8 +38,8 @@ macro_rules! string_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
@@ -49,6 +47,11 @@ macro_rules! string_enum {
 }
 
 pub(crate) use string_enum;
+
+mod budget;
+mod credential;
+pub use budget::*;
+pub use credential::*;
 
 string_enum!(
     /// Lifecycle of an issue. `done` and `cancelled` are terminal.
@@ -164,6 +167,14 @@ pub struct Company {
         skip_serializing_if = "crate::rules::org::is_default_escalate_secs"
     )]
     pub escalate_blocked_after_secs: u32,
+    /// Seconds a stranded issue (assigned, open, nothing left to wake its agent) stays quiet
+    /// before its agent is woken again (`rules/recovery.rs`); 0 is off. Left out of the row
+    /// at the default (a minute).
+    #[serde(
+        default = "crate::rules::recovery::default_recover_secs",
+        skip_serializing_if = "crate::rules::recovery::is_default_recover_secs"
+    )]
+    pub recover_stranded_after_secs: u32,
     pub issue_prefix: String,
     pub issue_counter: u64,
     pub created_at: Timestamp,
@@ -399,6 +410,10 @@ pub struct Issue {
     /// (`rules/org.rs`): a spell escalates once; a new spell has another start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalated_blocked_since: Option<Timestamp>,
+    /// The recovery wakes of its current status spell, when it was stranded
+    /// (`rules/recovery.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<crate::recovery::IssueRecovery>,
     /// The project and goal it serves (`project.rs`); left out of the row when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project_id: Option<String>,
@@ -582,72 +597,6 @@ pub fn task_key(issue_id: Option<&str>) -> &str {
     issue_id.unwrap_or("__heartbeat__")
 }
 
-string_enum!(CredentialKind { Admin => "admin", AgentKey => "agent_key", WorkerJoin => "worker_join", Worker => "worker" });
-
-/// A bearer secret, known to the state machine only by its SHA-256 hash.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Credential {
-    pub id: String,
-    pub kind: CredentialKind,
-    pub name: String,
-    /// For agent keys: the agent; admin tokens are instance-wide.
-    pub agent_id: Option<String>,
-    pub company_id: Option<String>,
-    /// Never returned by the API; see the server's key views.
-    pub token_hash: String,
-    pub revoked: bool,
-    pub created_at: Timestamp,
-    /// When it was revoked (`RevokeCredential`, or its agent's termination). The fields below
-    /// are absent from rows written before they existed, hence the defaults.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked_at: Option<Timestamp>,
-    /// Join tokens: from this time on no worker registers with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<Timestamp>,
-    /// Join tokens: how many distinct worker ids may register with it; none means any number.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_uses: Option<u32>,
-    /// Join tokens with `max_uses`: the worker ids it admitted, each bound to it for good.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub worker_ids: Vec<String>,
-    /// Worker credentials: the one worker id it registers as (`ExchangeJoinToken`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub worker_id: Option<String>,
-    /// Worker credentials: the join token it was exchanged for; revoking that token revokes
-    /// what it admitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub join_token_id: Option<String>,
-}
-
-impl Credential {
-    /// A credential not revoked, bound to nothing; callers set the fields of their kind.
-    pub fn new(
-        id: impl Into<String>,
-        kind: CredentialKind,
-        name: impl Into<String>,
-        token_hash: impl Into<String>,
-        created_at: Timestamp,
-    ) -> Credential {
-        Credential {
-            id: id.into(),
-            kind,
-            name: name.into(),
-            agent_id: None,
-            company_id: None,
-            token_hash: token_hash.into(),
-            revoked: false,
-            created_at,
-            revoked_at: None,
-            expires_at: None,
-            max_uses: None,
-            worker_ids: Vec::new(),
-            worker_id: None,
-            join_token_id: None,
-        }
-    }
-}
-
 string_enum!(
     /// Why an agent is woken.
     WakeReason {
@@ -664,6 +613,8 @@ string_enum!(
         ProcessLostRetry => "process_lost_retry",
         IssueEscalated => "issue_escalated",
         IncidentEscalated => "incident_escalated",
+        IssueAssignmentRecovery => "issue_assignment_recovery",
+        IssueContinuationNeeded => "issue_continuation_needed",
     }
 );
 
@@ -754,120 +705,6 @@ pub struct Worker {
     pub status: WorkerStatus,
     pub registered_at: Timestamp,
     pub lost_at: Option<Timestamp>,
-}
-
-string_enum!(BudgetScopeType { Company => "company", Agent => "agent", Project => "project" });
-string_enum!(BudgetWindow { CalendarMonthUtc => "calendar_month_utc", Lifetime => "lifetime" });
-string_enum!(IncidentKind { Soft => "soft", Hard => "hard", WakeLoop => "wake_loop" });
-string_enum!(IncidentStatus { Open => "open", Resolved => "resolved", Dismissed => "dismissed" });
-string_enum!(IncidentAction {
-    RaiseAndResume => "raise_and_resume",
-    KeepPaused => "keep_paused",
-    Dismiss => "dismiss",
-    Resume => "resume",
-});
-
-impl BudgetWindow {
-    /// The window `at` falls in: its UTC month (`year * 12 + month0`), or one lifetime window.
-    pub fn key(self, at: crate::time::Timestamp) -> i64 {
-        use chrono::Datelike;
-        match self {
-            BudgetWindow::Lifetime => LIFETIME_WINDOW,
-            BudgetWindow::CalendarMonthUtc => chrono::DateTime::from_timestamp_millis(at.0)
-                .map(|t| t.year() as i64 * 12 + t.month0() as i64)
-                .unwrap_or(0),
-        }
-    }
-}
-
-/// The window key of lifetime policies.
-pub const LIFETIME_WINDOW: i64 = -1;
-
-/// A spending limit on a company, an agent or a project (docs/budgets.md).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BudgetPolicy {
-    pub id: String,
-    pub company_id: String,
-    pub scope_type: BudgetScopeType,
-    pub scope_id: String,
-    pub window_kind: BudgetWindow,
-    /// Cents.
-    pub amount: u64,
-    pub warn_percent: u8,
-    pub hard_stop_enabled: bool,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-impl BudgetPolicy {
-    /// The spend index key of the policy's scope.
-    pub fn scope_key(&self) -> String {
-        scope_key(self.scope_type, &self.scope_id)
-    }
-
-    /// Whether spend of `agent_id` in `company_id`, on an issue of `project_id` (if any),
-    /// counts against this policy.
-    pub fn applies_to(&self, company_id: &str, agent_id: &str, project_id: Option<&str>) -> bool {
-        self.company_id == company_id
-            && match self.scope_type {
-                BudgetScopeType::Company => self.scope_id == company_id,
-                BudgetScopeType::Agent => self.scope_id == agent_id,
-                BudgetScopeType::Project => project_id == Some(self.scope_id.as_str()),
-            }
-    }
-}
-
-pub fn scope_key(scope_type: BudgetScopeType, scope_id: &str) -> String {
-    format!("{scope_type}:{scope_id}")
-}
-
-/// Money spent: reported by an agent through the API, or a run's settled usage.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CostEvent {
-    pub id: String,
-    pub company_id: String,
-    pub agent_id: String,
-    pub issue_id: Option<String>,
-    pub heartbeat_run_id: Option<String>,
-    pub provider: String,
-    pub model: String,
-    pub input_tokens: u64,
-    pub cached_input_tokens: u64,
-    pub output_tokens: u64,
-    pub cost_cents: u64,
-    pub occurred_at: Timestamp,
-    pub created_at: Timestamp,
-    /// `agent` (posted through the API) or `run` (a run's usage, settled at its end).
-    pub source: String,
-    /// The project of `issue_id` when the cost was recorded: project budgets and cost
-    /// summaries count it there, whatever the issue's project becomes later.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project_id: Option<String>,
-}
-
-/// A budget threshold crossed: `soft` at the warning, `hard` at the limit (the scope pauses).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BudgetIncident {
-    pub id: String,
-    pub company_id: String,
-    pub policy_id: String,
-    pub kind: IncidentKind,
-    pub status: IncidentStatus,
-    pub window_key: i64,
-    /// The policy's amount and the observed spend when it opened.
-    pub amount: u64,
-    pub observed: u64,
-    pub message: String,
-    pub created_at: Timestamp,
-    pub resolved_at: Option<Timestamp>,
-    pub resolution: Option<IncidentAction>,
-    /// Kind `wake_loop` only (the loop breaker's, `rules/loop_breaker.rs`): the loop, its
-    /// agents, issues and wakes. Absent from budget incidents, whose JSON is Paperclip's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wake_loop: Option<crate::loop_breaker::WakeLoop>,
 }
 
 #[cfg(test)]

@@ -50,6 +50,15 @@ pub mod scheduling {
     pub use crate::rules::wake::next_tick;
 }
 
+/// Stranded work: the issues the leader's recovery timer wakes or blocks
+/// (`rules/recovery.rs`).
+pub mod recovery {
+    pub use crate::rules::recovery::{
+        due, recoveries_due, IssueRecovery, Step, DEFAULT_RECOVER_SECS, MAX_RECOVERIES,
+        MAX_RECOVER_SECS,
+    };
+}
+
 /// The org chart: reporting lines, chains of command, the tree, escalations due
 /// (`rules/org.rs`).
 pub mod org {

@@ -307,6 +307,7 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         | Command::Release { .. }
         | Command::TimerTick { .. }
         | Command::EscalateIssue { .. }
+        | Command::RecoverIssue { .. }
         | Command::AssignRun { .. }
         | Command::AddRunToken { .. }
         | Command::RunStarted { .. }

@@ -3,9 +3,6 @@
 //! new runs on its issues. Issues carry `projectId` and `goalId`. Paperclip's names and
 //! statuses; the rules are in `rules/project.rs`.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 use crate::entity::string_enum;

@@ -4,7 +4,6 @@
 //! routine are in `rules/routine.rs`, the bounds in [`check`].
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};

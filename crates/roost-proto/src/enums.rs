@@ -98,6 +98,7 @@ proto_enum! {
         IssueAssigned, IssueCommented, IssueCommentMentioned, IssueStatusChanged,
         IssueChildrenCompleted, IssueBlockersResolved, ApprovalResolved, HeartbeatTimer,
         OnDemand, Routine, ProcessLostRetry, IssueEscalated, IncidentEscalated,
+        IssueAssignmentRecovery, IssueContinuationNeeded,
     }
     WakeStatus => WakeStatus {
         Queued, Deferred, Claimed, Coalesced, Skipped, Suppressed, Cancelled,

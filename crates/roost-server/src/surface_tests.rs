@@ -53,6 +53,10 @@ const SURFACE: &[(&str, Twin)] = &[
     ("GET /agents/{id}", Grpc("GetAgent")),
     ("PATCH /agents/{id}", Grpc("UpdateAgent")),
     ("POST /agents/{id}/pause", Grpc("PauseAgent")),
+    (
+        "PATCH /agents/{id}/budgets",
+        Paperclip("the agent's monthly policy, by SetBudgetPolicy"),
+    ),
     ("POST /agents/{id}/resume", Grpc("ResumeAgent")),
     ("POST /agents/{id}/terminate", Grpc("TerminateAgent")),
     ("GET /agents/me", Grpc("GetMe")),
@@ -142,6 +146,10 @@ const SURFACE: &[(&str, Twin)] = &[
     ("POST /agents/{id}/runs", Grpc("StartRun")),
     ("GET /heartbeat-runs/{id}", Grpc("GetRun")),
     ("GET /heartbeat-runs/{id}/log", Grpc("StreamRunLog")),
+    (
+        "GET /heartbeat-runs/{id}/events",
+        Paperclip("the run log as Paperclip's events, from StreamRunLog"),
+    ),
     ("POST /heartbeat-runs/{id}/finish", Grpc("FinishRun")),
     ("POST /heartbeat-runs/{id}/cancel", Grpc("CancelRun")),
     // Wakes and workers.

@@ -23,6 +23,7 @@ fn company(id: &str, name: &str) -> Company {
         require_board_approval_for_new_agents: false,
         loop_breaker: Default::default(),
         escalate_blocked_after_secs: 3600,
+        recover_stranded_after_secs: 60,
         issue_prefix: "T".into(),
         issue_counter: 0,
         created_at: Timestamp(1),

@@ -45,10 +45,12 @@ fn decide(
     }
 }
 
+/// The wakes that start a run with an approval's decision (a wake merged into another is not
+/// one: the one it merged into carries its reason and payload).
 fn approval_wakes<'a>(w: &'a World, agent: &str) -> Vec<&'a Wake> {
     wakes_of(w, agent)
         .into_iter()
-        .filter(|x| x.reason == WakeReason::ApprovalResolved)
+        .filter(|x| x.reason == WakeReason::ApprovalResolved && x.status != WakeStatus::Coalesced)
         .collect()
 }
 
@@ -107,14 +109,13 @@ fn a_revision_is_resubmitted_by_its_requester_then_rejected() {
     assert_eq!(back.status, ApprovalStatus::Pending);
     assert_eq!(back.payload["plan"], "ship it, with tests");
     decide(&mut w, admin(), "ap1", ApprovalDecision::Reject).expect("rejected");
-    let reasons: Vec<_> = approval_wakes(&w, "a1")
-        .iter()
-        .map(|x| x.payload["reason"].as_str().unwrap_or_default().to_string())
-        .collect();
-    assert_eq!(
-        reasons,
-        ["approval_revision_requested", "approval_rejected"]
-    );
+    // The revision's wake still waits, so the rejection merges into it: one run, which sees
+    // the latest decision.
+    let wakes = approval_wakes(&w, "a1");
+    assert_eq!(wakes.len(), 1, "{wakes:#?}");
+    assert_eq!(wakes[0].count, 2);
+    assert_eq!(wakes[0].payload["reason"], "approval_rejected");
+    assert_eq!(wakes[0].payload["approvalStatus"], "rejected");
 }
 
 #[test]
@@ -238,4 +239,26 @@ fn a_rejected_hire_is_terminated() {
     hire(&mut w, admin(), "h1").expect("hired");
     decide(&mut w, admin(), "hire-h1", ApprovalDecision::Reject).expect("rejected");
     assert_eq!(w.state.agents["h1"].status, AgentStatus::Terminated);
+}
+
+/// Bug: an approval's wake merged into its requester's pending wake for the same issue kept the
+/// pending wake's reason and payload, so the run it started had no `PAPERCLIP_APPROVAL_ID` and
+/// never saw the decision.
+#[test]
+fn an_approval_wake_merged_into_a_pending_wake_carries_the_decision_to_the_run() {
+    let mut w = world();
+    assigned_issue(&mut w, "i1", "a1");
+    let waiting = pending(&w, "a1");
+    assert_eq!(waiting.len(), 1, "the assignment wake waits");
+    assert_eq!(waiting[0].reason, WakeReason::IssueAssigned);
+    ask(&mut w, agent_actor("a1", "c1", None), "ap1", &["i1"]).expect("asked");
+    decide(&mut w, admin(), "ap1", ApprovalDecision::Approve).expect("approved");
+    let waiting = pending(&w, "a1");
+    assert_eq!(waiting.len(), 1, "merged: {waiting:#?}");
+    assert_eq!(waiting[0].count, 2);
+    assert_eq!(waiting[0].reason, WakeReason::ApprovalResolved);
+    assert_eq!(waiting[0].payload["approvalId"], "ap1");
+    assert_eq!(waiting[0].payload["approvalStatus"], "approved");
+    let run = claim(&mut w, "a1", "r1").expect("claimed");
+    assert_eq!(run.issue_id.as_deref(), Some("i1"));
 }

@@ -57,6 +57,7 @@ pub(crate) fn create(
         require_board_approval_for_new_agents: false,
         loop_breaker: Default::default(),
         escalate_blocked_after_secs: super::org::default_escalate_secs(),
+        recover_stranded_after_secs: super::recovery::default_recover_secs(),
         issue_prefix: prefix.clone(),
         issue_counter: 0,
         created_at: ctx.now(),
@@ -108,6 +109,9 @@ pub(crate) fn update(
     }
     if let Some(secs) = patch.escalate_blocked_after_secs {
         company.escalate_blocked_after_secs = super::org::check_escalate_secs(secs)?;
+    }
+    if let Some(secs) = patch.recover_stranded_after_secs {
+        company.recover_stranded_after_secs = super::recovery::check_recover_secs(secs)?;
     }
     company.updated_at = ctx.now();
     let mut details = serde_json::to_value(patch).unwrap_or(serde_json::Value::Null);

@@ -124,6 +124,7 @@ pub(crate) fn create(
         updated_at: ctx.now(),
         status_changed_at: None,
         escalated_blocked_since: None,
+        recovery: None,
         project_id: None,
         goal_id: None,
         paperclip: BTreeMap::new(),

@@ -47,6 +47,9 @@ mod paperclip_rules_tests;
 mod project;
 #[cfg(test)]
 mod project_tests;
+pub(crate) mod recovery;
+#[cfg(test)]
+mod recovery_tests;
 pub(crate) mod routine;
 #[cfg(test)]
 mod routine_tests;
@@ -169,6 +172,9 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
         ),
         Command::TimerTick { agent_id, wake_id } => wake::timer_tick(&ctx, agent_id, wake_id),
         Command::EscalateIssue { issue_id } => org::escalate_issue(&ctx, issue_id),
+        Command::RecoverIssue { issue_id, wake_id } => {
+            recovery::recover_issue(&ctx, issue_id, wake_id)
+        }
         Command::AssignRun {
             wake_id,
             run_id,

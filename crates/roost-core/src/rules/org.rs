@@ -4,7 +4,7 @@
 //! with `issue_escalated`, once per blocked spell: the issue records the start of the spell it
 //! escalated (`escalatedBlockedSince`), and a spell starts at the status change into `blocked`
 //! (`statusChangedAt`, stamped in apply), so unblocking and blocking again escalates again.
-//! The leader's escalation timer (roost-server `workers/escalation_timer.rs`) proposes an
+//! The leader's escalation timer (roost-server `workers/issue_sweep.rs`) proposes an
 //! `EscalateIssue` for each issue [`escalations_due`] names; apply decides again, so a second
 //! proposal (the next tick, another leader) is refused and wakes nobody twice.
 //! An incident that pauses agents (a hard budget stop, a wake loop) wakes each paused agent's

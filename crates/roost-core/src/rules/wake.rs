@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use super::Ctx;
 use crate::entity::*;
 use crate::error::DomainError;
+use crate::limits::MAX_WAKE_PAYLOAD_BYTES;
 use crate::state::Change;
 
 /// What asks for a wake: an event of an issue, a timer, an operator.
@@ -225,9 +226,14 @@ pub(crate) fn enqueue(
         into.count = into.count.saturating_add(1);
         into.comment_ids.extend(req.comment_ids.iter().cloned());
         into.updated_at = ctx.now();
-        if into.reason == WakeReason::HeartbeatTimer && req.reason != WakeReason::HeartbeatTimer {
+        // An approval's decision reaches the run through its reason and payload
+        // (`PAPERCLIP_APPROVAL_ID`): merged into another wake, it takes over the reason.
+        if (into.reason == WakeReason::HeartbeatTimer && req.reason != WakeReason::HeartbeatTimer)
+            || req.reason == WakeReason::ApprovalResolved
+        {
             into.reason = req.reason;
         }
+        merge_payload(&mut into.payload, &req.payload);
         wake.status = WakeStatus::Coalesced;
         wake.status_reason = Some(format!("merged into wake {}", into.id));
         wake.coalesced_into = Some(into.id.clone());
@@ -252,6 +258,25 @@ pub(crate) fn enqueue(
     }
     pending.changes.push(Change::Wake(wake.clone()));
     Ok(wake)
+}
+
+/// A merged wake's payload gains the later request's keys, a later key winning, as Paperclip
+/// merges a coalesced wake's context; it stays as it was if the merge would pass
+/// [`MAX_WAKE_PAYLOAD_BYTES`] (each request was checked alone, not their sum).
+fn merge_payload(into: &mut Value, later: &Value) {
+    let Some(later) = later.as_object().filter(|o| !o.is_empty()) else {
+        return;
+    };
+    let mut merged = match into {
+        Value::Object(first) => first.clone(),
+        Value::Null => serde_json::Map::new(),
+        _ => return,
+    };
+    merged.extend(later.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let merged = Value::Object(merged);
+    if serde_json::to_vec(&merged).is_ok_and(|b| b.len() <= MAX_WAKE_PAYLOAD_BYTES) {
+        *into = merged;
+    }
 }
 
 /// Which of the agent's daily caps (`maxDailyRuns`, `maxDailyCostCents`) the current UTC day

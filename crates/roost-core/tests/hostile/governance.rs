@@ -123,6 +123,10 @@ pub enum GovOp {
     EscalateIssue {
         issue: Id,
     },
+    RecoverIssue {
+        issue: Id,
+        wake: Id,
+    },
     CreateRoutine {
         id: Id,
         company: Id,
@@ -257,6 +261,7 @@ pub fn gov_op() -> impl Strategy<Value = GovOp> {
             .prop_map(|(approval, id, body)| GovOp::CommentOnApproval { approval, id, body }),
         2 => (mine_id(), opt(id())).prop_map(|(agent, manager)| GovOp::ReportsTo { agent, manager }),
         1 => id().prop_map(|issue| GovOp::EscalateIssue { issue }),
+        1 => (id(), new_id()).prop_map(|(issue, wake)| GovOp::RecoverIssue { issue, wake }),
         2 => (new_id(), mine_id(), text(), opt(id()), any::<bool>(), any::<u8>(), json())
             .prop_map(|(id, company, title, agent, wake, policy, variables)| GovOp::CreateRoutine {
                 id, company, title, agent, wake, policy, variables

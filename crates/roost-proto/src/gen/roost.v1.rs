@@ -307,6 +307,8 @@ pub enum WakeReason {
     ProcessLostRetry = 11,
     IssueEscalated = 12,
     IncidentEscalated = 13,
+    IssueAssignmentRecovery = 14,
+    IssueContinuationNeeded = 15,
 }
 impl WakeReason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -329,6 +331,8 @@ impl WakeReason {
             Self::ProcessLostRetry => "WAKE_REASON_PROCESS_LOST_RETRY",
             Self::IssueEscalated => "WAKE_REASON_ISSUE_ESCALATED",
             Self::IncidentEscalated => "WAKE_REASON_INCIDENT_ESCALATED",
+            Self::IssueAssignmentRecovery => "WAKE_REASON_ISSUE_ASSIGNMENT_RECOVERY",
+            Self::IssueContinuationNeeded => "WAKE_REASON_ISSUE_CONTINUATION_NEEDED",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -348,6 +352,12 @@ impl WakeReason {
             "WAKE_REASON_PROCESS_LOST_RETRY" => Some(Self::ProcessLostRetry),
             "WAKE_REASON_ISSUE_ESCALATED" => Some(Self::IssueEscalated),
             "WAKE_REASON_INCIDENT_ESCALATED" => Some(Self::IncidentEscalated),
+            "WAKE_REASON_ISSUE_ASSIGNMENT_RECOVERY" => {
+                Some(Self::IssueAssignmentRecovery)
+            }
+            "WAKE_REASON_ISSUE_CONTINUATION_NEEDED" => {
+                Some(Self::IssueContinuationNeeded)
+            }
             _ => None,
         }
     }
@@ -3517,6 +3527,10 @@ pub struct Company {
     /// Seconds an issue may stay blocked before its assignee's manager is woken; 0 is off.
     #[prost(uint32, tag = "10")]
     pub escalate_blocked_after_secs: u32,
+    /// Seconds a stranded issue (assigned, open, nothing left to wake its agent) stays quiet
+    /// before its agent is woken again; 0 is off.
+    #[prost(uint32, tag = "11")]
+    pub recover_stranded_after_secs: u32,
 }
 /// When and how often an agent is woken.
 #[allow(clippy::all)]
@@ -3817,6 +3831,9 @@ pub struct UpdateCompanyRequest {
     /// 0 turns the escalation of blocked issues off.
     #[prost(uint32, optional, tag = "6")]
     pub escalate_blocked_after_secs: ::core::option::Option<u32>,
+    /// 0 turns the recovery of stranded issues off.
+    #[prost(uint32, optional, tag = "7")]
+    pub recover_stranded_after_secs: ::core::option::Option<u32>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]

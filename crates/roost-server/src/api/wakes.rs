@@ -41,6 +41,12 @@ pub fn blocked_by(state: &State, wake: &Wake) -> Option<String> {
     if wake.status != WakeStatus::Queued {
         return None;
     }
+    Some(held_back(state, wake).unwrap_or_else(|| worker_wait(state, wake)))
+}
+
+/// What holds a queued wake back besides the workers: the agent and its limits, the
+/// company's quota, a budget.
+fn held_back(state: &State, wake: &Wake) -> Option<String> {
     let budget = || {
         let agent = state.agents.get(&wake.agent_id)?;
         budget_blocker(
@@ -50,12 +56,9 @@ pub fn blocked_by(state: &State, wake: &Wake) -> Option<String> {
             super::now(),
         )
     };
-    Some(
-        claim_blocker(state, wake)
-            .or_else(|| quota_blocker(state, &wake.company_id, super::now()))
-            .or_else(budget)
-            .unwrap_or_else(|| worker_wait(state, wake)),
-    )
+    claim_blocker(state, wake)
+        .or_else(|| quota_blocker(state, &wake.company_id, super::now()))
+        .or_else(budget)
 }
 
 /// A claimable wake waits for the dispatcher; say whether any worker could take it at all, so
@@ -85,15 +88,19 @@ fn worker_wait(state: &State, wake: &Wake) -> String {
             agent.adapter_type
         );
     }
-    let busy = live_runs_by_worker(state);
-    let all_full = able
-        .iter()
-        .all(|w| busy.get(w.id.as_str()).copied().unwrap_or(0) >= w.slots as usize);
-    if all_full {
+    if !has_free_slot(state, &able) {
         "waiting for a worker: every worker that can run it is full".into()
     } else {
         "waiting for a worker".into()
     }
+}
+
+/// Whether one of `workers` has a slot its live runs leave free.
+fn has_free_slot(state: &State, workers: &[&Worker]) -> bool {
+    let busy = live_runs_by_worker(state);
+    workers
+        .iter()
+        .any(|w| busy.get(w.id.as_str()).copied().unwrap_or(0) < w.slots as usize)
 }
 
 /// The run answering `wake`: its own, or for a wake merged into another, that one's.
@@ -166,12 +173,14 @@ impl Api {
                 let Some(agent) = s.agents.get(&wake.agent_id) else {
                     return false;
                 };
+                let able: Vec<&Worker> = s
+                    .workers
+                    .values()
+                    .filter(|w| worker_suits(w, agent).is_ok())
+                    .collect();
                 wake.status == WakeStatus::Queued
-                    && blocked_by(s, wake).is_none()
-                    && s.workers.values().any(|w| {
-                        w.status == roost_core::WorkerStatus::Online
-                            && w.adapters.contains(&agent.adapter_type)
-                    })
+                    && held_back(s, wake).is_none()
+                    && has_free_slot(s, &able)
             });
             if !waiting {
                 return;

@@ -40,6 +40,7 @@ pub(super) fn company_to_proto(company: Company) -> pb::Company {
         status: company.status.to_proto(),
         require_board_approval_for_new_agents: company.require_board_approval_for_new_agents,
         escalate_blocked_after_secs: company.escalate_blocked_after_secs,
+        recover_stranded_after_secs: company.recover_stranded_after_secs,
     }
 }
 

@@ -48,6 +48,7 @@ pub(super) async fn update_company(
         require_board_approval_for_new_agents: r.require_board_approval_for_new_agents,
         loop_breaker: None,
         escalate_blocked_after_secs: r.escalate_blocked_after_secs,
+        recover_stranded_after_secs: r.recover_stranded_after_secs,
     };
     if patch == CompanyPatch::default() {
         return Ok(company_to_proto(company));

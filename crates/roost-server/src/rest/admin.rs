@@ -66,7 +66,7 @@ pub async fn update_company(
     }
     let mut company = api.get_company(&caller, &cid).await?;
     let budget = match body.budget_monthly_cents {
-        Some(cents) => monthly_budget_change(&api, &company, cents)?,
+        Some(cents) => monthly_budget_change(&api, BudgetScopeType::Company, &company.id, cents)?,
         None => None,
     };
     let patch = body.patch();

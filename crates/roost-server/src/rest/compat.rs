@@ -5,13 +5,15 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use roost_core::{BudgetScopeType, Company, Issue};
+use roost_core::{BudgetScopeType, Issue};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::extract::{JsonBody, QueryParams};
-use super::paperclip::{company_row, monthly_budget, CompanyRow};
-use crate::api::{Api, NewBudgetPolicy, RunView, WakeupRequest, WakeupResult};
+use super::paperclip::{agent_row, company_row, monthly_budget, AgentRow, CompanyRow};
+use crate::api::{
+    monthly_budget_cents, Api, NewBudgetPolicy, RunView, WakeupRequest, WakeupResult,
+};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
@@ -233,9 +235,10 @@ pub async fn issue_cost_summary(
     ))
 }
 
+/// Paperclip's budget body (`updateBudgetSchema`): the monthly amount in cents.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CompanyBudget {
+pub struct MonthlyBudget {
     budget_monthly_cents: u64,
 }
 
@@ -245,31 +248,64 @@ pub async fn set_company_budget(
     State(api): State<Api>,
     caller: Caller,
     Path(cid): Path<String>,
-    JsonBody(body): JsonBody<CompanyBudget>,
+    JsonBody(body): JsonBody<MonthlyBudget>,
 ) -> Result<Json<CompanyRow>> {
     caller.require_admin()?;
     let company = api.get_company(&caller, &cid).await?;
-    let policy = monthly_budget_change(&api, &company, body.budget_monthly_cents)?;
+    let policy = monthly_budget_change(
+        &api,
+        BudgetScopeType::Company,
+        &company.id,
+        body.budget_monthly_cents,
+    )?;
     if let Some(policy) = policy {
         api.set_budget_policy(&caller, &company.id, policy).await?;
     }
     Ok(Json(company_row(&api, company)))
 }
 
+/// `PATCH /api/agents/{id}/budgets {budgetMonthlyCents}`: the agent's monthly hard budget, by
+/// an administrator (Paperclip's board); answers the agent as `GET /api/agents/{id}` does.
+pub async fn set_agent_budget(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<MonthlyBudget>,
+) -> Result<Json<AgentRow>> {
+    caller.require_admin()?;
+    let agent = api.get_agent(&caller, &id).await?;
+    let policy = monthly_budget_change(
+        &api,
+        BudgetScopeType::Agent,
+        &agent.id,
+        body.budget_monthly_cents,
+    )?;
+    if let Some(policy) = policy {
+        api.set_budget_policy(&caller, &agent.company_id, policy)
+            .await?;
+    }
+    Ok(Json(agent_row(&api, agent)))
+}
+
 /// The budget policy Paperclip's `budgetMonthlyCents` asks for, if any. Roost has no command
 /// that removes a policy, so `0` is refused while one exists (before anything is written).
 pub fn monthly_budget_change(
     api: &Api,
-    company: &Company,
+    scope_type: BudgetScopeType,
+    scope_id: &str,
     cents: u64,
 ) -> Result<Option<NewBudgetPolicy>> {
-    match monthly_budget(BudgetScopeType::Company, &company.id, Some(cents)) {
+    match monthly_budget(scope_type, scope_id, Some(cents)) {
         Some(policy) => Ok(Some(policy)),
-        None if company_row(api, company.clone()).budget_monthly_cents() > 0 => {
-            Err(ApiError::bad_request(
-                "budgetMonthlyCents 0 would remove the company's budget, which Roost cannot \
-                 do: set a higher amount instead",
-            ))
+        None if api
+            .reader()
+            .read(|s| monthly_budget_cents(s, scope_type, scope_id))
+            > 0 =>
+        {
+            Err(ApiError::bad_request(format!(
+                "budgetMonthlyCents 0 would remove the {scope_type}'s budget, which Roost cannot \
+                 do: set a higher amount instead"
+            )))
         }
         None => Ok(None),
     }

@@ -58,6 +58,9 @@ pub struct PatchCompany {
     /// are sent.
     pub escalate_blocked_after_minutes: Option<u32>,
     pub escalate_blocked_after_secs: Option<u32>,
+    /// Seconds a stranded issue stays quiet before its agent is woken again; 0 is off
+    /// (Roost's, `roost-core/src/rules/recovery.rs`).
+    pub recover_stranded_after_secs: Option<u32>,
     pub default_responsible_user_id: Option<IgnoredAny>,
     pub interaction_resolver_governance: Option<IgnoredAny>,
     pub feedback_data_sharing_enabled: Option<IgnoredAny>,
@@ -78,6 +81,7 @@ impl PatchCompany {
             escalate_blocked_after_secs: self.escalate_blocked_after_secs.or(self
                 .escalate_blocked_after_minutes
                 .map(|m| m.saturating_mul(60))),
+            recover_stranded_after_secs: self.recover_stranded_after_secs,
         }
     }
 }

@@ -19,6 +19,7 @@ mod memory;
 mod paperclip;
 mod projects;
 mod routines;
+mod run_events;
 mod runs;
 mod skills;
 mod traced;
@@ -123,6 +124,10 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/agents/{id}",
             get(admin::get_agent).patch(admin::update_agent),
         )
+        .route(
+            "/agents/{id}/budgets",
+            axum::routing::patch(compat::set_agent_budget),
+        )
         .route("/agents/{id}/pause", post(admin::pause_agent))
         .route("/agents/{id}/resume", post(admin::resume_agent))
         .route("/agents/{id}/terminate", post(admin::terminate_agent))
@@ -186,6 +191,7 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route("/issues/{id}/active-run", get(issues::active_run))
         .route("/heartbeat-runs/{id}", get(runs::get))
         .route("/heartbeat-runs/{id}/log", get(runs::log))
+        .route("/heartbeat-runs/{id}/events", get(run_events::events))
         .route("/agents/{id}/task-sessions", get(runs::task_sessions))
         .route("/heartbeat-runs/{id}/finish", post(runs::finish))
         .route("/heartbeat-runs/{id}/cancel", post(runs::cancel))

@@ -133,17 +133,14 @@ pub struct CompanyRow {
     /// in seconds and in whole minutes (`roost-core/src/rules/org.rs`).
     escalate_blocked_after_secs: u32,
     escalate_blocked_after_minutes: u32,
+    /// How long a stranded issue stays quiet before its agent is woken again (0: off), in
+    /// seconds (`roost-core/src/rules/recovery.rs`).
+    recover_stranded_after_secs: u32,
 }
 
 /// Cents a scope spent this UTC month.
 fn spent_this_month(state: &State, scope_type: BudgetScopeType, scope_id: &str) -> u64 {
     state.spent_in(scope_type, scope_id, BudgetWindow::CalendarMonthUtc, now())
-}
-
-impl CompanyRow {
-    pub fn budget_monthly_cents(&self) -> u64 {
-        self.budget_monthly_cents
-    }
 }
 
 fn agent_row_in(s: &State, mut agent: Agent) -> AgentRow {
@@ -178,8 +175,13 @@ fn company_row_in(s: &State, mut company: Company) -> CompanyRow {
         &mut company.escalate_blocked_after_secs,
         roost_core::org::DEFAULT_ESCALATE_SECS,
     );
+    let recover_secs = std::mem::replace(
+        &mut company.recover_stranded_after_secs,
+        roost_core::recovery::DEFAULT_RECOVER_SECS,
+    );
     CompanyRow {
         escalate_blocked_after_secs: escalate_secs,
+        recover_stranded_after_secs: recover_secs,
         escalate_blocked_after_minutes: escalate_secs / 60,
         budget_monthly_cents: monthly_budget_cents(s, BudgetScopeType::Company, &company.id),
         spent_monthly_cents: spent_this_month(s, BudgetScopeType::Company, &company.id),

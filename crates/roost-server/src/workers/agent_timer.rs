@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use roost_core::scheduling::next_tick;
 use roost_core::{Actor, Command, Envelope, Timestamp};
-use tracing::debug;
 
 use crate::api::{new_id, Api};
 
@@ -68,18 +67,7 @@ impl AgentTimer {
         loop {
             let now = self.clock.now();
             let due = api.reader().read(|s| Self::due(s, now));
-            for command in due {
-                let envelope = Envelope {
-                    request_id: None,
-                    at: now,
-                    actor: Actor::system(),
-                    command,
-                    idempotency_key: None,
-                };
-                if let Err(e) = api.node().write(envelope).await {
-                    debug!(error = %e, "timer tick not proposed");
-                }
-            }
+            super::issue_sweep::propose_each(&api, now, due, "timer tick").await;
             tokio::time::sleep(self.period).await;
         }
     }

@@ -4,8 +4,8 @@
 
 mod agent_timer;
 mod connection;
-mod escalation_timer;
 mod identity;
+mod issue_sweep;
 mod registry;
 mod routine_timer;
 
@@ -304,12 +304,18 @@ impl Workers {
             async move { timer.run(api).await }
         };
         let escalation_timer = || {
-            let timer = escalation_timer::EscalationTimer::new(Clock::system());
+            let sweep = issue_sweep::IssueSweep::escalations(Clock::system());
             let api = self.api.clone();
-            async move { timer.run(api).await }
+            async move { sweep.run(api).await }
+        };
+        let recovery_timer = || {
+            let sweep = issue_sweep::IssueSweep::recoveries(Clock::system());
+            let api = self.api.clone();
+            async move { sweep.run(api).await }
         };
         tokio::select! {
             failure = tasks.supervise("escalation timer", escalation_timer) => failure,
+            failure = tasks.supervise("recovery timer", recovery_timer) => failure,
             failure = tasks.supervise("routine timer", routine_timer) => failure,
             failure = tasks.supervise("dispatcher", dispatcher) => failure,
             failure = tasks.supervise("lease keeper", lease_keeper) => failure,

@@ -50,6 +50,10 @@ enum CompanyCommand {
         /// Seconds an issue may stay blocked before its assignee's manager is woken
         #[arg(long, value_name = "SECS")]
         escalate_blocked_after: Option<u32>,
+        /// Seconds an assigned open issue with nothing left to wake its agent stays quiet
+        /// before the agent is woken again (0 turns it off)
+        #[arg(long, value_name = "SECS")]
+        recover_stranded_after: Option<u32>,
     },
 }
 
@@ -81,6 +85,7 @@ pub async fn run(session: &Session, args: CompanyArgs) -> anyhow::Result<ExitCod
             description,
             status,
             escalate_blocked_after,
+            recover_stranded_after,
         } => {
             let patch = CompanyPatch {
                 name,
@@ -89,10 +94,12 @@ pub async fn run(session: &Session, args: CompanyArgs) -> anyhow::Result<ExitCod
                 require_board_approval_for_new_agents: None,
                 loop_breaker: None,
                 escalate_blocked_after_secs: escalate_blocked_after,
+                recover_stranded_after_secs: recover_stranded_after,
             };
             if patch == CompanyPatch::default() {
                 anyhow::bail!(
-                    "nothing to change: give --name, --description, --status or --escalate-blocked-after"
+                    "nothing to change: give --name, --description, --status, --escalate-blocked-after or \
+                     --recover-stranded-after"
                 );
             }
             out.show(&client.update_company(&id, &patch).await?, company_fields)?
@@ -117,6 +124,15 @@ fn company_table(companies: &[Company]) -> String {
     table(&["ID", "PREFIX", "ISSUES", "CREATED", "NAME"], &rows)
 }
 
+/// A company's timer setting: `off` for 0.
+fn secs_or_off(secs: u32) -> String {
+    if secs == 0 {
+        "off".into()
+    } else {
+        format!("{secs}s")
+    }
+}
+
 fn company_fields(c: &Company) -> String {
     fields(&[
         ("id", c.id.clone()),
@@ -125,6 +141,14 @@ fn company_fields(c: &Company) -> String {
         ("description", c.description.clone().unwrap_or_default()),
         ("prefix", c.issue_prefix.clone()),
         ("issues", c.issue_counter.to_string()),
+        (
+            "escalate blocked after",
+            secs_or_off(c.escalate_blocked_after_secs),
+        ),
+        (
+            "recover stranded after",
+            secs_or_off(c.recover_stranded_after_secs),
+        ),
         ("created", c.created_at.to_string()),
         ("updated", c.updated_at.to_string()),
     ])

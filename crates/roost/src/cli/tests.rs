@@ -27,6 +27,7 @@ fn company(id: &str, name: &str, prefix: &str, created: i64) -> Company {
         require_board_approval_for_new_agents: false,
         loop_breaker: Default::default(),
         escalate_blocked_after_secs: 3600,
+        recover_stranded_after_secs: 60,
         issue_prefix: prefix.into(),
         issue_counter: 0,
         created_at: Timestamp(created),

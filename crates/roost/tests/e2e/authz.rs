@@ -139,6 +139,12 @@ const REST: &[(&str, &str, Rule, &str)] = &[
     ("GET", "/agents/me/inbox-lite", OwnAgent, ""),
     ("GET", "/agents/{id}", Company, ""),
     ("PATCH", "/agents/{id}", Admin, r#"{"title":"authz"}"#),
+    (
+        "PATCH",
+        "/agents/{id}/budgets",
+        Admin,
+        r#"{"budgetMonthlyCents":100000}"#,
+    ),
     ("POST", "/agents/{id}/pause", Admin, "{}"),
     ("POST", "/agents/{id}/resume", Admin, "{}"),
     ("GET", "/agents/{id}/keys", Admin, ""),
@@ -184,6 +190,7 @@ const REST: &[(&str, &str, Rule, &str)] = &[
     ("GET", "/issues/{id}/active-run", Company, ""),
     ("GET", "/heartbeat-runs/{id}", Company, ""),
     ("GET", "/heartbeat-runs/{id}/log", Company, ""),
+    ("GET", "/heartbeat-runs/{id}/events", Company, ""),
     (
         "POST",
         "/heartbeat-runs/{id}/finish",
@@ -813,7 +820,7 @@ impl World {
             .replace("{name}", "MEMORY.md")
             .replace("{id}", id);
         // The event stream would stay open: the walk reads what it holds so far.
-        let query = if path.ends_with("/events") {
+        let query = if path == "/companies/{cid}/events" {
             "?follow=false"
         } else {
             ""

@@ -42,6 +42,7 @@ mod processes;
 mod projects;
 mod readiness;
 mod readme;
+mod recovery;
 mod routines;
 mod runtimes;
 mod secrets;

@@ -393,3 +393,103 @@ async fn paperclips_cli_asks_comments_and_decides_approvals() -> anyhow::Result<
     );
     Ok(())
 }
+
+/// Bug: `paperclipai heartbeat run -a <agent>` (wake the agent, stream the run's output until it
+/// ends) stopped at its first poll, as Roost had no `GET /api/heartbeat-runs/{id}/events`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_heartbeat_run_streams_a_runs_output_until_it_ends() -> anyhow::Result<()> {
+    let (cli, _dir, roost) = start().await?;
+    let base = roost.base_url.clone();
+    let admin = roost.admin_token.clone();
+    let op = |args: &[&str]| cli.run(&base, &admin, args);
+    let company = op(&[
+        "company",
+        "create",
+        "--payload-json",
+        r#"{"name":"Streaming Works"}"#,
+    ])?
+    .json()?;
+    let cid = text(&company, "id")?;
+    let agent = op(&[
+        "agent",
+        "create",
+        "-C",
+        &cid,
+        "--payload-json",
+        r#"{"name":"talker","adapterType":"process","adapterConfig":{"command":"sh","args":["-c","echo first line from the run; echo second line from the run"]}}"#,
+    ])?
+    .json()?;
+    let agent_id = text(&agent, "id")?;
+    let ran = op(&["heartbeat", "run", "-a", &agent_id, "--timeout-ms", "60000"])?;
+    assert!(
+        ran.ok,
+        "heartbeat run failed: {}\n{}",
+        ran.stderr, ran.stdout
+    );
+    for expected in [
+        "first line from the run",
+        "second line from the run",
+        "completed with status succeeded",
+    ] {
+        assert!(
+            ran.stdout.contains(expected),
+            "no {expected:?} in:\n{}\n{}",
+            ran.stdout,
+            ran.stderr
+        );
+    }
+    // Each line once: the events page from the last seq seen.
+    assert_eq!(
+        ran.stdout.matches("first line from the run").count(),
+        1,
+        "{}",
+        ran.stdout
+    );
+
+    // The events themselves, as a client pages them.
+    let http = Http::new(&base).with_token(&admin);
+    let runs = http
+        .get(&format!(
+            "/api/companies/{cid}/heartbeat-runs?agentId={agent_id}"
+        ))
+        .await?
+        .ok()?;
+    let run_id = runs[0]["id"].as_str().unwrap_or_default().to_string();
+    let events = http
+        .get(&format!("/api/heartbeat-runs/{run_id}/events?limit=1"))
+        .await?
+        .ok()?;
+    let first = &events[0];
+    assert_eq!(first["eventType"], "heartbeat.run.log", "{events}");
+    assert_eq!(first["runId"], run_id.as_str());
+    let seq = first["seq"].as_u64().unwrap_or_default();
+    let rest = http
+        .get(&format!(
+            "/api/heartbeat-runs/{run_id}/events?afterSeq={seq}"
+        ))
+        .await?
+        .ok()?;
+    let text_of = |events: &Value| -> String {
+        events
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["payload"]["chunk"].as_str())
+            .collect()
+    };
+    let whole = text_of(&events) + &text_of(&rest);
+    assert!(
+        whole.contains("first line from the run\nsecond line from the run\n"),
+        "{whole:?}"
+    );
+    let past = http
+        .get(&format!(
+            "/api/heartbeat-runs/{run_id}/events?afterSeq={}",
+            seq + 10_000
+        ))
+        .await?
+        .ok()?;
+    assert_eq!(past, json!([]), "nothing after the log's end");
+    drop(roost);
+    Ok(())
+}

@@ -524,3 +524,77 @@ async fn errors_say_what_went_wrong_where_paperclip_reads_it() -> anyhow::Result
     );
     node.shutdown().await
 }
+
+/// Paperclip's `PATCH /api/agents/{id}/budgets` (its budget page and CLI) was a 404: an
+/// administrator sets an agent's monthly budget there, the agent cannot, and `0` is refused
+/// while one exists, changing nothing.
+#[tokio::test]
+async fn paperclips_agent_budget_route_sets_the_agents_monthly_budget() -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let (agent_id, key) = node.agent("spender").await?;
+    let path = format!("/api/agents/{agent_id}/budgets");
+    let agent = node
+        .admin
+        .patch(&path, json!({ "budgetMonthlyCents": 7000 }))
+        .await?
+        .ok()?;
+    assert_eq!(agent["id"], agent_id.as_str(), "{agent}");
+    assert_eq!(agent["budgetMonthlyCents"], 7000, "{agent}");
+    let read = node
+        .admin
+        .get(&format!("/api/agents/{agent_id}"))
+        .await?
+        .ok()?;
+    assert_eq!(read["budgetMonthlyCents"], 7000, "{read}");
+    let raised = node
+        .admin
+        .patch(&path, json!({ "budgetMonthlyCents": 9000 }))
+        .await?
+        .ok()?;
+    assert_eq!(
+        raised["budgetMonthlyCents"], 9000,
+        "one policy, replaced: {raised}"
+    );
+
+    let by_agent = node
+        .http()
+        .with_token(&key)
+        .patch(&path, json!({ "budgetMonthlyCents": 1 }))
+        .await?;
+    assert_eq!(by_agent.status.as_u16(), 403, "{}", by_agent.body);
+    let zero = node
+        .admin
+        .patch(&path, json!({ "budgetMonthlyCents": 0 }))
+        .await?;
+    assert_eq!(zero.status.as_u16(), 400, "{}", zero.body);
+    assert!(
+        zero.body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("budget")),
+        "{}",
+        zero.body
+    );
+    let negative = node
+        .admin
+        .patch(&path, json!({ "budgetMonthlyCents": -5 }))
+        .await?;
+    assert_eq!(negative.status.as_u16(), 400, "{}", negative.body);
+    let missing = node
+        .admin
+        .patch(
+            "/api/agents/no-such-agent/budgets",
+            json!({ "budgetMonthlyCents": 5 }),
+        )
+        .await?;
+    assert_eq!(missing.status.as_u16(), 404, "{}", missing.body);
+    let after = node
+        .admin
+        .get(&format!("/api/agents/{agent_id}"))
+        .await?
+        .ok()?;
+    assert_eq!(
+        after["budgetMonthlyCents"], 9000,
+        "refusals changed nothing: {after}"
+    );
+    node.shutdown().await
+}

@@ -315,3 +315,39 @@ async fn join_tokens_open_no_api_and_workers_are_for_admins() -> anyhow::Result<
     assert_eq!(node.admin.get("/api/workers").await?.ok()?, json!([]));
     node.shutdown().await
 }
+
+/// Bug: a wakeup was meant to wait (up to 2 s) for the dispatcher to claim its wake when a
+/// worker could run it, so that the answer carries the run as Paperclip's does; but it waited
+/// only while nothing at all held the wake back, and "waiting for a worker" always did, so it
+/// answered at once with the wake and Paperclip's `heartbeat run` followed the wake's id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wakeup_that_a_free_worker_can_run_answers_with_the_run() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let roost = roost_testkit::RoostProcess::spawn_dev(
+        &roost_binary(),
+        dir.path(),
+        std::time::Duration::from_secs(60),
+    )?;
+    let http = roost_testkit::Http::new(&roost.base_url).with_token(&roost.admin_token);
+    let agent = http
+        .post(
+            &format!("/api/companies/{}/agents", roost.company_id),
+            json!({ "name": "quick", "adapterType": "process",
+                    "adapterConfig": { "command": "true" } }),
+        )
+        .await?
+        .ok()?;
+    let agent_id = str_field(&agent, "id");
+    let answer = http
+        .post(
+            &format!("/api/agents/{agent_id}/wakeup"),
+            json!({ "source": "on_demand", "triggerDetail": "manual" }),
+        )
+        .await?
+        .ok()?;
+    let run_id = answer["run"]["id"].as_str().unwrap_or_default();
+    assert!(!run_id.is_empty(), "no run in the answer: {answer}");
+    assert_eq!(answer["id"], run_id, "the top level is the run: {answer}");
+    assert_eq!(answer["wake"]["runId"], run_id, "{answer}");
+    Ok(())
+}

@@ -326,6 +326,10 @@ impl World {
             GovOp::EscalateIssue { issue } => Command::EscalateIssue {
                 issue_id: pick(Kind::Issue, *issue),
             },
+            GovOp::RecoverIssue { issue, wake } => Command::RecoverIssue {
+                issue_id: pick(Kind::Issue, *issue),
+                wake_id: pick(Kind::Wake, *wake),
+            },
             GovOp::CreateRoutine {
                 id,
                 company,

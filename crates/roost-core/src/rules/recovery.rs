@@ -1,0 +1,304 @@
+//! Stranded work (Paperclip's recovery sweep): an open issue assigned to an agent that could
+//! run, with nothing left that will wake it (no pending wake, no live run, no timer), is woken
+//! again once it has been quiet a while: `issue_assignment_recovery` for a `todo` issue,
+//! `issue_continuation_needed` for one `in_progress`. Without this, an issue whose run failed
+//! or ended with the work unfinished waits for the next comment, forever on a quiet issue.
+//!
+//! Each company sets the quiet time (`recoverStrandedAfterSecs`, a minute by default; 0 is
+//! off). Bounded: within one status spell (the issue's status unchanged since `statusChangedAt`),
+//! at most [`MAX_RECOVERIES`] recovery wakes, each after the issue was quiet twice as long as
+//! before the last; after that the issue moves to `blocked`, where a person (and the company's
+//! escalation to the assignee's manager, `rules/org.rs`) sees it. A status change starts a new
+//! spell. The leader's recovery timer proposes a `RecoverIssue` for each issue
+//! [`recoveries_due`] names; apply decides again, so a repeat or a second leader does nothing.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::wake::{company_halt, daily_cap, enqueue, Pending, WakeRequest};
+use super::Ctx;
+use crate::command::Outcome;
+use crate::entity::*;
+use crate::error::DomainError;
+use crate::state::{ActivityNote, Change, Decision, State};
+use crate::time::Timestamp;
+
+/// How long an issue must have been quiet (no update, no recovery run) before its first
+/// recovery wake, unless its company says otherwise (`recoverStrandedAfterSecs`); each later
+/// one of the same spell waits twice as long as the one before.
+pub const DEFAULT_RECOVER_SECS: u32 = 60;
+/// The longest quiet a company may set: a day (its spell's last wait is eight times that).
+pub const MAX_RECOVER_SECS: u32 = 24 * 3600;
+
+pub fn default_recover_secs() -> u32 {
+    DEFAULT_RECOVER_SECS
+}
+
+pub fn is_default_recover_secs(secs: &u32) -> bool {
+    *secs == DEFAULT_RECOVER_SECS
+}
+
+/// A quiet time a company may set.
+pub(crate) fn check_recover_secs(secs: u32) -> Result<u32, DomainError> {
+    if secs > MAX_RECOVER_SECS {
+        return Err(DomainError::invalid(
+            "recoverStrandedAfterSecs",
+            format!("must be at most {MAX_RECOVER_SECS} (a day); 0 turns recovery off"),
+        ));
+    }
+    Ok(secs)
+}
+/// Recovery wakes in one status spell before the issue is moved to `blocked`.
+pub const MAX_RECOVERIES: u32 = 3;
+
+/// The recovery wakes an issue had in its current status spell.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueRecovery {
+    /// The start of the status spell they belong to (`statusChangedAt`, else `createdAt`).
+    pub spell: Timestamp,
+    pub attempts: u32,
+    /// The last recovery: when, and its wake (whose run's end the next one waits from).
+    pub last_at: Timestamp,
+    pub wake_id: String,
+}
+
+/// What the recovery does for an issue now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Wake(WakeReason),
+    /// The spell's recoveries are used up: the issue moves to `blocked`.
+    Block,
+}
+
+/// The issues whose recovery is due at `now` (the leader's recovery timer proposes one
+/// `RecoverIssue` each). Reads the open issues of the agents that could be woken for them,
+/// and of those only the ones in `todo` or `in_progress` with no pending wake or live run of
+/// the agent.
+pub fn recoveries_due(state: &State, now: Timestamp) -> Vec<String> {
+    let live: BTreeSet<(&str, &str)> = state
+        .live_runs()
+        .filter_map(|r| Some((r.agent_id.as_str(), r.issue_id.as_deref()?)))
+        .collect();
+    let mut due_ids = Vec::new();
+    for agent in state.agents.values() {
+        if !agent_recoverable(state, agent, now) {
+            continue;
+        }
+        let candidates = state.open_issue_ids_assigned_to(&agent.id).filter(|id| {
+            !live.contains(&(agent.id.as_str(), *id))
+                && state.pending_wake(&agent.id, Some(id)).is_none()
+                && matches!(
+                    state.issues.status(id),
+                    Some(IssueStatus::Todo | IssueStatus::InProgress)
+                )
+        });
+        for id in candidates {
+            if let Some(issue) = state.issues.get(id) {
+                if due(state, &issue, now).is_some() {
+                    due_ids.push(issue.id.clone());
+                }
+            }
+        }
+    }
+    due_ids
+}
+
+/// An agent whose stranded issues are recovered: one that would run a wake now and has no
+/// timer of its own (an enabled timer wakes it for its open issues: `rules/wake.rs`).
+fn agent_recoverable(state: &State, agent: &Agent, now: Timestamp) -> bool {
+    agent.status == AgentStatus::Active
+        && !agent.heartbeat.enabled
+        && quiet_ms(state, &agent.company_id).is_some()
+        && company_halt(state, &agent.company_id).is_none()
+        && daily_cap(state, agent, now).is_none()
+}
+
+/// What the recovery does for `issue` at `now`, if it is stranded and due.
+pub fn due(state: &State, issue: &Issue, now: Timestamp) -> Option<Step> {
+    let reason = match issue.status {
+        IssueStatus::Todo => WakeReason::IssueAssignmentRecovery,
+        IssueStatus::InProgress => WakeReason::IssueContinuationNeeded,
+        _ => return None,
+    };
+    let agent = state.agents.get(issue.assignee_agent_id.as_deref()?)?;
+    if !agent_recoverable(state, agent, now)
+        || state.pending_wake(&agent.id, Some(&issue.id)).is_some()
+        || has_live_path(state, &agent.id, issue)
+        || issue.blocked_by_issue_ids.iter().any(|b| {
+            state
+                .issues
+                .status(b)
+                .is_some_and(|s| s != IssueStatus::Done)
+        })
+    {
+        return None;
+    }
+    let project = state.project_of(Some(&issue.id));
+    if super::budget::budget_blocker(state, agent, project.as_deref(), now).is_some() {
+        return None;
+    }
+    let spell = spell_of(issue);
+    let attempts = issue
+        .recovery
+        .as_ref()
+        .filter(|r| r.spell == spell)
+        .map_or(0, |r| r.attempts);
+    let last = issue
+        .recovery
+        .as_ref()
+        .filter(|r| r.spell == spell)
+        .map_or(issue.updated_at, |r| {
+            ended_at(state, r).max(issue.updated_at)
+        });
+    let wait =
+        quiet_ms(state, &issue.company_id)?.saturating_mul(1_i64 << attempts.min(MAX_RECOVERIES));
+    if now.0.saturating_sub(last.0) < wait {
+        return None;
+    }
+    Some(if attempts >= MAX_RECOVERIES {
+        Step::Block
+    } else {
+        Step::Wake(reason)
+    })
+}
+
+/// When the last recovery's run ended (its wake's, or the wake it merged into), else when the
+/// recovery was made.
+fn ended_at(state: &State, recovery: &IssueRecovery) -> Timestamp {
+    let wake = state.wakes.get(&recovery.wake_id);
+    let wake = wake
+        .and_then(|w| w.coalesced_into.as_ref())
+        .and_then(|id| state.wakes.get(id))
+        .or(wake);
+    wake.and_then(|w| state.runs.get(w.run_id.as_deref()?))
+        .and_then(|r| r.finished_at)
+        .map_or(recovery.last_at, |end| end.max(recovery.last_at))
+}
+
+/// The company's quiet time before a first recovery, in milliseconds; `None` when it turned
+/// recovery off.
+fn quiet_ms(state: &State, company_id: &str) -> Option<i64> {
+    let secs = state.companies.get(company_id)?.recover_stranded_after_secs;
+    (secs > 0).then(|| i64::from(secs) * 1000)
+}
+
+/// The start of the issue's current status spell.
+fn spell_of(issue: &Issue) -> Timestamp {
+    issue.status_changed_at.unwrap_or(issue.created_at)
+}
+
+/// A live run holds the issue's checkout, or the agent has a live run on it.
+fn has_live_path(state: &State, agent_id: &str, issue: &Issue) -> bool {
+    let holder_live = issue
+        .checkout
+        .as_ref()
+        .and_then(|c| state.runs.get(&c.run_id))
+        .is_some_and(|r| r.status.is_live());
+    holder_live
+        || state
+            .live_runs()
+            .any(|r| r.agent_id == agent_id && r.issue_id.as_deref() == Some(issue.id.as_str()))
+}
+
+/// `RecoverIssue`: wakes a stranded issue's assignee, or moves the issue to `blocked` once its
+/// spell's recoveries are used up. Refused when no recovery is due, so a repeat is harmless.
+pub(crate) fn recover_issue(
+    ctx: &Ctx<'_>,
+    issue_id: &str,
+    wake_id: &str,
+) -> Result<Decision, DomainError> {
+    ctx.require_admin("recover issues")?;
+    super::require_id("wakeId", wake_id)?;
+    let issue = ctx
+        .state
+        .issues
+        .get(issue_id)
+        .ok_or_else(|| DomainError::not_found("issue", issue_id))?;
+    ctx.require_company(&issue.company_id, "issue", issue_id)?;
+    let Some(step) = due(ctx.state, &issue, ctx.now()) else {
+        return Err(DomainError::conflict(format!(
+            "issue {} is not due for recovery: it must be todo or in_progress, assigned to an \
+             active agent without a timer, with no pending wake, live run or open blocker, and \
+             quiet long enough",
+            issue.identifier
+        )));
+    };
+    let spell = spell_of(&issue);
+    let attempts = issue
+        .recovery
+        .as_ref()
+        .filter(|r| r.spell == spell)
+        .map_or(0, |r| r.attempts);
+    let mut next = issue.clone().into_owned();
+    let mut changes = Vec::new();
+    let (outcome, details) = match step {
+        Step::Wake(reason) => {
+            let agent_id = issue.assignee_agent_id.clone().unwrap_or_default();
+            let req = WakeRequest {
+                id: wake_id.to_string(),
+                agent_id,
+                issue_id: Some(issue.id.clone()),
+                reason,
+                comment_ids: Vec::new(),
+                payload: json!({
+                    "reason": reason,
+                    "issueId": issue.id,
+                    "identifier": issue.identifier,
+                    "attempt": attempts + 1,
+                    "maxAttempts": MAX_RECOVERIES,
+                }),
+                idempotency_key: None,
+                retry_of_run_id: None,
+            };
+            let wake = enqueue(
+                ctx,
+                &mut Pending {
+                    changes: &mut changes,
+                },
+                req,
+            )?;
+            next.recovery = Some(IssueRecovery {
+                spell,
+                attempts: attempts + 1,
+                last_at: ctx.now(),
+                wake_id: wake.id.clone(),
+            });
+            let details = json!({
+                "wakeId": wake.id, "wakeStatus": wake.status, "wakeReason": reason,
+                "attempt": attempts + 1, "status": issue.status,
+            });
+            (Outcome::Wake(wake), details)
+        }
+        Step::Block => {
+            next.move_to(IssueStatus::Blocked, ctx.now());
+            next.updated_at = ctx.now();
+            let details = json!({
+                "status": IssueStatus::Blocked, "previousStatus": issue.status,
+                "attempts": attempts,
+                "why": "recovery wakes used up: the issue still has no run working on it",
+            });
+            let shared = std::sync::Arc::new(next.clone());
+            (
+                Outcome::Issue {
+                    issue: shared,
+                    comment: None,
+                },
+                details,
+            )
+        }
+    };
+    changes.push(Change::Issue(next.into()));
+    Ok(Decision {
+        outcome,
+        changes,
+        note: ActivityNote {
+            company_id: Some(issue.company_id.clone()),
+            entity_type: "issue",
+            entity_id: issue.id.clone(),
+            details,
+        },
+    })
+}

@@ -1,0 +1,188 @@
+//! `GET /api/heartbeat-runs/{id}/events?afterSeq&limit`: a run's output as Paperclip's run
+//! events, which its CLI's `heartbeat run` polls to stream a run's output.
+//!
+//! Roost keeps a run's output as one log (`api/run_logs.rs`), not as event rows, so each event
+//! here is a piece of that log (`heartbeat.run.log`, `payload {stream, chunk}`) and its `seq` is
+//! the log offset where the piece ends: a later piece always has a greater `seq`, and
+//! `afterSeq=N` reads the log from offset N, so paging by the last `seq` seen reads each byte
+//! once. A run's status is its own row (`GET /api/heartbeat-runs/{id}`), not an event.
+
+use axum::extract::{Path, State};
+use axum::Json;
+use futures::StreamExt;
+use roost_core::Run;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::extract::{Bearer, QueryParams};
+use crate::api::Api;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// The longest piece of log one event carries.
+const EVENT_BYTES: usize = 16 * 1024;
+/// Paperclip's default and largest page of events.
+const DEFAULT_EVENTS: usize = 200;
+const MAX_EVENTS: usize = 1000;
+/// The most log one page reads, whatever `limit` says.
+const PAGE_BYTES: usize = 1024 * 1024;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunEventsQuery {
+    pub after_seq: Option<u64>,
+    pub limit: Option<usize>,
+}
+
+/// One run event in Paperclip's shape (its `heartbeat_run_events` row).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunEvent {
+    pub id: u64,
+    pub company_id: String,
+    pub run_id: String,
+    pub agent_id: String,
+    pub seq: u64,
+    pub event_type: &'static str,
+    pub stream: &'static str,
+    pub level: &'static str,
+    pub color: Option<String>,
+    pub message: Option<String>,
+    pub payload: serde_json::Value,
+    /// The run's start (or creation): the log keeps no time per piece.
+    pub created_at: roost_core::Timestamp,
+}
+
+pub async fn events(
+    State(api): State<Api>,
+    caller: Caller,
+    Bearer(token): Bearer,
+    Path(id): Path<String>,
+    QueryParams(q): QueryParams<RunEventsQuery>,
+) -> Result<Json<Vec<RunEvent>>, ApiError> {
+    let run = api.get_run(&caller, &id).await?;
+    let after = q.after_seq.unwrap_or(0);
+    let limit = q.limit.unwrap_or(DEFAULT_EVENTS).clamp(1, MAX_EVENTS);
+    let budget = (limit * EVENT_BYTES).min(PAGE_BYTES);
+    let mut stream = api
+        .run_log(&caller, token.as_deref(), &id, after, false)
+        .await?;
+    let mut start = None;
+    let mut data = Vec::new();
+    let mut ended = !run.status.is_live();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        start.get_or_insert(chunk.offset);
+        ended |= chunk.ended;
+        data.extend_from_slice(&chunk.data);
+        if data.len() >= budget {
+            break;
+        }
+    }
+    let complete = ended && data.len() <= budget;
+    data.truncate(budget);
+    Ok(Json(log_events(
+        &run,
+        start.unwrap_or(after),
+        &data,
+        complete,
+        limit,
+    )))
+}
+
+/// The events for `data`, the log from offset `from`: pieces of at most [`EVENT_BYTES`] that
+/// end at a line's end where one does. A trailing part line waits for the rest of its line
+/// unless the log is `complete` (the run ended and `data` reaches the log's end). A piece never
+/// splits a UTF-8 character, so each is text; bytes that are not UTF-8 are shown replaced.
+pub fn log_events(
+    run: &Run,
+    from: u64,
+    data: &[u8],
+    complete: bool,
+    limit: usize,
+) -> Vec<RunEvent> {
+    let mut events = Vec::new();
+    let mut pos = 0;
+    while pos < data.len() && events.len() < limit {
+        let rest = &data[pos..];
+        let window = &rest[..rest.len().min(EVENT_BYTES)];
+        let len = match window.iter().rposition(|b| *b == b'\n') {
+            Some(newline) => newline + 1,
+            None if rest.len() > EVENT_BYTES => char_boundary(window),
+            None if complete => rest.len(),
+            None => break,
+        };
+        let piece = &rest[..len];
+        pos += len;
+        let seq = from + pos as u64;
+        events.push(RunEvent {
+            id: seq,
+            company_id: run.company_id.clone(),
+            run_id: run.id.clone(),
+            agent_id: run.agent_id.clone(),
+            seq,
+            event_type: "heartbeat.run.log",
+            stream: "stdout",
+            level: "info",
+            color: None,
+            message: None,
+            payload: json!({ "stream": "stdout", "chunk": String::from_utf8_lossy(piece) }),
+            created_at: run.started_at.unwrap_or(run.created_at),
+        });
+    }
+    events
+}
+
+/// The longest prefix of `window` (a full window with no line end) that ends on a character's
+/// boundary; all of it when it holds no character's start past the first byte (not UTF-8).
+fn char_boundary(window: &[u8]) -> usize {
+    match std::str::from_utf8(window) {
+        Ok(_) => window.len(),
+        Err(e) if e.valid_up_to() > 0 => e.valid_up_to(),
+        Err(_) => window.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run() -> Run {
+        serde_json::from_value(json!({
+            "id": "r1", "companyId": "c1", "agentId": "a1", "status": "running",
+            "createdAt": 1000, "invocationSource": "on_demand"
+        }))
+        .expect("a run")
+    }
+
+    fn chunks(events: &[RunEvent]) -> Vec<(u64, String)> {
+        events
+            .iter()
+            .map(|e| (e.seq, e.payload["chunk"].as_str().unwrap_or("").to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn each_event_ends_at_a_line_and_its_seq_is_the_offset_after_it() {
+        let events = log_events(&run(), 10, b"one\ntwo\nthr", false, 100);
+        assert_eq!(chunks(&events), [(18, "one\ntwo\n".to_string())]);
+        // The next page starts at seq 18 and, once the run ended, ends with the part line.
+        let rest = log_events(&run(), 18, b"three", true, 100);
+        assert_eq!(chunks(&rest), [(23, "three".to_string())]);
+    }
+
+    #[test]
+    fn a_long_line_is_cut_at_a_character_boundary_and_limit_bounds_the_page() {
+        let mut line = "é".repeat(EVENT_BYTES); // two bytes each
+        line.push('\n');
+        let events = log_events(&run(), 0, line.as_bytes(), true, 100);
+        let text: String = chunks(&events).into_iter().map(|(_, c)| c).collect();
+        assert_eq!(text, line, "no byte lost or replaced");
+        assert!(events
+            .iter()
+            .all(|e| e.seq % 2 == 0 || e.seq as usize == line.len()));
+        let first = log_events(&run(), 0, line.as_bytes(), true, 1);
+        assert_eq!(first.len(), 1);
+        assert_eq!(first[0].seq, EVENT_BYTES as u64);
+    }
+}
