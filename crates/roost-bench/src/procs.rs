@@ -5,6 +5,7 @@
 
 use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// [`roost_testkit::ProcessCluster`] started as the benchmarks want it (see
 /// [`ProcessCluster::start_with`]); everything else is the testkit's.
@@ -226,4 +227,83 @@ pub fn raise_nofile() -> u64 {
         }
     }
     lim.rlim_cur
+}
+
+/// CPU and memory of the three servers, this process and the machine at one moment.
+pub(crate) struct Snapshot {
+    pub(crate) at: Instant,
+    nodes: Vec<(u64, ProcSample)>,
+    pub(crate) bench: ProcSample,
+    machine: (u64, u64),
+}
+
+pub(crate) fn snapshot(cluster: &ProcessCluster) -> anyhow::Result<Snapshot> {
+    let mut nodes = Vec::new();
+    for n in &cluster.nodes {
+        nodes.push((n.id, sample(&n.pid().to_string())?));
+    }
+    Ok(Snapshot {
+        at: Instant::now(),
+        nodes,
+        bench: sample("self")?,
+        machine: machine_jiffies()?,
+    })
+}
+
+impl Snapshot {
+    pub(crate) fn node(&self, id: u64) -> ProcSample {
+        self.nodes
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, s)| *s)
+            .unwrap_or_default()
+    }
+}
+
+/// CPU use between two snapshots, as % of one core: per node id, the bench, and the machine
+/// (busy % of all cores).
+pub(crate) struct CpuUse {
+    pub(crate) nodes: Vec<(u64, f64)>,
+    pub(crate) bench: f64,
+    pub(crate) machine_busy: f64,
+}
+
+pub(crate) fn cpu_between(a: &Snapshot, b: &Snapshot) -> CpuUse {
+    let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
+    let tck = clock_ticks_per_sec() as f64;
+    let pct = |x: ProcSample, y: ProcSample| {
+        (y.cpu_ticks.saturating_sub(x.cpu_ticks)) as f64 / tck / secs * 100.0
+    };
+    let nodes = a
+        .nodes
+        .iter()
+        .map(|(id, s)| (*id, pct(*s, b.node(*id))))
+        .collect();
+    let (busy, total) = (
+        b.machine.0.saturating_sub(a.machine.0) as f64,
+        b.machine.1.saturating_sub(a.machine.1) as f64,
+    );
+    CpuUse {
+        nodes,
+        bench: pct(a.bench, b.bench),
+        machine_busy: if total > 0.0 {
+            busy / total * 100.0
+        } else {
+            0.0
+        },
+    }
+}
+
+impl CpuUse {
+    pub(crate) fn of(&self, id: u64) -> f64 {
+        self.nodes
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, p)| *p)
+            .unwrap_or(0.0)
+    }
+}
+
+pub(crate) fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
 }

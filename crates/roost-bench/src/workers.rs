@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::procs::{self, ProcSample, ProcessCluster};
+use crate::procs::{self, cpu_between, mib, snapshot, CpuUse, ProcessCluster, Snapshot};
 use crate::stats::{ms, percentile, us};
 
 #[derive(Args)]
@@ -286,85 +286,6 @@ async fn connection(
         sim.registered.fetch_sub(1, Ordering::Relaxed);
     }
     result
-}
-
-/// CPU and memory of the three servers, this process and the machine at one moment.
-struct Snapshot {
-    at: Instant,
-    nodes: Vec<(u64, ProcSample)>,
-    bench: ProcSample,
-    machine: (u64, u64),
-}
-
-fn snapshot(cluster: &ProcessCluster) -> anyhow::Result<Snapshot> {
-    let mut nodes = Vec::new();
-    for n in &cluster.nodes {
-        nodes.push((n.id, procs::sample(&n.pid().to_string())?));
-    }
-    Ok(Snapshot {
-        at: Instant::now(),
-        nodes,
-        bench: procs::sample("self")?,
-        machine: procs::machine_jiffies()?,
-    })
-}
-
-impl Snapshot {
-    fn node(&self, id: u64) -> ProcSample {
-        self.nodes
-            .iter()
-            .find(|(i, _)| *i == id)
-            .map(|(_, s)| *s)
-            .unwrap_or_default()
-    }
-}
-
-/// CPU use between two snapshots, as % of one core: per node id, the bench, and the machine
-/// (busy % of all cores).
-struct CpuUse {
-    nodes: Vec<(u64, f64)>,
-    bench: f64,
-    machine_busy: f64,
-}
-
-fn cpu_between(a: &Snapshot, b: &Snapshot) -> CpuUse {
-    let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
-    let tck = procs::clock_ticks_per_sec() as f64;
-    let pct = |x: ProcSample, y: ProcSample| {
-        (y.cpu_ticks.saturating_sub(x.cpu_ticks)) as f64 / tck / secs * 100.0
-    };
-    let nodes = a
-        .nodes
-        .iter()
-        .map(|(id, s)| (*id, pct(*s, b.node(*id))))
-        .collect();
-    let (busy, total) = (
-        b.machine.0.saturating_sub(a.machine.0) as f64,
-        b.machine.1.saturating_sub(a.machine.1) as f64,
-    );
-    CpuUse {
-        nodes,
-        bench: pct(a.bench, b.bench),
-        machine_busy: if total > 0.0 {
-            busy / total * 100.0
-        } else {
-            0.0
-        },
-    }
-}
-
-impl CpuUse {
-    fn of(&self, id: u64) -> f64 {
-        self.nodes
-            .iter()
-            .find(|(i, _)| *i == id)
-            .map(|(_, p)| *p)
-            .unwrap_or(0.0)
-    }
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
 }
 
 pub async fn run(args: WorkersArgs) -> anyhow::Result<()> {

@@ -168,12 +168,9 @@ pub struct Company {
     )]
     pub escalate_blocked_after_secs: u32,
     /// Seconds a stranded issue (assigned, open, nothing left to wake its agent) stays quiet
-    /// before its agent is woken again (`rules/recovery.rs`); 0 is off. Left out of the row
-    /// at the default (a minute).
-    #[serde(
-        default = "crate::rules::recovery::default_recover_secs",
-        skip_serializing_if = "crate::rules::recovery::is_default_recover_secs"
-    )]
+    /// before its agent is woken again (`rules/recovery.rs`); 0 is off, and a row without it
+    /// (written before it existed) reads as off. New companies get a minute.
+    #[serde(default, skip_serializing_if = "crate::rules::recovery::is_off")]
     pub recover_stranded_after_secs: u32,
     pub issue_prefix: String,
     pub issue_counter: u64,

@@ -43,7 +43,7 @@ pub use time::Timestamp;
 /// Scheduling rules the leader's dispatcher and timer consult before proposing.
 pub mod scheduling {
     pub use crate::rules::budget::{budget_blocker, exhausted, hard_incident_open};
-    pub use crate::rules::routine::{alerts_due, due_firings, DueFiring};
+    pub use crate::rules::routine_due::{alerts_due, due_firings, DueFiring};
     pub use crate::rules::run::{
         claim_blocker, quota_blocker, session_to_resume, worker_fits, worker_suits,
     };

@@ -57,7 +57,7 @@ pub(crate) fn create(
         require_board_approval_for_new_agents: false,
         loop_breaker: Default::default(),
         escalate_blocked_after_secs: super::org::default_escalate_secs(),
-        recover_stranded_after_secs: super::recovery::default_recover_secs(),
+        recover_stranded_after_secs: super::recovery::DEFAULT_RECOVER_SECS,
         issue_prefix: prefix.clone(),
         issue_counter: 0,
         created_at: ctx.now(),

@@ -181,6 +181,13 @@ pub(crate) fn update(
     apply_patch(ctx, &mut issue, patch)?;
     require_open_slot(ctx, Some(current), &issue)?;
     issue.updated_at = ctx.now();
+    // A new assignee, or a person moving the issue, starts its recoveries over; its agents'
+    // own moves do not, or an agent that sets its issue back each run would be recovered
+    // without end (`rules/recovery.rs`).
+    let moved_by_a_person = ctx.actor.agent_id().is_none() && issue.status != current.status;
+    if issue.assignee_agent_id != current.assignee_agent_id || moved_by_a_person {
+        issue.recovery = None;
+    }
     let issue = Arc::new(issue);
     let mut changes = vec![Change::Issue(issue.clone())];
     let comment = match comment {

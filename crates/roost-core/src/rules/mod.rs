@@ -51,6 +51,7 @@ pub(crate) mod recovery;
 #[cfg(test)]
 mod recovery_tests;
 pub(crate) mod routine;
+pub(crate) mod routine_due;
 #[cfg(test)]
 mod routine_tests;
 pub(crate) mod run;

@@ -4,13 +4,16 @@
 //! `issue_continuation_needed` for one `in_progress`. Without this, an issue whose run failed
 //! or ended with the work unfinished waits for the next comment, forever on a quiet issue.
 //!
-//! Each company sets the quiet time (`recoverStrandedAfterSecs`, a minute by default; 0 is
-//! off). Bounded: within one status spell (the issue's status unchanged since `statusChangedAt`),
-//! at most [`MAX_RECOVERIES`] recovery wakes, each after the issue was quiet twice as long as
-//! before the last; after that the issue moves to `blocked`, where a person (and the company's
-//! escalation to the assignee's manager, `rules/org.rs`) sees it. A status change starts a new
-//! spell. The leader's recovery timer proposes a `RecoverIssue` for each issue
-//! [`recoveries_due`] names; apply decides again, so a repeat or a second leader does nothing.
+//! Each company sets the quiet time (`recoverStrandedAfterSecs`: a minute for a company created
+//! now; 0, off, for one created before this rule, so an upgrade wakes nobody unasked).
+//! "Quiet" means no update of the issue, no run of its agent ended (an agent at work is not
+//! stranded) and no recovery or recovery run, for that long. Bounded: at most
+//! [`MAX_RECOVERIES`] recovery wakes, each after twice the quiet of the one before; after that
+//! the issue moves to `blocked`, where a person (and the company's escalation to the
+//! assignee's manager, `rules/org.rs`) sees it. A new assignee, or a person moving the issue,
+//! starts the count over (`rules/issue.rs`); the agent's own moves do not. The leader's sweep
+//! proposes a `RecoverIssue` for each issue [`recoveries_due`] names; apply decides again, so
+//! a repeat or a second leader does nothing.
 
 use std::collections::BTreeSet;
 
@@ -25,19 +28,16 @@ use crate::error::DomainError;
 use crate::state::{ActivityNote, Change, Decision, State};
 use crate::time::Timestamp;
 
-/// How long an issue must have been quiet (no update, no recovery run) before its first
-/// recovery wake, unless its company says otherwise (`recoverStrandedAfterSecs`); each later
-/// one of the same spell waits twice as long as the one before.
+/// How long an issue must have been quiet before its first recovery wake in a company created
+/// now (`recoverStrandedAfterSecs`); each later one waits twice as long as the one before.
 pub const DEFAULT_RECOVER_SECS: u32 = 60;
-/// The longest quiet a company may set: a day (its spell's last wait is eight times that).
+/// The longest quiet a company may set: a day (its last wait before the block is eight times
+/// that).
 pub const MAX_RECOVER_SECS: u32 = 24 * 3600;
 
-pub fn default_recover_secs() -> u32 {
-    DEFAULT_RECOVER_SECS
-}
-
-pub fn is_default_recover_secs(secs: &u32) -> bool {
-    *secs == DEFAULT_RECOVER_SECS
+/// A company row without the field (written before it existed) has recovery off.
+pub fn is_off(secs: &u32) -> bool {
+    *secs == 0
 }
 
 /// A quiet time a company may set.
@@ -50,15 +50,14 @@ pub(crate) fn check_recover_secs(secs: u32) -> Result<u32, DomainError> {
     }
     Ok(secs)
 }
-/// Recovery wakes in one status spell before the issue is moved to `blocked`.
+
+/// Recovery wakes before the issue is moved to `blocked`.
 pub const MAX_RECOVERIES: u32 = 3;
 
-/// The recovery wakes an issue had in its current status spell.
+/// The recovery wakes an issue had since its assignee was set or a person last moved it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IssueRecovery {
-    /// The start of the status spell they belong to (`statusChangedAt`, else `createdAt`).
-    pub spell: Timestamp,
     pub attempts: u32,
     /// The last recovery: when, and its wake (whose run's end the next one waits from).
     pub last_at: Timestamp,
@@ -69,7 +68,7 @@ pub struct IssueRecovery {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Step {
     Wake(WakeReason),
-    /// The spell's recoveries are used up: the issue moves to `blocked`.
+    /// The recoveries are used up: the issue moves to `blocked`.
     Block,
 }
 
@@ -116,7 +115,9 @@ fn agent_recoverable(state: &State, agent: &Agent, now: Timestamp) -> bool {
         && daily_cap(state, agent, now).is_none()
 }
 
-/// What the recovery does for `issue` at `now`, if it is stranded and due.
+/// What the recovery does for `issue` at `now`, if it is stranded and due. The cheap checks
+/// (status, agent, quiet time) come first: the leader's sweep calls this for every open issue
+/// of its agents.
 pub fn due(state: &State, issue: &Issue, now: Timestamp) -> Option<Step> {
     let reason = match issue.status {
         IssueStatus::Todo => WakeReason::IssueAssignmentRecovery,
@@ -124,15 +125,14 @@ pub fn due(state: &State, issue: &Issue, now: Timestamp) -> Option<Step> {
         _ => return None,
     };
     let agent = state.agents.get(issue.assignee_agent_id.as_deref()?)?;
-    if !agent_recoverable(state, agent, now)
+    let attempts = issue.recovery.as_ref().map_or(0, |r| r.attempts);
+    let wait =
+        quiet_ms(state, &issue.company_id)?.saturating_mul(1_i64 << attempts.min(MAX_RECOVERIES));
+    if now.0.saturating_sub(quiet_since(state, agent, issue).0) < wait
+        || !agent_recoverable(state, agent, now)
         || state.pending_wake(&agent.id, Some(&issue.id)).is_some()
+        || waits_on_purpose(state, issue)
         || has_live_path(state, &agent.id, issue)
-        || issue.blocked_by_issue_ids.iter().any(|b| {
-            state
-                .issues
-                .status(b)
-                .is_some_and(|s| s != IssueStatus::Done)
-        })
     {
         return None;
     }
@@ -140,29 +140,43 @@ pub fn due(state: &State, issue: &Issue, now: Timestamp) -> Option<Step> {
     if super::budget::budget_blocker(state, agent, project.as_deref(), now).is_some() {
         return None;
     }
-    let spell = spell_of(issue);
-    let attempts = issue
-        .recovery
-        .as_ref()
-        .filter(|r| r.spell == spell)
-        .map_or(0, |r| r.attempts);
-    let last = issue
-        .recovery
-        .as_ref()
-        .filter(|r| r.spell == spell)
-        .map_or(issue.updated_at, |r| {
-            ended_at(state, r).max(issue.updated_at)
-        });
-    let wait =
-        quiet_ms(state, &issue.company_id)?.saturating_mul(1_i64 << attempts.min(MAX_RECOVERIES));
-    if now.0.saturating_sub(last.0) < wait {
-        return None;
-    }
     Some(if attempts >= MAX_RECOVERIES {
         Step::Block
     } else {
         Step::Wake(reason)
     })
+}
+
+/// Since when the issue has been quiet: its last update, the end of its agent's last run (on
+/// it or not: an agent at work is not stranded, and its next lull comes), and its last
+/// recovery and that recovery's run.
+fn quiet_since(state: &State, agent: &Agent, issue: &Issue) -> Timestamp {
+    let recovered = issue
+        .recovery
+        .as_ref()
+        .map(|r| ended_at(state, r))
+        .unwrap_or(Timestamp(i64::MIN));
+    issue
+        .updated_at
+        .max(agent.last_heartbeat_at.unwrap_or(Timestamp(i64::MIN)))
+        .max(recovered)
+}
+
+/// The issue waits for something on purpose: an open blocker, an open approval linked to it,
+/// or its paused project (whose runs wait for the resume: `rules/run.rs`).
+fn waits_on_purpose(state: &State, issue: &Issue) -> bool {
+    let blocked = issue.blocked_by_issue_ids.iter().any(|b| {
+        state
+            .issues
+            .status(b)
+            .is_some_and(|s| s != IssueStatus::Done)
+    });
+    let paused_project = issue
+        .project_id
+        .as_deref()
+        .and_then(|p| state.projects.get(p))
+        .is_some_and(|p| p.paused_at.is_some());
+    blocked || paused_project || state.approvals.open_for_issue(&issue.id).next().is_some()
 }
 
 /// When the last recovery's run ended (its wake's, or the wake it merged into), else when the
@@ -185,11 +199,6 @@ fn quiet_ms(state: &State, company_id: &str) -> Option<i64> {
     (secs > 0).then(|| i64::from(secs) * 1000)
 }
 
-/// The start of the issue's current status spell.
-fn spell_of(issue: &Issue) -> Timestamp {
-    issue.status_changed_at.unwrap_or(issue.created_at)
-}
-
 /// A live run holds the issue's checkout, or the agent has a live run on it.
 fn has_live_path(state: &State, agent_id: &str, issue: &Issue) -> bool {
     let holder_live = issue
@@ -204,7 +213,7 @@ fn has_live_path(state: &State, agent_id: &str, issue: &Issue) -> bool {
 }
 
 /// `RecoverIssue`: wakes a stranded issue's assignee, or moves the issue to `blocked` once its
-/// spell's recoveries are used up. Refused when no recovery is due, so a repeat is harmless.
+/// recoveries are used up. Refused when no recovery is due, so a repeat is harmless.
 pub(crate) fn recover_issue(
     ctx: &Ctx<'_>,
     issue_id: &str,
@@ -226,12 +235,7 @@ pub(crate) fn recover_issue(
             issue.identifier
         )));
     };
-    let spell = spell_of(&issue);
-    let attempts = issue
-        .recovery
-        .as_ref()
-        .filter(|r| r.spell == spell)
-        .map_or(0, |r| r.attempts);
+    let attempts = issue.recovery.as_ref().map_or(0, |r| r.attempts);
     let mut next = issue.clone().into_owned();
     let mut changes = Vec::new();
     let (outcome, details) = match step {
@@ -261,7 +265,6 @@ pub(crate) fn recover_issue(
                 req,
             )?;
             next.recovery = Some(IssueRecovery {
-                spell,
                 attempts: attempts + 1,
                 last_at: ctx.now(),
                 wake_id: wake.id.clone(),

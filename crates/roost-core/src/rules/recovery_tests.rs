@@ -131,7 +131,7 @@ fn a_stranded_issue_wakes_its_assignee_with_a_growing_wait_then_is_blocked() {
     assert_eq!(issue.status_changed_at, Some(Timestamp(at)));
     assert!(sweep(&mut w, at + 100 * RECOVERY_QUIET_MS).is_empty());
 
-    // Back to work by hand: a new spell, recovered again.
+    // Back to work by a person: the count starts over.
     w.run_at(
         at + 1,
         admin(),
@@ -160,7 +160,7 @@ fn nothing_is_recovered_while_something_else_will_wake_the_agent_or_it_cannot_ru
     finish(&mut w, &run.id);
     assert_eq!(recoveries_due(&w.state, Timestamp(late)), ["i1"]);
 
-    // A paused agent, a paused company, an agent with its own timer, an open blocker.
+    // A paused agent, an agent with its own timer, an open blocker.
     let mut paused = clone_world(&w);
     paused.ok(
         admin(),
@@ -213,7 +213,7 @@ fn nothing_is_recovered_while_something_else_will_wake_the_agent_or_it_cannot_ru
     );
     assert!(recoveries_due(&blocked.state, Timestamp(late)).is_empty());
 
-    // Unassigned, or assigned to a person: nobody to wake.
+    // Unassigned: nobody to wake.
     let mut unassigned = clone_world(&w);
     unassigned.ok(
         admin(),
@@ -362,4 +362,193 @@ fn a_company_sets_the_quiet_time_or_turns_recovery_off() {
         },
     );
     assert_eq!(refused.map(|_| ()).unwrap_err().code(), "conflict");
+}
+
+fn patch_issue(w: &mut World, actor: Actor, at: i64, patch: IssuePatch) {
+    w.run_at(
+        at,
+        actor,
+        Command::UpdateIssue {
+            issue_id: "i1".into(),
+            patch,
+            comment: None,
+        },
+    )
+    .expect("patched");
+}
+
+/// Bug (review): the count of recoveries started over at every status change, so an agent that
+/// set its issue back to `todo` in each run was woken about once a minute without end. Only a
+/// new assignee or a person's move starts it over.
+#[test]
+fn an_agents_own_moves_do_not_start_its_recoveries_over_and_a_new_assignee_does() {
+    let mut w = stranded_world();
+    let mut at = T0;
+    for attempt in 1..=MAX_RECOVERIES {
+        let done = sweep(&mut w, at);
+        assert!(
+            matches!(&done[..], [Ok(Outcome::Wake(_))]),
+            "{attempt}: {done:?}"
+        );
+        let wake = recovery_wakes(&w)
+            .last()
+            .map(|x| x.id.clone())
+            .expect("a wake");
+        w.run_at(
+            at,
+            system(),
+            Command::AssignRun {
+                wake_id: wake,
+                run_id: format!("r{attempt}"),
+                worker_id: "wk1".into(),
+                token_hash: None,
+            },
+        )
+        .expect("claimed");
+        // The run moves the issue back and forth, then ends.
+        let run = format!("r{attempt}");
+        patch_issue(
+            &mut w,
+            agent_actor("a1", "c1", Some(&run)),
+            at,
+            IssuePatch {
+                status: Some(IssueStatus::Todo),
+                ..Default::default()
+            },
+        );
+        w.run_at(
+            at + 1_000,
+            system(),
+            Command::FinishRun {
+                run_id: run,
+                status: RunStatus::Succeeded,
+                error: None,
+                report: Default::default(),
+            },
+        )
+        .expect("finished");
+        at += 1_000 + (RECOVERY_QUIET_MS << attempt);
+    }
+    let issue = w.state.issues.get("i1").expect("i1");
+    assert_eq!(
+        issue.recovery.as_ref().map(|r| r.attempts),
+        Some(MAX_RECOVERIES)
+    );
+    let blocked = sweep(&mut w, at);
+    assert_eq!(blocked.len(), 1, "{blocked:?}");
+    assert_eq!(w.state.issues.status("i1"), Some(IssueStatus::Blocked));
+
+    // A new assignee starts over.
+    patch_issue(
+        &mut w,
+        admin(),
+        at + 1,
+        IssuePatch {
+            assignee_agent_id: Some(Some("a2".into())),
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
+    assert_eq!(w.state.issues.get("i1").expect("i1").recovery, None);
+}
+
+/// An issue that waits on purpose is not stranded: an open approval linked to it, its paused
+/// project, a paused company, an assignee that is a person.
+#[test]
+fn an_issue_waiting_on_an_approval_a_paused_project_or_company_is_not_recovered() {
+    let w = stranded_world();
+    assert_eq!(recoveries_due(&w.state, Timestamp(T0)), ["i1"]);
+
+    let mut approval = clone_world(&w);
+    approval.ok(
+        agent_actor("a1", "c1", None),
+        Command::CreateApproval {
+            id: "ap1".into(),
+            company_id: "c1".into(),
+            approval_type: crate::approval::ApprovalType::RequestBoardApproval,
+            payload: serde_json::json!({ "plan": "ship it" }),
+            requested_by_agent_id: None,
+            issue_ids: vec!["i1".into()],
+        },
+    );
+    assert!(recoveries_due(&approval.state, Timestamp(T0)).is_empty());
+
+    let mut project = clone_world(&w);
+    project.ok(
+        admin(),
+        Command::CreateProject {
+            id: "p1".into(),
+            company_id: "c1".into(),
+            fields: crate::project::ProjectPatch {
+                name: Some("Launch".into()),
+                ..Default::default()
+            },
+        },
+    );
+    project.ok(
+        admin(),
+        Command::UpdateIssue {
+            issue_id: "i1".into(),
+            patch: IssuePatch {
+                project_id: Some(Some("p1".into())),
+                ..Default::default()
+            },
+            comment: None,
+        },
+    );
+    assert_eq!(recoveries_due(&project.state, Timestamp(T0)), ["i1"]);
+    project.ok(
+        admin(),
+        Command::UpdateProject {
+            project_id: "p1".into(),
+            patch: crate::project::ProjectPatch {
+                paused: Some(true),
+                ..Default::default()
+            },
+        },
+    );
+    assert!(recoveries_due(&project.state, Timestamp(T0)).is_empty());
+
+    let mut company = clone_world(&w);
+    company.ok(
+        admin(),
+        Command::UpdateCompany {
+            company_id: "c1".into(),
+            patch: CompanyPatch {
+                status: Some(CompanyStatus::Paused),
+                ..Default::default()
+            },
+        },
+    );
+    assert!(recoveries_due(&company.state, Timestamp(T0)).is_empty());
+
+    let mut person = clone_world(&w);
+    person.ok(
+        admin(),
+        Command::UpdateIssue {
+            issue_id: "i1".into(),
+            patch: IssuePatch {
+                assignee_agent_id: Some(None),
+                assignee_user_id: Some(Some("ops".into())),
+                ..Default::default()
+            },
+            comment: None,
+        },
+    );
+    assert!(recoveries_due(&person.state, Timestamp(T0)).is_empty());
+}
+
+/// A company row written before `recoverStrandedAfterSecs` existed reads as off, so an upgrade
+/// wakes nobody unasked; a company created now has a minute.
+#[test]
+fn a_company_from_before_has_recovery_off_and_a_new_one_has_a_minute() {
+    let w = stranded_world();
+    let company = w.state.companies.get("c1").expect("c1");
+    assert_eq!(company.recover_stranded_after_secs, DEFAULT_RECOVER_SECS);
+    let mut row = serde_json::to_value(company).expect("row");
+    row.as_object_mut()
+        .expect("an object")
+        .remove("recoverStrandedAfterSecs");
+    let old: Company = serde_json::from_value(row).expect("an older row");
+    assert_eq!(old.recover_stranded_after_secs, 0);
 }

@@ -1,7 +1,7 @@
 //! Routines' rules: create and change routines and triggers, fire a schedule trigger's due
 //! instant once, run a routine by hand, by API or by webhook, follow the issue a run opened to
 //! its outcome, and open the alert after consecutive failures. The leader proposes firings and
-//! alerts ([`due_firings`], [`alerts_due`]); apply decides.
+//! alerts (`routine_due.rs`); apply decides.
 
 use serde_json::json;
 
@@ -623,7 +623,7 @@ fn run(
 }
 
 /// Whether the routine's failures in a row call for its alert now.
-fn alert_due(r: &Routine) -> bool {
+pub(super) fn alert_due(r: &Routine) -> bool {
     r.failure_alert_after > 0 && r.consecutive_failures >= r.failure_alert_after && !r.alerted
 }
 
@@ -755,46 +755,6 @@ fn latest_routine(ctx: &Ctx<'_>, changes: &[Change], id: &str) -> Option<Routine
             _ => None,
         })
         .or_else(|| ctx.state.routines.routines.get(id).cloned())
-}
-
-/// A firing the leader should propose: the trigger, its instant and the routine's stagger.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DueFiring {
-    pub trigger_id: String,
-    pub scheduled_for: Timestamp,
-    pub stagger_ms: u64,
-}
-
-/// The schedule firings the leader should propose at `now`: each enabled schedule trigger of
-/// an active routine whose `next_run_at`, delayed by its routine's stagger, has come.
-pub fn due_firings(state: &State, now: Timestamp, stagger_window_ms: u64) -> Vec<DueFiring> {
-    let rs = &state.routines;
-    rs.triggers
-        .values()
-        .filter(|t| t.kind == TriggerKind::Schedule && t.enabled)
-        .filter_map(|t| {
-            let at = t.next_run_at?;
-            let r = rs.routines.get(&t.routine_id)?;
-            let stagger = stagger_ms(&r.id, stagger_window_ms);
-            let due = at.0.saturating_add(stagger);
-            (r.status == RoutineStatus::Active && due <= now.0).then(|| DueFiring {
-                trigger_id: t.id.clone(),
-                scheduled_for: at,
-                stagger_ms: stagger.unsigned_abs(),
-            })
-        })
-        .collect()
-}
-
-/// Routines whose failures in a row call for their alert issue.
-pub fn alerts_due(state: &State) -> Vec<String> {
-    state
-        .routines
-        .routines
-        .values()
-        .filter(|r| alert_due(r))
-        .map(|r| r.id.clone())
-        .collect()
 }
 
 /// [`follow_issues`] for `State::apply`, which has the state, the slot and the envelope.

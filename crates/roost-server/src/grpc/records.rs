@@ -1,5 +1,6 @@
-//! Company, issue, run and activity calls of `roost.v1.Control`, most added for parity with
-//! REST: `GetCompany`, `UpdateCompany` (`rest/admin.rs`), `DeleteIssue`, `GetInbox`,
+//! Company, agent, issue, run and activity calls of `roost.v1.Control`, most added for parity
+//! with REST: `CreateCompany`, `ListCompanies`, `CreateAgent`, `ListAgents`, `GetAgent`,
+//! `GetCompany`, `UpdateCompany` (`rest/admin.rs`), `DeleteIssue`, `GetInbox`,
 //! `GetHeartbeatContext` (`rest/issues.rs`), `CancelRun`, `ListRuns` (`rest/runs.rs`) and
 //! `ListActivity`. Each calls the [`Api`] function its REST twin calls, so authorization,
 //! validation and errors are the same.
@@ -22,6 +23,61 @@ type Answer<T> = Result<T, ApiError>;
 
 /// The error a cancelled run ends with, as over REST.
 const CANCELLED: &str = "cancelled";
+
+pub(super) async fn create_company(
+    api: Api,
+    caller: Caller,
+    r: pb::CreateCompanyRequest,
+) -> Answer<pb::Company> {
+    let prefix = super::convert::company_prefix(&r);
+    let company = api.create_company(&caller, &r.name, &prefix).await?;
+    Ok(company_to_proto(company))
+}
+
+pub(super) async fn list_companies(
+    api: Api,
+    caller: Caller,
+    _: pb::ListCompaniesRequest,
+) -> Answer<pb::ListCompaniesResponse> {
+    let companies = api.list_companies(&caller).await?;
+    Ok(pb::ListCompaniesResponse {
+        companies: companies.into_iter().map(company_to_proto).collect(),
+    })
+}
+
+pub(super) async fn create_agent(
+    api: Api,
+    caller: Caller,
+    r: pb::CreateAgentRequest,
+) -> Answer<pb::Agent> {
+    let (company_id, new) = super::convert::new_agent(r)?;
+    let agent = api.create_agent(&caller, &company_id, new).await?;
+    Ok(super::convert::agent_to_proto(agent))
+}
+
+pub(super) async fn list_agents(
+    api: Api,
+    caller: Caller,
+    r: pb::ListAgentsRequest,
+) -> Answer<pb::ListAgentsResponse> {
+    let agents = api.list_agents(&caller, &r.company_id).await?;
+    Ok(pb::ListAgentsResponse {
+        agents: agents
+            .into_iter()
+            .map(super::convert::agent_to_proto)
+            .collect(),
+    })
+}
+
+pub(super) async fn get_agent(
+    api: Api,
+    caller: Caller,
+    r: pb::GetAgentRequest,
+) -> Answer<pb::Agent> {
+    Ok(super::convert::agent_to_proto(
+        api.get_agent(&caller, &r.agent_id).await?,
+    ))
+}
 
 pub(super) async fn get_company(
     api: Api,

@@ -55,58 +55,29 @@ impl Control for ControlService {
         &self,
         request: Request<pb::CreateCompanyRequest>,
     ) -> Reply<pb::Company> {
-        let caller = self.caller(&request).await?;
-        let body = request.into_inner();
-        let prefix = convert::company_prefix(&body);
-        let company = self
-            .api
-            .create_company(&caller, &body.name, &prefix)
-            .await?;
-        Ok(Response::new(convert::company_to_proto(company)))
+        self.serve(request, records::create_company).await
     }
 
     async fn list_companies(
         &self,
         request: Request<pb::ListCompaniesRequest>,
     ) -> Reply<pb::ListCompaniesResponse> {
-        let caller = self.caller(&request).await?;
-        let companies = self.api.list_companies(&caller).await?;
-        Ok(Response::new(pb::ListCompaniesResponse {
-            companies: companies
-                .into_iter()
-                .map(convert::company_to_proto)
-                .collect(),
-        }))
+        self.serve(request, records::list_companies).await
     }
 
     async fn create_agent(&self, request: Request<pb::CreateAgentRequest>) -> Reply<pb::Agent> {
-        let caller = self.caller(&request).await?;
-        let (company_id, new) = convert::new_agent(request.into_inner())?;
-        let agent = self.api.create_agent(&caller, &company_id, new).await?;
-        Ok(Response::new(convert::agent_to_proto(agent)))
+        self.serve(request, records::create_agent).await
     }
 
     async fn list_agents(
         &self,
         request: Request<pb::ListAgentsRequest>,
     ) -> Reply<pb::ListAgentsResponse> {
-        let caller = self.caller(&request).await?;
-        let agents = self
-            .api
-            .list_agents(&caller, &request.get_ref().company_id)
-            .await?;
-        Ok(Response::new(pb::ListAgentsResponse {
-            agents: agents.into_iter().map(convert::agent_to_proto).collect(),
-        }))
+        self.serve(request, records::list_agents).await
     }
 
     async fn get_agent(&self, request: Request<pb::GetAgentRequest>) -> Reply<pb::Agent> {
-        let caller = self.caller(&request).await?;
-        let agent = self
-            .api
-            .get_agent(&caller, &request.get_ref().agent_id)
-            .await?;
-        Ok(Response::new(convert::agent_to_proto(agent)))
+        self.serve(request, records::get_agent).await
     }
 
     async fn update_agent(&self, request: Request<pb::UpdateAgentRequest>) -> Reply<pb::Agent> {

@@ -175,10 +175,7 @@ fn company_row_in(s: &State, mut company: Company) -> CompanyRow {
         &mut company.escalate_blocked_after_secs,
         roost_core::org::DEFAULT_ESCALATE_SECS,
     );
-    let recover_secs = std::mem::replace(
-        &mut company.recover_stranded_after_secs,
-        roost_core::recovery::DEFAULT_RECOVER_SECS,
-    );
+    let recover_secs = std::mem::take(&mut company.recover_stranded_after_secs);
     CompanyRow {
         escalate_blocked_after_secs: escalate_secs,
         recover_stranded_after_secs: recover_secs,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roost_core::scheduling::next_tick;
-use roost_core::{Actor, Command, Envelope, Timestamp};
+use roost_core::{Command, Timestamp};
 
 use crate::api::{new_id, Api};
 
@@ -75,7 +75,9 @@ impl AgentTimer {
 
 #[cfg(test)]
 mod tests {
-    use roost_core::{AdapterType, HeartbeatPolicy, Outcome, State, WakeReason, WakeStatus};
+    use roost_core::{
+        Actor, AdapterType, Envelope, HeartbeatPolicy, Outcome, State, WakeReason, WakeStatus,
+    };
 
     use super::*;
 

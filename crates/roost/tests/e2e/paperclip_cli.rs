@@ -420,6 +420,9 @@ async fn paperclips_heartbeat_run_streams_a_runs_output_until_it_ends() -> anyho
     ])?
     .json()?;
     let agent_id = text(&agent, "id")?;
+    let http = Http::new(&base).with_token(&admin);
+    // `roost dev` prints its address before its worker has registered.
+    crate::support::dev_worker_online(&http).await?;
     let ran = op(&["heartbeat", "run", "-a", &agent_id, "--timeout-ms", "60000"])?;
     assert!(
         ran.ok,
@@ -447,7 +450,6 @@ async fn paperclips_heartbeat_run_streams_a_runs_output_until_it_ends() -> anyho
     );
 
     // The events themselves, as a client pages them.
-    let http = Http::new(&base).with_token(&admin);
     let runs = http
         .get(&format!(
             "/api/companies/{cid}/heartbeat-runs?agentId={agent_id}"

@@ -53,7 +53,8 @@ async fn an_issue_whose_runs_keep_failing_is_retried_three_times_then_blocked() 
     let issue_id = issue["id"].as_str().unwrap_or_default().to_string();
     assert_eq!(issue["status"], "todo", "{issue}");
 
-    // 1 s, 2 s and 4 s after each failed run, then 8 s: blocked (the sweep runs every 5 s).
+    // 1 s, 2 s and 4 s after each failed run ends (the agent's last run), then 8 s: blocked
+    // (the sweep looks every 5 s).
     let blocked = wait_for("the issue blocked", Duration::from_secs(120), || async {
         let issue = http
             .get(&format!("/api/issues/{issue_id}"))

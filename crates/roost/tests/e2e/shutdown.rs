@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use roost_testkit::{wait_for, Http, RoostProcess, TestNode};
 
 use crate::processes::start_three_servers_with;
-use crate::support::{roost_binary, str_field};
+use crate::support::{dev_worker_online, roost_binary, str_field};
 
 const START: Duration = Duration::from_secs(60);
 const WAIT: Duration = Duration::from_secs(30);
@@ -111,18 +111,6 @@ async fn wake_running(admin: &Http, company: &str, agent: &str) -> anyhow::Resul
 /// to the work dir it runs in).
 fn stubborn_script(pid_file: &str) -> String {
     format!("echo $$ > {pid_file}; trap '' TERM; while true; do sleep 0.2; done")
-}
-
-async fn dev_worker_online(admin: &Http) -> anyhow::Result<()> {
-    wait_for("the dev worker online", START, || async {
-        let workers = admin.get("/api/workers").await.ok()?.ok().ok()?;
-        workers
-            .as_array()?
-            .iter()
-            .any(|w| w["status"] == "online")
-            .then_some(())
-    })
-    .await
 }
 
 /// Regression: after the README walkthrough (a run started by hand, the dev worker's connection

@@ -135,3 +135,21 @@ pub async fn run_in_status(
         .find(|r| r["status"] == status)
         .map(|r| str_field(r, "id"))
 }
+
+/// Waits until the worker of a `roost dev` is online: `roost dev` prints its address before
+/// its worker has registered.
+pub async fn dev_worker_online(admin: &Http) -> anyhow::Result<()> {
+    roost_testkit::wait_for(
+        "the dev worker online",
+        std::time::Duration::from_secs(60),
+        || async {
+            let workers = admin.get("/api/workers").await.ok()?.ok().ok()?;
+            workers
+                .as_array()?
+                .iter()
+                .any(|w| w["status"] == "online")
+                .then_some(())
+        },
+    )
+    .await
+}

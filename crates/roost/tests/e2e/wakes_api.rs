@@ -338,6 +338,8 @@ async fn a_wakeup_that_a_free_worker_can_run_answers_with_the_run() -> anyhow::R
         .await?
         .ok()?;
     let agent_id = str_field(&agent, "id");
+    // `roost dev` prints its address before its worker has registered.
+    dev_worker_online(&http).await?;
     let answer = http
         .post(
             &format!("/api/agents/{agent_id}/wakeup"),
