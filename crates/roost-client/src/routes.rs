@@ -86,6 +86,11 @@ impl RoostClient {
             .await
     }
 
+    /// Terminates the agent and lets go of its work (Paperclip's delete).
+    pub async fn delete_agent(&self, agent_id: &str) -> Result<Agent> {
+        self.delete(&[API, "agents", agent_id]).await
+    }
+
     /// Mints an API key for an agent; the secret is in the answer and nowhere else.
     pub async fn create_agent_key(&self, agent_id: &str, name: Option<&str>) -> Result<CreatedKey> {
         let body = match name {

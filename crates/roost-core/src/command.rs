@@ -258,6 +258,10 @@ pub enum Command {
         #[serde(default)]
         task_key: Option<String>,
     },
+    /// Paperclip's delete: terminates the agent and lets go of its work (`rules/agent_delete.rs`).
+    DeleteAgent {
+        agent_id: String,
+    },
     TerminateAgent {
         agent_id: String,
     },
@@ -537,6 +541,7 @@ impl Command {
             Command::ResumeAgent { .. } => "agent.resumed",
             Command::ResetAgentSession { .. } => "agent.session_reset",
             Command::TerminateAgent { .. } => "agent.terminated",
+            Command::DeleteAgent { .. } => "agent.deleted",
             Command::CreateIssue { .. } => "issue.created",
             Command::UpdateIssue { .. } => "issue.updated",
             Command::DeleteIssue { .. } => "issue.deleted",

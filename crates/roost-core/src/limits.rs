@@ -304,6 +304,7 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         Command::PauseAgent { .. }
         | Command::ResumeAgent { .. }
         | Command::TerminateAgent { .. }
+        | Command::DeleteAgent { .. }
         | Command::Release { .. }
         | Command::TimerTick { .. }
         | Command::EscalateIssue { .. }

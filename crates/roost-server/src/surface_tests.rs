@@ -53,6 +53,7 @@ const SURFACE: &[(&str, Twin)] = &[
     ("GET /agents/{id}", Grpc("GetAgent")),
     ("PATCH /agents/{id}", Grpc("UpdateAgent")),
     ("POST /agents/{id}/pause", Grpc("PauseAgent")),
+    ("DELETE /agents/{id}", Grpc("DeleteAgent")),
     (
         "PATCH /agents/{id}/budgets",
         Paperclip("the agent's monthly policy, by SetBudgetPolicy"),

@@ -417,17 +417,35 @@ pub(crate) fn terminate(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, Domai
     if current.status == AgentStatus::Terminated {
         return Err(DomainError::conflict("the agent is already terminated"));
     }
-    let mut agent = current.clone();
-    agent.status = AgentStatus::Terminated;
-    agent.pause_reason = None;
-    agent.updated_at = ctx.now();
-    let (mut changes, cancelled_runs) = cancel_live_runs(ctx, agent_id, "agent_terminated");
+    let stopped = stop_for_good(ctx, current, "agent_terminated");
+    let note = agent_note(
+        &stopped.agent,
+        json!({ "cancelledRuns": stopped.cancelled_runs, "revokedKeys": stopped.revoked_keys }),
+    );
+    Ok(Decision {
+        outcome: Outcome::Agent(stopped.agent),
+        changes: stopped.changes,
+        note,
+    })
+}
+
+/// An agent stopped for good: terminated, its live runs cancelled (`why`), its keys revoked.
+/// `agent` is its row as `changes` leave it (the cancelled runs' ends stamp it too).
+pub(super) struct Stopped {
+    pub agent: Agent,
+    pub changes: Vec<Change>,
+    pub cancelled_runs: Vec<String>,
+    pub revoked_keys: Vec<String>,
+}
+
+pub(super) fn stop_for_good(ctx: &Ctx<'_>, current: &Agent, why: &str) -> Stopped {
+    let (mut changes, cancelled_runs) = cancel_live_runs(ctx, &current.id, why);
     let mut revoked_keys = Vec::new();
     for cred in ctx
         .state
         .credentials
         .values()
-        .filter(|c| c.agent_id.as_deref() == Some(agent_id) && !c.revoked)
+        .filter(|c| c.agent_id.as_deref() == Some(current.id.as_str()) && !c.revoked)
     {
         let mut revoked = cred.clone();
         revoked.revoked = true;
@@ -435,16 +453,20 @@ pub(crate) fn terminate(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, Domai
         revoked_keys.push(cred.id.clone());
         changes.push(Change::Credential(revoked));
     }
-    changes.push(Change::Agent(agent.clone()));
-    let note = agent_note(
-        &agent,
-        json!({ "cancelledRuns": cancelled_runs, "revokedKeys": revoked_keys }),
-    );
-    Ok(Decision {
-        outcome: Outcome::Agent(agent),
+    // Through the row the runs' ends may have written (their `lastHeartbeatAt`), not over it.
+    let mut agent = current.clone();
+    super::budget::upsert_agent(ctx, &mut changes, &current.id, |a| {
+        a.status = AgentStatus::Terminated;
+        a.pause_reason = None;
+        a.updated_at = ctx.now();
+        agent = a.clone();
+    });
+    Stopped {
+        agent,
         changes,
-        note,
-    })
+        cancelled_runs,
+        revoked_keys,
+    }
 }
 
 pub(crate) fn create_credential(

@@ -102,6 +102,10 @@ pub(crate) fn checkout(
         });
     }
     let mut next = issue.clone();
+    if next.assignee_agent_id.as_deref() != Some(agent_id) {
+        // A new assignee starts the issue's recoveries over (`rules/recovery.rs`).
+        next.recovery = None;
+    }
     next.assignee_agent_id = Some(agent_id.into());
     next.assignee_user_id = None;
     next.move_to(IssueStatus::InProgress, ctx.now());

@@ -181,11 +181,13 @@ pub(crate) fn update(
     apply_patch(ctx, &mut issue, patch)?;
     require_open_slot(ctx, Some(current), &issue)?;
     issue.updated_at = ctx.now();
-    // A new assignee, or a person moving the issue, starts its recoveries over; its agents'
-    // own moves do not, or an agent that sets its issue back each run would be recovered
-    // without end (`rules/recovery.rs`).
-    let moved_by_a_person = ctx.actor.agent_id().is_none() && issue.status != current.status;
-    if issue.assignee_agent_id != current.assignee_agent_id || moved_by_a_person {
+    // A new assignee, or anyone but the assignee moving the issue (a person, a manager taking
+    // it out of `blocked`), starts its recoveries over; the assignee's own moves do not, or an
+    // agent that sets its issue back each run would be recovered without end
+    // (`rules/recovery.rs`).
+    let moved_by_another = issue.status != current.status
+        && ctx.actor.agent_id() != current.assignee_agent_id.as_deref();
+    if issue.assignee_agent_id != current.assignee_agent_id || moved_by_another {
         issue.recovery = None;
     }
     let issue = Arc::new(issue);

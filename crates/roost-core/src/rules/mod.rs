@@ -2,6 +2,9 @@
 //! and returns the rows to write; none mutates the state itself.
 
 mod agent;
+mod agent_delete;
+#[cfg(test)]
+mod agent_delete_tests;
 mod approval;
 #[cfg(test)]
 mod approval_tests;
@@ -131,6 +134,7 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             agent::reset_session(&ctx, agent_id, task_key.as_deref())
         }
         Command::TerminateAgent { agent_id } => agent::terminate(&ctx, agent_id),
+        Command::DeleteAgent { agent_id } => agent_delete::delete(&ctx, agent_id),
         Command::CreateIssue {
             id,
             company_id,

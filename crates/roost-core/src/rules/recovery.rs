@@ -10,8 +10,9 @@
 //! stranded) and no recovery or recovery run, for that long. Bounded: at most
 //! [`MAX_RECOVERIES`] recovery wakes, each after twice the quiet of the one before; after that
 //! the issue moves to `blocked`, where a person (and the company's escalation to the
-//! assignee's manager, `rules/org.rs`) sees it. A new assignee, or a person moving the issue,
-//! starts the count over (`rules/issue.rs`); the agent's own moves do not. The leader's sweep
+//! assignee's manager, `rules/org.rs`) sees it. A new assignee, or anyone but the assignee
+//! moving the issue (a person, its manager), starts the count over (`rules/issue.rs`,
+//! `rules/checkout.rs`); the assignee's own moves do not. The leader's sweep
 //! proposes a `RecoverIssue` for each issue [`recoveries_due`] names; apply decides again, so
 //! a repeat or a second leader does nothing.
 
@@ -54,7 +55,7 @@ pub(crate) fn check_recover_secs(secs: u32) -> Result<u32, DomainError> {
 /// Recovery wakes before the issue is moved to `blocked`.
 pub const MAX_RECOVERIES: u32 = 3;
 
-/// The recovery wakes an issue had since its assignee was set or a person last moved it.
+/// The recovery wakes an issue had since its assignee was set or someone else last moved it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct IssueRecovery {

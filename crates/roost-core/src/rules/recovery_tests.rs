@@ -552,3 +552,37 @@ fn a_company_from_before_has_recovery_off_and_a_new_one_has_a_minute() {
     let old: Company = serde_json::from_value(row).expect("an older row");
     assert_eq!(old.recover_stranded_after_secs, 0);
 }
+
+/// Bug (review): after the recoveries were used up and the issue blocked, its manager (an
+/// agent) moving it back kept the count at its end, so the issue was blocked again at once; and
+/// another agent checking it out inherited the count. Anyone but the assignee moving it, or a
+/// checkout by another agent, starts it over.
+#[test]
+fn a_manager_moving_the_issue_or_another_agents_checkout_starts_the_count_over() {
+    let mut w = stranded_world();
+    let set_attempts = |w: &mut World| {
+        let mut issue = w.state.issues.get("i1").expect("i1").into_owned();
+        issue.recovery = Some(super::recovery::IssueRecovery {
+            attempts: MAX_RECOVERIES,
+            last_at: Timestamp(1),
+            wake_id: "gone".into(),
+        });
+        w.state.put(crate::state::Change::Issue(issue.into()));
+    };
+    set_attempts(&mut w);
+    patch_issue(
+        &mut w,
+        agent_actor("a2", "c1", None),
+        T0,
+        IssuePatch {
+            status: Some(IssueStatus::Todo),
+            ..Default::default()
+        },
+    );
+    assert_eq!(w.state.issues.get("i1").expect("i1").recovery, None);
+
+    set_attempts(&mut w);
+    w.start_run("r9", "a2");
+    w.checkout("i1", "a2", "r9").expect("a2 checks it out");
+    assert_eq!(w.state.issues.get("i1").expect("i1").recovery, None);
+}

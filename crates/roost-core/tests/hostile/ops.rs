@@ -245,6 +245,9 @@ pub enum Op {
         agent: Id,
         task_key: Option<Text>,
     },
+    DeleteAgent {
+        agent: Id,
+    },
     TerminateAgent {
         agent: Id,
     },

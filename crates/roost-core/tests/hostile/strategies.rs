@@ -379,6 +379,10 @@ fn terminate_agent() -> impl Strategy<Value = Op> {
     id().prop_map(|agent| Op::TerminateAgent { agent })
 }
 
+fn delete_agent() -> impl Strategy<Value = Op> {
+    id().prop_map(|agent| Op::DeleteAgent { agent })
+}
+
 fn create_issue() -> impl Strategy<Value = Op> {
     (new_id(), mine_id(), issue_fields()).prop_map(|(id, company, fields)| Op::CreateIssue {
         id,
@@ -679,6 +683,7 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         1 => resume_agent(),
         1 => reset_agent_session(),
         1 => terminate_agent(),
+        1 => delete_agent(),
         5 => create_issue(),
         5 => update_issue(),
         3 => add_comment(),

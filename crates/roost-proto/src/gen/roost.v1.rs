@@ -3942,6 +3942,12 @@ pub struct TerminateAgentRequest {
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteAgentRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct CreateAgentKeyRequest {
     #[prost(string, tag = "1")]
     pub agent_id: ::prost::alloc::string::String,
@@ -4646,6 +4652,29 @@ pub mod control_client {
             let mut req = request.into_request();
             req.extensions_mut()
                 .insert(GrpcMethod::new("roost.v1.Control", "TerminateAgent"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Paperclip's delete: terminates the agent and lets go of its work (its pending wakes are
+        /// cancelled, its open issues unassigned, its reports left without a manager).
+        pub async fn delete_agent(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DeleteAgentRequest>,
+        ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/DeleteAgent",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "DeleteAgent"));
             self.inner.unary(req, path, codec).await
         }
         /// Creates an API key for an agent. The secret is returned once, here, and never again.
@@ -6688,6 +6717,12 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::TerminateAgentRequest>,
         ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status>;
+        /// Paperclip's delete: terminates the agent and lets go of its work (its pending wakes are
+        /// cancelled, its open issues unassigned, its reports left without a manager).
+        async fn delete_agent(
+            &self,
+            request: tonic::Request<super::DeleteAgentRequest>,
+        ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status>;
         /// Creates an API key for an agent. The secret is returned once, here, and never again.
         async fn create_agent_key(
             &self,
@@ -7734,6 +7769,51 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = TerminateAgentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/DeleteAgent" => {
+                    #[allow(non_camel_case_types)]
+                    struct DeleteAgentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::DeleteAgentRequest>
+                    for DeleteAgentSvc<T> {
+                        type Response = super::Agent;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DeleteAgentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::delete_agent(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DeleteAgentSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -294,6 +294,15 @@ impl Api {
         self.agent_outcome(caller, command).await
     }
 
+    /// Paperclip's delete: terminates the agent and lets go of its work
+    /// (`roost-core/src/rules/agent_delete.rs`).
+    pub async fn delete_agent(&self, caller: &Caller, agent_id: &str) -> Result<Agent, ApiError> {
+        let command = Command::DeleteAgent {
+            agent_id: agent_id.into(),
+        };
+        self.agent_outcome(caller, command).await
+    }
+
     /// Mints an API key for an agent. The secret is returned once and stored only as a hash.
     pub async fn create_agent_key(
         &self,

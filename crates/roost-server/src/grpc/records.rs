@@ -1,5 +1,5 @@
 //! Company, agent, issue, run and activity calls of `roost.v1.Control`, most added for parity
-//! with REST: `CreateCompany`, `ListCompanies`, `CreateAgent`, `ListAgents`, `GetAgent`,
+//! with REST: `CreateCompany`, `ListCompanies`, `CreateAgent`, `ListAgents`, `GetAgent`, `DeleteAgent`,
 //! `GetCompany`, `UpdateCompany` (`rest/admin.rs`), `DeleteIssue`, `GetInbox`,
 //! `GetHeartbeatContext` (`rest/issues.rs`), `CancelRun`, `ListRuns` (`rest/runs.rs`) and
 //! `ListActivity`. Each calls the [`Api`] function its REST twin calls, so authorization,
@@ -76,6 +76,16 @@ pub(super) async fn get_agent(
 ) -> Answer<pb::Agent> {
     Ok(super::convert::agent_to_proto(
         api.get_agent(&caller, &r.agent_id).await?,
+    ))
+}
+
+pub(super) async fn delete_agent(
+    api: Api,
+    caller: Caller,
+    r: pb::DeleteAgentRequest,
+) -> Answer<pb::Agent> {
+    Ok(super::convert::agent_to_proto(
+        api.delete_agent(&caller, &r.agent_id).await?,
     ))
 }
 

@@ -136,6 +136,10 @@ impl Control for ControlService {
         Ok(Response::new(convert::agent_to_proto(agent)))
     }
 
+    async fn delete_agent(&self, request: Request<pb::DeleteAgentRequest>) -> Reply<pb::Agent> {
+        self.serve(request, records::delete_agent).await
+    }
+
     async fn create_agent_key(
         &self,
         request: Request<pb::CreateAgentKeyRequest>,

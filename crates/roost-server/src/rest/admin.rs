@@ -269,6 +269,22 @@ pub async fn terminate_agent(
     Ok(Json(agent_row(&api, agent)))
 }
 
+/// `DELETE /api/agents/{id}`: Paperclip's `{"ok": true}`, with the agent as it is now (Roost
+/// terminates it and keeps its history).
+pub async fn delete_agent(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>> {
+    let agent = api.delete_agent(&caller, &id).await?;
+    let mut row = serde_json::to_value(agent_row(&api, agent))
+        .map_err(|e| ApiError::internal(format!("cannot show the agent: {e}")))?;
+    if let Some(fields) = row.as_object_mut() {
+        fields.insert("ok".into(), true.into());
+    }
+    Ok(Json(row))
+}
+
 pub async fn create_key(
     State(api): State<Api>,
     caller: Caller,

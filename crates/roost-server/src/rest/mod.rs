@@ -122,7 +122,9 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route("/agents/me/inbox-lite", get(issues::inbox))
         .route(
             "/agents/{id}",
-            get(admin::get_agent).patch(admin::update_agent),
+            get(admin::get_agent)
+                .patch(admin::update_agent)
+                .delete(admin::delete_agent),
         )
         .route(
             "/agents/{id}/budgets",

@@ -75,9 +75,10 @@ pub async fn events(
         let chunk = chunk?;
         let from = *start.get_or_insert(chunk.offset);
         // A chunk that does not follow on (the live buffer dropped bytes in between) ends the
-        // page: the next one starts where this one stops, so `seq` stays the log's offset.
+        // page, its bytes all shown (a part line before the gap has no rest to wait for): the
+        // next page starts at the gap, so `seq` stays the log's offset.
         if chunk.offset != from + data.len() as u64 {
-            complete = false;
+            complete = true;
             break;
         }
         data.extend_from_slice(&chunk.data);
@@ -99,8 +100,8 @@ pub async fn events(
 
 /// The events for `data`, the log from offset `from`: pieces of at most [`EVENT_BYTES`] that
 /// end at a line's end where one does; a line longer than that is cut into pieces of that
-/// size. A shorter trailing part line waits for the rest of its line unless the log is
-/// `complete` (the run ended and `data` reaches the log's end). A piece never splits a UTF-8
+/// size. A shorter trailing part line waits for the rest of its line unless `complete` (the
+/// run ended and `data` reaches the log's end, or the log has a gap after `data`). A piece never splits a UTF-8
 /// character, so each is text; bytes that are not UTF-8 are shown replaced.
 pub fn log_events(
     run: &Run,

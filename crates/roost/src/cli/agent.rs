@@ -70,6 +70,15 @@ enum AgentCommand {
         /// Agent id or name
         agent: String,
     },
+    /// Terminate an agent and let go of its work: its wakes cancelled, its open issues
+    /// unassigned, its reports without a manager (its history is kept)
+    Delete {
+        /// Agent id or name
+        agent: String,
+        /// Confirm the deletion
+        #[arg(long)]
+        yes: bool,
+    },
     /// Ask for a run of an agent; prints the wake (the run is assigned asynchronously)
     Wake {
         /// Agent id or name
@@ -225,6 +234,16 @@ pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode>
         AgentCommand::Terminate { agent } => {
             let id = session.agent_id(&agent, None).await?;
             client.terminate_agent(&id).await?
+        }
+        AgentCommand::Delete { agent, yes } => {
+            if !yes {
+                anyhow::bail!(
+                    "deleting {agent} cancels its wakes and unassigns its open issues: \
+                     add --yes to go ahead"
+                );
+            }
+            let id = session.agent_id(&agent, None).await?;
+            client.delete_agent(&id).await?
         }
         AgentCommand::Me => client.me().await?,
     };

@@ -495,3 +495,70 @@ async fn paperclips_heartbeat_run_streams_a_runs_output_until_it_ends() -> anyho
     drop(roost);
     Ok(())
 }
+
+/// Bug: Paperclip's `agent delete <id> --yes` got a 404 (no `DELETE /api/agents/{id}`). Roost
+/// terminates the agent, keeps its history, and lets go of its work: its open issues are
+/// unassigned. Roost's own `roost agent delete` asks for `--yes` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_agent_delete_terminates_the_agent_and_unassigns_its_issues(
+) -> anyhow::Result<()> {
+    let (cli, _dir, roost) = start().await?;
+    let base = roost.base_url.clone();
+    let admin = roost.admin_token.clone();
+    let op = |args: &[&str]| cli.run(&base, &admin, args);
+    let http = Http::new(&base).with_token(&admin);
+    let cid = roost.company_id.clone();
+    let agent = op(&[
+        "agent",
+        "create",
+        "-C",
+        &cid,
+        "--payload-json",
+        r#"{"name":"leaver","adapterType":"process","adapterConfig":{"command":"true"}}"#,
+    ])?
+    .json()?;
+    let agent_id = text(&agent, "id")?;
+    let issue = http
+        .post(
+            &format!("/api/companies/{cid}/issues"),
+            json!({ "title": "left behind", "status": "backlog", "assigneeAgentId": agent_id }),
+        )
+        .await?
+        .ok()?;
+    let issue_id = text(&issue, "id")?;
+
+    let unconfirmed = op(&["agent", "delete", &agent_id])?;
+    assert!(
+        !unconfirmed.ok,
+        "deleted without --yes: {}",
+        unconfirmed.stdout
+    );
+    let deleted = op(&["agent", "delete", &agent_id, "--yes"])?.json()?;
+    assert_eq!(deleted["ok"], true, "{deleted}");
+    assert_eq!(deleted["status"], "terminated", "{deleted}");
+    let issue = http.get(&format!("/api/issues/{issue_id}")).await?.ok()?;
+    assert!(issue["assigneeAgentId"].is_null(), "{issue}");
+    assert_eq!(issue["status"], "backlog", "its status as it was: {issue}");
+
+    // Roost's CLI: refused without --yes, a sentence and a non-zero exit; then done.
+    let other = http
+        .post(
+            &format!("/api/companies/{cid}/agents"),
+            json!({ "name": "second" }),
+        )
+        .await?
+        .ok()?;
+    let other_id = text(&other, "id")?;
+    let roost_cli = |args: &[&str]| crate::processes::cli(&base, &admin, args);
+    let refused = roost_cli(&["agent", "delete", &other_id])?;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--yes"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let done = roost_cli(&["agent", "delete", &other_id, "--yes", "--json"])?;
+    let done = crate::processes::stdout_json(&done)?;
+    assert_eq!(done["status"], "terminated", "{done}");
+    Ok(())
+}

@@ -86,6 +86,9 @@ impl World {
                 agent_id: pick(Kind::Agent, *agent),
                 task_key: task_key.map(|t| t.render()),
             },
+            Op::DeleteAgent { agent } => Command::DeleteAgent {
+                agent_id: pick(Kind::Agent, *agent),
+            },
             Op::TerminateAgent { agent } => Command::TerminateAgent {
                 agent_id: pick(Kind::Agent, *agent),
             },
