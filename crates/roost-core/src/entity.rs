@@ -407,8 +407,8 @@ pub struct Issue {
     /// (`rules/org.rs`): a spell escalates once; a new spell has another start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalated_blocked_since: Option<Timestamp>,
-    /// The recovery wakes of its current status spell, when it was stranded
-    /// (`rules/recovery.rs`).
+    /// Its recovery wakes since its assignee was set or someone else last moved it, when it was
+    /// stranded (`rules/recovery.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery: Option<crate::recovery::IssueRecovery>,
     /// The project and goal it serves (`project.rs`); left out of the row when unset.

@@ -61,18 +61,6 @@ impl State {
             .filter_map(|id| self.wakes.get(id))
     }
 
-    /// The pending wakes of `agent_id` (one per issue, and one for no issue), without a walk of
-    /// other wakes.
-    pub fn pending_wakes_of_agent<'a>(
-        &'a self,
-        agent_id: &'a str,
-    ) -> impl Iterator<Item = &'a Wake> {
-        self.pending_wakes
-            .range((agent_id.to_string(), None)..)
-            .take_while(move |((agent, _), _)| agent == agent_id)
-            .filter_map(|(_, id)| self.wakes.get(id))
-    }
-
     /// The pending wake of `agent_id` for `issue_id` (or for no issue), if any.
     pub fn pending_wake(&self, agent_id: &str, issue_id: Option<&str>) -> Option<&Wake> {
         self.pending_wakes

@@ -339,20 +339,19 @@ pub(crate) fn pause(
     if current.status == AgentStatus::Terminated {
         return Err(DomainError::conflict("a terminated agent cannot be paused"));
     }
-    let mut agent = current.clone();
-    agent.status = AgentStatus::Paused;
-    agent.pause_reason = Some(reason);
-    agent.updated_at = ctx.now();
     let (mut changes, cancelled_runs) = cancel_live_runs(ctx, agent_id, "agent_paused");
-    if !cancelled_runs.is_empty() {
-        // What `end_run` stamps on the agent, kept in the one row this command writes.
-        agent.last_heartbeat_at = Some(ctx.now());
-    }
+    // Through the row the runs' ends may have written (their `lastHeartbeatAt`), not over it.
+    let mut agent = current.clone();
+    super::budget::upsert_agent(ctx, &mut changes, agent_id, |a| {
+        a.status = AgentStatus::Paused;
+        a.pause_reason = Some(reason);
+        a.updated_at = ctx.now();
+        agent = a.clone();
+    });
     let note = agent_note(
         &agent,
         json!({ "reason": reason, "cancelledRuns": cancelled_runs }),
     );
-    changes.push(Change::Agent(agent.clone()));
     Ok(Decision {
         outcome: Outcome::Agent(agent),
         changes,

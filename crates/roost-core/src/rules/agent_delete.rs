@@ -26,16 +26,8 @@ pub(crate) fn delete(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, DomainEr
     let current = visible_agent(ctx, agent_id)?;
     let stopped = stop_for_good(ctx, current, "agent_deleted");
     let mut changes = stopped.changes;
-    let mut cancelled_wakes = Vec::new();
-    for wake in ctx.state.pending_wakes_of_agent(&current.id) {
-        let mut w = wake.clone();
-        w.status = WakeStatus::Cancelled;
-        w.status_reason = Some("agent_deleted".into());
-        w.waiting_on_run = None;
-        w.updated_at = ctx.now();
-        cancelled_wakes.push(w.id.clone());
-        changes.push(Change::Wake(w));
-    }
+    let cancelled_wakes =
+        super::loop_breaker::cancel_pending(ctx, &mut changes, &current.id, "agent_deleted");
     // The runs cancelled above released their checkouts in this command: start from those
     // copies (the last of each), found once rather than per issue.
     let released: BTreeMap<String, Issue> = changes
@@ -81,7 +73,7 @@ pub(crate) fn delete(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, DomainEr
         json!({
             "cancelledRuns": stopped.cancelled_runs,
             "revokedKeys": stopped.revoked_keys,
-            "cancelledWakes": cancelled_wakes.len(),
+            "cancelledWakes": cancelled_wakes,
             "unassignedIssues": unassigned.len(),
             "unassignedIssueIds": listed(&unassigned),
             "reportsCleared": listed(&reports),

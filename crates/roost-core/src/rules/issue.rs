@@ -11,7 +11,7 @@ use super::{require_id, require_text, wake, Ctx};
 use crate::command::{IssuePatch, NewComment, Outcome};
 use crate::entity::*;
 use crate::error::DomainError;
-use crate::state::{ActivityNote, Change, Decision};
+use crate::state::{ActivityNote, Change, Decision, State};
 
 use crate::limits::{
     MAX_BLOCKERS, MAX_COMMENT_CHARS as MAX_COMMENT, MAX_DESCRIPTION_CHARS as MAX_DESCRIPTION,
@@ -551,21 +551,21 @@ pub(crate) fn unresolved_blockers<'a>(ctx: &Ctx<'a>, issue: &'a Issue) -> Vec<&'
     issue
         .blocked_by_issue_ids
         .iter()
-        .filter(|b| !blocker_resolved(ctx, b))
+        .filter(|b| !blocker_resolved(ctx.state, b))
         .map(String::as_str)
         .collect()
 }
 
 /// Whether blocker `id` no longer holds its dependents back: done, or deleted.
-pub(crate) fn blocker_resolved(ctx: &Ctx<'_>, id: &str) -> bool {
-    ctx.state
+pub(crate) fn blocker_resolved(state: &State, id: &str) -> bool {
+    state
         .issues
         .status(id)
         .is_none_or(|s| s == IssueStatus::Done)
 }
 
 /// Statuses in which an assigned issue is work to do now (not parked, not closed).
-fn is_workable(status: IssueStatus) -> bool {
+pub(crate) fn is_workable(status: IssueStatus) -> bool {
     matches!(status, IssueStatus::Todo | IssueStatus::InProgress)
 }
 
@@ -615,7 +615,7 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
         edited[at].blocked_by_issue_ids.retain(|b| b != issue_id);
     }
     let mut changes = vec![Change::IssueDeleted(issue.id.clone())];
-    let was_unresolved = !blocker_resolved(ctx, issue_id);
+    let was_unresolved = !blocker_resolved(ctx.state, issue_id);
     let mut unblocked = Vec::new();
     for mut other in edited {
         other.updated_at = ctx.now();
@@ -631,7 +631,7 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
             && other
                 .blocked_by_issue_ids
                 .iter()
-                .all(|b| blocker_resolved(ctx, b))
+                .all(|b| blocker_resolved(ctx.state, b))
         {
             unblocked.push(other.clone());
         }

@@ -324,7 +324,13 @@ fn apply_trip(ctx: &Ctx<'_>, changes: &mut Vec<Change>, wake: &mut Wake, trip: T
 }
 
 /// Cancels every pending wake of `agent_id`: in the state and made earlier by this command.
-fn cancel_pending(ctx: &Ctx<'_>, changes: &mut Vec<Change>, agent_id: &str, why: &str) {
+/// Returns how many it cancelled.
+pub(super) fn cancel_pending(
+    ctx: &Ctx<'_>,
+    changes: &mut Vec<Change>,
+    agent_id: &str,
+    why: &str,
+) -> usize {
     let from_state = ctx
         .state
         .pending_wakes
@@ -338,6 +344,7 @@ fn cancel_pending(ctx: &Ctx<'_>, changes: &mut Vec<Change>, agent_id: &str, why:
     let mut ids: Vec<String> = from_state.chain(from_changes).collect();
     ids.sort();
     ids.dedup();
+    let mut cancelled = 0;
     for id in ids {
         let latest = changes
             .iter()
@@ -353,8 +360,10 @@ fn cancel_pending(ctx: &Ctx<'_>, changes: &mut Vec<Change>, agent_id: &str, why:
             w.waiting_on_run = None;
             w.updated_at = ctx.now();
             changes.push(Change::Wake(w));
+            cancelled += 1;
         }
     }
+    cancelled
 }
 
 /// Stamps `statusChangedAt` on every issue `changes` moves to another status, and on the

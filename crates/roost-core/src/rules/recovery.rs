@@ -60,8 +60,7 @@ pub const MAX_RECOVERIES: u32 = 3;
 #[serde(rename_all = "camelCase")]
 pub struct IssueRecovery {
     pub attempts: u32,
-    /// The last recovery: when, and its wake (whose run's end the next one waits from).
-    pub last_at: Timestamp,
+    /// The last recovery's wake: the next one waits from its making, or its run's end.
     pub wake_id: String,
 }
 
@@ -90,10 +89,10 @@ pub fn recoveries_due(state: &State, now: Timestamp) -> Vec<String> {
         let candidates = state.open_issue_ids_assigned_to(&agent.id).filter(|id| {
             !live.contains(&(agent.id.as_str(), *id))
                 && state.pending_wake(&agent.id, Some(id)).is_none()
-                && matches!(
-                    state.issues.status(id),
-                    Some(IssueStatus::Todo | IssueStatus::InProgress)
-                )
+                && state
+                    .issues
+                    .status(id)
+                    .is_some_and(super::issue::is_workable)
         });
         for id in candidates {
             if let Some(issue) = state.issues.get(id) {
@@ -166,12 +165,10 @@ fn quiet_since(state: &State, agent: &Agent, issue: &Issue) -> Timestamp {
 /// The issue waits for something on purpose: an open blocker, an open approval linked to it,
 /// or its paused project (whose runs wait for the resume: `rules/run.rs`).
 fn waits_on_purpose(state: &State, issue: &Issue) -> bool {
-    let blocked = issue.blocked_by_issue_ids.iter().any(|b| {
-        state
-            .issues
-            .status(b)
-            .is_some_and(|s| s != IssueStatus::Done)
-    });
+    let blocked = issue
+        .blocked_by_issue_ids
+        .iter()
+        .any(|b| !super::issue::blocker_resolved(state, b));
     let paused_project = issue
         .project_id
         .as_deref()
@@ -180,17 +177,22 @@ fn waits_on_purpose(state: &State, issue: &Issue) -> bool {
     blocked || paused_project || state.approvals.open_for_issue(&issue.id).next().is_some()
 }
 
-/// When the last recovery's run ended (its wake's, or the wake it merged into), else when the
-/// recovery was made.
+/// When the last recovery was made (its wake's making), or its run ended (its wake's, or the
+/// wake it merged into), whichever is later.
 fn ended_at(state: &State, recovery: &IssueRecovery) -> Timestamp {
-    let wake = state.wakes.get(&recovery.wake_id);
-    let wake = wake
-        .and_then(|w| w.coalesced_into.as_ref())
+    let Some(made) = state.wakes.get(&recovery.wake_id) else {
+        return Timestamp(i64::MIN);
+    };
+    let answered = made
+        .coalesced_into
+        .as_ref()
         .and_then(|id| state.wakes.get(id))
-        .or(wake);
-    wake.and_then(|w| state.runs.get(w.run_id.as_deref()?))
+        .unwrap_or(made);
+    state
+        .runs
+        .get(answered.run_id.as_deref().unwrap_or_default())
         .and_then(|r| r.finished_at)
-        .map_or(recovery.last_at, |end| end.max(recovery.last_at))
+        .map_or(made.created_at, |end| end.max(made.created_at))
 }
 
 /// The company's quiet time before a first recovery, in milliseconds; `None` when it turned
@@ -231,8 +233,9 @@ pub(crate) fn recover_issue(
     let Some(step) = due(ctx.state, &issue, ctx.now()) else {
         return Err(DomainError::conflict(format!(
             "issue {} is not due for recovery: it must be todo or in_progress, assigned to an \
-             active agent without a timer, with no pending wake, live run or open blocker, and \
-             quiet long enough",
+             active agent without a timer in an active company with recovery on, not held by a \
+             budget or a daily cap, with no pending wake, live run, open blocker, open approval \
+             or paused project, and quiet long enough",
             issue.identifier
         )));
     };
@@ -267,7 +270,6 @@ pub(crate) fn recover_issue(
             )?;
             next.recovery = Some(IssueRecovery {
                 attempts: attempts + 1,
-                last_at: ctx.now(),
                 wake_id: wake.id.clone(),
             });
             let details = json!({

@@ -564,7 +564,6 @@ fn a_manager_moving_the_issue_or_another_agents_checkout_starts_the_count_over()
         let mut issue = w.state.issues.get("i1").expect("i1").into_owned();
         issue.recovery = Some(super::recovery::IssueRecovery {
             attempts: MAX_RECOVERIES,
-            last_at: Timestamp(1),
             wake_id: "gone".into(),
         });
         w.state.put(crate::state::Change::Issue(issue.into()));

@@ -261,8 +261,9 @@ pub(crate) fn enqueue(
 }
 
 /// A merged wake's payload gains the later request's keys, a later key winning, as Paperclip
-/// merges a coalesced wake's context; it stays as it was if the merge would pass
-/// [`MAX_WAKE_PAYLOAD_BYTES`] (each request was checked alone, not their sum).
+/// merges a coalesced wake's context; if the merge would pass [`MAX_WAKE_PAYLOAD_BYTES`] (each
+/// request was checked alone, not their sum), the later payload replaces it whole, so the
+/// newest context (an approval's decision) is never the one lost.
 fn merge_payload(into: &mut Value, later: &Value) {
     let Some(later) = later.as_object().filter(|o| !o.is_empty()) else {
         return;
@@ -276,6 +277,8 @@ fn merge_payload(into: &mut Value, later: &Value) {
     let merged = Value::Object(merged);
     if serde_json::to_vec(&merged).is_ok_and(|b| b.len() <= MAX_WAKE_PAYLOAD_BYTES) {
         *into = merged;
+    } else {
+        *into = Value::Object(later.clone());
     }
 }
 
@@ -428,7 +431,7 @@ pub(crate) fn wake_for_done_blocker(
     changes: &mut Vec<Change>,
     issue: &Issue,
 ) -> Result<(), DomainError> {
-    let resolved = |id: &str| id == issue.id || super::issue::blocker_resolved(ctx, id);
+    let resolved = |id: &str| id == issue.id || super::issue::blocker_resolved(ctx.state, id);
     let open_dependents = (ctx.state.issue_ids_blocked_by(&issue.id))
         .filter(|d| ctx.state.issues.is_closed(d) == Some(false))
         .filter_map(|d| ctx.state.issues.get(d));

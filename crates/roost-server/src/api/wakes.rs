@@ -158,31 +158,15 @@ impl Api {
         }))
     }
 
-    /// Waits (up to [`CLAIM_WAIT`]) while the wake is queued and an online worker serves its
-    /// agent's adapter, so the answer can carry the run as Paperclip's does.
+    /// Waits (up to [`CLAIM_WAIT`]) while [`claim_expected`] says the dispatcher will claim the
+    /// wake, so the answer can carry the run as Paperclip's does.
     async fn wait_for_claim(&self, wake_id: &str) {
         let deadline = tokio::time::Instant::now() + CLAIM_WAIT;
         // A claim is a replicated write: look again only when this node applies an entry.
         let mut applied = self.reader().applied_watch();
         loop {
             applied.borrow_and_update();
-            let waiting = self.reader().read(|s| {
-                let Some(wake) = s.wakes.get(wake_id) else {
-                    return false;
-                };
-                let Some(agent) = s.agents.get(&wake.agent_id) else {
-                    return false;
-                };
-                let able: Vec<&Worker> = s
-                    .workers
-                    .values()
-                    .filter(|w| worker_suits(w, agent).is_ok())
-                    .collect();
-                wake.status == WakeStatus::Queued
-                    && held_back(s, wake).is_none()
-                    && has_free_slot(s, &able)
-            });
-            if !waiting {
+            if !self.reader().read(|s| claim_expected(s, wake_id)) {
                 return;
             }
             match tokio::time::timeout_at(deadline, applied.changed()).await {
@@ -243,5 +227,107 @@ impl Api {
         wake_id: &str,
     ) -> Result<Option<String>, ApiError> {
         Ok(self.get_wake(caller, wake_id).await?.blocked_by)
+    }
+}
+
+/// Whether the dispatcher is about to claim the wake: it is queued, nothing but the workers
+/// holds it back, and a worker that suits its agent has a free slot.
+pub(crate) fn claim_expected(state: &State, wake_id: &str) -> bool {
+    let Some(wake) = state.wakes.get(wake_id) else {
+        return false;
+    };
+    let Some(agent) = state.agents.get(&wake.agent_id) else {
+        return false;
+    };
+    let able: Vec<&Worker> = state
+        .workers
+        .values()
+        .filter(|w| worker_suits(w, agent).is_ok())
+        .collect();
+    wake.status == WakeStatus::Queued
+        && held_back(state, wake).is_none()
+        && has_free_slot(state, &able)
+}
+
+#[cfg(test)]
+mod tests {
+    use roost_core::{Actor, AdapterType, Command, Envelope, Outcome, Timestamp};
+
+    use super::*;
+
+    fn apply(state: &mut State, index: &mut u64, command: Command) -> Outcome {
+        *index += 1;
+        let env = Envelope {
+            request_id: None,
+            at: Timestamp(1_800_000_000_000 + *index as i64),
+            actor: Actor::system(),
+            command,
+            idempotency_key: None,
+        };
+        match state.apply(*index, &env).outcome {
+            Ok(o) => o,
+            Err(e) => panic!("refused: {e}"),
+        }
+    }
+
+    /// Bug: a wakeup waited for the claim only while `blocked_by` said nothing held the wake
+    /// back, but "waiting for a worker" always did, so it never waited and its answer never
+    /// carried the run.
+    #[test]
+    fn a_queued_wake_with_a_free_fitting_worker_is_expected_to_be_claimed() {
+        let (mut state, mut index) = (State::new(), 0);
+        let company = Command::CreateCompany {
+            id: "c".into(),
+            name: "C".into(),
+            issue_prefix: "C".into(),
+        };
+        apply(&mut state, &mut index, company);
+        let agent = Command::CreateAgent {
+            id: "a".into(),
+            company_id: "c".into(),
+            name: "a".into(),
+            role: "engineer".into(),
+            title: None,
+            adapter_type: AdapterType::Process,
+            adapter_config: serde_json::json!({}),
+            heartbeat: Default::default(),
+            placement_labels: Default::default(),
+        };
+        apply(&mut state, &mut index, agent);
+        let wakeup = Command::Wakeup {
+            id: "w".into(),
+            agent_id: "a".into(),
+            issue_id: None,
+            reason: roost_core::WakeReason::OnDemand,
+            payload: serde_json::Value::Null,
+            wake_key: None,
+        };
+        apply(&mut state, &mut index, wakeup);
+        assert!(
+            !claim_expected(&state, "w"),
+            "no worker: nothing to wait for"
+        );
+        assert!(blocked_by(&state, &state.wakes["w"]).is_some());
+        let register = |adapters: Vec<AdapterType>, slots: u32| Command::RegisterWorker {
+            worker_id: "wk".into(),
+            name: "wk".into(),
+            adapters,
+            labels: Default::default(),
+            slots,
+            version: "test".into(),
+        };
+        apply(
+            &mut state,
+            &mut index,
+            register(vec![AdapterType::Claude], 1),
+        );
+        assert!(!claim_expected(&state, "w"), "no worker runs its adapter");
+        apply(
+            &mut state,
+            &mut index,
+            register(vec![AdapterType::Process], 1),
+        );
+        assert!(claim_expected(&state, "w"), "a free fitting worker");
+        assert!(!claim_expected(&state, "no-such-wake"));
     }
 }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::extract::{Bearer, QueryParams};
-use crate::api::Api;
+use crate::api::{Api, LogChunk};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
@@ -67,35 +67,60 @@ pub async fn events(
     let mut stream = api
         .run_log(&caller, token.as_deref(), &id, after, false)
         .await?;
-    let mut start = None;
-    let mut data = Vec::new();
-    // The page reaches the log's end only if the stream ran out on its last chunk.
-    let mut complete = false;
+    let mut page = Page::new(budget);
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk?;
-        let from = *start.get_or_insert(chunk.offset);
-        // A chunk that does not follow on (the live buffer dropped bytes in between) ends the
-        // page, its bytes all shown (a part line before the gap has no rest to wait for): the
-        // next page starts at the gap, so `seq` stays the log's offset.
-        if chunk.offset != from + data.len() as u64 {
-            complete = true;
-            break;
-        }
-        data.extend_from_slice(&chunk.data);
-        complete = chunk.ended;
-        if data.len() >= budget {
-            complete = chunk.ended && data.len() == budget;
+        if !page.push(chunk?) {
             break;
         }
     }
-    data.truncate(budget);
     Ok(Json(log_events(
         &run,
-        start.unwrap_or(after),
-        &data,
-        complete,
+        page.start.unwrap_or(after),
+        &page.data,
+        page.complete,
         limit,
     )))
+}
+
+/// The log bytes of one page, gathered from the log's chunks in order.
+struct Page {
+    budget: usize,
+    start: Option<u64>,
+    data: Vec<u8>,
+    /// Nothing after `data` will complete its last line: the run ended and `data` reaches the
+    /// log's end, or the log has a gap after it.
+    complete: bool,
+}
+
+impl Page {
+    fn new(budget: usize) -> Page {
+        Page {
+            budget,
+            start: None,
+            data: Vec::new(),
+            complete: false,
+        }
+    }
+
+    /// Takes the next chunk; `false` once the page is full or ends at a gap.
+    fn push(&mut self, chunk: LogChunk) -> bool {
+        let from = *self.start.get_or_insert(chunk.offset);
+        // A chunk that does not follow on (the live buffer dropped bytes in between) ends the
+        // page, its bytes all shown (a part line before the gap has no rest to wait for): the
+        // next page starts at the gap, so `seq` stays the log's offset.
+        if chunk.offset != from + self.data.len() as u64 {
+            self.complete = true;
+            return false;
+        }
+        self.data.extend_from_slice(&chunk.data);
+        if self.data.len() >= self.budget {
+            self.complete = chunk.ended && self.data.len() == self.budget;
+            self.data.truncate(self.budget);
+            return false;
+        }
+        self.complete = chunk.ended;
+        true
+    }
 }
 
 /// The events for `data`, the log from offset `from`: pieces of at most [`EVENT_BYTES`] that
@@ -193,6 +218,43 @@ mod tests {
         let first = log_events(&run(), 0, line.as_bytes(), true, 1);
         assert_eq!(first.len(), 1);
         assert_eq!(first[0].seq, EVENT_BYTES as u64);
+    }
+
+    fn chunk(offset: u64, data: &str, ended: bool) -> LogChunk {
+        LogChunk {
+            offset,
+            data: data.as_bytes().to_vec(),
+            ended,
+        }
+    }
+
+    /// A page ends at a gap in the live log with its bytes all shown (a part line before the
+    /// gap has no rest to come), and its last `seq` is where the gap starts.
+    #[test]
+    fn a_page_stops_at_a_gap_and_shows_the_part_line_before_it() {
+        let mut page = Page::new(1 << 20);
+        assert!(page.push(chunk(100, "one\ntw", false)));
+        assert!(
+            !page.push(chunk(500, "later\n", false)),
+            "a gap ends the page"
+        );
+        assert_eq!((page.start, page.complete), (Some(100), true));
+        let events = log_events(&run(), 100, &page.data, page.complete, 100);
+        assert_eq!(chunks(&events), [(104, "one\n".into()), (106, "tw".into())]);
+    }
+
+    /// A page is complete only when the stream's last chunk ended the log within the budget.
+    #[test]
+    fn a_page_is_complete_only_at_the_ended_log_within_its_budget() {
+        let mut page = Page::new(8);
+        assert!(page.push(chunk(0, "abc", false)));
+        assert!(!page.complete, "a live run's log goes on");
+        assert!(page.push(chunk(3, "de", true)));
+        assert!(page.complete, "the ended log's last chunk");
+        let mut full = Page::new(4);
+        assert!(!full.push(chunk(0, "abcdef", true)), "past the budget");
+        assert_eq!(full.data, b"abcd");
+        assert!(!full.complete, "more of the log follows the page");
     }
 
     /// Bug (review): a page of one event (`limit=1`: 16 KiB read) of a line longer than that,

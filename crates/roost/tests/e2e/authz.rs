@@ -1,6 +1,6 @@
 //! Authorization as a table (ARCHITECTURE.md, "Authorization"): every REST route and every gRPC
-//! method has a rule below, and the test walks the router's source and the generated service
-//! descriptors so that a route or method added without a rule fails here. Each rule is then
+//! method has a rule in `authz/rules.rs`, and the test walks the router's source and the
+//! generated service descriptors so that a route or method added without a rule fails here. Each rule is then
 //! checked against a real node with real credentials: no credential is `401` everywhere but the
 //! public probes; an agent of another company is refused on every company's route; an agent of
 //! the same company is refused on administrators' routes and served on its own; an administrator
@@ -87,7 +87,7 @@ fn every_route_and_method_has_a_rule() {
         .collect();
     assert!(
         missing.is_empty(),
-        "routes without a rule in tests/e2e/authz.rs (and ARCHITECTURE.md): {missing:?}"
+        "routes without a rule in tests/e2e/authz/rules.rs (and ARCHITECTURE.md): {missing:?}"
     );
     let stale: Vec<_> = REST
         .iter()

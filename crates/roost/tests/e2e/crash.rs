@@ -216,18 +216,7 @@ async fn roost_dev_stops_on_sigterm_within_the_grace_of_a_supervisor() -> anyhow
     let process = RoostProcess::spawn_dev(&roost_binary(), dir.path(), START_DEADLINE)?;
     // With its worker's connection open, as after any use: that stream is what held the stop.
     let admin = Http::new(process.base_url.clone()).with_token(&process.admin_token);
-    roost_testkit::wait_for("the dev worker online", START_DEADLINE, || {
-        let admin = admin.clone();
-        async move {
-            let workers = admin.get("/api/workers").await.ok()?.ok().ok()?;
-            workers
-                .as_array()?
-                .iter()
-                .any(|w| w["status"] == "online")
-                .then_some(())
-        }
-    })
-    .await?;
+    crate::support::dev_worker_online(&admin).await?;
     let pid = libc::pid_t::try_from(process.pid())?;
     // SAFETY: kill(2) with our own child's pid and a valid signal has no memory effects.
     anyhow::ensure!(
