@@ -19,6 +19,8 @@ mod rest;
 mod supervise;
 #[cfg(test)]
 mod surface_tests;
+#[cfg(test)]
+mod test_state;
 mod tls;
 pub mod workers;
 

@@ -108,10 +108,20 @@ pub(crate) fn update(
         company.loop_breaker = lb;
     }
     if let Some(secs) = patch.escalate_blocked_after_secs {
-        company.escalate_blocked_after_secs = super::org::check_escalate_secs(secs)?;
+        company.escalate_blocked_after_secs = timer_secs(
+            "escalateBlockedAfterSecs",
+            secs,
+            super::org::MAX_ESCALATE_SECS,
+            "escalation",
+        )?;
     }
     if let Some(secs) = patch.recover_stranded_after_secs {
-        company.recover_stranded_after_secs = super::recovery::check_recover_secs(secs)?;
+        company.recover_stranded_after_secs = timer_secs(
+            "recoverStrandedAfterSecs",
+            secs,
+            super::recovery::MAX_RECOVER_SECS,
+            "recovery",
+        )?;
     }
     company.updated_at = ctx.now();
     let mut details = serde_json::to_value(patch).unwrap_or(serde_json::Value::Null);
@@ -130,4 +140,17 @@ pub(crate) fn update(
             details,
         },
     })
+}
+
+/// A company's timer setting in seconds (escalation, recovery): at most `max`; 0 turns `what`
+/// off.
+fn timer_secs(field: &str, secs: u32, max: u32, what: &str) -> Result<u32, DomainError> {
+    if secs > max {
+        let days = f64::from(max) / 86_400.0;
+        return Err(DomainError::invalid(
+            field,
+            format!("must be at most {max} ({days} days); 0 turns {what} off"),
+        ));
+    }
+    Ok(secs)
 }

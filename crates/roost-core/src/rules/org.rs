@@ -34,17 +34,6 @@ pub fn is_default_escalate_secs(secs: &u32) -> bool {
     *secs == DEFAULT_ESCALATE_SECS
 }
 
-/// A threshold a company may set.
-pub(crate) fn check_escalate_secs(secs: u32) -> Result<u32, DomainError> {
-    if secs > MAX_ESCALATE_SECS {
-        return Err(DomainError::invalid(
-            "escalateBlockedAfterSecs",
-            format!("must be at most {MAX_ESCALATE_SECS} (30 days); 0 turns escalation off"),
-        ));
-    }
-    Ok(secs)
-}
-
 /// The manager `agent` may report to: `None` clears it; otherwise an agent of its company,
 /// not terminated, not itself, and not one of its own reports (no cycle).
 pub(crate) fn check_manager(

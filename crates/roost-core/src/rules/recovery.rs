@@ -41,17 +41,6 @@ pub fn is_off(secs: &u32) -> bool {
     *secs == 0
 }
 
-/// A quiet time a company may set.
-pub(crate) fn check_recover_secs(secs: u32) -> Result<u32, DomainError> {
-    if secs > MAX_RECOVER_SECS {
-        return Err(DomainError::invalid(
-            "recoverStrandedAfterSecs",
-            format!("must be at most {MAX_RECOVER_SECS} (a day); 0 turns recovery off"),
-        ));
-    }
-    Ok(secs)
-}
-
 /// Recovery wakes before the issue is moved to `blocked`.
 pub const MAX_RECOVERIES: u32 = 3;
 

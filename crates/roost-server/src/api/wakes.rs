@@ -251,23 +251,14 @@ pub(crate) fn claim_expected(state: &State, wake_id: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use roost_core::{Actor, AdapterType, Command, Envelope, Outcome, Timestamp};
+    use roost_core::{AdapterType, Command, Timestamp};
 
     use super::*;
 
-    fn apply(state: &mut State, index: &mut u64, command: Command) -> Outcome {
-        *index += 1;
-        let env = Envelope {
-            request_id: None,
-            at: Timestamp(1_800_000_000_000 + *index as i64),
-            actor: Actor::system(),
-            command,
-            idempotency_key: None,
-        };
-        match state.apply(*index, &env).outcome {
-            Ok(o) => o,
-            Err(e) => panic!("refused: {e}"),
-        }
+    /// Applies `command` a millisecond after the one before.
+    fn apply(state: &mut State, index: &mut u64, command: Command) {
+        let at = Timestamp(1_800_000_000_000 + *index as i64);
+        crate::test_state::apply(state, index, at, command);
     }
 
     /// Bug: a wakeup waited for the claim only while `blocked_by` said nothing held the wake

@@ -75,26 +75,10 @@ impl AgentTimer {
 
 #[cfg(test)]
 mod tests {
-    use roost_core::{
-        Actor, AdapterType, Envelope, HeartbeatPolicy, Outcome, State, WakeReason, WakeStatus,
-    };
+    use roost_core::{AdapterType, HeartbeatPolicy, State, WakeReason, WakeStatus};
 
     use super::*;
-
-    fn apply(state: &mut State, index: &mut u64, at: Timestamp, command: Command) -> Outcome {
-        *index += 1;
-        let env = Envelope {
-            request_id: None,
-            at,
-            actor: Actor::system(),
-            command,
-            idempotency_key: None,
-        };
-        match state.apply(*index, &env).outcome {
-            Ok(o) => o,
-            Err(e) => panic!("refused: {e}"),
-        }
-    }
+    use crate::test_state::apply;
 
     /// On a paused tokio clock: an idle agent with a 60 s timer, for one simulated hour,
     /// starts no run, and each of its 60 ticks is recorded as skipped for being idle.
