@@ -277,6 +277,13 @@ pub enum Command {
     },
     /// Removes an issue and its comments (Paperclip's `DELETE /issues/{id}`); refused while a
     /// live run works on it. Its activity entries stay in the chain.
+    /// Writes, restores, locks, unlocks or deletes the document `key` of an issue
+    /// (`document.rs`, `rules/document.rs`).
+    IssueDocument {
+        issue_id: String,
+        key: String,
+        op: crate::document::DocumentOp,
+    },
     DeleteIssue {
         issue_id: String,
     },
@@ -545,6 +552,7 @@ impl Command {
             Command::CreateIssue { .. } => "issue.created",
             Command::UpdateIssue { .. } => "issue.updated",
             Command::DeleteIssue { .. } => "issue.deleted",
+            Command::IssueDocument { op, .. } => op.name(),
             Command::AddComment { .. } => "issue.comment_added",
             Command::Checkout { .. } => "issue.checked_out",
             Command::Release { .. } => "issue.released",
@@ -606,6 +614,14 @@ pub enum Outcome {
         comment: Option<Comment>,
     },
     Comment(Comment),
+    /// A document as the command left it; `body` when the command wrote one (a put or a
+    /// restore); `redirected_from` the locked document's key an agent's write went beside.
+    IssueDocument {
+        document: crate::document::IssueDocument,
+        body: Option<String>,
+        created: bool,
+        redirected_from: Option<String>,
+    },
     Run(Run),
     Wake(Wake),
     Worker(Worker),
@@ -651,6 +667,7 @@ impl Outcome {
             Outcome::Agent(_) => "agent",
             Outcome::Issue { .. } => "issue",
             Outcome::Comment(_) => "comment",
+            Outcome::IssueDocument { .. } => "issue_document",
             Outcome::Run(_) => "run",
             Outcome::Wake(_) => "wake",
             Outcome::Worker(_) => "worker",

@@ -11,6 +11,7 @@ pub mod approval;
 mod audit;
 pub mod cluster_view;
 pub mod command;
+pub mod document;
 pub mod entity;
 pub mod error;
 pub mod home;

@@ -59,6 +59,8 @@ pub enum Change {
     /// A company skill written, or removed (its id) (`skill.rs`).
     Skill(crate::skill::Skill),
     SkillDeleted(String),
+    /// An issue document's summary or revision, or its removal (`document.rs`).
+    Document(crate::document::DocumentChange),
 }
 
 /// Commands one log entry carries at most. The command at `position` in the entry at log
@@ -129,6 +131,7 @@ pub struct StateRows {
     pub goals: Vec<crate::project::Goal>,
     pub projects: Vec<crate::project::Project>,
     pub skills: Vec<crate::skill::Skill>,
+    pub issue_documents: Vec<crate::document::IssueDocument>,
     pub activity_seq: u64,
     pub activity_head: Option<String>,
 }
@@ -160,6 +163,8 @@ pub struct State {
     pub projects: BTreeMap<String, crate::project::Project>,
     /// Company skills by id (`skill.rs`).
     pub skills: BTreeMap<String, crate::skill::Skill>,
+    /// Issue documents' summaries (`document.rs`).
+    pub documents: crate::document::DocumentState,
     pub activity_seq: u64,
     pub activity_head: String,
     pub idempotency: IdempotencyTable,
@@ -386,7 +391,12 @@ impl State {
                 .chain(rows.approvals.into_iter().map(Change::Approval))
                 .chain(rows.goals.into_iter().map(Change::Goal))
                 .chain(rows.projects.into_iter().map(Change::Project))
-                .chain(rows.skills.into_iter().map(Change::Skill));
+                .chain(rows.skills.into_iter().map(Change::Skill))
+                .chain(
+                    rows.issue_documents
+                        .into_iter()
+                        .map(|d| Change::Document(crate::document::DocumentChange::Document(d))),
+                );
         for change in puts {
             state.put(change);
         }
@@ -555,6 +565,8 @@ impl State {
                 self.touch(change);
                 self.link_comment(c);
             }
+            // A revision's body is written to state.db only.
+            Change::Document(crate::document::DocumentChange::Revision(_)) => {}
             _ => self.put(change.clone()),
         }
     }
@@ -656,6 +668,7 @@ impl State {
             Change::SkillDeleted(id) => {
                 self.skills.remove(&id);
             }
+            Change::Document(d) => self.documents.put(d),
             Change::Activity(_) => {}
             Change::Remembered(r) => self.idempotency.insert(r),
             Change::Forgotten(key) => self.idempotency.remove(&key),

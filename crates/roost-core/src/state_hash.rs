@@ -50,9 +50,10 @@ pub(crate) enum Table {
     Project,
     Skill,
     CompanyMemoryLive,
+    IssueDocument,
 }
 
-const TABLES: [Table; 25] = [
+const TABLES: [Table; 26] = [
     Table::Company,
     Table::Agent,
     Table::Issue,
@@ -78,6 +79,7 @@ const TABLES: [Table; 25] = [
     Table::Project,
     Table::Skill,
     Table::CompanyMemoryLive,
+    Table::IssueDocument,
 ];
 
 type Lanes = [u64; 4];
@@ -256,6 +258,7 @@ fn keys(state: &State, table: Table) -> Vec<String> {
         Table::Project => of(&state.projects),
         Table::Skill => of(&state.skills),
         Table::CompanyMemoryLive => of(&state.memory.company_live),
+        Table::IssueDocument => of(&state.documents.documents),
     }
 }
 
@@ -293,6 +296,7 @@ fn row_digest(state: &State, table: Table, key: &str) -> Option<Lanes> {
         Table::Project => json(state.projects.get(key)),
         Table::Skill => json(state.skills.get(key)),
         Table::CompanyMemoryLive => json(state.memory.company_live.get(key)),
+        Table::IssueDocument => json(state.documents.documents.get(key)),
     }?;
     let mut hasher = Sha256::new();
     hasher.update([table as u8]);
@@ -353,6 +357,12 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
         // Its key is derived ([`crate::home::HomeChunk::key`]): `State::touch` marks it.
         Change::Home(HomeChange::Chunk(..)) => return None,
         Change::Home(HomeChange::ChunkDropped(key)) => (Table::HomeChunk, key.as_str()),
+        Change::Document(d) => match d {
+            crate::document::DocumentChange::Document(d) => (Table::IssueDocument, d.id.as_str()),
+            crate::document::DocumentChange::Deleted(id) => (Table::IssueDocument, id.as_str()),
+            // Not in memory: its document's row (its latest revision and ids) is.
+            crate::document::DocumentChange::Revision(_) => return None,
+        },
         Change::Activity(_) => return None,
     })
 }

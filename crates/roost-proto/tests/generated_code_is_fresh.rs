@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 const PROTOS: &[&str] = &[
     "roost/v1/cluster.proto",
     "roost/v1/control.proto",
+    "roost/v1/documents.proto",
     "roost/v1/enums.proto",
     "roost/v1/raft.proto",
     "roost/v1/worker.proto",

@@ -116,6 +116,29 @@ const SURFACE: &[(&str, Twin)] = &[
     ("GET /issues/{id}/comments", Grpc("ListComments")),
     ("POST /issues/{id}/comments", Grpc("AddComment")),
     ("GET /issues/{id}/comments/{comment_id}", Grpc("GetComment")),
+    ("GET /issues/{id}/documents", Grpc("ListIssueDocuments")),
+    ("GET /issues/{id}/documents/{key}", Grpc("GetIssueDocument")),
+    ("PUT /issues/{id}/documents/{key}", Grpc("PutIssueDocument")),
+    (
+        "DELETE /issues/{id}/documents/{key}",
+        Grpc("DeleteIssueDocument"),
+    ),
+    (
+        "GET /issues/{id}/documents/{key}/revisions",
+        Grpc("ListDocumentRevisions"),
+    ),
+    (
+        "POST /issues/{id}/documents/{key}/revisions/{revision_id}/restore",
+        Grpc("RestoreIssueDocument"),
+    ),
+    (
+        "POST /issues/{id}/documents/{key}/lock",
+        Grpc("LockIssueDocument"),
+    ),
+    (
+        "POST /issues/{id}/documents/{key}/unlock",
+        Grpc("LockIssueDocument"),
+    ),
     (
         "GET /issues/{id}/heartbeat-context",
         Grpc("GetHeartbeatContext"),

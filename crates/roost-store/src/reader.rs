@@ -192,6 +192,45 @@ impl StateReader {
         .transpose()
     }
 
+    /// One revision of an issue document, with its body.
+    pub async fn document_revision(
+        &self,
+        revision_id: &str,
+    ) -> Result<Option<roost_core::document::DocumentRevision>, Error> {
+        let pool = self.flushed()?;
+        let row = sqlx::query("SELECT data FROM document_revisions WHERE id = ?")
+            .bind(revision_id)
+            .fetch_optional(pool)
+            .await
+            .map_err(Error::sql("get document revision"))?;
+        row.map(|r| {
+            serde_json::from_str(r.get::<&str, _>(0))
+                .map_err(|e| Error::corrupt("document revision", e))
+        })
+        .transpose()
+    }
+
+    /// Every revision of an issue document, newest first.
+    pub async fn document_revisions(
+        &self,
+        document_id: &str,
+    ) -> Result<Vec<roost_core::document::DocumentRevision>, Error> {
+        let pool = self.flushed()?;
+        let rows = sqlx::query(
+            "SELECT data FROM document_revisions WHERE document_id = ? ORDER BY revision_number DESC",
+        )
+        .bind(document_id)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::sql("list document revisions"))?;
+        rows.iter()
+            .map(|r| {
+                serde_json::from_str(r.get::<&str, _>(0))
+                    .map_err(|e| Error::corrupt("document revision", e))
+            })
+            .collect()
+    }
+
     /// The first outcome of the remembered (scoped) idempotency key `key` first used at `at`,
     /// which memory does not keep (`roost_core::idempotency::Seen`); `None` once that use has
     /// expired (the row is gone, or holds a later use of the key). Sees every applied write

@@ -112,6 +112,8 @@ pub(crate) struct RowBatch {
     dropped: BTreeMap<&'static str, BTreeSet<String>>,
     /// Deleted issues, whose comments are deleted with them.
     deleted_issues: BTreeSet<String>,
+    /// Deleted issue documents, whose revisions are deleted with them.
+    deleted_documents: BTreeSet<String>,
     /// The memory search index's texts by key (`search.rs`): `None` drops one.
     search: BTreeMap<String, Option<SearchRow>>,
 }
@@ -193,6 +195,46 @@ impl RowBatch {
                 ],
             ),
             HomeChange::ChunkDropped(key) => self.drop_row("home_chunks", key),
+        }
+        Ok(())
+    }
+
+    /// Issue documents and their revisions (`roost_core::document`).
+    fn add_document(&mut self, change: &roost_core::document::DocumentChange) -> Result<(), Error> {
+        use roost_core::document::DocumentChange as D;
+        match change {
+            D::Document(d) => self.put_kept(
+                "issue_documents",
+                "id, company_id, issue_id, data",
+                vec![
+                    text(&d.id),
+                    text(&d.company_id),
+                    text(&d.issue_id),
+                    Cell::Text(json(d)?),
+                ],
+            ),
+            D::Revision(r) => self.put(
+                "document_revisions",
+                "id, company_id, document_id, revision_number, data",
+                OnConflict::Ignore,
+                vec![
+                    text(&r.id),
+                    text(&r.company_id),
+                    text(&r.document_id),
+                    Cell::Int(i64::try_from(r.revision_number).unwrap_or(i64::MAX)),
+                    Cell::Text(json(r)?),
+                ],
+            ),
+            D::Deleted(id) => {
+                self.drop_row("issue_documents", id);
+                // Its revisions written earlier in this batch go too: the batch's deletes
+                // run before its inserts.
+                if let Some(t) = self.tables.get_mut("document_revisions") {
+                    t.keyed
+                        .retain(|_, row| !matches!(row.get(2), Some(Cell::Text(d)) if d == id));
+                }
+                self.deleted_documents.insert(id.clone());
+            }
         }
         Ok(())
     }
@@ -466,6 +508,7 @@ impl RowBatch {
                 vec![text(&k.id), text(&k.company_id), Cell::Text(json(k)?)],
             ),
             Change::SkillDeleted(id) => self.drop_row("skills", id),
+            Change::Document(d) => self.add_document(d)?,
             Change::Approval(a) => self.put(
                 "approvals",
                 "id, company_id, data",
@@ -500,6 +543,16 @@ impl RowBatch {
         }
         for id in &deleted {
             search::remove_issue_comments(conn, id)?;
+        }
+        let documents: Vec<String> = std::mem::take(&mut self.deleted_documents)
+            .into_iter()
+            .collect();
+        for ids in documents.chunks(ROWS_PER_STATEMENT[0]) {
+            let marks = vec!["?"; ids.len()].join(", ");
+            let sql = format!("DELETE FROM document_revisions WHERE document_id IN ({marks})");
+            conn.prepare_cached(&sql)
+                .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(ids.iter())))
+                .map_err(Error::write("write change"))?;
         }
         for (key, row) in std::mem::take(&mut self.search) {
             match row {

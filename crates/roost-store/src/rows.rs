@@ -57,6 +57,11 @@ CREATE TABLE IF NOT EXISTS approvals (id TEXT PRIMARY KEY, company_id TEXT NOT N
 CREATE TABLE IF NOT EXISTS agent_homes (agent_id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS home_chunks (key TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL,
     bytes BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS issue_documents (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, issue_id TEXT NOT NULL,
+    data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS document_revisions (id TEXT PRIMARY KEY, company_id TEXT NOT NULL,
+    document_id TEXT NOT NULL, revision_number INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS document_revisions_by_document ON document_revisions (document_id, revision_number);
 CREATE TABLE IF NOT EXISTS memory_search_rows (rowid INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE,
     kind TEXT NOT NULL, ref_id TEXT NOT NULL, company_id TEXT NOT NULL, agent_id TEXT, issue_id TEXT,
     created_at INTEGER NOT NULL);
@@ -81,6 +86,8 @@ pub(crate) const NEWER_TABLES: &[&str] = &[
     "goals",
     "projects",
     "skills",
+    "issue_documents",
+    "document_revisions",
 ];
 
 /// Every table a snapshot carries, in the order they are copied.
@@ -112,6 +119,8 @@ pub(crate) const TABLES: &[&str] = &[
     "goals",
     "projects",
     "skills",
+    "issue_documents",
+    "document_revisions",
 ];
 
 /// Every row of `table`, parsed from its `data` column. A row that does not parse is named by
@@ -174,6 +183,8 @@ pub(crate) async fn load_state(
     let goals = load_json(conn, "goals").await?;
     let projects = load_json(conn, "projects").await?;
     let skills = load_json(conn, "skills").await?;
+    // A revision's body stays on disk: memory keeps each document's summary.
+    let issue_documents = load_json(conn, "issue_documents").await?;
     let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
         .fetch_all(&mut *conn)
         .await
@@ -221,6 +232,7 @@ pub(crate) async fn load_state(
         goals,
         projects,
         skills,
+        issue_documents,
         activity_seq: seq,
         activity_head: hash,
     });

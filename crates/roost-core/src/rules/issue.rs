@@ -615,6 +615,13 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
         edited[at].blocked_by_issue_ids.retain(|b| b != issue_id);
     }
     let mut changes = vec![Change::IssueDeleted(issue.id.clone())];
+    // Its documents go with it, each with its revisions (`rules/document.rs`).
+    changes.extend(
+        ctx.state
+            .documents
+            .of_issue(issue_id)
+            .map(|d| Change::Document(crate::document::DocumentChange::Deleted(d.id.clone()))),
+    );
     let was_unresolved = !blocker_resolved(ctx.state, issue_id);
     let mut unblocked = Vec::new();
     for mut other in edited {

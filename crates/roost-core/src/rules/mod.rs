@@ -23,6 +23,9 @@ mod company_issue_tests;
 pub(crate) mod credential;
 #[cfg(test)]
 mod daily_cap_tests;
+mod document;
+#[cfg(test)]
+mod document_tests;
 // The credential tests' helpers, for worker_credential_tests.rs.
 #[cfg(test)]
 use credential::tests as credential_tests;
@@ -284,6 +287,7 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
         } => skill::create(&ctx, id, company_id, fields),
         Command::UpdateSkill { skill_id, patch } => skill::update(&ctx, skill_id, patch),
         Command::DeleteSkill { skill_id } => skill::delete(&ctx, skill_id),
+        Command::IssueDocument { issue_id, key, op } => document::decide(&ctx, issue_id, key, op),
         Command::SetAgentSkills { agent_id, skills } => {
             skill::set_agent_skills(&ctx, agent_id, skills)
         }

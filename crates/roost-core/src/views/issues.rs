@@ -47,6 +47,12 @@ pub struct IssueDetail {
     pub blocked_by: Vec<IssueSummary>,
     #[serde(default)]
     pub blocks: Vec<IssueSummary>,
+    /// The issue's documents without bodies, and its `plan` with its body (Paperclip's
+    /// `documentSummaries` and `planDocument`).
+    #[serde(default)]
+    pub document_summaries: Vec<crate::document::DocumentView>,
+    #[serde(default)]
+    pub plan_document: Option<crate::document::DocumentView>,
 }
 
 /// A related issue in [`IssueDetail`].

@@ -266,6 +266,15 @@ pub enum Op {
         id: Id,
         body: Text,
     },
+    /// An issue document op: `kind` picks put (with the latest revision as base, a stale or
+    /// no base), restore, lock, unlock or delete; `key` a key of a few, one of them invalid.
+    IssueDocument {
+        issue: Id,
+        key: u8,
+        kind: u8,
+        id: Id,
+        body: Text,
+    },
     Checkout {
         issue: Id,
         agent: Id,

@@ -39,6 +39,7 @@ pub struct Rows {
     goals: BTreeMap<String, project::Goal>,
     projects: BTreeMap<String, project::Project>,
     skills: BTreeMap<String, roost_core::skill::Skill>,
+    issue_documents: BTreeMap<String, document::IssueDocument>,
     routines: BTreeMap<String, routine::Routine>,
     triggers: BTreeMap<String, routine::RoutineTrigger>,
     routine_runs: BTreeMap<String, routine::RoutineRun>,
@@ -158,6 +159,18 @@ impl Rows {
                     self.projects.remove(id);
                 }
                 Change::Skill(r) => upsert!(skills, "skills", r, r.id),
+                Change::Document(d) => match d {
+                    document::DocumentChange::Document(r) => {
+                        upsert!(issue_documents, "issue_documents", r, r.id)
+                    }
+                    // A revision's body is not in memory: only its JSON form is checked.
+                    document::DocumentChange::Revision(r) => {
+                        self.stored("document_revisions", &r.id, r);
+                    }
+                    document::DocumentChange::Deleted(id) => {
+                        self.issue_documents.remove(id);
+                    }
+                },
                 Change::SkillDeleted(id) => {
                     self.skills.remove(id);
                 }
@@ -213,6 +226,7 @@ impl Rows {
             goals: all(&self.goals),
             projects: all(&self.projects),
             skills: all(&self.skills),
+            issue_documents: all(&self.issue_documents),
             activity_seq: self.activity_seq,
             activity_head: self.activity_head.clone(),
         });

@@ -408,6 +408,18 @@ fn add_comment() -> impl Strategy<Value = Op> {
     (mine_id(), new_id(), text()).prop_map(|(issue, id, body)| Op::AddComment { issue, id, body })
 }
 
+fn issue_document() -> impl Strategy<Value = Op> {
+    (mine_id(), any::<u8>(), any::<u8>(), new_id(), text()).prop_map(
+        |(issue, key, kind, id, body)| Op::IssueDocument {
+            issue,
+            key,
+            kind,
+            id,
+            body,
+        },
+    )
+}
+
 fn checkout() -> impl Strategy<Value = Op> {
     let expected = prop_oneof![
         6 => Just(vec![IssueStatus::Todo, IssueStatus::Backlog]),
@@ -706,6 +718,7 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         1 => worker_lost(),
         3 => append_memory_entry(),
         2 => put_memory_document(),
+        2 => issue_document(),
         2 => set_memory_live(),
         1 => set_company_memory_live(),
         12 => super::governance::gov_op().prop_map(Op::Governance),
@@ -730,6 +743,7 @@ fn natural(op: &Op, who: Who, n: u8) -> Who {
         Op::CreateIssue { .. }
         | Op::UpdateIssue { .. }
         | Op::AddComment { .. }
+        | Op::IssueDocument { .. }
         | Op::Checkout { .. }
         | Op::Release { .. }
         | Op::RecordCostEvent { .. }

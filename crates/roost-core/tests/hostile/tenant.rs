@@ -29,6 +29,7 @@ pub struct Foreign {
     goals: BTreeMap<String, project::Goal>,
     projects: BTreeMap<String, project::Project>,
     skills: BTreeMap<String, roost_core::skill::Skill>,
+    issue_documents: BTreeMap<String, document::IssueDocument>,
     homes: BTreeMap<String, home::AgentHome>,
     home_chunks: BTreeMap<String, home::HomeChunk>,
     routines: BTreeMap<String, routine::Routine>,
@@ -94,6 +95,7 @@ impl Foreign {
             goals: not_of(&s.goals, c, |r| Some(&r.company_id)),
             projects: not_of(&s.projects, c, |r| Some(&r.company_id)),
             skills: not_of(&s.skills, c, |r| Some(&r.company_id)),
+            issue_documents: not_of(&s.documents.documents, c, |r| Some(&r.company_id)),
             homes: not_of(&s.home.homes, c, |r| Some(&r.company_id)),
             home_chunks: not_of(&s.home.chunks, c, |r| Some(&r.company_id)),
             routines: not_of(&s.routines.routines, c, |r| Some(&r.company_id)),
@@ -124,6 +126,7 @@ impl Foreign {
             .or_else(|| differs("goals", &a.goals, &b.goals))
             .or_else(|| differs("projects", &a.projects, &b.projects))
             .or_else(|| differs("skills", &a.skills, &b.skills))
+            .or_else(|| differs("issue_documents", &a.issue_documents, &b.issue_documents))
             .or_else(|| differs("agent_homes", &a.homes, &b.homes))
             .or_else(|| differs("home_chunks", &a.home_chunks, &b.home_chunks))
             .or_else(|| differs("routines", &a.routines, &b.routines))
@@ -145,6 +148,7 @@ pub fn outcome_companies(o: &Outcome) -> Vec<Option<String>> {
             v
         }
         Outcome::Comment(c) => vec![Some(c.company_id.clone())],
+        Outcome::IssueDocument { document, .. } => vec![Some(document.company_id.clone())],
         Outcome::Run(r) => vec![Some(r.company_id.clone())],
         Outcome::Wake(w) => vec![Some(w.company_id.clone())],
         Outcome::Worker(_) => vec![None],

@@ -1942,6 +1942,180 @@ pub mod cluster_server {
         const NAME: &'static str = SERVICE_NAME;
     }
 }
+/// A document with its latest revision's body.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct IssueDocument {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub key: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "5")]
+    pub title: ::core::option::Option<::prost::alloc::string::String>,
+    /// "markdown", the one format.
+    #[prost(string, tag = "6")]
+    pub format: ::prost::alloc::string::String,
+    /// Empty in DeleteIssueDocument's answer: the revisions went with the document.
+    #[prost(string, tag = "7")]
+    pub body: ::prost::alloc::string::String,
+    #[prost(string, tag = "8")]
+    pub latest_revision_id: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "9")]
+    pub latest_revision_number: u64,
+    #[prost(string, optional, tag = "10")]
+    pub created_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "11")]
+    pub created_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "12")]
+    pub updated_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "13")]
+    pub updated_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// Set while the document is locked: only an administrator may then change it (after
+    /// unlocking); an agent's write goes to a new document beside it.
+    #[prost(int64, optional, tag = "14")]
+    pub locked_at_ms: ::core::option::Option<i64>,
+    #[prost(string, optional, tag = "15")]
+    pub locked_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "16")]
+    pub locked_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, tag = "17")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "18")]
+    pub updated_at_ms: i64,
+}
+/// One saved version of a document.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DocumentRevision {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub document_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub key: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "6")]
+    pub revision_number: u64,
+    #[prost(string, optional, tag = "7")]
+    pub title: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, tag = "8")]
+    pub format: ::prost::alloc::string::String,
+    #[prost(string, tag = "9")]
+    pub body: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "10")]
+    pub change_summary: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "11")]
+    pub created_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "12")]
+    pub created_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "13")]
+    pub created_by_run_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, tag = "14")]
+    pub created_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListIssueDocumentsRequest {
+    /// An issue id or identifier (`PREFIX-N`).
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListIssueDocumentsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub documents: ::prost::alloc::vec::Vec<IssueDocument>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetIssueDocumentRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub key: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PutIssueDocumentRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub key: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub title: ::core::option::Option<::prost::alloc::string::String>,
+    /// Empty for "markdown".
+    #[prost(string, tag = "4")]
+    pub format: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub body: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "6")]
+    pub change_summary: ::core::option::Option<::prost::alloc::string::String>,
+    /// The latest revision's id the change was made from; absent to create the document. An
+    /// update without it, or from an older revision, is refused (ABORTED) and changes nothing.
+    #[prost(string, optional, tag = "7")]
+    pub base_revision_id: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PutIssueDocumentResponse {
+    #[prost(message, optional, tag = "1")]
+    pub document: ::core::option::Option<IssueDocument>,
+    /// Whether the put created the document (REST answers 201).
+    #[prost(bool, tag = "2")]
+    pub created: bool,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListDocumentRevisionsRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub key: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListDocumentRevisionsResponse {
+    /// Newest first.
+    #[prost(message, repeated, tag = "1")]
+    pub revisions: ::prost::alloc::vec::Vec<DocumentRevision>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RestoreIssueDocumentRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub key: ::prost::alloc::string::String,
+    /// The earlier revision saved again as the newest.
+    #[prost(string, tag = "3")]
+    pub revision_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LockIssueDocumentRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub key: ::prost::alloc::string::String,
+    /// true locks, false unlocks.
+    #[prost(bool, tag = "3")]
+    pub locked: bool,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteIssueDocumentRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub key: ::prost::alloc::string::String,
+}
 /// `agent_id` is an agent's id or `me` (the calling agent) in every memory request.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -4937,6 +5111,169 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "GetComment"));
             self.inner.unary(req, path, codec).await
         }
+        /// Issue documents (documents.proto), with REST's rules (`/api/issues/{id}/documents`):
+        /// whoever may change the issue writes and restores them; administrators alone lock, unlock
+        /// and delete them.
+        /// An issue's documents in key order, each with its latest body.
+        pub async fn list_issue_documents(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListIssueDocumentsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListIssueDocumentsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListIssueDocuments",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListIssueDocuments"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn get_issue_document(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetIssueDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetIssueDocument",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetIssueDocument"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Creates a document, or saves a new revision of it from `base_revision_id`.
+        pub async fn put_issue_document(
+            &mut self,
+            request: impl tonic::IntoRequest<super::PutIssueDocumentRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::PutIssueDocumentResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/PutIssueDocument",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "PutIssueDocument"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn list_document_revisions(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListDocumentRevisionsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListDocumentRevisionsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListDocumentRevisions",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListDocumentRevisions"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Saves a copy of an earlier revision as the newest.
+        pub async fn restore_issue_document(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RestoreIssueDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/RestoreIssueDocument",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "RestoreIssueDocument"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn lock_issue_document(
+            &mut self,
+            request: impl tonic::IntoRequest<super::LockIssueDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/LockIssueDocument",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "LockIssueDocument"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Answers the document as it was, without its body.
+        pub async fn delete_issue_document(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DeleteIssueDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/DeleteIssueDocument",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "DeleteIssueDocument"));
+            self.inner.unary(req, path, codec).await
+        }
         /// Checks an issue out for the caller's run: a lease with a fencing token.
         pub async fn checkout(
             &mut self,
@@ -6797,6 +7134,50 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::GetCommentRequest>,
         ) -> std::result::Result<tonic::Response<super::Comment>, tonic::Status>;
+        /// Issue documents (documents.proto), with REST's rules (`/api/issues/{id}/documents`):
+        /// whoever may change the issue writes and restores them; administrators alone lock, unlock
+        /// and delete them.
+        /// An issue's documents in key order, each with its latest body.
+        async fn list_issue_documents(
+            &self,
+            request: tonic::Request<super::ListIssueDocumentsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListIssueDocumentsResponse>,
+            tonic::Status,
+        >;
+        async fn get_issue_document(
+            &self,
+            request: tonic::Request<super::GetIssueDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status>;
+        /// Creates a document, or saves a new revision of it from `base_revision_id`.
+        async fn put_issue_document(
+            &self,
+            request: tonic::Request<super::PutIssueDocumentRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::PutIssueDocumentResponse>,
+            tonic::Status,
+        >;
+        async fn list_document_revisions(
+            &self,
+            request: tonic::Request<super::ListDocumentRevisionsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListDocumentRevisionsResponse>,
+            tonic::Status,
+        >;
+        /// Saves a copy of an earlier revision as the newest.
+        async fn restore_issue_document(
+            &self,
+            request: tonic::Request<super::RestoreIssueDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status>;
+        async fn lock_issue_document(
+            &self,
+            request: tonic::Request<super::LockIssueDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status>;
+        /// Answers the document as it was, without its body.
+        async fn delete_issue_document(
+            &self,
+            request: tonic::Request<super::DeleteIssueDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status>;
         /// Checks an issue out for the caller's run: a lease with a fencing token.
         async fn checkout(
             &self,
@@ -8307,6 +8688,323 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetCommentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListIssueDocuments" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListIssueDocumentsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListIssueDocumentsRequest>
+                    for ListIssueDocumentsSvc<T> {
+                        type Response = super::ListIssueDocumentsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListIssueDocumentsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_issue_documents(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListIssueDocumentsSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetIssueDocument" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetIssueDocumentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetIssueDocumentRequest>
+                    for GetIssueDocumentSvc<T> {
+                        type Response = super::IssueDocument;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetIssueDocumentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_issue_document(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetIssueDocumentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/PutIssueDocument" => {
+                    #[allow(non_camel_case_types)]
+                    struct PutIssueDocumentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::PutIssueDocumentRequest>
+                    for PutIssueDocumentSvc<T> {
+                        type Response = super::PutIssueDocumentResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::PutIssueDocumentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::put_issue_document(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = PutIssueDocumentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListDocumentRevisions" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListDocumentRevisionsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListDocumentRevisionsRequest>
+                    for ListDocumentRevisionsSvc<T> {
+                        type Response = super::ListDocumentRevisionsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListDocumentRevisionsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_document_revisions(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListDocumentRevisionsSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/RestoreIssueDocument" => {
+                    #[allow(non_camel_case_types)]
+                    struct RestoreIssueDocumentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::RestoreIssueDocumentRequest>
+                    for RestoreIssueDocumentSvc<T> {
+                        type Response = super::IssueDocument;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RestoreIssueDocumentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::restore_issue_document(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RestoreIssueDocumentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/LockIssueDocument" => {
+                    #[allow(non_camel_case_types)]
+                    struct LockIssueDocumentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::LockIssueDocumentRequest>
+                    for LockIssueDocumentSvc<T> {
+                        type Response = super::IssueDocument;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::LockIssueDocumentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::lock_issue_document(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = LockIssueDocumentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/DeleteIssueDocument" => {
+                    #[allow(non_camel_case_types)]
+                    struct DeleteIssueDocumentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::DeleteIssueDocumentRequest>
+                    for DeleteIssueDocumentSvc<T> {
+                        type Response = super::IssueDocument;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DeleteIssueDocumentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::delete_issue_document(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DeleteIssueDocumentSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

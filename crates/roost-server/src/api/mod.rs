@@ -10,6 +10,7 @@ mod approvals;
 mod budgets;
 mod cluster;
 mod credentials;
+mod documents;
 mod events;
 mod home;
 mod issues;
@@ -37,6 +38,7 @@ pub use budgets::{
 };
 pub use cluster::NewMember;
 pub use credentials::{CredentialView, JoinTokenLimits};
+pub use documents::{DocumentPut, Saved};
 pub use events::{EventStream, StreamItem, KEEP_ALIVE};
 pub use issues::{HeartbeatContext, IssueFilter};
 pub use memory::MemoryScope;

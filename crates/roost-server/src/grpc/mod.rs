@@ -4,6 +4,7 @@ mod budgets;
 mod cluster;
 mod convert;
 mod credentials;
+mod documents;
 mod events;
 mod governance;
 mod memory;

@@ -10,8 +10,8 @@ use tonic::{Request, Response, Status};
 
 use super::metadata::{authenticate_request, Credentials};
 use super::{
-    budgets, convert, credentials, governance, memory, records, routine_triggers, routines, skills,
-    wakes,
+    budgets, convert, credentials, documents, governance, memory, records, routine_triggers,
+    routines, skills, wakes,
 };
 use crate::api::Api;
 use crate::auth::Caller;
@@ -598,6 +598,56 @@ impl Control for ControlService {
         request: Request<pb::RotateRoutineTriggerSecretRequest>,
     ) -> Reply<pb::RoutineTriggerSecret> {
         self.serve(request, routine_triggers::rotate_secret).await
+    }
+
+    // Issue documents: handlers in documents.rs.
+    async fn list_issue_documents(
+        &self,
+        request: Request<pb::ListIssueDocumentsRequest>,
+    ) -> Reply<pb::ListIssueDocumentsResponse> {
+        self.serve(request, documents::list).await
+    }
+
+    async fn get_issue_document(
+        &self,
+        request: Request<pb::GetIssueDocumentRequest>,
+    ) -> Reply<pb::IssueDocument> {
+        self.serve(request, documents::get).await
+    }
+
+    async fn put_issue_document(
+        &self,
+        request: Request<pb::PutIssueDocumentRequest>,
+    ) -> Reply<pb::PutIssueDocumentResponse> {
+        self.serve(request, documents::put).await
+    }
+
+    async fn list_document_revisions(
+        &self,
+        request: Request<pb::ListDocumentRevisionsRequest>,
+    ) -> Reply<pb::ListDocumentRevisionsResponse> {
+        self.serve(request, documents::revisions).await
+    }
+
+    async fn restore_issue_document(
+        &self,
+        request: Request<pb::RestoreIssueDocumentRequest>,
+    ) -> Reply<pb::IssueDocument> {
+        self.serve(request, documents::restore).await
+    }
+
+    async fn lock_issue_document(
+        &self,
+        request: Request<pb::LockIssueDocumentRequest>,
+    ) -> Reply<pb::IssueDocument> {
+        self.serve(request, documents::lock).await
+    }
+
+    async fn delete_issue_document(
+        &self,
+        request: Request<pb::DeleteIssueDocumentRequest>,
+    ) -> Reply<pb::IssueDocument> {
+        self.serve(request, documents::delete).await
     }
 
     // Skills: handlers in skills.rs.

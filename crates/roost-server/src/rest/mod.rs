@@ -7,6 +7,7 @@ mod budgets;
 mod cluster;
 mod compat;
 mod credentials;
+mod documents;
 mod dto;
 mod events;
 pub(crate) use events::{last_event_id, sse_response};
@@ -184,6 +185,26 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route(
             "/issues/{id}/comments/{comment_id}",
             get(issues::get_comment),
+        )
+        .route("/issues/{id}/documents", get(documents::list))
+        .route(
+            "/issues/{id}/documents/{key}",
+            get(documents::get)
+                .put(documents::put)
+                .delete(documents::delete),
+        )
+        .route(
+            "/issues/{id}/documents/{key}/revisions",
+            get(documents::revisions),
+        )
+        .route(
+            "/issues/{id}/documents/{key}/revisions/{revision_id}/restore",
+            post(documents::restore),
+        )
+        .route("/issues/{id}/documents/{key}/lock", post(documents::lock))
+        .route(
+            "/issues/{id}/documents/{key}/unlock",
+            post(documents::unlock),
         )
         .route("/issues/{id}/children", post(issues::create_child))
         .route(

@@ -286,6 +286,8 @@ impl World {
             .replace("{cid}", &self.node.company_id)
             .replace("{key_id}", &self.key_id_a)
             .replace("{comment_id}", &self.comment_a)
+            .replace("{key}", "plan")
+            .replace("{revision_id}", "no-such-revision")
             .replace("{name}", "MEMORY.md")
             .replace("{id}", id);
         // The event stream would stay open: the walk reads what it holds so far.

@@ -562,3 +562,167 @@ async fn paperclips_agent_delete_terminates_the_agent_and_unassigns_its_issues(
     assert_eq!(done["status"], "terminated", "{done}");
     Ok(())
 }
+
+/// Paperclip's `issue document:*` commands, and its skill's plan flow: a plan is a document
+/// whose updates name the revision they were made from; a lock sends an agent's write beside
+/// the document; a restore saves an old revision as the newest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_issue_documents_keep_revisions_and_refuse_a_lost_update() -> anyhow::Result<()>
+{
+    let (cli, _dir, roost) = start().await?;
+    let base = roost.base_url.clone();
+    let admin = roost.admin_token.clone();
+    let op = |args: &[&str]| cli.run(&base, &admin, args);
+    let http = Http::new(&base).with_token(&admin);
+    let cid = roost.company_id.clone();
+    let issue = http
+        .post(
+            &format!("/api/companies/{cid}/issues"),
+            json!({ "title": "plan the release", "status": "todo" }),
+        )
+        .await?
+        .ok()?;
+    let issue_id = text(&issue, "id")?;
+    let doc = |args: &[&str]| {
+        let mut all = vec!["issue"];
+        all.extend_from_slice(args);
+        op(&all)
+    };
+
+    let v1 = doc(&[
+        "document:put",
+        &issue_id,
+        "plan",
+        "--title",
+        "Plan",
+        "--body",
+        "# Plan v1",
+    ])?
+    .json()?;
+    assert_eq!(v1["latestRevisionNumber"], 1, "{v1}");
+    assert_eq!(v1["body"], "# Plan v1", "{v1}");
+    let r1 = text(&v1, "latestRevisionId")?;
+
+    // An update that does not name the revision it was made from is refused, and says how.
+    let lost = doc(&[
+        "document:put",
+        &issue_id,
+        "plan",
+        "--body",
+        "blind overwrite",
+    ])?;
+    assert!(
+        !lost.ok,
+        "an update without baseRevisionId was accepted: {}",
+        lost.stdout
+    );
+    assert!(lost.stderr.contains("baseRevisionId"), "{}", lost.stderr);
+    let v2 = doc(&[
+        "document:put",
+        &issue_id,
+        "plan",
+        "--title",
+        "Plan",
+        "--body",
+        "# Plan v2",
+        "--base-revision-id",
+        &r1,
+    ])?
+    .json()?;
+    assert_eq!(v2["latestRevisionNumber"], 2, "{v2}");
+    // A second writer still holding revision 1 is refused: its edit would lose v2.
+    let stale = doc(&[
+        "document:put",
+        &issue_id,
+        "plan",
+        "--body",
+        "from r1",
+        "--base-revision-id",
+        &r1,
+    ])?;
+    assert!(!stale.ok, "a stale base was accepted: {}", stale.stdout);
+    assert!(
+        stale.stderr.contains("updated by someone else"),
+        "{}",
+        stale.stderr
+    );
+
+    let got = doc(&["document:get", &issue_id, "plan"])?.json()?;
+    assert_eq!(got["body"], "# Plan v2", "{got}");
+    let listed = doc(&["documents", &issue_id])?.json()?;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let revisions = doc(&["document:revisions", &issue_id, "plan"])?.json()?;
+    let numbers: Vec<u64> = revisions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["revisionNumber"].as_u64())
+        .collect();
+    assert_eq!(numbers, vec![2, 1], "newest first: {revisions}");
+    assert_eq!(revisions[1]["body"], "# Plan v1", "{revisions}");
+
+    let restored = doc(&["document:restore", &issue_id, "plan", &r1])?.json()?;
+    assert_eq!(restored["body"], "# Plan v1", "{restored}");
+    assert_eq!(restored["latestRevisionNumber"], 3, "{restored}");
+    let r3 = text(&restored, "latestRevisionId")?;
+
+    // Locked: an agent's write (its own key, as an agent in a run would send it) goes to
+    // `plan-2` beside it; the plan itself stays as it was.
+    let locked = doc(&["document:lock", &issue_id, "plan"])?.json()?;
+    assert!(locked["lockedAt"].is_string(), "{locked}");
+    let agent = http
+        .post(
+            &format!("/api/companies/{cid}/agents"),
+            json!({ "name": "planner" }),
+        )
+        .await?
+        .ok()?;
+    let agent_id = text(&agent, "id")?;
+    let key = http
+        .post(&format!("/api/agents/{agent_id}/keys"), json!({}))
+        .await?
+        .ok()?;
+    let agent_key = text(&key, "token")?;
+    let beside = cli
+        .run(
+            &base,
+            &agent_key,
+            &[
+                "issue",
+                "document:put",
+                &issue_id,
+                "plan",
+                "--body",
+                "agent's plan",
+                "--base-revision-id",
+                &r3,
+            ],
+        )?
+        .json()?;
+    assert_eq!(beside["key"], "plan-2", "{beside}");
+    let refused = cli.run(
+        &base,
+        &agent_key,
+        &["issue", "document:unlock", &issue_id, "plan"],
+    )?;
+    assert!(
+        !refused.ok,
+        "an agent unlocked a document: {}",
+        refused.stdout
+    );
+    doc(&["document:unlock", &issue_id, "plan"])?.json()?;
+    let deleted = doc(&["document:delete", &issue_id, "plan-2"])?.json()?;
+    assert_eq!(deleted["ok"], true, "{deleted}");
+
+    // The issue itself shows its documents, as Paperclip's detail does.
+    let detail = http.get(&format!("/api/issues/{issue_id}")).await?.ok()?;
+    assert_eq!(detail["planDocument"]["body"], "# Plan v1", "{detail}");
+    let keys: Vec<&str> = detail["documentSummaries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["key"].as_str())
+        .collect();
+    assert_eq!(keys, vec!["plan"], "{detail}");
+    Ok(())
+}

@@ -120,6 +120,45 @@ impl World {
                     body: body.render(),
                 },
             },
+            Op::IssueDocument {
+                issue,
+                key,
+                kind,
+                id,
+                body,
+            } => {
+                use roost_core::document::{DocumentOp, DocumentText, MARKDOWN};
+                let issue_id = pick(Kind::Issue, *issue);
+                let key = ["plan", "notes", "Bad Key"][usize::from(*key % 3)].to_string();
+                let doc = self.state.documents.get(&issue_id, &key);
+                let latest = doc.map(|d| d.latest_revision_id.clone());
+                let first = doc.and_then(|d| d.revision_ids.first().cloned());
+                let text = DocumentText {
+                    title: Some(body.render()),
+                    format: MARKDOWN.into(),
+                    body: body.render(),
+                };
+                let new = pick(Kind::Comment, *id);
+                let op = match kind % 8 {
+                    0..=2 => DocumentOp::Put {
+                        document_id: format!("doc-{new}"),
+                        revision_id: format!("rev-{new}"),
+                        text,
+                        change_summary: None,
+                        // Mostly the latest revision; sometimes the first (stale) or none.
+                        base_revision_id: if kind % 8 == 2 { first } else { latest },
+                    },
+                    3 => DocumentOp::Restore {
+                        from_revision_id: first.unwrap_or_else(|| new.clone()),
+                        revision_id: format!("rev-{new}"),
+                        text,
+                    },
+                    4 => DocumentOp::Lock,
+                    5 | 6 => DocumentOp::Unlock,
+                    _ => DocumentOp::Delete,
+                };
+                Command::IssueDocument { issue_id, key, op }
+            }
             Op::Checkout {
                 issue,
                 agent,

@@ -1,0 +1,319 @@
+//! Issue documents: named, versioned markdown on an issue (Paperclip's `plan` and others,
+//! `/api/issues/{id}/documents/{key}`). Memory keeps each document's summary and its revision
+//! ids; a revision's body lives only in `state.db`, as a comment's does. The rules are in
+//! `rules/document.rs`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::DomainError;
+use crate::time::Timestamp;
+
+/// The one format Paperclip has.
+pub const MARKDOWN: &str = "markdown";
+/// Paperclip's bounds: a body of 512 KiB, a title of 200 characters, a summary of 500, a key
+/// of 64.
+pub const MAX_DOCUMENT_BODY_BYTES: usize = 512 * 1024;
+pub const MAX_DOCUMENT_TITLE_CHARS: usize = 200;
+pub const MAX_CHANGE_SUMMARY_CHARS: usize = 500;
+pub const MAX_DOCUMENT_KEY_CHARS: usize = 64;
+/// Documents on one issue, and revisions of one document: Roost's own bounds, so that one
+/// issue's history cannot grow without end in every node's memory and `state.db`.
+pub const MAX_DOCUMENTS_PER_ISSUE: usize = 100;
+pub const MAX_DOCUMENT_REVISIONS: usize = 1_000;
+
+/// A document's summary: what memory keeps and `state.db`'s `issue_documents` row holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IssueDocument {
+    pub id: String,
+    pub company_id: String,
+    pub issue_id: String,
+    /// Unique on its issue: lowercase letters, digits, `_` and `-` ([`key_problem`]).
+    pub key: String,
+    pub title: Option<String>,
+    pub format: String,
+    pub latest_revision_id: String,
+    pub latest_revision_number: u64,
+    /// Every revision's id, oldest first: a restore names one of these.
+    pub revision_ids: Vec<String>,
+    pub created_by_agent_id: Option<String>,
+    pub created_by_user_id: Option<String>,
+    pub updated_by_agent_id: Option<String>,
+    pub updated_by_user_id: Option<String>,
+    /// A locked document is changed only by an administrator, after unlocking it; an agent's
+    /// write goes to a new document beside it (as Paperclip does).
+    pub locked_at: Option<Timestamp>,
+    pub locked_by_agent_id: Option<String>,
+    pub locked_by_user_id: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// One saved version of a document, with its body: only in `state.db`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentRevision {
+    pub id: String,
+    pub company_id: String,
+    pub document_id: String,
+    pub issue_id: String,
+    pub key: String,
+    pub revision_number: u64,
+    pub title: Option<String>,
+    pub format: String,
+    pub body: String,
+    pub change_summary: Option<String>,
+    pub created_by_agent_id: Option<String>,
+    pub created_by_user_id: Option<String>,
+    pub created_by_run_id: Option<String>,
+    pub created_at: Timestamp,
+}
+
+/// A document's text as written: by a put, or copied from an earlier revision by a restore.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentText {
+    pub title: Option<String>,
+    pub format: String,
+    pub body: String,
+}
+
+/// What a command does to the document `key` of an issue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum DocumentOp {
+    /// Creates the document (no `base_revision_id`) or saves a new revision of it (the
+    /// latest revision's id as `base_revision_id`, so a concurrent edit is refused, not lost).
+    /// `document_id` names the document if one is created; `revision_id` the new revision.
+    Put {
+        document_id: String,
+        revision_id: String,
+        text: DocumentText,
+        change_summary: Option<String>,
+        base_revision_id: Option<String>,
+    },
+    /// Saves a copy of the earlier revision `from_revision_id` as the newest. The node that
+    /// proposes it reads that revision's text from its `state.db` (a revision never changes);
+    /// apply checks the revision is the document's.
+    Restore {
+        from_revision_id: String,
+        revision_id: String,
+        text: DocumentText,
+    },
+    Lock,
+    Unlock,
+    Delete,
+}
+
+impl DocumentOp {
+    /// The activity log's action.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DocumentOp::Put { .. } => "issue.document_saved",
+            DocumentOp::Restore { .. } => "issue.document_restored",
+            DocumentOp::Lock => "issue.document_locked",
+            DocumentOp::Unlock => "issue.document_unlocked",
+            DocumentOp::Delete => "issue.document_deleted",
+        }
+    }
+
+    /// Bounds checked before a command is proposed (`limits.rs`).
+    pub fn check(&self) -> Result<(), DomainError> {
+        match self {
+            DocumentOp::Put {
+                text,
+                change_summary,
+                ..
+            } => {
+                text.check()?;
+                if change_summary
+                    .as_ref()
+                    .is_some_and(|s| s.chars().count() > MAX_CHANGE_SUMMARY_CHARS)
+                {
+                    return Err(DomainError::too_large(
+                        "changeSummary",
+                        MAX_CHANGE_SUMMARY_CHARS as u64,
+                        "characters",
+                    ));
+                }
+                Ok(())
+            }
+            DocumentOp::Restore { text, .. } => text.check(),
+            DocumentOp::Lock | DocumentOp::Unlock | DocumentOp::Delete => Ok(()),
+        }
+    }
+}
+
+impl DocumentText {
+    fn check(&self) -> Result<(), DomainError> {
+        if self.body.len() > MAX_DOCUMENT_BODY_BYTES {
+            return Err(DomainError::too_large(
+                "body",
+                MAX_DOCUMENT_BODY_BYTES as u64,
+                "bytes",
+            ));
+        }
+        if self
+            .title
+            .as_ref()
+            .is_some_and(|t| t.chars().count() > MAX_DOCUMENT_TITLE_CHARS)
+        {
+            return Err(DomainError::too_large(
+                "title",
+                MAX_DOCUMENT_TITLE_CHARS as u64,
+                "characters",
+            ));
+        }
+        if self.format != MARKDOWN {
+            return Err(DomainError::invalid(
+                "format",
+                format!("must be \"{MARKDOWN}\", the one document format"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Why `key` cannot name a document, if it cannot: Paperclip's rule, 1-64 characters of
+/// lowercase letters, digits, `_` and `-`, starting with a letter or digit.
+pub fn key_problem(key: &str) -> Option<&'static str> {
+    let mut chars = key.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok =
+        chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !first_ok || !rest_ok || key.len() > MAX_DOCUMENT_KEY_CHARS {
+        Some("a document key is 1-64 lowercase letters, digits, _ or -, starting with a letter or digit")
+    } else {
+        None
+    }
+}
+
+/// A document as Paperclip's routes answer it: its summary, and its latest body where the
+/// route shows one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentView {
+    pub id: String,
+    pub company_id: String,
+    pub issue_id: String,
+    pub key: String,
+    pub title: Option<String>,
+    pub format: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    pub latest_revision_id: String,
+    pub latest_revision_number: u64,
+    pub created_by_agent_id: Option<String>,
+    pub created_by_user_id: Option<String>,
+    pub updated_by_agent_id: Option<String>,
+    pub updated_by_user_id: Option<String>,
+    pub locked_at: Option<Timestamp>,
+    pub locked_by_agent_id: Option<String>,
+    pub locked_by_user_id: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+impl IssueDocument {
+    pub fn view(&self, body: Option<String>) -> DocumentView {
+        DocumentView {
+            id: self.id.clone(),
+            company_id: self.company_id.clone(),
+            issue_id: self.issue_id.clone(),
+            key: self.key.clone(),
+            title: self.title.clone(),
+            format: self.format.clone(),
+            body,
+            latest_revision_id: self.latest_revision_id.clone(),
+            latest_revision_number: self.latest_revision_number,
+            created_by_agent_id: self.created_by_agent_id.clone(),
+            created_by_user_id: self.created_by_user_id.clone(),
+            updated_by_agent_id: self.updated_by_agent_id.clone(),
+            updated_by_user_id: self.updated_by_user_id.clone(),
+            locked_at: self.locked_at,
+            locked_by_agent_id: self.locked_by_agent_id.clone(),
+            locked_by_user_id: self.locked_by_user_id.clone(),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+/// What apply writes for documents.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DocumentChange {
+    Document(IssueDocument),
+    Revision(DocumentRevision),
+    /// A document removed with its revisions (its id).
+    Deleted(String),
+}
+
+/// Every document's summary, by id, and by (issue, key).
+#[derive(Clone, Debug, Default)]
+pub struct DocumentState {
+    pub documents: BTreeMap<String, IssueDocument>,
+    by_issue: BTreeMap<(String, String), String>,
+}
+
+impl DocumentState {
+    /// Memory keeps summaries; a revision is written to `state.db` only.
+    pub(crate) fn put(&mut self, change: DocumentChange) {
+        match change {
+            DocumentChange::Document(d) => {
+                self.by_issue
+                    .insert((d.issue_id.clone(), d.key.clone()), d.id.clone());
+                self.documents.insert(d.id.clone(), d);
+            }
+            DocumentChange::Revision(_) => {}
+            DocumentChange::Deleted(id) => {
+                if let Some(d) = self.documents.remove(&id) {
+                    self.by_issue.remove(&(d.issue_id, d.key));
+                }
+            }
+        }
+    }
+
+    /// The document `key` of `issue_id`.
+    pub fn get(&self, issue_id: &str, key: &str) -> Option<&IssueDocument> {
+        self.by_issue
+            .get(&(issue_id.to_string(), key.to_string()))
+            .and_then(|id| self.documents.get(id))
+    }
+
+    /// An issue's documents in key order.
+    pub fn of_issue<'a>(&'a self, issue_id: &str) -> impl Iterator<Item = &'a IssueDocument> {
+        let from = (issue_id.to_string(), String::new());
+        let issue = issue_id.to_string();
+        self.by_issue
+            .range(from..)
+            .take_while(move |((i, _), _)| *i == issue)
+            .filter_map(|(_, id)| self.documents.get(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_paperclips_rule() {
+        for ok in ["plan", "a", "0-notes", "design_v2", &"k".repeat(64)] {
+            assert_eq!(key_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "Plan",
+            "-plan",
+            "_plan",
+            "plan doc",
+            "plan/x",
+            &"k".repeat(65),
+        ] {
+            assert!(key_problem(bad).is_some(), "{bad}");
+        }
+    }
+}
