@@ -8,6 +8,7 @@ mod approvals;
 mod budgets;
 mod cluster;
 mod credentials;
+mod documents;
 mod error;
 mod events;
 mod home;
@@ -32,6 +33,7 @@ pub use approvals::{Approval, ApprovalComment, ApprovalDecision, ApprovalStatus,
 pub use budgets::{NewBudgetPolicy, NewCostEvent};
 pub use cluster::{ClusterStatus, Member, MemberStatus, NodeReport};
 pub use credentials::{CreatedAdminToken, CredentialView};
+pub use documents::{DocumentPutBody, DocumentRevision, DocumentView};
 pub use error::Error;
 pub use events::Event;
 pub use home::{AgentHome, HomeFile, HomeView};

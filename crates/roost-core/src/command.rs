@@ -275,8 +275,6 @@ pub enum Command {
         patch: IssuePatch,
         comment: Option<NewComment>,
     },
-    /// Removes an issue and its comments (Paperclip's `DELETE /issues/{id}`); refused while a
-    /// live run works on it. Its activity entries stay in the chain.
     /// Writes, restores, locks, unlocks or deletes the document `key` of an issue
     /// (`document.rs`, `rules/document.rs`).
     IssueDocument {
@@ -284,6 +282,8 @@ pub enum Command {
         key: String,
         op: crate::document::DocumentOp,
     },
+    /// Removes an issue with its comments and documents (Paperclip's `DELETE /issues/{id}`);
+    /// refused while a live run works on it. Its activity entries stay in the chain.
     DeleteIssue {
         issue_id: String,
     },

@@ -1,6 +1,7 @@
 //! Issue documents: named, versioned markdown on an issue (Paperclip's `plan` and others,
-//! `/api/issues/{id}/documents/{key}`). Memory keeps each document's summary and its revision
-//! ids; a revision's body lives only in `state.db`, as a comment's does. The rules are in
+//! `/api/issues/{id}/documents/{key}`). Memory keeps each document's summary (its latest
+//! revision's id and number); the revisions, with their bodies, live only in `state.db`, as a
+//! comment's body does, so a document's history costs no memory. The rules are in
 //! `rules/document.rs`.
 
 use std::collections::BTreeMap;
@@ -18,10 +19,9 @@ pub const MAX_DOCUMENT_BODY_BYTES: usize = 512 * 1024;
 pub const MAX_DOCUMENT_TITLE_CHARS: usize = 200;
 pub const MAX_CHANGE_SUMMARY_CHARS: usize = 500;
 pub const MAX_DOCUMENT_KEY_CHARS: usize = 64;
-/// Documents on one issue, and revisions of one document: Roost's own bounds, so that one
-/// issue's history cannot grow without end in every node's memory and `state.db`.
+/// Documents on one issue: Roost's own bound, so that one issue's summaries cannot grow
+/// without end in every node's memory.
 pub const MAX_DOCUMENTS_PER_ISSUE: usize = 100;
-pub const MAX_DOCUMENT_REVISIONS: usize = 1_000;
 
 /// A document's summary: what memory keeps and `state.db`'s `issue_documents` row holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,8 +36,6 @@ pub struct IssueDocument {
     pub format: String,
     pub latest_revision_id: String,
     pub latest_revision_number: u64,
-    /// Every revision's id, oldest first: a restore names one of these.
-    pub revision_ids: Vec<String>,
     pub created_by_agent_id: Option<String>,
     pub created_by_user_id: Option<String>,
     pub updated_by_agent_id: Option<String>,
@@ -80,6 +78,23 @@ pub struct DocumentText {
     pub body: String,
 }
 
+/// A put's request body, Paperclip's `upsertIssueDocumentSchema` (REST's and the client's).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DocumentPutBody {
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Paperclip requires it; its one value, `markdown`, is the default here.
+    #[serde(default)]
+    pub format: Option<String>,
+    pub body: String,
+    #[serde(default)]
+    pub change_summary: Option<String>,
+    /// The latest revision's id the change was made from; absent to create the document.
+    #[serde(default)]
+    pub base_revision_id: Option<String>,
+}
+
 /// What a command does to the document `key` of an issue.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -94,11 +109,13 @@ pub enum DocumentOp {
         change_summary: Option<String>,
         base_revision_id: Option<String>,
     },
-    /// Saves a copy of the earlier revision `from_revision_id` as the newest. The node that
-    /// proposes it reads that revision's text from its `state.db` (a revision never changes);
-    /// apply checks the revision is the document's.
+    /// Saves a copy of the earlier revision `from_revision_id` (number `from_revision_number`)
+    /// as the newest. The node that proposes it reads that revision from its `state.db`, after
+    /// a read barrier, and checks it is the document's (a revision never changes); apply
+    /// checks it is older than the latest.
     Restore {
         from_revision_id: String,
+        from_revision_number: u64,
         revision_id: String,
         text: DocumentText,
     },
@@ -130,7 +147,7 @@ impl DocumentOp {
                 text.check()?;
                 if change_summary
                     .as_ref()
-                    .is_some_and(|s| s.chars().count() > MAX_CHANGE_SUMMARY_CHARS)
+                    .is_some_and(|s| s.trim().chars().count() > MAX_CHANGE_SUMMARY_CHARS)
                 {
                     return Err(DomainError::too_large(
                         "changeSummary",
@@ -158,7 +175,7 @@ impl DocumentText {
         if self
             .title
             .as_ref()
-            .is_some_and(|t| t.chars().count() > MAX_DOCUMENT_TITLE_CHARS)
+            .is_some_and(|t| t.trim().chars().count() > MAX_DOCUMENT_TITLE_CHARS)
         {
             return Err(DomainError::too_large(
                 "title",

@@ -137,7 +137,7 @@ const SURFACE: &[(&str, Twin)] = &[
     ),
     (
         "POST /issues/{id}/documents/{key}/unlock",
-        Grpc("LockIssueDocument"),
+        Grpc("UnlockIssueDocument"),
     ),
     (
         "GET /issues/{id}/heartbeat-context",

@@ -14,6 +14,10 @@ use crate::error::Error;
 use crate::rows::activity_from_row;
 use crate::state_writer::StateWriter;
 
+/// The most revisions one list of a document's history holds (the newest): each may hold
+/// 512 KiB, and a list is one answer.
+pub const MAX_REVISIONS_LISTED: i64 = 100;
+
 /// A cheap, cloneable handle for reading a node's state.
 #[derive(Clone)]
 pub struct StateReader {
@@ -210,16 +214,18 @@ impl StateReader {
         .transpose()
     }
 
-    /// Every revision of an issue document, newest first.
+    /// An issue document's newest revisions, newest first: at most [`MAX_REVISIONS_LISTED`]
+    /// (each may hold 512 KiB).
     pub async fn document_revisions(
         &self,
         document_id: &str,
     ) -> Result<Vec<roost_core::document::DocumentRevision>, Error> {
         let pool = self.flushed()?;
         let rows = sqlx::query(
-            "SELECT data FROM document_revisions WHERE document_id = ? ORDER BY revision_number DESC",
+            "SELECT data FROM document_revisions WHERE document_id = ? ORDER BY revision_number DESC LIMIT ?",
         )
         .bind(document_id)
+        .bind(MAX_REVISIONS_LISTED)
         .fetch_all(pool)
         .await
         .map_err(Error::sql("list document revisions"))?;

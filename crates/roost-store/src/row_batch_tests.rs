@@ -338,3 +338,80 @@ fn a_deleted_issue_leaves_no_row_nor_comment_whether_written_before_or_in_the_sa
         vec!["kept".to_string()]
     );
 }
+
+fn document_changes(doc: &str, revisions: &[u64]) -> Vec<Change> {
+    use roost_core::document::{DocumentChange, DocumentRevision, IssueDocument};
+    let latest = revisions.iter().copied().max().unwrap_or(1);
+    let mut changes = vec![Change::Document(DocumentChange::Document(IssueDocument {
+        id: doc.into(),
+        company_id: "c".into(),
+        issue_id: "i".into(),
+        key: doc.into(),
+        title: None,
+        format: "markdown".into(),
+        latest_revision_id: format!("{doc}-r{latest}"),
+        latest_revision_number: latest,
+        created_by_agent_id: None,
+        created_by_user_id: None,
+        updated_by_agent_id: None,
+        updated_by_user_id: None,
+        locked_at: None,
+        locked_by_agent_id: None,
+        locked_by_user_id: None,
+        created_at: Timestamp(1),
+        updated_at: Timestamp(1),
+    }))];
+    changes.extend(revisions.iter().map(|n| {
+        Change::Document(DocumentChange::Revision(DocumentRevision {
+            id: format!("{doc}-r{n}"),
+            company_id: "c".into(),
+            document_id: doc.into(),
+            issue_id: "i".into(),
+            key: doc.into(),
+            revision_number: *n,
+            title: None,
+            format: "markdown".into(),
+            body: format!("body {n}"),
+            change_summary: None,
+            created_by_agent_id: None,
+            created_by_user_id: None,
+            created_by_run_id: None,
+            created_at: Timestamp(1),
+        }))
+    }));
+    changes
+}
+
+/// A deleted document's revisions go with it: those already in the file, and those written
+/// earlier in the same batch (the batch's deletes run before its inserts), none orphaned.
+#[test]
+fn a_deleted_documents_revisions_go_with_it_in_the_file_and_within_a_batch() {
+    use roost_core::document::DocumentChange;
+    let conn = db();
+    let mut first = RowBatch::default();
+    for change in document_changes("kept", &[1, 2])
+        .iter()
+        .chain(&document_changes("gone", &[1]))
+    {
+        first.add(change).expect("add");
+    }
+    first.write(&conn).expect("write");
+    let mut batch = RowBatch::default();
+    for change in &document_changes("gone", &[2]) {
+        batch.add(change).expect("add");
+    }
+    batch
+        .add(&Change::Document(DocumentChange::Deleted("gone".into())))
+        .expect("add");
+    for change in &document_changes("fresh", &[1]) {
+        batch.add(change).expect("add");
+    }
+    batch
+        .add(&Change::Document(DocumentChange::Deleted("fresh".into())))
+        .expect("add");
+    batch.write(&conn).expect("write");
+    let docs = strings(&conn, "SELECT id FROM issue_documents ORDER BY id");
+    assert_eq!(docs, ["kept"]);
+    let revisions = strings(&conn, "SELECT id FROM document_revisions ORDER BY id");
+    assert_eq!(revisions, ["kept-r1", "kept-r2"]);
+}

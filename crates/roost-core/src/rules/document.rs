@@ -7,7 +7,8 @@
 //! - A locked document is left as it is: an agent's write goes to a new document beside it
 //!   (`plan` → `plan-2`), anyone else's is refused. Only an administrator locks, unlocks or
 //!   deletes.
-//! - A restore saves a copy of an earlier revision as the newest: history only grows.
+//! - A restore saves a copy of an earlier revision as the newest: history only grows. The
+//!   proposing node reads the earlier revision (`DocumentOp::Restore`).
 
 use serde_json::json;
 
@@ -88,6 +89,7 @@ pub(crate) fn decide(
         }
         DocumentOp::Restore {
             from_revision_id,
+            from_revision_number,
             revision_id,
             text,
         } => {
@@ -95,22 +97,25 @@ pub(crate) fn decide(
             require_not_held_by_other(ctx, issue)?;
             let doc = existing.ok_or_else(|| DomainError::not_found("document", key))?;
             require_unlocked(doc)?;
-            let Some(position) = doc.revision_ids.iter().position(|r| r == from_revision_id) else {
+            if *from_revision_id == doc.latest_revision_id
+                || *from_revision_number >= doc.latest_revision_number
+            {
+                return Err(DomainError::conflict(format!(
+                    "revision {from_revision_id} is not older than the latest revision ({}) of \
+                     document {}: only an earlier revision can be restored",
+                    doc.latest_revision_number, doc.key
+                )));
+            }
+            if *from_revision_number == 0 {
                 return Err(DomainError::not_found(
                     "document revision",
                     from_revision_id,
                 ));
-            };
-            if *from_revision_id == doc.latest_revision_id {
-                return Err(DomainError::conflict(format!(
-                    "revision {from_revision_id} is already the latest revision of document {}",
-                    doc.key
-                )));
             }
             let write = Write {
                 revision_id,
                 text,
-                change_summary: Some(format!("Restored from revision {}", position + 1)),
+                change_summary: Some(format!("Restored from revision {from_revision_number}")),
             };
             revise(ctx, doc, write)
         }
@@ -246,7 +251,6 @@ fn create(
         format: write.text.format.clone(),
         latest_revision_id: write.revision_id.to_string(),
         latest_revision_number: 1,
-        revision_ids: vec![write.revision_id.to_string()],
         created_by_agent_id: ctx.actor.agent_id().map(str::to_string),
         created_by_user_id: user_id(ctx),
         updated_by_agent_id: ctx.actor.agent_id().map(str::to_string),
@@ -268,22 +272,11 @@ fn create(
 
 fn revise(ctx: &Ctx<'_>, doc: &IssueDocument, write: Write<'_>) -> Result<Decision, DomainError> {
     require_id("revisionId", write.revision_id)?;
-    if doc.revision_ids.iter().any(|r| r == write.revision_id) {
+    if write.revision_id == doc.latest_revision_id {
         return Err(DomainError::AlreadyExists {
             entity: "document revision".into(),
             id: write.revision_id.into(),
         });
-    }
-    if doc.revision_ids.len() >= MAX_DOCUMENT_REVISIONS {
-        return Err(DomainError::quota(
-            "document_revisions",
-            MAX_DOCUMENT_REVISIONS as u64,
-            format!(
-                "document {} has {MAX_DOCUMENT_REVISIONS} revisions, the most one may have; \
-                 save the text under a new key",
-                doc.key
-            ),
-        ));
     }
     let mut doc = doc.clone();
     let number = doc.latest_revision_number.saturating_add(1);
@@ -291,7 +284,6 @@ fn revise(ctx: &Ctx<'_>, doc: &IssueDocument, write: Write<'_>) -> Result<Decisi
     doc.format = write.text.format.clone();
     doc.latest_revision_id = write.revision_id.to_string();
     doc.latest_revision_number = number;
-    doc.revision_ids.push(write.revision_id.to_string());
     doc.updated_by_agent_id = ctx.actor.agent_id().map(str::to_string);
     doc.updated_by_user_id = user_id(ctx);
     doc.updated_at = ctx.now();

@@ -2082,7 +2082,7 @@ pub struct ListDocumentRevisionsRequest {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ListDocumentRevisionsResponse {
-    /// Newest first.
+    /// Newest first, at most the newest 100.
     #[prost(message, repeated, tag = "1")]
     pub revisions: ::prost::alloc::vec::Vec<DocumentRevision>,
 }
@@ -2104,9 +2104,14 @@ pub struct LockIssueDocumentRequest {
     pub issue_id: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub key: ::prost::alloc::string::String,
-    /// true locks, false unlocks.
-    #[prost(bool, tag = "3")]
-    pub locked: bool,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UnlockIssueDocumentRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub key: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -5231,6 +5236,8 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "RestoreIssueDocument"));
             self.inner.unary(req, path, codec).await
         }
+        /// While locked, only an administrator changes it (after unlocking); an agent's write goes
+        /// to a new document beside it.
         pub async fn lock_issue_document(
             &mut self,
             request: impl tonic::IntoRequest<super::LockIssueDocumentRequest>,
@@ -5250,6 +5257,27 @@ pub mod control_client {
             let mut req = request.into_request();
             req.extensions_mut()
                 .insert(GrpcMethod::new("roost.v1.Control", "LockIssueDocument"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn unlock_issue_document(
+            &mut self,
+            request: impl tonic::IntoRequest<super::UnlockIssueDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/UnlockIssueDocument",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "UnlockIssueDocument"));
             self.inner.unary(req, path, codec).await
         }
         /// Answers the document as it was, without its body.
@@ -7169,9 +7197,15 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::RestoreIssueDocumentRequest>,
         ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status>;
+        /// While locked, only an administrator changes it (after unlocking); an agent's write goes
+        /// to a new document beside it.
         async fn lock_issue_document(
             &self,
             request: tonic::Request<super::LockIssueDocumentRequest>,
+        ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status>;
+        async fn unlock_issue_document(
+            &self,
+            request: tonic::Request<super::UnlockIssueDocumentRequest>,
         ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status>;
         /// Answers the document as it was, without its body.
         async fn delete_issue_document(
@@ -8960,6 +8994,51 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = LockIssueDocumentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/UnlockIssueDocument" => {
+                    #[allow(non_camel_case_types)]
+                    struct UnlockIssueDocumentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::UnlockIssueDocumentRequest>
+                    for UnlockIssueDocumentSvc<T> {
+                        type Response = super::IssueDocument;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::UnlockIssueDocumentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::unlock_issue_document(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UnlockIssueDocumentSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -4,6 +4,8 @@
 use roost_core::document::{
     key_problem, DocumentOp, DocumentRevision, DocumentText, DocumentView, IssueDocument,
 };
+use std::time::Duration;
+
 use roost_core::{Command, Outcome};
 
 use super::{expect_outcome, new_id, Api};
@@ -35,38 +37,56 @@ fn document_key(raw: &str) -> Result<String, ApiError> {
     }
 }
 
+/// How long a read waits for the rows of what memory showed (below).
+const ROWS_WAIT: Duration = Duration::from_secs(5);
+
 impl Api {
-    /// The document `key` of a visible issue, from memory.
+    /// The document `key` of a visible issue, from memory, with the applied index memory was
+    /// at.
     async fn document(
         &self,
         caller: &Caller,
         issue: &str,
         key: &str,
-    ) -> Result<(String, IssueDocument), ApiError> {
+    ) -> Result<(String, IssueDocument, u64), ApiError> {
         let issue = self.get_issue(caller, issue).await?;
         let key = document_key(key)?;
-        let doc = self
+        let (doc, seen_at) = self
             .reader()
-            .read(|s| s.documents.get(&issue.id, &key).cloned())
-            .ok_or_else(|| {
-                ApiError::not_found("document", &format!("{key} of issue {}", issue.identifier))
-            })?;
-        Ok((issue.id, doc))
+            .read(|s| (s.documents.get(&issue.id, &key).cloned(), s.applied_index));
+        let doc = doc.ok_or_else(|| {
+            ApiError::not_found("document", &format!("{key} of issue {}", issue.identifier))
+        })?;
+        Ok((issue.id, doc, seen_at))
     }
 
-    /// The latest revision's body of `doc`.
-    async fn body_of(&self, doc: &IssueDocument) -> Result<String, ApiError> {
+    /// Waits until `state.db` holds the rows of the entries memory had applied at `seen_at`:
+    /// apply changes memory before it writes the batch's rows.
+    async fn rows_written(&self, seen_at: u64) -> Result<(), ApiError> {
+        if self.reader().wait_applied(seen_at, ROWS_WAIT).await {
+            return Ok(());
+        }
+        Err(ApiError::Unavailable {
+            message: "this node is still writing the document's latest revision; retry in a moment"
+                .into(),
+            retry_after_ms: 500,
+            leader: None,
+        })
+    }
+
+    /// The latest body of `doc`, as memory showed it at index `seen_at`; `None` if the
+    /// document was deleted since.
+    pub(super) async fn body_of(
+        &self,
+        doc: &IssueDocument,
+        seen_at: u64,
+    ) -> Result<Option<String>, ApiError> {
+        self.rows_written(seen_at).await?;
         let revision = self
             .reader()
             .document_revision(&doc.latest_revision_id)
-            .await?
-            .ok_or_else(|| {
-                ApiError::internal(format!(
-                    "document {} names revision {} that state.db lacks",
-                    doc.id, doc.latest_revision_id
-                ))
-            })?;
-        Ok(revision.body)
+            .await?;
+        Ok(revision.filter(|r| r.document_id == doc.id).map(|r| r.body))
     }
 
     /// An issue's documents in key order, each with its latest body.
@@ -76,25 +96,46 @@ impl Api {
         issue: &str,
     ) -> Result<Vec<DocumentView>, ApiError> {
         let issue = self.get_issue(caller, issue).await?;
-        let docs: Vec<IssueDocument> = self
-            .reader()
-            .read(|s| s.documents.of_issue(&issue.id).cloned().collect());
+        let (docs, seen_at): (Vec<IssueDocument>, u64) = self.reader().read(|s| {
+            (
+                s.documents.of_issue(&issue.id).cloned().collect(),
+                s.applied_index,
+            )
+        });
         let mut views = Vec::with_capacity(docs.len());
         for doc in docs {
-            let body = self.body_of(&doc).await?;
-            views.push(doc.view(Some(body)));
+            // One deleted since memory was read is left out.
+            if let Some(body) = self.body_of(&doc, seen_at).await? {
+                views.push(doc.view(Some(body)));
+            }
         }
         Ok(views)
     }
 
-    /// An issue's documents without bodies, in key order (an issue's detail shows these).
-    pub fn document_summaries(&self, issue_id: &str) -> Vec<DocumentView> {
-        self.reader().read(|s| {
-            s.documents
-                .of_issue(issue_id)
-                .map(|d| d.view(None))
-                .collect()
-        })
+    /// An issue's documents without bodies, in key order, and its `plan` with its body (an
+    /// issue's detail shows these, as Paperclip's does).
+    pub(super) async fn issue_documents(
+        &self,
+        issue_id: &str,
+    ) -> Result<(Vec<DocumentView>, Option<DocumentView>), ApiError> {
+        let (summaries, plan, seen_at) = self.reader().read(|s| {
+            (
+                s.documents
+                    .of_issue(issue_id)
+                    .map(|d| d.view(None))
+                    .collect(),
+                s.documents.get(issue_id, "plan").cloned(),
+                s.applied_index,
+            )
+        });
+        let plan = match plan {
+            Some(plan) => self
+                .body_of(&plan, seen_at)
+                .await?
+                .map(|body| plan.view(Some(body))),
+            None => None,
+        };
+        Ok((summaries, plan))
     }
 
     pub async fn get_document(
@@ -103,8 +144,11 @@ impl Api {
         issue: &str,
         key: &str,
     ) -> Result<DocumentView, ApiError> {
-        let (_, doc) = self.document(caller, issue, key).await?;
-        let body = self.body_of(&doc).await?;
+        let (_, doc, seen_at) = self.document(caller, issue, key).await?;
+        let body = self
+            .body_of(&doc, seen_at)
+            .await?
+            .ok_or_else(|| ApiError::not_found("document", &doc.key))?;
         Ok(doc.view(Some(body)))
     }
 
@@ -114,7 +158,8 @@ impl Api {
         issue: &str,
         key: &str,
     ) -> Result<Vec<DocumentRevision>, ApiError> {
-        let (_, doc) = self.document(caller, issue, key).await?;
+        let (_, doc, seen_at) = self.document(caller, issue, key).await?;
+        self.rows_written(seen_at).await?;
         Ok(self.reader().document_revisions(&doc.id).await?)
     }
 
@@ -146,7 +191,7 @@ impl Api {
         key: &str,
         revision_id: &str,
     ) -> Result<DocumentView, ApiError> {
-        let (issue_id, doc) = self.document(caller, issue, key).await?;
+        let (issue_id, doc, _) = self.document(caller, issue, key).await?;
         let revision = self
             .reader()
             .document_revision(revision_id)
@@ -155,6 +200,7 @@ impl Api {
             .ok_or_else(|| ApiError::not_found("document revision", revision_id))?;
         let op = DocumentOp::Restore {
             from_revision_id: revision.id,
+            from_revision_number: revision.revision_number,
             revision_id: new_id(),
             text: DocumentText {
                 title: revision.title,
@@ -199,7 +245,10 @@ impl Api {
             Some(body) => Some(body),
             // A deleted document's revisions are gone: it is answered without its body.
             None if deleting => None,
-            None => Some(self.body_of(&doc).await?),
+            None => {
+                let seen_at = self.reader().read(|s| s.applied_index);
+                self.body_of(&doc, seen_at).await?
+            }
         };
         Ok(Saved {
             document: doc.view(body),

@@ -165,14 +165,7 @@ impl Api {
     /// `GET /api/issues/{id}` answers.
     pub async fn issue_detail(&self, caller: &Caller, id: &str) -> Result<IssueDetail, ApiError> {
         let issue = self.get_issue(caller, id).await?;
-        let plan_document = match self
-            .reader()
-            .read(|s| s.documents.get(&issue.id, "plan").cloned())
-        {
-            Some(plan) => Some(self.get_document(caller, &issue.id, &plan.key).await?),
-            None => None,
-        };
-        let document_summaries = self.document_summaries(&issue.id);
+        let (document_summaries, plan_document) = self.issue_documents(&issue.id).await?;
         Ok(self.reader().read(|s| {
             let summaries = |ids: &mut dyn Iterator<Item = &str>| -> Vec<IssueSummary> {
                 ids.filter_map(|i| s.issues.get(i))

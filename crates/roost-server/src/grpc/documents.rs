@@ -126,12 +126,20 @@ pub(super) async fn lock(
     caller: Caller,
     r: pb::LockIssueDocumentRequest,
 ) -> Answer<pb::IssueDocument> {
-    let op = if r.locked {
-        DocumentOp::Lock
-    } else {
-        DocumentOp::Unlock
-    };
-    let doc = api.document_admin(&caller, &r.issue_id, &r.key, op).await?;
+    let doc = api
+        .document_admin(&caller, &r.issue_id, &r.key, DocumentOp::Lock)
+        .await?;
+    Ok(document_to_proto(doc))
+}
+
+pub(super) async fn unlock(
+    api: Api,
+    caller: Caller,
+    r: pb::UnlockIssueDocumentRequest,
+) -> Answer<pb::IssueDocument> {
+    let doc = api
+        .document_admin(&caller, &r.issue_id, &r.key, DocumentOp::Unlock)
+        .await?;
     Ok(document_to_proto(doc))
 }
 

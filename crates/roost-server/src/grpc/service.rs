@@ -10,8 +10,8 @@ use tonic::{Request, Response, Status};
 
 use super::metadata::{authenticate_request, Credentials};
 use super::{
-    budgets, convert, credentials, documents, governance, memory, records, routine_triggers,
-    routines, skills, wakes,
+    budgets, convert, credentials, documents, governance, issues, memory, records,
+    routine_triggers, routines, skills, wakes,
 };
 use crate::api::Api;
 use crate::auth::Caller;
@@ -177,111 +177,50 @@ impl Control for ControlService {
         self.serve(request, credentials::revoke).await
     }
 
+    // Issues and comments: handlers in issues.rs.
     async fn create_issue(&self, request: Request<pb::CreateIssueRequest>) -> Reply<pb::Issue> {
-        let caller = self.caller(&request).await?;
-        let (company_id, fields) = convert::new_issue(request.into_inner())?;
-        let issue = self.api.create_issue(&caller, &company_id, fields).await?;
-        Ok(Response::new(convert::issue_to_proto(issue)))
+        self.serve(request, issues::create).await
     }
 
     async fn list_issues(
         &self,
         request: Request<pb::ListIssuesRequest>,
     ) -> Reply<pb::ListIssuesResponse> {
-        let caller = self.caller(&request).await?;
-        let body = request.get_ref();
-        let filter = convert::issue_filter(body)?;
-        let issues = self
-            .api
-            .list_issues(&caller, &body.company_id, &filter)
-            .await?;
-        Ok(Response::new(pb::ListIssuesResponse {
-            issues: issues.into_iter().map(convert::issue_to_proto).collect(),
-        }))
+        self.serve(request, issues::list).await
     }
 
     async fn get_issue(&self, request: Request<pb::GetIssueRequest>) -> Reply<pb::Issue> {
-        let caller = self.caller(&request).await?;
-        let issue = self
-            .api
-            .get_issue(&caller, &request.get_ref().issue_id)
-            .await?;
-        Ok(Response::new(convert::issue_to_proto(issue)))
+        self.serve(request, issues::get).await
     }
 
     async fn update_issue(
         &self,
         request: Request<pb::UpdateIssueRequest>,
     ) -> Reply<pb::UpdateIssueResponse> {
-        let caller = self.caller(&request).await?;
-        let (issue_id, patch, comment) = convert::issue_patch(request.into_inner())?;
-        let (issue, comment) = self
-            .api
-            .update_issue(&caller, &issue_id, patch, comment)
-            .await?;
-        Ok(Response::new(pb::UpdateIssueResponse {
-            issue: Some(convert::issue_to_proto(issue)),
-            comment: comment.map(convert::comment_to_proto),
-        }))
+        self.serve(request, issues::update).await
     }
 
     async fn add_comment(&self, request: Request<pb::AddCommentRequest>) -> Reply<pb::Comment> {
-        let caller = self.caller(&request).await?;
-        let body = request.into_inner();
-        let comment = self
-            .api
-            .add_comment(&caller, &body.issue_id, body.body)
-            .await?;
-        Ok(Response::new(convert::comment_to_proto(comment)))
+        self.serve(request, issues::add_comment).await
     }
 
     async fn list_comments(
         &self,
         request: Request<pb::ListCommentsRequest>,
     ) -> Reply<pb::ListCommentsResponse> {
-        let caller = self.caller(&request).await?;
-        let body = request.get_ref();
-        let query = convert::comment_query(body);
-        let comments = self
-            .api
-            .list_comments(&caller, &body.issue_id, &query)
-            .await?;
-        Ok(Response::new(pb::ListCommentsResponse {
-            comments: comments
-                .into_iter()
-                .map(convert::comment_to_proto)
-                .collect(),
-        }))
+        self.serve(request, issues::list_comments).await
     }
 
     async fn get_comment(&self, request: Request<pb::GetCommentRequest>) -> Reply<pb::Comment> {
-        let caller = self.caller(&request).await?;
-        let body = request.get_ref();
-        let comment = self
-            .api
-            .get_comment(&caller, &body.issue_id, &body.comment_id)
-            .await?;
-        Ok(Response::new(convert::comment_to_proto(comment)))
+        self.serve(request, issues::get_comment).await
     }
 
     async fn checkout(&self, request: Request<pb::CheckoutRequest>) -> Reply<pb::Issue> {
-        let caller = self.caller(&request).await?;
-        let body = request.get_ref();
-        let expected = convert::expected_statuses(&body.expected_statuses)?;
-        let issue = self
-            .api
-            .checkout(&caller, &body.issue_id, &body.agent_id, expected)
-            .await?;
-        Ok(Response::new(convert::issue_to_proto(issue)))
+        self.serve(request, issues::checkout).await
     }
 
     async fn release(&self, request: Request<pb::ReleaseRequest>) -> Reply<pb::Issue> {
-        let caller = self.caller(&request).await?;
-        let issue = self
-            .api
-            .release(&caller, &request.get_ref().issue_id)
-            .await?;
-        Ok(Response::new(convert::issue_to_proto(issue)))
+        self.serve(request, issues::release).await
     }
 
     async fn start_run(&self, request: Request<pb::StartRunRequest>) -> Reply<pb::Run> {
@@ -641,6 +580,13 @@ impl Control for ControlService {
         request: Request<pb::LockIssueDocumentRequest>,
     ) -> Reply<pb::IssueDocument> {
         self.serve(request, documents::lock).await
+    }
+
+    async fn unlock_issue_document(
+        &self,
+        request: Request<pb::UnlockIssueDocumentRequest>,
+    ) -> Reply<pb::IssueDocument> {
+        self.serve(request, documents::unlock).await
     }
 
     async fn delete_issue_document(

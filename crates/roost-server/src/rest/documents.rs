@@ -3,7 +3,9 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use roost_core::document::{DocumentOp, DocumentRevision, DocumentText, DocumentView, MARKDOWN};
+use roost_core::document::{
+    DocumentOp, DocumentPutBody, DocumentRevision, DocumentText, DocumentView, MARKDOWN,
+};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -14,22 +16,6 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 
 type Result<T> = std::result::Result<T, ApiError>;
-
-/// Paperclip's `upsertIssueDocumentSchema`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PutDocument {
-    #[serde(default)]
-    pub title: Option<String>,
-    /// Paperclip requires it; its one value is the default here.
-    #[serde(default)]
-    pub format: Option<String>,
-    pub body: String,
-    #[serde(default)]
-    pub change_summary: Option<String>,
-    #[serde(default)]
-    pub base_revision_id: Option<String>,
-}
 
 /// `?includeSystem=true`: Paperclip hides its own system documents unless asked; Roost keeps
 /// none, so the flag changes nothing.
@@ -63,7 +49,7 @@ pub async fn put(
     State(api): State<Api>,
     caller: Caller,
     Path((id, key)): Path<(String, String)>,
-    JsonBody(body): JsonBody<PutDocument>,
+    JsonBody(body): JsonBody<DocumentPutBody>,
 ) -> Result<(StatusCode, Json<DocumentView>)> {
     let put = DocumentPut {
         text: DocumentText {

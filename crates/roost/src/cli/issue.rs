@@ -1,4 +1,5 @@
-//! `roost issue list|create|show|update|comment|comments|checkout|release`.
+//! `roost issue list|create|show|update|comment|comments|checkout|release|delete`, and
+//! `roost issue document ...` (`document.rs`).
 //!
 //! Issues are named by id or by identifier (`RST-7`) wherever the server allows it.
 
@@ -120,6 +121,11 @@ pub(super) enum IssueCommand {
     },
     /// Release the issue's checkout
     Release { id: String },
+    /// An issue's documents: named, versioned markdown such as its plan
+    Document {
+        #[command(subcommand)]
+        command: super::document::DocumentCommand,
+    },
     /// Delete an issue and its comments (refused while a run works on it)
     Delete {
         id: String,
@@ -212,6 +218,9 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             }
         }
         IssueCommand::Show { id } => out.show(&client.get_issue(&id).await?, issue_fields)?,
+        IssueCommand::Document { command } => {
+            super::document::run(client, out, command).await?;
+        }
         IssueCommand::Delete { id, yes } => {
             if !yes {
                 anyhow::bail!("refusing to delete issue {id} without --yes: a deleted issue and its comments cannot be brought back");

@@ -8,6 +8,7 @@ mod approval;
 mod budget;
 mod cluster;
 mod company;
+mod document;
 mod issue;
 mod memory;
 mod org;

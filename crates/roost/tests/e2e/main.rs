@@ -11,6 +11,7 @@ mod cluster;
 mod crash;
 mod credentials;
 mod dashboard;
+mod documents;
 mod events;
 mod fleet;
 mod governance;

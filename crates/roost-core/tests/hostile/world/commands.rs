@@ -132,7 +132,7 @@ impl World {
                 let key = ["plan", "notes", "Bad Key"][usize::from(*key % 3)].to_string();
                 let doc = self.state.documents.get(&issue_id, &key);
                 let latest = doc.map(|d| d.latest_revision_id.clone());
-                let first = doc.and_then(|d| d.revision_ids.first().cloned());
+                let first = latest.as_ref().map(|_| format!("rev-first-{}", *kind % 3));
                 let text = DocumentText {
                     title: Some(body.render()),
                     format: MARKDOWN.into(),
@@ -149,7 +149,8 @@ impl World {
                         base_revision_id: if kind % 8 == 2 { first } else { latest },
                     },
                     3 => DocumentOp::Restore {
-                        from_revision_id: first.unwrap_or_else(|| new.clone()),
+                        from_revision_id: first.clone().unwrap_or_else(|| new.clone()),
+                        from_revision_number: u64::from(*kind % 3),
                         revision_id: format!("rev-{new}"),
                         text,
                     },

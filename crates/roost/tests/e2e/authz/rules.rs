@@ -544,6 +544,7 @@ pub(super) const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/StartRun", GrpcRule::Caller),
     ("/roost.v1.Control/StreamRunLog", GrpcRule::Caller),
     ("/roost.v1.Control/TerminateAgent", GrpcRule::Caller),
+    ("/roost.v1.Control/UnlockIssueDocument", GrpcRule::Caller),
     ("/roost.v1.Control/UpdateAgent", GrpcRule::Caller),
     ("/roost.v1.Control/UpdateCompany", GrpcRule::Caller),
     ("/roost.v1.Control/UpdateGoal", GrpcRule::Caller),
