@@ -512,6 +512,13 @@ pub enum Command {
         comment_id: String,
         body: String,
     },
+    /// Links (`linked`) or unlinks an approval and an issue of its company
+    /// (`rules/approval.rs`, `link_issue`).
+    LinkApprovalIssue {
+        approval_id: String,
+        issue_id: String,
+        linked: bool,
+    },
     /// Chunks of an agent's home files (base64), uploaded by its live run before it saves the
     /// home (`rules/home.rs`).
     PutHomeChunks {
@@ -591,6 +598,8 @@ impl Command {
             Command::DecideApproval { .. } => "approval.decided",
             Command::ResubmitApproval { .. } => "approval.resubmitted",
             Command::AddApprovalComment { .. } => "approval.comment_added",
+            Command::LinkApprovalIssue { linked: true, .. } => "issue.approval_linked",
+            Command::LinkApprovalIssue { linked: false, .. } => "issue.approval_unlinked",
             Command::PutHomeChunks { .. } => "home.chunks_uploaded",
             Command::SaveAgentHome { .. } => "home.saved",
         }

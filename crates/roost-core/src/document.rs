@@ -260,6 +260,33 @@ impl IssueDocument {
     }
 }
 
+/// A plan written the way Paperclip's agents wrote one before plan documents: between
+/// `<plan>` and `</plan>` in the issue's description (Paperclip's `legacyPlanDocument`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LegacyPlanDocument {
+    pub key: String,
+    pub body: String,
+    /// Always `issue_description`.
+    pub source: String,
+}
+
+/// The legacy plan in `description`, if it holds a non-empty `<plan>...</plan>` (tags in any
+/// case, the first pair).
+pub fn legacy_plan(description: Option<&str>) -> Option<LegacyPlanDocument> {
+    let text = description?;
+    // ASCII lowercasing keeps every byte offset, so the tags' offsets index `text`.
+    let lower = text.to_ascii_lowercase();
+    let start = lower.find("<plan>")? + "<plan>".len();
+    let end = start + lower[start..].find("</plan>")?;
+    let body = text[start..end].trim();
+    (!body.is_empty()).then(|| LegacyPlanDocument {
+        key: "plan".into(),
+        body: body.to_string(),
+        source: "issue_description".into(),
+    })
+}
+
 /// What apply writes for documents.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DocumentChange {
@@ -315,6 +342,25 @@ impl DocumentState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_legacy_plan_is_the_first_tagged_text_of_a_description() {
+        let plan = legacy_plan(Some(
+            "Intro\n<PLAN>\n  1. build\n2. ship\n</Plan> after <plan>x</plan>",
+        ));
+        assert_eq!(plan.map(|p| p.body), Some("1. build\n2. ship".to_string()));
+        for none in [
+            None,
+            Some("no tags"),
+            Some("<plan>  </plan>"),
+            Some("<plan>open"),
+        ] {
+            assert_eq!(legacy_plan(none), None, "{none:?}");
+        }
+        // Text around multi-byte characters keeps its offsets.
+        let plan = legacy_plan(Some("ÄÖ <plan>é ü</plan>"));
+        assert_eq!(plan.map(|p| p.body), Some("é ü".to_string()));
+    }
 
     #[test]
     fn keys_follow_paperclips_rule() {

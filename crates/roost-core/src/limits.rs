@@ -297,7 +297,7 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
             }
             Ok(())
         }
-        Command::DeleteSkill { .. } => Ok(()),
+        Command::DeleteSkill { .. } | Command::LinkApprovalIssue { .. } => Ok(()),
         Command::IssueDocument { op, .. } => op.check(),
         Command::ResetAgentSession { task_key, .. } => {
             opt_chars("taskKey", task_key.as_ref(), MAX_NAME_CHARS)

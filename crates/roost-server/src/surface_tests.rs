@@ -332,6 +332,11 @@ const SURFACE: &[(&str, Twin)] = &[
         "GET /issues/{id}/approvals",
         Paperclip("ListApprovals naming an issue"),
     ),
+    ("POST /issues/{id}/approvals", Grpc("LinkIssueApproval")),
+    (
+        "DELETE /issues/{id}/approvals/{approval_id}",
+        Grpc("UnlinkIssueApproval"),
+    ),
     ("POST /approvals/{id}/approve", Grpc("DecideApproval")),
     ("POST /approvals/{id}/reject", Grpc("DecideApproval")),
     (

@@ -365,3 +365,71 @@ pub(crate) fn waiting_on(ctx: &Ctx<'_>, issue_id: &str, agent_id: &str) -> Optio
         a.id, a.approval_type, a.status
     )))
 }
+
+/// Links (`linked`) or unlinks `approval_id` and an issue of its company, as Paperclip's
+/// `POST /api/issues/{id}/approvals` and `DELETE .../approvals/{approvalId}` do: an
+/// administrator, or an agent that may hire (its company's `ceo` or one with
+/// `canCreateAgents`), and such an agent not while another run holds the issue. Linking what is
+/// linked, or unlinking what is not, changes nothing.
+pub(crate) fn link_issue(
+    ctx: &Ctx<'_>,
+    approval_id: &str,
+    issue_id: &str,
+    linked: bool,
+) -> Result<Decision, DomainError> {
+    let issue = super::issue::visible_issue(ctx, issue_id)?;
+    ctx.fence()?;
+    super::issue::require_not_held_by_other(ctx, &issue)?;
+    if let Some(own) = ctx.actor.agent_id() {
+        let granted = ctx
+            .state
+            .agents
+            .get(own)
+            .is_some_and(|a| a.role == "ceo" || a.permissions.can_create_agents);
+        if !granted {
+            return Err(DomainError::forbidden(
+                "this agent may not link approvals to issues: its company's ceo may, or an agent \
+                 an administrator granted canCreateAgents",
+            ));
+        }
+    } else {
+        ctx.require_admin("link approvals to issues")?;
+    }
+    let mut a = ctx
+        .state
+        .approvals
+        .approvals
+        .get(approval_id)
+        .filter(|a| a.company_id == issue.company_id)
+        .cloned()
+        .ok_or_else(|| DomainError::not_found("approval", approval_id))?;
+    let has = a.issue_ids.contains(&issue.id);
+    if linked && !has && a.issue_ids.len() >= MAX_APPROVAL_ISSUES {
+        return Err(DomainError::too_large(
+            "issueIds",
+            MAX_APPROVAL_ISSUES as u64,
+            "issues",
+        ));
+    }
+    let changes = if linked != has {
+        if linked {
+            a.issue_ids.push(issue.id.clone());
+        } else {
+            a.issue_ids.retain(|i| *i != issue.id);
+        }
+        a.updated_at = ctx.now();
+        vec![Change::Approval(a.clone())]
+    } else {
+        Vec::new()
+    };
+    Ok(Decision {
+        note: ActivityNote {
+            company_id: Some(issue.company_id.clone()),
+            entity_type: "issue",
+            entity_id: issue.id.clone(),
+            details: json!({ "approvalId": a.id }),
+        },
+        outcome: Outcome::Approval(a),
+        changes,
+    })
+}

@@ -262,3 +262,62 @@ fn an_approval_wake_merged_into_a_pending_wake_carries_the_decision_to_the_run()
     let run = claim(&mut w, "a1", "r1").expect("claimed");
     assert_eq!(run.issue_id.as_deref(), Some("i1"));
 }
+
+fn link(
+    w: &mut World,
+    actor: Actor,
+    approval: &str,
+    issue: &str,
+    linked: bool,
+) -> Result<Approval, DomainError> {
+    match w.run(
+        actor,
+        Command::LinkApprovalIssue {
+            approval_id: approval.into(),
+            issue_id: issue.into(),
+            linked,
+        },
+    )? {
+        Outcome::Approval(a) => Ok(a),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// Paperclip's `issue approval:link` and `approval:unlink`: an administrator, or an agent that
+/// may hire; twice changes nothing; another company's approval is not found.
+#[test]
+fn an_approval_is_linked_to_an_issue_and_unlinked_by_those_who_may_hire() {
+    let mut w = world();
+    w.todo_issue("i1");
+    w.issue("o1", "c2", Default::default());
+    ask(&mut w, admin(), "ap1", &[]).expect("asked");
+    let a = link(&mut w, admin(), "ap1", "i1", true).expect("linked");
+    assert_eq!(a.issue_ids, ["i1"]);
+    assert_eq!(
+        w.state.approvals.open_for_issue("i1").count(),
+        1,
+        "the issue waits on it"
+    );
+    let again = link(&mut w, admin(), "ap1", "i1", true).expect("linked twice");
+    assert_eq!(again.issue_ids, ["i1"]);
+    let err = link(&mut w, admin(), "ap1", "o1", true).unwrap_err();
+    assert!(matches!(err, DomainError::NotFound { .. }), "{err:?}");
+
+    w.start_run("ra1", "a1");
+    let agent = agent_actor("a1", "c1", Some("ra1"));
+    let err = link(&mut w, agent.clone(), "ap1", "i1", false).unwrap_err();
+    assert!(matches!(err, DomainError::Forbidden { .. }), "{err:?}");
+    w.ok(
+        admin(),
+        Command::UpdateAgent {
+            agent_id: "a1".into(),
+            patch: AgentPatch {
+                role: Some("ceo".into()),
+                ..Default::default()
+            },
+        },
+    );
+    let a = link(&mut w, agent, "ap1", "i1", false).expect("the ceo unlinks");
+    assert!(a.issue_ids.is_empty());
+    assert_eq!(w.state.approvals.open_for_issue("i1").count(), 0);
+}

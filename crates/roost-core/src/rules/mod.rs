@@ -326,6 +326,11 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             comment_id,
             body,
         } => approval::comment(&ctx, approval_id, comment_id, body),
+        Command::LinkApprovalIssue {
+            approval_id,
+            issue_id,
+            linked,
+        } => approval::link_issue(&ctx, approval_id, issue_id, *linked),
         Command::PutHomeChunks { agent_id, chunks } => home::put_chunks(&ctx, agent_id, chunks),
         Command::SaveAgentHome {
             agent_id,

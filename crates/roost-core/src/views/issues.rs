@@ -53,6 +53,9 @@ pub struct IssueDetail {
     pub document_summaries: Vec<crate::document::DocumentView>,
     #[serde(default)]
     pub plan_document: Option<crate::document::DocumentView>,
+    /// Without a plan document, a plan in the description's `<plan>` tags.
+    #[serde(default)]
+    pub legacy_plan_document: Option<crate::document::LegacyPlanDocument>,
 }
 
 /// A related issue in [`IssueDetail`].

@@ -266,6 +266,12 @@ pub enum Op {
         id: Id,
         body: Text,
     },
+    /// Links or unlinks an approval and an issue.
+    LinkApproval {
+        approval: Id,
+        issue: Id,
+        linked: bool,
+    },
     /// An issue document op: `kind` picks put (with the latest revision as base, a stale or
     /// no base), restore, lock, unlock or delete; `key` a key of a few, one of them invalid.
     IssueDocument {

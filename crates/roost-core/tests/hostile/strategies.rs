@@ -408,6 +408,14 @@ fn add_comment() -> impl Strategy<Value = Op> {
     (mine_id(), new_id(), text()).prop_map(|(issue, id, body)| Op::AddComment { issue, id, body })
 }
 
+fn link_approval() -> impl Strategy<Value = Op> {
+    (mine_id(), mine_id(), any::<bool>()).prop_map(|(approval, issue, linked)| Op::LinkApproval {
+        approval,
+        issue,
+        linked,
+    })
+}
+
 fn issue_document() -> impl Strategy<Value = Op> {
     (mine_id(), any::<u8>(), any::<u8>(), new_id(), text()).prop_map(
         |(issue, key, kind, id, body)| Op::IssueDocument {
@@ -719,6 +727,7 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         3 => append_memory_entry(),
         2 => put_memory_document(),
         2 => issue_document(),
+        1 => link_approval(),
         2 => set_memory_live(),
         1 => set_company_memory_live(),
         12 => super::governance::gov_op().prop_map(Op::Governance),

@@ -2728,6 +2728,15 @@ pub struct AddApprovalCommentRequest {
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LinkIssueApprovalRequest {
+    /// An issue id or identifier (`PREFIX-N`).
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub approval_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ListApprovalCommentsRequest {
     #[prost(string, tag = "1")]
     pub approval_id: ::prost::alloc::string::String,
@@ -6265,6 +6274,51 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "ListApprovalComments"));
             self.inner.unary(req, path, codec).await
         }
+        /// Links an approval to an issue of its company, or unlinks it (REST's
+        /// `POST /api/issues/{id}/approvals`, `DELETE .../approvals/{approvalId}`): administrators, and
+        /// agents that may hire. Answers the approval.
+        pub async fn link_issue_approval(
+            &mut self,
+            request: impl tonic::IntoRequest<super::LinkIssueApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/LinkIssueApproval",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "LinkIssueApproval"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn unlink_issue_approval(
+            &mut self,
+            request: impl tonic::IntoRequest<super::LinkIssueApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/UnlinkIssueApproval",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "UnlinkIssueApproval"));
+            self.inner.unary(req, path, codec).await
+        }
         /// Creates an agent; in a company that requires board approval for new agents it is created
         /// pending_approval with its hire_agent approval (`POST /api/companies/{cid}/agent-hires`).
         pub async fn hire_agent(
@@ -7466,6 +7520,17 @@ pub mod control_server {
             tonic::Response<super::ListApprovalCommentsResponse>,
             tonic::Status,
         >;
+        /// Links an approval to an issue of its company, or unlinks it (REST's
+        /// `POST /api/issues/{id}/approvals`, `DELETE .../approvals/{approvalId}`): administrators, and
+        /// agents that may hire. Answers the approval.
+        async fn link_issue_approval(
+            &self,
+            request: tonic::Request<super::LinkIssueApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status>;
+        async fn unlink_issue_approval(
+            &self,
+            request: tonic::Request<super::LinkIssueApprovalRequest>,
+        ) -> std::result::Result<tonic::Response<super::Approval>, tonic::Status>;
         /// Creates an agent; in a company that requires board approval for new agents it is created
         /// pending_approval with its hire_agent approval (`POST /api/companies/{cid}/agent-hires`).
         async fn hire_agent(
@@ -11013,6 +11078,96 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ListApprovalCommentsSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/LinkIssueApproval" => {
+                    #[allow(non_camel_case_types)]
+                    struct LinkIssueApprovalSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::LinkIssueApprovalRequest>
+                    for LinkIssueApprovalSvc<T> {
+                        type Response = super::Approval;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::LinkIssueApprovalRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::link_issue_approval(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = LinkIssueApprovalSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/UnlinkIssueApproval" => {
+                    #[allow(non_camel_case_types)]
+                    struct UnlinkIssueApprovalSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::LinkIssueApprovalRequest>
+                    for UnlinkIssueApprovalSvc<T> {
+                        type Response = super::Approval;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::LinkIssueApprovalRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::unlink_issue_approval(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = UnlinkIssueApprovalSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

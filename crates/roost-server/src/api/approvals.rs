@@ -137,6 +137,23 @@ impl Api {
         expect_outcome!(self.submit(caller, command).await?, Outcome::ApprovalComment(c) => c)
     }
 
+    /// Links (`linked`) or unlinks an approval and an issue (`POST /api/issues/{id}/approvals`,
+    /// `DELETE /api/issues/{id}/approvals/{approvalId}`); answers the approval.
+    pub async fn link_issue_approval(
+        &self,
+        caller: &Caller,
+        issue_ref: &str,
+        approval_id: &str,
+        linked: bool,
+    ) -> Result<Approval, ApiError> {
+        let command = Command::LinkApprovalIssue {
+            approval_id: approval_id.into(),
+            issue_id: self.resolve_issue_id(caller, issue_ref)?,
+            linked,
+        };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Approval(a) => a)
+    }
+
     /// `POST /api/companies/{cid}/agent-hires`: the agent, and its `hire_agent` approval when
     /// the company requires one.
     pub async fn hire_agent(

@@ -181,6 +181,11 @@ impl Api {
                     .collect(),
                 blocked_by,
                 blocks,
+                legacy_plan_document: if plan_document.is_some() {
+                    None
+                } else {
+                    roost_core::document::legacy_plan(issue.description.as_deref())
+                },
                 document_summaries,
                 plan_document,
                 issue,

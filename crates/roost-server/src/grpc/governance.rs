@@ -220,6 +220,28 @@ pub(super) async fn add_approval_comment(
 }
 
 /// `GET /api/approvals/{id}/comments` answers the approval's own list; so does this.
+pub(super) async fn link_issue_approval(
+    api: Api,
+    caller: Caller,
+    r: pb::LinkIssueApprovalRequest,
+) -> Answer<pb::Approval> {
+    let approval = api
+        .link_issue_approval(&caller, &r.issue_id, &r.approval_id, true)
+        .await?;
+    Ok(convert::approval_to_proto(approval))
+}
+
+pub(super) async fn unlink_issue_approval(
+    api: Api,
+    caller: Caller,
+    r: pb::LinkIssueApprovalRequest,
+) -> Answer<pb::Approval> {
+    let approval = api
+        .link_issue_approval(&caller, &r.issue_id, &r.approval_id, false)
+        .await?;
+    Ok(convert::approval_to_proto(approval))
+}
+
 pub(super) async fn list_approval_comments(
     api: Api,
     caller: Caller,

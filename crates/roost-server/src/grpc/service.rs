@@ -443,6 +443,20 @@ impl Control for ControlService {
             .await
     }
 
+    async fn link_issue_approval(
+        &self,
+        request: Request<pb::LinkIssueApprovalRequest>,
+    ) -> Reply<pb::Approval> {
+        self.serve(request, governance::link_issue_approval).await
+    }
+
+    async fn unlink_issue_approval(
+        &self,
+        request: Request<pb::LinkIssueApprovalRequest>,
+    ) -> Reply<pb::Approval> {
+        self.serve(request, governance::unlink_issue_approval).await
+    }
+
     async fn hire_agent(
         &self,
         request: Request<pb::HireAgentRequest>,

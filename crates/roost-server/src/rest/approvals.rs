@@ -113,6 +113,39 @@ pub async fn of_issue(
     Ok(Json(api.issue_approvals(&caller, &id).await?))
 }
 
+/// Paperclip's `linkIssueApprovalSchema`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LinkBody {
+    pub approval_id: String,
+}
+
+/// `POST /api/issues/{id}/approvals`: answers the issue's approvals, as Paperclip does.
+pub async fn link(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<LinkBody>,
+) -> Result<(StatusCode, Json<Vec<Approval>>)> {
+    api.link_issue_approval(&caller, &id, &body.approval_id, true)
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(api.issue_approvals(&caller, &id).await?),
+    ))
+}
+
+/// `DELETE /api/issues/{id}/approvals/{approval_id}`: answers `{"ok": true}`.
+pub async fn unlink(
+    State(api): State<Api>,
+    caller: Caller,
+    Path((id, approval_id)): Path<(String, String)>,
+) -> Result<Json<serde_json::Value>> {
+    api.link_issue_approval(&caller, &id, &approval_id, false)
+        .await?;
+    Ok(Json(serde_json::json!({ "ok": true })))
+}
+
 async fn decide(
     api: Api,
     caller: Caller,
@@ -120,7 +153,7 @@ async fn decide(
     body: DecisionBody,
     decision: ApprovalDecision,
 ) -> Result<Json<Approval>> {
-    let note = body.decision_note;
+    let note = body.decision_note.map(super::dto::multiline);
     Ok(Json(
         api.decide_approval(&caller, &id, decision, note).await?,
     ))
@@ -179,7 +212,8 @@ pub async fn add_comment(
     JsonBody(body): JsonBody<CommentBody>,
 ) -> Result<(StatusCode, Json<ApprovalComment>)> {
     Ok(created(
-        api.comment_approval(&caller, &id, body.body).await?,
+        api.comment_approval(&caller, &id, super::dto::multiline(body.body))
+            .await?,
     ))
 }
 

@@ -55,7 +55,7 @@ pub async fn put(
         text: DocumentText {
             title: body.title,
             format: body.format.unwrap_or_else(|| MARKDOWN.to_string()),
-            body: body.body,
+            body: super::dto::multiline(body.body),
         },
         change_summary: body.change_summary,
         base_revision_id: body.base_revision_id,

@@ -307,6 +307,18 @@ fn camel_case(snake: &str) -> String {
     out
 }
 
+/// Paperclip's `multilineTextSchema` for the texts people and agents write (descriptions,
+/// comments, documents, approval notes): a line break escaped twice, as a shell-quoted `curl`
+/// body easily does (a backslash and an `n` in the string), is read as a line break.
+pub fn multiline(text: String) -> String {
+    if !text.contains('\\') {
+        return text;
+    }
+    text.replace("\\r\\n", "\n")
+        .replace("\\n", "\n")
+        .replace("\\r", "\n")
+}
+
 with_paperclip_issue_fields! {
     #[derive(Deserialize)]
     #[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
@@ -333,7 +345,7 @@ impl From<CreateIssue> for IssuePatch {
         let paperclip = c.kept();
         IssuePatch {
             title: Some(c.title),
-            description: c.description.map(Some),
+            description: c.description.map(multiline).map(Some),
             status: c.status,
             priority: c.priority,
             assignee_agent_id: c.assignee_agent_id.map(Some),
@@ -384,7 +396,7 @@ impl PatchIssue {
         let paperclip = self.kept();
         let patch = IssuePatch {
             title: self.title,
-            description: self.description,
+            description: self.description.map(|d| d.map(multiline)),
             status: self.status,
             priority: self.priority,
             assignee_agent_id: self.assignee_agent_id,
@@ -396,7 +408,7 @@ impl PatchIssue {
             goal_id: self.goal_id,
             paperclip,
         };
-        (patch, self.comment)
+        (patch, self.comment.map(multiline))
     }
 }
 

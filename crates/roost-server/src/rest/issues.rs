@@ -143,19 +143,19 @@ pub async fn add_comment(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::NewComment>,
 ) -> Result<(StatusCode, Json<Comment>)> {
-    if body.reopens() && is_closed(&api, &caller, &id).await? {
+    let reopens = body.reopens();
+    let text = dto::multiline(body.body);
+    if reopens && is_closed(&api, &caller, &id).await? {
         // One command: the issue goes back to `todo` (waking its assignee) with the comment.
         let patch = roost_core::command::IssuePatch {
             status: Some(IssueStatus::Todo),
             ..Default::default()
         };
-        let (_, comment) = api
-            .update_issue(&caller, &id, patch, Some(body.body))
-            .await?;
+        let (_, comment) = api.update_issue(&caller, &id, patch, Some(text)).await?;
         let comment = comment.ok_or_else(|| ApiError::internal("the comment was not added"))?;
         return Ok(created(comment));
     }
-    Ok(created(api.add_comment(&caller, &id, body.body).await?))
+    Ok(created(api.add_comment(&caller, &id, text).await?))
 }
 
 /// Whether `reopen` has something to reopen: the issue is `done` or `cancelled`.

@@ -297,7 +297,14 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/approvals/{id}/comments",
             get(approvals::comments).post(approvals::add_comment),
         )
-        .route("/issues/{id}/approvals", get(approvals::of_issue))
+        .route(
+            "/issues/{id}/approvals",
+            get(approvals::of_issue).post(approvals::link),
+        )
+        .route(
+            "/issues/{id}/approvals/{approval_id}",
+            axum::routing::delete(approvals::unlink),
+        )
         // The agent's home files: rest/home.rs.
         .route("/agents/me/home", get(home::get_own).put(home::save))
         .route("/agents/me/home/chunks", post(home::upload))

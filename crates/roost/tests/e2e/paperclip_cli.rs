@@ -77,6 +77,18 @@ async fn start() -> anyhow::Result<(Cli, tempfile::TempDir, RoostProcess)> {
     Ok((cli, dir, roost))
 }
 
+/// A `todo` issue of company `cid`, made over REST; its id.
+async fn todo_issue(http: &Http, cid: &str, title: &str) -> anyhow::Result<String> {
+    let issue = http
+        .post(
+            &format!("/api/companies/{cid}/issues"),
+            json!({ "title": title, "status": "todo" }),
+        )
+        .await?
+        .ok()?;
+    text(&issue, "id")
+}
+
 fn text(v: &Value, field: &str) -> anyhow::Result<String> {
     v[field]
         .as_str()
@@ -128,7 +140,7 @@ async fn paperclips_cli_drives_operator_commands_and_an_agent_loop() -> anyhow::
         "-C",
         &cid,
         "--payload-json",
-        r#"{"name":"coder","role":"engineer","adapterType":"process","adapterConfig":{"command":"sleep","args":["30"]}}"#,
+        r#"{"name":"coder","role":"engineer","adapterType":"process","adapterConfig":{"command":"sleep","args":["600"]}}"#,
     ])?
     .json()?;
     let agent_id = text(&agent, "id")?;
@@ -147,7 +159,9 @@ async fn paperclips_cli_drives_operator_commands_and_an_agent_loop() -> anyhow::
     let key = text(&key, "token")?;
     let as_agent = |args: &[&str]| cli.run(&base, &key, args);
 
-    // An assigned issue wakes the agent; the dev worker runs it (`sleep 30`).
+    // An assigned issue wakes the agent; the dev worker runs it (`sleep 600`: the run must
+    // outlive the agent loop below, which took over 30 s on a loaded machine and was then
+    // fenced; the run ends with `roost dev`).
     let issue = op(&[
         "issue",
         "create",
@@ -575,14 +589,7 @@ async fn paperclips_issue_documents_keep_revisions_and_refuse_a_lost_update() ->
     let op = |args: &[&str]| cli.run(&base, &admin, args);
     let http = Http::new(&base).with_token(&admin);
     let cid = roost.company_id.clone();
-    let issue = http
-        .post(
-            &format!("/api/companies/{cid}/issues"),
-            json!({ "title": "plan the release", "status": "todo" }),
-        )
-        .await?
-        .ok()?;
-    let issue_id = text(&issue, "id")?;
+    let issue_id = todo_issue(&http, &cid, "plan the release").await?;
     let doc = |args: &[&str]| {
         let mut all = vec!["issue"];
         all.extend_from_slice(args);
@@ -724,5 +731,66 @@ async fn paperclips_issue_documents_keep_revisions_and_refuse_a_lost_update() ->
         .filter_map(|d| d["key"].as_str())
         .collect();
     assert_eq!(keys, vec!["plan"], "{detail}");
+    Ok(())
+}
+
+/// Paperclip's `issue approvals`, `issue approval:link` and `approval:unlink`: an approval
+/// linked to an issue holds it (the issue waits on it), and unlinking lets it go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_cli_links_and_unlinks_an_issues_approval() -> anyhow::Result<()> {
+    let (cli, _dir, roost) = start().await?;
+    let base = roost.base_url.clone();
+    let admin = roost.admin_token.clone();
+    let op = |args: &[&str]| cli.run(&base, &admin, args);
+    let http = Http::new(&base).with_token(&admin);
+    let cid = roost.company_id.clone();
+    let issue_id = todo_issue(&http, &cid, "needs a yes").await?;
+    let approval = http
+        .post(
+            &format!("/api/companies/{cid}/approvals"),
+            json!({ "type": "request_board_approval", "payload": { "ask": "ship?" } }),
+        )
+        .await?
+        .ok()?;
+    let approval_id = text(&approval, "id")?;
+
+    let linked = op(&["issue", "approval:link", &issue_id, &approval_id])?.json()?;
+    let ids: Vec<&str> = linked
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec![approval_id.as_str()], "{linked}");
+    let listed = op(&["issue", "approvals", &issue_id])?.json()?;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let approval = http
+        .get(&format!("/api/approvals/{approval_id}"))
+        .await?
+        .ok()?;
+    assert_eq!(approval["issueIds"], json!([issue_id]), "{approval}");
+
+    let unlinked = op(&["issue", "approval:unlink", &issue_id, &approval_id])?.json()?;
+    assert_eq!(unlinked["ok"], true, "{unlinked}");
+    let listed = op(&["issue", "approvals", &issue_id])?.json()?;
+    assert_eq!(listed, json!([]), "{listed}");
+    // Another company's approval cannot be linked: not found, and a sentence saying so.
+    let other = http
+        .post("/api/companies", json!({ "name": "Elsewhere" }))
+        .await?
+        .ok()?;
+    let foreign = http
+        .post(
+            &format!("/api/companies/{}/approvals", text(&other, "id")?),
+            json!({ "type": "request_board_approval", "payload": {} }),
+        )
+        .await?
+        .ok()?;
+    let refused = op(&["issue", "approval:link", &issue_id, &text(&foreign, "id")?])?;
+    assert!(
+        !refused.ok,
+        "another company's approval was linked: {}",
+        refused.stdout
+    );
     Ok(())
 }

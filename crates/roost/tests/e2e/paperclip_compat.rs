@@ -598,3 +598,85 @@ async fn paperclips_agent_budget_route_sets_the_agents_monthly_budget() -> anyho
     );
     node.shutdown().await
 }
+
+/// Regression: an agent whose curl body escaped its line breaks twice (`"a\\nb"` in the JSON: a
+/// backslash and an `n` in the text) got that text back verbatim; Paperclip reads such an
+/// escape as a line break in descriptions, comments, documents and approval notes.
+#[tokio::test]
+async fn twice_escaped_line_breaks_are_read_as_line_breaks_as_paperclip_reads_them(
+) -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let issue = node
+        .issue(json!({ "title": "escapes", "description": "one\\ntwo\\r\\nthree" }))
+        .await?;
+    assert_eq!(issue["description"], "one\ntwo\nthree", "{issue}");
+    let id = str_field(&issue, "id");
+    let comment = node
+        .admin
+        .post(
+            &format!("/api/issues/{id}/comments"),
+            json!({ "body": "a\\nb" }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(comment["body"], "a\nb", "{comment}");
+    let patched = node
+        .admin
+        .patch(
+            &format!("/api/issues/{id}"),
+            json!({ "description": "x\\ny", "comment": "c\\nd" }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(patched["description"], "x\ny", "{patched}");
+    assert_eq!(patched["comment"]["body"], "c\nd", "{patched}");
+    let doc = node
+        .admin
+        .put(
+            &format!("/api/issues/{id}/documents/plan"),
+            json!({ "format": "markdown", "body": "# Plan\\n- step" }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(doc["body"], "# Plan\n- step", "{doc}");
+    // A real line break, and a backslash before anything else, are kept as sent.
+    let kept = node
+        .admin
+        .post(
+            &format!("/api/issues/{id}/comments"),
+            json!({ "body": "real\nbreak, C:\\temp" }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(kept["body"], "real\nbreak, C:\\temp", "{kept}");
+    Ok(())
+}
+
+/// Paperclip's issue detail shows a plan an agent wrote into the description's `<plan>` tags
+/// (before plan documents) as `legacyPlanDocument`, until a `plan` document exists.
+#[tokio::test]
+async fn an_issue_shows_its_descriptions_plan_until_it_has_a_plan_document() -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let issue = node
+        .issue(json!({ "title": "old plan", "description": "Goal.\n<plan>\n1. do it\n</plan>" }))
+        .await?;
+    let id = str_field(&issue, "id");
+    let detail = node.admin.get(&format!("/api/issues/{id}")).await?.ok()?;
+    assert_eq!(detail["legacyPlanDocument"]["body"], "1. do it", "{detail}");
+    assert_eq!(detail["legacyPlanDocument"]["source"], "issue_description");
+    assert!(detail["planDocument"].is_null(), "{detail}");
+    node.admin
+        .put(
+            &format!("/api/issues/{id}/documents/plan"),
+            json!({ "format": "markdown", "body": "1. do it properly" }),
+        )
+        .await?
+        .ok()?;
+    let detail = node.admin.get(&format!("/api/issues/{id}")).await?.ok()?;
+    assert!(detail["legacyPlanDocument"].is_null(), "{detail}");
+    assert_eq!(
+        detail["planDocument"]["body"], "1. do it properly",
+        "{detail}"
+    );
+    Ok(())
+}

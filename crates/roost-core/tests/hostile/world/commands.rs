@@ -120,6 +120,15 @@ impl World {
                     body: body.render(),
                 },
             },
+            Op::LinkApproval {
+                approval,
+                issue,
+                linked,
+            } => Command::LinkApprovalIssue {
+                approval_id: pick(Kind::Approval, *approval),
+                issue_id: pick(Kind::Issue, *issue),
+                linked: *linked,
+            },
             Op::IssueDocument {
                 issue,
                 key,
