@@ -114,6 +114,9 @@ pub enum DocumentOp {
     /// a read barrier, and checks it is the document's (a revision never changes); apply
     /// checks it is older than the latest.
     Restore {
+        /// The document the revision was read from: a document deleted and made again under
+        /// the same key is another document, whose history this revision is not part of.
+        document_id: String,
         from_revision_id: String,
         from_revision_number: u64,
         revision_id: String,

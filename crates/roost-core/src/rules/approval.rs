@@ -370,7 +370,9 @@ pub(crate) fn waiting_on(ctx: &Ctx<'_>, issue_id: &str, agent_id: &str) -> Optio
 /// `POST /api/issues/{id}/approvals` and `DELETE .../approvals/{approvalId}` do: an
 /// administrator, or an agent that may hire (its company's `ceo` or one with
 /// `canCreateAgents`), and such an agent not while another run holds the issue. Linking what is
-/// linked, or unlinking what is not, changes nothing.
+/// linked, or unlinking what is not, changes nothing. In Roost an open approval holds its
+/// issues' checkout (`waiting_on`), so an agent links and unlinks only approvals it requested:
+/// it cannot lift a board's approval off an issue.
 pub(crate) fn link_issue(
     ctx: &Ctx<'_>,
     approval_id: &str,
@@ -403,6 +405,15 @@ pub(crate) fn link_issue(
         .filter(|a| a.company_id == issue.company_id)
         .cloned()
         .ok_or_else(|| DomainError::not_found("approval", approval_id))?;
+    if let Some(own) = ctx.actor.agent_id() {
+        if a.requested_by_agent_id.as_deref() != Some(own) {
+            return Err(DomainError::forbidden(format!(
+                "approval {} was not requested by this agent: an agent links and unlinks only \
+                 approvals it requested; an administrator may link any",
+                a.id
+            )));
+        }
+    }
     let has = a.issue_ids.contains(&issue.id);
     if linked && !has && a.issue_ids.len() >= MAX_APPROVAL_ISSUES {
         return Err(DomainError::too_large(

@@ -317,7 +317,32 @@ fn an_approval_is_linked_to_an_issue_and_unlinked_by_those_who_may_hire() {
             },
         },
     );
-    let a = link(&mut w, agent, "ap1", "i1", false).expect("the ceo unlinks");
+    // Even the ceo cannot lift a board's approval off an issue: only its own.
+    let err = link(&mut w, agent.clone(), "ap1", "i1", false).unwrap_err();
+    assert!(matches!(err, DomainError::Forbidden { .. }), "{err:?}");
+    let own = ask(&mut w, agent.clone(), "ap2", &[]).expect("the ceo asks");
+    assert_eq!(own.requested_by_agent_id.as_deref(), Some("a1"));
+    link(&mut w, agent.clone(), "ap2", "i1", true).expect("the ceo links its own");
+    let a = link(&mut w, agent, "ap2", "i1", false).expect("and unlinks it");
+    assert!(a.issue_ids.is_empty());
+    let a = link(&mut w, admin(), "ap1", "i1", false).expect("an administrator unlinks any");
     assert!(a.issue_ids.is_empty());
     assert_eq!(w.state.approvals.open_for_issue("i1").count(), 0);
+}
+
+/// Regression: a deleted issue stayed linked to its approvals, where no one could unlink it.
+#[test]
+fn a_deleted_issue_is_unlinked_from_its_approvals() {
+    let mut w = world();
+    w.todo_issue("i1");
+    w.todo_issue("i2");
+    ask(&mut w, admin(), "ap1", &["i1", "i2"]).expect("asked");
+    w.ok(
+        admin(),
+        Command::DeleteIssue {
+            issue_id: "i1".into(),
+        },
+    );
+    let a = &w.state.approvals.approvals["ap1"];
+    assert_eq!(a.issue_ids, ["i2"]);
 }

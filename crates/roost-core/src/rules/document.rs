@@ -88,6 +88,7 @@ pub(crate) fn decide(
             }
         }
         DocumentOp::Restore {
+            document_id,
             from_revision_id,
             from_revision_number,
             revision_id,
@@ -96,6 +97,12 @@ pub(crate) fn decide(
             ctx.fence()?;
             require_not_held_by_other(ctx, issue)?;
             let doc = existing.ok_or_else(|| DomainError::not_found("document", key))?;
+            if doc.id != *document_id {
+                return Err(DomainError::not_found(
+                    "document revision",
+                    from_revision_id,
+                ));
+            }
             require_unlocked(doc)?;
             if *from_revision_id == doc.latest_revision_id
                 || *from_revision_number >= doc.latest_revision_number

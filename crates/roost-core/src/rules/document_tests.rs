@@ -271,6 +271,7 @@ fn a_restore_saves_an_earlier_revision_as_the_newest() {
             "i1",
             "plan",
             DocumentOp::Restore {
+                document_id: "d1".into(),
                 from_revision_id: from.into(),
                 from_revision_number: number,
                 revision_id: rev.into(),
@@ -351,4 +352,45 @@ fn documents_survive_a_reload_from_rows_with_the_same_hash() {
         w.state.documents.get("i1", "plan")
     );
     assert_eq!(reloaded.hash(), w.state.hash());
+}
+
+/// A revision read from a document that was deleted and made again under the same key is not
+/// restored into the new one.
+#[test]
+fn a_restore_names_its_document_and_a_new_document_under_the_same_key_refuses_it() {
+    let mut w = world();
+    w.todo_issue("i1");
+    w.ok(
+        admin(),
+        on("i1", "plan", put_op("d1", "r1", "old v1", None)),
+    );
+    w.ok(
+        admin(),
+        on("i1", "plan", put_op("d1", "r2", "old v2", Some("r1"))),
+    );
+    w.ok(admin(), on("i1", "plan", DocumentOp::Delete));
+    w.ok(
+        admin(),
+        on("i1", "plan", put_op("d2", "s1", "new v1", None)),
+    );
+    w.ok(
+        admin(),
+        on("i1", "plan", put_op("d2", "s2", "new v2", Some("s1"))),
+    );
+    let restore = DocumentOp::Restore {
+        document_id: "d1".into(),
+        from_revision_id: "r1".into(),
+        from_revision_number: 1,
+        revision_id: "s3".into(),
+        text: text("old v1"),
+    };
+    let err = w.run(admin(), on("i1", "plan", restore)).unwrap_err();
+    assert!(matches!(err, DomainError::NotFound { .. }), "{err:?}");
+    assert_eq!(
+        w.state
+            .documents
+            .get("i1", "plan")
+            .map(|d| d.latest_revision_number),
+        Some(2)
+    );
 }

@@ -615,6 +615,15 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
         edited[at].blocked_by_issue_ids.retain(|b| b != issue_id);
     }
     let mut changes = vec![Change::IssueDeleted(issue.id.clone())];
+    // Approvals linked to it let it go: a link to a deleted issue could never be unlinked.
+    for approval in ctx.state.approvals.approvals.values() {
+        if approval.company_id == issue.company_id && approval.issue_ids.contains(&issue.id) {
+            let mut a = approval.clone();
+            a.issue_ids.retain(|i| *i != issue.id);
+            a.updated_at = ctx.now();
+            changes.push(Change::Approval(a));
+        }
+    }
     // Its documents go with it, each with its revisions (`rules/document.rs`).
     changes.extend(
         ctx.state

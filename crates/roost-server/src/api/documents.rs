@@ -191,7 +191,8 @@ impl Api {
         key: &str,
         revision_id: &str,
     ) -> Result<DocumentView, ApiError> {
-        let (issue_id, doc, _) = self.document(caller, issue, key).await?;
+        let (issue_id, doc, seen_at) = self.document(caller, issue, key).await?;
+        self.rows_written(seen_at).await?;
         let revision = self
             .reader()
             .document_revision(revision_id)
@@ -199,6 +200,7 @@ impl Api {
             .filter(|r| r.document_id == doc.id)
             .ok_or_else(|| ApiError::not_found("document revision", revision_id))?;
         let op = DocumentOp::Restore {
+            document_id: doc.id.clone(),
             from_revision_id: revision.id,
             from_revision_number: revision.revision_number,
             revision_id: new_id(),

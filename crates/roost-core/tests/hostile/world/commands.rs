@@ -158,6 +158,7 @@ impl World {
                         base_revision_id: if kind % 8 == 2 { first } else { latest },
                     },
                     3 => DocumentOp::Restore {
+                        document_id: doc.map_or_else(|| new.clone(), |d| d.id.clone()),
                         from_revision_id: first.clone().unwrap_or_else(|| new.clone()),
                         from_revision_number: u64::from(*kind % 3),
                         revision_id: format!("rev-{new}"),
