@@ -217,48 +217,17 @@ pub fn key_problem(key: &str) -> Option<&'static str> {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentView {
-    pub id: String,
-    pub company_id: String,
-    pub issue_id: String,
-    pub key: String,
-    pub title: Option<String>,
-    pub format: String,
+    #[serde(flatten)]
+    pub document: IssueDocument,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
-    pub latest_revision_id: String,
-    pub latest_revision_number: u64,
-    pub created_by_agent_id: Option<String>,
-    pub created_by_user_id: Option<String>,
-    pub updated_by_agent_id: Option<String>,
-    pub updated_by_user_id: Option<String>,
-    pub locked_at: Option<Timestamp>,
-    pub locked_by_agent_id: Option<String>,
-    pub locked_by_user_id: Option<String>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
 }
 
 impl IssueDocument {
-    pub fn view(&self, body: Option<String>) -> DocumentView {
+    pub fn view(self, body: Option<String>) -> DocumentView {
         DocumentView {
-            id: self.id.clone(),
-            company_id: self.company_id.clone(),
-            issue_id: self.issue_id.clone(),
-            key: self.key.clone(),
-            title: self.title.clone(),
-            format: self.format.clone(),
+            document: self,
             body,
-            latest_revision_id: self.latest_revision_id.clone(),
-            latest_revision_number: self.latest_revision_number,
-            created_by_agent_id: self.created_by_agent_id.clone(),
-            created_by_user_id: self.created_by_user_id.clone(),
-            updated_by_agent_id: self.updated_by_agent_id.clone(),
-            updated_by_user_id: self.updated_by_user_id.clone(),
-            locked_at: self.locked_at,
-            locked_by_agent_id: self.locked_by_agent_id.clone(),
-            locked_by_user_id: self.locked_by_user_id.clone(),
-            created_at: self.created_at,
-            updated_at: self.updated_at,
         }
     }
 }

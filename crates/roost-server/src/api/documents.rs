@@ -122,7 +122,7 @@ impl Api {
             (
                 s.documents
                     .of_issue(issue_id)
-                    .map(|d| d.view(None))
+                    .map(|d| d.clone().view(None))
                     .collect(),
                 s.documents.get(issue_id, "plan").cloned(),
                 s.applied_index,

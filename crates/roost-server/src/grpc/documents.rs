@@ -11,7 +11,8 @@ use crate::error::ApiError;
 
 type Answer<T> = Result<T, ApiError>;
 
-fn document_to_proto(d: DocumentView) -> pb::IssueDocument {
+fn document_to_proto(view: DocumentView) -> pb::IssueDocument {
+    let DocumentView { document: d, body } = view;
     pb::IssueDocument {
         id: d.id,
         company_id: d.company_id,
@@ -19,7 +20,7 @@ fn document_to_proto(d: DocumentView) -> pb::IssueDocument {
         key: d.key,
         title: d.title,
         format: d.format,
-        body: d.body.unwrap_or_default(),
+        body: body.unwrap_or_default(),
         latest_revision_id: d.latest_revision_id,
         latest_revision_number: d.latest_revision_number,
         created_by_agent_id: d.created_by_agent_id,

@@ -112,12 +112,14 @@ pub(super) async fn run(
             };
             let doc = client.put_document(&issue, &key, &put).await?;
             if quiet {
-                print_only(&doc.latest_revision_id)?;
+                print_only(&doc.document.latest_revision_id)?;
             } else {
                 out.show(&doc, |d| {
                     format!(
                         "saved {} revision {} ({})\n",
-                        d.key, d.latest_revision_number, d.latest_revision_id
+                        d.document.key,
+                        d.document.latest_revision_number,
+                        d.document.latest_revision_id
                     )
                 })?;
             }
@@ -135,17 +137,19 @@ pub(super) async fn run(
             out.show(&doc, |d| {
                 format!(
                     "restored {} as revision {} ({})\n",
-                    d.key, d.latest_revision_number, d.latest_revision_id
+                    d.document.key,
+                    d.document.latest_revision_number,
+                    d.document.latest_revision_id
                 )
             })?;
         }
         DocumentCommand::Lock { issue, key } => {
             let doc = client.lock_document(&issue, &key, true).await?;
-            out.show(&doc, |d| format!("locked {}\n", d.key))?;
+            out.show(&doc, |d| format!("locked {}\n", d.document.key))?;
         }
         DocumentCommand::Unlock { issue, key } => {
             let doc = client.lock_document(&issue, &key, false).await?;
-            out.show(&doc, |d| format!("unlocked {}\n", d.key))?;
+            out.show(&doc, |d| format!("unlocked {}\n", d.document.key))?;
         }
         DocumentCommand::Delete { issue, key, yes } => {
             if !yes {
@@ -168,11 +172,16 @@ fn documents_text(docs: &[DocumentView]) -> String {
         .iter()
         .map(|d| {
             vec![
-                d.key.clone(),
-                d.latest_revision_number.to_string(),
-                when(d.updated_at),
-                if d.locked_at.is_some() { "locked" } else { "-" }.into(),
-                or_dash(d.title.as_deref()),
+                d.document.key.clone(),
+                d.document.latest_revision_number.to_string(),
+                when(d.document.updated_at),
+                if d.document.locked_at.is_some() {
+                    "locked"
+                } else {
+                    "-"
+                }
+                .into(),
+                or_dash(d.document.title.as_deref()),
             ]
         })
         .collect();
@@ -180,23 +189,25 @@ fn documents_text(docs: &[DocumentView]) -> String {
 }
 
 fn document_text(d: &DocumentView) -> String {
-    let by = d
-        .updated_by_agent_id
-        .as_deref()
-        .map(|a| format!("agent {a}"))
-        .or_else(|| d.updated_by_user_id.as_deref().map(|u| format!("user {u}")));
+    let by = author(
+        d.document.updated_by_agent_id.as_deref(),
+        d.document.updated_by_user_id.as_deref(),
+    );
     let mut text = fields(&[
-        ("document", d.key.clone()),
-        ("title", or_dash(d.title.as_deref())),
+        ("document", d.document.key.clone()),
+        ("title", or_dash(d.document.title.as_deref())),
         (
             "revision",
-            format!("{} ({})", d.latest_revision_number, d.latest_revision_id),
+            format!(
+                "{} ({})",
+                d.document.latest_revision_number, d.document.latest_revision_id
+            ),
         ),
         (
             "updated",
-            format!("{} by {}", when(d.updated_at), or_dash(by)),
+            format!("{} by {}", when(d.document.updated_at), or_dash(by)),
         ),
-        ("locked", or_dash(d.locked_at.map(when))),
+        ("locked", or_dash(d.document.locked_at.map(when))),
     ]);
     text.push('\n');
     text.push_str(&indented(d.body.as_deref().unwrap_or(""), 2));
@@ -207,11 +218,10 @@ fn revisions_text(revisions: &[DocumentRevision]) -> String {
     let rows: Vec<Vec<String>> = revisions
         .iter()
         .map(|r| {
-            let by = r
-                .created_by_agent_id
-                .as_deref()
-                .map(|a| format!("agent {a}"))
-                .or_else(|| r.created_by_user_id.as_deref().map(|u| format!("user {u}")));
+            let by = author(
+                r.created_by_agent_id.as_deref(),
+                r.created_by_user_id.as_deref(),
+            );
             vec![
                 r.revision_number.to_string(),
                 r.id.clone(),
@@ -222,4 +232,11 @@ fn revisions_text(revisions: &[DocumentRevision]) -> String {
         })
         .collect();
     table(&["REV", "ID", "AT", "BY", "SUMMARY"], &rows)
+}
+
+/// Who wrote a revision: `agent <id>` or `user <id>`.
+fn author(agent: Option<&str>, user: Option<&str>) -> Option<String> {
+    agent
+        .map(|a| format!("agent {a}"))
+        .or_else(|| user.map(|u| format!("user {u}")))
 }
