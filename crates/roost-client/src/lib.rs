@@ -12,6 +12,7 @@ mod documents;
 mod error;
 mod events;
 mod home;
+mod interactions;
 mod logs;
 mod memory;
 mod projects;
@@ -37,6 +38,10 @@ pub use documents::{DocumentPutBody, DocumentRevision, DocumentView};
 pub use error::Error;
 pub use events::Event;
 pub use home::{AgentHome, HomeFile, HomeView};
+pub use interactions::{
+    InteractionAcceptBody, InteractionCreateBody, InteractionReasonBody, InteractionRespondBody,
+    InteractionVerdictsBody, InteractionView,
+};
 pub use memory::{
     CompanyLive, CurrentTask, Door, LiveParts, MemoryDocument, MemoryDocumentInfo, MemoryEntry,
     MemoryHitKind, MemoryLive, MemoryScope, MemorySearchHit, MemorySummary, NewMemoryEntry,

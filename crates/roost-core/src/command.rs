@@ -282,6 +282,12 @@ pub enum Command {
         key: String,
         op: crate::document::DocumentOp,
     },
+    /// Creates, answers or withdraws an issue-thread interaction of an issue
+    /// (`interaction.rs`, `rules/interaction.rs`).
+    IssueInteraction {
+        issue_id: String,
+        op: crate::interaction::InteractionOp,
+    },
     /// Removes an issue with its comments and documents (Paperclip's `DELETE /issues/{id}`);
     /// refused while a live run works on it. Its activity entries stay in the chain.
     DeleteIssue {
@@ -560,6 +566,7 @@ impl Command {
             Command::UpdateIssue { .. } => "issue.updated",
             Command::DeleteIssue { .. } => "issue.deleted",
             Command::IssueDocument { op, .. } => op.name(),
+            Command::IssueInteraction { op, .. } => op.name(),
             Command::AddComment { .. } => "issue.comment_added",
             Command::Checkout { .. } => "issue.checked_out",
             Command::Release { .. } => "issue.released",
@@ -631,6 +638,11 @@ pub enum Outcome {
         created: bool,
         redirected_from: Option<String>,
     },
+    /// An interaction as the command left it; `created` false for a repeat of its create.
+    Interaction {
+        interaction: crate::interaction::Interaction,
+        created: bool,
+    },
     Run(Run),
     Wake(Wake),
     Worker(Worker),
@@ -677,6 +689,7 @@ impl Outcome {
             Outcome::Issue { .. } => "issue",
             Outcome::Comment(_) => "comment",
             Outcome::IssueDocument { .. } => "issue_document",
+            Outcome::Interaction { .. } => "interaction",
             Outcome::Run(_) => "run",
             Outcome::Wake(_) => "wake",
             Outcome::Worker(_) => "worker",

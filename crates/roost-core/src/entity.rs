@@ -612,6 +612,7 @@ string_enum!(
         IncidentEscalated => "incident_escalated",
         IssueAssignmentRecovery => "issue_assignment_recovery",
         IssueContinuationNeeded => "issue_continuation_needed",
+        InteractionPending => "interaction_pending",
     }
 );
 
@@ -627,6 +628,7 @@ impl WakeReason {
                 | WakeReason::IssueStatusChanged
                 | WakeReason::IssueChildrenCompleted
                 | WakeReason::IssueBlockersResolved
+                | WakeReason::InteractionPending
         )
     }
 }

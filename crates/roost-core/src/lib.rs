@@ -16,6 +16,7 @@ pub mod entity;
 pub mod error;
 pub mod home;
 pub mod idempotency;
+pub mod interaction;
 mod issue_index;
 pub mod issue_map;
 pub mod limits;

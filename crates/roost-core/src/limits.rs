@@ -299,6 +299,7 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         }
         Command::DeleteSkill { .. } | Command::LinkApprovalIssue { .. } => Ok(()),
         Command::IssueDocument { op, .. } => op.check(),
+        Command::IssueInteraction { op, .. } => op.check(),
         Command::ResetAgentSession { task_key, .. } => {
             opt_chars("taskKey", task_key.as_ref(), MAX_NAME_CHARS)
         }

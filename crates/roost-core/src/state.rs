@@ -61,6 +61,8 @@ pub enum Change {
     SkillDeleted(String),
     /// An issue document's summary or revision, or its removal (`document.rs`).
     Document(crate::document::DocumentChange),
+    /// An issue-thread interaction's row, or a pending one's removal (`interaction.rs`).
+    Interaction(crate::interaction::InteractionChange),
 }
 
 /// Commands one log entry carries at most. The command at `position` in the entry at log
@@ -132,6 +134,8 @@ pub struct StateRows {
     pub projects: Vec<crate::project::Project>,
     pub skills: Vec<crate::skill::Skill>,
     pub issue_documents: Vec<crate::document::IssueDocument>,
+    /// Interactions still pending: memory keeps no other.
+    pub pending_interactions: Vec<crate::interaction::Interaction>,
     pub activity_seq: u64,
     pub activity_head: Option<String>,
 }
@@ -165,6 +169,8 @@ pub struct State {
     pub skills: BTreeMap<String, crate::skill::Skill>,
     /// Issue documents' summaries (`document.rs`).
     pub documents: crate::document::DocumentState,
+    /// Pending issue-thread interactions (`interaction.rs`).
+    pub interactions: crate::interaction::InteractionState,
     pub activity_seq: u64,
     pub activity_head: String,
     pub idempotency: IdempotencyTable,
@@ -396,7 +402,10 @@ impl State {
                     rows.issue_documents
                         .into_iter()
                         .map(|d| Change::Document(crate::document::DocumentChange::Document(d))),
-                );
+                )
+                .chain(rows.pending_interactions.into_iter().map(|i| {
+                    Change::Interaction(crate::interaction::InteractionChange::Interaction(i))
+                }));
         for change in puts {
             state.put(change);
         }
@@ -669,6 +678,7 @@ impl State {
                 self.skills.remove(&id);
             }
             Change::Document(d) => self.documents.put(d),
+            Change::Interaction(i) => self.interactions.put(i),
             Change::Activity(_) => {}
             Change::Remembered(r) => self.idempotency.insert(r),
             Change::Forgotten(key) => self.idempotency.remove(&key),

@@ -51,9 +51,10 @@ pub(crate) enum Table {
     Skill,
     CompanyMemoryLive,
     IssueDocument,
+    Interaction,
 }
 
-const TABLES: [Table; 26] = [
+const TABLES: [Table; 27] = [
     Table::Company,
     Table::Agent,
     Table::Issue,
@@ -80,6 +81,7 @@ const TABLES: [Table; 26] = [
     Table::Skill,
     Table::CompanyMemoryLive,
     Table::IssueDocument,
+    Table::Interaction,
 ];
 
 type Lanes = [u64; 4];
@@ -259,6 +261,7 @@ fn keys(state: &State, table: Table) -> Vec<String> {
         Table::Skill => of(&state.skills),
         Table::CompanyMemoryLive => of(&state.memory.company_live),
         Table::IssueDocument => of(&state.documents.documents),
+        Table::Interaction => of(&state.interactions.pending),
     }
 }
 
@@ -297,6 +300,7 @@ fn row_digest(state: &State, table: Table, key: &str) -> Option<Lanes> {
         Table::Skill => json(state.skills.get(key)),
         Table::CompanyMemoryLive => json(state.memory.company_live.get(key)),
         Table::IssueDocument => json(state.documents.documents.get(key)),
+        Table::Interaction => json(state.interactions.pending.get(key)),
     }?;
     let mut hasher = Sha256::new();
     hasher.update([table as u8]);
@@ -362,6 +366,12 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
             crate::document::DocumentChange::Deleted(id) => (Table::IssueDocument, id.as_str()),
             // Not in memory: its document's row (its latest revision and ids) is.
             crate::document::DocumentChange::Revision(_) => return None,
+        },
+        Change::Interaction(i) => match i {
+            crate::interaction::InteractionChange::Interaction(i) => {
+                (Table::Interaction, i.id.as_str())
+            }
+            crate::interaction::InteractionChange::Deleted(id) => (Table::Interaction, id.as_str()),
         },
         Change::Activity(_) => return None,
     })

@@ -12,6 +12,9 @@ use std::fmt;
 
 use roost_core::approval::{ApprovalDecision, ApprovalStatus, ApprovalType};
 use roost_core::cluster_view::{MemberHealth, NodeRole};
+use roost_core::interaction::{
+    ContinuationPolicy, InteractionKind, InteractionStatus, ItemVerdict, ResolverPolicy,
+};
 use roost_core::project::{GoalLevel, GoalStatus, ProjectStatus};
 use roost_core::routine::{
     CatchUpPolicy, ConcurrencyPolicy, RoutineAction, RoutineRunStatus, RoutineStatus, RunSource,
@@ -98,7 +101,7 @@ proto_enum! {
         IssueAssigned, IssueCommented, IssueCommentMentioned, IssueStatusChanged,
         IssueChildrenCompleted, IssueBlockersResolved, ApprovalResolved, HeartbeatTimer,
         OnDemand, Routine, ProcessLostRetry, IssueEscalated, IncidentEscalated,
-        IssueAssignmentRecovery, IssueContinuationNeeded,
+        IssueAssignmentRecovery, IssueContinuationNeeded, InteractionPending,
     }
     WakeStatus => WakeStatus {
         Queued, Deferred, Claimed, Coalesced, Skipped, Suppressed, Cancelled,
@@ -133,6 +136,15 @@ proto_enum! {
     MemoryHitKind => MemoryHitKind { Entry, Document, Comment }
     NodeRole => NodeRole { Leader, Follower, Candidate, Learner, Shutdown }
     MemberHealth => MemberHealth { Leader, Healthy, Lagging, Unreachable }
+    InteractionKind => InteractionKind {
+        RequestConfirmation, RequestCheckboxConfirmation, AskUserQuestions, RequestItemVerdicts,
+    }
+    InteractionStatus => InteractionStatus {
+        Pending, Accepted, Rejected, Answered, Withdrawn, Expired,
+    }
+    ResolverPolicy => ResolverPolicy { Anyone, NotCreator, HumanOnly }
+    ContinuationPolicy => ContinuationPolicy { None, WakeAssignee, WakeAssigneeOnAccept }
+    ItemVerdict => ItemVerdict { Approve, Reject, Defer }
 }
 
 #[cfg(test)]

@@ -140,6 +140,34 @@ const SURFACE: &[(&str, Twin)] = &[
         Grpc("UnlockIssueDocument"),
     ),
     (
+        "GET /issues/{id}/interactions",
+        Grpc("ListIssueInteractions"),
+    ),
+    (
+        "POST /issues/{id}/interactions",
+        Grpc("CreateIssueInteraction"),
+    ),
+    (
+        "POST /issues/{id}/interactions/{interaction_id}/accept",
+        Grpc("AcceptIssueInteraction"),
+    ),
+    (
+        "POST /issues/{id}/interactions/{interaction_id}/reject",
+        Grpc("RejectIssueInteraction"),
+    ),
+    (
+        "POST /issues/{id}/interactions/{interaction_id}/respond",
+        Grpc("RespondIssueInteraction"),
+    ),
+    (
+        "POST /issues/{id}/interactions/{interaction_id}/verdicts",
+        Grpc("SubmitIssueInteractionVerdicts"),
+    ),
+    (
+        "POST /issues/{id}/interactions/{interaction_id}/withdraw",
+        Grpc("WithdrawIssueInteraction"),
+    ),
+    (
         "GET /issues/{id}/heartbeat-context",
         Grpc("GetHeartbeatContext"),
     ),

@@ -33,7 +33,7 @@ mod types;
 pub use bulk::BulkDb;
 pub use error::Error;
 pub use log_store::LogStore;
-pub use reader::{ActivityFilter, CommentQuery, StateReader};
+pub use reader::{ActivityFilter, CommentQuery, InteractionLookup, StateReader};
 pub use search::{SearchQuery, SearchText, MAX_QUERY_CHARS};
 pub use state_machine::StateMachineStore;
 pub use types::{ApplyResult, NodeInfo, SharedEnvelope, TypeConfig};

@@ -18,6 +18,9 @@ use crate::state_writer::StateWriter;
 /// 512 KiB, and a list is one answer.
 pub const MAX_REVISIONS_LISTED: i64 = 100;
 
+/// The most interactions one list of an issue's holds (its newest, oldest first).
+pub const MAX_INTERACTIONS_LISTED: i64 = 500;
+
 /// A cheap, cloneable handle for reading a node's state.
 #[derive(Clone)]
 pub struct StateReader {
@@ -237,6 +240,57 @@ impl StateReader {
             .collect()
     }
 
+    /// An issue's interactions, answered or not, oldest first: its newest
+    /// [`MAX_INTERACTIONS_LISTED`].
+    pub async fn interactions_of_issue(
+        &self,
+        issue_id: &str,
+    ) -> Result<Vec<roost_core::interaction::Interaction>, Error> {
+        let pool = self.flushed()?;
+        let rows = sqlx::query(
+            "SELECT data FROM (SELECT rowid, created_at, data FROM issue_interactions WHERE issue_id = ? \
+             ORDER BY created_at DESC, rowid DESC LIMIT ?) ORDER BY created_at, rowid",
+        )
+        .bind(issue_id)
+        .bind(MAX_INTERACTIONS_LISTED)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::sql("list interactions"))?;
+        rows.iter()
+            .map(|r| {
+                serde_json::from_str(r.get::<&str, _>(0))
+                    .map_err(|e| Error::corrupt("interaction", e))
+            })
+            .collect()
+    }
+
+    /// One interaction, by its id, or by its issue and idempotency key.
+    pub async fn interaction(
+        &self,
+        by: InteractionLookup<'_>,
+    ) -> Result<Option<roost_core::interaction::Interaction>, Error> {
+        let pool = self.flushed()?;
+        let query = match by {
+            InteractionLookup::Id(id) => {
+                sqlx::query("SELECT data FROM issue_interactions WHERE id = ?").bind(id)
+            }
+            InteractionLookup::Key { issue_id, key } => sqlx::query(
+                "SELECT data FROM issue_interactions WHERE issue_id = ? AND idempotency_key = ? \
+                 ORDER BY created_at LIMIT 1",
+            )
+            .bind(issue_id)
+            .bind(key),
+        };
+        let row = query
+            .fetch_optional(pool)
+            .await
+            .map_err(Error::sql("get interaction"))?;
+        row.map(|r| {
+            serde_json::from_str(r.get::<&str, _>(0)).map_err(|e| Error::corrupt("interaction", e))
+        })
+        .transpose()
+    }
+
     /// The first outcome of the remembered (scoped) idempotency key `key` first used at `at`,
     /// which memory does not keep (`roost_core::idempotency::Seen`); `None` once that use has
     /// expired (the row is gone, or holds a later use of the key). Sees every applied write
@@ -451,3 +505,10 @@ impl StateReader {
 /// "Closed issues out of memory"). Apply waits for a step; at 10,000 a step of closed rows held
 /// it for about 270 ms, on a node whose heartbeat is 30 ms.
 const HASH_ROWS_PER_STEP: usize = 1_000;
+
+/// How [`StateReader::interaction`] finds one.
+#[derive(Clone, Copy, Debug)]
+pub enum InteractionLookup<'a> {
+    Id(&'a str),
+    Key { issue_id: &'a str, key: &'a str },
+}

@@ -239,6 +239,31 @@ impl RowBatch {
         Ok(())
     }
 
+    /// Issue-thread interactions (`roost_core::interaction`): every one's row, pending or not.
+    fn add_interaction(
+        &mut self,
+        change: &roost_core::interaction::InteractionChange,
+    ) -> Result<(), Error> {
+        use roost_core::interaction::InteractionChange as I;
+        match change {
+            I::Interaction(i) => self.put_kept(
+                "issue_interactions",
+                "id, company_id, issue_id, idempotency_key, status, created_at, data",
+                vec![
+                    text(&i.id),
+                    text(&i.company_id),
+                    text(&i.issue_id),
+                    Cell::MaybeText(i.idempotency_key.clone()),
+                    text(i.status.as_str()),
+                    Cell::Int(i.created_at.millis()),
+                    Cell::Text(json(i)?),
+                ],
+            ),
+            I::Deleted(id) => self.drop_row("issue_interactions", id),
+        }
+        Ok(())
+    }
+
     /// Routines, triggers and runs (`roost_core::routine`).
     fn add_routine(&mut self, change: &roost_core::routine::RoutineChange) -> Result<(), Error> {
         use roost_core::routine::RoutineChange as R;
@@ -369,6 +394,11 @@ impl RowBatch {
                 if let Some(t) = self.tables.get_mut("comments") {
                     t.appended
                         .retain(|row| !matches!(row.get(2), Some(Cell::Text(i)) if i == id));
+                }
+                // So do its interactions' rows (answered ones are not in memory to name).
+                if let Some(t) = self.tables.get_mut("issue_interactions") {
+                    t.keyed
+                        .retain(|_, row| !matches!(row.get(2), Some(Cell::Text(i)) if i == id));
                 }
                 self.search.retain(|_, row| {
                     !matches!(row, Some(r) if r.kind == roost_core::views::MemoryHitKind::Comment
@@ -509,6 +539,7 @@ impl RowBatch {
             ),
             Change::SkillDeleted(id) => self.drop_row("skills", id),
             Change::Document(d) => self.add_document(d)?,
+            Change::Interaction(i) => self.add_interaction(i)?,
             Change::Approval(a) => self.put(
                 "approvals",
                 "id, company_id, data",
@@ -536,10 +567,14 @@ impl RowBatch {
             .collect();
         for ids in deleted.chunks(ROWS_PER_STATEMENT[0]) {
             let marks = vec!["?"; ids.len()].join(", ");
-            let sql = format!("DELETE FROM comments WHERE issue_id IN ({marks})");
-            conn.prepare_cached(&sql)
-                .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(ids.iter())))
-                .map_err(Error::write("write change"))?;
+            for table in ["comments", "issue_interactions"] {
+                let sql = format!("DELETE FROM {table} WHERE issue_id IN ({marks})");
+                conn.prepare_cached(&sql)
+                    .and_then(|mut statement| {
+                        statement.execute(rusqlite::params_from_iter(ids.iter()))
+                    })
+                    .map_err(Error::write("write change"))?;
+            }
         }
         for id in &deleted {
             search::remove_issue_comments(conn, id)?;

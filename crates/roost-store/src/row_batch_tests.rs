@@ -415,3 +415,60 @@ fn a_deleted_documents_revisions_go_with_it_in_the_file_and_within_a_batch() {
     let revisions = strings(&conn, "SELECT id FROM document_revisions ORDER BY id");
     assert_eq!(revisions, ["kept-r1", "kept-r2"]);
 }
+
+fn card(id: &str, issue: &str, status: roost_core::interaction::InteractionStatus) -> Change {
+    use roost_core::interaction::*;
+    Change::Interaction(InteractionChange::Interaction(Interaction {
+        id: id.into(),
+        company_id: "c1".into(),
+        issue_id: issue.into(),
+        kind: InteractionKind::RequestConfirmation,
+        status,
+        continuation_policy: ContinuationPolicy::None,
+        resolver_policy: ResolverPolicy::Anyone,
+        resolver_policy_explicit: false,
+        addressee_agent_id: None,
+        idempotency_key: Some(format!("key-{id}")),
+        source_comment_id: None,
+        source_run_id: None,
+        title: None,
+        summary: None,
+        payload: serde_json::json!({ "version": 1, "prompt": id }),
+        result: None,
+        created_by_agent_id: None,
+        created_by_user_id: Some("admin".into()),
+        resolved_by_agent_id: None,
+        resolved_by_user_id: None,
+        resolved_by_run_id: None,
+        created_at: roost_core::Timestamp(1),
+        updated_at: roost_core::Timestamp(1),
+        resolved_at: None,
+    }))
+}
+
+/// An answered card keeps its row (memory no longer holds it), with its status; a deleted
+/// issue's cards go with it, those in the file and those written earlier in the same batch.
+#[test]
+fn an_issues_interaction_rows_outlive_their_answer_and_go_with_the_issue() {
+    use roost_core::interaction::InteractionStatus::{Accepted, Pending};
+    let conn = db();
+    let mut first = RowBatch::default();
+    for change in [card("a", "kept", Pending), card("b", "gone", Pending)] {
+        first.add(&change).expect("add");
+    }
+    first.write(&conn).expect("write");
+    let mut batch = RowBatch::default();
+    for change in [
+        card("a", "kept", Accepted),
+        card("c", "gone", Pending),
+        Change::IssueDeleted("gone".into()),
+    ] {
+        batch.add(&change).expect("add");
+    }
+    batch.write(&conn).expect("write");
+    let rows = strings(
+        &conn,
+        "SELECT id || ':' || status FROM issue_interactions ORDER BY id",
+    );
+    assert_eq!(rows, ["a:accepted"]);
+}

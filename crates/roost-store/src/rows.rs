@@ -62,6 +62,10 @@ CREATE TABLE IF NOT EXISTS issue_documents (id TEXT PRIMARY KEY, company_id TEXT
 CREATE TABLE IF NOT EXISTS document_revisions (id TEXT PRIMARY KEY, company_id TEXT NOT NULL,
     document_id TEXT NOT NULL, revision_number INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS document_revisions_by_document ON document_revisions (document_id, revision_number);
+CREATE TABLE IF NOT EXISTS issue_interactions (id TEXT PRIMARY KEY, company_id TEXT NOT NULL,
+    issue_id TEXT NOT NULL, idempotency_key TEXT, status TEXT NOT NULL, created_at INTEGER NOT NULL,
+    data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS issue_interactions_by_issue ON issue_interactions (issue_id, created_at);
 CREATE TABLE IF NOT EXISTS memory_search_rows (rowid INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE,
     kind TEXT NOT NULL, ref_id TEXT NOT NULL, company_id TEXT NOT NULL, agent_id TEXT, issue_id TEXT,
     created_at INTEGER NOT NULL);
@@ -88,6 +92,7 @@ pub(crate) const NEWER_TABLES: &[&str] = &[
     "skills",
     "issue_documents",
     "document_revisions",
+    "issue_interactions",
 ];
 
 /// Every table a snapshot carries, in the order they are copied.
@@ -121,6 +126,7 @@ pub(crate) const TABLES: &[&str] = &[
     "skills",
     "issue_documents",
     "document_revisions",
+    "issue_interactions",
 ];
 
 /// Every row of `table`, parsed from its `data` column. A row that does not parse is named by
@@ -185,6 +191,15 @@ pub(crate) async fn load_state(
     let skills = load_json(conn, "skills").await?;
     // A revision's body stays on disk: memory keeps each document's summary.
     let issue_documents = load_json(conn, "issue_documents").await?;
+    // Answered interactions stay on disk: memory keeps the pending ones.
+    let pending_interactions =
+        sqlx::query("SELECT rowid, data FROM issue_interactions WHERE status = 'pending'")
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(Error::sql("load state"))?
+            .iter()
+            .map(|row| parse_row("issue_interactions", row))
+            .collect::<Result<Vec<_>, _>>()?;
     let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
         .fetch_all(&mut *conn)
         .await
@@ -233,6 +248,7 @@ pub(crate) async fn load_state(
         projects,
         skills,
         issue_documents,
+        pending_interactions,
         activity_seq: seq,
         activity_head: hash,
     });

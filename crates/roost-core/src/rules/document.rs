@@ -12,6 +12,7 @@
 
 use serde_json::json;
 
+use super::interaction::{self, Expiry};
 use super::issue::{require_not_held_by_other, visible_issue};
 use super::{require_id, Ctx};
 use crate::command::Outcome;
@@ -133,7 +134,15 @@ pub(crate) fn decide(
             let change = match op {
                 DocumentOp::Delete => {
                     require_unlocked(&doc)?;
-                    DocumentChange::Deleted(doc.id.clone())
+                    let mut changes =
+                        vec![Change::Document(DocumentChange::Deleted(doc.id.clone()))];
+                    // No revision is the latest now: every card about one expires.
+                    let gone = IssueDocument {
+                        latest_revision_id: String::new(),
+                        ..doc.clone()
+                    };
+                    expire_cards(ctx, &gone, &mut changes);
+                    return Ok(decision(doc, None, changes, false));
                 }
                 DocumentOp::Lock if doc.locked_at.is_none() => {
                     doc.locked_at = Some(ctx.now());
@@ -270,10 +279,11 @@ fn create(
     };
     let body = write.text.body.clone();
     let rev = revision(ctx, &doc, 1, write);
-    let changes = vec![
+    let mut changes = vec![
         Change::Document(DocumentChange::Document(doc.clone())),
         Change::Document(DocumentChange::Revision(rev)),
     ];
+    expire_cards(ctx, &doc, &mut changes);
     Ok(decision(doc, Some(body), changes, true))
 }
 
@@ -296,11 +306,21 @@ fn revise(ctx: &Ctx<'_>, doc: &IssueDocument, write: Write<'_>) -> Result<Decisi
     doc.updated_at = ctx.now();
     let body = write.text.body.clone();
     let rev = revision(ctx, &doc, number, write);
-    let changes = vec![
+    let mut changes = vec![
         Change::Document(DocumentChange::Document(doc.clone())),
         Change::Document(DocumentChange::Revision(rev)),
     ];
+    expire_cards(ctx, &doc, &mut changes);
     Ok(decision(doc, Some(body), changes, false))
+}
+
+/// Cards about an earlier revision of `doc` than its latest expire (`rules/interaction.rs`).
+fn expire_cards(ctx: &Ctx<'_>, doc: &IssueDocument, changes: &mut Vec<Change>) {
+    let event = Expiry::NewRevision {
+        key: &doc.key,
+        revision_id: &doc.latest_revision_id,
+    };
+    interaction::expire_on(ctx, changes, &doc.issue_id, event);
 }
 
 fn decision(

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::interaction::{self, Expiry};
 use super::{require_id, require_text, wake, Ctx};
 use crate::command::{IssuePatch, NewComment, Outcome};
 use crate::entity::*;
@@ -200,6 +201,14 @@ pub(crate) fn update(
         }
         None => None,
     };
+    // Its pending interactions expire when it closes, or those that ask for it when a person
+    // comments (`rules/interaction.rs`).
+    if issue.status.is_terminal() && !current.status.is_terminal() {
+        interaction::expire_on(ctx, &mut changes, &issue.id, Expiry::IssueClosed);
+    } else if let Some(c) = comment.as_ref().filter(|c| c.author_user_id.is_some()) {
+        let by_person = Expiry::PersonCommented { comment_id: &c.id };
+        interaction::expire_on(ctx, &mut changes, &issue.id, by_person);
+    }
     // Wakes: a new assignee, a reactivated issue, a comment (and its mentions), a closed issue's
     // parent and dependents; and deferred wakes when the checkout ended here.
     let reassigned =
@@ -280,6 +289,12 @@ pub(crate) fn add_comment(
         details: json!({ "commentId": comment.id }),
     };
     let mut changes = vec![Change::Comment(comment.clone())];
+    if comment.author_user_id.is_some() {
+        let by_person = Expiry::PersonCommented {
+            comment_id: &comment.id,
+        };
+        interaction::expire_on(ctx, &mut changes, &issue.id, by_person);
+    }
     // A closed issue's assignee is not woken by a comment; a mentioned agent still is.
     let reason = (!issue.status.is_terminal()).then_some(WakeReason::IssueCommented);
     wake::wake_for_issue_event(
@@ -631,6 +646,7 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
             .of_issue(issue_id)
             .map(|d| Change::Document(crate::document::DocumentChange::Deleted(d.id.clone()))),
     );
+    interaction::delete_with_issue(ctx, &mut changes, issue_id);
     let was_unresolved = !blocker_resolved(ctx.state, issue_id);
     let mut unblocked = Vec::new();
     for mut other in edited {

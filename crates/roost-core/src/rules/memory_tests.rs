@@ -88,6 +88,7 @@ pub(super) fn reloaded(state: &State) -> State {
         projects: state.projects.values().cloned().collect(),
         skills: state.skills.values().cloned().collect(),
         issue_documents: state.documents.documents.values().cloned().collect(),
+        pending_interactions: state.interactions.pending.values().cloned().collect(),
         activity_seq: state.activity_seq,
         activity_head: Some(state.activity_head.clone()),
     })

@@ -36,6 +36,9 @@ mod home;
 mod home_tests;
 #[cfg(test)]
 mod hostile_tests;
+pub(crate) mod interaction;
+#[cfg(test)]
+mod interaction_tests;
 mod issue;
 #[cfg(test)]
 mod issue_index_tests;
@@ -288,6 +291,7 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
         Command::UpdateSkill { skill_id, patch } => skill::update(&ctx, skill_id, patch),
         Command::DeleteSkill { skill_id } => skill::delete(&ctx, skill_id),
         Command::IssueDocument { issue_id, key, op } => document::decide(&ctx, issue_id, key, op),
+        Command::IssueInteraction { issue_id, op } => interaction::decide(&ctx, issue_id, op),
         Command::SetAgentSkills { agent_id, skills } => {
             skill::set_agent_skills(&ctx, agent_id, skills)
         }

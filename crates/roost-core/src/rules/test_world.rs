@@ -173,11 +173,12 @@ impl World {
     /// Everything but the activity log, to prove a refusal changed nothing.
     pub(crate) fn fingerprint(&self) -> String {
         format!(
-            "{:?}{:?}{:?}{:?}{}",
+            "{:?}{:?}{:?}{:?}{:?}{}",
             self.state.companies,
             self.state.agents,
             self.state.issues,
             self.state.runs,
+            self.state.interactions.pending,
             self.state.activity_seq
         )
     }

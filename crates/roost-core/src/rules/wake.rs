@@ -398,6 +398,28 @@ pub(crate) fn wake_for_issue_event(
     Ok(())
 }
 
+/// Wakes `agent_id` about an issue-thread interaction of `issue`, the card named in `payload`
+/// (`rules/interaction.rs`).
+pub(crate) fn wake_for_interaction(
+    ctx: &Ctx<'_>,
+    changes: &mut Vec<Change>,
+    agent_id: &str,
+    issue: &Issue,
+    reason: WakeReason,
+    payload: Value,
+) -> Result<(), DomainError> {
+    let mut pending = Pending { changes };
+    let mut req = WakeRequest::event(
+        pending.fresh_event_id(ctx),
+        agent_id,
+        &issue.id,
+        reason,
+        None,
+    );
+    req.payload = payload;
+    enqueue(ctx, &mut pending, req).map(|_| ())
+}
+
 /// After `issue` reached done or cancelled: wake the parent's assignee when every child is
 /// closed.
 pub(crate) fn wake_for_closed_issue(

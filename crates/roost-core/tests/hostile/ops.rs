@@ -281,6 +281,15 @@ pub enum Op {
         id: Id,
         body: Text,
     },
+    /// An interaction op: `kind` picks a create (of each kind, one bound to the issue's plan,
+    /// one with a bad payload, some keyed), an accept, a reject, a respond, verdicts or a
+    /// withdraw of one of the issue's pending cards (or of a made-up one).
+    IssueInteraction {
+        issue: Id,
+        kind: u8,
+        id: Id,
+        body: Text,
+    },
     Checkout {
         issue: Id,
         agent: Id,

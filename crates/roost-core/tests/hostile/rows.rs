@@ -40,6 +40,7 @@ pub struct Rows {
     projects: BTreeMap<String, project::Project>,
     skills: BTreeMap<String, roost_core::skill::Skill>,
     issue_documents: BTreeMap<String, document::IssueDocument>,
+    interactions: BTreeMap<String, interaction::Interaction>,
     routines: BTreeMap<String, routine::Routine>,
     triggers: BTreeMap<String, routine::RoutineTrigger>,
     routine_runs: BTreeMap<String, routine::RoutineRun>,
@@ -84,6 +85,7 @@ impl Rows {
                     // As the store does: the issue's row and its comments' rows go.
                     self.issues.remove(id);
                     self.comments.retain(|_, c| c.issue_id != *id);
+                    self.interactions.retain(|_, i| i.issue_id != *id);
                 }
                 Change::Run(r) => upsert!(runs, "runs", r, r.id),
                 Change::Credential(r) => upsert!(credentials, "credentials", r, r.id),
@@ -174,6 +176,14 @@ impl Rows {
                 Change::SkillDeleted(id) => {
                     self.skills.remove(id);
                 }
+                Change::Interaction(i) => match i {
+                    interaction::InteractionChange::Interaction(r) => {
+                        upsert!(interactions, "issue_interactions", r, r.id)
+                    }
+                    interaction::InteractionChange::Deleted(id) => {
+                        self.interactions.remove(id);
+                    }
+                },
                 Change::Home(h) => match h {
                     home::HomeChange::Home(r) => {
                         upsert!(agent_homes, "agent_homes", r, r.agent_id)
@@ -227,6 +237,13 @@ impl Rows {
             projects: all(&self.projects),
             skills: all(&self.skills),
             issue_documents: all(&self.issue_documents),
+            // As the store loads them: the pending ones.
+            pending_interactions: self
+                .interactions
+                .values()
+                .filter(|i| i.status == interaction::InteractionStatus::Pending)
+                .cloned()
+                .collect(),
             activity_seq: self.activity_seq,
             activity_head: self.activity_head.clone(),
         });

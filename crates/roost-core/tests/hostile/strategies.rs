@@ -428,6 +428,17 @@ fn issue_document() -> impl Strategy<Value = Op> {
     )
 }
 
+fn issue_interaction() -> impl Strategy<Value = Op> {
+    (mine_id(), any::<u8>(), new_id(), text()).prop_map(|(issue, kind, id, body)| {
+        Op::IssueInteraction {
+            issue,
+            kind,
+            id,
+            body,
+        }
+    })
+}
+
 fn checkout() -> impl Strategy<Value = Op> {
     let expected = prop_oneof![
         6 => Just(vec![IssueStatus::Todo, IssueStatus::Backlog]),
@@ -727,6 +738,7 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         3 => append_memory_entry(),
         2 => put_memory_document(),
         2 => issue_document(),
+        2 => issue_interaction(),
         1 => link_approval(),
         2 => set_memory_live(),
         1 => set_company_memory_live(),
@@ -753,6 +765,7 @@ fn natural(op: &Op, who: Who, n: u8) -> Who {
         | Op::UpdateIssue { .. }
         | Op::AddComment { .. }
         | Op::IssueDocument { .. }
+        | Op::IssueInteraction { .. }
         | Op::Checkout { .. }
         | Op::Release { .. }
         | Op::RecordCostEvent { .. }

@@ -30,6 +30,7 @@ pub struct Foreign {
     projects: BTreeMap<String, project::Project>,
     skills: BTreeMap<String, roost_core::skill::Skill>,
     issue_documents: BTreeMap<String, document::IssueDocument>,
+    interactions: BTreeMap<String, interaction::Interaction>,
     homes: BTreeMap<String, home::AgentHome>,
     home_chunks: BTreeMap<String, home::HomeChunk>,
     routines: BTreeMap<String, routine::Routine>,
@@ -96,6 +97,7 @@ impl Foreign {
             projects: not_of(&s.projects, c, |r| Some(&r.company_id)),
             skills: not_of(&s.skills, c, |r| Some(&r.company_id)),
             issue_documents: not_of(&s.documents.documents, c, |r| Some(&r.company_id)),
+            interactions: not_of(&s.interactions.pending, c, |r| Some(&r.company_id)),
             homes: not_of(&s.home.homes, c, |r| Some(&r.company_id)),
             home_chunks: not_of(&s.home.chunks, c, |r| Some(&r.company_id)),
             routines: not_of(&s.routines.routines, c, |r| Some(&r.company_id)),
@@ -127,6 +129,7 @@ impl Foreign {
             .or_else(|| differs("projects", &a.projects, &b.projects))
             .or_else(|| differs("skills", &a.skills, &b.skills))
             .or_else(|| differs("issue_documents", &a.issue_documents, &b.issue_documents))
+            .or_else(|| differs("issue_interactions", &a.interactions, &b.interactions))
             .or_else(|| differs("agent_homes", &a.homes, &b.homes))
             .or_else(|| differs("home_chunks", &a.home_chunks, &b.home_chunks))
             .or_else(|| differs("routines", &a.routines, &b.routines))
@@ -149,6 +152,7 @@ pub fn outcome_companies(o: &Outcome) -> Vec<Option<String>> {
         }
         Outcome::Comment(c) => vec![Some(c.company_id.clone())],
         Outcome::IssueDocument { document, .. } => vec![Some(document.company_id.clone())],
+        Outcome::Interaction { interaction, .. } => vec![Some(interaction.company_id.clone())],
         Outcome::Run(r) => vec![Some(r.company_id.clone())],
         Outcome::Wake(w) => vec![Some(w.company_id.clone())],
         Outcome::Worker(_) => vec![None],

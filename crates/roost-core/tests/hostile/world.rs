@@ -14,6 +14,7 @@ use super::rows::Rows;
 
 mod commands;
 mod governance;
+mod interactions;
 
 /// A day past the idempotency retention, and a month past any budget month.
 const DAY_MS: i64 = 25 * 60 * 60 * 1000;

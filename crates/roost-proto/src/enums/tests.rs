@@ -49,6 +49,11 @@ fn every_domain_value_round_trips_through_its_proto_enum() {
     round_trips(RoutineAction::ALL);
     round_trips(NodeRole::ALL);
     round_trips(MemberHealth::ALL);
+    round_trips(InteractionKind::ALL);
+    round_trips(InteractionStatus::ALL);
+    round_trips(ResolverPolicy::ALL);
+    round_trips(ContinuationPolicy::ALL);
+    round_trips(ItemVerdict::ALL);
     round_trips(&[
         MemoryHitKind::Entry,
         MemoryHitKind::Document,

@@ -309,6 +309,7 @@ pub enum WakeReason {
     IncidentEscalated = 13,
     IssueAssignmentRecovery = 14,
     IssueContinuationNeeded = 15,
+    InteractionPending = 16,
 }
 impl WakeReason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -333,6 +334,7 @@ impl WakeReason {
             Self::IncidentEscalated => "WAKE_REASON_INCIDENT_ESCALATED",
             Self::IssueAssignmentRecovery => "WAKE_REASON_ISSUE_ASSIGNMENT_RECOVERY",
             Self::IssueContinuationNeeded => "WAKE_REASON_ISSUE_CONTINUATION_NEEDED",
+            Self::InteractionPending => "WAKE_REASON_INTERACTION_PENDING",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -358,6 +360,7 @@ impl WakeReason {
             "WAKE_REASON_ISSUE_CONTINUATION_NEEDED" => {
                 Some(Self::IssueContinuationNeeded)
             }
+            "WAKE_REASON_INTERACTION_PENDING" => Some(Self::InteractionPending),
             _ => None,
         }
     }
@@ -1267,6 +1270,194 @@ impl MemberHealth {
         }
     }
 }
+/// What an issue-thread interaction (a card on an issue) asks.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum InteractionKind {
+    Unspecified = 0,
+    RequestConfirmation = 1,
+    RequestCheckboxConfirmation = 2,
+    AskUserQuestions = 3,
+    RequestItemVerdicts = 4,
+}
+impl InteractionKind {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "INTERACTION_KIND_UNSPECIFIED",
+            Self::RequestConfirmation => "INTERACTION_KIND_REQUEST_CONFIRMATION",
+            Self::RequestCheckboxConfirmation => {
+                "INTERACTION_KIND_REQUEST_CHECKBOX_CONFIRMATION"
+            }
+            Self::AskUserQuestions => "INTERACTION_KIND_ASK_USER_QUESTIONS",
+            Self::RequestItemVerdicts => "INTERACTION_KIND_REQUEST_ITEM_VERDICTS",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "INTERACTION_KIND_UNSPECIFIED" => Some(Self::Unspecified),
+            "INTERACTION_KIND_REQUEST_CONFIRMATION" => Some(Self::RequestConfirmation),
+            "INTERACTION_KIND_REQUEST_CHECKBOX_CONFIRMATION" => {
+                Some(Self::RequestCheckboxConfirmation)
+            }
+            "INTERACTION_KIND_ASK_USER_QUESTIONS" => Some(Self::AskUserQuestions),
+            "INTERACTION_KIND_REQUEST_ITEM_VERDICTS" => Some(Self::RequestItemVerdicts),
+            _ => None,
+        }
+    }
+}
+/// Where a card is: PENDING until answered, withdrawn or expired.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum InteractionStatus {
+    Unspecified = 0,
+    Pending = 1,
+    Accepted = 2,
+    Rejected = 3,
+    Answered = 4,
+    Withdrawn = 5,
+    Expired = 6,
+}
+impl InteractionStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "INTERACTION_STATUS_UNSPECIFIED",
+            Self::Pending => "INTERACTION_STATUS_PENDING",
+            Self::Accepted => "INTERACTION_STATUS_ACCEPTED",
+            Self::Rejected => "INTERACTION_STATUS_REJECTED",
+            Self::Answered => "INTERACTION_STATUS_ANSWERED",
+            Self::Withdrawn => "INTERACTION_STATUS_WITHDRAWN",
+            Self::Expired => "INTERACTION_STATUS_EXPIRED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "INTERACTION_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "INTERACTION_STATUS_PENDING" => Some(Self::Pending),
+            "INTERACTION_STATUS_ACCEPTED" => Some(Self::Accepted),
+            "INTERACTION_STATUS_REJECTED" => Some(Self::Rejected),
+            "INTERACTION_STATUS_ANSWERED" => Some(Self::Answered),
+            "INTERACTION_STATUS_WITHDRAWN" => Some(Self::Withdrawn),
+            "INTERACTION_STATUS_EXPIRED" => Some(Self::Expired),
+            _ => None,
+        }
+    }
+}
+/// Who may answer a card.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ResolverPolicy {
+    Unspecified = 0,
+    Anyone = 1,
+    NotCreator = 2,
+    HumanOnly = 3,
+}
+impl ResolverPolicy {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "RESOLVER_POLICY_UNSPECIFIED",
+            Self::Anyone => "RESOLVER_POLICY_ANYONE",
+            Self::NotCreator => "RESOLVER_POLICY_NOT_CREATOR",
+            Self::HumanOnly => "RESOLVER_POLICY_HUMAN_ONLY",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "RESOLVER_POLICY_UNSPECIFIED" => Some(Self::Unspecified),
+            "RESOLVER_POLICY_ANYONE" => Some(Self::Anyone),
+            "RESOLVER_POLICY_NOT_CREATOR" => Some(Self::NotCreator),
+            "RESOLVER_POLICY_HUMAN_ONLY" => Some(Self::HumanOnly),
+            _ => None,
+        }
+    }
+}
+/// Whom a card's answer wakes.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ContinuationPolicy {
+    Unspecified = 0,
+    None = 1,
+    WakeAssignee = 2,
+    WakeAssigneeOnAccept = 3,
+}
+impl ContinuationPolicy {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "CONTINUATION_POLICY_UNSPECIFIED",
+            Self::None => "CONTINUATION_POLICY_NONE",
+            Self::WakeAssignee => "CONTINUATION_POLICY_WAKE_ASSIGNEE",
+            Self::WakeAssigneeOnAccept => "CONTINUATION_POLICY_WAKE_ASSIGNEE_ON_ACCEPT",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "CONTINUATION_POLICY_UNSPECIFIED" => Some(Self::Unspecified),
+            "CONTINUATION_POLICY_NONE" => Some(Self::None),
+            "CONTINUATION_POLICY_WAKE_ASSIGNEE" => Some(Self::WakeAssignee),
+            "CONTINUATION_POLICY_WAKE_ASSIGNEE_ON_ACCEPT" => {
+                Some(Self::WakeAssigneeOnAccept)
+            }
+            _ => None,
+        }
+    }
+}
+/// A verdict on one item of a REQUEST_ITEM_VERDICTS card.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum ItemVerdict {
+    Unspecified = 0,
+    Approve = 1,
+    Reject = 2,
+    Defer = 3,
+}
+impl ItemVerdict {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "ITEM_VERDICT_UNSPECIFIED",
+            Self::Approve => "ITEM_VERDICT_APPROVE",
+            Self::Reject => "ITEM_VERDICT_REJECT",
+            Self::Defer => "ITEM_VERDICT_DEFER",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "ITEM_VERDICT_UNSPECIFIED" => Some(Self::Unspecified),
+            "ITEM_VERDICT_APPROVE" => Some(Self::Approve),
+            "ITEM_VERDICT_REJECT" => Some(Self::Reject),
+            "ITEM_VERDICT_DEFER" => Some(Self::Defer),
+            _ => None,
+        }
+    }
+}
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Member {
@@ -2120,6 +2311,183 @@ pub struct DeleteIssueDocumentRequest {
     pub issue_id: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub key: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct IssueInteraction {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(enumeration = "InteractionKind", tag = "4")]
+    pub kind: i32,
+    #[prost(enumeration = "InteractionStatus", tag = "5")]
+    pub status: i32,
+    #[prost(enumeration = "ContinuationPolicy", tag = "6")]
+    pub continuation_policy: i32,
+    #[prost(enumeration = "ResolverPolicy", tag = "7")]
+    pub resolver_policy: i32,
+    #[prost(string, optional, tag = "8")]
+    pub addressee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "9")]
+    pub idempotency_key: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "10")]
+    pub source_comment_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "11")]
+    pub source_run_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "12")]
+    pub title: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "13")]
+    pub summary: ::core::option::Option<::prost::alloc::string::String>,
+    /// The kind's payload (Paperclip's schema for it), as JSON.
+    #[prost(string, tag = "14")]
+    pub payload_json: ::prost::alloc::string::String,
+    /// The answer, or why there is none (`outcome`), as JSON; absent while pending (item
+    /// verdicts fill it in as they arrive).
+    #[prost(string, optional, tag = "15")]
+    pub result_json: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "16")]
+    pub created_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "17")]
+    pub created_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "18")]
+    pub resolved_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "19")]
+    pub resolved_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "20")]
+    pub resolved_by_run_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, tag = "21")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "22")]
+    pub updated_at_ms: i64,
+    #[prost(int64, optional, tag = "23")]
+    pub resolved_at_ms: ::core::option::Option<i64>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListIssueInteractionsRequest {
+    /// An issue id or identifier (`PREFIX-N`).
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListIssueInteractionsResponse {
+    /// Oldest first; at most the newest 500.
+    #[prost(message, repeated, tag = "1")]
+    pub interactions: ::prost::alloc::vec::Vec<IssueInteraction>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateIssueInteractionRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(enumeration = "InteractionKind", tag = "2")]
+    pub kind: i32,
+    /// The kind's payload, as JSON (`{"version": 1, "prompt": ...}` for a confirmation).
+    #[prost(string, tag = "3")]
+    pub payload_json: ::prost::alloc::string::String,
+    /// A retry with the same key answers the card made first.
+    #[prost(string, optional, tag = "4")]
+    pub idempotency_key: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "5")]
+    pub title: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "6")]
+    pub summary: ::core::option::Option<::prost::alloc::string::String>,
+    /// UNSPECIFIED takes the kind's default: NONE for a confirmation, WAKE_ASSIGNEE otherwise.
+    #[prost(enumeration = "ContinuationPolicy", tag = "7")]
+    pub continuation_policy: i32,
+    /// UNSPECIFIED is ANYONE.
+    #[prost(enumeration = "ResolverPolicy", tag = "8")]
+    pub resolver_policy: i32,
+    #[prost(string, optional, tag = "9")]
+    pub addressee_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "10")]
+    pub source_comment_id: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateIssueInteractionResponse {
+    #[prost(message, optional, tag = "1")]
+    pub interaction: ::core::option::Option<IssueInteraction>,
+    /// False for a retry with its key (REST answers 200 then, 201 otherwise).
+    #[prost(bool, tag = "2")]
+    pub created: bool,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AcceptIssueInteractionRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub interaction_id: ::prost::alloc::string::String,
+    /// A checkbox confirmation's choice; empty takes the card's defaults.
+    #[prost(string, repeated, tag = "3")]
+    pub selected_option_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RejectIssueInteractionRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub interaction_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct QuestionAnswer {
+    #[prost(string, tag = "1")]
+    pub question_id: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "2")]
+    pub option_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "3")]
+    pub other_text: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RespondIssueInteractionRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub interaction_id: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "3")]
+    pub answers: ::prost::alloc::vec::Vec<QuestionAnswer>,
+    #[prost(string, optional, tag = "4")]
+    pub summary_markdown: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ItemVerdictInput {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(enumeration = "ItemVerdict", tag = "2")]
+    pub verdict: i32,
+    #[prost(string, optional, tag = "3")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SubmitIssueInteractionVerdictsRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub interaction_id: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "3")]
+    pub verdicts: ::prost::alloc::vec::Vec<ItemVerdictInput>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WithdrawIssueInteractionRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub interaction_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
 }
 /// `agent_id` is an agent's id or `me` (the calling agent) in every memory request.
 #[allow(clippy::all)]
@@ -5311,6 +5679,184 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "DeleteIssueDocument"));
             self.inner.unary(req, path, codec).await
         }
+        /// Issue-thread interactions (interactions.proto), with REST's rules
+        /// (`/api/issues/{id}/interactions`): whoever may see the issue leaves and answers cards (an
+        /// agent from a run of its own), as each card's resolver policy allows.
+        pub async fn list_issue_interactions(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListIssueInteractionsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListIssueInteractionsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListIssueInteractions",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListIssueInteractions"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn create_issue_interaction(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CreateIssueInteractionResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CreateIssueInteraction",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CreateIssueInteraction"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn accept_issue_interaction(
+            &mut self,
+            request: impl tonic::IntoRequest<super::AcceptIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/AcceptIssueInteraction",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "AcceptIssueInteraction"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn reject_issue_interaction(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RejectIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/RejectIssueInteraction",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "RejectIssueInteraction"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Answers an ASK_USER_QUESTIONS card.
+        pub async fn respond_issue_interaction(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RespondIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/RespondIssueInteraction",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "RespondIssueInteraction"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Verdicts on items of a REQUEST_ITEM_VERDICTS card; answered once every item has one.
+        pub async fn submit_issue_interaction_verdicts(
+            &mut self,
+            request: impl tonic::IntoRequest<
+                super::SubmitIssueInteractionVerdictsRequest,
+            >,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/SubmitIssueInteractionVerdicts",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new("roost.v1.Control", "SubmitIssueInteractionVerdicts"),
+                );
+            self.inner.unary(req, path, codec).await
+        }
+        /// Its creator, the issue's assignee or an administrator takes a pending card back.
+        pub async fn withdraw_issue_interaction(
+            &mut self,
+            request: impl tonic::IntoRequest<super::WithdrawIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/WithdrawIssueInteraction",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "WithdrawIssueInteraction"));
+            self.inner.unary(req, path, codec).await
+        }
         /// Checks an issue out for the caller's run: a lease with a fencing token.
         pub async fn checkout(
             &mut self,
@@ -7266,6 +7812,61 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::DeleteIssueDocumentRequest>,
         ) -> std::result::Result<tonic::Response<super::IssueDocument>, tonic::Status>;
+        /// Issue-thread interactions (interactions.proto), with REST's rules
+        /// (`/api/issues/{id}/interactions`): whoever may see the issue leaves and answers cards (an
+        /// agent from a run of its own), as each card's resolver policy allows.
+        async fn list_issue_interactions(
+            &self,
+            request: tonic::Request<super::ListIssueInteractionsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListIssueInteractionsResponse>,
+            tonic::Status,
+        >;
+        async fn create_issue_interaction(
+            &self,
+            request: tonic::Request<super::CreateIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::CreateIssueInteractionResponse>,
+            tonic::Status,
+        >;
+        async fn accept_issue_interaction(
+            &self,
+            request: tonic::Request<super::AcceptIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        >;
+        async fn reject_issue_interaction(
+            &self,
+            request: tonic::Request<super::RejectIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        >;
+        /// Answers an ASK_USER_QUESTIONS card.
+        async fn respond_issue_interaction(
+            &self,
+            request: tonic::Request<super::RespondIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        >;
+        /// Verdicts on items of a REQUEST_ITEM_VERDICTS card; answered once every item has one.
+        async fn submit_issue_interaction_verdicts(
+            &self,
+            request: tonic::Request<super::SubmitIssueInteractionVerdictsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        >;
+        /// Its creator, the issue's assignee or an administrator takes a pending card back.
+        async fn withdraw_issue_interaction(
+            &self,
+            request: tonic::Request<super::WithdrawIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        >;
         /// Checks an issue out for the caller's run: a lease with a fencing token.
         async fn checkout(
             &self,
@@ -9149,6 +9750,338 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DeleteIssueDocumentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListIssueInteractions" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListIssueInteractionsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListIssueInteractionsRequest>
+                    for ListIssueInteractionsSvc<T> {
+                        type Response = super::ListIssueInteractionsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListIssueInteractionsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_issue_interactions(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListIssueInteractionsSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CreateIssueInteraction" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateIssueInteractionSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CreateIssueInteractionRequest>
+                    for CreateIssueInteractionSvc<T> {
+                        type Response = super::CreateIssueInteractionResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateIssueInteractionRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::create_issue_interaction(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateIssueInteractionSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/AcceptIssueInteraction" => {
+                    #[allow(non_camel_case_types)]
+                    struct AcceptIssueInteractionSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::AcceptIssueInteractionRequest>
+                    for AcceptIssueInteractionSvc<T> {
+                        type Response = super::IssueInteraction;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::AcceptIssueInteractionRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::accept_issue_interaction(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = AcceptIssueInteractionSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/RejectIssueInteraction" => {
+                    #[allow(non_camel_case_types)]
+                    struct RejectIssueInteractionSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::RejectIssueInteractionRequest>
+                    for RejectIssueInteractionSvc<T> {
+                        type Response = super::IssueInteraction;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RejectIssueInteractionRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::reject_issue_interaction(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RejectIssueInteractionSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/RespondIssueInteraction" => {
+                    #[allow(non_camel_case_types)]
+                    struct RespondIssueInteractionSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::RespondIssueInteractionRequest>
+                    for RespondIssueInteractionSvc<T> {
+                        type Response = super::IssueInteraction;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<
+                                super::RespondIssueInteractionRequest,
+                            >,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::respond_issue_interaction(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RespondIssueInteractionSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/SubmitIssueInteractionVerdicts" => {
+                    #[allow(non_camel_case_types)]
+                    struct SubmitIssueInteractionVerdictsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<
+                        super::SubmitIssueInteractionVerdictsRequest,
+                    > for SubmitIssueInteractionVerdictsSvc<T> {
+                        type Response = super::IssueInteraction;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<
+                                super::SubmitIssueInteractionVerdictsRequest,
+                            >,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::submit_issue_interaction_verdicts(
+                                        &inner,
+                                        request,
+                                    )
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = SubmitIssueInteractionVerdictsSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/WithdrawIssueInteraction" => {
+                    #[allow(non_camel_case_types)]
+                    struct WithdrawIssueInteractionSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::WithdrawIssueInteractionRequest>
+                    for WithdrawIssueInteractionSvc<T> {
+                        type Response = super::IssueInteraction;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<
+                                super::WithdrawIssueInteractionRequest,
+                            >,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::withdraw_issue_interaction(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = WithdrawIssueInteractionSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -62,12 +62,12 @@ impl Api {
 
     /// Waits until `state.db` holds the rows of the entries memory had applied at `seen_at`:
     /// apply changes memory before it writes the batch's rows.
-    async fn rows_written(&self, seen_at: u64) -> Result<(), ApiError> {
+    pub(super) async fn rows_written(&self, seen_at: u64) -> Result<(), ApiError> {
         if self.reader().wait_applied(seen_at, ROWS_WAIT).await {
             return Ok(());
         }
         Err(ApiError::Unavailable {
-            message: "this node is still writing the document's latest revision; retry in a moment"
+            message: "this node is still writing the rows of the latest writes; retry in a moment"
                 .into(),
             retry_after_ms: 500,
             leader: None,

@@ -7,6 +7,7 @@ mod credentials;
 mod documents;
 mod events;
 mod governance;
+mod interactions;
 mod issues;
 mod memory;
 mod metadata;

@@ -10,7 +10,7 @@ use tonic::{Request, Response, Status};
 
 use super::metadata::{authenticate_request, Credentials};
 use super::{
-    budgets, convert, credentials, documents, governance, issues, memory, records,
+    budgets, convert, credentials, documents, governance, interactions, issues, memory, records,
     routine_triggers, routines, skills, wakes,
 };
 use crate::api::Api;
@@ -18,6 +18,26 @@ use crate::auth::Caller;
 use crate::error::ApiError;
 
 type Reply<T> = Result<Response<T>, Status>;
+
+/// Calls of the service that only hand their message to a handler ([`ControlService::serve`]),
+/// one line each: `name(Request) -> Reply = handler;`. Each expands to what
+/// `#[tonic::async_trait]` makes of `async fn name(&self, Request<pb::Request>) -> Reply<..>`.
+macro_rules! delegate {
+    ($($name:ident($req:ident) -> $res:ident = $handler:path;)+) => {$(
+        fn $name<'life0, 'async_trait>(
+            &'life0 self,
+            request: Request<pb::$req>,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Reply<pb::$res>> + Send + 'async_trait>,
+        >
+        where
+            'life0: 'async_trait,
+            Self: 'async_trait,
+        {
+            Box::pin(async move { self.serve(request, $handler).await })
+        }
+    )+};
+}
 
 pub(crate) struct ControlService {
     api: Api,
@@ -554,60 +574,35 @@ impl Control for ControlService {
     }
 
     // Issue documents: handlers in documents.rs.
-    async fn list_issue_documents(
-        &self,
-        request: Request<pb::ListIssueDocumentsRequest>,
-    ) -> Reply<pb::ListIssueDocumentsResponse> {
-        self.serve(request, documents::list).await
+    delegate! {
+        list_issue_documents(ListIssueDocumentsRequest)
+            -> ListIssueDocumentsResponse = documents::list;
+        get_issue_document(GetIssueDocumentRequest) -> IssueDocument = documents::get;
+        put_issue_document(PutIssueDocumentRequest) -> PutIssueDocumentResponse = documents::put;
+        list_document_revisions(ListDocumentRevisionsRequest)
+            -> ListDocumentRevisionsResponse = documents::revisions;
+        restore_issue_document(RestoreIssueDocumentRequest) -> IssueDocument = documents::restore;
+        lock_issue_document(LockIssueDocumentRequest) -> IssueDocument = documents::lock;
+        unlock_issue_document(UnlockIssueDocumentRequest) -> IssueDocument = documents::unlock;
+        delete_issue_document(DeleteIssueDocumentRequest) -> IssueDocument = documents::delete;
     }
 
-    async fn get_issue_document(
-        &self,
-        request: Request<pb::GetIssueDocumentRequest>,
-    ) -> Reply<pb::IssueDocument> {
-        self.serve(request, documents::get).await
-    }
-
-    async fn put_issue_document(
-        &self,
-        request: Request<pb::PutIssueDocumentRequest>,
-    ) -> Reply<pb::PutIssueDocumentResponse> {
-        self.serve(request, documents::put).await
-    }
-
-    async fn list_document_revisions(
-        &self,
-        request: Request<pb::ListDocumentRevisionsRequest>,
-    ) -> Reply<pb::ListDocumentRevisionsResponse> {
-        self.serve(request, documents::revisions).await
-    }
-
-    async fn restore_issue_document(
-        &self,
-        request: Request<pb::RestoreIssueDocumentRequest>,
-    ) -> Reply<pb::IssueDocument> {
-        self.serve(request, documents::restore).await
-    }
-
-    async fn lock_issue_document(
-        &self,
-        request: Request<pb::LockIssueDocumentRequest>,
-    ) -> Reply<pb::IssueDocument> {
-        self.serve(request, documents::lock).await
-    }
-
-    async fn unlock_issue_document(
-        &self,
-        request: Request<pb::UnlockIssueDocumentRequest>,
-    ) -> Reply<pb::IssueDocument> {
-        self.serve(request, documents::unlock).await
-    }
-
-    async fn delete_issue_document(
-        &self,
-        request: Request<pb::DeleteIssueDocumentRequest>,
-    ) -> Reply<pb::IssueDocument> {
-        self.serve(request, documents::delete).await
+    // Issue-thread interactions: handlers in interactions.rs.
+    delegate! {
+        list_issue_interactions(ListIssueInteractionsRequest)
+            -> ListIssueInteractionsResponse = interactions::list;
+        create_issue_interaction(CreateIssueInteractionRequest)
+            -> CreateIssueInteractionResponse = interactions::create;
+        accept_issue_interaction(AcceptIssueInteractionRequest)
+            -> IssueInteraction = interactions::accept;
+        reject_issue_interaction(RejectIssueInteractionRequest)
+            -> IssueInteraction = interactions::reject;
+        respond_issue_interaction(RespondIssueInteractionRequest)
+            -> IssueInteraction = interactions::respond;
+        submit_issue_interaction_verdicts(SubmitIssueInteractionVerdictsRequest)
+            -> IssueInteraction = interactions::verdicts;
+        withdraw_issue_interaction(WithdrawIssueInteractionRequest)
+            -> IssueInteraction = interactions::withdraw;
     }
 
     // Skills: handlers in skills.rs.

@@ -10,6 +10,7 @@ mod credentials;
 mod documents;
 mod dto;
 mod events;
+mod interactions;
 pub(crate) use events::{last_event_id, sse_response};
 mod extract;
 #[doc(hidden)]
@@ -205,6 +206,30 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route(
             "/issues/{id}/documents/{key}/unlock",
             post(documents::unlock),
+        )
+        .route(
+            "/issues/{id}/interactions",
+            get(interactions::list).post(interactions::create),
+        )
+        .route(
+            "/issues/{id}/interactions/{interaction_id}/accept",
+            post(interactions::accept),
+        )
+        .route(
+            "/issues/{id}/interactions/{interaction_id}/reject",
+            post(interactions::reject),
+        )
+        .route(
+            "/issues/{id}/interactions/{interaction_id}/respond",
+            post(interactions::respond),
+        )
+        .route(
+            "/issues/{id}/interactions/{interaction_id}/verdicts",
+            post(interactions::verdicts),
+        )
+        .route(
+            "/issues/{id}/interactions/{interaction_id}/withdraw",
+            post(interactions::withdraw),
         )
         .route("/issues/{id}/children", post(issues::create_child))
         .route(

@@ -1,5 +1,5 @@
 //! `roost issue list|create|show|update|comment|comments|checkout|release|delete`, and
-//! `roost issue document ...` (`document.rs`).
+//! `roost issue document ...` (`document.rs`) and `roost issue interaction ...` (`interaction.rs`).
 //!
 //! Issues are named by id or by identifier (`RST-7`) wherever the server allows it.
 
@@ -126,6 +126,11 @@ pub(super) enum IssueCommand {
         #[command(subcommand)]
         command: super::document::DocumentCommand,
     },
+    /// An issue's interactions: typed questions answered by the board or another agent
+    Interaction {
+        #[command(subcommand)]
+        command: super::interaction::InteractionCommand,
+    },
     /// Delete an issue and its comments (refused while a run works on it)
     Delete {
         id: String,
@@ -220,6 +225,9 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
         IssueCommand::Show { id } => out.show(&client.get_issue(&id).await?, issue_fields)?,
         IssueCommand::Document { command } => {
             super::document::run(client, out, command).await?;
+        }
+        IssueCommand::Interaction { command } => {
+            super::interaction::run(client, out, command).await?;
         }
         IssueCommand::Delete { id, yes } => {
             if !yes {

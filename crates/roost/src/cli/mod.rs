@@ -9,6 +9,7 @@ mod budget;
 mod cluster;
 mod company;
 mod document;
+mod interaction;
 mod issue;
 mod memory;
 mod org;

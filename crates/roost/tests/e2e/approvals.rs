@@ -9,23 +9,9 @@ use roost_testkit::TestNode;
 use crate::support::*;
 
 async fn approval_wakes(node: &TestNode, agent: &str) -> anyhow::Result<Vec<Value>> {
-    let wakes = node
-        .admin
-        .get(&format!(
-            "/api/companies/{}/wakes?agentId={agent}",
-            node.company_id
-        ))
-        .await?
-        .ok()?;
-    Ok(wakes
-        .as_array()
-        .map(|w| {
-            w.iter()
-                .filter(|x| x["reason"] == "approval_resolved")
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default())
+    let mut wakes = wakes_of(node, agent).await?;
+    wakes.retain(|w| w["reason"] == "approval_resolved");
+    Ok(wakes)
 }
 
 #[tokio::test]

@@ -288,6 +288,7 @@ impl World {
             .replace("{comment_id}", &self.comment_a)
             .replace("{key}", "plan")
             .replace("{revision_id}", "no-such-revision")
+            .replace("{interaction_id}", "no-such-interaction")
             .replace("{approval_id}", &self.approval_a)
             .replace("{name}", "MEMORY.md")
             .replace("{id}", id);

@@ -12,20 +12,10 @@ use roost_testkit::{wait_for, TestNode};
 
 use crate::support::*;
 
-async fn wakes_of(node: &TestNode, agent: &str, reason: &str) -> anyhow::Result<Vec<Value>> {
-    let cid = &node.company_id;
-    let wakes = node
-        .admin
-        .get(&format!("/api/companies/{cid}/wakes?agentId={agent}"))
-        .await?
-        .ok()?;
-    Ok(wakes
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|w| w["reason"] == reason)
-        .cloned()
-        .collect())
+async fn wakes_for(node: &TestNode, agent: &str, reason: &str) -> anyhow::Result<Vec<Value>> {
+    let mut wakes = wakes_of(node, agent).await?;
+    wakes.retain(|w| w["reason"] == reason);
+    Ok(wakes)
 }
 
 #[tokio::test]
@@ -78,7 +68,7 @@ async fn a_blocked_issue_and_a_budget_stop_wake_the_assignees_manager() -> anyho
         "the manager's escalation wake",
         Duration::from_secs(15),
         || async {
-            wakes_of(&node, &boss, "issue_escalated")
+            wakes_for(&node, &boss, "issue_escalated")
                 .await
                 .ok()
                 .filter(|w| !w.is_empty())
@@ -110,7 +100,7 @@ async fn a_blocked_issue_and_a_budget_stop_wake_the_assignees_manager() -> anyho
         .await?
         .ok()?;
     assert_eq!(paused["status"], "paused", "{paused}");
-    let escalated = wakes_of(&node, &boss, "incident_escalated").await?;
+    let escalated = wakes_for(&node, &boss, "incident_escalated").await?;
     assert_eq!(escalated.len(), 1, "{escalated:?}");
     assert_eq!(
         escalated[0]["payload"]["pausedAgentIds"][0],

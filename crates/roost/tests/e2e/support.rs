@@ -65,6 +65,28 @@ pub async fn todo_issue(node: &TestNode, title: &str) -> anyhow::Result<String> 
     Ok(str_field(&issue, "id"))
 }
 
+/// The wakes of `agent` in the node's company, newest first.
+pub async fn wakes_of(node: &TestNode, agent: &str) -> anyhow::Result<Vec<Value>> {
+    let list = node
+        .admin
+        .get(&format!(
+            "/api/companies/{}/wakes?agentId={agent}",
+            node.company_id
+        ))
+        .await?
+        .ok()?;
+    Ok(list.as_array().cloned().unwrap_or_default())
+}
+
+/// The text of `field` in each element of the array `list`.
+pub fn strs<'a>(list: &'a Value, field: &str) -> Vec<&'a str> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v[field].as_str())
+        .collect()
+}
+
 pub fn str_field(v: &Value, field: &str) -> String {
     v[field].as_str().unwrap_or_default().to_string()
 }

@@ -14,16 +14,6 @@ fn wakes_path(node: &TestNode) -> String {
     format!("/api/companies/{}/wakes", node.company_id)
 }
 
-/// The wakes of `agent_id`, newest first.
-async fn wakes_of(node: &TestNode, agent_id: &str) -> anyhow::Result<Vec<Value>> {
-    let list = node
-        .admin
-        .get(&format!("{}?agentId={agent_id}", wakes_path(node)))
-        .await?
-        .ok()?;
-    Ok(list.as_array().cloned().unwrap_or_default())
-}
-
 #[tokio::test]
 async fn assigning_an_issue_queues_an_issue_assigned_wake() -> anyhow::Result<()> {
     let node = TestNode::start().await?;

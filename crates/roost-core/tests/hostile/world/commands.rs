@@ -170,6 +170,17 @@ impl World {
                 };
                 Command::IssueDocument { issue_id, key, op }
             }
+            Op::IssueInteraction {
+                issue,
+                kind,
+                id,
+                body,
+            } => self.interaction(
+                pick(Kind::Issue, *issue),
+                *kind,
+                pick(Kind::Comment, *id),
+                body,
+            ),
             Op::Checkout {
                 issue,
                 agent,
