@@ -9,6 +9,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod payload;
+mod wire;
+
+pub use payload::Target;
+pub(crate) use payload::*;
+pub use wire::*;
+
+use crate::command::{Actor, ActorKind};
 use crate::entity::string_enum;
 use crate::error::DomainError;
 use crate::time::Timestamp;
@@ -49,6 +57,7 @@ string_enum!(
         Rejected => "rejected",
         Answered => "answered",
         Withdrawn => "withdrawn",
+        Cancelled => "cancelled",
         Expired => "expired",
     }
 );
@@ -102,7 +111,7 @@ pub struct Interaction {
     pub source_run_id: Option<String>,
     pub title: Option<String>,
     pub summary: Option<String>,
-    /// The kind's payload as sent, checked by [`check_payload`], with
+    /// The kind's payload as sent, checked by `check_payload`, with
     /// `supersedeOnUserComment` filled in.
     pub payload: Value,
     /// The answer, or why there is none (`outcome`): set when it leaves `pending`, and by
@@ -202,9 +211,35 @@ pub enum InteractionOp {
         #[serde(default)]
         reason: Option<String>,
     },
+    /// The board sets a pending card aside unanswered (`cancelled`, outcome `skipped`).
+    Skip {
+        interaction_id: String,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// The board cancels an `ask_user_questions` card (`cancelled`, no answers).
+    Cancel {
+        interaction_id: String,
+        #[serde(default)]
+        reason: Option<String>,
+    },
 }
 
 impl InteractionOp {
+    /// The card an answer, a withdrawal, a skip or a cancel is about; `None` for a create.
+    pub fn interaction_id(&self) -> Option<&str> {
+        match self {
+            InteractionOp::Create { .. } => None,
+            InteractionOp::Accept { interaction_id, .. }
+            | InteractionOp::Reject { interaction_id, .. }
+            | InteractionOp::Respond { interaction_id, .. }
+            | InteractionOp::Verdicts { interaction_id, .. }
+            | InteractionOp::Withdraw { interaction_id, .. }
+            | InteractionOp::Skip { interaction_id, .. }
+            | InteractionOp::Cancel { interaction_id, .. } => Some(interaction_id),
+        }
+    }
+
     /// The activity log's action.
     pub fn name(&self) -> &'static str {
         match self {
@@ -214,6 +249,8 @@ impl InteractionOp {
             InteractionOp::Respond { .. } => "issue.thread_interaction_answered",
             InteractionOp::Verdicts { .. } => "issue.thread_interaction_verdicts_submitted",
             InteractionOp::Withdraw { .. } => "issue.thread_interaction_withdrawn",
+            InteractionOp::Skip { .. } => "issue.thread_interaction_skipped",
+            InteractionOp::Cancel { .. } => "issue.thread_interaction_cancelled",
         }
     }
 
@@ -228,7 +265,7 @@ impl InteractionOp {
                     i.idempotency_key.as_deref(),
                     MAX_IDEMPOTENCY_KEY_CHARS,
                 )?;
-                check_payload(i.kind, &i.payload).map(|_| ())
+                check_payload(i.kind, &i.kept_payload()).map(|_| ())
             }
             InteractionOp::Accept {
                 selected_option_ids,
@@ -246,7 +283,10 @@ impl InteractionOp {
                 }
                 Ok(())
             }
-            InteractionOp::Reject { reason, .. } | InteractionOp::Withdraw { reason, .. } => {
+            InteractionOp::Reject { reason, .. }
+            | InteractionOp::Withdraw { reason, .. }
+            | InteractionOp::Skip { reason, .. }
+            | InteractionOp::Cancel { reason, .. } => {
                 opt_chars("reason", reason.as_deref(), MAX_REASON_CHARS)
             }
             InteractionOp::Respond {
@@ -301,343 +341,6 @@ impl InteractionOp {
     }
 }
 
-fn opt_chars(field: &str, value: Option<&str>, max: usize) -> Result<(), DomainError> {
-    if value.is_some_and(|v| v.trim().chars().count() > max) {
-        return Err(DomainError::too_large(field, max as u64, "characters"));
-    }
-    Ok(())
-}
-
-fn unique<'a>(field: &str, ids: impl Iterator<Item = &'a str>) -> Result<(), DomainError> {
-    let mut seen = BTreeSet::new();
-    for id in ids {
-        if !seen.insert(id) {
-            return Err(DomainError::invalid(
-                field,
-                format!("`{id}` is named twice; each id may appear once"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// What a card is bound to: a revision of an issue document (it expires when a newer one
-/// is saved), or something the agent names.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Target {
-    #[serde(rename = "type")]
-    pub target_type: String,
-    pub key: String,
-    #[serde(default)]
-    pub revision_id: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Common {
-    version: u32,
-    /// Checked for its type here; read from the payload (`Interaction::supersede_on_user_comment`).
-    #[serde(default)]
-    #[allow(dead_code)]
-    supersede_on_user_comment: Option<bool>,
-    #[serde(default)]
-    target: Option<Target>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Confirmation {
-    prompt: String,
-    #[serde(default)]
-    pub reject_requires_reason: bool,
-    #[serde(default)]
-    tool_action: Option<Value>,
-    #[serde(default)]
-    secret_proposal: Option<Value>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct Labeled {
-    pub id: String,
-    label: String,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Checkbox {
-    prompt: String,
-    pub options: Vec<Labeled>,
-    #[serde(default)]
-    pub default_selected_option_ids: Vec<String>,
-    #[serde(default)]
-    pub min_selected: usize,
-    #[serde(default)]
-    pub max_selected: Option<usize>,
-    #[serde(default)]
-    pub reject_requires_reason: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct QuestionOption {
-    pub id: String,
-    label: String,
-    #[serde(default)]
-    pub free_text: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Question {
-    pub id: String,
-    prompt: String,
-    pub selection_mode: String,
-    #[serde(default)]
-    pub required: bool,
-    #[serde(default)]
-    pub allow_other: bool,
-    pub options: Vec<QuestionOption>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct Questions {
-    pub questions: Vec<Question>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct Items {
-    prompt: String,
-    pub items: Vec<Labeled>,
-    #[serde(default)]
-    pub verdicts: Option<Vec<ItemVerdict>>,
-    #[serde(default)]
-    pub require_reason_on: Option<Vec<ItemVerdict>>,
-}
-
-impl Items {
-    pub fn allowed(&self) -> Vec<ItemVerdict> {
-        self.verdicts
-            .clone()
-            .unwrap_or_else(|| vec![ItemVerdict::Approve, ItemVerdict::Reject])
-    }
-
-    pub fn reason_required(&self, verdict: ItemVerdict) -> bool {
-        self.require_reason_on
-            .as_deref()
-            .unwrap_or(&[ItemVerdict::Reject])
-            .contains(&verdict)
-    }
-}
-
-/// A checked payload's parts the rules read.
-pub(crate) enum Payload {
-    Confirmation(Confirmation),
-    Checkbox(Checkbox),
-    Questions(Questions),
-    Items(Items),
-}
-
-fn parse<T: serde::de::DeserializeOwned>(
-    kind: InteractionKind,
-    payload: &Value,
-) -> Result<T, DomainError> {
-    T::deserialize(payload)
-        .map_err(|e| DomainError::invalid("payload", format!("is not a {kind} payload: {e}")))
-}
-
-fn required(field: &str, value: &str, max: usize) -> Result<(), DomainError> {
-    let n = value.trim().chars().count();
-    if n == 0 || n > max {
-        return Err(DomainError::invalid(
-            field,
-            format!("must be 1-{max} characters"),
-        ));
-    }
-    Ok(())
-}
-
-fn count(field: &str, n: usize, max: usize) -> Result<(), DomainError> {
-    if n == 0 || n > max {
-        return Err(DomainError::invalid(
-            field,
-            format!("needs 1-{max} entries"),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks `payload` as Paperclip's schema for `kind` does (the parts Roost reads, and their
-/// bounds; other fields are kept as sent), and returns those parts.
-pub(crate) fn check_payload(
-    kind: InteractionKind,
-    payload: &Value,
-) -> Result<Payload, DomainError> {
-    let bytes = serde_json::to_vec(payload)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX);
-    if bytes > MAX_PAYLOAD_BYTES {
-        return Err(DomainError::too_large(
-            "payload",
-            MAX_PAYLOAD_BYTES as u64,
-            "bytes",
-        ));
-    }
-    let common: Common = parse(kind, payload)?;
-    if common.version != 1 {
-        return Err(DomainError::invalid("payload.version", "must be 1"));
-    }
-    if let Some(t) = &common.target {
-        if kind == InteractionKind::AskUserQuestions {
-            return Err(DomainError::invalid(
-                "payload.target",
-                "ask_user_questions cards are not bound to a target",
-            ));
-        }
-        match t.target_type.as_str() {
-            "issue_document" => {
-                if let Some(problem) = crate::document::key_problem(&t.key) {
-                    return Err(DomainError::invalid("payload.target.key", problem));
-                }
-                if t.revision_id.as_deref().is_none_or(str::is_empty) {
-                    return Err(DomainError::invalid(
-                        "payload.target.revisionId",
-                        "an issue_document target names the revision asked about",
-                    ));
-                }
-            }
-            "custom" => required("payload.target.key", &t.key, 120)?,
-            other => {
-                return Err(DomainError::invalid(
-                    "payload.target.type",
-                    format!("`{other}` is not a target type; use issue_document or custom"),
-                ))
-            }
-        }
-    }
-    Ok(match kind {
-        InteractionKind::RequestConfirmation => {
-            let p: Confirmation = parse(kind, payload)?;
-            required("payload.prompt", &p.prompt, 1000)?;
-            if p.tool_action.is_some() || p.secret_proposal.is_some() {
-                return Err(DomainError::invalid(
-                    "payload",
-                    "toolAction and secretProposal are server-owned metadata and cannot be supplied",
-                ));
-            }
-            Payload::Confirmation(p)
-        }
-        InteractionKind::RequestCheckboxConfirmation => {
-            let p: Checkbox = parse(kind, payload)?;
-            required("payload.prompt", &p.prompt, 1000)?;
-            count("payload.options", p.options.len(), MAX_CHECKBOX_OPTIONS)?;
-            labels("payload.options", &p.options)?;
-            unique(
-                "payload.defaultSelectedOptionIds",
-                p.default_selected_option_ids.iter().map(String::as_str),
-            )?;
-            let ids: BTreeSet<&str> = p.options.iter().map(|o| o.id.as_str()).collect();
-            if let Some(bad) = p
-                .default_selected_option_ids
-                .iter()
-                .find(|d| !ids.contains(d.as_str()))
-            {
-                return Err(DomainError::invalid(
-                    "payload.defaultSelectedOptionIds",
-                    format!("`{bad}` is not one of the options"),
-                ));
-            }
-            let max = p.max_selected.unwrap_or(p.options.len());
-            if p.min_selected > max || max > p.options.len() {
-                return Err(DomainError::invalid(
-                    "payload.maxSelected",
-                    "needs minSelected <= maxSelected <= the number of options",
-                ));
-            }
-            let defaults = p.default_selected_option_ids.len();
-            if defaults < p.min_selected || defaults > max {
-                return Err(DomainError::invalid(
-                    "payload.defaultSelectedOptionIds",
-                    "must hold between minSelected and maxSelected options",
-                ));
-            }
-            Payload::Checkbox(p)
-        }
-        InteractionKind::AskUserQuestions => {
-            let p: Questions = parse(kind, payload)?;
-            count("payload.questions", p.questions.len(), MAX_QUESTIONS)?;
-            unique(
-                "payload.questions",
-                p.questions.iter().map(|q| q.id.as_str()),
-            )?;
-            for q in &p.questions {
-                required("payload.questions.id", &q.id, 160)?;
-                required("payload.questions.prompt", &q.prompt, 4000)?;
-                if q.selection_mode != "single" && q.selection_mode != "multi" {
-                    return Err(DomainError::invalid(
-                        "payload.questions.selectionMode",
-                        "must be single or multi",
-                    ));
-                }
-                count(
-                    "payload.questions.options",
-                    q.options.len(),
-                    MAX_QUESTION_OPTIONS,
-                )?;
-                unique(
-                    "payload.questions.options",
-                    q.options.iter().map(|o| o.id.as_str()),
-                )?;
-                for o in &q.options {
-                    required("payload.questions.options.id", &o.id, 160)?;
-                    required("payload.questions.options.label", &o.label, 1000)?;
-                }
-                if q.options.iter().filter(|o| o.free_text).count() > 1 {
-                    return Err(DomainError::invalid(
-                        "payload.questions.options",
-                        "a question may declare at most one free-text option",
-                    ));
-                }
-            }
-            Payload::Questions(p)
-        }
-        InteractionKind::RequestItemVerdicts => {
-            let p: Items = parse(kind, payload)?;
-            required("payload.prompt", &p.prompt, 1000)?;
-            count("payload.items", p.items.len(), MAX_VERDICT_ITEMS)?;
-            labels("payload.items", &p.items)?;
-            let allowed = p.allowed();
-            unique("payload.verdicts", allowed.iter().map(|v| v.as_str()))?;
-            if !allowed.contains(&ItemVerdict::Approve) || !allowed.contains(&ItemVerdict::Reject) {
-                return Err(DomainError::invalid(
-                    "payload.verdicts",
-                    "must include approve and reject; defer is optional",
-                ));
-            }
-            if let Some(on) = &p.require_reason_on {
-                unique("payload.requireReasonOn", on.iter().map(|v| v.as_str()))?;
-                if on.iter().any(|v| !allowed.contains(v)) {
-                    return Err(DomainError::invalid(
-                        "payload.requireReasonOn",
-                        "must name enabled verdicts",
-                    ));
-                }
-            }
-            Payload::Items(p)
-        }
-    })
-}
-
-fn labels(field: &str, entries: &[Labeled]) -> Result<(), DomainError> {
-    unique(field, entries.iter().map(|o| o.id.as_str()))?;
-    for e in entries {
-        required(&format!("{field}.id"), &e.id, 120)?;
-        required(&format!("{field}.label"), &e.label, 120)?;
-    }
-    Ok(())
-}
-
 impl NewInteraction {
     /// The payload as a card keeps it: `supersedeOnUserComment` filled in with Paperclip's
     /// default.
@@ -649,13 +352,98 @@ impl NewInteraction {
         }
         payload
     }
+
+    /// The pending card this request makes on issue `issue_id` of `company_id`, asked by
+    /// `actor` at `at`.
+    pub fn card(
+        &self,
+        company_id: &str,
+        issue_id: &str,
+        actor: &Actor,
+        at: Timestamp,
+    ) -> Interaction {
+        Interaction {
+            id: self.id.clone(),
+            company_id: company_id.to_string(),
+            issue_id: issue_id.to_string(),
+            kind: self.kind,
+            status: InteractionStatus::Pending,
+            continuation_policy: self
+                .continuation_policy
+                .unwrap_or_else(|| self.kind.default_continuation()),
+            resolver_policy: self.resolver_policy.unwrap_or(ResolverPolicy::Anyone),
+            resolver_policy_explicit: self.resolver_policy.is_some(),
+            addressee_agent_id: self.addressee_agent_id.clone(),
+            idempotency_key: trimmed(&self.idempotency_key),
+            source_comment_id: self.source_comment_id.clone(),
+            source_run_id: actor.run_id.clone(),
+            title: trimmed(&self.title),
+            summary: trimmed(&self.summary),
+            payload: self.kept_payload(),
+            result: None,
+            created_by_agent_id: actor.agent_id().map(str::to_string),
+            created_by_user_id: (actor.kind == ActorKind::User).then(|| actor.id.clone()),
+            resolved_by_agent_id: None,
+            resolved_by_user_id: None,
+            resolved_by_run_id: None,
+            created_at: at,
+            updated_at: at,
+            resolved_at: None,
+        }
+    }
+}
+
+/// `text` trimmed, `None` if nothing is left.
+pub(crate) fn trimmed(text: &Option<String>) -> Option<String> {
+    text.as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
 }
 
 impl Interaction {
-    /// Whether `new`, sent with this card's idempotency key, asks what this card asks (a
-    /// retry), rather than something else under a reused key.
-    pub fn asks_as(&self, new: &NewInteraction) -> bool {
-        self.kind == new.kind && self.payload == new.kept_payload()
+    /// Whether `retry` (the card a create with this card's idempotency key would make) asks
+    /// what this card asks, of the same creator: Paperclip's `isEquivalentCreateRequest`.
+    pub fn same_request(&self, retry: &Interaction) -> bool {
+        self.kind == retry.kind
+            && self.payload == retry.payload
+            && self.continuation_policy == retry.continuation_policy
+            && self.resolver_policy == retry.resolver_policy
+            && self.addressee_agent_id == retry.addressee_agent_id
+            && self.title == retry.title
+            && self.summary == retry.summary
+            && self.source_comment_id == retry.source_comment_id
+            && self.created_by_agent_id == retry.created_by_agent_id
+            && self.created_by_user_id == retry.created_by_user_id
+    }
+
+    /// The result of a card leaving `pending` unanswered (`outcome`, with `extra`'s fields),
+    /// keeping what it recorded so far as Paperclip's results do: an item-verdict card's
+    /// verdicts, a question card's (empty) answers.
+    pub(crate) fn unanswered_result(&self, outcome: &str, extra: Value) -> Value {
+        let mut result = serde_json::Map::new();
+        result.insert("version".into(), Value::from(1));
+        result.insert("outcome".into(), Value::from(outcome));
+        if let Value::Object(extra) = extra {
+            result.extend(extra);
+        }
+        match self.kind {
+            InteractionKind::RequestItemVerdicts => {
+                let items = self
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.get("items"))
+                    .cloned()
+                    .unwrap_or_else(|| Value::Array(Vec::new()));
+                result.insert("complete".into(), Value::Bool(false));
+                result.insert("items".into(), items);
+            }
+            InteractionKind::AskUserQuestions => {
+                result.insert("answers".into(), Value::Array(Vec::new()));
+            }
+            _ => {}
+        }
+        Value::Object(result)
     }
 
     /// The target a card is bound to, if any.
@@ -718,146 +506,4 @@ impl InteractionState {
             .flatten()
             .filter_map(|id| self.pending.get(id))
     }
-}
-
-/// A card as Paperclip's routes answer it: the row, with the resolver policy under each of
-/// Paperclip's names (Roost has no company cap or governed action that narrows one).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InteractionView {
-    #[serde(flatten)]
-    pub interaction: Interaction,
-    pub requested_resolver_policy: ResolverPolicy,
-    pub effective_resolver_policy: ResolverPolicy,
-    /// `explicit` when its creator named the policy, else `inherited`.
-    pub resolver_policy_provenance: String,
-    /// Always `requested`.
-    pub effective_resolver_policy_source: String,
-    /// Always null: Roost addresses cards to agents only.
-    pub addressee_user_id: Option<String>,
-}
-
-impl Interaction {
-    pub fn view(self) -> InteractionView {
-        let policy = self.resolver_policy;
-        let provenance = if self.resolver_policy_explicit {
-            "explicit"
-        } else {
-            "inherited"
-        };
-        InteractionView {
-            interaction: self,
-            requested_resolver_policy: policy,
-            effective_resolver_policy: policy,
-            resolver_policy_provenance: provenance.into(),
-            effective_resolver_policy_source: "requested".into(),
-            addressee_user_id: None,
-        }
-    }
-}
-
-/// A create's request body, Paperclip's `createIssueThreadInteractionSchema` (REST's and the
-/// client's). `kind` is text so that a kind Roost does not serve gets a sentence saying so.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct InteractionCreateBody {
-    pub kind: String,
-    pub payload: Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_comment_id: Option<String>,
-    /// A run's own id is taken from the request; the board may name one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_run_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub continuation_policy: Option<ContinuationPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resolver_policy: Option<ResolverPolicy>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub addressee_agent_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub addressee_user_id: Option<String>,
-}
-
-impl InteractionCreateBody {
-    /// The card to propose, under the id `id`.
-    pub fn into_new(self, id: String) -> Result<NewInteraction, DomainError> {
-        let kind = match self.kind.as_str() {
-            "suggest_tasks" | "connection_intent" => {
-                return Err(DomainError::invariant(
-                    "interaction",
-                    format!(
-                        "Roost does not serve {} cards yet: create the issues yourself \
-                         (POST /api/companies/{{companyId}}/issues with parentId), or ask with \
-                         request_checkbox_confirmation",
-                        self.kind
-                    ),
-                ))
-            }
-            other => other
-                .parse::<InteractionKind>()
-                .map_err(|e| DomainError::invalid("kind", e))?,
-        };
-        if self.addressee_user_id.is_some() {
-            return Err(DomainError::invalid(
-                "addresseeUserId",
-                "Roost addresses cards to agents only (addresseeAgentId); the board sees every card",
-            ));
-        }
-        Ok(NewInteraction {
-            id,
-            kind,
-            payload: self.payload,
-            continuation_policy: self.continuation_policy,
-            resolver_policy: self.resolver_policy,
-            addressee_agent_id: self.addressee_agent_id,
-            idempotency_key: self.idempotency_key,
-            source_comment_id: self.source_comment_id,
-            title: self.title,
-            summary: self.summary,
-        })
-    }
-}
-
-/// An accept's body (Paperclip's `acceptIssueThreadInteractionSchema`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct InteractionAcceptBody {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selected_option_ids: Option<Vec<String>>,
-    /// For `suggest_tasks`, which Roost does not serve; accepted and unused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selected_client_keys: Option<Vec<String>>,
-    /// For tool actions, which Roost does not have; accepted and unused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub remember_action: Option<bool>,
-}
-
-/// A reject's or a withdraw's body.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct InteractionReasonBody {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// A respond's body (`ask_user_questions`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct InteractionRespondBody {
-    pub answers: Vec<QuestionAnswer>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub summary_markdown: Option<String>,
-}
-
-/// A verdicts body (`request_item_verdicts`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct InteractionVerdictsBody {
-    pub verdicts: Vec<ItemVerdictInput>,
 }

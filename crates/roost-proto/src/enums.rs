@@ -140,7 +140,7 @@ proto_enum! {
         RequestConfirmation, RequestCheckboxConfirmation, AskUserQuestions, RequestItemVerdicts,
     }
     InteractionStatus => InteractionStatus {
-        Pending, Accepted, Rejected, Answered, Withdrawn, Expired,
+        Pending, Accepted, Rejected, Answered, Withdrawn, Cancelled, Expired,
     }
     ResolverPolicy => ResolverPolicy { Anyone, NotCreator, HumanOnly }
     ContinuationPolicy => ContinuationPolicy { None, WakeAssignee, WakeAssigneeOnAccept }

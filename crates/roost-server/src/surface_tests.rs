@@ -168,6 +168,14 @@ const SURFACE: &[(&str, Twin)] = &[
         Grpc("WithdrawIssueInteraction"),
     ),
     (
+        "POST /issues/{id}/interactions/{interaction_id}/skip",
+        Grpc("SkipIssueInteraction"),
+    ),
+    (
+        "POST /issues/{id}/interactions/{interaction_id}/cancel",
+        Grpc("CancelIssueInteraction"),
+    ),
+    (
         "GET /issues/{id}/heartbeat-context",
         Grpc("GetHeartbeatContext"),
     ),

@@ -4,7 +4,7 @@
 use super::test_world::*;
 use crate::command::*;
 use crate::document::*;
-use crate::state::{Applied, Change};
+use crate::state::Change;
 use crate::DomainError;
 
 fn text(body: &str) -> DocumentText {
@@ -43,19 +43,6 @@ fn doc_of(outcome: Outcome) -> (IssueDocument, Option<String>, bool, Option<Stri
         } => (document, body, created, redirected_from),
         other => panic!("unexpected {other:?}"),
     }
-}
-
-/// The changes of applying `command` as `actor`.
-fn changes(w: &mut World, actor: Actor, command: Command) -> Applied {
-    w.index += 1;
-    let env = Envelope {
-        request_id: None,
-        at: crate::Timestamp(1_000 * w.index as i64),
-        actor,
-        command,
-        idempotency_key: None,
-    };
-    w.state.apply(w.index, &env)
 }
 
 #[test]
@@ -125,8 +112,7 @@ fn a_put_creates_revision_one_and_an_update_must_name_the_latest_revision() {
 fn a_revision_is_written_to_the_store_but_not_kept_in_memory() {
     let mut w = world();
     w.todo_issue("i1");
-    let applied = changes(
-        &mut w,
+    let applied = w.applied(
         admin(),
         on("i1", "plan", put_op("d1", "r1", "the body", None)),
     );
@@ -288,7 +274,7 @@ fn a_restore_saves_an_earlier_revision_as_the_newest() {
     assert!(matches!(err, DomainError::Conflict { .. }), "{err:?}");
     let err = w.run(admin(), restore("none", 0, "r3")).unwrap_err();
     assert!(matches!(err, DomainError::NotFound { .. }), "{err:?}");
-    let applied = changes(&mut w, admin(), restore("r1", 1, "r3"));
+    let applied = w.applied(admin(), restore("r1", 1, "r3"));
     let (doc, body, created, _) = doc_of(applied.outcome.clone().expect("restored"));
     assert!(!created);
     assert_eq!(
@@ -323,8 +309,7 @@ fn deleting_a_document_or_its_issue_removes_it() {
         .unwrap_err();
     assert!(matches!(err, DomainError::NotFound { .. }));
 
-    let applied = changes(
-        &mut w,
+    let applied = w.applied(
         admin(),
         Command::DeleteIssue {
             issue_id: "i1".into(),

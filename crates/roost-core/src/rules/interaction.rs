@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::issue::visible_issue;
 use super::{require_id, wake, Ctx};
 use crate::command::{ActorKind, Outcome};
-use crate::entity::{Issue, WakeReason};
+use crate::entity::{AgentStatus, Issue, WakeReason};
 use crate::error::DomainError;
 use crate::interaction::*;
 use crate::state::{ActivityNote, Change, Decision};
@@ -56,18 +56,52 @@ pub(crate) fn decide(
             let mut card = current.clone();
             finish(ctx, &mut card, InteractionStatus::Withdrawn);
             card.result =
-                Some(json!({ "version": 1, "outcome": "withdrawn", "reason": trimmed(reason) }));
+                Some(card.unanswered_result("withdrawn", json!({ "reason": trimmed(reason) })));
+            // The assignee waiting on it learns it is gone (its own withdrawal wakes nobody).
+            let wakes = continuation(ctx, issue, &card)?;
+            Ok(decision(card, true, wakes, false))
+        }
+        // The board's ways to set a card aside; neither wakes anyone (Paperclip's `skip` and
+        // `cancel`).
+        InteractionOp::Skip {
+            interaction_id,
+            reason,
+        } => {
+            ctx.require_admin("skip an interaction")?;
+            let mut card = pending(ctx, issue, interaction_id)?.clone();
+            finish(ctx, &mut card, InteractionStatus::Cancelled);
+            card.result =
+                Some(card.unanswered_result("skipped", json!({ "reason": trimmed(reason) })));
+            Ok(decision(card, true, Vec::new(), false))
+        }
+        InteractionOp::Cancel {
+            interaction_id,
+            reason,
+        } => {
+            ctx.require_admin("cancel an interaction")?;
+            let mut card = pending(ctx, issue, interaction_id)?.clone();
+            if card.kind != InteractionKind::AskUserQuestions {
+                return Err(DomainError::invalid(
+                    "action",
+                    format!(
+                        "only ask_user_questions cards are cancelled; a {} card is skipped \
+                         (POST .../interactions/{interaction_id}/skip)",
+                        card.kind
+                    ),
+                ));
+            }
+            finish(ctx, &mut card, InteractionStatus::Cancelled);
+            card.result = Some(json!({
+                "version": 1,
+                "answers": [],
+                "cancelled": true,
+                "cancellationReason": trimmed(reason),
+                "summaryMarkdown": null,
+            }));
             Ok(decision(card, true, Vec::new(), false))
         }
         _ => answer(ctx, issue, op),
     }
-}
-
-fn trimmed(text: &Option<String>) -> Option<String> {
-    text.as_deref()
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_string)
 }
 
 fn user_id(ctx: &Ctx<'_>) -> Option<String> {
@@ -97,15 +131,16 @@ fn create(ctx: &Ctx<'_>, issue: &Issue, new: &NewInteraction) -> Result<Decision
             issue.identifier, issue.status
         )));
     }
-    check_payload(new.kind, &new.payload)?;
-    if let Some(key) = new.idempotency_key.as_deref().map(str::trim) {
+    check_payload(new.kind, &new.kept_payload())?;
+    let card = new.card(&issue.company_id, &issue.id, ctx.actor, ctx.now());
+    if let Some(key) = &card.idempotency_key {
         let same_key = ctx
             .state
             .interactions
             .pending_of_issue(&issue.id)
-            .find(|i| i.idempotency_key.as_deref() == Some(key));
+            .find(|i| i.idempotency_key.as_ref() == Some(key));
         if let Some(first) = same_key {
-            if !first.asks_as(new) {
+            if !first.same_request(&card) {
                 return Err(DomainError::conflict(format!(
                     "idempotencyKey {key} already names interaction {} on this issue, with \
                      another request; send a new key for a new card",
@@ -115,10 +150,10 @@ fn create(ctx: &Ctx<'_>, issue: &Issue, new: &NewInteraction) -> Result<Decision
             return Ok(decision(first.clone(), false, Vec::new(), false));
         }
     }
-    if ctx.state.interactions.pending.contains_key(&new.id) {
+    if ctx.state.interactions.pending.contains_key(&card.id) {
         return Err(DomainError::AlreadyExists {
             entity: "interaction".into(),
-            id: new.id.clone(),
+            id: card.id.clone(),
         });
     }
     if ctx.state.interactions.pending_of_issue(&issue.id).count() >= MAX_PENDING_PER_ISSUE {
@@ -132,34 +167,6 @@ fn create(ctx: &Ctx<'_>, issue: &Issue, new: &NewInteraction) -> Result<Decision
             ),
         ));
     }
-    let card = Interaction {
-        id: new.id.clone(),
-        company_id: issue.company_id.clone(),
-        issue_id: issue.id.clone(),
-        kind: new.kind,
-        status: InteractionStatus::Pending,
-        continuation_policy: new
-            .continuation_policy
-            .unwrap_or_else(|| new.kind.default_continuation()),
-        resolver_policy: new.resolver_policy.unwrap_or(ResolverPolicy::Anyone),
-        resolver_policy_explicit: new.resolver_policy.is_some(),
-        addressee_agent_id: new.addressee_agent_id.clone(),
-        idempotency_key: new.idempotency_key.as_deref().map(|k| k.trim().to_string()),
-        source_comment_id: new.source_comment_id.clone(),
-        source_run_id: ctx.actor.run_id.clone(),
-        title: trimmed(&new.title),
-        summary: trimmed(&new.summary),
-        payload: new.kept_payload(),
-        result: None,
-        created_by_agent_id: ctx.actor.agent_id().map(str::to_string),
-        created_by_user_id: user_id(ctx),
-        resolved_by_agent_id: None,
-        resolved_by_user_id: None,
-        resolved_by_run_id: None,
-        created_at: ctx.now(),
-        updated_at: ctx.now(),
-        resolved_at: None,
-    };
     check_target(ctx, issue, &card)?;
     let mut changes = Vec::new();
     if let Some(agent_id) = &card.addressee_agent_id {
@@ -167,8 +174,16 @@ fn create(ctx: &Ctx<'_>, issue: &Issue, new: &NewInteraction) -> Result<Decision
             .state
             .agents
             .get(agent_id)
-            .filter(|a| a.company_id == issue.company_id)
-            .ok_or_else(|| DomainError::not_found("agent", agent_id))?;
+            .filter(|a| a.company_id == issue.company_id && a.status != AgentStatus::Terminated)
+            .ok_or_else(|| {
+                DomainError::invariant(
+                    "addresseeAgentId",
+                    format!(
+                        "addresseeAgentId {agent_id} is not an active agent of this issue's \
+                         company; address the card to one of its agents, or to nobody"
+                    ),
+                )
+            })?;
         wake::wake_for_interaction(
             ctx,
             &mut changes,
@@ -191,7 +206,15 @@ fn check_target(ctx: &Ctx<'_>, issue: &Issue, card: &Interaction) -> Result<(), 
         .state
         .documents
         .get(&issue.id, &target.key)
-        .ok_or_else(|| DomainError::not_found("document", &target.key))?;
+        .ok_or_else(|| {
+            DomainError::invalid(
+                "payload.target.key",
+                format!(
+                    "issue {} has no document {}; save it first (PUT /api/issues/{}/documents/{})",
+                    issue.identifier, target.key, issue.id, target.key
+                ),
+            )
+        })?;
     if target.revision_id.as_deref() != Some(doc.latest_revision_id.as_str()) {
         return Err(DomainError::conflict(format!(
             "the card asks about revision {} of document {}, whose latest revision is {} \
@@ -238,19 +261,12 @@ fn may_answer(ctx: &Ctx<'_>, card: &Interaction) -> Result<(), DomainError> {
 }
 
 fn answer(ctx: &Ctx<'_>, issue: &Issue, op: &InteractionOp) -> Result<Decision, DomainError> {
-    let id = match op {
-        InteractionOp::Accept { interaction_id, .. }
-        | InteractionOp::Reject { interaction_id, .. }
-        | InteractionOp::Respond { interaction_id, .. }
-        | InteractionOp::Verdicts { interaction_id, .. }
-        | InteractionOp::Withdraw { interaction_id, .. } => interaction_id,
-        InteractionOp::Create { .. } => {
-            return Err(DomainError::invariant("interaction", "not an answer"))
-        }
+    let Some(id) = op.interaction_id() else {
+        return Err(DomainError::invariant("interaction", "not an answer"));
     };
     let current = pending(ctx, issue, id)?;
     may_answer(ctx, current)?;
-    let parts = check_payload(current.kind, &current.payload)?;
+    let asked = parts(current.kind, &current.payload)?;
     let mut card = current.clone();
     let kind = card.kind;
     let wrong = || {
@@ -266,7 +282,7 @@ fn answer(ctx: &Ctx<'_>, issue: &Issue, op: &InteractionOp) -> Result<Decision, 
             format!("a {kind} card is answered with {how}"),
         ))
     };
-    match (op, &parts) {
+    match (op, &asked) {
         (InteractionOp::Accept { .. }, Payload::Confirmation(_)) => {
             finish(ctx, &mut card, InteractionStatus::Accepted);
             card.result = Some(json!({ "version": 1, "outcome": "accepted" }));
@@ -302,7 +318,7 @@ fn answer(ctx: &Ctx<'_>, issue: &Issue, op: &InteractionOp) -> Result<Decision, 
                 Some(json!({ "version": 1, "outcome": "accepted", "selectedOptionIds": chosen }));
         }
         (InteractionOp::Reject { reason, .. }, Payload::Confirmation(_) | Payload::Checkbox(_)) => {
-            let needs_reason = match &parts {
+            let needs_reason = match &asked {
                 Payload::Confirmation(p) => p.reject_requires_reason,
                 Payload::Checkbox(p) => p.reject_requires_reason,
                 _ => false,
@@ -343,23 +359,40 @@ fn answer(ctx: &Ctx<'_>, issue: &Issue, op: &InteractionOp) -> Result<Decision, 
         }
         _ => return wrong(),
     }
-    let mut changes = Vec::new();
+    let changes = continuation(ctx, issue, &card)?;
+    Ok(decision(card, true, changes, false))
+}
+
+/// The wake of the issue's assignee a card's continuation policy asks for, now that `card`
+/// changed: `wake_assignee` on any change, `wake_assignee_on_accept` when accepted or answered
+/// (as Paperclip's continuation does); never on a closed issue.
+fn continuation(
+    ctx: &Ctx<'_>,
+    issue: &Issue,
+    card: &Interaction,
+) -> Result<Vec<Change>, DomainError> {
     let wakes = match card.continuation_policy {
         ContinuationPolicy::None => false,
         ContinuationPolicy::WakeAssignee => true,
-        ContinuationPolicy::WakeAssigneeOnAccept => card.status == InteractionStatus::Accepted,
+        ContinuationPolicy::WakeAssigneeOnAccept => matches!(
+            card.status,
+            InteractionStatus::Accepted | InteractionStatus::Answered
+        ),
     };
-    if let (true, Some(assignee)) = (wakes, &issue.assignee_agent_id) {
+    let mut changes = Vec::new();
+    if let (true, Some(assignee), false) =
+        (wakes, &issue.assignee_agent_id, issue.status.is_terminal())
+    {
         wake::wake_for_interaction(
             ctx,
             &mut changes,
             assignee,
             issue,
             WakeReason::IssueCommented,
-            wake_payload(&card),
+            wake_payload(card),
         )?;
     }
-    Ok(decision(card, true, changes, false))
+    Ok(changes)
 }
 
 /// Answers must name the card's questions and options, and answer every required question.
@@ -474,12 +507,21 @@ fn merge_verdicts(
         }));
     }
     let complete = p.items.iter().all(|i| decided(&items, &i.id));
-    card.result = Some(json!({
+    let result = json!({
         "version": 1,
         "outcome": "resolved",
         "complete": complete,
         "items": items,
-    }));
+    });
+    // A pending card's verdicts stay in every node's memory: bounded as its payload is.
+    if serde_json::to_vec(&result).map_or(usize::MAX, |b| b.len()) > MAX_PAYLOAD_BYTES {
+        return Err(DomainError::too_large(
+            "verdicts",
+            MAX_PAYLOAD_BYTES as u64,
+            "bytes of verdicts and reasons on one card; give shorter reasons",
+        ));
+    }
+    card.result = Some(result);
     Ok(complete)
 }
 
@@ -546,9 +588,9 @@ pub(crate) fn expire_on(
 ) {
     for card in ctx.state.interactions.pending_of_issue(issue_id) {
         let result = match event {
-            Expiry::IssueClosed => json!({ "version": 1, "outcome": "issue_closed" }),
+            Expiry::IssueClosed => card.unanswered_result("issue_closed", json!({})),
             Expiry::PersonCommented { comment_id } if card.supersede_on_user_comment() => {
-                json!({ "version": 1, "outcome": "superseded_by_comment", "commentId": comment_id })
+                card.unanswered_result("superseded_by_comment", json!({ "commentId": comment_id }))
             }
             Expiry::NewRevision { key, revision_id } => match card.target() {
                 Some(t)
@@ -556,7 +598,8 @@ pub(crate) fn expire_on(
                         && t.key == key
                         && t.revision_id.as_deref() != Some(revision_id) =>
                 {
-                    json!({ "version": 1, "outcome": "stale_target", "staleTarget": card.payload.get("target") })
+                    let target = card.payload.get("target").cloned();
+                    card.unanswered_result("stale_target", json!({ "staleTarget": target }))
                 }
                 _ => continue,
             },

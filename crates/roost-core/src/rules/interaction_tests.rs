@@ -51,6 +51,25 @@ fn accept(id: &str) -> InteractionOp {
     }
 }
 
+/// The cards `applied` wrote, each with its result's outcome.
+fn outcomes(applied: crate::state::Applied) -> Vec<(String, Value)> {
+    assert!(applied.outcome.is_ok(), "{:?}", applied.outcome);
+    applied
+        .changes
+        .into_iter()
+        .filter_map(|c| match c {
+            crate::state::Change::Interaction(InteractionChange::Interaction(i)) => {
+                let outcome = i
+                    .result
+                    .as_ref()
+                    .map_or(Value::Null, |r| r["outcome"].clone());
+                Some((i.id, outcome))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 fn card_of(outcome: Outcome) -> (Interaction, bool) {
     match outcome {
         Outcome::Interaction {
@@ -365,10 +384,10 @@ fn cards_expire_when_the_issue_closes_a_person_comments_or_their_revision_is_rep
     w.ok(a1(), on("i1", create(keep)));
     w.ok(a1(), on("i1", create(confirm("talk"))));
 
-    w.ok(a1(), put("rev2", Some("rev1")));
     let expired = |w: &World, id: &str| !w.state.interactions.pending.contains_key(id);
-    assert!(
-        expired(&w, "t1"),
+    assert_eq!(
+        outcomes(w.applied(a1(), put("rev2", Some("rev1")))),
+        [("t1".to_string(), json!("stale_target"))],
         "a new revision expires the card about the old one"
     );
     assert!(!expired(&w, "talk"));
@@ -376,12 +395,24 @@ fn cards_expire_when_the_issue_closes_a_person_comments_or_their_revision_is_rep
     // An agent's comment supersedes nothing; a person's supersedes what asks for that.
     comment(&mut w, a1(), "i1", "c-agent", "still working");
     assert!(!expired(&w, "talk"));
-    comment(&mut w, admin(), "i1", "c-board", "let me look");
-    assert!(expired(&w, "talk"));
+    let by_person = Command::AddComment {
+        issue_id: "i1".into(),
+        comment: NewComment {
+            id: "c-board".into(),
+            body: "let me look".into(),
+        },
+    };
+    assert_eq!(
+        outcomes(w.applied(admin(), by_person)),
+        [("talk".to_string(), json!("superseded_by_comment"))]
+    );
     assert!(!expired(&w, "keep"));
 
-    // Closing the issue expires the rest, and an expired card records why.
-    w.ok(a1(), status_update("i1", IssueStatus::Done));
+    // Closing the issue expires the rest, each recording why.
+    assert_eq!(
+        outcomes(w.applied(a1(), status_update("i1", IssueStatus::Done))),
+        [("keep".to_string(), json!("issue_closed"))]
+    );
     assert_eq!(w.state.interactions.pending_of_issue("i1").count(), 0);
     let err = w.run(a1(), on("i1", create(confirm("late")))).unwrap_err();
     assert!(
@@ -480,4 +511,94 @@ fn a_payload_is_checked_as_paperclips_schema_checks_it() {
         interaction: confirm("x"),
     };
     assert!(ok.check().is_ok());
+}
+
+#[test]
+fn only_the_board_skips_a_card_or_cancels_questions_and_neither_wakes_anyone() {
+    let mut w = working();
+    let questions = new_card(
+        "q",
+        InteractionKind::AskUserQuestions,
+        json!({ "version": 1, "questions": [{"id": "a", "prompt": "A?", "selectionMode": "single",
+                "options": [{"id": "y", "label": "yes"}]}] }),
+    );
+    w.ok(a1(), on("i1", create(questions)));
+    w.ok(a1(), on("i1", create(confirm("c"))));
+    let skip = |id: &str| InteractionOp::Skip {
+        interaction_id: id.into(),
+        reason: Some("not now".into()),
+    };
+    let cancel = |id: &str| InteractionOp::Cancel {
+        interaction_id: id.into(),
+        reason: None,
+    };
+    let err = w.run(a2(), on("i1", skip("c"))).unwrap_err();
+    assert!(matches!(err, DomainError::Forbidden { .. }));
+    let err = w.run(admin(), on("i1", cancel("c"))).unwrap_err();
+    assert!(
+        matches!(&err, DomainError::Invalid { message, .. } if message.contains("skip")),
+        "a confirmation is skipped, not cancelled: {err:?}"
+    );
+    let before = issue_wakes(&w, "a1", WakeReason::IssueCommented).len();
+    let (skipped, _) = card_of(w.ok(admin(), on("i1", skip("c"))));
+    assert_eq!(skipped.status, InteractionStatus::Cancelled);
+    assert_eq!(skipped.result.unwrap()["outcome"], json!("skipped"));
+    let (cancelled, _) = card_of(w.ok(admin(), on("i1", cancel("q"))));
+    assert_eq!(cancelled.result.unwrap()["cancelled"], json!(true));
+    assert_eq!(
+        issue_wakes(&w, "a1", WakeReason::IssueCommented).len(),
+        before
+    );
+    assert_eq!(w.state.interactions.pending_of_issue("i1").count(), 0);
+}
+
+#[test]
+fn a_withdrawn_verdict_card_keeps_its_verdicts_and_wake_on_accept_wakes_on_an_answer() {
+    let mut w = working();
+    let mut verdicts = new_card(
+        "v",
+        InteractionKind::RequestItemVerdicts,
+        json!({ "version": 1, "prompt": "Review", "items": [{"id": "1", "label": "one"}, {"id": "2", "label": "two"}] }),
+    );
+    verdicts.continuation_policy = Some(ContinuationPolicy::WakeAssigneeOnAccept);
+    w.ok(a1(), on("i1", create(verdicts)));
+    let one = InteractionOp::Verdicts {
+        interaction_id: "v".into(),
+        verdicts: serde_json::from_value(json!([{"id": "1", "verdict": "approve"}])).unwrap(),
+    };
+    w.ok(admin(), on("i1", one));
+    let withdraw = InteractionOp::Withdraw {
+        interaction_id: "v".into(),
+        reason: None,
+    };
+    let (gone, _) = card_of(w.ok(admin(), on("i1", withdraw)));
+    let result = gone.result.expect("a result");
+    assert_eq!(result["outcome"], json!("withdrawn"));
+    assert_eq!(result["complete"], json!(false));
+    assert_eq!(
+        result["items"][0]["id"],
+        json!("1"),
+        "the verdict given is kept"
+    );
+    assert!(issue_wakes(&w, "a1", WakeReason::IssueCommented).is_empty());
+
+    let mut questions = new_card(
+        "q",
+        InteractionKind::AskUserQuestions,
+        json!({ "version": 1, "questions": [{"id": "a", "prompt": "A?", "selectionMode": "single",
+                "options": [{"id": "y", "label": "yes"}]}] }),
+    );
+    questions.continuation_policy = Some(ContinuationPolicy::WakeAssigneeOnAccept);
+    w.ok(a1(), on("i1", create(questions)));
+    let respond = InteractionOp::Respond {
+        interaction_id: "q".into(),
+        answers: serde_json::from_value(json!([{"questionId": "a", "optionIds": ["y"]}])).unwrap(),
+        summary_markdown: None,
+    };
+    w.ok(admin(), on("i1", respond));
+    assert_eq!(
+        issue_wakes(&w, "a1", WakeReason::IssueCommented).len(),
+        1,
+        "an answer is what wake_assignee_on_accept waits for"
+    );
 }

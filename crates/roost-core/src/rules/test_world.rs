@@ -94,6 +94,11 @@ impl World {
     }
 
     pub(crate) fn run(&mut self, actor: Actor, command: Command) -> Result<Outcome, DomainError> {
+        self.applied(actor, command).outcome
+    }
+
+    /// The outcome and the changes of applying `command` as `actor`.
+    pub(crate) fn applied(&mut self, actor: Actor, command: Command) -> crate::state::Applied {
         self.index += 1;
         let env = Envelope {
             request_id: None,
@@ -102,7 +107,7 @@ impl World {
             command,
             idempotency_key: None,
         };
-        self.state.apply(self.index, &env).outcome
+        self.state.apply(self.index, &env)
     }
 
     pub(crate) fn ok(&mut self, actor: Actor, command: Command) -> Outcome {

@@ -1323,6 +1323,8 @@ pub enum InteractionStatus {
     Answered = 4,
     Withdrawn = 5,
     Expired = 6,
+    /// Set aside by the board, unanswered (skip, or cancel of an ASK_USER_QUESTIONS card).
+    Cancelled = 7,
 }
 impl InteractionStatus {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -1338,6 +1340,7 @@ impl InteractionStatus {
             Self::Answered => "INTERACTION_STATUS_ANSWERED",
             Self::Withdrawn => "INTERACTION_STATUS_WITHDRAWN",
             Self::Expired => "INTERACTION_STATUS_EXPIRED",
+            Self::Cancelled => "INTERACTION_STATUS_CANCELLED",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -1350,6 +1353,7 @@ impl InteractionStatus {
             "INTERACTION_STATUS_ANSWERED" => Some(Self::Answered),
             "INTERACTION_STATUS_WITHDRAWN" => Some(Self::Withdrawn),
             "INTERACTION_STATUS_EXPIRED" => Some(Self::Expired),
+            "INTERACTION_STATUS_CANCELLED" => Some(Self::Cancelled),
             _ => None,
         }
     }
@@ -2482,6 +2486,26 @@ pub struct SubmitIssueInteractionVerdictsRequest {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct WithdrawIssueInteractionRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub interaction_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SkipIssueInteractionRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub interaction_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub reason: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CancelIssueInteractionRequest {
     #[prost(string, tag = "1")]
     pub issue_id: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
@@ -5857,6 +5881,56 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "WithdrawIssueInteraction"));
             self.inner.unary(req, path, codec).await
         }
+        /// Administrators set a pending card aside unanswered (CANCELLED, outcome "skipped").
+        pub async fn skip_issue_interaction(
+            &mut self,
+            request: impl tonic::IntoRequest<super::SkipIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/SkipIssueInteraction",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "SkipIssueInteraction"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Administrators cancel an ASK_USER_QUESTIONS card (CANCELLED, no answers).
+        pub async fn cancel_issue_interaction(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CancelIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CancelIssueInteraction",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CancelIssueInteraction"));
+            self.inner.unary(req, path, codec).await
+        }
         /// Checks an issue out for the caller's run: a lease with a fencing token.
         pub async fn checkout(
             &mut self,
@@ -7863,6 +7937,22 @@ pub mod control_server {
         async fn withdraw_issue_interaction(
             &self,
             request: tonic::Request<super::WithdrawIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        >;
+        /// Administrators set a pending card aside unanswered (CANCELLED, outcome "skipped").
+        async fn skip_issue_interaction(
+            &self,
+            request: tonic::Request<super::SkipIssueInteractionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::IssueInteraction>,
+            tonic::Status,
+        >;
+        /// Administrators cancel an ASK_USER_QUESTIONS card (CANCELLED, no answers).
+        async fn cancel_issue_interaction(
+            &self,
+            request: tonic::Request<super::CancelIssueInteractionRequest>,
         ) -> std::result::Result<
             tonic::Response<super::IssueInteraction>,
             tonic::Status,
@@ -10082,6 +10172,98 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = WithdrawIssueInteractionSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/SkipIssueInteraction" => {
+                    #[allow(non_camel_case_types)]
+                    struct SkipIssueInteractionSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::SkipIssueInteractionRequest>
+                    for SkipIssueInteractionSvc<T> {
+                        type Response = super::IssueInteraction;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::SkipIssueInteractionRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::skip_issue_interaction(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = SkipIssueInteractionSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CancelIssueInteraction" => {
+                    #[allow(non_camel_case_types)]
+                    struct CancelIssueInteractionSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CancelIssueInteractionRequest>
+                    for CancelIssueInteractionSvc<T> {
+                        type Response = super::IssueInteraction;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CancelIssueInteractionRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::cancel_issue_interaction(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CancelIssueInteractionSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

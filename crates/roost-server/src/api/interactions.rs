@@ -66,27 +66,31 @@ impl Api {
         let new = body.into_new(new_id())?;
         // A card answered since its first create is not in memory: its key is looked up here.
         // (A pending one is the state machine's to find, so that two racing creates make one.)
-        if let Some(key) = new.idempotency_key.as_deref().map(str::trim) {
+        let retry = new.card("", &issue_id, &caller.actor, super::now());
+        if let Some(key) = &retry.idempotency_key {
             let lookup = InteractionLookup::Key {
                 issue_id: &issue_id,
                 key,
             };
-            if let Some(first) = self.reader().interaction(lookup).await? {
-                if first.status != InteractionStatus::Pending {
-                    if !first.asks_as(&new) {
-                        return Err(ApiError::Domain(roost_core::DomainError::conflict(
-                            format!(
-                                "idempotencyKey {key} already names interaction {} on this issue, \
-                             with another request; send a new key for a new card",
-                                first.id
-                            ),
-                        )));
-                    }
-                    return Ok(Asked {
-                        interaction: first.view(),
-                        created: false,
-                    });
+            let answered = self
+                .reader()
+                .interaction(lookup)
+                .await?
+                .filter(|first| first.status != InteractionStatus::Pending);
+            if let Some(first) = answered {
+                if !first.same_request(&retry) {
+                    return Err(ApiError::Domain(roost_core::DomainError::conflict(
+                        format!(
+                        "idempotencyKey {key} already names interaction {} on this issue, with \
+                         another request; send a new key for a new card",
+                        first.id
+                    ),
+                    )));
                 }
+                return Ok(Asked {
+                    interaction: first.view(),
+                    created: false,
+                });
             }
         }
         let op = InteractionOp::Create { interaction: new };
@@ -97,7 +101,7 @@ impl Api {
         })
     }
 
-    /// Accepts, rejects, answers, gives verdicts on or withdraws a card.
+    /// Accepts, rejects, answers, gives verdicts on, withdraws, skips or cancels a card.
     pub async fn answer_interaction(
         &self,
         caller: &Caller,
@@ -105,16 +109,19 @@ impl Api {
         op: InteractionOp,
     ) -> Result<InteractionView, ApiError> {
         let issue_id = self.interaction_rows_ready(caller, issue).await?;
+        if matches!(
+            op,
+            InteractionOp::Skip { .. } | InteractionOp::Cancel { .. }
+        ) && caller.agent_id().is_some()
+        {
+            return Err(ApiError::forbidden(
+                "only an administrator (the board) skips or cancels an interaction; an agent \
+                 withdraws its own card (POST .../withdraw)",
+            ));
+        }
         require_run(caller)?;
-        let id = match &op {
-            InteractionOp::Create { .. } => {
-                return Err(ApiError::internal("a create is not an answer"))
-            }
-            InteractionOp::Accept { interaction_id, .. }
-            | InteractionOp::Reject { interaction_id, .. }
-            | InteractionOp::Respond { interaction_id, .. }
-            | InteractionOp::Verdicts { interaction_id, .. }
-            | InteractionOp::Withdraw { interaction_id, .. } => interaction_id.clone(),
+        let Some(id) = op.interaction_id().map(str::to_string) else {
+            return Err(ApiError::internal("a create is not an answer"));
         };
         let current = self.interaction_of(&issue_id, &id).await?;
         if current.status != InteractionStatus::Pending {

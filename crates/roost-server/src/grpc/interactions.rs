@@ -172,3 +172,27 @@ pub(super) async fn withdraw(
     };
     answer(api, caller, &r.issue_id, op).await
 }
+
+pub(super) async fn skip(
+    api: Api,
+    caller: Caller,
+    r: pb::SkipIssueInteractionRequest,
+) -> Answer<pb::IssueInteraction> {
+    let op = InteractionOp::Skip {
+        interaction_id: r.interaction_id,
+        reason: r.reason,
+    };
+    answer(api, caller, &r.issue_id, op).await
+}
+
+pub(super) async fn cancel(
+    api: Api,
+    caller: Caller,
+    r: pb::CancelIssueInteractionRequest,
+) -> Answer<pb::IssueInteraction> {
+    let op = InteractionOp::Cancel {
+        interaction_id: r.interaction_id,
+        reason: r.reason,
+    };
+    answer(api, caller, &r.issue_id, op).await
+}

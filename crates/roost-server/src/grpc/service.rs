@@ -603,6 +603,9 @@ impl Control for ControlService {
             -> IssueInteraction = interactions::verdicts;
         withdraw_issue_interaction(WithdrawIssueInteractionRequest)
             -> IssueInteraction = interactions::withdraw;
+        skip_issue_interaction(SkipIssueInteractionRequest) -> IssueInteraction = interactions::skip;
+        cancel_issue_interaction(CancelIssueInteractionRequest)
+            -> IssueInteraction = interactions::cancel;
     }
 
     // Skills: handlers in skills.rs.

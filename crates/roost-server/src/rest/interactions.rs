@@ -109,3 +109,31 @@ pub async fn withdraw(
     };
     Ok(Json(api.answer_interaction(&caller, &id, op).await?))
 }
+
+/// The board sets a card aside unanswered.
+pub async fn skip(
+    State(api): State<Api>,
+    caller: Caller,
+    Path((id, interaction_id)): Path<(String, String)>,
+    JsonBody(body): JsonBody<InteractionReasonBody>,
+) -> Result<Json<InteractionView>> {
+    let op = InteractionOp::Skip {
+        interaction_id,
+        reason: body.reason.map(multiline),
+    };
+    Ok(Json(api.answer_interaction(&caller, &id, op).await?))
+}
+
+/// The board cancels an `ask_user_questions` card.
+pub async fn cancel(
+    State(api): State<Api>,
+    caller: Caller,
+    Path((id, interaction_id)): Path<(String, String)>,
+    JsonBody(body): JsonBody<InteractionReasonBody>,
+) -> Result<Json<InteractionView>> {
+    let op = InteractionOp::Cancel {
+        interaction_id,
+        reason: body.reason.map(multiline),
+    };
+    Ok(Json(api.answer_interaction(&caller, &id, op).await?))
+}

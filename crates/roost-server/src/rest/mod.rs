@@ -231,6 +231,14 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/issues/{id}/interactions/{interaction_id}/withdraw",
             post(interactions::withdraw),
         )
+        .route(
+            "/issues/{id}/interactions/{interaction_id}/skip",
+            post(interactions::skip),
+        )
+        .route(
+            "/issues/{id}/interactions/{interaction_id}/cancel",
+            post(interactions::cancel),
+        )
         .route("/issues/{id}/children", post(issues::create_child))
         .route(
             "/issues/{id}/heartbeat-context",

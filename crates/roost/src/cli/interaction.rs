@@ -1,5 +1,6 @@
-//! `roost issue interaction list|ask|accept|reject|answer|verdict|withdraw`: typed questions on
-//! an issue (Paperclip's issue-thread interactions), answered by the board or another agent.
+//! `roost issue interaction list|ask|accept|reject|answer|verdict|withdraw|skip|cancel`: typed
+//! questions on an issue (Paperclip's issue-thread interactions), answered by the board or
+//! another agent.
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
@@ -79,6 +80,20 @@ pub(super) enum InteractionCommand {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Set a pending card aside unanswered (administrators)
+    Skip {
+        issue: String,
+        interaction: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Cancel an ask_user_questions card (administrators)
+    Cancel {
+        issue: String,
+        interaction: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
 }
 
 pub(super) async fn run(
@@ -140,12 +155,7 @@ pub(super) async fn run(
             issue,
             interaction,
             reason,
-        } => {
-            let body = InteractionReasonBody { reason };
-            client
-                .answer_interaction(&issue, &interaction, "reject", &body)
-                .await?
-        }
+        } => with_reason(client, &issue, &interaction, "reject", reason).await?,
         InteractionCommand::Answer {
             issue,
             interaction,
@@ -188,14 +198,33 @@ pub(super) async fn run(
             issue,
             interaction,
             reason,
-        } => {
-            let body = InteractionReasonBody { reason };
-            client
-                .answer_interaction(&issue, &interaction, "withdraw", &body)
-                .await?
-        }
+        } => with_reason(client, &issue, &interaction, "withdraw", reason).await?,
+        InteractionCommand::Skip {
+            issue,
+            interaction,
+            reason,
+        } => with_reason(client, &issue, &interaction, "skip", reason).await?,
+        InteractionCommand::Cancel {
+            issue,
+            interaction,
+            reason,
+        } => with_reason(client, &issue, &interaction, "cancel", reason).await?,
     };
     out.show(&card, card_text)
+}
+
+/// `action` on a card, with an optional reason (reject, withdraw, skip, cancel).
+async fn with_reason(
+    client: &RoostClient,
+    issue: &str,
+    interaction: &str,
+    action: &str,
+    reason: Option<String>,
+) -> anyhow::Result<InteractionView> {
+    let body = InteractionReasonBody { reason };
+    Ok(client
+        .answer_interaction(issue, interaction, action, &body)
+        .await?)
 }
 
 /// Each `NAME=VALUE` of `items` made into a `T` through `build`'s JSON, or a message showing

@@ -204,7 +204,8 @@ async fn grpc_asks_and_answers_questions_with_rests_rules() -> anyhow::Result<()
         .issue(json!({ "title": "questions", "status": "todo" }))
         .await?;
     let issue_id = str_field(&issue, "identifier");
-    let agent_key = agent_key_of(&node.admin, &agent.agent_id).await?;
+    // A key of its own: the session's client holds its key inside.
+    let agent_key = new_key(&node.admin, &agent.agent_id).await?;
     let questions = json!({ "version": 1, "questions": [
         { "id": "db", "prompt": "Which database?", "selectionMode": "single", "required": true,
           "options": [{ "id": "pg", "label": "Postgres" }, { "id": "lite", "label": "SQLite" }] }] });
@@ -267,15 +268,6 @@ async fn grpc_asks_and_answers_questions_with_rests_rules() -> anyhow::Result<()
         .into_inner();
     assert_eq!(listed.interactions.len(), 1);
     Ok(())
-}
-
-/// A new key of `agent` (an agent session's client holds its key inside).
-async fn agent_key_of(admin: &Http, agent: &str) -> anyhow::Result<String> {
-    let key = admin
-        .post(&format!("/api/agents/{agent}/keys"), json!({}))
-        .await?
-        .ok()?;
-    Ok(str_field(&key, "token"))
 }
 
 /// Paperclip's `issue interaction:*` commands, as the board uses them: a checkbox card accepted
@@ -380,11 +372,30 @@ async fn paperclips_cli_asks_answers_and_lists_issue_thread_interactions() -> an
         "Rust, for the borrow checker"
     );
 
+    let later = create(json!({ "kind": "ask_user_questions",
+        "payload": { "version": 1, "questions": [
+            { "id": "when", "prompt": "When?", "selectionMode": "single",
+              "options": [{ "id": "now", "label": "Now" }] }] } }))?
+    .json()?;
+    let cancelled = issue(&[
+        "interaction:cancel",
+        &issue_id,
+        &str_field(&later, "id"),
+        "--reason",
+        "asked in the meeting",
+    ])?
+    .json()?;
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert_eq!(
+        cancelled["result"]["cancellationReason"],
+        "asked in the meeting"
+    );
+
     let listed = issue(&["interactions", &issue_id])?.json()?;
     let statuses = strs(&listed, "status");
     assert_eq!(
         statuses,
-        vec!["accepted", "rejected", "answered"],
+        vec!["accepted", "rejected", "answered", "cancelled"],
         "{listed}"
     );
 

@@ -41,12 +41,7 @@ async fn agent_with_secret(node: &TestNode) -> anyhow::Result<String> {
 
 /// An API key for `agent_id`, as an HTTP client.
 async fn key_for(node: &TestNode, agent_id: &str) -> anyhow::Result<(String, Http)> {
-    let key = node
-        .admin
-        .post(&format!("/api/agents/{agent_id}/keys"), json!({}))
-        .await?
-        .ok()?;
-    let token = str_field(&key, "token");
+    let token = new_key(&node.admin, agent_id).await?;
     let http = node.http().with_token(&token);
     Ok((token, http))
 }

@@ -130,11 +130,17 @@ pub async fn agent_with_key(
         .await?
         .ok()?;
     let id = str_field(&agent, "id");
+    let key = new_key(admin, &id).await?;
+    Ok((id, key))
+}
+
+/// A new API key of agent `agent_id`, made through `admin`.
+pub async fn new_key(admin: &Http, agent_id: &str) -> anyhow::Result<String> {
     let key = admin
-        .post(&format!("/api/agents/{id}/keys"), json!({}))
+        .post(&format!("/api/agents/{agent_id}/keys"), json!({}))
         .await?
         .ok()?;
-    Ok((id, str_field(&key, "token")))
+    Ok(str_field(&key, "token"))
 }
 
 /// The id of `agent`'s newest run in `status`, if it has one now (for `wait_for`).

@@ -28,7 +28,7 @@ impl World {
             .map(|d| d.latest_revision_id.clone());
         let op = match n % 10 {
             0..=3 => {
-                let (kind, payload) = match n % 5 {
+                let (kind, payload) = match (n / 10) % 5 {
                     0 => (
                         InteractionKind::RequestConfirmation,
                         json!({ "version": 1, "prompt": text,

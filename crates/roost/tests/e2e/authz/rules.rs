@@ -226,6 +226,18 @@ pub(super) const REST: &[(&str, &str, Rule, &str)] = &[
     ),
     (
         "POST",
+        "/issues/{id}/interactions/{interaction_id}/skip",
+        Admin,
+        "{}",
+    ),
+    (
+        "POST",
+        "/issues/{id}/interactions/{interaction_id}/cancel",
+        Admin,
+        "{}",
+    ),
+    (
+        "POST",
         "/issues/{id}/children",
         Company,
         r#"{"title":"authz child"}"#,
@@ -498,6 +510,7 @@ pub(super) const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/AddApprovalComment", GrpcRule::Caller),
     ("/roost.v1.Control/AddComment", GrpcRule::Caller),
     ("/roost.v1.Control/AppendMemoryEntry", GrpcRule::Caller),
+    ("/roost.v1.Control/CancelIssueInteraction", GrpcRule::Caller),
     ("/roost.v1.Control/CancelRun", GrpcRule::Caller),
     ("/roost.v1.Control/Checkout", GrpcRule::Caller),
     ("/roost.v1.Control/CreateAdminToken", GrpcRule::Caller),
@@ -599,6 +612,7 @@ pub(super) const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/SetAgentSkills", GrpcRule::Caller),
     ("/roost.v1.Control/SetBudgetPolicy", GrpcRule::Caller),
     ("/roost.v1.Control/SetMemoryLive", GrpcRule::Caller),
+    ("/roost.v1.Control/SkipIssueInteraction", GrpcRule::Caller),
     ("/roost.v1.Control/StartRun", GrpcRule::Caller),
     ("/roost.v1.Control/StreamRunLog", GrpcRule::Caller),
     (
