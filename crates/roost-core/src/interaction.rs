@@ -50,7 +50,8 @@ string_enum!(
 );
 
 string_enum!(
-    /// Where a card is: `pending` until answered, withdrawn or expired.
+    /// Where a card is: `pending` until answered, withdrawn, set aside by the board
+    /// (`cancelled`) or expired.
     InteractionStatus {
         Pending => "pending",
         Accepted => "accepted",
@@ -73,7 +74,8 @@ string_enum!(
 );
 
 string_enum!(
-    /// Whom an answer wakes: nobody, the assignee, or the assignee on an acceptance only.
+    /// Whom an answer wakes: nobody, the assignee, or the assignee on an acceptance or
+    /// an answer only.
     ContinuationPolicy {
         None => "none",
         WakeAssignee => "wake_assignee",

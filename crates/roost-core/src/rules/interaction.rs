@@ -4,10 +4,12 @@
 //!   from a live run of their own, and administrators (the board). A closed issue takes none.
 //! - Who answers is the card's to say: anyone (the default), anyone but its creator, a person
 //!   only, or one named agent (and the board). Its creator, the issue's assignee or the board
-//!   may withdraw it.
-//! - An answer wakes the issue's assignee when the card asks for that (`continuationPolicy`),
-//!   with the card named in the wake's payload; a card addressed to an agent wakes that agent.
-//! - A card leaves `pending` for good: answered, withdrawn, or expired when its issue closes
+//!   may withdraw it; only the board skips it or cancels a question card.
+//! - An answer (or another's withdrawal) wakes the issue's assignee when the card asks for
+//!   that (`continuationPolicy`), with the card named in the wake's payload; a card addressed
+//!   to an agent wakes that agent.
+//! - A card leaves `pending` for good: answered, withdrawn, skipped or cancelled, or expired
+//!   when its issue closes
 //!   (`issue_closed`), when a person comments (`superseded_by_comment`), or when the document
 //!   revision it asks about is replaced (`stale_target`).
 //! - A retry with the card's `idempotencyKey` answers the card made first.
@@ -116,8 +118,8 @@ fn pending<'a>(ctx: &Ctx<'a>, issue: &Issue, id: &str) -> Result<&'a Interaction
         .filter(|i| i.issue_id == issue.id)
         .ok_or_else(|| {
             DomainError::conflict(format!(
-                "interaction {id} is not pending on issue {}: it was answered, withdrawn or \
-                 expired (GET /api/issues/{}/interactions shows it)",
+                "interaction {id} is not pending on issue {}: it was answered, withdrawn, \
+                 cancelled or expired (GET /api/issues/{}/interactions shows it)",
                 issue.identifier, issue.id
             ))
         })

@@ -283,7 +283,7 @@ pub enum Op {
     },
     /// An interaction op: `kind` picks a create (of each kind, one bound to the issue's plan,
     /// one with a bad payload, some keyed), an accept, a reject, a respond, verdicts or a
-    /// withdraw of one of the issue's pending cards (or of a made-up one).
+    /// withdraw, skip or cancel of one of the issue's pending cards (or of a made-up one).
     IssueInteraction {
         issue: Id,
         kind: u8,

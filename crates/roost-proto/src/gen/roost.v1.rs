@@ -1311,7 +1311,8 @@ impl InteractionKind {
         }
     }
 }
-/// Where a card is: PENDING until answered, withdrawn or expired.
+/// Where a card is: PENDING until answered, withdrawn, set aside by the board (CANCELLED) or
+/// expired.
 #[allow(clippy::all)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]

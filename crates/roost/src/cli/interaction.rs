@@ -271,11 +271,12 @@ fn prompt(card: &InteractionView) -> Option<&str> {
 
 fn card_text(c: &InteractionView) -> String {
     let i = &c.interaction;
-    let outcome = i
-        .result
-        .as_ref()
-        .and_then(|r| r.get("outcome"))
-        .and_then(|o| o.as_str());
+    // A cancelled question card's result (Paperclip's shape) says `cancelled`, not `outcome`.
+    let outcome = i.result.as_ref().and_then(|r| {
+        r.get("outcome").and_then(|o| o.as_str()).or_else(|| {
+            (r.get("cancelled") == Some(&serde_json::Value::Bool(true))).then_some("cancelled")
+        })
+    });
     fields(&[
         ("interaction", i.id.clone()),
         ("kind", i.kind.to_string()),

@@ -1,6 +1,7 @@
 //! Resolving an interaction step (`Op::IssueInteraction`) into a command against the world's
-//! state: creates of every kind (well-formed, bound to the issue's plan, or malformed) and
-//! answers to the issue's pending cards.
+//! state: creates of every kind (well-formed, bound to the issue's plan, or malformed, some
+//! addressed to an agent) and answers, withdrawals, skips and cancels of the issue's pending
+//! cards.
 
 use roost_core::interaction::*;
 use roost_core::*;
@@ -60,7 +61,12 @@ impl World {
                         payload,
                         continuation_policy: None,
                         resolver_policy: n.is_multiple_of(4).then_some(ResolverPolicy::NotCreator),
-                        addressee_agent_id: None,
+                        // Sometimes one of the world's agents, of this company or another.
+                        addressee_agent_id: n
+                            .is_multiple_of(7)
+                            .then(|| self.state.agents.keys().nth(usize::from(n) % 3))
+                            .flatten()
+                            .cloned(),
                         idempotency_key: new
                             .len()
                             .is_multiple_of(3)
@@ -96,9 +102,19 @@ impl World {
                     reason: None,
                 }],
             },
-            _ => InteractionOp::Withdraw {
-                interaction_id: card,
-                reason: None,
+            _ => match (n / 10) % 3 {
+                0 => InteractionOp::Withdraw {
+                    interaction_id: card,
+                    reason: None,
+                },
+                1 => InteractionOp::Skip {
+                    interaction_id: card,
+                    reason: Some(text),
+                },
+                _ => InteractionOp::Cancel {
+                    interaction_id: card,
+                    reason: None,
+                },
             },
         };
         Command::IssueInteraction { issue_id, op }
