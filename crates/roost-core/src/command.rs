@@ -56,6 +56,11 @@ impl Actor {
     pub fn agent_id(&self) -> Option<&str> {
         (self.kind == ActorKind::Agent).then_some(self.id.as_str())
     }
+
+    /// The person (an administrator's token name) acting, as rows record their author.
+    pub fn user_id(&self) -> Option<String> {
+        (self.kind == ActorKind::User).then(|| self.id.clone())
+    }
 }
 
 /// A command with everything `apply` needs from outside: the time and the actor.

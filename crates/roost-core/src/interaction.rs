@@ -16,7 +16,7 @@ pub use payload::Target;
 pub(crate) use payload::*;
 pub use wire::*;
 
-use crate::command::{Actor, ActorKind};
+use crate::command::Actor;
 use crate::entity::string_enum;
 use crate::error::DomainError;
 use crate::time::Timestamp;
@@ -384,7 +384,7 @@ impl NewInteraction {
             payload: self.kept_payload(),
             result: None,
             created_by_agent_id: actor.agent_id().map(str::to_string),
-            created_by_user_id: (actor.kind == ActorKind::User).then(|| actor.id.clone()),
+            created_by_user_id: actor.user_id(),
             resolved_by_agent_id: None,
             resolved_by_user_id: None,
             resolved_by_run_id: None,

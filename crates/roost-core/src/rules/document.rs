@@ -214,14 +214,10 @@ fn revision(ctx: &Ctx<'_>, doc: &IssueDocument, number: u64, write: Write<'_>) -
         body: write.text.body.clone(),
         change_summary: write.change_summary.filter(|s| !s.trim().is_empty()),
         created_by_agent_id: ctx.actor.agent_id().map(str::to_string),
-        created_by_user_id: user_id(ctx),
+        created_by_user_id: ctx.actor.user_id(),
         created_by_run_id: ctx.actor.run_id.clone(),
         created_at: ctx.now(),
     }
-}
-
-fn user_id(ctx: &Ctx<'_>) -> Option<String> {
-    (ctx.actor.kind == crate::command::ActorKind::User).then(|| ctx.actor.id.clone())
 }
 
 fn title(text: &DocumentText) -> Option<String> {
@@ -268,9 +264,9 @@ fn create(
         latest_revision_id: write.revision_id.to_string(),
         latest_revision_number: 1,
         created_by_agent_id: ctx.actor.agent_id().map(str::to_string),
-        created_by_user_id: user_id(ctx),
+        created_by_user_id: ctx.actor.user_id(),
         updated_by_agent_id: ctx.actor.agent_id().map(str::to_string),
-        updated_by_user_id: user_id(ctx),
+        updated_by_user_id: ctx.actor.user_id(),
         locked_at: None,
         locked_by_agent_id: None,
         locked_by_user_id: None,
@@ -302,7 +298,7 @@ fn revise(ctx: &Ctx<'_>, doc: &IssueDocument, write: Write<'_>) -> Result<Decisi
     doc.latest_revision_id = write.revision_id.to_string();
     doc.latest_revision_number = number;
     doc.updated_by_agent_id = ctx.actor.agent_id().map(str::to_string);
-    doc.updated_by_user_id = user_id(ctx);
+    doc.updated_by_user_id = ctx.actor.user_id();
     doc.updated_at = ctx.now();
     let body = write.text.body.clone();
     let rev = revision(ctx, &doc, number, write);

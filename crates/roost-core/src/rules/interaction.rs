@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use super::issue::visible_issue;
 use super::{require_id, wake, Ctx};
-use crate::command::{ActorKind, Outcome};
+use crate::command::Outcome;
 use crate::entity::{AgentStatus, Issue, WakeReason};
 use crate::error::DomainError;
 use crate::interaction::*;
@@ -106,10 +106,6 @@ pub(crate) fn decide(
     }
 }
 
-fn user_id(ctx: &Ctx<'_>) -> Option<String> {
-    (ctx.actor.kind == ActorKind::User).then(|| ctx.actor.id.clone())
-}
-
 fn pending<'a>(ctx: &Ctx<'a>, issue: &Issue, id: &str) -> Result<&'a Interaction, DomainError> {
     ctx.state
         .interactions
@@ -133,7 +129,7 @@ fn create(ctx: &Ctx<'_>, issue: &Issue, new: &NewInteraction) -> Result<Decision
             issue.identifier, issue.status
         )));
     }
-    check_payload(new.kind, &new.kept_payload())?;
+    // The payload was checked as kept by `limits::check` (`decide` runs it first).
     let card = new.card(&issue.company_id, &issue.id, ctx.actor, ctx.now());
     if let Some(key) = &card.idempotency_key {
         let same_key = ctx
@@ -250,7 +246,7 @@ fn may_answer(ctx: &Ctx<'_>, card: &Interaction) -> Result<(), DomainError> {
     }
     let is_creator = match agent {
         Some(a) => card.created_by_agent_id.as_deref() == Some(a),
-        None => user_id(ctx).is_some() && card.created_by_user_id == user_id(ctx),
+        None => ctx.actor.user_id().is_some() && card.created_by_user_id == ctx.actor.user_id(),
     };
     if card.resolver_policy == ResolverPolicy::NotCreator && is_creator {
         return refuse(format!(
@@ -503,7 +499,7 @@ fn merge_verdicts(
             "verdict": v.verdict,
             "reason": reason,
             "resolvedByAgentId": ctx.actor.agent_id(),
-            "resolvedByUserId": user_id(ctx),
+            "resolvedByUserId": ctx.actor.user_id(),
             "resolvedByRunId": ctx.actor.run_id,
             "resolvedAt": ctx.now(),
         }));
@@ -531,7 +527,7 @@ fn merge_verdicts(
 fn finish(ctx: &Ctx<'_>, card: &mut Interaction, status: InteractionStatus) {
     card.status = status;
     card.resolved_by_agent_id = ctx.actor.agent_id().map(str::to_string);
-    card.resolved_by_user_id = user_id(ctx);
+    card.resolved_by_user_id = ctx.actor.user_id();
     card.resolved_by_run_id = ctx.actor.run_id.clone();
     card.resolved_at = Some(ctx.now());
     card.updated_at = ctx.now();

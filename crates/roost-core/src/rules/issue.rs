@@ -116,8 +116,7 @@ pub(crate) fn create(
         checkout_run_id: None,
         execution_run_id: None,
         created_by_agent_id: ctx.actor.agent_id().map(str::to_string),
-        created_by_user_id: (ctx.actor.kind == crate::command::ActorKind::User)
-            .then(|| ctx.actor.id.clone()),
+        created_by_user_id: ctx.actor.user_id(),
         started_at: None,
         completed_at: None,
         cancelled_at: None,
@@ -326,8 +325,7 @@ fn new_comment(ctx: &Ctx<'_>, issue: &Issue, new: &NewComment) -> Result<Comment
         issue_id: issue.id.clone(),
         body,
         author_agent_id: ctx.actor.agent_id().map(str::to_string),
-        author_user_id: (ctx.actor.kind == crate::command::ActorKind::User)
-            .then(|| ctx.actor.id.clone()),
+        author_user_id: ctx.actor.user_id(),
         created_by_run_id: ctx.actor.run_id.clone(),
         created_at: ctx.now(),
     })

@@ -68,8 +68,7 @@ pub(super) fn create(
         last_wake_id: None,
         last_triggered_at: None,
         created_by_agent_id: ctx.actor.agent_id().map(str::to_string),
-        created_by_user_id: (ctx.actor.kind == crate::command::ActorKind::User)
-            .then(|| ctx.actor.id.clone()),
+        created_by_user_id: ctx.actor.user_id(),
         created_at: ctx.now(),
         updated_at: ctx.now(),
     };
