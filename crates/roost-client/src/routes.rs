@@ -141,6 +141,15 @@ impl RoostClient {
             .await
     }
 
+    /// Fires the issue's scheduled monitor now (`POST /api/issues/{id}/monitor/check-now`).
+    pub async fn check_issue_monitor(&self, issue: &str) -> Result<serde_json::Value> {
+        self.post(
+            &[API, "issues", issue, "monitor", "check-now"],
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
     /// Takes the issue's lease for `agent_id` in the client's run (see [`Self::with_run_id`]),
     /// if the issue's status is one of `expected_statuses`.
     pub async fn checkout(

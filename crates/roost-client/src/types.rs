@@ -110,6 +110,10 @@ pub struct IssueUpdate {
     pub billing_code: Option<Option<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// Paperclip's execution policy, replaced whole; its `monitor` schedules the issue's
+    /// monitor (`roost_core::monitor`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_policy: Option<serde_json::Value>,
 }
 
 #[derive(Serialize)]

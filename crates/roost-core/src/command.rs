@@ -126,6 +126,10 @@ pub struct IssuePatch {
     pub project_id: Option<Option<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub goal_id: Option<Option<String>>,
+    /// The monitor of the `executionPolicy` sent (`monitor.rs`): `Some(None)` for a policy
+    /// without one, which clears a scheduled monitor. Absent from entries written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
+    pub monitor: Option<Option<crate::monitor::MonitorPolicy>>,
     /// Fields of Paperclip's issue schemas Roost does not use, to keep as sent
     /// (`limits::PAPERCLIP_ISSUE_FIELDS`); a `null` value removes one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -370,6 +374,13 @@ pub enum Command {
         issue_id: String,
         wake_id: String,
     },
+    /// The leader's monitor sweep, or a check now by the board or the issue's assignee: the
+    /// issue's scheduled monitor fires (`rules/monitor.rs`); `id` names the wake, comment or
+    /// recovery sub-issue it makes.
+    TriggerIssueMonitor {
+        issue_id: String,
+        id: String,
+    },
     /// The leader's agent timer: the agent's timer interval has passed.
     TimerTick {
         agent_id: String,
@@ -583,6 +594,7 @@ impl Command {
             Command::ResolveBudgetIncident { .. } => "budget.incident_resolved",
             Command::Wakeup { .. } => "wake.requested",
             Command::TimerTick { .. } => "agent.timer_tick",
+            Command::TriggerIssueMonitor { .. } => "issue.monitor_triggered",
             Command::EscalateIssue { .. } => "issue.escalated",
             Command::RecoverIssue { .. } => "issue.recovered",
             Command::AssignRun { .. } => "run.assigned",

@@ -416,6 +416,10 @@ pub struct Issue {
     pub project_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal_id: Option<String>,
+    /// Its monitor (`monitor.rs`), flattened as Paperclip shows one; before `paperclip`, whose
+    /// map would otherwise take its fields up when a row is read.
+    #[serde(default, flatten)]
+    pub monitor: crate::monitor::IssueMonitor,
     /// Fields of Paperclip's issue schemas Roost does not use (`labelIds`, `executionPolicy`,
     /// ...: `limits::PAPERCLIP_ISSUE_FIELDS`), kept as a client sent them and shown back at
     /// the top level of the issue, as Paperclip shows them.
@@ -613,6 +617,8 @@ string_enum!(
         IssueAssignmentRecovery => "issue_assignment_recovery",
         IssueContinuationNeeded => "issue_continuation_needed",
         InteractionPending => "interaction_pending",
+        IssueMonitorDue => "issue_monitor_due",
+        IssueMonitorRecovery => "issue_monitor_recovery",
     }
 );
 

@@ -72,6 +72,7 @@ pub fn fingerprint(command: &Command) -> String {
         | Command::AddComment { comment, .. } => comment.id.clear(),
         Command::RecordCostEvent { event } => event.id.clear(),
         Command::TimerTick { wake_id, .. } => wake_id.clear(),
+        Command::TriggerIssueMonitor { id, .. } => id.clear(),
         Command::AssignRun {
             run_id, token_hash, ..
         } => {

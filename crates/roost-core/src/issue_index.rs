@@ -169,6 +169,11 @@ impl State {
         } else {
             self.blocked_issues.remove(&i.id);
         }
+        if i.monitor.is_scheduled() {
+            self.monitored_issues.insert(i.id.clone());
+        } else {
+            self.monitored_issues.remove(&i.id);
+        }
         self.issues.put(i);
     }
 
@@ -178,6 +183,7 @@ impl State {
             return;
         };
         self.blocked_issues.remove(id);
+        self.monitored_issues.remove(id);
         self.issue_statuses.moved(Some(old.status.as_str()), None);
         if !old.status.is_terminal() {
             self.open_by_number

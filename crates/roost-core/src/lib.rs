@@ -22,6 +22,7 @@ pub mod issue_map;
 pub mod limits;
 pub mod loop_breaker;
 pub mod memory;
+pub mod monitor;
 pub mod project;
 pub mod routine;
 pub mod routine_command;

@@ -311,6 +311,7 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         | Command::TimerTick { .. }
         | Command::EscalateIssue { .. }
         | Command::RecoverIssue { .. }
+        | Command::TriggerIssueMonitor { .. }
         | Command::AssignRun { .. }
         | Command::AddRunToken { .. }
         | Command::RunStarted { .. }
@@ -497,6 +498,9 @@ fn issue_patch(patch: &IssuePatch) -> Result<(), DomainError> {
                 "bytes of JSON",
             ));
         }
+    }
+    if let Some(Some(monitor)) = &patch.monitor {
+        monitor.check()?;
     }
     opt_chars("title", patch.title.as_ref(), MAX_TITLE_CHARS)?;
     opt_chars(

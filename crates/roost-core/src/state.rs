@@ -231,6 +231,9 @@ pub struct State {
     /// Ids of the issues in status `blocked`: the escalation timer reads only these
     /// (`rules/org.rs`).
     pub(crate) blocked_issues: BTreeSet<String>,
+    /// Ids of the issues with a scheduled monitor: the monitor sweep reads only these
+    /// (`rules/monitor.rs`).
+    pub(crate) monitored_issues: BTreeSet<String>,
     /// Runs created per (company, clock hour) (the runs-per-hour quota).
     pub(crate) runs_per_hour: BTreeMap<(String, i64), u32>,
     /// Runs created and cost events' cents per (agent, UTC day): the agent's daily caps.

@@ -266,6 +266,7 @@ fn the_generators_reach_every_governance_command() {
         "skill.updated",
         "skill.deleted",
         "agent.skills_set",
+        "issue.monitor_triggered",
     ];
     let missing: Vec<&str> = wanted
         .iter()

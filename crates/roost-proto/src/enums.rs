@@ -15,6 +15,7 @@ use roost_core::cluster_view::{MemberHealth, NodeRole};
 use roost_core::interaction::{
     ContinuationPolicy, InteractionKind, InteractionStatus, ItemVerdict, ResolverPolicy,
 };
+use roost_core::monitor::{ClearReason, MonitorRecovery, MonitorStatus, ScheduledBy};
 use roost_core::project::{GoalLevel, GoalStatus, ProjectStatus};
 use roost_core::routine::{
     CatchUpPolicy, ConcurrencyPolicy, RoutineAction, RoutineRunStatus, RoutineStatus, RunSource,
@@ -101,7 +102,8 @@ proto_enum! {
         IssueAssigned, IssueCommented, IssueCommentMentioned, IssueStatusChanged,
         IssueChildrenCompleted, IssueBlockersResolved, ApprovalResolved, HeartbeatTimer,
         OnDemand, Routine, ProcessLostRetry, IssueEscalated, IncidentEscalated,
-        IssueAssignmentRecovery, IssueContinuationNeeded, InteractionPending,
+        IssueAssignmentRecovery, IssueContinuationNeeded, InteractionPending, IssueMonitorDue,
+        IssueMonitorRecovery,
     }
     WakeStatus => WakeStatus {
         Queued, Deferred, Claimed, Coalesced, Skipped, Suppressed, Cancelled,
@@ -145,6 +147,13 @@ proto_enum! {
     ResolverPolicy => ResolverPolicy { Anyone, NotCreator, HumanOnly }
     ContinuationPolicy => ContinuationPolicy { None, WakeAssignee, WakeAssigneeOnAccept }
     ItemVerdict => ItemVerdict { Approve, Reject, Defer }
+    MonitorStatus => MonitorStatus { Scheduled, Triggered, Cleared }
+    ScheduledBy => MonitorScheduledBy { Assignee, Board }
+    MonitorRecovery => MonitorRecoveryPolicy { WakeOwner, CreateRecoveryIssue, EscalateToBoard }
+    ClearReason => MonitorClearReason {
+        Manual, Triggered, Done, Cancelled, InvalidStatus, InvalidAssignee, DispatchSkipped,
+        TimeoutExceeded, MaxAttemptsExhausted,
+    }
 }
 
 #[cfg(test)]

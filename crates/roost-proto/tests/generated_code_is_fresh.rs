@@ -13,6 +13,7 @@ const PROTOS: &[&str] = &[
     "roost/v1/control.proto",
     "roost/v1/documents.proto",
     "roost/v1/interactions.proto",
+    "roost/v1/monitors.proto",
     "roost/v1/enums.proto",
     "roost/v1/raft.proto",
     "roost/v1/worker.proto",

@@ -110,6 +110,10 @@ const SURFACE: &[(&str, Twin)] = &[
     ("POST /issues/{id}/checkout", Grpc("Checkout")),
     ("POST /issues/{id}/release", Grpc("Release")),
     (
+        "POST /issues/{id}/monitor/check-now",
+        Grpc("CheckIssueMonitor"),
+    ),
+    (
         "POST /issues/{id}/admin/force-release",
         Paperclip("an administrator's Release"),
     ),
@@ -421,7 +425,16 @@ const SURFACE: &[(&str, Twin)] = &[
 ];
 
 /// gRPC methods with no REST operation of their own.
-const GRPC_ONLY: &[(&str, &str)] = &[];
+const GRPC_ONLY: &[(&str, &str)] = &[
+    (
+        "ScheduleIssueMonitor",
+        "REST schedules a monitor with the executionPolicy of PATCH /issues/{id}",
+    ),
+    (
+        "ClearIssueMonitor",
+        "REST clears a monitor with an executionPolicy without one in PATCH /issues/{id}",
+    ),
+];
 
 /// `METHOD path` of every operation `.route(...)` registers in `source`.
 fn rest_operations(source: &str) -> Vec<String> {

@@ -127,6 +127,7 @@ pub(crate) fn create(
         recovery: None,
         project_id: None,
         goal_id: None,
+        monitor: Default::default(),
         paperclip: BTreeMap::new(),
     };
     // Paperclip's create default: without a status, an issue created with an assignee is
@@ -138,6 +139,7 @@ pub(crate) fn create(
         issue.status = IssueStatus::Todo;
     }
     apply_patch(ctx, &mut issue, fields)?;
+    super::monitor::follow_update(ctx, None, &mut issue, fields.monitor.as_ref())?;
     // An issue created done or cancelled (a record of finished work) takes no open slot.
     require_open_slot(ctx, None, &issue)?;
     let note = ActivityNote {
@@ -179,6 +181,7 @@ pub(crate) fn update(
     require_not_held_by_other(ctx, current)?;
     let mut issue = current.clone();
     apply_patch(ctx, &mut issue, patch)?;
+    super::monitor::follow_update(ctx, Some(current), &mut issue, patch.monitor.as_ref())?;
     require_open_slot(ctx, Some(current), &issue)?;
     issue.updated_at = ctx.now();
     // A new assignee, or anyone but the assignee moving the issue (a person, a manager taking

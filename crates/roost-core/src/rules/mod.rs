@@ -48,6 +48,9 @@ mod memory;
 mod memory_company_tests;
 #[cfg(test)]
 mod memory_tests;
+pub(crate) mod monitor;
+#[cfg(test)]
+mod monitor_tests;
 pub(crate) mod org;
 #[cfg(test)]
 mod org_tests;
@@ -186,6 +189,7 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
         Command::RecoverIssue { issue_id, wake_id } => {
             recovery::recover_issue(&ctx, issue_id, wake_id)
         }
+        Command::TriggerIssueMonitor { issue_id, id } => monitor::trigger(&ctx, issue_id, id),
         Command::AssignRun {
             wake_id,
             run_id,

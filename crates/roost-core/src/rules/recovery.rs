@@ -152,7 +152,8 @@ fn quiet_since(state: &State, agent: &Agent, issue: &Issue) -> Timestamp {
 }
 
 /// The issue waits for something on purpose: an open blocker, an open approval linked to it,
-/// or its paused project (whose runs wait for the resume: `rules/run.rs`).
+/// its paused project (whose runs wait for the resume: `rules/run.rs`), or a scheduled
+/// monitor that will wake its assignee (`rules/monitor.rs`).
 fn waits_on_purpose(state: &State, issue: &Issue) -> bool {
     let blocked = issue
         .blocked_by_issue_ids
@@ -163,7 +164,10 @@ fn waits_on_purpose(state: &State, issue: &Issue) -> bool {
         .as_deref()
         .and_then(|p| state.projects.get(p))
         .is_some_and(|p| p.paused_at.is_some());
-    blocked || paused_project || state.approvals.open_for_issue(&issue.id).next().is_some()
+    blocked
+        || paused_project
+        || issue.monitor.is_scheduled()
+        || state.approvals.open_for_issue(&issue.id).next().is_some()
 }
 
 /// When the last recovery was made (its wake's making), or its run ended (its wake's, or the

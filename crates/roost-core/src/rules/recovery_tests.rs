@@ -585,3 +585,32 @@ fn a_manager_moving_the_issue_or_another_agents_checkout_starts_the_count_over()
     w.checkout("i1", "a2", "r9").expect("a2 checks it out");
     assert_eq!(w.state.issues.get("i1").expect("i1").recovery, None);
 }
+
+/// An issue whose assignee scheduled a monitor is waiting on purpose: the monitor wakes it, and
+/// the recovery sweep leaves it alone until the monitor is gone.
+#[test]
+fn a_scheduled_monitor_keeps_an_issue_from_being_recovered() {
+    let mut w = stranded_world();
+    let quiet = w.state.issues.get("i1").expect("i1").updated_at.0;
+    let monitor = crate::monitor::MonitorPolicy::parse(&serde_json::json!({
+        "nextCheckAt": Timestamp(quiet + 100 * RECOVERY_QUIET_MS).to_rfc3339(),
+    }))
+    .expect("a valid monitor");
+    let schedule = |m: Option<crate::monitor::MonitorPolicy>| Command::UpdateIssue {
+        issue_id: "i1".into(),
+        patch: IssuePatch {
+            monitor: Some(m),
+            ..Default::default()
+        },
+        comment: None,
+    };
+    w.run_at(quiet, admin(), schedule(Some(monitor)))
+        .expect("scheduled");
+    assert!(recoveries_due(&w.state, Timestamp(quiet + 10 * RECOVERY_QUIET_MS)).is_empty());
+    w.run_at(quiet + 1, admin(), schedule(None))
+        .expect("cleared");
+    assert_eq!(
+        recoveries_due(&w.state, Timestamp(quiet + 10 * RECOVERY_QUIET_MS)),
+        vec!["i1"]
+    );
+}

@@ -127,6 +127,23 @@ pub enum GovOp {
         issue: Id,
         wake: Id,
     },
+    /// Schedules (at a time near the world's clock or at an extreme, with bounds that may be
+    /// used up) or clears (`at` none) an issue's monitor, moving the issue with it or not.
+    Monitor {
+        issue: Id,
+        agent: Option<Id>,
+        at: Option<i64>,
+        max_attempts: Option<u32>,
+        recovery: u8,
+        status: Option<u8>,
+    },
+    /// Fires an issue's monitor (due or not: as the sweep or as a check now); `scheduled`
+    /// aims at an issue whose monitor is scheduled, if there is one.
+    TriggerMonitor {
+        issue: Id,
+        id: Id,
+        scheduled: bool,
+    },
     CreateRoutine {
         id: Id,
         company: Id,
@@ -262,6 +279,26 @@ pub fn gov_op() -> impl Strategy<Value = GovOp> {
         2 => (mine_id(), opt(id())).prop_map(|(agent, manager)| GovOp::ReportsTo { agent, manager }),
         1 => id().prop_map(|issue| GovOp::EscalateIssue { issue }),
         1 => (id(), new_id()).prop_map(|(issue, wake)| GovOp::RecoverIssue { issue, wake }),
+        4 => (
+            (id(), prop_oneof![4 => id().prop_map(Some), 1 => Just(None)]),
+            prop_oneof![
+                4 => (-5_000i64..60_000).prop_map(Some),
+                1 => prop_oneof![Just(i64::MIN), Just(i64::MAX)].prop_map(Some),
+                1 => Just(None),
+            ],
+            prop_oneof![
+                6 => Just(None),
+                3 => (1u32..4).prop_map(Some),
+                1 => prop_oneof![Just(0), Just(101), Just(u32::MAX)].prop_map(Some),
+            ],
+            any::<u8>(),
+            any::<u8>().prop_map(Some),
+        )
+            .prop_map(|((issue, agent), at, max_attempts, recovery, status)| GovOp::Monitor {
+                issue, agent, at, max_attempts, recovery, status
+            }),
+        8 => (id(), new_id(), prop::bool::weighted(0.8))
+            .prop_map(|(issue, id, scheduled)| GovOp::TriggerMonitor { issue, id, scheduled }),
         2 => (new_id(), mine_id(), text(), opt(id()), any::<bool>(), any::<u8>(), json())
             .prop_map(|(id, company, title, agent, wake, policy, variables)| GovOp::CreateRoutine {
                 id, company, title, agent, wake, policy, variables

@@ -422,6 +422,8 @@ impl World {
             billing_code: f.billing_code.map(|c| text(&c)),
             project_id: None,
             goal_id: None,
+            // Monitors: `GovOp::Monitor` (governance.rs).
+            monitor: None,
             paperclip: None,
         }
     }

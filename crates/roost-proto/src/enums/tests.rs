@@ -54,6 +54,10 @@ fn every_domain_value_round_trips_through_its_proto_enum() {
     round_trips(ResolverPolicy::ALL);
     round_trips(ContinuationPolicy::ALL);
     round_trips(ItemVerdict::ALL);
+    round_trips(MonitorStatus::ALL);
+    round_trips(ScheduledBy::ALL);
+    round_trips(MonitorRecovery::ALL);
+    round_trips(ClearReason::ALL);
     round_trips(&[
         MemoryHitKind::Entry,
         MemoryHitKind::Document,

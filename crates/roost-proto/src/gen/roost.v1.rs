@@ -310,6 +310,10 @@ pub enum WakeReason {
     IssueAssignmentRecovery = 14,
     IssueContinuationNeeded = 15,
     InteractionPending = 16,
+    /// An issue's scheduled monitor is due, or was checked now (issue_monitor_due).
+    IssueMonitorDue = 17,
+    /// An issue's monitor ran out of time or attempts (issue_monitor_recovery).
+    IssueMonitorRecovery = 18,
 }
 impl WakeReason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -335,6 +339,8 @@ impl WakeReason {
             Self::IssueAssignmentRecovery => "WAKE_REASON_ISSUE_ASSIGNMENT_RECOVERY",
             Self::IssueContinuationNeeded => "WAKE_REASON_ISSUE_CONTINUATION_NEEDED",
             Self::InteractionPending => "WAKE_REASON_INTERACTION_PENDING",
+            Self::IssueMonitorDue => "WAKE_REASON_ISSUE_MONITOR_DUE",
+            Self::IssueMonitorRecovery => "WAKE_REASON_ISSUE_MONITOR_RECOVERY",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -361,6 +367,8 @@ impl WakeReason {
                 Some(Self::IssueContinuationNeeded)
             }
             "WAKE_REASON_INTERACTION_PENDING" => Some(Self::InteractionPending),
+            "WAKE_REASON_ISSUE_MONITOR_DUE" => Some(Self::IssueMonitorDue),
+            "WAKE_REASON_ISSUE_MONITOR_RECOVERY" => Some(Self::IssueMonitorRecovery),
             _ => None,
         }
     }
@@ -1463,6 +1471,161 @@ impl ItemVerdict {
         }
     }
 }
+/// Where an issue's monitor is: SCHEDULED until it fires (TRIGGERED) or is cleared.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum MonitorStatus {
+    Unspecified = 0,
+    Scheduled = 1,
+    Triggered = 2,
+    Cleared = 3,
+}
+impl MonitorStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "MONITOR_STATUS_UNSPECIFIED",
+            Self::Scheduled => "MONITOR_STATUS_SCHEDULED",
+            Self::Triggered => "MONITOR_STATUS_TRIGGERED",
+            Self::Cleared => "MONITOR_STATUS_CLEARED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "MONITOR_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "MONITOR_STATUS_SCHEDULED" => Some(Self::Scheduled),
+            "MONITOR_STATUS_TRIGGERED" => Some(Self::Triggered),
+            "MONITOR_STATUS_CLEARED" => Some(Self::Cleared),
+            _ => None,
+        }
+    }
+}
+/// Who scheduled a monitor: the issue's assignee (an agent) or the board (a person).
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum MonitorScheduledBy {
+    Unspecified = 0,
+    Assignee = 1,
+    Board = 2,
+}
+impl MonitorScheduledBy {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "MONITOR_SCHEDULED_BY_UNSPECIFIED",
+            Self::Assignee => "MONITOR_SCHEDULED_BY_ASSIGNEE",
+            Self::Board => "MONITOR_SCHEDULED_BY_BOARD",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "MONITOR_SCHEDULED_BY_UNSPECIFIED" => Some(Self::Unspecified),
+            "MONITOR_SCHEDULED_BY_ASSIGNEE" => Some(Self::Assignee),
+            "MONITOR_SCHEDULED_BY_BOARD" => Some(Self::Board),
+            _ => None,
+        }
+    }
+}
+/// What a monitor past its timeout or attempts does; UNSPECIFIED wakes the owner.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum MonitorRecoveryPolicy {
+    Unspecified = 0,
+    WakeOwner = 1,
+    CreateRecoveryIssue = 2,
+    EscalateToBoard = 3,
+}
+impl MonitorRecoveryPolicy {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "MONITOR_RECOVERY_POLICY_UNSPECIFIED",
+            Self::WakeOwner => "MONITOR_RECOVERY_POLICY_WAKE_OWNER",
+            Self::CreateRecoveryIssue => "MONITOR_RECOVERY_POLICY_CREATE_RECOVERY_ISSUE",
+            Self::EscalateToBoard => "MONITOR_RECOVERY_POLICY_ESCALATE_TO_BOARD",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "MONITOR_RECOVERY_POLICY_UNSPECIFIED" => Some(Self::Unspecified),
+            "MONITOR_RECOVERY_POLICY_WAKE_OWNER" => Some(Self::WakeOwner),
+            "MONITOR_RECOVERY_POLICY_CREATE_RECOVERY_ISSUE" => {
+                Some(Self::CreateRecoveryIssue)
+            }
+            "MONITOR_RECOVERY_POLICY_ESCALATE_TO_BOARD" => Some(Self::EscalateToBoard),
+            _ => None,
+        }
+    }
+}
+/// Why a monitor was cleared.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum MonitorClearReason {
+    Unspecified = 0,
+    Manual = 1,
+    Triggered = 2,
+    Done = 3,
+    Cancelled = 4,
+    InvalidStatus = 5,
+    InvalidAssignee = 6,
+    DispatchSkipped = 7,
+    TimeoutExceeded = 8,
+    MaxAttemptsExhausted = 9,
+}
+impl MonitorClearReason {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "MONITOR_CLEAR_REASON_UNSPECIFIED",
+            Self::Manual => "MONITOR_CLEAR_REASON_MANUAL",
+            Self::Triggered => "MONITOR_CLEAR_REASON_TRIGGERED",
+            Self::Done => "MONITOR_CLEAR_REASON_DONE",
+            Self::Cancelled => "MONITOR_CLEAR_REASON_CANCELLED",
+            Self::InvalidStatus => "MONITOR_CLEAR_REASON_INVALID_STATUS",
+            Self::InvalidAssignee => "MONITOR_CLEAR_REASON_INVALID_ASSIGNEE",
+            Self::DispatchSkipped => "MONITOR_CLEAR_REASON_DISPATCH_SKIPPED",
+            Self::TimeoutExceeded => "MONITOR_CLEAR_REASON_TIMEOUT_EXCEEDED",
+            Self::MaxAttemptsExhausted => "MONITOR_CLEAR_REASON_MAX_ATTEMPTS_EXHAUSTED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "MONITOR_CLEAR_REASON_UNSPECIFIED" => Some(Self::Unspecified),
+            "MONITOR_CLEAR_REASON_MANUAL" => Some(Self::Manual),
+            "MONITOR_CLEAR_REASON_TRIGGERED" => Some(Self::Triggered),
+            "MONITOR_CLEAR_REASON_DONE" => Some(Self::Done),
+            "MONITOR_CLEAR_REASON_CANCELLED" => Some(Self::Cancelled),
+            "MONITOR_CLEAR_REASON_INVALID_STATUS" => Some(Self::InvalidStatus),
+            "MONITOR_CLEAR_REASON_INVALID_ASSIGNEE" => Some(Self::InvalidAssignee),
+            "MONITOR_CLEAR_REASON_DISPATCH_SKIPPED" => Some(Self::DispatchSkipped),
+            "MONITOR_CLEAR_REASON_TIMEOUT_EXCEEDED" => Some(Self::TimeoutExceeded),
+            "MONITOR_CLEAR_REASON_MAX_ATTEMPTS_EXHAUSTED" => {
+                Some(Self::MaxAttemptsExhausted)
+            }
+            _ => None,
+        }
+    }
+}
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Member {
@@ -2513,6 +2676,87 @@ pub struct CancelIssueInteractionRequest {
     pub interaction_id: ::prost::alloc::string::String,
     #[prost(string, optional, tag = "3")]
     pub reason: ::core::option::Option<::prost::alloc::string::String>,
+}
+/// A monitor to schedule.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct IssueMonitorPolicy {
+    /// When to wake the assignee, in milliseconds since the Unix epoch.
+    #[prost(int64, tag = "1")]
+    pub next_check_at_ms: i64,
+    #[prost(string, optional, tag = "2")]
+    pub notes: ::core::option::Option<::prost::alloc::string::String>,
+    /// Watches an external service (Paperclip's kind "external_service").
+    #[prost(bool, tag = "3")]
+    pub external_service: bool,
+    #[prost(string, optional, tag = "4")]
+    pub service_name: ::core::option::Option<::prost::alloc::string::String>,
+    /// Kept as "\[redacted\]": never shown back.
+    #[prost(string, optional, tag = "5")]
+    pub external_ref: ::core::option::Option<::prost::alloc::string::String>,
+    /// Past this time the monitor is cleared instead of firing, and recovers.
+    #[prost(int64, optional, tag = "6")]
+    pub timeout_at_ms: ::core::option::Option<i64>,
+    /// Attempts before the monitor is cleared instead of firing, and recovers (1-100).
+    #[prost(uint32, optional, tag = "7")]
+    pub max_attempts: ::core::option::Option<u32>,
+    #[prost(enumeration = "MonitorRecoveryPolicy", tag = "8")]
+    pub recovery_policy: i32,
+}
+/// An issue's monitor: the last one scheduled, and where it is.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct IssueMonitor {
+    #[prost(enumeration = "MonitorStatus", tag = "1")]
+    pub status: i32,
+    /// Set while SCHEDULED.
+    #[prost(int64, optional, tag = "2")]
+    pub next_check_at_ms: ::core::option::Option<i64>,
+    #[prost(int64, optional, tag = "3")]
+    pub last_triggered_at_ms: ::core::option::Option<i64>,
+    #[prost(uint32, tag = "4")]
+    pub attempt_count: u32,
+    #[prost(string, optional, tag = "5")]
+    pub notes: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "MonitorScheduledBy", tag = "6")]
+    pub scheduled_by: i32,
+    #[prost(bool, tag = "7")]
+    pub external_service: bool,
+    #[prost(string, optional, tag = "8")]
+    pub service_name: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "9")]
+    pub external_ref: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int64, optional, tag = "10")]
+    pub timeout_at_ms: ::core::option::Option<i64>,
+    #[prost(uint32, optional, tag = "11")]
+    pub max_attempts: ::core::option::Option<u32>,
+    #[prost(enumeration = "MonitorRecoveryPolicy", tag = "12")]
+    pub recovery_policy: i32,
+    #[prost(int64, optional, tag = "13")]
+    pub cleared_at_ms: ::core::option::Option<i64>,
+    #[prost(enumeration = "MonitorClearReason", tag = "14")]
+    pub clear_reason: i32,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ScheduleIssueMonitorRequest {
+    /// The issue's id or its identifier, e.g. ENG-12.
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub monitor: ::core::option::Option<IssueMonitorPolicy>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ClearIssueMonitorRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CheckIssueMonitorRequest {
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
 }
 /// `agent_id` is an agent's id or `me` (the calling agent) in every memory request.
 #[allow(clippy::all)]
@@ -4240,6 +4484,9 @@ pub struct Issue {
     pub created_at_ms: i64,
     #[prost(int64, tag = "23")]
     pub updated_at_ms: i64,
+    /// Its monitor, scheduled or as it was last triggered or cleared; absent when it never had one.
+    #[prost(message, optional, tag = "24")]
+    pub monitor: ::core::option::Option<IssueMonitor>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -5930,6 +6177,73 @@ pub mod control_client {
             let mut req = request.into_request();
             req.extensions_mut()
                 .insert(GrpcMethod::new("roost.v1.Control", "CancelIssueInteraction"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Issue monitors (monitors.proto), for the board or the issue's assignee agent: schedules
+        /// (or replaces) the issue's monitor; the issue must be an agent's, in progress or in review.
+        pub async fn schedule_issue_monitor(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ScheduleIssueMonitorRequest>,
+        ) -> std::result::Result<tonic::Response<super::Issue>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ScheduleIssueMonitor",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ScheduleIssueMonitor"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Clears a scheduled monitor (reason MANUAL).
+        pub async fn clear_issue_monitor(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ClearIssueMonitorRequest>,
+        ) -> std::result::Result<tonic::Response<super::Issue>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ClearIssueMonitor",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ClearIssueMonitor"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Fires a scheduled monitor now, due or not: wakes the assignee (issue_monitor_due).
+        pub async fn check_issue_monitor(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CheckIssueMonitorRequest>,
+        ) -> std::result::Result<tonic::Response<super::Issue>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CheckIssueMonitor",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CheckIssueMonitor"));
             self.inner.unary(req, path, codec).await
         }
         /// Checks an issue out for the caller's run: a lease with a fencing token.
@@ -7958,6 +8272,22 @@ pub mod control_server {
             tonic::Response<super::IssueInteraction>,
             tonic::Status,
         >;
+        /// Issue monitors (monitors.proto), for the board or the issue's assignee agent: schedules
+        /// (or replaces) the issue's monitor; the issue must be an agent's, in progress or in review.
+        async fn schedule_issue_monitor(
+            &self,
+            request: tonic::Request<super::ScheduleIssueMonitorRequest>,
+        ) -> std::result::Result<tonic::Response<super::Issue>, tonic::Status>;
+        /// Clears a scheduled monitor (reason MANUAL).
+        async fn clear_issue_monitor(
+            &self,
+            request: tonic::Request<super::ClearIssueMonitorRequest>,
+        ) -> std::result::Result<tonic::Response<super::Issue>, tonic::Status>;
+        /// Fires a scheduled monitor now, due or not: wakes the assignee (issue_monitor_due).
+        async fn check_issue_monitor(
+            &self,
+            request: tonic::Request<super::CheckIssueMonitorRequest>,
+        ) -> std::result::Result<tonic::Response<super::Issue>, tonic::Status>;
         /// Checks an issue out for the caller's run: a lease with a fencing token.
         async fn checkout(
             &self,
@@ -10265,6 +10595,142 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = CancelIssueInteractionSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ScheduleIssueMonitor" => {
+                    #[allow(non_camel_case_types)]
+                    struct ScheduleIssueMonitorSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ScheduleIssueMonitorRequest>
+                    for ScheduleIssueMonitorSvc<T> {
+                        type Response = super::Issue;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ScheduleIssueMonitorRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::schedule_issue_monitor(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ScheduleIssueMonitorSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ClearIssueMonitor" => {
+                    #[allow(non_camel_case_types)]
+                    struct ClearIssueMonitorSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ClearIssueMonitorRequest>
+                    for ClearIssueMonitorSvc<T> {
+                        type Response = super::Issue;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ClearIssueMonitorRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::clear_issue_monitor(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ClearIssueMonitorSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CheckIssueMonitor" => {
+                    #[allow(non_camel_case_types)]
+                    struct CheckIssueMonitorSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CheckIssueMonitorRequest>
+                    for CheckIssueMonitorSvc<T> {
+                        type Response = super::Issue;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CheckIssueMonitorRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::check_issue_monitor(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CheckIssueMonitorSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -36,7 +36,13 @@ impl Api {
 
     /// Lets request bodies name parents and blockers by `PREFIX-N` as well as by id. A reference
     /// that resolves to nothing is passed on for the state machine to refuse.
-    fn resolve_patch_refs(&self, caller: &Caller, patch: &mut IssuePatch) {
+    /// Resolves the issue references of a patch (identifiers to ids) and takes the monitor out
+    /// of the `executionPolicy` REST sent (`roost_core::monitor`), so the command carries it
+    /// typed as gRPC sends it.
+    fn resolve_patch_refs(&self, caller: &Caller, patch: &mut IssuePatch) -> Result<(), ApiError> {
+        if patch.monitor.is_none() {
+            patch.monitor = roost_core::monitor::take_from_policy(&mut patch.paperclip)?;
+        }
         let resolve = |r: &mut String| {
             if let Ok(id) = self.resolve_issue_id(caller, r) {
                 *r = id;
@@ -48,6 +54,7 @@ impl Api {
         if let Some(blockers) = patch.blocked_by_issue_ids.as_mut() {
             blockers.iter_mut().for_each(resolve);
         }
+        Ok(())
     }
 
     pub async fn create_issue(
@@ -56,7 +63,7 @@ impl Api {
         company_id: &str,
         mut fields: IssuePatch,
     ) -> Result<Issue, ApiError> {
-        self.resolve_patch_refs(caller, &mut fields);
+        self.resolve_patch_refs(caller, &mut fields)?;
         let command = Command::CreateIssue {
             id: new_id(),
             company_id: company_id.into(),
@@ -202,7 +209,7 @@ impl Api {
     ) -> Result<(Issue, Option<Comment>), ApiError> {
         let issue_id = self.resolve_issue_id(caller, id)?;
         let mut patch = patch;
-        self.resolve_patch_refs(caller, &mut patch);
+        self.resolve_patch_refs(caller, &mut patch)?;
         let comment = comment.map(|body| NewComment { id: new_id(), body });
         let command = Command::UpdateIssue {
             issue_id,
@@ -210,6 +217,17 @@ impl Api {
             comment,
         };
         expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, comment } => (Arc::unwrap_or_clone(issue), comment))
+    }
+
+    /// Fires the issue's scheduled monitor now (Paperclip's `monitor/check-now`): its assignee
+    /// is woken with `issue_monitor_due` (`roost-core/src/rules/monitor.rs`).
+    pub async fn check_issue_monitor(&self, caller: &Caller, id: &str) -> Result<Issue, ApiError> {
+        let issue_id = self.resolve_issue_id(caller, id)?;
+        let command = Command::TriggerIssueMonitor {
+            issue_id,
+            id: new_id(),
+        };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Issue { issue, .. } => Arc::unwrap_or_clone(issue))
     }
 
     /// Deletes an issue (by id or identifier) with its comments; answers the issue as it was.

@@ -234,6 +234,22 @@ pub async fn issue(State(api): State<Api>, op: Operator, Path(id): Path<String>)
         ),
         None => "not checked out".into(),
     };
+    let monitor = issue.monitor.state().map_or(String::new(), |m| {
+        let what = match (m.next_check_at, m.clear_reason) {
+            (Some(at), _) => format!("next check {at}"),
+            (None, Some(reason)) => format!("cleared ({reason})"),
+            (None, None) => "fired, nothing scheduled".into(),
+        };
+        format!(
+            "<p id=\"monitor\">Monitor: {} · {} attempt(s){}</p>",
+            esc(&what),
+            m.attempt_count,
+            m.notes
+                .as_deref()
+                .map(|n| format!(" · {}", esc(n)))
+                .unwrap_or_default()
+        )
+    });
     let comment_list: String = comments
         .iter()
         .map(|c| {
@@ -242,7 +258,7 @@ pub async fn issue(State(api): State<Api>, op: Operator, Path(id): Path<String>)
                 .as_deref()
                 .map(|a| agent_name(&agents, Some(a)))
                 .or_else(|| c.author_user_id.clone())
-                .unwrap_or_default();
+                .unwrap_or_else(|| "system".into());
             format!(
                 "<li><span class=\"muted\">{} · {}</span><br>{}</li>",
                 esc(&who),
@@ -266,7 +282,7 @@ pub async fn issue(State(api): State<Api>, op: Operator, Path(id): Path<String>)
     let body = format!(
         "<p><a href=\"/board?company={cid}\">← Board</a></p>\
          <h1>{ident} {title}</h1><p>Status <strong id=\"status\">{status}</strong> · assignee {who} · {holder}</p>\
-         <div>{desc}</div><h2>Comments</h2><ul>{comment_list}</ul>\
+         {monitor}<div>{desc}</div><h2>Comments</h2><ul>{comment_list}</ul>\
          <form method=\"post\" action=\"/ui/issues/{id}/comments\">\
          <textarea name=\"body\" rows=\"3\" cols=\"50\" required></textarea><br><button>Comment</button></form>\
          <h2>Activity</h2><table>{activity_list}</table>",

@@ -109,6 +109,11 @@ pub(super) fn issue_to_proto(issue: Issue) -> pb::Issue {
         cancelled_at_ms: issue.cancelled_at.map(|at| at.millis()),
         created_at_ms: issue.created_at.millis(),
         updated_at_ms: issue.updated_at.millis(),
+        monitor: issue
+            .monitor
+            .state()
+            .cloned()
+            .map(super::monitors::monitor_to_proto),
     }
 }
 
@@ -360,6 +365,7 @@ pub(super) fn new_issue(request: pb::CreateIssueRequest) -> Result<(String, Issu
         // control.proto has no project or goal yet; they are set over REST.
         project_id: None,
         goal_id: None,
+        monitor: None,
         paperclip: None,
     };
     Ok((request.company_id, fields))
@@ -397,6 +403,7 @@ pub(super) fn issue_patch(
         billing_code: clearable(request.billing_code),
         project_id: None,
         goal_id: None,
+        monitor: None,
         paperclip: None,
     };
     Ok((request.issue_id, patch, request.comment))

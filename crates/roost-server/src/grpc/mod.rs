@@ -12,6 +12,7 @@ mod issues;
 mod memory;
 mod metadata;
 pub(crate) mod metered;
+mod monitors;
 mod records;
 mod routine_triggers;
 mod routines;

@@ -10,8 +10,8 @@ use tonic::{Request, Response, Status};
 
 use super::metadata::{authenticate_request, Credentials};
 use super::{
-    budgets, convert, credentials, documents, governance, interactions, issues, memory, records,
-    routine_triggers, routines, skills, wakes,
+    budgets, convert, credentials, documents, governance, interactions, issues, memory, monitors,
+    records, routine_triggers, routines, skills, wakes,
 };
 use crate::api::Api;
 use crate::auth::Caller;
@@ -608,43 +608,22 @@ impl Control for ControlService {
             -> IssueInteraction = interactions::cancel;
     }
 
+    // Issue monitors: handlers in monitors.rs.
+    delegate! {
+        schedule_issue_monitor(ScheduleIssueMonitorRequest) -> Issue = monitors::schedule;
+        clear_issue_monitor(ClearIssueMonitorRequest) -> Issue = monitors::clear;
+        check_issue_monitor(CheckIssueMonitorRequest) -> Issue = monitors::check;
+    }
+
     // Skills: handlers in skills.rs.
-
-    async fn list_skills(
-        &self,
-        request: Request<pb::ListSkillsRequest>,
-    ) -> Reply<pb::ListSkillsResponse> {
-        self.serve(request, skills::list).await
-    }
-
-    async fn get_skill(&self, request: Request<pb::GetSkillRequest>) -> Reply<pb::Skill> {
-        self.serve(request, skills::get).await
-    }
-
-    async fn create_skill(&self, request: Request<pb::CreateSkillRequest>) -> Reply<pb::Skill> {
-        self.serve(request, skills::create).await
-    }
-
-    async fn update_skill(&self, request: Request<pb::UpdateSkillRequest>) -> Reply<pb::Skill> {
-        self.serve(request, skills::update).await
-    }
-
-    async fn delete_skill(&self, request: Request<pb::DeleteSkillRequest>) -> Reply<pb::Skill> {
-        self.serve(request, skills::delete).await
-    }
-
-    async fn get_agent_skills(
-        &self,
-        request: Request<pb::GetAgentSkillsRequest>,
-    ) -> Reply<pb::AgentSkills> {
-        self.serve(request, skills::agent_skills).await
-    }
-
-    async fn set_agent_skills(
-        &self,
-        request: Request<pb::SetAgentSkillsRequest>,
-    ) -> Reply<pb::AgentSkills> {
-        self.serve(request, skills::set_agent_skills).await
+    delegate! {
+        list_skills(ListSkillsRequest) -> ListSkillsResponse = skills::list;
+        get_skill(GetSkillRequest) -> Skill = skills::get;
+        create_skill(CreateSkillRequest) -> Skill = skills::create;
+        update_skill(UpdateSkillRequest) -> Skill = skills::update;
+        delete_skill(DeleteSkillRequest) -> Skill = skills::delete;
+        get_agent_skills(GetAgentSkillsRequest) -> AgentSkills = skills::agent_skills;
+        set_agent_skills(SetAgentSkillsRequest) -> AgentSkills = skills::set_agent_skills;
     }
 
     // Wakes and workers: handlers in wakes.rs.

@@ -355,6 +355,8 @@ impl From<CreateIssue> for IssuePatch {
             billing_code: c.billing_code.map(Some),
             project_id: c.project_id.map(Some),
             goal_id: c.goal_id.map(Some),
+            // Taken from `executionPolicy` by the API (`api/issues.rs`).
+            monitor: None,
             paperclip,
         }
     }
@@ -406,6 +408,7 @@ impl PatchIssue {
             billing_code: self.billing_code,
             project_id: self.project_id,
             goal_id: self.goal_id,
+            monitor: None,
             paperclip,
         };
         (patch, self.comment.map(multiline))

@@ -106,6 +106,17 @@ pub async fn update(
     Ok(Json(IssueWithComment { issue, comment }))
 }
 
+/// `POST /api/issues/{id}/monitor/check-now`: fires the issue's scheduled monitor now;
+/// answers `{"ok": true}` as Paperclip's does.
+pub async fn check_monitor(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<serde_json::Value>> {
+    api.check_issue_monitor(&caller, &id).await?;
+    Ok(Json(serde_json::json!({ "ok": true })))
+}
+
 /// `DELETE /api/issues/{id}`: the issue and its comments are removed; answers the issue as it
 /// was (Paperclip's CLI prints it).
 pub async fn delete(

@@ -180,6 +180,10 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route("/issues/{id}/checkout", post(issues::checkout))
         .route("/issues/{id}/release", post(issues::release))
         .route(
+            "/issues/{id}/monitor/check-now",
+            post(issues::check_monitor),
+        )
+        .route(
             "/issues/{id}/comments",
             get(issues::list_comments).post(issues::add_comment),
         )

@@ -1,10 +1,12 @@
 //! Leader duties over issues, each a sweep at its own period that proposes one command per
 //! issue due at the clock's now: the escalation of blocked issues (`EscalateIssue`, for
-//! `roost_core::org::escalations_due`, which reads only the blocked issues' index) and the
-//! recovery of stranded ones (`RecoverIssue`, for `roost_core::recovery::recoveries_due`).
-//! Apply decides again (`roost-core/src/rules/org.rs`, `rules/recovery.rs`): a second tick or a
-//! second leader across a failover does nothing twice, and a new leader's first round finds
-//! whatever is still due.
+//! `roost_core::org::escalations_due`, which reads only the blocked issues' index), the
+//! recovery of stranded ones (`RecoverIssue`, for `roost_core::recovery::recoveries_due`) and
+//! the firing of due monitors (`TriggerIssueMonitor`, for `roost_core::monitor::monitors_due`,
+//! which reads only the scheduled monitors' index).
+//! Apply decides again (`roost-core/src/rules/org.rs`, `rules/recovery.rs`, `rules/monitor.rs`):
+//! a second tick or a second leader across a failover does nothing twice, and a new leader's
+//! first round finds whatever is still due.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,6 +57,25 @@ impl IssueSweep {
                     .collect()
             },
             what: "recovery",
+        }
+    }
+
+    /// Scheduled monitors come due at a time an agent chose, often minutes ahead: a second's
+    /// period is prompt enough, and the index holds only scheduled ones.
+    pub fn monitors(clock: Clock) -> Self {
+        IssueSweep {
+            clock: Arc::new(clock),
+            period: Duration::from_secs(1),
+            due: |s, now| {
+                roost_core::monitor::monitors_due(s, now)
+                    .into_iter()
+                    .map(|issue_id| Command::TriggerIssueMonitor {
+                        issue_id,
+                        id: new_id(),
+                    })
+                    .collect()
+            },
+            what: "monitor",
         }
     }
 

@@ -313,8 +313,14 @@ impl Workers {
             let api = self.api.clone();
             async move { sweep.run(api).await }
         };
+        let monitor_timer = || {
+            let sweep = issue_sweep::IssueSweep::monitors(Clock::system());
+            let api = self.api.clone();
+            async move { sweep.run(api).await }
+        };
         tokio::select! {
             failure = tasks.supervise("escalation timer", escalation_timer) => failure,
+            failure = tasks.supervise("monitor timer", monitor_timer) => failure,
             failure = tasks.supervise("recovery timer", recovery_timer) => failure,
             failure = tasks.supervise("routine timer", routine_timer) => failure,
             failure = tasks.supervise("dispatcher", dispatcher) => failure,

@@ -1,5 +1,6 @@
 //! `roost issue list|create|show|update|comment|comments|checkout|release|delete`, and
-//! `roost issue document ...` (`document.rs`) and `roost issue interaction ...` (`interaction.rs`).
+//! `roost issue document ...` (`document.rs`), `roost issue interaction ...` (`interaction.rs`)
+//! and `roost issue monitor ...` (`monitor.rs`).
 //!
 //! Issues are named by id or by identifier (`RST-7`) wherever the server allows it.
 
@@ -131,6 +132,11 @@ pub(super) enum IssueCommand {
         #[command(subcommand)]
         command: super::interaction::InteractionCommand,
     },
+    /// An issue's monitor: when its assignee is woken to look again at something outside
+    Monitor {
+        #[command(subcommand)]
+        command: super::monitor::MonitorCommand,
+    },
     /// Delete an issue and its comments (refused while a run works on it)
     Delete {
         id: String,
@@ -228,6 +234,9 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
         }
         IssueCommand::Interaction { command } => {
             super::interaction::run(client, out, command).await?;
+        }
+        IssueCommand::Monitor { command } => {
+            super::monitor::run(client, out, command).await?;
         }
         IssueCommand::Delete { id, yes } => {
             if !yes {

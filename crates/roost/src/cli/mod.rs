@@ -12,6 +12,7 @@ mod document;
 mod interaction;
 mod issue;
 mod memory;
+mod monitor;
 mod org;
 mod output;
 mod project;

@@ -33,6 +33,7 @@ mod memory_hybrid;
 mod memory_search;
 mod memory_shared;
 mod metrics;
+mod monitors;
 mod npm;
 mod paperclip_cli;
 mod paperclip_compat;

@@ -330,6 +330,79 @@ impl World {
                 issue_id: pick(Kind::Issue, *issue),
                 wake_id: pick(Kind::Wake, *wake),
             },
+            GovOp::Monitor {
+                issue,
+                agent,
+                at,
+                max_attempts,
+                recovery,
+                status,
+            } => {
+                use roost_core::monitor::{MonitorPolicy, MonitorRecovery, ScheduledBy};
+                let monitor = at.map(|at| MonitorPolicy {
+                    next_check_at: Timestamp(self.clock.saturating_add(at)),
+                    notes: (recovery % 3 == 0).then(|| "n".repeat(usize::from(*recovery) * 2)),
+                    scheduled_by: ScheduledBy::Assignee,
+                    kind: None,
+                    service_name: None,
+                    external_ref: None,
+                    timeout_at: (recovery % 4 == 1).then_some(Timestamp(self.clock)),
+                    max_attempts: *max_attempts,
+                    recovery_policy: MonitorRecovery::ALL
+                        .get(usize::from(*recovery) % 4)
+                        .copied(),
+                });
+                // Mostly the statuses a monitor may run in, so that some fire.
+                let status = status.map(|s| match s {
+                    0..=179 => IssueStatus::InProgress,
+                    180..=219 => IssueStatus::InReview,
+                    _ => IssueStatus::ALL[usize::from(s) % IssueStatus::ALL.len()],
+                });
+                let issue_id = pick(Kind::Issue, *issue);
+                // An agent of the issue's company where there is one, so that some schedule.
+                let company = self
+                    .state
+                    .issues
+                    .get(&issue_id)
+                    .map(|i| i.company_id.clone());
+                let colleague = |a: Id| {
+                    let mut agents = self.state.agents.values();
+                    agents
+                        .find(|x| Some(&x.company_id) == company.as_ref())
+                        .map_or_else(|| pick(Kind::Agent, a), |x| x.id.clone())
+                };
+                Command::UpdateIssue {
+                    issue_id,
+                    patch: IssuePatch {
+                        status,
+                        assignee_agent_id: agent.map(|a| Some(colleague(a))),
+                        assignee_user_id: agent.map(|_| None),
+                        monitor: Some(monitor),
+                        ..Default::default()
+                    },
+                    comment: None,
+                }
+            }
+            GovOp::TriggerMonitor {
+                issue,
+                id,
+                scheduled,
+            } => {
+                let monitored = || {
+                    let mut issues = self.state.issues.values();
+                    issues
+                        .find(|i| i.monitor.is_scheduled())
+                        .map(|i| i.id.clone())
+                };
+                let issue_id = scheduled
+                    .then(monitored)
+                    .flatten()
+                    .unwrap_or_else(|| pick(Kind::Issue, *issue));
+                Command::TriggerIssueMonitor {
+                    issue_id,
+                    id: pick(Kind::Wake, *id),
+                }
+            }
             GovOp::CreateRoutine {
                 id,
                 company,

@@ -77,6 +77,7 @@ fn sample_issue() -> Issue {
         recovery: None,
         project_id: None,
         goal_id: None,
+        monitor: Default::default(),
         paperclip: Default::default(),
     }
 }

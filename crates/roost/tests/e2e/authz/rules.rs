@@ -23,6 +23,9 @@ pub(super) enum Rule {
     Own,
     /// Any authenticated caller.
     Authenticated,
+    /// Administrators, and the agent the issue is assigned to (its monitor): another agent of
+    /// the company `403`, another company's agent `404`.
+    Assignee,
     /// Administrators, and agents of the company during a run (checkout): an agent's call
     /// without a run id is `401` "Agent run id required", as in Paperclip; another company's
     /// agent still `404`.
@@ -161,6 +164,7 @@ pub(super) const REST: &[(&str, &str, Rule, &str)] = &[
         r#"{"agentId":"{agent}","expectedStatuses":["todo"]}"#,
     ),
     ("POST", "/issues/{id}/release", Company, "{}"),
+    ("POST", "/issues/{id}/monitor/check-now", Assignee, "{}"),
     ("GET", "/issues/{id}/comments", Company, ""),
     (
         "POST",
@@ -512,7 +516,9 @@ pub(super) const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/AppendMemoryEntry", GrpcRule::Caller),
     ("/roost.v1.Control/CancelIssueInteraction", GrpcRule::Caller),
     ("/roost.v1.Control/CancelRun", GrpcRule::Caller),
+    ("/roost.v1.Control/CheckIssueMonitor", GrpcRule::Caller),
     ("/roost.v1.Control/Checkout", GrpcRule::Caller),
+    ("/roost.v1.Control/ClearIssueMonitor", GrpcRule::Caller),
     ("/roost.v1.Control/CreateAdminToken", GrpcRule::Caller),
     ("/roost.v1.Control/CreateAgent", GrpcRule::Caller),
     ("/roost.v1.Control/CreateAgentKey", GrpcRule::Caller),
@@ -608,6 +614,7 @@ pub(super) const GRPC: &[(&str, GrpcRule)] = &[
         GrpcRule::Caller,
     ),
     ("/roost.v1.Control/RunRoutine", GrpcRule::Caller),
+    ("/roost.v1.Control/ScheduleIssueMonitor", GrpcRule::Caller),
     ("/roost.v1.Control/SearchMemory", GrpcRule::Caller),
     ("/roost.v1.Control/SetAgentSkills", GrpcRule::Caller),
     ("/roost.v1.Control/SetBudgetPolicy", GrpcRule::Caller),

@@ -1,0 +1,389 @@
+//! Issue monitors (`monitor.rs`): how a create or update schedules, keeps or clears one, and
+//! what `TriggerIssueMonitor` does when one is due or checked now, as Paperclip's execution
+//! policy and heartbeat do.
+//!
+//! - Scheduling or changing a monitor is for the board or the issue's assignee agent; the issue
+//!   must then be an agent's (no person assigned) and `in_progress` or `in_review` (422
+//!   otherwise), within the monitor's own bounds. An update that leaves the issue outside
+//!   those (closed, reassigned to a person, moved to `todo`) clears its monitor, saying why.
+//! - A due monitor fires once: its assignee is woken with `issue_monitor_due`, the monitor
+//!   becomes `triggered` and leaves `executionPolicy`. Past its `timeoutAt`, or with its
+//!   `maxAttempts` used, it is cleared instead and its `recoveryPolicy` acts: the assignee is
+//!   woken with `issue_monitor_recovery` (default), a recovery sub-issue is opened for the
+//!   assignee (one while it is open), or a comment on the issue asks the board to look.
+//! - A monitor whose wake is skipped (its agent paused, a daily cap) is cleared
+//!   (`dispatch_skipped`) when the sweep fires it; a check-now is refused instead, and the
+//!   monitor stays.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::wake::{enqueue, Pending, WakeRequest};
+use super::Ctx;
+use crate::command::{ActorKind, IssuePatch, Outcome};
+use crate::entity::*;
+use crate::error::DomainError;
+use crate::monitor::*;
+use crate::state::{ActivityNote, Change, Decision, State};
+use crate::time::Timestamp;
+
+const INVALID: &str = "Monitor can only be scheduled on issues assigned to an agent in \
+                       in_progress or in_review";
+
+/// After a create (`before` none) or an update applied its fields to `issue`: the monitor as
+/// `sent` (the request's `executionPolicy.monitor`, `Some(None)` for a policy without one)
+/// and the issue's new status and assignee leave it.
+pub(crate) fn follow_update(
+    ctx: &Ctx<'_>,
+    before: Option<&Issue>,
+    issue: &mut Issue,
+    sent: Option<&Option<MonitorPolicy>>,
+) -> Result<(), DomainError> {
+    let now = ctx.now();
+    let current = before.and_then(|b| b.monitor.state()).cloned();
+    let current_policy = current.as_ref().and_then(MonitorState::policy);
+    let by = if ctx.actor.kind == ActorKind::User {
+        ScheduledBy::Board
+    } else {
+        ScheduledBy::Assignee
+    };
+    let sent = sent.map(|p| {
+        p.clone().map(|mut p| {
+            p.scheduled_by = by;
+            p
+        })
+    });
+    let explicit = sent.as_ref().is_some_and(|p| *p != current_policy);
+    if explicit {
+        let assignee = before.unwrap_or(&*issue).assignee_agent_id.as_deref();
+        may_manage(ctx, assignee)?;
+    }
+    let target = match &sent {
+        Some(p) => p.clone(),
+        None => current_policy.clone(),
+    };
+    let attempts = current.as_ref().map_or(0, |m| m.attempt_count);
+    let next = match (&target, &current) {
+        (Some(policy), _) => {
+            let stop = outside_monitor(issue)
+                .map(|r| (r, INVALID.to_string()))
+                .or_else(|| {
+                    policy
+                        .exhausted(attempts.saturating_add(1), now)
+                        .map(|r| (r, format!("Monitor bounds are already exhausted ({r})")))
+                });
+            match stop {
+                Some((_, why)) if explicit => return Err(DomainError::invariant("monitor", why)),
+                Some((reason, _)) => current.map(|m| m.cleared(reason, now)),
+                None if explicit => Some(MonitorState::scheduled(current.as_ref(), policy)),
+                None => current,
+            }
+        }
+        (None, Some(m)) if m.is_scheduled() => Some(m.cleared(ClearReason::Manual, now)),
+        (None, _) => current,
+    };
+    let was = std::mem::replace(&mut issue.monitor, IssueMonitor::new(next));
+    if issue.monitor.is_scheduled() || issue.monitor != was {
+        show_policy(issue);
+    }
+    Ok(())
+}
+
+/// The board, or the agent the issue is assigned to.
+fn may_manage(ctx: &Ctx<'_>, assignee: Option<&str>) -> Result<(), DomainError> {
+    if ctx.is_admin() || (ctx.actor.agent_id().is_some() && ctx.actor.agent_id() == assignee) {
+        return Ok(());
+    }
+    Err(DomainError::forbidden(
+        "Only the assignee agent or a board user can manage issue monitors",
+    ))
+}
+
+/// Why `issue` cannot hold a monitor now, if it cannot (Paperclip's
+/// `monitorClearReasonForIssue`).
+fn outside_monitor(issue: &Issue) -> Option<ClearReason> {
+    match issue.status {
+        IssueStatus::Done => Some(ClearReason::Done),
+        IssueStatus::Cancelled => Some(ClearReason::Cancelled),
+        _ if issue.assignee_agent_id.is_none() || issue.assignee_user_id.is_some() => {
+            Some(ClearReason::InvalidAssignee)
+        }
+        IssueStatus::InProgress | IssueStatus::InReview => None,
+        _ => Some(ClearReason::InvalidStatus),
+    }
+}
+
+/// `executionPolicy.monitor` shows the scheduled policy, and nothing once the monitor has
+/// fired or been cleared; a policy that then holds only what scheduling filled in goes with
+/// it (Paperclip strips a policy without stages; Roost keeps what a client sent).
+fn show_policy(issue: &mut Issue) {
+    let shown = issue.monitor.state().and_then(MonitorState::policy);
+    let mut policy = match issue.paperclip.remove("executionPolicy") {
+        Some(Value::Object(o)) => o,
+        _ => serde_json::Map::new(),
+    };
+    let filled = |p: &serde_json::Map<String, Value>| {
+        p.iter().all(|(k, v)| match k.as_str() {
+            "mode" => v == "normal",
+            "commentRequired" => v == &json!(true),
+            "stages" => v == &json!([]),
+            _ => false,
+        })
+    };
+    match shown {
+        Some(p) => {
+            policy.entry("mode").or_insert_with(|| json!("normal"));
+            policy.entry("commentRequired").or_insert(json!(true));
+            policy.entry("stages").or_insert_with(|| json!([]));
+            policy.insert("monitor".into(), p.to_json());
+        }
+        None => {
+            policy.remove("monitor");
+            if filled(&policy) {
+                return;
+            }
+        }
+    }
+    issue
+        .paperclip
+        .insert("executionPolicy".into(), Value::Object(policy));
+}
+
+/// The issues whose monitor the leader's sweep fires at `now`: scheduled, due, on an agent's
+/// issue in progress or in review, in an active company.
+pub fn monitors_due(state: &State, now: Timestamp) -> Vec<String> {
+    state
+        .monitored_issues
+        .iter()
+        .filter(|id| {
+            state.issues.get(id).is_some_and(|issue| {
+                issue.monitor.due_at().is_some_and(|at| at <= now)
+                    && outside_monitor(&issue).is_none()
+                    && company_active(state, &issue.company_id)
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+fn company_active(state: &State, company_id: &str) -> bool {
+    state
+        .companies
+        .get(company_id)
+        .is_some_and(|c| c.status == CompanyStatus::Active)
+}
+
+/// `TriggerIssueMonitor`: the sweep's firing of a due monitor (as the system), or a check now
+/// by the board or the issue's assignee (Paperclip's `monitor/check-now`, due or not). `id`
+/// names what it makes: the wake, or the recovery's comment or sub-issue.
+pub(crate) fn trigger(ctx: &Ctx<'_>, issue_id: &str, id: &str) -> Result<Decision, DomainError> {
+    super::require_id("id", id)?;
+    let issue = super::issue::visible_issue(ctx, issue_id)?;
+    let by_sweep = ctx.actor.kind == ActorKind::System;
+    if !by_sweep {
+        may_manage(ctx, issue.assignee_agent_id.as_deref())?;
+        ctx.fence()?;
+    }
+    let now = ctx.now();
+    let Some(state) = issue.monitor.state().filter(|m| m.is_scheduled()) else {
+        return Err(DomainError::conflict("Issue has no scheduled monitor"));
+    };
+    let Some(policy) = state.policy() else {
+        return Err(DomainError::conflict("Issue has no scheduled monitor"));
+    };
+    match outside_monitor(&issue) {
+        Some(ClearReason::InvalidStatus) => {
+            return Err(DomainError::conflict(
+                "Issue monitor can only run while the issue is in progress or in review",
+            ))
+        }
+        Some(_) => {
+            return Err(DomainError::conflict(
+                "Issue monitor requires an agent assignee and an open issue",
+            ))
+        }
+        None => {}
+    }
+    if by_sweep && (policy.next_check_at > now || !company_active(ctx.state, &issue.company_id)) {
+        return Err(DomainError::conflict(format!(
+            "the monitor of {} is not due (next check {}, or its company is not active)",
+            issue.identifier, policy.next_check_at
+        )));
+    }
+    let agent_id = issue.assignee_agent_id.clone().unwrap_or_default();
+    let attempt = state.attempt_count.saturating_add(1);
+    let mut next = issue.clone().into_owned();
+    next.updated_at = now;
+    let mut changes = Vec::new();
+    let mut details = json!({
+        "nextCheckAt": policy.next_check_at, "attemptCount": attempt,
+        "source": if by_sweep { "scheduled" } else { "manual" },
+    });
+    if let Some(reason) = policy.exhausted(attempt, now) {
+        next.monitor = IssueMonitor::new(Some(state.cleared(reason, now)));
+        let recovery = recover(ctx, &mut changes, &next, &policy, reason, attempt, id);
+        details["clearReason"] = json!(reason);
+        details["recovery"] = recovery;
+    } else {
+        let req = WakeRequest {
+            payload: wake_payload(&issue, &policy, attempt, None),
+            ..WakeRequest::event(
+                id.into(),
+                &agent_id,
+                &issue.id,
+                WakeReason::IssueMonitorDue,
+                None,
+            )
+        };
+        let wake = enqueue(
+            ctx,
+            &mut Pending {
+                changes: &mut changes,
+            },
+            req,
+        )?;
+        let skipped = wake.status == WakeStatus::Skipped;
+        if skipped && !by_sweep {
+            return Err(DomainError::conflict(format!(
+                "the monitor's wake was not made: {}",
+                wake.status_reason.as_deref().unwrap_or("skipped")
+            )));
+        }
+        next.monitor = IssueMonitor::new(Some(if skipped {
+            details["clearReason"] = json!(ClearReason::DispatchSkipped);
+            state.cleared(ClearReason::DispatchSkipped, now)
+        } else {
+            state.triggered(now)
+        }));
+        details["wakeId"] = json!(wake.id);
+        details["wakeStatus"] = json!(wake.status);
+    }
+    show_policy(&mut next);
+    let next = Arc::new(next);
+    changes.push(Change::Issue(next.clone()));
+    Ok(Decision {
+        outcome: Outcome::Issue {
+            issue: next,
+            comment: None,
+        },
+        changes,
+        note: ActivityNote {
+            company_id: Some(issue.company_id.clone()),
+            entity_type: "issue",
+            entity_id: issue.id.clone(),
+            details,
+        },
+    })
+}
+
+/// What a wake for the monitor tells the run (`PAPERCLIP_WAKE_PAYLOAD_JSON`), as Paperclip's.
+fn wake_payload(
+    issue: &Issue,
+    policy: &MonitorPolicy,
+    attempt: u32,
+    cleared: Option<ClearReason>,
+) -> Value {
+    let mut payload = json!({
+        "issueId": issue.id,
+        "nextCheckAt": policy.next_check_at,
+        "monitorAttemptCount": attempt,
+        "monitorNotes": policy.notes,
+        "serviceName": policy.service_name,
+        "timeoutAt": policy.timeout_at,
+        "maxAttempts": policy.max_attempts,
+        "recoveryPolicy": policy.recovery_policy,
+    });
+    if let Some(reason) = cleared {
+        payload["clearReason"] = json!(reason);
+    }
+    payload
+}
+
+/// A monitor cleared by its bounds acts on its `recoveryPolicy`; returns what it did, for the
+/// activity entry. A recovery sub-issue that cannot be opened (the company at its open-issue
+/// cap) falls back to waking the assignee.
+fn recover(
+    ctx: &Ctx<'_>,
+    changes: &mut Vec<Change>,
+    issue: &Issue,
+    policy: &MonitorPolicy,
+    reason: ClearReason,
+    attempt: u32,
+    id: &str,
+) -> Value {
+    let recovery = policy.recovery_policy.unwrap_or(MonitorRecovery::WakeOwner);
+    let why = if reason == ClearReason::TimeoutExceeded {
+        "its timeout was reached"
+    } else {
+        "its maximum attempt count was reached"
+    };
+    let text = format!(
+        "Roost cleared the scheduled external-service monitor for {} because {why}.\n\n\
+         - Attempt count: {attempt}\n- Recovery policy: {recovery}\n\n\
+         Next action: inspect the external service state, record the result on this issue, \
+         and restore an explicit execution or waiting path if more work remains.",
+        issue.identifier
+    );
+    match recovery {
+        MonitorRecovery::EscalateToBoard => {
+            changes.push(Change::Comment(Comment {
+                id: id.to_string(),
+                company_id: issue.company_id.clone(),
+                issue_id: issue.id.clone(),
+                body: text,
+                author_agent_id: None,
+                author_user_id: None,
+                created_by_run_id: None,
+                created_at: ctx.now(),
+            }));
+            return json!({ "policy": recovery, "commentId": id });
+        }
+        MonitorRecovery::CreateRecoveryIssue => {
+            let title = format!("Recover external-service monitor for {}", issue.identifier);
+            if let Some(open) = open_child_titled(ctx.state, &issue.id, &title) {
+                return json!({ "policy": recovery, "recoveryIssueId": open });
+            }
+            let patch = IssuePatch {
+                title: Some(title),
+                description: Some(Some(text)),
+                status: Some(IssueStatus::Todo),
+                priority: Some(Priority::High),
+                assignee_agent_id: Some(issue.assignee_agent_id.clone()),
+                parent_id: Some(Some(issue.id.clone())),
+                project_id: issue.project_id.clone().map(Some),
+                goal_id: issue.goal_id.clone().map(Some),
+                billing_code: issue.billing_code.clone().map(Some),
+                ..Default::default()
+            };
+            if let Ok(made) = super::issue::create(ctx, id, &issue.company_id, &patch) {
+                changes.extend(made.changes);
+                return json!({ "policy": recovery, "recoveryIssueId": id });
+            }
+        }
+        MonitorRecovery::WakeOwner => {}
+    }
+    let agent = issue.assignee_agent_id.as_deref().unwrap_or_default();
+    let req = WakeRequest {
+        payload: wake_payload(issue, policy, attempt, Some(reason)),
+        ..WakeRequest::event(
+            id.into(),
+            agent,
+            &issue.id,
+            WakeReason::IssueMonitorRecovery,
+            None,
+        )
+    };
+    match enqueue(ctx, &mut Pending { changes }, req) {
+        Ok(w) => json!({ "policy": recovery, "wakeId": w.id, "wakeStatus": w.status }),
+        Err(e) => json!({ "policy": recovery, "error": e.to_string() }),
+    }
+}
+
+/// An open sub-issue of `parent` titled `title`: the recovery issue an earlier clearing opened.
+fn open_child_titled(state: &State, parent: &str, title: &str) -> Option<String> {
+    state
+        .children_of(parent)
+        .find(|c| c.title == title && !c.status.is_terminal())
+        .map(|c| c.id.clone())
+}
