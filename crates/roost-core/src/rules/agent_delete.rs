@@ -49,6 +49,8 @@ pub(crate) fn delete(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, DomainEr
             issue.move_to(IssueStatus::Todo, ctx.now());
         }
         issue.updated_at = ctx.now();
+        // Nobody's now, it holds no monitor (`rules/monitor.rs`).
+        super::monitor::settle(ctx.now(), &mut issue);
         unassigned.push(issue.id.clone());
         changes.push(Change::Issue(issue.into()));
     }

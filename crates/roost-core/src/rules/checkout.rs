@@ -168,6 +168,8 @@ pub(crate) fn release(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainE
         next.move_to(IssueStatus::Todo, ctx.now());
     }
     next.updated_at = ctx.now();
+    // Handed back, it holds no monitor (`rules/monitor.rs`).
+    super::monitor::settle(ctx.now(), &mut next);
     let note = ActivityNote {
         company_id: Some(next.company_id.clone()),
         entity_type: "issue",

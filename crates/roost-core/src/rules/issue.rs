@@ -397,10 +397,8 @@ fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(
                 issue.paperclip.insert(key.clone(), value.clone());
             }
         }
-        let bytes = serde_json::to_vec(&issue.paperclip)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        if bytes > crate::limits::MAX_PAPERCLIP_FIELDS_BYTES {
+        if super::monitor::kept_bytes(&issue.paperclip) > crate::limits::MAX_PAPERCLIP_FIELDS_BYTES
+        {
             return Err(DomainError::too_large(
                 "paperclipFields",
                 crate::limits::MAX_PAPERCLIP_FIELDS_BYTES as u64,

@@ -31,9 +31,9 @@ use crate::time::Timestamp;
 const INVALID: &str = "Monitor can only be scheduled on issues assigned to an agent in \
                        in_progress or in_review";
 
-/// After a create (`before` none) or an update applied its fields to `issue`: the monitor as
-/// `sent` (the request's `executionPolicy.monitor`, `Some(None)` for a policy without one)
-/// and the issue's new status and assignee leave it.
+/// After a create (`before` none) or an update applied its fields to `issue` (which still
+/// carries `before`'s monitor): the monitor as `sent` (the request's `executionPolicy.monitor`,
+/// `Some(None)` for a policy without one) and the issue's new status and assignee leave it.
 pub(crate) fn follow_update(
     ctx: &Ctx<'_>,
     before: Option<&Issue>,
@@ -41,8 +41,7 @@ pub(crate) fn follow_update(
     sent: Option<&Option<MonitorPolicy>>,
 ) -> Result<(), DomainError> {
     let now = ctx.now();
-    let current = before.and_then(|b| b.monitor.state()).cloned();
-    let current_policy = current.as_ref().and_then(MonitorState::policy);
+    let current = issue.monitor.state().cloned();
     let by = if ctx.actor.kind == ActorKind::User {
         ScheduledBy::Board
     } else {
@@ -54,40 +53,63 @@ pub(crate) fn follow_update(
             p
         })
     });
-    let explicit = sent.as_ref().is_some_and(|p| *p != current_policy);
-    if explicit {
-        let assignee = before.unwrap_or(&*issue).assignee_agent_id.as_deref();
-        may_manage(ctx, assignee)?;
-    }
-    let target = match &sent {
-        Some(p) => p.clone(),
-        None => current_policy.clone(),
+    let Some(sent) = sent.filter(|p| *p != current.as_ref().and_then(MonitorState::policy)) else {
+        settle(now, issue);
+        return Ok(());
     };
-    let attempts = current.as_ref().map_or(0, |m| m.attempt_count);
-    let next = match (&target, &current) {
-        (Some(policy), _) => {
-            let stop = outside_monitor(issue)
-                .map(|r| (r, INVALID.to_string()))
-                .or_else(|| {
-                    policy
-                        .exhausted(attempts.saturating_add(1), now)
-                        .map(|r| (r, format!("Monitor bounds are already exhausted ({r})")))
-                });
-            match stop {
-                Some((_, why)) if explicit => return Err(DomainError::invariant("monitor", why)),
-                Some((reason, _)) => current.map(|m| m.cleared(reason, now)),
-                None if explicit => Some(MonitorState::scheduled(current.as_ref(), policy)),
-                None => current,
+    // An explicit change: scheduled, replaced or cleared by hand.
+    let assignee = before.unwrap_or(&*issue).assignee_agent_id.as_deref();
+    may_manage(ctx, assignee)?;
+    let next = match (sent, current) {
+        (Some(policy), current) => {
+            if outside_monitor(issue).is_some() {
+                return Err(DomainError::invariant("monitor", INVALID));
             }
+            let attempts = current.as_ref().map_or(0, |m| m.attempt_count);
+            if let Some(r) = policy.exhausted(attempts.saturating_add(1), now) {
+                let why = format!("Monitor bounds are already exhausted ({r})");
+                return Err(DomainError::invariant("monitor", why));
+            }
+            MonitorState::scheduled(current.as_ref(), &policy)
         }
-        (None, Some(m)) if m.is_scheduled() => Some(m.cleared(ClearReason::Manual, now)),
-        (None, _) => current,
+        (None, Some(m)) if m.is_scheduled() => m.cleared(ClearReason::Manual, now),
+        (None, _) => return Ok(()),
     };
-    let was = std::mem::replace(&mut issue.monitor, IssueMonitor::new(next));
-    if issue.monitor.is_scheduled() || issue.monitor != was {
-        show_policy(issue);
-    }
+    issue.monitor = IssueMonitor::new(Some(next));
+    show_policy(issue);
     Ok(())
+}
+
+/// After any change of an issue's status or assignee (an update, a release, its agent's
+/// deletion; a checkout gives it to an agent in progress, where a monitor stays): a scheduled
+/// monitor the issue can no longer hold, or whose bounds are used up, is cleared, saying why
+/// (Paperclip's `applyMonitorTransition` without a change of the monitor itself).
+pub(crate) fn settle(now: Timestamp, issue: &mut Issue) {
+    let Some(m) = issue.monitor.state().filter(|m| m.is_scheduled()) else {
+        return;
+    };
+    let exhausted = || {
+        m.policy()
+            .and_then(|p| p.exhausted(m.attempt_count.saturating_add(1), now))
+    };
+    if let Some(reason) = outside_monitor(issue).or_else(exhausted) {
+        issue.monitor = IssueMonitor::new(Some(m.cleared(reason, now)));
+    }
+    // Cleared, or kept (a policy the update replaced shows it again).
+    show_policy(issue);
+}
+
+/// The bytes of an issue's kept Paperclip fields as a client sent them: without the monitor
+/// `executionPolicy` shows (`show_policy`), which the bound on those fields does not count.
+pub(crate) fn kept_bytes(paperclip: &std::collections::BTreeMap<String, Value>) -> usize {
+    let all = serde_json::to_vec(paperclip).map_or(usize::MAX, |v| v.len());
+    let shown = paperclip
+        .get("executionPolicy")
+        .and_then(|p| p.get("monitor"))
+        .map_or(0, |m| {
+            serde_json::to_vec(m).map_or(0, |v| v.len() + r#","monitor":"#.len())
+        });
+    all.saturating_sub(shown)
 }
 
 /// The board, or the agent the issue is assigned to.
@@ -133,9 +155,12 @@ fn show_policy(issue: &mut Issue) {
     };
     match shown {
         Some(p) => {
-            policy.entry("mode").or_insert_with(|| json!("normal"));
-            policy.entry("commentRequired").or_insert(json!(true));
-            policy.entry("stages").or_insert_with(|| json!([]));
+            // A policy of the monitor alone in Paperclip's shape; a client's kept as it sent it.
+            if policy.keys().all(|k| k == "monitor") {
+                policy.insert("mode".into(), json!("normal"));
+                policy.insert("commentRequired".into(), json!(true));
+                policy.insert("stages".into(), json!([]));
+            }
             policy.insert("monitor".into(), p.to_json());
         }
         None => {
@@ -222,12 +247,12 @@ pub(crate) fn trigger(ctx: &Ctx<'_>, issue_id: &str, id: &str) -> Result<Decisio
     });
     if let Some(reason) = policy.exhausted(attempt, now) {
         next.monitor = IssueMonitor::new(Some(state.cleared(reason, now)));
-        let recovery = recover(ctx, &mut changes, &next, &policy, reason, attempt, id);
+        let recovery = recover(ctx, &mut changes, &next, &policy, reason, attempt, id)?;
         details["clearReason"] = json!(reason);
         details["recovery"] = recovery;
     } else {
         let req = WakeRequest {
-            payload: wake_payload(&issue, &policy, attempt, None),
+            payload: wake_payload(ctx, &issue, &policy, attempt),
             ..WakeRequest::event(
                 id.into(),
                 &agent_id,
@@ -277,14 +302,11 @@ pub(crate) fn trigger(ctx: &Ctx<'_>, issue_id: &str, id: &str) -> Result<Decisio
     })
 }
 
-/// What a wake for the monitor tells the run (`PAPERCLIP_WAKE_PAYLOAD_JSON`), as Paperclip's.
-fn wake_payload(
-    issue: &Issue,
-    policy: &MonitorPolicy,
-    attempt: u32,
-    cleared: Option<ClearReason>,
-) -> Value {
-    let mut payload = json!({
+/// What a wake for the monitor tells the run (`PAPERCLIP_WAKE_PAYLOAD_JSON`), as Paperclip's:
+/// `source` is `scheduled` (the sweep) or `manual` (a check now).
+fn wake_payload(ctx: &Ctx<'_>, issue: &Issue, policy: &MonitorPolicy, attempt: u32) -> Value {
+    let by_sweep = ctx.actor.kind == ActorKind::System;
+    json!({
         "issueId": issue.id,
         "nextCheckAt": policy.next_check_at,
         "monitorAttemptCount": attempt,
@@ -293,16 +315,14 @@ fn wake_payload(
         "timeoutAt": policy.timeout_at,
         "maxAttempts": policy.max_attempts,
         "recoveryPolicy": policy.recovery_policy,
-    });
-    if let Some(reason) = cleared {
-        payload["clearReason"] = json!(reason);
-    }
-    payload
+        "source": if by_sweep { "scheduled" } else { "manual" },
+    })
 }
 
 /// A monitor cleared by its bounds acts on its `recoveryPolicy`; returns what it did, for the
-/// activity entry. A recovery sub-issue that cannot be opened (the company at its open-issue
-/// cap) falls back to waking the assignee.
+/// activity entry. `id` names the comment, or the sub-issue and its wake (another table), or
+/// the wake. A recovery sub-issue that cannot be opened (the company at its open-issue cap)
+/// falls back to waking the assignee.
 fn recover(
     ctx: &Ctx<'_>,
     changes: &mut Vec<Change>,
@@ -311,7 +331,7 @@ fn recover(
     reason: ClearReason,
     attempt: u32,
     id: &str,
-) -> Value {
+) -> Result<Value, DomainError> {
     let recovery = policy.recovery_policy.unwrap_or(MonitorRecovery::WakeOwner);
     let why = if reason == ClearReason::TimeoutExceeded {
         "its timeout was reached"
@@ -325,8 +345,30 @@ fn recover(
          and restore an explicit execution or waiting path if more work remains.",
         issue.identifier
     );
+    let mut payload = wake_payload(ctx, issue, policy, attempt);
+    payload["clearReason"] = json!(reason);
+    let agent = issue.assignee_agent_id.clone().unwrap_or_default();
+    let wake = |changes: &mut Vec<Change>, on: &str, payload: Value| {
+        let req = WakeRequest {
+            payload,
+            ..WakeRequest::event(
+                id.into(),
+                &agent,
+                on,
+                WakeReason::IssueMonitorRecovery,
+                None,
+            )
+        };
+        enqueue(ctx, &mut Pending { changes }, req)
+    };
     match recovery {
         MonitorRecovery::EscalateToBoard => {
+            if ctx.state.comments.contains_key(id) {
+                return Err(DomainError::AlreadyExists {
+                    entity: "comment".into(),
+                    id: id.into(),
+                });
+            }
             changes.push(Change::Comment(Comment {
                 id: id.to_string(),
                 company_id: issue.company_id.clone(),
@@ -337,53 +379,53 @@ fn recover(
                 created_by_run_id: None,
                 created_at: ctx.now(),
             }));
-            return json!({ "policy": recovery, "commentId": id });
+            return Ok(json!({ "policy": recovery, "commentId": id }));
         }
         MonitorRecovery::CreateRecoveryIssue => {
             let title = format!("Recover external-service monitor for {}", issue.identifier);
-            if let Some(open) = open_child_titled(ctx.state, &issue.id, &title) {
-                return json!({ "policy": recovery, "recoveryIssueId": open });
-            }
-            let patch = IssuePatch {
-                title: Some(title),
-                description: Some(Some(text)),
-                status: Some(IssueStatus::Todo),
-                priority: Some(Priority::High),
-                assignee_agent_id: Some(issue.assignee_agent_id.clone()),
-                parent_id: Some(Some(issue.id.clone())),
-                project_id: issue.project_id.clone().map(Some),
-                goal_id: issue.goal_id.clone().map(Some),
-                billing_code: issue.billing_code.clone().map(Some),
-                ..Default::default()
+            let child = match open_child_titled(ctx.state, &issue.id, &title) {
+                Some(open) => Some(open),
+                None => {
+                    let patch = IssuePatch {
+                        title: Some(title),
+                        description: Some(Some(text)),
+                        status: Some(IssueStatus::Todo),
+                        priority: Some(Priority::High),
+                        assignee_agent_id: Some(issue.assignee_agent_id.clone()),
+                        parent_id: Some(Some(issue.id.clone())),
+                        project_id: issue.project_id.clone().map(Some),
+                        goal_id: issue.goal_id.clone().map(Some),
+                        billing_code: issue.billing_code.clone().map(Some),
+                        ..Default::default()
+                    };
+                    super::issue::create(ctx, id, &issue.company_id, &patch)
+                        .ok()
+                        .map(|made| {
+                            changes.extend(made.changes);
+                            id.to_string()
+                        })
+                }
             };
-            if let Ok(made) = super::issue::create(ctx, id, &issue.company_id, &patch) {
-                changes.extend(made.changes);
-                return json!({ "policy": recovery, "recoveryIssueId": id });
+            if let Some(child) = child {
+                // Its own wake: the sub-issue's assignment wake is suppressed when the
+                // assignee's own check now made it (`rules/wake.rs`), and an open one has none.
+                payload["sourceIssueId"] = json!(issue.id);
+                let w = wake(changes, &child, payload)?;
+                return Ok(json!({ "policy": recovery, "recoveryIssueId": child, "wakeId": w.id }));
             }
         }
         MonitorRecovery::WakeOwner => {}
     }
-    let agent = issue.assignee_agent_id.as_deref().unwrap_or_default();
-    let req = WakeRequest {
-        payload: wake_payload(issue, policy, attempt, Some(reason)),
-        ..WakeRequest::event(
-            id.into(),
-            agent,
-            &issue.id,
-            WakeReason::IssueMonitorRecovery,
-            None,
-        )
-    };
-    match enqueue(ctx, &mut Pending { changes }, req) {
-        Ok(w) => json!({ "policy": recovery, "wakeId": w.id, "wakeStatus": w.status }),
-        Err(e) => json!({ "policy": recovery, "error": e.to_string() }),
-    }
+    let w = wake(changes, &issue.id, payload)?;
+    Ok(json!({ "policy": recovery, "wakeId": w.id, "wakeStatus": w.status }))
 }
 
 /// An open sub-issue of `parent` titled `title`: the recovery issue an earlier clearing opened.
+/// Reads the open children only (a closed one's row is in `state.db`).
 fn open_child_titled(state: &State, parent: &str, title: &str) -> Option<String> {
     state
-        .children_of(parent)
-        .find(|c| c.title == title && !c.status.is_terminal())
-        .map(|c| c.id.clone())
+        .child_ids_of(parent)
+        .filter(|id| state.issues.status(id).is_some_and(|s| !s.is_terminal()))
+        .find(|id| state.issues.get(id).is_some_and(|c| c.title == title))
+        .map(str::to_string)
 }

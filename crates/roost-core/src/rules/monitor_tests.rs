@@ -297,17 +297,32 @@ fn a_monitor_past_its_bounds_is_cleared_and_recovers_as_its_policy_says() {
                     (child.status, child.priority),
                     (IssueStatus::Todo, Priority::High)
                 );
-                // A second clearing while it is open opens no other.
+                let woken = |applied: &crate::state::Applied, on: &str| {
+                    applied.changes.iter().any(|c| {
+                        matches!(c, crate::state::Change::Wake(x)
+                            if x.reason == WakeReason::IssueMonitorRecovery
+                                && x.issue_id.as_deref() == Some(on)
+                                && x.agent_id == "a1")
+                    })
+                };
+                assert!(
+                    woken(&applied, "x3"),
+                    "the sub-issue's assignee is woken about it"
+                );
+                // A second clearing while it is open opens no other, and wakes about that one.
                 p.next_check_at = Timestamp(T0 + 4_000);
                 p.timeout_at = Some(Timestamp(T0 + 5_000));
                 w.run_at(T0 + 3_500, a1.clone(), set_monitor("i1", Some(p.clone())))
                     .expect("scheduled again");
-                p.timeout_at = None;
-                w.run_at(T0 + 6_000, system(), trigger("i1", "x4"))
-                    .expect("cleared again");
+                let again = applied_at(&mut w, T0 + 6_000, trigger("i1", "x4"));
+                assert!(again.outcome.is_ok(), "{:?}", again.outcome);
                 assert!(
                     w.state.issues.get("x4").is_none(),
                     "no second recovery issue"
+                );
+                assert!(
+                    woken(&again, "x3"),
+                    "the open sub-issue's assignee is woken again"
                 );
             }
         }
@@ -362,4 +377,109 @@ fn a_check_now_fires_early_and_a_skipped_wake_is_refused_there_but_cleared_by_th
         .expect("the sweep");
     let m = monitor_of(&w, "i1");
     assert_eq!(m.clear_reason, Some(ClearReason::DispatchSkipped));
+}
+
+#[test]
+fn a_create_schedules_a_monitor_under_the_same_rules() {
+    let mut w = world();
+    let create = |id: &str, status: IssueStatus, at: i64| Command::CreateIssue {
+        id: id.into(),
+        company_id: "c1".into(),
+        fields: IssuePatch {
+            title: Some(format!("issue {id}")),
+            status: Some(status),
+            assignee_agent_id: Some(Some("a1".into())),
+            monitor: Some(Some(policy(at))),
+            ..Default::default()
+        },
+    };
+    let by_a2 = w.run_at(
+        T0,
+        agent_actor("a2", "c1", None),
+        create("n1", IssueStatus::InProgress, T0 + 1),
+    );
+    assert!(
+        matches!(by_a2, Err(DomainError::Forbidden { .. })),
+        "{by_a2:?}"
+    );
+    let todo = w.run_at(T0, admin(), create("n2", IssueStatus::Todo, T0 + 1));
+    assert!(
+        matches!(todo, Err(DomainError::Invariant { .. })),
+        "{todo:?}"
+    );
+    w.run_at(
+        T0,
+        agent_actor("a1", "c1", None),
+        create("n3", IssueStatus::InReview, T0 + 1),
+    )
+    .expect("its assignee schedules one on a create");
+    assert_eq!(monitor_of(&w, "n3").status, MonitorStatus::Scheduled);
+    assert_eq!(monitors_due(&w.state, Timestamp(T0 + 1)), vec!["n3"]);
+}
+
+/// An issue row with a monitor and the Paperclip fields kept beside it reads back whole; a
+/// policy's own stages outlive the monitor leaving it.
+#[test]
+fn an_issue_with_a_monitor_and_paperclip_fields_round_trips_and_keeps_its_stages() {
+    let mut w = world();
+    let a1 = in_progress(&mut w);
+    let stages = json!({ "mode": "review", "stages": [{ "type": "review", "participants": [] }] });
+    let patch = IssuePatch {
+        monitor: Some(Some(policy(T0 + 1_000))),
+        paperclip: Some([("executionPolicy".to_string(), stages.clone())].into()),
+        ..Default::default()
+    };
+    let update = Command::UpdateIssue {
+        issue_id: "i1".into(),
+        patch,
+        comment: None,
+    };
+    w.run_at(T0, a1, update).expect("scheduled with stages");
+    let issue = w.state.issues.get("i1").expect("issue").into_owned();
+    assert_eq!(
+        issue.paperclip["executionPolicy"]["stages"],
+        stages["stages"]
+    );
+    assert!(issue.paperclip["executionPolicy"]["monitor"].is_object());
+    let row = serde_json::to_string(&issue).expect("a row");
+    let back: Issue = serde_json::from_str(&row).expect("reads back");
+    assert_eq!(back, issue, "{row}");
+    w.run_at(T0 + 1_000, system(), trigger("i1", "t1"))
+        .expect("fired");
+    let issue = w.state.issues.get("i1").expect("issue").into_owned();
+    assert_eq!(
+        issue.paperclip["executionPolicy"], stages,
+        "the stages stay, the monitor goes"
+    );
+}
+
+/// Bug found in review: a release, or the deletion of the issue's agent, left the monitor
+/// scheduled on an issue nobody held, to fire for whoever took it next.
+#[test]
+fn a_release_or_the_agents_deletion_clears_the_monitor() {
+    let mut w = world();
+    let a1 = in_progress(&mut w);
+    w.run_at(T0, a1.clone(), set_monitor("i1", Some(policy(T0 + 60_000))))
+        .expect("scheduled");
+    let release = Command::Release {
+        issue_id: "i1".into(),
+    };
+    w.run_at(T0 + 1, a1, release).expect("released");
+    let m = monitor_of(&w, "i1");
+    assert_eq!(m.clear_reason, Some(ClearReason::InvalidAssignee));
+    assert!(monitors_due(&w.state, Timestamp(i64::MAX)).is_empty());
+
+    let mut w = world();
+    let a1 = in_progress(&mut w);
+    w.run_at(T0, a1, set_monitor("i1", Some(policy(T0 + 60_000))))
+        .expect("scheduled");
+    finish(&mut w, "r1");
+    let delete = Command::DeleteAgent {
+        agent_id: "a1".into(),
+    };
+    w.run_at(T0 + 1, admin(), delete).expect("deleted");
+    assert_eq!(
+        monitor_of(&w, "i1").clear_reason,
+        Some(ClearReason::InvalidAssignee)
+    );
 }

@@ -292,7 +292,7 @@ pub fn gov_op() -> impl Strategy<Value = GovOp> {
                 1 => prop_oneof![Just(0), Just(101), Just(u32::MAX)].prop_map(Some),
             ],
             any::<u8>(),
-            any::<u8>().prop_map(Some),
+            prop_oneof![4 => any::<u8>().prop_map(Some), 1 => Just(None)],
         )
             .prop_map(|((issue, agent), at, max_attempts, recovery, status)| GovOp::Monitor {
                 issue, agent, at, max_attempts, recovery, status

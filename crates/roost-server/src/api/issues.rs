@@ -36,13 +36,7 @@ impl Api {
 
     /// Lets request bodies name parents and blockers by `PREFIX-N` as well as by id. A reference
     /// that resolves to nothing is passed on for the state machine to refuse.
-    /// Resolves the issue references of a patch (identifiers to ids) and takes the monitor out
-    /// of the `executionPolicy` REST sent (`roost_core::monitor`), so the command carries it
-    /// typed as gRPC sends it.
-    fn resolve_patch_refs(&self, caller: &Caller, patch: &mut IssuePatch) -> Result<(), ApiError> {
-        if patch.monitor.is_none() {
-            patch.monitor = roost_core::monitor::take_from_policy(&mut patch.paperclip)?;
-        }
+    fn resolve_patch_refs(&self, caller: &Caller, patch: &mut IssuePatch) {
         let resolve = |r: &mut String| {
             if let Ok(id) = self.resolve_issue_id(caller, r) {
                 *r = id;
@@ -54,6 +48,14 @@ impl Api {
         if let Some(blockers) = patch.blocked_by_issue_ids.as_mut() {
             blockers.iter_mut().for_each(resolve);
         }
+    }
+
+    /// Takes the monitor out of the `executionPolicy` REST sent (`roost_core::monitor`), so the
+    /// command carries it typed, as gRPC sends it.
+    fn take_monitor(patch: &mut IssuePatch) -> Result<(), ApiError> {
+        if patch.monitor.is_none() {
+            patch.monitor = roost_core::monitor::take_from_policy(&mut patch.paperclip)?;
+        }
         Ok(())
     }
 
@@ -63,7 +65,8 @@ impl Api {
         company_id: &str,
         mut fields: IssuePatch,
     ) -> Result<Issue, ApiError> {
-        self.resolve_patch_refs(caller, &mut fields)?;
+        self.resolve_patch_refs(caller, &mut fields);
+        Self::take_monitor(&mut fields)?;
         let command = Command::CreateIssue {
             id: new_id(),
             company_id: company_id.into(),
@@ -209,7 +212,8 @@ impl Api {
     ) -> Result<(Issue, Option<Comment>), ApiError> {
         let issue_id = self.resolve_issue_id(caller, id)?;
         let mut patch = patch;
-        self.resolve_patch_refs(caller, &mut patch)?;
+        self.resolve_patch_refs(caller, &mut patch);
+        Self::take_monitor(&mut patch)?;
         let comment = comment.map(|body| NewComment { id: new_id(), body });
         let command = Command::UpdateIssue {
             issue_id,

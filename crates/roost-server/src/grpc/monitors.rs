@@ -4,10 +4,11 @@
 //! validation and errors are the same.
 
 use roost_core::command::IssuePatch;
-use roost_core::monitor::{MonitorKind, MonitorPolicy, MonitorState, ScheduledBy};
+use roost_core::monitor::{MonitorKind, MonitorPolicy, MonitorRecovery, MonitorState, ScheduledBy};
 use roost_core::Timestamp;
 use roost_proto::v1 as pb;
 use roost_proto::ProtoEnum;
+use serde_json::json;
 
 use super::convert::{issue_to_proto, optional_enum};
 use crate::api::Api;
@@ -35,28 +36,30 @@ pub(super) fn monitor_to_proto(m: MonitorState) -> pb::IssueMonitor {
     }
 }
 
+/// Through the parser REST's `executionPolicy.monitor` goes through (`MonitorPolicy::parse`),
+/// so both read a policy with the same rules.
 fn policy_from_proto(p: pb::IssueMonitorPolicy) -> Answer<MonitorPolicy> {
-    if p.next_check_at_ms <= 0 {
+    // proto3's zero is "not given" (enums.proto), not 1970.
+    if p.next_check_at_ms == 0 {
         return Err(ApiError::bad_request(
             "monitor.next_check_at_ms is required: when to wake the assignee, in milliseconds \
              since the Unix epoch",
         ));
     }
-    let text = |t: Option<String>| t.map(|t| t.trim().to_string()).filter(|t| !t.is_empty());
-    let policy = MonitorPolicy {
-        next_check_at: Timestamp(p.next_check_at_ms),
-        notes: text(p.notes),
-        // Apply sets it from the caller.
-        scheduled_by: ScheduledBy::Assignee,
-        kind: p.external_service.then_some(MonitorKind::ExternalService),
-        service_name: text(p.service_name),
-        external_ref: text(p.external_ref).map(|_| roost_core::monitor::REDACTED.to_string()),
-        timeout_at: p.timeout_at_ms.map(Timestamp),
-        max_attempts: p.max_attempts,
-        recovery_policy: optional_enum("monitor.recovery_policy", Some(p.recovery_policy))?,
-    };
-    policy.check()?;
-    Ok(policy)
+    let recovery: Option<MonitorRecovery> =
+        optional_enum("monitor.recovery_policy", Some(p.recovery_policy))?;
+    let at = |ms: i64| Timestamp(ms).to_rfc3339();
+    let body = json!({
+        "nextCheckAt": at(p.next_check_at_ms),
+        "notes": p.notes,
+        "kind": p.external_service.then_some(MonitorKind::ExternalService),
+        "serviceName": p.service_name,
+        "externalRef": p.external_ref,
+        "timeoutAt": p.timeout_at_ms.map(at),
+        "maxAttempts": p.max_attempts,
+        "recoveryPolicy": recovery,
+    });
+    Ok(MonitorPolicy::parse(&body)?)
 }
 
 async fn set(

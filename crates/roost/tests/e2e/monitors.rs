@@ -26,13 +26,16 @@ fn an_hour_ahead() -> Value {
     json!({ "executionPolicy": { "monitor": { "nextCheckAt": in_ms(3_600_000) } } })
 }
 
-/// The wake of `agent` for `issue` with `reason` whose payload has `attempt`, once there is one.
+/// A new wake of `agent` for `issue` with `reason` whose payload has `attempt`, once there is
+/// one: not one of `seen` (a later wake merges its payload into a pending one, but is a record
+/// of its own).
 async fn woken(
     node: &TestNode,
     agent: &str,
     issue: &str,
     reason: &str,
     attempt: u32,
+    seen: &[Value],
 ) -> anyhow::Result<Value> {
     wait_for(
         &format!("a {reason} wake (attempt {attempt})"),
@@ -40,7 +43,8 @@ async fn woken(
         || async {
             let wakes = wakes_of(node, agent).await.ok()?;
             wakes.into_iter().find(|w| {
-                w["reason"] == reason
+                !seen.contains(&w["id"])
+                    && w["reason"] == reason
                     && w["issueId"] == issue
                     && w["payload"]["monitorAttemptCount"] == attempt
             })
@@ -80,7 +84,8 @@ async fn an_agent_schedules_a_monitor_and_is_woken_when_it_is_due() -> anyhow::R
         "[redacted]"
     );
 
-    let wake = woken(&node, &agent.agent_id, &id, "issue_monitor_due", 1).await?;
+    let wake = woken(&node, &agent.agent_id, &id, "issue_monitor_due", 1, &[]).await?;
+    assert_eq!(wake["payload"]["source"], "scheduled", "{wake}");
     assert_eq!(wake["payload"]["serviceName"], "GitHub Actions", "{wake}");
     assert_eq!(wake["payload"]["monitorNotes"], "CI run 42", "{wake}");
     let after = node.admin.get(&path).await?.ok()?;
@@ -111,9 +116,15 @@ async fn an_agent_schedules_a_monitor_and_is_woken_when_it_is_due() -> anyhow::R
         .post(&check, json!({}))
         .await?;
     assert_eq!(other.status, 403, "{}", other.body);
+    let seen: Vec<Value> = wakes_of(&node, &agent.agent_id)
+        .await?
+        .into_iter()
+        .map(|w| w["id"].clone())
+        .collect();
     let fired = agent.http.post(&check, json!({})).await?.ok()?;
     assert_eq!(fired, json!({ "ok": true }));
-    woken(&node, &agent.agent_id, &id, "issue_monitor_due", 2).await?;
+    let manual = woken(&node, &agent.agent_id, &id, "issue_monitor_due", 2, &seen).await?;
+    assert_eq!(manual["payload"]["source"], "manual", "{manual}");
 
     // Bad input changes nothing, with a sentence; so does a monitor on work that is not an
     // agent's in progress.
@@ -214,7 +225,7 @@ async fn grpc_and_roosts_cli_schedule_and_check_monitors() -> anyhow::Result<()>
     let monitor = checked.monitor.expect("the issue's monitor");
     assert_eq!(monitor.status, MonitorStatus::Triggered as i32);
     assert_eq!(monitor.attempt_count, 1);
-    woken(&node, &agent.agent_id, &id, "issue_monitor_due", 1).await?;
+    woken(&node, &agent.agent_id, &id, "issue_monitor_due", 1, &[]).await?;
 
     let base = format!("http://{}", node.server().http_addr());
     let admin = node.admin_token.clone();
