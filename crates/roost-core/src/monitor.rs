@@ -324,11 +324,12 @@ impl IssueMonitor {
         self.state().is_some_and(MonitorState::is_scheduled)
     }
 
-    /// When it is due, if scheduled.
+    /// When the sweep fires it, if scheduled: at its next check, or at its timeout if that comes
+    /// first (then it is cleared and recovers instead: `rules/monitor.rs`).
     pub fn due_at(&self) -> Option<Timestamp> {
-        self.state()
-            .filter(|m| m.is_scheduled())
-            .and_then(|m| m.next_check_at)
+        let m = self.state().filter(|m| m.is_scheduled())?;
+        let next = m.next_check_at?;
+        Some(m.timeout_at.map_or(next, |t| t.min(next)))
     }
 }
 
@@ -404,9 +405,15 @@ pub fn take_from_policy(
     let Some(policy) = kept.as_mut().and_then(|k| k.get_mut("executionPolicy")) else {
         return Ok(None);
     };
-    let monitor = match policy.as_object_mut() {
-        Some(obj) => obj.remove("monitor"),
-        None => None,
+    let monitor = match policy {
+        Value::Object(obj) => obj.remove("monitor"),
+        Value::Null => None,
+        _ => {
+            return Err(DomainError::invalid(
+                "executionPolicy",
+                "must be an object (or null, which clears it)",
+            ))
+        }
     };
     match monitor {
         None | Some(Value::Null) => Ok(Some(None)),

@@ -10,7 +10,7 @@ use crate::state::{ActivityNote, Change, Decision};
 /// Why a queued wake about an issue no longer calls for a run when a worker claims it, as
 /// Paperclip's claim decides: the issue is gone, done or cancelled; or, for a wake its
 /// ownership caused (assignment, status, children, blockers, a lost run's retry, a stranded
-/// issue's recovery), it was
+/// issue's recovery, its monitor), it was
 /// reassigned or has unresolved blockers. A wake carrying comments (someone spoke to the
 /// agent) still runs, on a closed or blocked issue too. Such a wake is skipped, not kept: the
 /// issue's new state wakes whoever it concerns now.
@@ -34,6 +34,8 @@ pub(super) fn stale_at_claim(ctx: &Ctx<'_>, wake: &Wake) -> Option<&'static str>
             | WakeReason::ProcessLostRetry
             | WakeReason::IssueAssignmentRecovery
             | WakeReason::IssueContinuationNeeded
+            | WakeReason::IssueMonitorDue
+            | WakeReason::IssueMonitorRecovery
     );
     if !owners_wake {
         return None;

@@ -313,7 +313,11 @@ pub(crate) fn add_comment(
     })
 }
 
-fn new_comment(ctx: &Ctx<'_>, issue: &Issue, new: &NewComment) -> Result<Comment, DomainError> {
+pub(crate) fn new_comment(
+    ctx: &Ctx<'_>,
+    issue: &Issue,
+    new: &NewComment,
+) -> Result<Comment, DomainError> {
     require_id("comment.id", &new.id)?;
     if ctx.state.comments.contains_key(&new.id) {
         return Err(DomainError::AlreadyExists {

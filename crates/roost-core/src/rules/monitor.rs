@@ -47,16 +47,26 @@ pub(crate) fn follow_update(
     } else {
         ScheduledBy::Assignee
     };
-    let sent = sent.map(|p| {
-        p.clone().map(|mut p| {
-            p.scheduled_by = by;
-            p
-        })
-    });
-    let Some(sent) = sent.filter(|p| *p != current.as_ref().and_then(MonitorState::policy)) else {
+    // Whoever sends the policy a monitor was scheduled with changes nothing: compared without
+    // `scheduledBy`, which a change sets from its sender.
+    let current_policy = current.as_ref().and_then(MonitorState::policy);
+    let same = |p: &Option<MonitorPolicy>| match (p, &current_policy) {
+        (Some(p), Some(c)) => {
+            MonitorPolicy {
+                scheduled_by: c.scheduled_by,
+                ..p.clone()
+            } == *c
+        }
+        (p, c) => p.is_none() && c.is_none(),
+    };
+    let Some(sent) = sent.filter(|p| !same(p)).cloned() else {
         settle(now, issue);
         return Ok(());
     };
+    let sent = sent.map(|p| MonitorPolicy {
+        scheduled_by: by,
+        ..p
+    });
     // An explicit change: scheduled, replaced or cleared by hand.
     let assignee = before.unwrap_or(&*issue).assignee_agent_id.as_deref();
     may_manage(ctx, assignee)?;
@@ -82,17 +92,15 @@ pub(crate) fn follow_update(
 
 /// After any change of an issue's status or assignee (an update, a release, its agent's
 /// deletion; a checkout gives it to an agent in progress, where a monitor stays): a scheduled
-/// monitor the issue can no longer hold, or whose bounds are used up, is cleared, saying why
-/// (Paperclip's `applyMonitorTransition` without a change of the monitor itself).
+/// monitor the issue can no longer hold is cleared, saying why (Paperclip's
+/// `applyMonitorTransition` without a change of the monitor itself). Its bounds are left to
+/// the sweep, which fires it at its `timeoutAt` too, so its `recoveryPolicy` acts
+/// ([`trigger`]).
 pub(crate) fn settle(now: Timestamp, issue: &mut Issue) {
     let Some(m) = issue.monitor.state().filter(|m| m.is_scheduled()) else {
         return;
     };
-    let exhausted = || {
-        m.policy()
-            .and_then(|p| p.exhausted(m.attempt_count.saturating_add(1), now))
-    };
-    if let Some(reason) = outside_monitor(issue).or_else(exhausted) {
+    if let Some(reason) = outside_monitor(issue) {
         issue.monitor = IssueMonitor::new(Some(m.cleared(reason, now)));
     }
     // Cleared, or kept (a policy the update replaced shows it again).
@@ -192,11 +200,10 @@ pub fn monitors_due(state: &State, now: Timestamp) -> Vec<String> {
         .collect()
 }
 
+/// A company that runs agents now (`rules/wake.rs`'s halt: paused or archived).
 fn company_active(state: &State, company_id: &str) -> bool {
-    state
-        .companies
-        .get(company_id)
-        .is_some_and(|c| c.status == CompanyStatus::Active)
+    state.companies.contains_key(company_id)
+        && super::wake::company_halt(state, company_id).is_none()
 }
 
 /// `TriggerIssueMonitor`: the sweep's firing of a due monitor (as the system), or a check now
@@ -230,7 +237,8 @@ pub(crate) fn trigger(ctx: &Ctx<'_>, issue_id: &str, id: &str) -> Result<Decisio
         }
         None => {}
     }
-    if by_sweep && (policy.next_check_at > now || !company_active(ctx.state, &issue.company_id)) {
+    let due = issue.monitor.due_at().is_some_and(|at| at <= now);
+    if by_sweep && !(due && company_active(ctx.state, &issue.company_id)) {
         return Err(DomainError::conflict(format!(
             "the monitor of {} is not due (next check {}, or its company is not active)",
             issue.identifier, policy.next_check_at
@@ -242,8 +250,7 @@ pub(crate) fn trigger(ctx: &Ctx<'_>, issue_id: &str, id: &str) -> Result<Decisio
     next.updated_at = now;
     let mut changes = Vec::new();
     let mut details = json!({
-        "nextCheckAt": policy.next_check_at, "attemptCount": attempt,
-        "source": if by_sweep { "scheduled" } else { "manual" },
+        "nextCheckAt": policy.next_check_at, "attemptCount": attempt, "source": source(ctx),
     });
     if let Some(reason) = policy.exhausted(attempt, now) {
         next.monitor = IssueMonitor::new(Some(state.cleared(reason, now)));
@@ -305,7 +312,6 @@ pub(crate) fn trigger(ctx: &Ctx<'_>, issue_id: &str, id: &str) -> Result<Decisio
 /// What a wake for the monitor tells the run (`PAPERCLIP_WAKE_PAYLOAD_JSON`), as Paperclip's:
 /// `source` is `scheduled` (the sweep) or `manual` (a check now).
 fn wake_payload(ctx: &Ctx<'_>, issue: &Issue, policy: &MonitorPolicy, attempt: u32) -> Value {
-    let by_sweep = ctx.actor.kind == ActorKind::System;
     json!({
         "issueId": issue.id,
         "nextCheckAt": policy.next_check_at,
@@ -315,14 +321,23 @@ fn wake_payload(ctx: &Ctx<'_>, issue: &Issue, policy: &MonitorPolicy, attempt: u
         "timeoutAt": policy.timeout_at,
         "maxAttempts": policy.max_attempts,
         "recoveryPolicy": policy.recovery_policy,
-        "source": if by_sweep { "scheduled" } else { "manual" },
+        "source": source(ctx),
     })
+}
+
+/// `scheduled` when the sweep fires a monitor, `manual` for a check now.
+fn source(ctx: &Ctx<'_>) -> &'static str {
+    if ctx.actor.kind == ActorKind::System {
+        "scheduled"
+    } else {
+        "manual"
+    }
 }
 
 /// A monitor cleared by its bounds acts on its `recoveryPolicy`; returns what it did, for the
 /// activity entry. `id` names the comment, or the sub-issue and its wake (another table), or
-/// the wake. A recovery sub-issue that cannot be opened (the company at its open-issue cap)
-/// falls back to waking the assignee.
+/// the wake. A recovery sub-issue that cannot be opened (the company at its open-issue cap), or
+/// an open one with no assignee, falls back to waking the monitor's owner.
 fn recover(
     ctx: &Ctx<'_>,
     changes: &mut Vec<Change>,
@@ -347,38 +362,23 @@ fn recover(
     );
     let mut payload = wake_payload(ctx, issue, policy, attempt);
     payload["clearReason"] = json!(reason);
-    let agent = issue.assignee_agent_id.clone().unwrap_or_default();
-    let wake = |changes: &mut Vec<Change>, on: &str, payload: Value| {
+    let wake = |changes: &mut Vec<Change>, agent: &str, on: &str, payload: Value| {
         let req = WakeRequest {
             payload,
-            ..WakeRequest::event(
-                id.into(),
-                &agent,
-                on,
-                WakeReason::IssueMonitorRecovery,
-                None,
-            )
+            ..WakeRequest::event(id.into(), agent, on, WakeReason::IssueMonitorRecovery, None)
         };
         enqueue(ctx, &mut Pending { changes }, req)
     };
+    let owner = issue.assignee_agent_id.clone().unwrap_or_default();
     match recovery {
         MonitorRecovery::EscalateToBoard => {
-            if ctx.state.comments.contains_key(id) {
-                return Err(DomainError::AlreadyExists {
-                    entity: "comment".into(),
-                    id: id.into(),
-                });
-            }
-            changes.push(Change::Comment(Comment {
+            let new = crate::command::NewComment {
                 id: id.to_string(),
-                company_id: issue.company_id.clone(),
-                issue_id: issue.id.clone(),
                 body: text,
-                author_agent_id: None,
-                author_user_id: None,
-                created_by_run_id: None,
-                created_at: ctx.now(),
-            }));
+            };
+            changes.push(Change::Comment(super::issue::new_comment(
+                ctx, issue, &new,
+            )?));
             return Ok(json!({ "policy": recovery, "commentId": id }));
         }
         MonitorRecovery::CreateRecoveryIssue => {
@@ -398,34 +398,41 @@ fn recover(
                         billing_code: issue.billing_code.clone().map(Some),
                         ..Default::default()
                     };
-                    super::issue::create(ctx, id, &issue.company_id, &patch)
-                        .ok()
-                        .map(|made| {
+                    match super::issue::create(ctx, id, &issue.company_id, &patch) {
+                        Ok(made) => {
                             changes.extend(made.changes);
-                            id.to_string()
-                        })
+                            Some((id.to_string(), Some(owner.clone())))
+                        }
+                        // The company at its open-issue cap: the owner is woken instead.
+                        Err(DomainError::QuotaExceeded { .. }) => None,
+                        Err(e) => return Err(e),
+                    }
                 }
             };
-            if let Some(child) = child {
-                // Its own wake: the sub-issue's assignment wake is suppressed when the
-                // assignee's own check now made it (`rules/wake.rs`), and an open one has none.
+            // An open one nobody holds now: its owner is woken instead.
+            if let Some((child, Some(assignee))) = child {
+                // The sub-issue's assignee is woken about it with the monitor's recovery in
+                // the payload (merged into its assignment wake when that one is pending:
+                // `rules/wake.rs`), also when its assignment wake was its own check now's.
                 payload["sourceIssueId"] = json!(issue.id);
-                let w = wake(changes, &child, payload)?;
+                let w = wake(changes, &assignee, &child, payload)?;
                 return Ok(json!({ "policy": recovery, "recoveryIssueId": child, "wakeId": w.id }));
             }
         }
         MonitorRecovery::WakeOwner => {}
     }
-    let w = wake(changes, &issue.id, payload)?;
+    let w = wake(changes, &owner, &issue.id, payload)?;
     Ok(json!({ "policy": recovery, "wakeId": w.id, "wakeStatus": w.status }))
 }
 
-/// An open sub-issue of `parent` titled `title`: the recovery issue an earlier clearing opened.
-/// Reads the open children only (a closed one's row is in `state.db`).
-fn open_child_titled(state: &State, parent: &str, title: &str) -> Option<String> {
+/// An open sub-issue of `parent` titled `title` (the recovery issue an earlier clearing
+/// opened) and its assignee. Reads the open children only (a closed one's row
+/// is in `state.db`).
+fn open_child_titled(state: &State, parent: &str, title: &str) -> Option<(String, Option<String>)> {
     state
         .child_ids_of(parent)
         .filter(|id| state.issues.status(id).is_some_and(|s| !s.is_terminal()))
-        .find(|id| state.issues.get(id).is_some_and(|c| c.title == title))
-        .map(str::to_string)
+        .filter_map(|id| state.issues.get(id))
+        .find(|c| c.title == title)
+        .map(|c| (c.id.clone(), c.assignee_agent_id.clone()))
 }

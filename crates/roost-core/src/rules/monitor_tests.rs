@@ -297,16 +297,17 @@ fn a_monitor_past_its_bounds_is_cleared_and_recovers_as_its_policy_says() {
                     (child.status, child.priority),
                     (IssueStatus::Todo, Priority::High)
                 );
-                let woken = |applied: &crate::state::Applied, on: &str| {
-                    applied.changes.iter().any(|c| {
-                        matches!(c, crate::state::Change::Wake(x)
-                            if x.reason == WakeReason::IssueMonitorRecovery
-                                && x.issue_id.as_deref() == Some(on)
-                                && x.agent_id == "a1")
-                    })
+                // The wake that will run: its assignment wake, the recovery merged into it.
+                let woken = |w: &World, made: &str| {
+                    let about = pending(w, "a1").iter().any(|x| {
+                        x.issue_id.as_deref() == Some("x3")
+                            && x.payload["sourceIssueId"] == "i1"
+                            && x.payload["clearReason"] == "timeout_exceeded"
+                    });
+                    about && w.state.wakes.contains_key(made)
                 };
                 assert!(
-                    woken(&applied, "x3"),
+                    woken(&w, "x3"),
                     "the sub-issue's assignee is woken about it"
                 );
                 // A second clearing while it is open opens no other, and wakes about that one.
@@ -314,14 +315,14 @@ fn a_monitor_past_its_bounds_is_cleared_and_recovers_as_its_policy_says() {
                 p.timeout_at = Some(Timestamp(T0 + 5_000));
                 w.run_at(T0 + 3_500, a1.clone(), set_monitor("i1", Some(p.clone())))
                     .expect("scheduled again");
-                let again = applied_at(&mut w, T0 + 6_000, trigger("i1", "x4"));
-                assert!(again.outcome.is_ok(), "{:?}", again.outcome);
+                w.run_at(T0 + 6_000, system(), trigger("i1", "x4"))
+                    .expect("cleared again");
                 assert!(
                     w.state.issues.get("x4").is_none(),
                     "no second recovery issue"
                 );
                 assert!(
-                    woken(&again, "x3"),
+                    woken(&w, "x4"),
                     "the open sub-issue's assignee is woken again"
                 );
             }
@@ -482,4 +483,60 @@ fn a_release_or_the_agents_deletion_clears_the_monitor() {
         monitor_of(&w, "i1").clear_reason,
         Some(ClearReason::InvalidAssignee)
     );
+}
+
+/// Bug found in review: an update after a monitor's `timeoutAt` cleared it without its
+/// recovery; now the sweep fires it at its timeout (before its next check) and it recovers.
+#[test]
+fn a_monitor_past_its_timeout_recovers_at_the_timeout_whatever_updates_came_first() {
+    let mut w = world();
+    let a1 = in_progress(&mut w);
+    let mut p = policy(T0 + 60_000);
+    p.timeout_at = Some(Timestamp(T0 + 10_000));
+    w.run_at(T0, a1, set_monitor("i1", Some(p)))
+        .expect("scheduled");
+    let retitle = Command::UpdateIssue {
+        issue_id: "i1".into(),
+        patch: IssuePatch {
+            title: Some("still waiting".into()),
+            ..Default::default()
+        },
+        comment: None,
+    };
+    w.run_at(T0 + 20_000, admin(), retitle)
+        .expect("an update past the timeout");
+    assert_eq!(monitor_of(&w, "i1").status, MonitorStatus::Scheduled);
+    assert_eq!(monitors_due(&w.state, Timestamp(T0 + 10_000)), vec!["i1"]);
+    w.run_at(T0 + 20_001, system(), trigger("i1", "rw"))
+        .expect("fired at its timeout");
+    assert_eq!(
+        monitor_of(&w, "i1").clear_reason,
+        Some(ClearReason::TimeoutExceeded)
+    );
+    let wake = w.state.wakes.get("rw").expect("the owner's recovery wake");
+    assert_eq!(wake.reason, WakeReason::IssueMonitorRecovery);
+}
+
+/// Bug found in review: the board sending back the policy its assignee scheduled counted as a
+/// new schedule, so closing the issue in the same update was refused instead of clearing it.
+#[test]
+fn a_policy_sent_back_unchanged_is_no_new_schedule() {
+    let mut w = world();
+    let a1 = in_progress(&mut w);
+    w.run_at(T0, a1, set_monitor("i1", Some(policy(T0 + 60_000))))
+        .expect("scheduled by the assignee");
+    let close = Command::UpdateIssue {
+        issue_id: "i1".into(),
+        patch: IssuePatch {
+            status: Some(IssueStatus::Done),
+            monitor: Some(Some(policy(T0 + 60_000))),
+            ..Default::default()
+        },
+        comment: None,
+    };
+    w.run_at(T0 + 1, admin(), close)
+        .expect("closed with the policy sent back");
+    let m = monitor_of(&w, "i1");
+    assert_eq!(m.clear_reason, Some(ClearReason::Done));
+    assert_eq!(m.scheduled_by, Some(ScheduledBy::Assignee));
 }

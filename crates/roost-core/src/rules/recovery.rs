@@ -227,8 +227,8 @@ pub(crate) fn recover_issue(
         return Err(DomainError::conflict(format!(
             "issue {} is not due for recovery: it must be todo or in_progress, assigned to an \
              active agent without a timer in an active company with recovery on, not held by a \
-             budget or a daily cap, with no pending wake, live run, open blocker, open approval \
-             or paused project, and quiet long enough",
+             budget or a daily cap, with no pending wake, live run, open blocker, open approval, \
+             paused project or scheduled monitor, and quiet long enough",
             issue.identifier
         )));
     };

@@ -1,7 +1,7 @@
-//! The issue monitor calls of `roost.v1.Control` (`monitors.proto`): scheduling and clearing go
-//! through the issue update REST's `executionPolicy.monitor` goes through, a check now through
-//! the [`Api`] function `POST /api/issues/{id}/monitor/check-now` calls, so authorization,
-//! validation and errors are the same.
+//! The issue monitor calls of `roost.v1.Control` (`monitors.proto`). Scheduling and clearing
+//! are the issue update that REST's `executionPolicy.monitor` makes, with the policy read by
+//! the same parser; a check now calls the [`Api`] function `POST /api/issues/{id}/monitor/check-now`
+//! calls. Authorization, validation and errors are the same.
 
 use roost_core::command::IssuePatch;
 use roost_core::monitor::{MonitorKind, MonitorPolicy, MonitorRecovery, MonitorState, ScheduledBy};
