@@ -33,7 +33,7 @@ impl RoostClient {
     /// One chunk's bytes.
     pub async fn home_chunk(&self, agent_id: &str, hash: &str) -> Result<Vec<u8>> {
         let path = [API, "agents", agent_id, "home", "chunks", hash];
-        let answer = self.send_raw::<()>(Method::GET, &path, &[], None).await?;
+        let answer = self.send_raw(Method::GET, &path, &[], None).await?;
         Ok(expect_success(answer)?.1)
     }
 

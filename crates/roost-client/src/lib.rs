@@ -5,6 +5,7 @@
 //! and turns error responses into [`Error::Api`] with the server's code and message.
 
 mod approvals;
+mod attachments;
 mod budgets;
 mod cluster;
 mod credentials;
@@ -31,6 +32,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use approvals::{Approval, ApprovalComment, ApprovalDecision, ApprovalStatus, ApprovalType};
+pub use attachments::{AttachmentView, WorkProduct, WorkProductFields};
 pub use budgets::{NewBudgetPolicy, NewCostEvent};
 pub use cluster::{ClusterStatus, Member, MemberStatus, NodeReport};
 pub use credentials::{CreatedAdminToken, CredentialView};
@@ -208,7 +210,17 @@ impl RoostClient {
         query: &[(&str, String)],
         body: Option<&B>,
     ) -> Result<T> {
-        let (status, bytes) = expect_success(self.send_raw(method, path, query, body).await?)?;
+        let body = body.map(Payload::json).transpose()?;
+        let answer = self.send_raw(method, path, query, body.as_ref()).await?;
+        self.decode(path, expect_success(answer)?)
+    }
+
+    /// A success's JSON body.
+    fn decode<T: DeserializeOwned>(
+        &self,
+        path: &[&str],
+        (status, bytes): (StatusCode, Vec<u8>),
+    ) -> Result<T> {
         serde_json::from_slice(&bytes).map_err(|e| Error::Decode {
             url: self.url(path).map(String::from).unwrap_or_default(),
             reason: format!("{e} (HTTP {})", status.as_u16()),
@@ -218,12 +230,12 @@ impl RoostClient {
     /// Sends one logical request and returns the status and body, whatever the status. A
     /// server that cannot be reached or answers 503 makes it move on to the next server, until
     /// the timeout; a write keeps one idempotency key across those attempts.
-    async fn send_raw<B: Serialize + ?Sized>(
+    async fn send_raw(
         &self,
         method: Method,
         path: &[&str],
         query: &[(&str, String)],
-        body: Option<&B>,
+        body: Option<&Payload>,
     ) -> Result<(StatusCode, Vec<u8>)> {
         let key = (method != Method::GET).then(idempotency_key);
         let deadline = Instant::now() + self.inner.timeout;
@@ -313,13 +325,13 @@ impl RoostClient {
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn attempt<B: Serialize + ?Sized>(
+    async fn attempt(
         &self,
         server: usize,
         method: Method,
         path: &[&str],
         query: &[(&str, String)],
-        body: Option<&B>,
+        body: Option<&Payload>,
         idempotency_key: Option<&str>,
         timeout: Duration,
     ) -> Result<(StatusCode, Vec<u8>)> {
@@ -339,7 +351,9 @@ impl RoostClient {
             request = request.header(RUN_ID_HEADER, run_id.clone());
         }
         if let Some(body) = body {
-            request = request.json(body);
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, body.content_type.clone())
+                .body(body.bytes.clone());
         }
         let response = request.send().await.map_err(Error::Transport)?;
         let status = response.status();
@@ -434,6 +448,50 @@ fn idempotency_key() -> String {
     let mut bytes = [0u8; 16];
     rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut bytes);
     format!("rc-{}", hex::encode(bytes))
+}
+
+/// A request's body: its bytes and their type.
+pub(crate) struct Payload {
+    content_type: String,
+    bytes: Vec<u8>,
+}
+
+impl Payload {
+    fn json<B: Serialize + ?Sized>(body: &B) -> Result<Payload> {
+        Ok(Payload {
+            content_type: "application/json".into(),
+            bytes: serde_json::to_vec(body)
+                .map_err(|e| Error::InvalidArgument(format!("cannot encode the request: {e}")))?,
+        })
+    }
+
+    /// A multipart/form-data body holding one file in the field `file`, as Paperclip's
+    /// upload routes read it.
+    pub(crate) fn file(name: &str, content_type: &str, bytes: &[u8]) -> Payload {
+        let boundary = format!("roost-{}", idempotency_key());
+        // A quote or line break would end the header's value early.
+        let name: String = name
+            .chars()
+            .map(|c| {
+                if matches!(c, '"' | '\\' | '\r' | '\n') {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect();
+        let mut body = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n\
+             Content-Type: {content_type}\r\n\r\n"
+        )
+        .into_bytes();
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        Payload {
+            content_type: format!("multipart/form-data; boundary={boundary}"),
+            bytes: body,
+        }
+    }
 }
 
 fn expect_success((status, body): (StatusCode, Vec<u8>)) -> Result<(StatusCode, Vec<u8>)> {

@@ -271,7 +271,7 @@ impl RoostClient {
 
     /// `GET /healthz`: the process answers HTTP.
     pub async fn health(&self) -> Result<()> {
-        self.send_raw(Method::GET, &["healthz"], &[], None::<&()>)
+        self.send_raw(Method::GET, &["healthz"], &[], None)
             .await
             .and_then(expect_success)
             .map(drop)
@@ -279,10 +279,7 @@ impl RoostClient {
 
     /// `GET /readyz`: whether the node knows a leader, has every committed write, and can serve.
     pub async fn ready(&self) -> Result<bool> {
-        match self
-            .send_raw(Method::GET, &["readyz"], &[], None::<&()>)
-            .await?
-        {
+        match self.send_raw(Method::GET, &["readyz"], &[], None).await? {
             (StatusCode::OK, _) => Ok(true),
             (StatusCode::SERVICE_UNAVAILABLE, _) => Ok(false),
             other => expect_success(other).map(|_| true),

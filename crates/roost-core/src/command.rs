@@ -291,6 +291,40 @@ pub enum Command {
         key: String,
         op: crate::document::DocumentOp,
     },
+    /// One chunk of a file being uploaded to an issue (base64, `attachment::CHUNK_BYTES` at
+    /// most): a file travels in chunks so that no log entry is big (`attachment.rs`).
+    PutAttachmentChunk {
+        issue_id: String,
+        attachment_id: String,
+        index: u32,
+        content: String,
+    },
+    /// Makes the attachment of an upload's chunks (`attachment.rs`, `rules/attachment.rs`). An
+    /// agent run's upload is also recorded as an artifact work product, `work_product_id`.
+    AddIssueAttachment {
+        issue_id: String,
+        attachment_id: String,
+        work_product_id: String,
+        upload: crate::attachment::AttachmentUpload,
+    },
+    /// Removes an attachment with its bytes.
+    RemoveIssueAttachment {
+        attachment_id: String,
+    },
+    /// Records a work product of an issue (`work_product.rs`, `rules/work_product.rs`), or
+    /// updates the one the same run recorded for the same attachment.
+    CreateWorkProduct {
+        issue_id: String,
+        work_product_id: String,
+        fields: crate::work_product::WorkProductFields,
+    },
+    UpdateWorkProduct {
+        work_product_id: String,
+        fields: crate::work_product::WorkProductFields,
+    },
+    DeleteWorkProduct {
+        work_product_id: String,
+    },
     /// Creates, answers or withdraws an issue-thread interaction of an issue
     /// (`interaction.rs`, `rules/interaction.rs`).
     IssueInteraction {
@@ -583,6 +617,12 @@ impl Command {
             Command::DeleteIssue { .. } => "issue.deleted",
             Command::IssueDocument { op, .. } => op.name(),
             Command::IssueInteraction { op, .. } => op.name(),
+            Command::PutAttachmentChunk { .. } => "issue.attachment_chunk_uploaded",
+            Command::AddIssueAttachment { .. } => "issue.attachment_added",
+            Command::RemoveIssueAttachment { .. } => "issue.attachment_removed",
+            Command::CreateWorkProduct { .. } => "issue.work_product_created",
+            Command::UpdateWorkProduct { .. } => "issue.work_product_updated",
+            Command::DeleteWorkProduct { .. } => "issue.work_product_deleted",
             Command::AddComment { .. } => "issue.comment_added",
             Command::Checkout { .. } => "issue.checked_out",
             Command::Release { .. } => "issue.released",
@@ -655,6 +695,10 @@ pub enum Outcome {
         created: bool,
         redirected_from: Option<String>,
     },
+    Attachment(crate::attachment::IssueAttachment),
+    /// A chunk of an upload in progress, as stored (without its bytes).
+    AttachmentChunk(crate::attachment::AttachmentChunk),
+    WorkProduct(crate::work_product::WorkProduct),
     /// An interaction as the command left it; `created` false for a repeat of its create.
     Interaction {
         interaction: crate::interaction::Interaction,
@@ -707,6 +751,9 @@ impl Outcome {
             Outcome::Comment(_) => "comment",
             Outcome::IssueDocument { .. } => "issue_document",
             Outcome::Interaction { .. } => "interaction",
+            Outcome::Attachment(_) => "attachment",
+            Outcome::AttachmentChunk(_) => "attachment_chunk",
+            Outcome::WorkProduct(_) => "work_product",
             Outcome::Run(_) => "run",
             Outcome::Wake(_) => "wake",
             Outcome::Worker(_) => "worker",

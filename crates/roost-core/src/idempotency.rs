@@ -73,6 +73,17 @@ pub fn fingerprint(command: &Command) -> String {
         Command::RecordCostEvent { event } => event.id.clear(),
         Command::TimerTick { wake_id, .. } => wake_id.clear(),
         Command::TriggerIssueMonitor { id, .. } => id.clear(),
+        Command::AddIssueAttachment {
+            attachment_id,
+            work_product_id,
+            ..
+        } => {
+            attachment_id.clear();
+            work_product_id.clear();
+        }
+        Command::CreateWorkProduct {
+            work_product_id, ..
+        } => work_product_id.clear(),
         Command::AssignRun {
             run_id, token_hash, ..
         } => {

@@ -8,6 +8,7 @@ pub mod activity;
 pub mod adapter_config;
 pub mod agent_day;
 pub mod approval;
+pub mod attachment;
 mod audit;
 pub mod cluster_view;
 pub mod command;
@@ -35,6 +36,7 @@ pub mod tally;
 pub mod time;
 pub mod views;
 mod wake_index;
+pub mod work_product;
 
 pub use command::{Actor, ActorKind, Command, Envelope, Outcome};
 pub use entity::*;

@@ -299,6 +299,13 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         }
         Command::DeleteSkill { .. } | Command::LinkApprovalIssue { .. } => Ok(()),
         Command::IssueDocument { op, .. } => op.check(),
+        Command::AddIssueAttachment { upload, .. } => upload.check(),
+        Command::PutAttachmentChunk { index, content, .. } => {
+            crate::attachment::check_chunk(*index, content)
+        }
+        Command::RemoveIssueAttachment { .. } | Command::DeleteWorkProduct { .. } => Ok(()),
+        Command::CreateWorkProduct { fields, .. } => fields.check_create(),
+        Command::UpdateWorkProduct { fields, .. } => fields.check(),
         Command::IssueInteraction { op, .. } => op.check(),
         Command::ResetAgentSession { task_key, .. } => {
             opt_chars("taskKey", task_key.as_ref(), MAX_NAME_CHARS)

@@ -63,6 +63,10 @@ pub enum Change {
     Document(crate::document::DocumentChange),
     /// An issue-thread interaction's row, or a pending one's removal (`interaction.rs`).
     Interaction(crate::interaction::InteractionChange),
+    /// An issue attachment added with its bytes, or removed (`attachment.rs`).
+    Attachment(crate::attachment::AttachmentChange),
+    /// An issue work product written or removed (`work_product.rs`).
+    WorkProduct(crate::work_product::WorkProductChange),
 }
 
 /// Commands one log entry carries at most. The command at `position` in the entry at log
@@ -134,6 +138,10 @@ pub struct StateRows {
     pub projects: Vec<crate::project::Project>,
     pub skills: Vec<crate::skill::Skill>,
     pub issue_documents: Vec<crate::document::IssueDocument>,
+    pub issue_attachments: Vec<crate::attachment::IssueAttachment>,
+    /// The chunks of uploads in progress (not those of finished attachments).
+    pub attachment_chunks: Vec<crate::attachment::AttachmentChunk>,
+    pub work_products: Vec<crate::work_product::WorkProduct>,
     /// Interactions still pending: memory keeps no other.
     pub pending_interactions: Vec<crate::interaction::Interaction>,
     pub activity_seq: u64,
@@ -169,6 +177,10 @@ pub struct State {
     pub skills: BTreeMap<String, crate::skill::Skill>,
     /// Issue documents' summaries (`document.rs`).
     pub documents: crate::document::DocumentState,
+    /// Issue attachments' summaries (`attachment.rs`).
+    pub attachments: crate::attachment::AttachmentState,
+    /// Issue work products (`work_product.rs`).
+    pub work_products: crate::work_product::WorkProductState,
     /// Pending issue-thread interactions (`interaction.rs`).
     pub interactions: crate::interaction::InteractionState,
     pub activity_seq: u64,
@@ -408,7 +420,22 @@ impl State {
                 )
                 .chain(rows.pending_interactions.into_iter().map(|i| {
                     Change::Interaction(crate::interaction::InteractionChange::Interaction(i))
-                }));
+                }))
+                .chain(
+                    rows.work_products.into_iter().map(|w| {
+                        Change::WorkProduct(crate::work_product::WorkProductChange::Put(w))
+                    }),
+                );
+        for a in rows.issue_attachments {
+            state.row_digests.touch(Table::IssueAttachment, &a.id);
+            state.attachments.insert(a);
+        }
+        for c in rows.attachment_chunks {
+            state
+                .row_digests
+                .touch(Table::AttachmentUpload, &c.attachment_id);
+            state.attachments.chunk(&c);
+        }
         for change in puts {
             state.put(change);
         }
@@ -562,6 +589,15 @@ impl State {
         if let Change::Home(HomeChange::Chunk(c, _)) = change {
             self.row_digests.touch(Table::HomeChunk, &c.key());
         }
+        match change {
+            Change::Attachment(crate::attachment::AttachmentChange::Added(a)) => {
+                self.row_digests.touch(Table::AttachmentUpload, &a.id);
+            }
+            Change::Attachment(crate::attachment::AttachmentChange::Removed(id)) => {
+                self.row_digests.touch(Table::AttachmentUpload, id);
+            }
+            _ => {}
+        }
     }
 
     /// [`State::put`] for a change the caller keeps too (the store writes its rows), copying
@@ -579,6 +615,11 @@ impl State {
             }
             // A revision's body is written to state.db only.
             Change::Document(crate::document::DocumentChange::Revision(_)) => {}
+            // An attachment's bytes too: memory keeps its summary, never a copy of them.
+            Change::Attachment(a) => {
+                self.touch(change);
+                self.attachments.put(a);
+            }
             _ => self.put(change.clone()),
         }
     }
@@ -682,6 +723,8 @@ impl State {
             }
             Change::Document(d) => self.documents.put(d),
             Change::Interaction(i) => self.interactions.put(i),
+            Change::Attachment(a) => self.attachments.put(&a),
+            Change::WorkProduct(w) => self.work_products.put(&w),
             Change::Activity(_) => {}
             Change::Remembered(r) => self.idempotency.insert(r),
             Change::Forgotten(key) => self.idempotency.remove(&key),

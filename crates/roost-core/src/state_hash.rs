@@ -52,9 +52,12 @@ pub(crate) enum Table {
     CompanyMemoryLive,
     IssueDocument,
     Interaction,
+    IssueAttachment,
+    WorkProduct,
+    AttachmentUpload,
 }
 
-const TABLES: [Table; 27] = [
+const TABLES: [Table; 30] = [
     Table::Company,
     Table::Agent,
     Table::Issue,
@@ -82,6 +85,9 @@ const TABLES: [Table; 27] = [
     Table::CompanyMemoryLive,
     Table::IssueDocument,
     Table::Interaction,
+    Table::IssueAttachment,
+    Table::WorkProduct,
+    Table::AttachmentUpload,
 ];
 
 type Lanes = [u64; 4];
@@ -261,6 +267,9 @@ fn keys(state: &State, table: Table) -> Vec<String> {
         Table::Skill => of(&state.skills),
         Table::CompanyMemoryLive => of(&state.memory.company_live),
         Table::IssueDocument => of(&state.documents.documents),
+        Table::IssueAttachment => of(&state.attachments.attachments),
+        Table::WorkProduct => of(&state.work_products.products),
+        Table::AttachmentUpload => of(&state.attachments.uploads),
         Table::Interaction => of(&state.interactions.pending),
     }
 }
@@ -300,6 +309,9 @@ fn row_digest(state: &State, table: Table, key: &str) -> Option<Lanes> {
         Table::Skill => json(state.skills.get(key)),
         Table::CompanyMemoryLive => json(state.memory.company_live.get(key)),
         Table::IssueDocument => json(state.documents.documents.get(key)),
+        Table::IssueAttachment => json(state.attachments.attachments.get(key)),
+        Table::WorkProduct => json(state.work_products.products.get(key)),
+        Table::AttachmentUpload => json(state.attachments.uploads.get(key)),
         Table::Interaction => json(state.interactions.pending.get(key)),
     }?;
     let mut hasher = Sha256::new();
@@ -372,6 +384,25 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
                 (Table::Interaction, i.id.as_str())
             }
             crate::interaction::InteractionChange::Deleted(id) => (Table::Interaction, id.as_str()),
+        },
+        // An upload's chunk is its upload's row; making or removing an attachment ends the
+        // upload too, which `State::touch` marks.
+        Change::Attachment(a) => match a {
+            crate::attachment::AttachmentChange::Chunk { chunk, .. } => {
+                (Table::AttachmentUpload, chunk.attachment_id.as_str())
+            }
+            crate::attachment::AttachmentChange::Added(a) => {
+                (Table::IssueAttachment, a.id.as_str())
+            }
+            crate::attachment::AttachmentChange::Removed(id) => {
+                (Table::IssueAttachment, id.as_str())
+            }
+        },
+        Change::WorkProduct(w) => match w {
+            crate::work_product::WorkProductChange::Put(w) => (Table::WorkProduct, w.id.as_str()),
+            crate::work_product::WorkProductChange::Removed(id) => {
+                (Table::WorkProduct, id.as_str())
+            }
         },
         Change::Activity(_) => return None,
     })

@@ -274,6 +274,12 @@ fn the_generators_reach_every_governance_command() {
         "skill.deleted",
         "agent.skills_set",
         "issue.monitor_triggered",
+        "issue.attachment_chunk_uploaded",
+        "issue.attachment_added",
+        "issue.attachment_removed",
+        "issue.work_product_created",
+        "issue.work_product_updated",
+        "issue.work_product_deleted",
     ];
     let missing: Vec<&str> = wanted
         .iter()

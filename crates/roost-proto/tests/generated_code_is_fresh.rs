@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// Every `.proto` file of package `roost.v1`, relative to the `proto/` directory.
 const PROTOS: &[&str] = &[
+    "roost/v1/attachments.proto",
     "roost/v1/cluster.proto",
     "roost/v1/control.proto",
     "roost/v1/documents.proto",

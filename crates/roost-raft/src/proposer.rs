@@ -104,12 +104,20 @@ impl Proposer {
     }
 }
 
-/// JSON bytes per entry at most (a lone bigger write is its own entry): with
-/// `config::MAX_ENTRIES_PER_APPEND` entries per AppendEntries, a message stays well under
-/// `network::MAX_MESSAGE_BYTES`, which a follower refuses to read past; a bigger one would be
-/// refused, and sent again, for ever.
-const MAX_BATCH_BYTES: usize =
-    crate::network::MAX_MESSAGE_BYTES / (2 * crate::config::MAX_ENTRIES_PER_APPEND as usize);
+/// JSON bytes per entry at most (a lone bigger write is its own entry). openraft 0.9 gives an
+/// AppendEntries one heartbeat interval (30 ms) to be answered: an entry of a few hundred KiB
+/// already misses it on a busy node, and the leader then loses its followers
+/// (`tests/e2e/attachments.rs` saw it from 512 KiB). Concurrent writes of big commands (an
+/// attachment's chunks, `roost_core::attachment::CHUNK_BYTES`) are therefore not batched past
+/// this; small writes (about 1 KiB each) still fill a batch of [`MAX_BATCH`].
+const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+// Whatever the bound, a message of `MAX_ENTRIES_PER_APPEND` entries stays well under
+// `network::MAX_MESSAGE_BYTES`, which a follower refuses to read past.
+const _: () = assert!(
+    MAX_BATCH_BYTES * crate::config::MAX_ENTRIES_PER_APPEND as usize
+        <= crate::network::MAX_MESSAGE_BYTES / 2
+);
 
 /// The length of `envelope` as JSON, as it travels in a log entry.
 fn json_len(envelope: &Envelope) -> usize {

@@ -120,6 +120,21 @@ const SURFACE: &[(&str, Twin)] = &[
     ("GET /issues/{id}/comments", Grpc("ListComments")),
     ("POST /issues/{id}/comments", Grpc("AddComment")),
     ("GET /issues/{id}/comments/{comment_id}", Grpc("GetComment")),
+    // Attachments and work products (rest/attachments.rs).
+    (
+        "POST /companies/{cid}/issues/{id}/attachments",
+        Grpc("UploadIssueAttachment"),
+    ),
+    ("GET /issues/{id}/attachments", Grpc("ListIssueAttachments")),
+    (
+        "GET /attachments/{id}/content",
+        Grpc("GetIssueAttachmentContent"),
+    ),
+    ("DELETE /attachments/{id}", Grpc("DeleteIssueAttachment")),
+    ("GET /issues/{id}/work-products", Grpc("ListWorkProducts")),
+    ("POST /issues/{id}/work-products", Grpc("CreateWorkProduct")),
+    ("PATCH /work-products/{id}", Grpc("UpdateWorkProduct")),
+    ("DELETE /work-products/{id}", Grpc("DeleteWorkProduct")),
     ("GET /issues/{id}/documents", Grpc("ListIssueDocuments")),
     ("GET /issues/{id}/documents/{key}", Grpc("GetIssueDocument")),
     ("PUT /issues/{id}/documents/{key}", Grpc("PutIssueDocument")),

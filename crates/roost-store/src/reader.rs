@@ -316,6 +316,39 @@ impl StateReader {
 
     /// The bytes of the home chunk `key` (`roost_core::home::chunk_key`), if stored. Sees every
     /// applied write (flushes first).
+    /// An issue attachment's bytes (its chunks in order), or the `len` of them from `start`
+    /// (a ranged download): `None` once it is removed.
+    pub async fn attachment_bytes(
+        &self,
+        id: &str,
+        range: Option<(u64, u64)>,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let pool = self.flushed()?;
+        let rows =
+            sqlx::query("SELECT bytes FROM attachment_chunks WHERE attachment_id = ? ORDER BY key")
+                .bind(id)
+                .fetch_all(pool)
+                .await
+                .map_err(Error::sql("get attachment bytes"))?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut bytes = Vec::new();
+        for row in &rows {
+            bytes.extend_from_slice(row.get::<&[u8], _>(0));
+        }
+        Ok(Some(match range {
+            Some((start, len)) => {
+                let start = usize::try_from(start)
+                    .unwrap_or(usize::MAX)
+                    .min(bytes.len());
+                let end = start.saturating_add(usize::try_from(len).unwrap_or(usize::MAX));
+                bytes[start..end.min(bytes.len())].to_vec()
+            }
+            None => bytes,
+        }))
+    }
+
     pub async fn home_chunk(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
         let pool = self.flushed()?;
         let row = sqlx::query("SELECT bytes FROM home_chunks WHERE key = ?")

@@ -114,6 +114,8 @@ pub(crate) struct RowBatch {
     deleted_issues: BTreeSet<String>,
     /// Deleted issue documents, whose revisions are deleted with them.
     deleted_documents: BTreeSet<String>,
+    /// Removed attachments and given-up uploads, whose chunks are deleted with them.
+    deleted_attachments: BTreeSet<String>,
     /// The memory search index's texts by key (`search.rs`): `None` drops one.
     search: BTreeMap<String, Option<SearchRow>>,
 }
@@ -174,6 +176,48 @@ impl RowBatch {
             set.remove(key);
         }
         self.put(name, columns, OnConflict::Replace, row);
+    }
+
+    /// Issue attachments, and the chunks of their bytes (`roost_core::attachment`).
+    fn add_attachment(
+        &mut self,
+        change: &roost_core::attachment::AttachmentChange,
+    ) -> Result<(), Error> {
+        use roost_core::attachment::AttachmentChange as A;
+        match change {
+            A::Chunk { chunk, content } => self.put_kept(
+                "attachment_chunks",
+                "key, attachment_id, company_id, data, bytes",
+                vec![
+                    Cell::Text(chunk.key()),
+                    text(&chunk.attachment_id),
+                    text(&chunk.company_id),
+                    Cell::Text(json(chunk)?),
+                    Cell::Blob(content.clone()),
+                ],
+            ),
+            A::Added(a) => self.put_kept(
+                "issue_attachments",
+                "id, company_id, issue_id, data",
+                vec![
+                    text(&a.id),
+                    text(&a.company_id),
+                    text(&a.issue_id),
+                    Cell::Text(json(a)?),
+                ],
+            ),
+            A::Removed(id) => {
+                self.drop_row("issue_attachments", id);
+                // Its chunks written earlier in this batch go too: the batch's deletes run
+                // before its inserts.
+                if let Some(t) = self.tables.get_mut("attachment_chunks") {
+                    t.keyed
+                        .retain(|_, row| !matches!(row.get(1), Some(Cell::Text(a)) if a == id));
+                }
+                self.deleted_attachments.insert(id.clone());
+            }
+        }
+        Ok(())
     }
 
     fn add_home(&mut self, change: &HomeChange) -> Result<(), Error> {
@@ -539,6 +583,21 @@ impl RowBatch {
             ),
             Change::SkillDeleted(id) => self.drop_row("skills", id),
             Change::Document(d) => self.add_document(d)?,
+            Change::Attachment(a) => self.add_attachment(a)?,
+            Change::WorkProduct(roost_core::work_product::WorkProductChange::Put(w)) => self
+                .put_kept(
+                    "work_products",
+                    "id, company_id, issue_id, data",
+                    vec![
+                        text(&w.id),
+                        text(&w.company_id),
+                        text(&w.issue_id),
+                        Cell::Text(json(w)?),
+                    ],
+                ),
+            Change::WorkProduct(roost_core::work_product::WorkProductChange::Removed(id)) => {
+                self.drop_row("work_products", id)
+            }
             Change::Interaction(i) => self.add_interaction(i)?,
             Change::Approval(a) => self.put(
                 "approvals",
@@ -585,6 +644,16 @@ impl RowBatch {
         for ids in documents.chunks(ROWS_PER_STATEMENT[0]) {
             let marks = vec!["?"; ids.len()].join(", ");
             let sql = format!("DELETE FROM document_revisions WHERE document_id IN ({marks})");
+            conn.prepare_cached(&sql)
+                .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(ids.iter())))
+                .map_err(Error::write("write change"))?;
+        }
+        let attachments: Vec<String> = std::mem::take(&mut self.deleted_attachments)
+            .into_iter()
+            .collect();
+        for ids in attachments.chunks(ROWS_PER_STATEMENT[0]) {
+            let marks = vec!["?"; ids.len()].join(", ");
+            let sql = format!("DELETE FROM attachment_chunks WHERE attachment_id IN ({marks})");
             conn.prepare_cached(&sql)
                 .and_then(|mut statement| statement.execute(rusqlite::params_from_iter(ids.iter())))
                 .map_err(Error::write("write change"))?;

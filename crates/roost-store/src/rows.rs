@@ -66,6 +66,13 @@ CREATE TABLE IF NOT EXISTS issue_interactions (id TEXT PRIMARY KEY, company_id T
     issue_id TEXT NOT NULL, idempotency_key TEXT, status TEXT NOT NULL, created_at INTEGER NOT NULL,
     data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS issue_interactions_by_issue ON issue_interactions (issue_id, created_at);
+CREATE TABLE IF NOT EXISTS issue_attachments (id TEXT PRIMARY KEY, company_id TEXT NOT NULL,
+    issue_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS attachment_chunks (key TEXT PRIMARY KEY, attachment_id TEXT NOT NULL,
+    company_id TEXT NOT NULL, data TEXT NOT NULL, bytes BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS attachment_chunks_by_attachment ON attachment_chunks (attachment_id, key);
+CREATE TABLE IF NOT EXISTS work_products (id TEXT PRIMARY KEY, company_id TEXT NOT NULL,
+    issue_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_search_rows (rowid INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE,
     kind TEXT NOT NULL, ref_id TEXT NOT NULL, company_id TEXT NOT NULL, agent_id TEXT, issue_id TEXT,
     created_at INTEGER NOT NULL);
@@ -93,6 +100,9 @@ pub(crate) const NEWER_TABLES: &[&str] = &[
     "issue_documents",
     "document_revisions",
     "issue_interactions",
+    "issue_attachments",
+    "attachment_chunks",
+    "work_products",
 ];
 
 /// Every table a snapshot carries, in the order they are copied.
@@ -127,6 +137,9 @@ pub(crate) const TABLES: &[&str] = &[
     "issue_documents",
     "document_revisions",
     "issue_interactions",
+    "issue_attachments",
+    "attachment_chunks",
+    "work_products",
 ];
 
 /// Every row of `table`, parsed from its `data` column. A row that does not parse is named by
@@ -191,6 +204,20 @@ pub(crate) async fn load_state(
     let skills = load_json(conn, "skills").await?;
     // A revision's body stays on disk: memory keeps each document's summary.
     let issue_documents = load_json(conn, "issue_documents").await?;
+    // An attachment's bytes stay on disk: memory keeps its summary, and the chunks of uploads
+    // in progress.
+    let issue_attachments = load_json(conn, "issue_attachments").await?;
+    let attachment_chunks = sqlx::query(
+        "SELECT rowid, data FROM attachment_chunks \
+         WHERE attachment_id NOT IN (SELECT id FROM issue_attachments)",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(Error::sql("load state"))?
+    .iter()
+    .map(|row| parse_row("attachment_chunks", row))
+    .collect::<Result<Vec<_>, _>>()?;
+    let work_products = load_json(conn, "work_products").await?;
     // Answered interactions stay on disk: memory keeps the pending ones.
     let pending_interactions =
         sqlx::query("SELECT rowid, data FROM issue_interactions WHERE status = 'pending'")
@@ -248,6 +275,9 @@ pub(crate) async fn load_state(
         projects,
         skills,
         issue_documents,
+        issue_attachments,
+        attachment_chunks,
+        work_products,
         pending_interactions,
         activity_seq: seq,
         activity_head: hash,

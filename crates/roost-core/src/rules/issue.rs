@@ -649,6 +649,8 @@ pub(crate) fn delete(ctx: &Ctx<'_>, issue_id: &str) -> Result<Decision, DomainEr
             .of_issue(issue_id)
             .map(|d| Change::Document(crate::document::DocumentChange::Deleted(d.id.clone()))),
     );
+    // So do its attachments, with their bytes, and its work products.
+    changes.extend(super::attachment::of_deleted_issue(ctx, issue_id));
     interaction::delete_with_issue(ctx, &mut changes, issue_id);
     let was_unresolved = !blocker_resolved(ctx.state, issue_id);
     let mut unblocked = Vec::new();

@@ -88,6 +88,26 @@ pub(super) fn reloaded(state: &State) -> State {
         projects: state.projects.values().cloned().collect(),
         skills: state.skills.values().cloned().collect(),
         issue_documents: state.documents.documents.values().cloned().collect(),
+        issue_attachments: state.attachments.attachments.values().cloned().collect(),
+        attachment_chunks: state
+            .attachments
+            .uploads
+            .iter()
+            .flat_map(|(id, u)| {
+                u.sizes
+                    .iter()
+                    .map(|(index, size)| crate::attachment::AttachmentChunk {
+                        attachment_id: id.clone(),
+                        company_id: u.company_id.clone(),
+                        issue_id: u.issue_id.clone(),
+                        index: *index,
+                        size: *size,
+                        uploader: u.uploader.clone(),
+                        at: u.last_at,
+                    })
+            })
+            .collect(),
+        work_products: state.work_products.products.values().cloned().collect(),
         pending_interactions: state.interactions.pending.values().cloned().collect(),
         activity_seq: state.activity_seq,
         activity_head: Some(state.activity_head.clone()),

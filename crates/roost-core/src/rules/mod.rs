@@ -8,6 +8,9 @@ mod agent_delete_tests;
 mod approval;
 #[cfg(test)]
 mod approval_tests;
+mod attachment;
+#[cfg(test)]
+mod attachment_tests;
 #[cfg(test)]
 mod batch_tests;
 pub(crate) mod budget;
@@ -83,6 +86,7 @@ pub(crate) mod wake;
 mod wake_merge_tests;
 #[cfg(test)]
 mod wake_tests;
+mod work_product;
 mod worker;
 #[cfg(test)]
 mod worker_credential_tests;
@@ -295,6 +299,31 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
         Command::UpdateSkill { skill_id, patch } => skill::update(&ctx, skill_id, patch),
         Command::DeleteSkill { skill_id } => skill::delete(&ctx, skill_id),
         Command::IssueDocument { issue_id, key, op } => document::decide(&ctx, issue_id, key, op),
+        Command::PutAttachmentChunk {
+            issue_id,
+            attachment_id,
+            index,
+            content,
+        } => attachment::put_chunk(&ctx, issue_id, attachment_id, *index, content),
+        Command::AddIssueAttachment {
+            issue_id,
+            attachment_id,
+            work_product_id,
+            upload,
+        } => attachment::add(&ctx, issue_id, attachment_id, work_product_id, upload),
+        Command::RemoveIssueAttachment { attachment_id } => attachment::remove(&ctx, attachment_id),
+        Command::CreateWorkProduct {
+            issue_id,
+            work_product_id,
+            fields,
+        } => work_product::create(&ctx, issue_id, work_product_id, fields),
+        Command::UpdateWorkProduct {
+            work_product_id,
+            fields,
+        } => work_product::update(&ctx, work_product_id, fields),
+        Command::DeleteWorkProduct { work_product_id } => {
+            work_product::delete(&ctx, work_product_id)
+        }
         Command::IssueInteraction { issue_id, op } => interaction::decide(&ctx, issue_id, op),
         Command::SetAgentSkills { agent_id, skills } => {
             skill::set_agent_skills(&ctx, agent_id, skills)

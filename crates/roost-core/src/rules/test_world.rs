@@ -82,6 +82,16 @@ impl World {
         actor: Actor,
         command: Command,
     ) -> Result<Outcome, DomainError> {
+        self.applied_at(at_ms, actor, command).outcome
+    }
+
+    /// The outcome and the changes of applying `command` stamped with time `at_ms`.
+    pub(crate) fn applied_at(
+        &mut self,
+        at_ms: i64,
+        actor: Actor,
+        command: Command,
+    ) -> crate::state::Applied {
         self.index += 1;
         let env = Envelope {
             request_id: None,
@@ -90,7 +100,7 @@ impl World {
             command,
             idempotency_key: None,
         };
-        self.state.apply(self.index, &env).outcome
+        self.state.apply(self.index, &env)
     }
 
     pub(crate) fn run(&mut self, actor: Actor, command: Command) -> Result<Outcome, DomainError> {
@@ -99,15 +109,8 @@ impl World {
 
     /// The outcome and the changes of applying `command` as `actor`.
     pub(crate) fn applied(&mut self, actor: Actor, command: Command) -> crate::state::Applied {
-        self.index += 1;
-        let env = Envelope {
-            request_id: None,
-            at: Timestamp(1_000 * self.index as i64),
-            actor,
-            command,
-            idempotency_key: None,
-        };
-        self.state.apply(self.index, &env)
+        let at = 1_000 * (self.index as i64 + 1);
+        self.applied_at(at, actor, command)
     }
 
     pub(crate) fn ok(&mut self, actor: Actor, command: Command) -> Outcome {

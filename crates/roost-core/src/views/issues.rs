@@ -23,6 +23,9 @@ pub struct HeartbeatContext {
     pub project: Option<Project>,
     #[serde(default)]
     pub goal: Option<Goal>,
+    /// The attachments, newest first (Paperclip's `attachments`).
+    #[serde(default)]
+    pub attachments: Vec<crate::attachment::AttachmentRef>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

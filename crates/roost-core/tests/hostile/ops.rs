@@ -281,6 +281,14 @@ pub enum Op {
         id: Id,
         body: Text,
     },
+    /// An attachment or work product op (`world/deliverables.rs`): `kind` picks an upload, a
+    /// removal, a work product's create, update or deletion.
+    Deliverable {
+        issue: Id,
+        kind: u8,
+        id: Id,
+        body: Text,
+    },
     /// An interaction op: `kind` picks a create (of each kind, one bound to the issue's plan,
     /// one with a bad payload, some keyed), an accept, a reject, a respond, verdicts or a
     /// withdraw, skip or cancel of one of the issue's pending cards (or of a made-up one).

@@ -41,6 +41,9 @@ pub struct Rows {
     skills: BTreeMap<String, roost_core::skill::Skill>,
     issue_documents: BTreeMap<String, document::IssueDocument>,
     interactions: BTreeMap<String, interaction::Interaction>,
+    attachments: BTreeMap<String, attachment::IssueAttachment>,
+    attachment_chunks: BTreeMap<String, attachment::AttachmentChunk>,
+    work_products: BTreeMap<String, work_product::WorkProduct>,
     routines: BTreeMap<String, routine::Routine>,
     triggers: BTreeMap<String, routine::RoutineTrigger>,
     routine_runs: BTreeMap<String, routine::RoutineRun>,
@@ -184,6 +187,27 @@ impl Rows {
                         self.interactions.remove(id);
                     }
                 },
+                Change::Attachment(a) => match a {
+                    attachment::AttachmentChange::Chunk { chunk: r, .. } => {
+                        let key = r.key();
+                        upsert!(attachment_chunks, "attachment_chunks", r, key)
+                    }
+                    attachment::AttachmentChange::Added(r) => {
+                        upsert!(attachments, "issue_attachments", r, r.id)
+                    }
+                    attachment::AttachmentChange::Removed(id) => {
+                        self.attachments.remove(id);
+                        self.attachment_chunks.retain(|_, c| c.attachment_id != *id);
+                    }
+                },
+                Change::WorkProduct(w) => match w {
+                    work_product::WorkProductChange::Put(r) => {
+                        upsert!(work_products, "work_products", r, r.id)
+                    }
+                    work_product::WorkProductChange::Removed(id) => {
+                        self.work_products.remove(id);
+                    }
+                },
                 Change::Home(h) => match h {
                     home::HomeChange::Home(r) => {
                         upsert!(agent_homes, "agent_homes", r, r.agent_id)
@@ -237,6 +261,15 @@ impl Rows {
             projects: all(&self.projects),
             skills: all(&self.skills),
             issue_documents: all(&self.issue_documents),
+            issue_attachments: all(&self.attachments),
+            // As the store loads them: the chunks of uploads not yet made attachments.
+            attachment_chunks: self
+                .attachment_chunks
+                .values()
+                .filter(|c| !self.attachments.contains_key(&c.attachment_id))
+                .cloned()
+                .collect(),
+            work_products: all(&self.work_products),
             // As the store loads them: the pending ones.
             pending_interactions: self
                 .interactions

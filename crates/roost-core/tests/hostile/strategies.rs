@@ -428,6 +428,15 @@ fn issue_document() -> impl Strategy<Value = Op> {
     )
 }
 
+fn deliverable() -> impl Strategy<Value = Op> {
+    (mine_id(), any::<u8>(), new_id(), text()).prop_map(|(issue, kind, id, body)| Op::Deliverable {
+        issue,
+        kind,
+        id,
+        body,
+    })
+}
+
 fn issue_interaction() -> impl Strategy<Value = Op> {
     (mine_id(), any::<u8>(), new_id(), text()).prop_map(|(issue, kind, id, body)| {
         Op::IssueInteraction {
@@ -739,6 +748,7 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         2 => put_memory_document(),
         2 => issue_document(),
         2 => issue_interaction(),
+        4 => deliverable(),
         1 => link_approval(),
         2 => set_memory_live(),
         1 => set_company_memory_live(),
@@ -766,6 +776,7 @@ fn natural(op: &Op, who: Who, n: u8) -> Who {
         | Op::AddComment { .. }
         | Op::IssueDocument { .. }
         | Op::IssueInteraction { .. }
+        | Op::Deliverable { .. }
         | Op::Checkout { .. }
         | Op::Release { .. }
         | Op::RecordCostEvent { .. }

@@ -31,6 +31,9 @@ pub struct Foreign {
     skills: BTreeMap<String, roost_core::skill::Skill>,
     issue_documents: BTreeMap<String, document::IssueDocument>,
     interactions: BTreeMap<String, interaction::Interaction>,
+    attachments: BTreeMap<String, attachment::IssueAttachment>,
+    uploads: BTreeMap<String, attachment::Upload>,
+    work_products: BTreeMap<String, work_product::WorkProduct>,
     homes: BTreeMap<String, home::AgentHome>,
     home_chunks: BTreeMap<String, home::HomeChunk>,
     routines: BTreeMap<String, routine::Routine>,
@@ -98,6 +101,9 @@ impl Foreign {
             skills: not_of(&s.skills, c, |r| Some(&r.company_id)),
             issue_documents: not_of(&s.documents.documents, c, |r| Some(&r.company_id)),
             interactions: not_of(&s.interactions.pending, c, |r| Some(&r.company_id)),
+            attachments: not_of(&s.attachments.attachments, c, |r| Some(&r.company_id)),
+            uploads: not_of(&s.attachments.uploads, c, |r| Some(&r.company_id)),
+            work_products: not_of(&s.work_products.products, c, |r| Some(&r.company_id)),
             homes: not_of(&s.home.homes, c, |r| Some(&r.company_id)),
             home_chunks: not_of(&s.home.chunks, c, |r| Some(&r.company_id)),
             routines: not_of(&s.routines.routines, c, |r| Some(&r.company_id)),
@@ -130,6 +136,9 @@ impl Foreign {
             .or_else(|| differs("skills", &a.skills, &b.skills))
             .or_else(|| differs("issue_documents", &a.issue_documents, &b.issue_documents))
             .or_else(|| differs("issue_interactions", &a.interactions, &b.interactions))
+            .or_else(|| differs("issue_attachments", &a.attachments, &b.attachments))
+            .or_else(|| differs("attachment_uploads", &a.uploads, &b.uploads))
+            .or_else(|| differs("work_products", &a.work_products, &b.work_products))
             .or_else(|| differs("agent_homes", &a.homes, &b.homes))
             .or_else(|| differs("home_chunks", &a.home_chunks, &b.home_chunks))
             .or_else(|| differs("routines", &a.routines, &b.routines))
@@ -153,6 +162,9 @@ pub fn outcome_companies(o: &Outcome) -> Vec<Option<String>> {
         Outcome::Comment(c) => vec![Some(c.company_id.clone())],
         Outcome::IssueDocument { document, .. } => vec![Some(document.company_id.clone())],
         Outcome::Interaction { interaction, .. } => vec![Some(interaction.company_id.clone())],
+        Outcome::Attachment(a) => vec![Some(a.company_id.clone())],
+        Outcome::AttachmentChunk(c) => vec![Some(c.company_id.clone())],
+        Outcome::WorkProduct(w) => vec![Some(w.company_id.clone())],
         Outcome::Run(r) => vec![Some(r.company_id.clone())],
         Outcome::Wake(w) => vec![Some(w.company_id.clone())],
         Outcome::Worker(_) => vec![None],

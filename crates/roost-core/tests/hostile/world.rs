@@ -13,6 +13,7 @@ use super::ops::{self, hostile_id, Id, IssueFields, Op, RunOf, Step, Text, When,
 use super::rows::Rows;
 
 mod commands;
+mod deliverables;
 mod governance;
 mod interactions;
 

@@ -410,6 +410,12 @@ impl Api {
                 },
                 wake_comment,
                 active_run,
+                attachments: s
+                    .attachments
+                    .of_issue(&issue.id)
+                    .into_iter()
+                    .map(|a| a.reference())
+                    .collect(),
             }
         }))
     }

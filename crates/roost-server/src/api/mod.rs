@@ -7,6 +7,7 @@
 mod activity;
 mod admin;
 mod approvals;
+mod attachments;
 mod budgets;
 mod cluster;
 mod credentials;
@@ -33,6 +34,7 @@ use roost_store::StateReader;
 pub use activity::AuditReport;
 pub use admin::{default_prefix, NewAgent};
 pub use approvals::NewApproval;
+pub use attachments::{AttachmentContent, NewAttachment};
 pub use budgets::{
     monthly_budget_cents, parse_action, AgentSpend, BudgetOverview, CostEventRequest, CostSummary,
     NewBudgetPolicy, PolicyStatus,

@@ -158,6 +158,7 @@ fn context_to_proto(c: HeartbeatContext) -> pb::HeartbeatContext {
         active_run: c.active_run.map(|r| run_to_proto(r.into_run())),
         project: c.project.map(project_to_proto),
         goal: c.goal.map(goal_to_proto),
+        attachments: super::attachments::refs_to_proto(c.attachments),
     }
 }
 

@@ -10,8 +10,8 @@ use tonic::{Request, Response, Status};
 
 use super::metadata::{authenticate_request, Credentials};
 use super::{
-    budgets, convert, credentials, documents, governance, interactions, issues, memory, monitors,
-    records, routine_triggers, routines, skills, wakes,
+    attachments, budgets, convert, credentials, documents, governance, interactions, issues,
+    memory, monitors, records, routine_triggers, routines, skills, wakes,
 };
 use crate::api::Api;
 use crate::auth::Caller;
@@ -585,6 +585,26 @@ impl Control for ControlService {
         lock_issue_document(LockIssueDocumentRequest) -> IssueDocument = documents::lock;
         unlock_issue_document(UnlockIssueDocumentRequest) -> IssueDocument = documents::unlock;
         delete_issue_document(DeleteIssueDocumentRequest) -> IssueDocument = documents::delete;
+    }
+
+    // Attachments and work products: handlers in attachments.rs.
+    async fn upload_issue_attachment(
+        &self,
+        request: Request<tonic::Streaming<pb::UploadIssueAttachmentChunk>>,
+    ) -> Reply<pb::IssueAttachment> {
+        self.serve(request, attachments::upload).await
+    }
+    delegate! {
+        list_issue_attachments(ListIssueAttachmentsRequest)
+            -> ListIssueAttachmentsResponse = attachments::list;
+        get_issue_attachment_content(GetIssueAttachmentContentRequest)
+            -> IssueAttachmentContent = attachments::content;
+        delete_issue_attachment(DeleteIssueAttachmentRequest) -> IssueAttachment = attachments::delete;
+        list_work_products(ListWorkProductsRequest)
+            -> ListWorkProductsResponse = attachments::list_products;
+        create_work_product(CreateWorkProductRequest) -> WorkProduct = attachments::create_product;
+        update_work_product(UpdateWorkProductRequest) -> WorkProduct = attachments::update_product;
+        delete_work_product(DeleteWorkProductRequest) -> WorkProduct = attachments::delete_product;
     }
 
     // Issue-thread interactions: handlers in interactions.rs.

@@ -3,6 +3,7 @@
 
 mod admin;
 mod approvals;
+mod attachments;
 mod budgets;
 mod cluster;
 mod compat;
@@ -190,6 +191,33 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route(
             "/issues/{id}/comments/{comment_id}",
             get(issues::get_comment),
+        )
+        // Attachments and work products: rest/attachments.rs. An upload may be bigger than
+        // other bodies.
+        .route(
+            "/companies/{cid}/issues/{id}/attachments",
+            post(attachments::upload)
+                .layer::<_, std::convert::Infallible>(DefaultBodyLimit::max(
+                    attachments::UPLOAD_BODY_BYTES,
+                ))
+                .layer::<_, std::convert::Infallible>(Extension(BodyLimit(
+                    attachments::UPLOAD_BODY_BYTES,
+                ))),
+        )
+        .route("/issues/{id}/attachments", get(attachments::list))
+        .route(
+            "/attachments/{id}",
+            axum::routing::delete(attachments::delete),
+        )
+        .route("/attachments/{id}/content", get(attachments::content))
+        .route(
+            "/issues/{id}/work-products",
+            get(attachments::list_work_products).post(attachments::create_work_product),
+        )
+        .route(
+            "/work-products/{id}",
+            axum::routing::patch(attachments::update_work_product)
+                .delete(attachments::delete_work_product),
         )
         .route("/issues/{id}/documents", get(documents::list))
         .route(

@@ -122,6 +122,16 @@ pub(super) enum IssueCommand {
     },
     /// Release the issue's checkout
     Release { id: String },
+    /// An issue's attachments: files uploaded to it
+    Attachment {
+        #[command(subcommand)]
+        command: super::attachment::AttachmentCommand,
+    },
+    /// An issue's work products: pull requests, branches, previews, uploaded deliverables
+    WorkProduct {
+        #[command(subcommand)]
+        command: super::attachment::WorkProductCommand,
+    },
     /// An issue's documents: named, versioned markdown such as its plan
     Document {
         #[command(subcommand)]
@@ -229,6 +239,12 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             }
         }
         IssueCommand::Show { id } => out.show(&client.get_issue(&id).await?, issue_fields)?,
+        IssueCommand::Attachment { command } => {
+            super::attachment::run(client, out, command).await?;
+        }
+        IssueCommand::WorkProduct { command } => {
+            super::attachment::run_work_product(client, out, command).await?;
+        }
         IssueCommand::Document { command } => {
             super::document::run(client, out, command).await?;
         }

@@ -5,6 +5,7 @@
 mod activity;
 mod agent;
 mod approval;
+mod attachment;
 mod budget;
 mod cluster;
 mod company;

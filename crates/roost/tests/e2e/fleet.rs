@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use roost_testkit::{wait_for, Http, ProcessCluster};
 
-use crate::support::{roost_binary, str_field};
+use crate::support::{is_live, roost_binary, str_field};
 
 /// Worker lease renewals and leases of the test servers (`[workers]` in their config).
 const RENEW_MS: u64 = 200;
@@ -349,10 +349,6 @@ impl Drop for Fleet {
 
 fn status_of(run: &Value) -> &str {
     run["status"].as_str().unwrap_or("")
-}
-
-fn is_live(run: &Value) -> bool {
-    ["queued", "assigned", "running"].contains(&status_of(run))
 }
 
 /// Twenty issues assigned to one agent go through three servers and two workers: each is done

@@ -2,6 +2,7 @@
 //! crashes and the CLI. Regression tests are named after the bug they pin.
 
 mod approvals;
+mod attachments;
 mod authz;
 mod bad_input;
 mod budgets;
@@ -16,6 +17,7 @@ mod events;
 mod fleet;
 mod governance;
 mod grpc;
+mod grpc_attachments;
 mod grpc_governance;
 mod grpc_python;
 mod grpc_records;

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use roost_testkit::{wait_for, Http, RoostProcess};
+use roost_testkit::{Http, RoostProcess};
 use serde_json::{json, Value};
 
 use crate::support::{roost_binary, str_field};
@@ -47,10 +47,6 @@ fn requests(trace: &str) -> Vec<String> {
             Some(format!("{request} -> {}", reply.get(..3)?))
         })
         .collect()
-}
-
-fn is_live(run: &Value) -> bool {
-    ["queued", "assigned", "running"].contains(&run["status"].as_str().unwrap_or(""))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,14 +93,9 @@ async fn an_agent_following_paperclips_skill_finishes_its_issue_with_a_comment(
     let identifier = str_field(&issue, "identifier");
 
     // Until the agent's run has ended (the issue is done by then, if it is ever done by it).
-    let runs_path = format!("/api/companies/{cid}/heartbeat-runs?agentId={agent}");
-    let runs = wait_for("the agent's run to end", WAIT, || async {
-        let runs = admin.get(&runs_path).await.ok()?.ok().ok()?;
-        let runs = runs.as_array()?.clone();
-        (!runs.is_empty() && !runs.iter().any(is_live)).then_some(runs)
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}\n{}", traces(&work)))?;
+    let runs = crate::support::runs_ended(&admin, &cid, &agent, WAIT)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}\n{}", traces(&work)))?;
     let all = traces(&work);
     assert_eq!(
         runs.len(),

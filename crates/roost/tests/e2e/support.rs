@@ -181,3 +181,24 @@ pub async fn dev_worker_online(admin: &Http) -> anyhow::Result<()> {
     )
     .await
 }
+
+/// A run still queued, assigned or running (a run as REST answers it).
+pub fn is_live(run: &Value) -> bool {
+    ["queued", "assigned", "running"].contains(&run["status"].as_str().unwrap_or(""))
+}
+
+/// `agent`'s runs once it has one and none is live any more (within `wait`).
+pub async fn runs_ended(
+    admin: &Http,
+    company: &str,
+    agent: &str,
+    wait: std::time::Duration,
+) -> anyhow::Result<Vec<Value>> {
+    let path = format!("/api/companies/{company}/heartbeat-runs?agentId={agent}");
+    roost_testkit::wait_for("the agent's run to end", wait, || async {
+        let runs = admin.get(&path).await.ok()?.ok().ok()?;
+        let runs = runs.as_array()?.clone();
+        (!runs.is_empty() && !runs.iter().any(is_live)).then_some(runs)
+    })
+    .await
+}

@@ -170,6 +170,18 @@ impl World {
                 };
                 Command::IssueDocument { issue_id, key, op }
             }
+            Op::Deliverable {
+                issue,
+                kind,
+                id,
+                body,
+            } => self.deliverable(
+                pick(Kind::Issue, *issue),
+                *kind,
+                pick(Kind::Comment, *id),
+                body,
+                actor,
+            ),
             Op::IssueInteraction {
                 issue,
                 kind,
