@@ -5,7 +5,7 @@
 //! (`PutAttachmentChunk`), then one command makes the attachment of them (`AddIssueAttachment`):
 //! openraft 0.9 gives an AppendEntries one heartbeat interval (30 ms) to be answered, and an
 //! entry of a few hundred KiB already misses it on a busy node, so the leader loses its
-//! followers (`tests/e2e/attachments.rs` saw it at 512 KiB). Memory keeps each attachment's
+//! followers (`tests/e2e/attachments/` saw it at 512 KiB). Memory keeps each attachment's
 //! summary and each upload in progress; the bytes live only in `state.db`
 //! (`attachment_chunks`). The rules are in `rules/attachment.rs`.
 
@@ -31,9 +31,10 @@ pub const ABANDONED_AFTER_MS: i64 = 60 * 60 * 1000;
 /// end: attachments on one issue, and the bytes of a company's attachments together.
 pub const MAX_ATTACHMENTS_PER_ISSUE: usize = 200;
 pub const MAX_COMPANY_ATTACHMENT_BYTES: u64 = 2 * 1024 * 1024 * 1024;
-/// A file name and a content type, as kept.
+/// A file name, a content type and a comment's id, as kept.
 pub const MAX_FILENAME_CHARS: usize = 255;
 pub const MAX_CONTENT_TYPE_CHARS: usize = 255;
+pub const MAX_COMMENT_ID_CHARS: usize = 200;
 
 /// What an unnamed or generic upload is stored as.
 pub const OCTET_STREAM: &str = "application/octet-stream";
@@ -149,6 +150,17 @@ impl AttachmentUpload {
                 "characters",
             ));
         }
+        if self
+            .issue_comment_id
+            .as_ref()
+            .is_some_and(|c| c.chars().count() > MAX_COMMENT_ID_CHARS)
+        {
+            return Err(DomainError::too_large(
+                "issueCommentId",
+                MAX_COMMENT_ID_CHARS as u64,
+                "characters",
+            ));
+        }
         if self.byte_size > MAX_ATTACHMENT_BYTES || self.chunks > MAX_CHUNKS {
             return Err(too_big());
         }
@@ -231,7 +243,8 @@ pub fn too_big() -> DomainError {
 }
 
 /// A content type as Paperclip keeps it: the MIME essence (parameters dropped, lowercase),
-/// `application/octet-stream` when empty, and an office document's type inferred from its file
+/// `application/octet-stream` when empty or not `type/subtype` of token characters (so no
+/// header it is served in can be bent), and an office document's type inferred from its file
 /// name when the client sent a generic one.
 pub fn normalize_content_type(sent: Option<&str>, filename: Option<&str>) -> String {
     let essence = sent
@@ -241,10 +254,18 @@ pub fn normalize_content_type(sent: Option<&str>, filename: Option<&str>) -> Str
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    let essence = if essence.is_empty() {
-        OCTET_STREAM.to_string()
-    } else {
+    let token = |t: &str| {
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    let well_formed = essence
+        .split_once('/')
+        .is_some_and(|(kind, sub)| token(kind) && token(sub));
+    let essence = if well_formed {
         essence
+    } else {
+        OCTET_STREAM.to_string()
     };
     if !GENERIC_TYPES.contains(&essence.as_str()) {
         return essence;
@@ -399,6 +420,35 @@ impl AttachmentState {
         list
     }
 
+    /// Refuses a file of `bytes` that `issue` or its company has no room for: one more
+    /// attachment than an issue may have, or more bytes than a company may keep. Apply checks
+    /// it at the first chunk and at the end; the API before it sends any chunk.
+    pub fn room_for(&self, issue: &crate::entity::Issue, bytes: u64) -> Result<(), DomainError> {
+        if self.of_issue(&issue.id).len() >= MAX_ATTACHMENTS_PER_ISSUE {
+            return Err(DomainError::quota(
+                "attachments_per_issue",
+                MAX_ATTACHMENTS_PER_ISSUE as u64,
+                format!(
+                    "issue {} has {MAX_ATTACHMENTS_PER_ISSUE} attachments, the most it may have; \
+                     delete one it no longer needs",
+                    issue.identifier
+                ),
+            ));
+        }
+        let used = self.company_bytes(&issue.company_id);
+        if used.saturating_add(bytes) > MAX_COMPANY_ATTACHMENT_BYTES {
+            return Err(DomainError::quota(
+                "company_attachment_bytes",
+                MAX_COMPANY_ATTACHMENT_BYTES,
+                format!(
+                    "the company's attachments hold {used} of the {MAX_COMPANY_ATTACHMENT_BYTES} \
+                     bytes it may keep; delete attachments it no longer needs"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The bytes of a company's attachments together.
     pub fn company_bytes(&self, company_id: &str) -> u64 {
         self.company_bytes.get(company_id).copied().unwrap_or(0)
@@ -438,6 +488,10 @@ mod tests {
             ),
             // A type the client named is kept whatever the file is called.
             (Some("text/csv"), Some("t.xlsx"), "text/csv"),
+            // Not a type: kept as bytes, never as a header to bend.
+            (Some("image/svg+xml\u{0}"), None, OCTET_STREAM),
+            (Some("text/html\r\nX-Evil: 1"), None, OCTET_STREAM),
+            (Some("nonsense"), None, OCTET_STREAM),
         ];
         for (sent, name, want) in cases {
             assert_eq!(

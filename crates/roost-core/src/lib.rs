@@ -24,6 +24,7 @@ pub mod limits;
 pub mod loop_breaker;
 pub mod memory;
 pub mod monitor;
+mod outcome;
 pub mod project;
 pub mod routine;
 pub mod routine_command;

@@ -107,7 +107,7 @@ impl Proposer {
 /// JSON bytes per entry at most (a lone bigger write is its own entry). openraft 0.9 gives an
 /// AppendEntries one heartbeat interval (30 ms) to be answered: an entry of a few hundred KiB
 /// already misses it on a busy node, and the leader then loses its followers
-/// (`tests/e2e/attachments.rs` saw it from 512 KiB). Concurrent writes of big commands (an
+/// (`tests/e2e/attachments/` saw it from 512 KiB). Concurrent writes of big commands (an
 /// attachment's chunks, `roost_core::attachment::CHUNK_BYTES`) are therefore not batched past
 /// this; small writes (about 1 KiB each) still fill a batch of [`MAX_BATCH`].
 const MAX_BATCH_BYTES: usize = 256 * 1024;
@@ -119,8 +119,12 @@ const _: () = assert!(
         <= crate::network::MAX_MESSAGE_BYTES / 2
 );
 
+/// The JSON bytes one write may take in the log: a front end refuses a bigger one before it
+/// proposes it (`roost-server/src/api/mod.rs`), so that no entry is big (above).
+pub const MAX_WRITE_BYTES: usize = 1024 * 1024;
+
 /// The length of `envelope` as JSON, as it travels in a log entry.
-fn json_len(envelope: &Envelope) -> usize {
+pub fn json_len(envelope: &Envelope) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {

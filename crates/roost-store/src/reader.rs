@@ -314,10 +314,8 @@ impl StateReader {
         .map(|kept| kept.filter(|k| k.at == at).map(|k| k.outcome))
     }
 
-    /// The bytes of the home chunk `key` (`roost_core::home::chunk_key`), if stored. Sees every
-    /// applied write (flushes first).
     /// An issue attachment's bytes (its chunks in order), or the `len` of them from `start`
-    /// (a ranged download): `None` once it is removed.
+    /// (a ranged download): `None` once it is removed. Sees every applied write (flushes first).
     pub async fn attachment_bytes(
         &self,
         id: &str,
@@ -349,6 +347,8 @@ impl StateReader {
         }))
     }
 
+    /// The bytes of the home chunk `key` (`roost_core::home::chunk_key`), if stored. Sees every
+    /// applied write (flushes first).
     pub async fn home_chunk(&self, key: &str) -> Result<Option<Vec<u8>>, Error> {
         let pool = self.flushed()?;
         let row = sqlx::query("SELECT bytes FROM home_chunks WHERE key = ?")

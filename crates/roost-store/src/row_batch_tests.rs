@@ -472,3 +472,56 @@ fn an_issues_interaction_rows_outlive_their_answer_and_go_with_the_issue() {
     );
     assert_eq!(rows, ["a:accepted"]);
 }
+
+fn chunk(attachment: &str, index: u32, bytes: &[u8]) -> Change {
+    use roost_core::attachment::{AttachmentChange, AttachmentChunk};
+    Change::Attachment(AttachmentChange::Chunk {
+        chunk: AttachmentChunk {
+            attachment_id: attachment.into(),
+            company_id: "c".into(),
+            issue_id: "i".into(),
+            index,
+            size: bytes.len() as u64,
+            uploader: "admin".into(),
+            at: Timestamp(1),
+        },
+        content: bytes.to_vec(),
+    })
+}
+
+/// A removed attachment's or given-up upload's chunks go with it, those in the file and
+/// those written earlier in the same batch; a finished attachment keeps its chunks in order.
+#[test]
+fn a_removed_attachments_chunks_go_with_it_in_the_file_and_within_a_batch() {
+    use roost_core::attachment::AttachmentChange;
+    let conn = db();
+    let mut first = RowBatch::default();
+    for change in [
+        chunk("kept", 1, b"world"),
+        chunk("kept", 0, b"hello "),
+        chunk("gone", 0, b"x"),
+    ] {
+        first.add(&change).expect("add");
+    }
+    first.write(&conn).expect("write");
+    let mut batch = RowBatch::default();
+    for change in [
+        chunk("gone", 1, b"y"),
+        Change::Attachment(AttachmentChange::Removed("gone".into())),
+        chunk("fresh", 0, b"z"),
+        Change::Attachment(AttachmentChange::Removed("fresh".into())),
+    ] {
+        batch.add(&change).expect("add");
+    }
+    batch.write(&conn).expect("write");
+    let rows = strings(&conn, "SELECT key FROM attachment_chunks ORDER BY key");
+    assert_eq!(rows, ["kept/00000", "kept/00001"]);
+    let bytes: Vec<u8> = conn
+        .prepare("SELECT bytes FROM attachment_chunks WHERE attachment_id = 'kept' ORDER BY key")
+        .expect("query")
+        .query_map([], |r| r.get::<_, Vec<u8>>(0))
+        .expect("rows")
+        .flat_map(|r| r.expect("row"))
+        .collect();
+    assert_eq!(bytes, b"hello world");
+}

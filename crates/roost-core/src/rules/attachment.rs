@@ -120,6 +120,10 @@ pub(crate) fn put_chunk(
             ),
         ));
     }
+    // An upload that could never be made an attachment is refused at its first chunks, not
+    // after its last.
+    let so_far = upload.map_or(0, Upload::bytes) + bytes.len() as u64;
+    ctx.state.attachments.room_for(&issue, so_far)?;
     let chunk = AttachmentChunk {
         attachment_id: attachment_id.to_string(),
         company_id: issue.company_id.clone(),
@@ -187,28 +191,7 @@ pub(crate) fn add(
             upload.byte_size
         )));
     }
-    if ctx.state.attachments.of_issue(&issue.id).len() >= MAX_ATTACHMENTS_PER_ISSUE {
-        return Err(DomainError::quota(
-            "attachments_per_issue",
-            MAX_ATTACHMENTS_PER_ISSUE as u64,
-            format!(
-                "issue {} has {MAX_ATTACHMENTS_PER_ISSUE} attachments, the most it may have; \
-                 delete one it no longer needs",
-                issue.identifier
-            ),
-        ));
-    }
-    let used = ctx.state.attachments.company_bytes(&issue.company_id);
-    if used.saturating_add(upload.byte_size) > MAX_COMPANY_ATTACHMENT_BYTES {
-        return Err(DomainError::quota(
-            "company_attachment_bytes",
-            MAX_COMPANY_ATTACHMENT_BYTES,
-            format!(
-                "the company's attachments hold {used} of the {MAX_COMPANY_ATTACHMENT_BYTES} bytes \
-                 it may keep; delete attachments it no longer needs"
-            ),
-        ));
-    }
+    ctx.state.attachments.room_for(&issue, upload.byte_size)?;
     if let Some(comment_id) = &upload.issue_comment_id {
         let on_issue = ctx
             .state
@@ -268,7 +251,35 @@ pub(crate) fn add(
     })
 }
 
+/// Removes an attachment, or gives up an upload in progress (its uploader only: the node
+/// taking an upload does so when the upload fails part way).
 pub(crate) fn remove(ctx: &Ctx<'_>, attachment_id: &str) -> Result<Decision, DomainError> {
+    if let Some(upload) = ctx.state.attachments.uploads.get(attachment_id) {
+        ctx.require_company(&upload.company_id, "attachment", attachment_id)?;
+        if upload.uploader != ctx.actor.id {
+            return Err(DomainError::not_found("attachment", attachment_id));
+        }
+        return Ok(Decision {
+            note: ActivityNote {
+                company_id: Some(upload.company_id.clone()),
+                entity_type: "issue",
+                entity_id: upload.issue_id.clone(),
+                details: json!({ "attachmentId": attachment_id, "upload": "given up" }),
+            },
+            changes: vec![Change::Attachment(AttachmentChange::Removed(
+                attachment_id.to_string(),
+            ))],
+            outcome: Outcome::AttachmentChunk(AttachmentChunk {
+                attachment_id: attachment_id.to_string(),
+                company_id: upload.company_id.clone(),
+                issue_id: upload.issue_id.clone(),
+                index: upload.sizes.len() as u32,
+                size: upload.bytes(),
+                uploader: upload.uploader.clone(),
+                at: upload.last_at,
+            }),
+        });
+    }
     let attachment = ctx
         .state
         .attachments

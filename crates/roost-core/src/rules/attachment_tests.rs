@@ -420,3 +420,32 @@ fn a_held_issue_refuses_another_agents_upload_and_deletion_takes_everything() {
     assert!(w.state.work_products.products.is_empty());
     assert_eq!(w.state.attachments.company_bytes("c1"), 0);
 }
+
+#[test]
+fn an_upload_is_given_up_by_its_uploader_only_and_a_full_issue_refuses_the_first_chunk() {
+    let mut w = world();
+    w.todo_issue("i1");
+    w.start_run("r1", "a1");
+    w.ok(admin(), chunk("i1", "half", 0, b"half"));
+    let give_up = Command::RemoveIssueAttachment {
+        attachment_id: "half".into(),
+    };
+    // Another writer of the company does not see it.
+    assert!(matches!(
+        w.run(agent_actor("a1", "c1", Some("r1")), give_up.clone()),
+        Err(DomainError::NotFound { .. })
+    ));
+    w.ok(admin(), give_up);
+    assert!(w.state.attachments.uploads.is_empty());
+
+    // An issue with as many attachments as it may have refuses the next upload's first chunk,
+    // before its bytes go through the log.
+    for n in 0..MAX_ATTACHMENTS_PER_ISSUE {
+        upload(&mut w, admin(), "i1", &format!("a{n}"), "f", b"f").expect("upload");
+    }
+    assert!(matches!(
+        w.run(admin(), chunk("i1", "one-more", 0, b"x")),
+        Err(DomainError::QuotaExceeded { .. })
+    ));
+    assert!(!w.state.attachments.uploads.contains_key("one-more"));
+}

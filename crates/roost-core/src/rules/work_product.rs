@@ -191,6 +191,8 @@ pub(crate) fn for_upload(
         .unwrap_or_else(|| "Attachment".into());
     product.metadata = Some(metadata_of(attachment));
     product.created_by_run_id = Some(run.id.clone());
+    // As Paperclip records an upload's artifact: no project.
+    product.project_id = None;
     Ok(Some(product))
 }
 

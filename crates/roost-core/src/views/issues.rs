@@ -59,6 +59,9 @@ pub struct IssueDetail {
     /// Without a plan document, a plan in the description's `<plan>` tags.
     #[serde(default)]
     pub legacy_plan_document: Option<crate::document::LegacyPlanDocument>,
+    /// What work on the issue produced, primary ones first (Paperclip's `workProducts`).
+    #[serde(default)]
+    pub work_products: Vec<crate::work_product::WorkProduct>,
 }
 
 /// A related issue in [`IssueDetail`].

@@ -7,6 +7,7 @@ use roost_core::attachment::{
     normalize_content_type, too_big, AttachmentUpload, AttachmentView, IssueAttachment,
     CHUNK_BYTES, MAX_ATTACHMENT_BYTES,
 };
+use roost_core::idempotency::scoped_key;
 use roost_core::work_product::{WorkProduct, WorkProductFields};
 use roost_core::{Command, DomainError, Issue, Outcome};
 use sha2::{Digest, Sha256};
@@ -14,6 +15,10 @@ use sha2::{Digest, Sha256};
 use super::{expect_outcome, new_id, Api};
 use crate::auth::Caller;
 use crate::error::ApiError;
+
+/// Uploads one node reads at once: each holds up to 10 MiB (and its chunks' base64) in memory
+/// while its chunks go through the log one by one. More wait for a moment (429).
+pub(crate) const UPLOADS_AT_ONCE: usize = 8;
 
 /// A file as a client uploads it.
 #[derive(Clone, Debug)]
@@ -52,6 +57,22 @@ impl Api {
         Ok(issue)
     }
 
+    /// A place among the uploads this node reads at once, taken before an upload's body is
+    /// read and held until it is answered.
+    pub fn upload_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+        self.uploads.clone().try_acquire_owned().map_err(|_| {
+            DomainError::quota(
+                "uploads_at_once",
+                UPLOADS_AT_ONCE as u64,
+                format!(
+                    "this node is reading {UPLOADS_AT_ONCE} uploads at once, the most it \
+                         does; retry in a moment"
+                ),
+            )
+            .into()
+        })
+    }
+
     /// Uploads a file to `issue` (from [`Api::attachment_issue`]).
     pub async fn upload_attachment(
         &self,
@@ -59,31 +80,14 @@ impl Api {
         issue: Issue,
         file: NewAttachment,
     ) -> Result<AttachmentView, ApiError> {
-        // Refused here as apply would refuse them, before any chunk goes through the log.
         if file.bytes.is_empty() {
             return Err(DomainError::invariant("attachment_empty", "Attachment is empty").into());
         }
         if file.bytes.len() as u64 > MAX_ATTACHMENT_BYTES {
             return Err(too_big().into());
         }
-        let attachment_id = new_id();
-        // The chunks are not keyed: a retry of the request uploads its own, and only the last
-        // write, keyed, makes the attachment once (`roost_core::idempotency`).
-        let uploader = Caller {
-            idempotency_key: None,
-            ..caller.clone()
-        };
         let chunks = file.bytes.chunks(CHUNK_BYTES as usize);
         let count = chunks.len();
-        for (index, chunk) in chunks.enumerate() {
-            let command = Command::PutAttachmentChunk {
-                issue_id: issue.id.clone(),
-                attachment_id: attachment_id.clone(),
-                index: u32::try_from(index).map_err(ApiError::internal)?,
-                content: base64::engine::general_purpose::STANDARD.encode(chunk),
-            };
-            self.submit(&uploader, command).await?;
-        }
         let upload = AttachmentUpload {
             content_type: normalize_content_type(
                 file.content_type.as_deref(),
@@ -95,16 +99,95 @@ impl Api {
             byte_size: file.bytes.len() as u64,
             sha256: hex::encode(Sha256::digest(&file.bytes)),
         };
-        let command = Command::AddIssueAttachment {
-            issue_id: issue.id,
-            attachment_id,
+        let attachment_id = new_id();
+        let finish = Command::AddIssueAttachment {
+            issue_id: issue.id.clone(),
+            attachment_id: attachment_id.clone(),
             work_product_id: new_id(),
             upload,
         };
-        expect_outcome!(
-            self.submit(caller, command).await?,
-            Outcome::Attachment(a) => a.view()
-        )
+        // A retry of a keyed upload that was made: only its last write, which answers the first
+        // outcome (`roost_core::idempotency`), with no chunk sent again.
+        let made = caller.idempotency_key.as_deref().is_some_and(|key| {
+            let scoped = scoped_key(&caller.actor, &finish, key);
+            self.reader().read(|s| s.idempotency.get(&scoped).is_some())
+        });
+        if !made {
+            // What apply would refuse once every chunk is in, refused before the first.
+            roost_core::limits::check(&finish)?;
+            self.upload_fits(&issue, &finish)?;
+            // The chunks are not keyed: only the last write is, so the attachment is made
+            // once whatever a retry sends.
+            let uploader = Caller {
+                idempotency_key: None,
+                ..caller.clone()
+            };
+            for (index, chunk) in chunks.enumerate() {
+                let command = Command::PutAttachmentChunk {
+                    issue_id: issue.id.clone(),
+                    attachment_id: attachment_id.clone(),
+                    index: u32::try_from(index).map_err(ApiError::internal)?,
+                    content: base64::engine::general_purpose::STANDARD.encode(chunk),
+                };
+                if let Err(e) = self.submit(&uploader, command).await {
+                    self.give_up(&uploader, &attachment_id, index).await;
+                    return Err(e);
+                }
+            }
+        }
+        match self.submit(caller, finish).await {
+            Ok(outcome) => expect_outcome!(outcome, Outcome::Attachment(a) => a.view()),
+            Err(e) => {
+                let uploader = Caller {
+                    idempotency_key: None,
+                    ..caller.clone()
+                };
+                self.give_up(&uploader, &attachment_id, count).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Refuses, before any chunk is sent, an upload to `issue` that apply would refuse once
+    /// its chunks are in: a comment not of the issue, an issue or company at its bound.
+    fn upload_fits(&self, issue: &Issue, finish: &Command) -> Result<(), ApiError> {
+        let Command::AddIssueAttachment { upload, .. } = finish else {
+            return Ok(());
+        };
+        self.reader().read(|s| {
+            if let Some(comment) = &upload.issue_comment_id {
+                match s.comments.get(comment) {
+                    None => return Err(ApiError::not_found("issue comment", comment)),
+                    Some(c) if c.issue_id != issue.id => {
+                        return Err(DomainError::invariant(
+                            "issue_comment",
+                            format!(
+                                "comment {comment} is not a comment of issue {}",
+                                issue.identifier
+                            ),
+                        )
+                        .into())
+                    }
+                    Some(_) => {}
+                }
+            }
+            s.attachments.room_for(issue, upload.byte_size)?;
+            Ok(())
+        })
+    }
+
+    /// Drops an upload that failed after `sent` chunks, so it holds no quota; best effort (an
+    /// hour later the company's next chunk drops it anyway).
+    async fn give_up(&self, uploader: &Caller, attachment_id: &str, sent: usize) {
+        if sent == 0 {
+            return;
+        }
+        let command = Command::RemoveIssueAttachment {
+            attachment_id: attachment_id.to_string(),
+        };
+        if let Err(e) = self.submit(uploader, command).await {
+            tracing::debug!(attachment_id, error = %e, "an upload given up stays until it is stale");
+        }
     }
 
     /// An issue's attachments, newest first.
@@ -170,6 +253,8 @@ impl Api {
         caller: &Caller,
         id: &str,
     ) -> Result<IssueAttachment, ApiError> {
+        // A finished attachment only (an upload in progress is not one).
+        self.attachment(caller, id).await?;
         let command = Command::RemoveIssueAttachment {
             attachment_id: id.to_string(),
         };
@@ -213,6 +298,7 @@ impl Api {
         id: &str,
         fields: WorkProductFields,
     ) -> Result<WorkProduct, ApiError> {
+        self.work_product(caller, id).await?;
         let command = Command::UpdateWorkProduct {
             work_product_id: id.to_string(),
             fields,
@@ -226,10 +312,23 @@ impl Api {
         caller: &Caller,
         id: &str,
     ) -> Result<WorkProduct, ApiError> {
+        self.work_product(caller, id).await?;
         let command = Command::DeleteWorkProduct {
             work_product_id: id.to_string(),
         };
         self.work_product_command(caller, command).await
+    }
+
+    /// A work product visible to the caller, from memory: one that is not is refused before
+    /// anything is proposed.
+    async fn work_product(&self, caller: &Caller, id: &str) -> Result<WorkProduct, ApiError> {
+        self.barrier().await?;
+        let product = self
+            .reader()
+            .read(|s| s.work_products.products.get(id).cloned())
+            .ok_or_else(|| ApiError::not_found("work product", id))?;
+        caller.check_company(&product.company_id, "work product", id)?;
+        Ok(product)
     }
 
     async fn work_product_command(

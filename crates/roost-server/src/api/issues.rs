@@ -198,6 +198,12 @@ impl Api {
                 },
                 document_summaries,
                 plan_document,
+                work_products: s
+                    .work_products
+                    .of_issue(&issue.id)
+                    .into_iter()
+                    .cloned()
+                    .collect(),
                 issue,
             }
         }))

@@ -72,6 +72,8 @@ pub struct Api {
     /// What the worker plane knows and the state does not (open sessions, leases); set once it
     /// exists, after the API (`workers/mod.rs`).
     worker_plane: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<dyn WorkerPlane>>>,
+    /// Uploads this node reads at once (`attachments.rs`): each holds its file in memory.
+    uploads: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// The leader's in-memory view of its workers, for `/metrics` and the workers views.
@@ -103,6 +105,7 @@ impl Api {
             metrics: crate::metrics::Metrics::default(),
             recall: None,
             worker_plane: std::sync::Arc::default(),
+            uploads: std::sync::Arc::new(tokio::sync::Semaphore::new(attachments::UPLOADS_AT_ONCE)),
         }
     }
 
@@ -212,6 +215,12 @@ impl Api {
             command,
             idempotency_key: caller.idempotency_key.clone(),
         };
+        // A field no bound names (an id of megabytes) cannot make a big log entry either.
+        if roost_raft::json_len(&envelope) > roost_raft::MAX_WRITE_BYTES {
+            return Err(ApiError::PayloadTooLarge {
+                limit: roost_raft::MAX_WRITE_BYTES,
+            });
+        }
         let command = envelope.command.name();
         let written = self.node.write(envelope).await?;
         // In the request's span (`rest/traced.rs`): the index finds the entry on every node.

@@ -137,6 +137,7 @@ pub(super) async fn upload(
     let issue = api
         .attachment_issue(&caller, &issue.company_id, &issue.id)
         .await?;
+    let _reading = api.upload_permit()?;
     let mut bytes = first.data;
     while let Some(chunk) = chunks
         .message()

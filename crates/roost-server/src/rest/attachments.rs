@@ -44,8 +44,9 @@ pub async fn upload(
     Path((cid, issue)): Path<(String, String)>,
     form: std::result::Result<Multipart, MultipartRejection>,
 ) -> Result<(StatusCode, Json<AttachmentView>)> {
-    // Who may upload is settled before the body is read.
+    // Who may upload is settled before the body is read, and the node has room to read it.
     let issue = api.attachment_issue(&caller, &cid, &issue).await?;
+    let _reading = api.upload_permit()?;
     let mut form = form.map_err(|e| {
         ApiError::bad_request(format!(
             "an upload is multipart/form-data with the file in the field `file`: {}",
@@ -64,7 +65,7 @@ pub async fn upload(
                     original_filename,
                     content_type,
                     issue_comment_id: None,
-                    bytes: bytes.to_vec(),
+                    bytes: bytes.into(),
                 });
             }
             Some("file") => {
@@ -122,7 +123,12 @@ fn parse_range(header: Option<&str>, total: u64) -> Range {
     let Some(spec) = header.map(str::trim) else {
         return Range::Whole;
     };
-    let Some(spec) = spec.strip_prefix("bytes=") else {
+    // The unit is case-insensitive (RFC 9110).
+    let Some(spec) = spec
+        .get(..6)
+        .filter(|unit| unit.eq_ignore_ascii_case("bytes="))
+        .and_then(|_| spec.get(6..))
+    else {
         return Range::Unsatisfiable;
     };
     if spec.contains(',') || total == 0 {
@@ -340,6 +346,7 @@ mod tests {
     fn ranges_are_read_as_paperclip_reads_them() {
         assert_eq!(parse_range(None, 10), Range::Whole);
         assert_eq!(parse_range(Some("bytes=0-3"), 10), Range::Part(0, 3));
+        assert_eq!(parse_range(Some("Bytes=0-3"), 10), Range::Part(0, 3));
         assert_eq!(parse_range(Some("bytes=4-"), 10), Range::Part(4, 9));
         assert_eq!(parse_range(Some("bytes=-3"), 10), Range::Part(7, 9));
         assert_eq!(parse_range(Some("bytes=5-100"), 10), Range::Part(5, 9));

@@ -11,6 +11,18 @@ use roost_client::{HomeFile, HomeView, RoostClient};
 use roost_core::home::{chunk_hash, is_managed, HOME_CHUNK_BYTES};
 use roost_core::limits::{MAX_HOME_FILES, MAX_HOME_UPLOAD_BYTES, MAX_HOME_UPLOAD_CHUNKS};
 
+/// The bytes one upload of chunks carries at most: one full chunk (small ones share it), under
+/// the server's bound, so that no log entry is big (`roost-raft/src/proposer.rs`: an entry of
+/// a few hundred KiB already misses openraft's one-heartbeat answer time).
+const UPLOAD_BYTES: usize = {
+    let one_chunk = HOME_CHUNK_BYTES as usize;
+    if one_chunk < MAX_HOME_UPLOAD_BYTES {
+        one_chunk
+    } else {
+        MAX_HOME_UPLOAD_BYTES
+    }
+};
+
 /// A file found in the home: its manifest entry and where it is.
 struct LocalFile {
     entry: HomeFile,
@@ -147,9 +159,7 @@ async fn upload(
             if known.contains(hash) || !sent.insert(hash.clone()) {
                 continue;
             }
-            if batch_bytes + piece.len() > MAX_HOME_UPLOAD_BYTES
-                || batch.len() == MAX_HOME_UPLOAD_CHUNKS
-            {
+            if batch_bytes + piece.len() > UPLOAD_BYTES || batch.len() == MAX_HOME_UPLOAD_CHUNKS {
                 send(client, &mut batch).await?;
                 batch_bytes = 0;
             }

@@ -35,6 +35,7 @@ fn chunks(issue: &str, name: &str, bytes: &[u8], chunk: usize) -> Vec<UploadIssu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_streams_an_upload_past_one_messages_bound_and_serves_rests_bytes(
 ) -> anyhow::Result<()> {
+    let _heavy = crate::support::one_cluster_at_a_time().await;
     let node = TestNode::start().await?;
     let token = node.admin_token.clone();
     // A file's bytes come back in one message: past gRPC's default 4 MiB, a client reading big

@@ -92,7 +92,8 @@ pub fn str_field(v: &Value, field: &str) -> String {
 }
 
 /// Tests that run a whole cluster take this lock, so that on a small machine (CI has 2 cores)
-/// they do not starve each other's Raft heartbeats into spurious elections.
+/// they do not starve each other's Raft heartbeats into spurious elections; so do tests that
+/// push megabytes through a node (attachments), which starved a cluster test's leader once.
 pub async fn one_cluster_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
     LOCK.get_or_init(|| tokio::sync::Mutex::new(()))

@@ -9,6 +9,7 @@ use crate::support::agent_with_key;
 /// touch an issue's files, and what a delete of a file or of its issue leaves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attachments_upload_list_download_range_and_delete_over_rest() -> anyhow::Result<()> {
+    let _heavy = crate::support::one_cluster_at_a_time().await;
     let node = TestNode::start().await?;
     let base = format!("http://{}", node.server().http_addr());
     let admin = node.admin_token.clone();
@@ -112,6 +113,23 @@ async fn attachments_upload_list_download_range_and_delete_over_rest() -> anyhow
         400,
     );
     assert!(error_of(&no_file).contains("file"), "{no_file}");
+    // A file naming a comment that is not there: refused before any of its bytes are sent.
+    let orphan = file_with(files.path(), "orphan.txt", b"for no comment")?;
+    let unknown = answered(
+        upload(
+            &base,
+            &uploads,
+            &admin,
+            None,
+            &[
+                file_part(&orphan, "text/plain"),
+                format!("issueCommentId={NO_SUCH_ID}"),
+            ],
+        )
+        .await?,
+        404,
+    );
+    assert!(error_of(&unknown).contains("comment"), "{unknown}");
     let empty = file_with(files.path(), "empty.txt", b"")?;
     answered(
         upload(
