@@ -73,8 +73,23 @@ impl Api {
         })
     }
 
-    /// Uploads a file to `issue` (from [`Api::attachment_issue`]).
+    /// Uploads a file to `issue` (from [`Api::attachment_issue`]). The upload runs to its end
+    /// in a task of its own: a client that goes away part way leaves neither half an upload
+    /// nor one it cannot tell was made (a retry with its key finds it).
     pub async fn upload_attachment(
+        &self,
+        caller: &Caller,
+        issue: Issue,
+        file: NewAttachment,
+    ) -> Result<AttachmentView, ApiError> {
+        let api = self.clone();
+        let caller = caller.clone();
+        tokio::spawn(async move { api.upload(&caller, issue, file).await })
+            .await
+            .map_err(ApiError::internal)?
+    }
+
+    async fn upload(
         &self,
         caller: &Caller,
         issue: Issue,
@@ -106,22 +121,24 @@ impl Api {
             work_product_id: new_id(),
             upload,
         };
-        // A retry of a keyed upload that was made: only its last write, which answers the first
-        // outcome (`roost_core::idempotency`), with no chunk sent again.
+        // The chunks are not keyed: only the last write is, so the attachment is made once
+        // whatever a retry sends.
+        let uploader = Caller {
+            idempotency_key: None,
+            ..caller.clone()
+        };
+        // A retry of a keyed upload that was made (memory is past the caller's barrier,
+        // `attachment_issue`): only its last write, which answers the first outcome
+        // (`roost_core::idempotency`), with no chunk sent again.
         let made = caller.idempotency_key.as_deref().is_some_and(|key| {
             let scoped = scoped_key(&caller.actor, &finish, key);
             self.reader().read(|s| s.idempotency.get(&scoped).is_some())
         });
+        let mut sent = 0;
         if !made {
             // What apply would refuse once every chunk is in, refused before the first.
             roost_core::limits::check(&finish)?;
             self.upload_fits(&issue, &finish)?;
-            // The chunks are not keyed: only the last write is, so the attachment is made
-            // once whatever a retry sends.
-            let uploader = Caller {
-                idempotency_key: None,
-                ..caller.clone()
-            };
             for (index, chunk) in chunks.enumerate() {
                 let command = Command::PutAttachmentChunk {
                     issue_id: issue.id.clone(),
@@ -130,19 +147,26 @@ impl Api {
                     content: base64::engine::general_purpose::STANDARD.encode(chunk),
                 };
                 if let Err(e) = self.submit(&uploader, command).await {
-                    self.give_up(&uploader, &attachment_id, index).await;
+                    self.give_up(&uploader, &attachment_id, index, &e).await;
                     return Err(e);
                 }
+                sent = index + 1;
             }
         }
         match self.submit(caller, finish).await {
-            Ok(outcome) => expect_outcome!(outcome, Outcome::Attachment(a) => a.view()),
+            Ok(outcome) => {
+                let made = expect_outcome!(outcome, Outcome::Attachment(a) => a)?;
+                // A retry that raced its first attempt (both sent chunks): the key answered
+                // the first attachment, so this request's chunks are given up.
+                if made.id != attachment_id {
+                    let refused = ApiError::Domain(DomainError::conflict("made by the first"));
+                    self.give_up(&uploader, &attachment_id, sent, &refused)
+                        .await;
+                }
+                Ok(made.view())
+            }
             Err(e) => {
-                let uploader = Caller {
-                    idempotency_key: None,
-                    ..caller.clone()
-                };
-                self.give_up(&uploader, &attachment_id, count).await;
+                self.give_up(&uploader, &attachment_id, sent, &e).await;
                 Err(e)
             }
         }
@@ -156,7 +180,12 @@ impl Api {
         };
         self.reader().read(|s| {
             if let Some(comment) = &upload.issue_comment_id {
-                match s.comments.get(comment) {
+                // Another company's comment is as unknown as one that is not there.
+                match s
+                    .comments
+                    .get(comment)
+                    .filter(|c| c.company_id == issue.company_id)
+                {
                     None => return Err(ApiError::not_found("issue comment", comment)),
                     Some(c) if c.issue_id != issue.id => {
                         return Err(DomainError::invariant(
@@ -176,10 +205,12 @@ impl Api {
         })
     }
 
-    /// Drops an upload that failed after `sent` chunks, so it holds no quota; best effort (an
-    /// hour later the company's next chunk drops it anyway).
-    async fn give_up(&self, uploader: &Caller, attachment_id: &str, sent: usize) {
-        if sent == 0 {
+    /// Drops an upload that failed after `sent` chunks, so it holds no quota: only when apply
+    /// refused the write (`error` is a refusal), never when its outcome is unknown, as a write
+    /// that timed out may still have made the attachment. Best effort: an upload left over is
+    /// dropped by its company's next chunk an hour after its last.
+    async fn give_up(&self, uploader: &Caller, attachment_id: &str, sent: usize, error: &ApiError) {
+        if sent == 0 || !matches!(error, ApiError::Domain(_)) {
             return;
         }
         let command = Command::RemoveIssueAttachment {

@@ -217,9 +217,12 @@ impl Api {
         };
         // A field no bound names (an id of megabytes) cannot make a big log entry either.
         if roost_raft::json_len(&envelope) > roost_raft::MAX_WRITE_BYTES {
-            return Err(ApiError::PayloadTooLarge {
-                limit: roost_raft::MAX_WRITE_BYTES,
-            });
+            return Err(roost_core::DomainError::too_large(
+                "write",
+                roost_raft::MAX_WRITE_BYTES as u64,
+                "bytes of JSON as it is kept in the log (escapes counted): send less",
+            )
+            .into());
         }
         let command = envelope.command.name();
         let written = self.node.write(envelope).await?;
