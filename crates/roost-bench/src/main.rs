@@ -21,11 +21,14 @@
 //!   node's state machine in this process, on one thread: CPU time per write, and under
 //!   callgrind the instruction counts that show a change of a few percent (BENCHMARKS.md,
 //!   "Apply on one thread").
+//! - `big-writes`: a 3-node cluster; writers save documents of about 500 KB at once; failed
+//!   writes, leader changes, throughput and latency.
 //! - `memory`: agent memory log entries (10^4 to 10^6) in a `state.db` written through the
 //!   store's own rows; search latency, bytes per entry on disk and in memory, and the time to
 //!   render the prompt's recent entries.
 
 mod apply;
+mod big_writes;
 mod checkout;
 mod etcd;
 mod etcd_cluster;
@@ -85,6 +88,9 @@ enum Command {
     /// Agent memory at 10^4 to 10^6 log entries: search latency, bytes per entry on disk and
     /// in memory, prompt rendering time (in-process store, no server)
     Memory(memory::MemoryArgs),
+    /// Concurrent writes of documents of about 500 KB on a 3-node cluster: failed writes,
+    /// leader changes, throughput and latency
+    BigWrites(big_writes::BigWritesArgs),
 }
 
 #[tokio::main]
@@ -99,5 +105,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Scale(a) => scale::run(a).await,
         Command::Apply(a) => apply::run(a).await,
         Command::Memory(a) => memory::run(a).await,
+        Command::BigWrites(a) => big_writes::run(a).await,
     }
 }

@@ -303,6 +303,22 @@ pub fn content_type_for(filename: &str) -> &'static str {
     }
 }
 
+/// The type a file is served as: the kept one, or for a file kept as a generic type whose
+/// name says it is a video, that video type, so that a player opens it inline (Paperclip
+/// serves it so; the kept type stays as sent).
+pub fn served_content_type<'a>(kept: &'a str, filename: Option<&str>) -> &'a str {
+    if !GENERIC_TYPES.contains(&kept) {
+        return kept;
+    }
+    let lower = filename.unwrap_or("").trim().to_ascii_lowercase();
+    match lower.rsplit_once('.').map_or("", |(_, ext)| ext) {
+        "mp4" | "m4v" => "video/mp4",
+        "webm" => "video/webm",
+        "mov" | "qt" | "quicktime" => "video/quicktime",
+        _ => kept,
+    }
+}
+
 fn office_type(filename: &str) -> Option<&'static str> {
     let lower = filename.trim().to_ascii_lowercase();
     let ext = lower.rsplit_once('.')?.1;
@@ -424,17 +440,13 @@ impl AttachmentState {
     /// attachment than an issue may have, or more bytes than a company may keep. Apply checks
     /// it at the first chunk and at the end; the API before it sends any chunk.
     pub fn room_for(&self, issue: &crate::entity::Issue, bytes: u64) -> Result<(), DomainError> {
-        if self.of_issue(&issue.id).len() >= MAX_ATTACHMENTS_PER_ISSUE {
-            return Err(DomainError::quota(
-                "attachments_per_issue",
-                MAX_ATTACHMENTS_PER_ISSUE as u64,
-                format!(
-                    "issue {} has {MAX_ATTACHMENTS_PER_ISSUE} attachments, the most it may have; \
-                     delete one it no longer needs",
-                    issue.identifier
-                ),
-            ));
-        }
+        DomainError::room_on_issue(
+            "attachments_per_issue",
+            "attachments",
+            (self.of_issue(&issue.id).len(), MAX_ATTACHMENTS_PER_ISSUE),
+            &issue.identifier,
+            "delete one it no longer needs",
+        )?;
         let used = self.company_bytes(&issue.company_id);
         if used.saturating_add(bytes) > MAX_COMPANY_ATTACHMENT_BYTES {
             return Err(DomainError::quota(
@@ -508,6 +520,35 @@ mod tests {
         assert!(is_inline("application/PDF"));
         assert!(!is_inline("application/zip"));
         assert!(!is_inline("text/html"));
+    }
+
+    /// Regression: a video kept as a generic type (a browser or curl sends `.mov` files as
+    /// application/octet-stream) was served as a download; Paperclip serves it as the video
+    /// its name says, inline.
+    #[test]
+    fn a_video_kept_as_bytes_is_served_as_the_video_its_name_says() {
+        let cases = [
+            ("application/octet-stream", Some("demo.MP4"), "video/mp4"),
+            ("binary/octet-stream", Some("clip.m4v"), "video/mp4"),
+            ("application/x-binary", Some("take.webm"), "video/webm"),
+            (
+                "application/octet-stream",
+                Some("screen.mov"),
+                "video/quicktime",
+            ),
+            ("application/octet-stream", Some("a.qt"), "video/quicktime"),
+            // A type the client named is served as named; other bytes stay bytes.
+            ("text/plain", Some("notes.mp4"), "text/plain"),
+            ("application/octet-stream", Some("build.bin"), OCTET_STREAM),
+            ("application/octet-stream", None, OCTET_STREAM),
+        ];
+        for (kept, name, want) in cases {
+            assert_eq!(served_content_type(kept, name), want, "{kept} {name:?}");
+        }
+        assert!(is_inline(served_content_type(
+            OCTET_STREAM,
+            Some("demo.webm")
+        )));
     }
 
     #[test]

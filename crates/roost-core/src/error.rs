@@ -105,6 +105,26 @@ impl DomainError {
         }
     }
 
+    /// Room for one more `what` (a plural: "documents") on issue `identifier`, which holds
+    /// `count` of the `limit` it may: once full, a quota refusal that says what the caller can
+    /// do instead (`remedy`). The one shape of every per-issue bound.
+    pub fn room_on_issue(
+        quota: &str,
+        what: &str,
+        (count, limit): (usize, usize),
+        identifier: &str,
+        remedy: &str,
+    ) -> Result<(), DomainError> {
+        if count < limit {
+            return Ok(());
+        }
+        Err(DomainError::quota(
+            quota,
+            limit as u64,
+            format!("issue {identifier} has {limit} {what}, the most it may have; {remedy}"),
+        ))
+    }
+
     pub fn quota(quota: &str, limit: u64, message: impl Into<String>) -> Self {
         DomainError::QuotaExceeded {
             quota: quota.into(),

@@ -22,6 +22,11 @@ pub const RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
 /// The longest accepted key.
 pub const MAX_KEY_LEN: usize = 128;
 
+/// The oldest time a key is still remembered at `now`.
+fn retained_since(now: Timestamp) -> Timestamp {
+    Timestamp(now.0.saturating_sub(RETENTION_MS))
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Remembered {
@@ -176,12 +181,18 @@ impl IdempotencyTable {
 
     /// Keys older than the retention window as of `now`, oldest first.
     pub fn expired(&self, now: Timestamp) -> Vec<String> {
-        let cutoff = Timestamp(now.0.saturating_sub(RETENTION_MS));
+        let cutoff = retained_since(now);
         self.by_time
             .iter()
             .take_while(|(at, _)| *at < cutoff)
             .map(|(_, k)| k.to_string())
             .collect()
+    }
+
+    /// `key` if a command applied at `at` would still find it: a key past the retention
+    /// window stays in memory until the next apply forgets it, and answers nothing then.
+    pub fn live_at(&self, key: &str, at: Timestamp) -> Option<&Seen> {
+        self.get(key).filter(|seen| seen.at >= retained_since(at))
     }
 
     pub fn len(&self) -> usize {
@@ -200,6 +211,32 @@ impl IdempotencyTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: a keyed upload's retry skipped its chunks when its key was still in
+    /// memory but past the retention window, so the last write, applied anew, had no chunks.
+    /// A key counts only while a command applied then would still find it.
+    #[test]
+    fn a_key_past_its_retention_is_not_live_though_still_in_memory() {
+        let mut table = IdempotencyTable::default();
+        table.insert(Remembered {
+            key: "k".into(),
+            at: Timestamp(1_000),
+            index: 1,
+            outcome: Err(DomainError::conflict("x")),
+            fingerprint: None,
+        });
+        let last_live = Timestamp(1_000 + RETENTION_MS);
+        assert!(table.live_at("k", last_live).is_some());
+        assert!(table.expired(last_live).is_empty());
+        let past = Timestamp(last_live.0 + 1);
+        assert!(table.live_at("k", past).is_none());
+        assert_eq!(table.expired(past), ["k"]);
+        assert!(
+            table.get("k").is_some(),
+            "in memory until an apply forgets it"
+        );
+        assert!(table.live_at("other", Timestamp(1_000)).is_none());
+    }
 
     fn seen(row: Option<&str>) -> Seen {
         Seen {

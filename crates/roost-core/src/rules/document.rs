@@ -243,17 +243,16 @@ fn create(
             id: document_id.into(),
         });
     }
-    if ctx.state.documents.of_issue(&issue.id).count() >= MAX_DOCUMENTS_PER_ISSUE {
-        return Err(DomainError::quota(
-            "documents_per_issue",
-            MAX_DOCUMENTS_PER_ISSUE as u64,
-            format!(
-                "issue {} has {MAX_DOCUMENTS_PER_ISSUE} documents, the most it may have; \
-                 update one of them or ask an administrator to delete one",
-                issue.identifier
-            ),
-        ));
-    }
+    DomainError::room_on_issue(
+        "documents_per_issue",
+        "documents",
+        (
+            ctx.state.documents.of_issue(&issue.id).count(),
+            MAX_DOCUMENTS_PER_ISSUE,
+        ),
+        &issue.identifier,
+        "update one of them or ask an administrator to delete one",
+    )?;
     let doc = IssueDocument {
         id: document_id.to_string(),
         company_id: issue.company_id.clone(),

@@ -154,17 +154,16 @@ fn create(ctx: &Ctx<'_>, issue: &Issue, new: &NewInteraction) -> Result<Decision
             id: card.id.clone(),
         });
     }
-    if ctx.state.interactions.pending_of_issue(&issue.id).count() >= MAX_PENDING_PER_ISSUE {
-        return Err(DomainError::quota(
-            "pending_interactions_per_issue",
-            MAX_PENDING_PER_ISSUE as u64,
-            format!(
-                "issue {} has {MAX_PENDING_PER_ISSUE} pending interactions, the most it may \
-                 have; withdraw one or wait for answers",
-                issue.identifier
-            ),
-        ));
-    }
+    DomainError::room_on_issue(
+        "pending_interactions_per_issue",
+        "pending interactions",
+        (
+            ctx.state.interactions.pending_of_issue(&issue.id).count(),
+            MAX_PENDING_PER_ISSUE,
+        ),
+        &issue.identifier,
+        "withdraw one or wait for answers",
+    )?;
     check_target(ctx, issue, &card)?;
     let mut changes = Vec::new();
     if let Some(agent_id) = &card.addressee_agent_id {

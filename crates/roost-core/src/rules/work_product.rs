@@ -76,17 +76,16 @@ pub(crate) fn create(
             earlier
         }
         None => {
-            if ctx.state.work_products.of_issue(&issue.id).len() >= MAX_WORK_PRODUCTS_PER_ISSUE {
-                return Err(DomainError::quota(
-                    "work_products_per_issue",
-                    MAX_WORK_PRODUCTS_PER_ISSUE as u64,
-                    format!(
-                        "issue {} has {MAX_WORK_PRODUCTS_PER_ISSUE} work products, the most it may \
-                         have; update or delete one",
-                        issue.identifier
-                    ),
-                ));
-            }
+            DomainError::room_on_issue(
+                "work_products_per_issue",
+                "work products",
+                (
+                    ctx.state.work_products.of_issue(&issue.id).len(),
+                    MAX_WORK_PRODUCTS_PER_ISSUE,
+                ),
+                &issue.identifier,
+                "update or delete one",
+            )?;
             let mut product = blank(ctx, &issue, id, kind, provider);
             apply(&mut product, &fields);
             product

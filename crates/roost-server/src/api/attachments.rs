@@ -9,16 +9,25 @@ use roost_core::attachment::{
 };
 use roost_core::idempotency::scoped_key;
 use roost_core::work_product::{WorkProduct, WorkProductFields};
-use roost_core::{Command, DomainError, Issue, Outcome};
+use roost_core::{Command, DomainError, Issue, Outcome, Timestamp};
 use sha2::{Digest, Sha256};
 
-use super::{expect_outcome, new_id, Api};
+use super::upload_slots::{NoSlot, UploadSlot};
+use super::{expect_outcome, new_id, now, Api};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
 /// Uploads one node reads at once: each holds up to 10 MiB (and its chunks' base64) in memory
 /// while its chunks go through the log one by one. More wait for a moment (429).
 pub(crate) const UPLOADS_AT_ONCE: usize = 8;
+
+/// Of those, the uploads one caller (a credential) sends at once: half, so that one cannot
+/// keep the others out (`upload_slots.rs`).
+pub(crate) const UPLOADS_AT_ONCE_PER_CALLER: usize = UPLOADS_AT_ONCE / 2;
+
+/// How long before its key expires a keyed retry still counts on it: an upload's chunks and
+/// last write commit within this (10 MiB is 80 chunks of a few ms each).
+const KEY_MARGIN_MS: i64 = 10 * 60 * 1000;
 
 /// A file as a client uploads it.
 #[derive(Clone, Debug)]
@@ -58,17 +67,32 @@ impl Api {
     }
 
     /// A place among the uploads this node reads at once, taken before an upload's body is
-    /// read and held until it is answered.
-    pub fn upload_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
-        self.uploads.clone().try_acquire_owned().map_err(|_| {
-            DomainError::quota(
-                "uploads_at_once",
-                UPLOADS_AT_ONCE as u64,
-                format!(
-                    "this node is reading {UPLOADS_AT_ONCE} uploads at once, the most it \
+    /// read and held until it is answered; one caller takes at most its share of them.
+    pub(crate) fn upload_permit(&self, caller: &Caller) -> Result<UploadSlot, ApiError> {
+        let who = caller
+            .actor
+            .credential_id
+            .as_deref()
+            .unwrap_or(&caller.actor.id);
+        self.uploads.take(who).map_err(|why| {
+            match why {
+                NoSlot::Node => DomainError::quota(
+                    "uploads_at_once",
+                    UPLOADS_AT_ONCE as u64,
+                    format!(
+                        "this node is reading {UPLOADS_AT_ONCE} uploads at once, the most it \
                          does; retry in a moment"
+                    ),
                 ),
-            )
+                NoSlot::Caller => DomainError::quota(
+                    "uploads_at_once_per_caller",
+                    UPLOADS_AT_ONCE_PER_CALLER as u64,
+                    format!(
+                        "this credential is sending {UPLOADS_AT_ONCE_PER_CALLER} uploads to this \
+                         node at once, the most one may; send the next when one is done"
+                    ),
+                ),
+            }
             .into()
         })
     }
@@ -129,10 +153,13 @@ impl Api {
         };
         // A retry of a keyed upload that was made (memory is past the caller's barrier,
         // `attachment_issue`): only its last write, which answers the first outcome
-        // (`roost_core::idempotency`), with no chunk sent again.
+        // (`roost_core::idempotency`), with no chunk sent again. Only while the key is sure
+        // to outlive the upload: one that expires first would leave the last write no chunks.
         let made = caller.idempotency_key.as_deref().is_some_and(|key| {
             let scoped = scoped_key(&caller.actor, &finish, key);
-            self.reader().read(|s| s.idempotency.get(&scoped).is_some())
+            let finished_by = Timestamp(now().0.saturating_add(KEY_MARGIN_MS));
+            self.reader()
+                .read(|s| s.idempotency.live_at(&scoped, finished_by).is_some())
         });
         let mut sent = 0;
         if !made {

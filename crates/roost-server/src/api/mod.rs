@@ -23,6 +23,7 @@ mod routines;
 mod run_logs;
 mod runs;
 mod skills;
+mod upload_slots;
 mod views;
 mod wakes;
 mod workers;
@@ -72,8 +73,8 @@ pub struct Api {
     /// What the worker plane knows and the state does not (open sessions, leases); set once it
     /// exists, after the API (`workers/mod.rs`).
     worker_plane: std::sync::Arc<std::sync::OnceLock<std::sync::Arc<dyn WorkerPlane>>>,
-    /// Uploads this node reads at once (`attachments.rs`): each holds its file in memory.
-    uploads: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Uploads this node reads at once, and each caller's share (`upload_slots.rs`).
+    uploads: upload_slots::UploadSlots,
 }
 
 /// The leader's in-memory view of its workers, for `/metrics` and the workers views.
@@ -105,7 +106,10 @@ impl Api {
             metrics: crate::metrics::Metrics::default(),
             recall: None,
             worker_plane: std::sync::Arc::default(),
-            uploads: std::sync::Arc::new(tokio::sync::Semaphore::new(attachments::UPLOADS_AT_ONCE)),
+            uploads: upload_slots::UploadSlots::new(
+                attachments::UPLOADS_AT_ONCE,
+                attachments::UPLOADS_AT_ONCE_PER_CALLER,
+            ),
         }
     }
 

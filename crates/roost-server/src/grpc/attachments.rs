@@ -137,7 +137,7 @@ pub(super) async fn upload(
     let issue = api
         .attachment_issue(&caller, &issue.company_id, &issue.id)
         .await?;
-    let _reading = api.upload_permit()?;
+    let _reading = api.upload_permit(&caller)?;
     let mut bytes = first.data;
     while let Some(chunk) = chunks
         .message()

@@ -9,7 +9,7 @@ use axum::extract::{Multipart, Path, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use roost_core::attachment::{is_inline, AttachmentView, IssueAttachment};
+use roost_core::attachment::{is_inline, served_content_type, AttachmentView, IssueAttachment};
 use roost_core::work_product::{WorkProduct, WorkProductFields};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -46,7 +46,7 @@ pub async fn upload(
 ) -> Result<(StatusCode, Json<AttachmentView>)> {
     // Who may upload is settled before the body is read, and the node has room to read it.
     let issue = api.attachment_issue(&caller, &cid, &issue).await?;
-    let _reading = api.upload_permit()?;
+    let _reading = api.upload_permit(&caller)?;
     let mut form = form.map_err(|e| {
         ApiError::bad_request(format!(
             "an upload is multipart/form-data with the file in the field `file`: {}",
@@ -192,11 +192,14 @@ fn disposition(kind: &str, name: &str) -> HeaderValue {
 
 fn content_headers(attachment: &IssueAttachment, download: bool) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    let content_type = &attachment.content_type;
+    let content_type = served_content_type(
+        &attachment.content_type,
+        attachment.original_filename.as_deref(),
+    );
     let shown = if content_type == "text/markdown" {
         format!("{content_type}; charset=utf-8")
     } else {
-        content_type.clone()
+        content_type.to_string()
     };
     if let Ok(v) = HeaderValue::from_str(&shown) {
         headers.insert(header::CONTENT_TYPE, v);

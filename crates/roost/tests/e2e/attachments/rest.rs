@@ -87,6 +87,41 @@ async fn attachments_upload_list_download_range_and_delete_over_rest() -> anyhow
     assert_eq!(document.bytes, plan);
     assert_eq!(document.content_type(), DOCX);
     assert_disposition(&document, "attachment", "plan.docx");
+    // A video its client sent as generic bytes: kept so, served as the video its name says
+    // and shown in place (a player opens it), as Paperclip serves it.
+    let clip = b"\x00\x00\x00\x14ftypqt  a screen recording".to_vec();
+    let clip_path = file_with(files.path(), "demo.mov", &clip)?;
+    let reply = upload(
+        &base,
+        &uploads,
+        &admin,
+        None,
+        &[file_part(&clip_path, "application/octet-stream")],
+    )
+    .await?;
+    let a = answered(reply, 201);
+    let clip_id = check_attachment(
+        &a,
+        &issue,
+        &cid,
+        "demo.mov",
+        "application/octet-stream",
+        &clip,
+    )
+    .await?;
+    let video = download(&base, &admin, &content(&clip_id), None).await?;
+    assert_eq!(
+        (video.status, video.bytes.as_slice()),
+        (200, clip.as_slice())
+    );
+    assert_eq!(video.content_type(), "video/quicktime");
+    assert_disposition(&video, "inline", "demo.mov");
+    answered(
+        node.admin
+            .delete(&format!("/api/attachments/{clip_id}"))
+            .await?,
+        200,
+    );
 
     // One range of bytes; a range past the end is refused and says the size.
     let total = chart.len();
