@@ -6,6 +6,7 @@
 //! this is where a node too slow for big entries loses its followers (BENCHMARKS.md, "Big
 //! writes").
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use clap::Args;
@@ -35,42 +36,57 @@ pub async fn run(args: BigWritesArgs) -> anyhow::Result<()> {
     let leader = cluster.leader().await?;
     let term_before = cluster.report(leader).term;
     let admin = cluster.admin(leader);
-    let issue = admin
-        .post(
-            &format!("/api/companies/{}/issues", cluster.company_id),
-            json!({ "title": "big documents", "status": "todo" }),
-        )
-        .await?
-        .ok()?;
-    let issue = issue["id"].as_str().unwrap_or_default().to_string();
+    // An issue per writer: an issue holds at most 100 documents (roost_core::document).
+    let mut issues = Vec::new();
+    for writer in 0..args.writers {
+        let issue = admin
+            .post(
+                &format!("/api/companies/{}/issues", cluster.company_id),
+                json!({ "title": format!("big documents {writer}"), "status": "todo" }),
+            )
+            .await?
+            .ok()?;
+        let id = issue["id"]
+            .as_str()
+            .ok_or_else(|| anyhow::anyhow!("an issue without an id: {issue}"))?;
+        issues.push(id.to_string());
+    }
     let body = "b".repeat(args.bytes);
     eprintln!(
         "{} writers x {} documents of {} bytes...",
         args.writers, args.writes, args.bytes
     );
     let started = Instant::now();
-    let writers = (0..args.writers).map(|writer| {
-        let (admin, issue, body) = (admin.clone(), issue.clone(), body.clone());
+    let writers = issues.into_iter().map(|issue| {
+        let (admin, body) = (admin.clone(), body.clone());
         let writes = args.writes;
         tokio::spawn(async move {
-            let (mut latencies, mut failed) = (Vec::new(), 0usize);
+            let mut latencies = Vec::new();
+            let mut failed = BTreeMap::<String, usize>::new();
             for n in 0..writes {
-                let path = format!("/api/issues/{issue}/documents/doc-{writer}-{n}");
+                let path = format!("/api/issues/{issue}/documents/doc-{n}");
                 let doc = json!({ "title": "doc", "format": "markdown", "body": body });
                 let start = Instant::now();
-                match admin.put(&path, doc).await {
-                    Ok(reply) if reply.status.is_success() => latencies.push(us(start.elapsed())),
-                    _ => failed += 1,
-                }
+                let why = match admin.put(&path, doc).await {
+                    Ok(reply) if reply.status.is_success() => {
+                        latencies.push(us(start.elapsed()));
+                        continue;
+                    }
+                    Ok(reply) => format!("{} {}", reply.status.as_u16(), reply.body["error"]),
+                    Err(e) => format!("no answer: {e}"),
+                };
+                *failed.entry(why).or_default() += 1;
             }
             (latencies, failed)
         })
     });
-    let (mut latencies, mut failed) = (Vec::new(), 0);
+    let (mut latencies, mut failed) = (Vec::new(), BTreeMap::<String, usize>::new());
     for writer in writers.collect::<Vec<_>>() {
         let (l, f) = writer.await?;
         latencies.extend(l);
-        failed += f;
+        for (why, n) in f {
+            *failed.entry(why).or_default() += n;
+        }
     }
     let elapsed = started.elapsed();
     let leader_after = cluster.leader().await?;
@@ -85,15 +101,25 @@ pub async fn run(args: BigWritesArgs) -> anyhow::Result<()> {
         println!(
             "{}",
             json!({ "writers": args.writers, "bytes": args.bytes, "ok": latencies.len(),
-                    "failed": failed, "newTerms": terms, "seconds": elapsed.as_secs_f64(),
+                    "failed": failed.values().sum::<usize>(), "failures": failed, "newTerms": terms, "seconds": elapsed.as_secs_f64(),
                     "mbPerSecond": mb_per_s, "p50Ms": ms(p50), "p99Ms": ms(p99) })
         );
     } else {
         println!(
             "writers {} x {} B: {} ok, {} failed, {} new terms, {:.2} s, {:.1} MB/s, p50 {:.1} ms, p99 {:.1} ms",
-            args.writers, args.bytes, latencies.len(), failed, terms,
-            elapsed.as_secs_f64(), mb_per_s, ms(p50), ms(p99)
+            args.writers,
+            args.bytes,
+            latencies.len(),
+            failed.values().sum::<usize>(),
+            terms,
+            elapsed.as_secs_f64(),
+            mb_per_s,
+            ms(p50),
+            ms(p99)
         );
+        for (why, n) in &failed {
+            println!("  {n} failed: {why}");
+        }
     }
     cluster.shutdown().await;
     Ok(())

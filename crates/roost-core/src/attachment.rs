@@ -291,13 +291,12 @@ pub fn content_type_for(filename: &str) -> &'static str {
         "csv" => "text/csv",
         "html" | "htm" => "text/html",
         "zip" => "application/zip",
-        "mp4" => "video/mp4",
-        "webm" => "video/webm",
-        "mov" => "video/quicktime",
         _ => "",
     };
     if known.is_empty() {
-        office_type(filename).unwrap_or(OCTET_STREAM)
+        video_type(filename)
+            .or_else(|| office_type(filename))
+            .unwrap_or(OCTET_STREAM)
     } else {
         known
     }
@@ -310,13 +309,18 @@ pub fn served_content_type<'a>(kept: &'a str, filename: Option<&str>) -> &'a str
     if !GENERIC_TYPES.contains(&kept) {
         return kept;
     }
-    let lower = filename.unwrap_or("").trim().to_ascii_lowercase();
-    match lower.rsplit_once('.').map_or("", |(_, ext)| ext) {
+    filename.and_then(video_type).unwrap_or(kept)
+}
+
+/// The video type a file's name says, as Paperclip reads names (`.m4v` as MP4).
+fn video_type(filename: &str) -> Option<&'static str> {
+    let lower = filename.trim().to_ascii_lowercase();
+    Some(match lower.rsplit_once('.')?.1 {
         "mp4" | "m4v" => "video/mp4",
         "webm" => "video/webm",
         "mov" | "qt" | "quicktime" => "video/quicktime",
-        _ => kept,
-    }
+        _ => return None,
+    })
 }
 
 fn office_type(filename: &str) -> Option<&'static str> {

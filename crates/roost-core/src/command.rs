@@ -44,6 +44,12 @@ pub struct Actor {
 }
 
 impl Actor {
+    /// Who a per-caller bound counts against (idempotency keys, rate limits, uploads at
+    /// once): the credential, or without one the actor. A run key is a credential of its own.
+    pub fn credential_or_id(&self) -> &str {
+        self.credential_id.as_deref().unwrap_or(&self.id)
+    }
+
     pub fn system() -> Actor {
         Actor {
             kind: ActorKind::System,

@@ -215,3 +215,33 @@ impl DomainError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::DomainError;
+
+    /// Every per-issue bound (documents, interactions, attachments, work products) refuses
+    /// with one shape: its quota name and limit, and a sentence naming the issue and what to do.
+    #[test]
+    fn an_issue_with_room_passes_and_a_full_one_says_which_and_what_to_do() {
+        let room = |count| {
+            DomainError::room_on_issue(
+                "documents_per_issue",
+                "documents",
+                (count, 100),
+                "ACM-7",
+                "update one of them",
+            )
+        };
+        assert!(room(99).is_ok());
+        assert_eq!(
+            room(100),
+            Err(DomainError::QuotaExceeded {
+                quota: "documents_per_issue".into(),
+                limit: 100,
+                message: "issue ACM-7 has 100 documents, the most it may have; update one of them"
+                    .into(),
+            })
+        );
+    }
+}

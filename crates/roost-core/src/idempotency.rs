@@ -43,7 +43,7 @@ pub struct Remembered {
 /// The key a client's `Idempotency-Key` is remembered under: the credential (or, without one,
 /// the actor), the company the actor is bound to, and the command's kind, then the key.
 pub fn scoped_key(actor: &Actor, command: &Command, key: &str) -> String {
-    let who = actor.credential_id.as_deref().unwrap_or(actor.id.as_str());
+    let who = actor.credential_or_id();
     let company = actor.company_id.as_deref().unwrap_or("*");
     // 0x1f (unit separator) never appears in ids, company ids or command names.
     format!(

@@ -20,6 +20,10 @@ pub enum Error {
     Membership { message: String },
     #[error("raft stopped: {message}")]
     Fatal { message: String },
+    /// A write bigger than [`crate::MAX_WRITE_BYTES`] of JSON: refused before it is proposed,
+    /// so that no log entry is big.
+    #[error("a write of {bytes} bytes of JSON is past the {max} a log entry may hold", max = crate::MAX_WRITE_BYTES)]
+    TooLarge { bytes: usize },
 }
 
 impl Error {

@@ -26,7 +26,7 @@ pub use faults::NetworkFaults;
 pub use membership::{ClusterStatus, Leadership, MemberInfo, MemberStatus, NodeReport};
 pub use network::{GrpcNetworkFactory, MAX_MESSAGE_BYTES as MAX_RAFT_MESSAGE_BYTES};
 pub use node::{RaftNode, WriteOutcome};
-pub use proposer::{json_len, MAX_WRITE_BYTES};
+pub use proposer::MAX_WRITE_BYTES;
 pub use replication_watch::watch_replication;
 pub use roost_store::stats::{HistogramSnapshot, StoreStats};
 pub use roost_store::{ApplyResult, NodeInfo, StateReader, TypeConfig};

@@ -266,9 +266,14 @@ impl RaftNode {
                 message: "this node is handing its leadership over; retry in a moment".into(),
             });
         }
+        // Measured once here, for the bound and for the proposer's batches.
+        let bytes = crate::proposer::json_len(&envelope);
+        if bytes > crate::MAX_WRITE_BYTES {
+            return Err(Error::TooLarge { bytes });
+        }
         let written = self
             .proposer
-            .propose(envelope, self.timing.write_timeout())
+            .propose(envelope, bytes, self.timing.write_timeout())
             .await?;
         self.with_first_outcome(written).await
     }

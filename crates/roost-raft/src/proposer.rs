@@ -32,6 +32,8 @@ pub(crate) const MAX_BATCH: usize = 256;
 
 struct Queued {
     envelope: Envelope,
+    /// The envelope's JSON bytes, as [`json_len`] measured them.
+    bytes: usize,
     reply: oneshot::Sender<Result<WriteOutcome, Error>>,
 }
 
@@ -78,18 +80,23 @@ impl Proposer {
         self.pending.load(Ordering::SeqCst)
     }
 
-    /// Proposes `envelope` on this node and waits until it is committed and applied here;
-    /// `NotLeader` on a follower.
+    /// Proposes `envelope` (`bytes` of JSON) on this node and waits until it is committed and
+    /// applied here; `NotLeader` on a follower.
     pub(crate) async fn propose(
         &self,
         envelope: Envelope,
+        bytes: usize,
         timeout: Duration,
     ) -> Result<WriteOutcome, Error> {
         let _pending = Pending::new(&self.pending);
         let (reply, wait) = oneshot::channel();
         let started = std::time::Instant::now();
         self.queue
-            .send(Queued { envelope, reply })
+            .send(Queued {
+                envelope,
+                bytes,
+                reply,
+            })
             .map_err(|_| stopped())?;
         match tokio::time::timeout(timeout, wait).await {
             Ok(Ok(result)) => {
@@ -119,12 +126,12 @@ const _: () = assert!(
         <= crate::network::MAX_MESSAGE_BYTES / 2
 );
 
-/// The JSON bytes one write may take in the log: a front end refuses a bigger one before it
-/// proposes it (`roost-server/src/api/mod.rs`), so that no entry is big (above).
+/// The JSON bytes one write may take in the log: a node refuses a bigger one before it
+/// proposes it (`node.rs`, `write_local`: `Error::TooLarge`), so that no entry is big (above).
 pub const MAX_WRITE_BYTES: usize = 1024 * 1024;
 
 /// The length of `envelope` as JSON, as it travels in a log entry.
-pub fn json_len(envelope: &Envelope) -> usize {
+pub(crate) fn json_len(envelope: &Envelope) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -162,19 +169,16 @@ async fn run(
         let Ok(permit) = in_flight.clone().acquire_owned().await else {
             return;
         };
-        let mut bytes = None;
+        let mut bytes = first.bytes;
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(q) => {
-                    // Measured only once a second write joins: a lone write costs nothing.
-                    let so_far = *bytes.get_or_insert_with(|| json_len(&batch[0].envelope));
-                    let total = so_far + json_len(&q.envelope);
-                    if total > MAX_BATCH_BYTES {
+                    if bytes + q.bytes > MAX_BATCH_BYTES {
                         held = Some(q);
                         break;
                     }
-                    bytes = Some(total);
+                    bytes += q.bytes;
                     batch.push(q);
                 }
                 Err(_) => break,

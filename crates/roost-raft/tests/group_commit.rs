@@ -129,14 +129,14 @@ async fn big_writes_are_split_over_entries_so_no_append_exceeds_the_message_cap(
         ..RaftTiming::default()
     };
     let node = single_node_with(dir.path(), &timing).await?;
-    // 24 writes of 1 MiB each (refused by the rules, but entries all the same): 24 MiB.
+    // 24 writes of 200 KiB each (refused by the rules, but entries all the same): 4.8 MiB.
     let writes: Vec<_> = (0..24)
         .map(|i| {
             let node = node.clone();
             tokio::spawn(async move {
                 let mut big = create_company(&format!("big-{i}"));
                 if let Command::CreateCompany { name, .. } = &mut big.command {
-                    *name = "x".repeat(1024 * 1024);
+                    *name = "x".repeat(200 * 1024);
                 }
                 node.write(big).await
             })
@@ -147,18 +147,40 @@ async fn big_writes_are_split_over_entries_so_no_append_exceeds_the_message_cap(
         let written = w.await??;
         assert!(
             written.result.is_err(),
-            "a 1 MiB name is refused by the rules"
+            "a 200 KiB name is refused by the rules"
         );
         *per_index.entry(written.index).or_default() += 1;
     }
-    // At most MAX_RAFT_MESSAGE_BYTES / 16 (16 MiB) of JSON per entry (proposer.rs): fewer than
-    // 16 of these writes.
-    let per_entry = roost_raft::MAX_RAFT_MESSAGE_BYTES / 16;
+    // At most 256 KiB of JSON per entry (proposer.rs, MAX_BATCH_BYTES): one of these each.
     let most = per_index.values().max().copied().unwrap_or(0);
-    assert!(
-        most * 1024 * 1024 < per_entry,
-        "an entry held {most} writes of 1 MiB: {per_index:?}"
+    assert_eq!(
+        most, 1,
+        "an entry held {most} writes of 200 KiB: {per_index:?}"
     );
+    node.shutdown().await;
+    Ok(())
+}
+
+/// A write past `MAX_WRITE_BYTES` of JSON is refused before it is proposed: nothing enters
+/// the log, whatever field made it big (the API's bounds name most fields, not all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_past_the_write_bound_never_enters_the_log() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let node = single_node(dir.path()).await?;
+    let before = node.reader().applied_index();
+    let mut big = create_company("too-big");
+    if let Command::CreateCompany { id, .. } = &mut big.command {
+        *id = "x".repeat(roost_raft::MAX_WRITE_BYTES);
+    }
+    match node.write(big).await {
+        Err(roost_raft::Error::TooLarge { bytes }) => {
+            assert!(bytes > roost_raft::MAX_WRITE_BYTES, "{bytes}");
+        }
+        other => anyhow::bail!("a write past the bound answered {other:?}"),
+    }
+    // The next write is the next entry: the refused one took no index.
+    let next = node.write(create_company("after")).await?;
+    assert_eq!(next.index, before + 1);
     node.shutdown().await;
     Ok(())
 }

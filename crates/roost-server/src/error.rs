@@ -155,6 +155,11 @@ impl From<roost_raft::Error> for ApiError {
             roost_raft::Error::Membership { message } => {
                 ApiError::Domain(DomainError::conflict(message))
             }
+            roost_raft::Error::TooLarge { .. } => ApiError::Domain(DomainError::too_large(
+                "write",
+                roost_raft::MAX_WRITE_BYTES as u64,
+                "bytes of JSON as it is kept in the log (escapes counted): send less",
+            )),
             other => ApiError::internal(other),
         }
     }

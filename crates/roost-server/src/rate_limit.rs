@@ -55,10 +55,7 @@ impl RateLimiter {
     /// Takes one request from the caller's bucket; `RateLimited` (429, `Retry-After`) when
     /// it is empty.
     pub fn check(&self, caller: &Caller) -> Result<(), ApiError> {
-        let actor = &caller.actor;
-        // Every authenticated caller has a credential id; the actor id is the fallback.
-        let key = actor.credential_id.as_deref().unwrap_or(&actor.id);
-        self.take(key, Instant::now())
+        self.take(caller.actor.credential_or_id(), Instant::now())
             .map_err(|wait| ApiError::RateLimited {
                 retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
             })

@@ -186,6 +186,32 @@ impl StateReader {
             .collect()
     }
 
+    /// Those of `issue_ids` with a comment whose body holds `text` (ASCII letters in any case,
+    /// as Paperclip's `ILIKE`), read through the comments' index by issue.
+    pub async fn issues_with_comment_text(
+        &self,
+        issue_ids: &[String],
+        text: &str,
+    ) -> Result<std::collections::HashSet<String>, Error> {
+        if issue_ids.is_empty() || text.is_empty() {
+            return Ok(Default::default());
+        }
+        let pool = self.flushed()?;
+        let ids = serde_json::to_string(issue_ids).map_err(|e| Error::corrupt("issue ids", e))?;
+        let pattern = format!("%{}%", like_escaped(text));
+        let rows = sqlx::query(
+            "SELECT DISTINCT issue_id FROM comments \
+             WHERE issue_id IN (SELECT value FROM json_each(?)) \
+             AND json_extract(data, '$.body') LIKE ? ESCAPE '\\'",
+        )
+        .bind(ids)
+        .bind(pattern)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::sql("search comments"))?;
+        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
+    }
+
     pub async fn comment(&self, comment_id: &str) -> Result<Option<Comment>, Error> {
         let pool = self.flushed()?;
         let row = sqlx::query("SELECT data FROM comments WHERE id = ?")
@@ -544,4 +570,16 @@ const HASH_ROWS_PER_STEP: usize = 1_000;
 pub enum InteractionLookup<'a> {
     Id(&'a str),
     Key { issue_id: &'a str, key: &'a str },
+}
+
+/// `text` for a `LIKE` pattern: its `%`, `_` and `\` matched as themselves.
+fn like_escaped(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }

@@ -616,3 +616,7 @@ mod tests;
 #[cfg(test)]
 #[path = "cold_issue_tests.rs"]
 mod cold_issue_tests;
+
+#[cfg(test)]
+#[path = "upload_reload_tests.rs"]
+mod upload_reload_tests;

@@ -67,50 +67,54 @@ impl Api {
     }
 
     /// A place among the uploads this node reads at once, taken before an upload's body is
-    /// read and held until it is answered; one caller takes at most its share of them.
+    /// read and held until the upload ends ([`Api::upload_attachment`] takes it); one caller
+    /// (a credential: each run key is one) takes at most its share of them.
     pub(crate) fn upload_permit(&self, caller: &Caller) -> Result<UploadSlot, ApiError> {
-        let who = caller
-            .actor
-            .credential_id
-            .as_deref()
-            .unwrap_or(&caller.actor.id);
-        self.uploads.take(who).map_err(|why| {
-            match why {
-                NoSlot::Node => DomainError::quota(
-                    "uploads_at_once",
-                    UPLOADS_AT_ONCE as u64,
-                    format!(
-                        "this node is reading {UPLOADS_AT_ONCE} uploads at once, the most it \
+        self.uploads
+            .take(caller.actor.credential_or_id())
+            .map_err(|why| {
+                match why {
+                    NoSlot::Node => DomainError::quota(
+                        "uploads_at_once",
+                        UPLOADS_AT_ONCE as u64,
+                        format!(
+                            "this node is reading {UPLOADS_AT_ONCE} uploads at once, the most it \
                          does; retry in a moment"
+                        ),
                     ),
-                ),
-                NoSlot::Caller => DomainError::quota(
-                    "uploads_at_once_per_caller",
-                    UPLOADS_AT_ONCE_PER_CALLER as u64,
-                    format!(
+                    NoSlot::Caller => DomainError::quota(
+                        "uploads_at_once_per_caller",
+                        UPLOADS_AT_ONCE_PER_CALLER as u64,
+                        format!(
                         "this credential is sending {UPLOADS_AT_ONCE_PER_CALLER} uploads to this \
                          node at once, the most one may; send the next when one is done"
                     ),
-                ),
-            }
-            .into()
-        })
+                    ),
+                }
+                .into()
+            })
     }
 
-    /// Uploads a file to `issue` (from [`Api::attachment_issue`]). The upload runs to its end
-    /// in a task of its own: a client that goes away part way leaves neither half an upload
-    /// nor one it cannot tell was made (a retry with its key finds it).
-    pub async fn upload_attachment(
+    /// Uploads a file to `issue` (from [`Api::attachment_issue`]), in the place `slot` the
+    /// caller took before reading it. The upload runs to its end in a task of its own, which
+    /// holds the place: a client that goes away part way leaves neither half an upload nor one
+    /// it cannot tell was made (a retry with its key finds it), and frees no place early.
+    pub(crate) async fn upload_attachment(
         &self,
         caller: &Caller,
         issue: Issue,
         file: NewAttachment,
+        slot: UploadSlot,
     ) -> Result<AttachmentView, ApiError> {
         let api = self.clone();
         let caller = caller.clone();
-        tokio::spawn(async move { api.upload(&caller, issue, file).await })
-            .await
-            .map_err(ApiError::internal)?
+        tokio::spawn(async move {
+            let uploaded = api.upload(&caller, issue, file).await;
+            drop(slot);
+            uploaded
+        })
+        .await
+        .map_err(ApiError::internal)?
     }
 
     async fn upload(

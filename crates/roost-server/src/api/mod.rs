@@ -219,15 +219,8 @@ impl Api {
             command,
             idempotency_key: caller.idempotency_key.clone(),
         };
-        // A field no bound names (an id of megabytes) cannot make a big log entry either.
-        if roost_raft::json_len(&envelope) > roost_raft::MAX_WRITE_BYTES {
-            return Err(roost_core::DomainError::too_large(
-                "write",
-                roost_raft::MAX_WRITE_BYTES as u64,
-                "bytes of JSON as it is kept in the log (escapes counted): send less",
-            )
-            .into());
-        }
+        // A field no bound names (an id of megabytes) cannot make a big log entry either:
+        // the node refuses a write past `roost_raft::MAX_WRITE_BYTES` before it proposes it.
         let command = envelope.command.name();
         let written = self.node.write(envelope).await?;
         // In the request's span (`rest/traced.rs`): the index finds the entry on every node.

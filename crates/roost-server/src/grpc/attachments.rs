@@ -137,7 +137,7 @@ pub(super) async fn upload(
     let issue = api
         .attachment_issue(&caller, &issue.company_id, &issue.id)
         .await?;
-    let _reading = api.upload_permit(&caller)?;
+    let slot = api.upload_permit(&caller)?;
     let mut bytes = first.data;
     while let Some(chunk) = chunks
         .message()
@@ -155,7 +155,7 @@ pub(super) async fn upload(
         issue_comment_id: first.issue_comment_id,
         bytes,
     };
-    let view = api.upload_attachment(&caller, issue, file).await?;
+    let view = api.upload_attachment(&caller, issue, file, slot).await?;
     Ok(attachment_to_proto(view.attachment))
 }
 

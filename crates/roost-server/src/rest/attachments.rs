@@ -46,7 +46,7 @@ pub async fn upload(
 ) -> Result<(StatusCode, Json<AttachmentView>)> {
     // Who may upload is settled before the body is read, and the node has room to read it.
     let issue = api.attachment_issue(&caller, &cid, &issue).await?;
-    let _reading = api.upload_permit(&caller)?;
+    let slot = api.upload_permit(&caller)?;
     let mut form = form.map_err(|e| {
         ApiError::bad_request(format!(
             "an upload is multipart/form-data with the file in the field `file`: {}",
@@ -90,7 +90,7 @@ pub async fn upload(
     }
     let mut file = file.ok_or_else(|| ApiError::bad_request("Missing file field 'file'"))?;
     file.issue_comment_id = comment_id;
-    let attachment = api.upload_attachment(&caller, issue, file).await?;
+    let attachment = api.upload_attachment(&caller, issue, file, slot).await?;
     Ok((StatusCode::CREATED, Json(attachment)))
 }
 

@@ -137,6 +137,66 @@ async fn paperclips_project_search_and_offset_filters_were_refused() -> anyhow::
     node.shutdown().await
 }
 
+/// Paperclip's `q` finds an issue by its comments too; Roost's read titles, identifiers and
+/// descriptions only, so an agent searching for what was said in a thread found nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_missed_issues_whose_comments_hold_the_text() -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let base = format!("/api/companies/{}/issues", node.company_id);
+    let mut made = Vec::new();
+    for (title, status) in [
+        ("Fix the login page", "todo"),
+        ("Tidy the build", "todo"),
+        ("Ship the docs", "done"),
+        ("Plan the offsite", "todo"),
+    ] {
+        made.push(str_field(
+            &node
+                .issue(json!({ "title": title, "status": status }))
+                .await?,
+            "id",
+        ));
+    }
+    for (n, body) in [
+        (1, "The LOGIN form breaks the build"),
+        (2, "login copy reviewed"),
+        (3, "budget is 100% spent"),
+    ] {
+        node.admin
+            .post(
+                &format!("/api/issues/{}/comments", made[n]),
+                json!({ "body": body }),
+            )
+            .await?
+            .ok()?;
+    }
+    let id = |n: usize| made[n].clone();
+    assert_eq!(
+        ids(&node.admin, &format!("{base}?q=login")).await?,
+        [id(0), id(1)],
+        "its title, or a comment in any case; open issues only without a status"
+    );
+    assert_eq!(
+        ids(&node.admin, &format!("{base}?q=login&status=done")).await?,
+        [id(2)],
+        "a closed issue's comments when its status is asked for"
+    );
+    // LIKE's wildcards are the text itself: `100%` is not `100` followed by anything.
+    assert_eq!(
+        ids(&node.admin, &format!("{base}?q=100%25")).await?,
+        [id(3)]
+    );
+    assert!(ids(&node.admin, &format!("{base}?q=0_%25"))
+        .await?
+        .is_empty());
+    assert_eq!(
+        ids(&node.admin, &format!("{base}?q=login&offset=1&limit=1")).await?,
+        [id(1)],
+        "pages count comment matches"
+    );
+    node.shutdown().await
+}
+
 /// Paperclip's `GET /api/issues/{id}` carries `blockedBy`, `blocks` and `ancestors`, and its
 /// skill reads the blockers there; Roost sent the bare issue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
