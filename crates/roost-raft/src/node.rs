@@ -82,6 +82,11 @@ pub(crate) enum RemoteFailure {
     Membership {
         message: String,
     },
+    /// The leader measured a forwarded write past `MAX_WRITE_BYTES` (the forwarding node
+    /// measures it first, so only a node of another version would let one through).
+    TooLarge {
+        bytes: usize,
+    },
 }
 
 impl From<Error> for RemoteFailure {
@@ -96,6 +101,7 @@ impl From<Error> for RemoteFailure {
             },
             Error::Unavailable { message } => RemoteFailure::Unavailable { message },
             Error::Membership { message } => RemoteFailure::Membership { message },
+            Error::TooLarge { bytes } => RemoteFailure::TooLarge { bytes },
             other => RemoteFailure::Fatal {
                 message: other.to_string(),
             },
@@ -116,6 +122,7 @@ impl From<RemoteFailure> for Error {
             RemoteFailure::Unavailable { message } => Error::Unavailable { message },
             RemoteFailure::Fatal { message } => Error::Fatal { message },
             RemoteFailure::Membership { message } => Error::Membership { message },
+            RemoteFailure::TooLarge { bytes } => Error::TooLarge { bytes },
         }
     }
 }

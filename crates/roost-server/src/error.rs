@@ -197,3 +197,18 @@ impl From<ApiError> for tonic::Status {
         tonic::Status::new(e.codes().grpc, e.body().to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write a node refuses as too big for the log is the 413 the API's bounds answer, on
+    /// the node that took it and through a forwarding node alike (`RemoteFailure::TooLarge`).
+    #[test]
+    fn a_write_too_large_for_the_log_is_a_413_naming_the_bound() {
+        let e = ApiError::from(roost_raft::Error::TooLarge { bytes: 2 << 20 });
+        assert_eq!(e.codes().http, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(e.code(), "too_large");
+        assert!(e.to_string().contains("write"), "{e}");
+    }
+}

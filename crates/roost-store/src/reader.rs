@@ -186,8 +186,10 @@ impl StateReader {
             .collect()
     }
 
-    /// Those of `issue_ids` with a comment whose body holds `text` (ASCII letters in any case,
-    /// as Paperclip's `ILIKE`), read through the comments' index by issue.
+    /// Those of `issue_ids` with a comment whose body holds `text` in any case (as an issue
+    /// list's `q` finds it in a title: `roost_core::views::IssueFilter::matches_text`), read
+    /// through the comments' index by issue. SQLite's `LIKE` folds ASCII letters only: a
+    /// `text` with others is compared here, lower-cased, body by body.
     pub async fn issues_with_comment_text(
         &self,
         issue_ids: &[String],
@@ -198,18 +200,36 @@ impl StateReader {
         }
         let pool = self.flushed()?;
         let ids = serde_json::to_string(issue_ids).map_err(|e| Error::corrupt("issue ids", e))?;
-        let pattern = format!("%{}%", like_escaped(text));
+        if text.is_ascii() {
+            let rows = sqlx::query(
+                "SELECT DISTINCT issue_id FROM comments \
+                 WHERE issue_id IN (SELECT value FROM json_each(?)) \
+                 AND json_extract(data, '$.body') LIKE ? ESCAPE '\\'",
+            )
+            .bind(ids)
+            .bind(format!("%{}%", like_escaped(text)))
+            .fetch_all(pool)
+            .await
+            .map_err(Error::sql("search comments"))?;
+            return Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect());
+        }
         let rows = sqlx::query(
-            "SELECT DISTINCT issue_id FROM comments \
-             WHERE issue_id IN (SELECT value FROM json_each(?)) \
-             AND json_extract(data, '$.body') LIKE ? ESCAPE '\\'",
+            "SELECT issue_id, json_extract(data, '$.body') FROM comments \
+             WHERE issue_id IN (SELECT value FROM json_each(?))",
         )
         .bind(ids)
-        .bind(pattern)
         .fetch_all(pool)
         .await
         .map_err(Error::sql("search comments"))?;
-        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
+        let text = text.to_lowercase();
+        Ok(rows
+            .iter()
+            .filter(|r| {
+                r.get::<Option<&str>, _>(1)
+                    .is_some_and(|body| body.to_lowercase().contains(&text))
+            })
+            .map(|r| r.get::<String, _>(0))
+            .collect())
     }
 
     pub async fn comment(&self, comment_id: &str) -> Result<Option<Comment>, Error> {
@@ -582,4 +602,17 @@ fn like_escaped(text: &str) -> String {
         escaped.push(c);
     }
     escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::like_escaped;
+
+    #[test]
+    fn like_wildcards_and_the_escape_are_matched_as_themselves() {
+        assert_eq!(like_escaped("100%"), "100\\%");
+        assert_eq!(like_escaped("a_b"), "a\\_b");
+        assert_eq!(like_escaped("c:\\x"), "c:\\\\x");
+        assert_eq!(like_escaped("plain über"), "plain über");
+    }
 }

@@ -10,8 +10,9 @@ pub struct IssueFilter {
     pub assignee_agent_id: Option<String>,
     pub parent_id: Option<String>,
     pub project_id: Option<String>,
-    /// Paperclip's `q`: found as written (one phrase, any case) in the title, the identifier or
-    /// the description.
+    /// Paperclip's `q`: found as written (one phrase, any case) in the title, the identifier,
+    /// the description ([`IssueFilter::matches_text`]) or a comment's body (which lives in
+    /// `state.db`: `roost-server/src/api/issue_list.rs`).
     pub q: Option<String>,
     /// Matches to pass over before the page starts.
     pub offset: usize,

@@ -70,29 +70,28 @@ impl Api {
     /// read and held until the upload ends ([`Api::upload_attachment`] takes it); one caller
     /// (a credential: each run key is one) takes at most its share of them.
     pub(crate) fn upload_permit(&self, caller: &Caller) -> Result<UploadSlot, ApiError> {
-        self.uploads
-            .take(caller.actor.credential_or_id())
-            .map_err(|why| {
-                match why {
-                    NoSlot::Node => DomainError::quota(
-                        "uploads_at_once",
-                        UPLOADS_AT_ONCE as u64,
-                        format!(
-                            "this node is reading {UPLOADS_AT_ONCE} uploads at once, the most it \
+        let who = caller.actor.credential_or_id();
+        self.uploads.take(who).map_err(|why| {
+            let refusal = match why {
+                NoSlot::Node => DomainError::quota(
+                    "uploads_at_once",
+                    UPLOADS_AT_ONCE as u64,
+                    format!(
+                        "this node is reading {UPLOADS_AT_ONCE} uploads at once, the most it \
                          does; retry in a moment"
-                        ),
                     ),
-                    NoSlot::Caller => DomainError::quota(
-                        "uploads_at_once_per_caller",
-                        UPLOADS_AT_ONCE_PER_CALLER as u64,
-                        format!(
-                        "this credential is sending {UPLOADS_AT_ONCE_PER_CALLER} uploads to this \
-                         node at once, the most one may; send the next when one is done"
+                ),
+                NoSlot::Caller => DomainError::quota(
+                    "uploads_at_once_per_caller",
+                    UPLOADS_AT_ONCE_PER_CALLER as u64,
+                    format!(
+                        "this credential is sending {UPLOADS_AT_ONCE_PER_CALLER} uploads to \
+                         this node at once, the most one may; send the next when one is done"
                     ),
-                    ),
-                }
-                .into()
-            })
+                ),
+            };
+            refusal.into()
+        })
     }
 
     /// Uploads a file to `issue` (from [`Api::attachment_issue`]), in the place `slot` the

@@ -15,36 +15,6 @@ use super::{expect_outcome, new_id, Api};
 use crate::auth::Caller;
 use crate::error::ApiError;
 
-/// The issues a text search reads the comments of at most: a company's open issues, or those
-/// of the statuses asked for, newest last.
-const MAX_ISSUES_SEARCHED_BY_COMMENT: usize = 10_000;
-
-/// The ids a company's issue list walks, in number order: by its assignee, its parent, or
-/// the company's (open) issues, then by status. Ids first, statuses from the issue map
-/// (closed issues may be in state.db only: a board's `cancelled` column reads the cancelled
-/// rows, not every done one).
-fn walked_ids<'a>(
-    s: &'a roost_core::State,
-    company_id: &'a str,
-    filter: &'a IssueFilter,
-    only_open: bool,
-) -> impl Iterator<Item = &'a str> + 'a {
-    let ids: Box<dyn Iterator<Item = &str>> =
-        match (&filter.assignee_agent_id, &filter.parent_id, only_open) {
-            (Some(agent), _, true) => Box::new(s.open_issue_ids_assigned_to(agent)),
-            (Some(agent), _, false) => Box::new(s.issue_ids_assigned_to(agent)),
-            (None, Some(parent), _) => Box::new(s.child_ids_of(parent)),
-            (None, None, true) => Box::new(s.open_issue_ids_of_company(company_id)),
-            (None, None, false) => Box::new(s.issue_ids_of_company(company_id)),
-        };
-    ids.filter(move |id| {
-        filter.statuses.is_empty()
-            || s.issues
-                .status(id)
-                .is_some_and(|status| filter.statuses.contains(&status))
-    })
-}
-
 impl Api {
     /// Resolves an issue id or `PREFIX-N` identifier visible to the caller.
     fn resolve_issue(&self, caller: &Caller, id_or_identifier: &str) -> Result<Issue, ApiError> {
@@ -115,95 +85,6 @@ impl Api {
         let parent = self.resolve_issue(caller, parent)?;
         fields.parent_id = Some(Some(parent.id.clone()));
         self.create_issue(caller, &parent.company_id, fields).await
-    }
-
-    pub async fn list_issues(
-        &self,
-        caller: &Caller,
-        company_id: &str,
-        filter: &IssueFilter,
-    ) -> Result<Vec<Issue>, ApiError> {
-        self.get_company(caller, company_id).await?;
-        let limit = filter.limit.unwrap_or(500).clamp(1, 5000);
-        // The indexes are in issue-number order: a page stops at `limit` matches and clones
-        // only those (the read lock holds off apply meanwhile). A filter on open statuses only
-        // walks the open issues, however many the company has closed.
-        // A text search without a status reads the open issues only: closed ones may live in
-        // state.db alone, and a search matching none would read every one of them under the
-        // lock (a status filter naming done or cancelled searches those too).
-        let text = filter.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
-        let only_open = (!filter.statuses.is_empty()
-            && filter.statuses.iter().all(|s| !s.is_terminal()))
-            || (filter.statuses.is_empty() && text.is_some());
-        // Paperclip's `q` also finds an issue by its comments, which live in state.db: those of
-        // the issues the list walks whose own text does not match, read by issue.
-        let by_comment = match text {
-            None => Default::default(),
-            Some(text) => {
-                let unmatched: Vec<String> = self.reader().read(|s| {
-                    walked_ids(s, company_id, filter, only_open)
-                        .filter_map(|id| s.issues.get(id))
-                        .filter(|i| {
-                            i.company_id == company_id
-                                && filter
-                                    .project_id
-                                    .as_ref()
-                                    .is_none_or(|p| i.project_id.as_ref() == Some(p))
-                                && !filter.matches_text(i)
-                        })
-                        .take(MAX_ISSUES_SEARCHED_BY_COMMENT)
-                        .map(|i| i.id.clone())
-                        .collect()
-                });
-                self.reader()
-                    .issues_with_comment_text(&unmatched, text)
-                    .await?
-            }
-        };
-        Ok(self.reader().read(|s| {
-            let keep = |i: &Issue| {
-                i.company_id == company_id
-                    && (filter.statuses.is_empty() || filter.statuses.contains(&i.status))
-                    && (!only_open || !i.status.is_terminal())
-                    && filter
-                        .assignee_agent_id
-                        .as_ref()
-                        .is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a))
-                    && filter
-                        .parent_id
-                        .as_ref()
-                        .is_none_or(|p| i.parent_id.as_ref() == Some(p))
-                    && filter
-                        .project_id
-                        .as_ref()
-                        .is_none_or(|p| i.project_id.as_ref() == Some(p))
-                    && (filter.matches_text(i) || by_comment.contains(&i.id))
-            };
-            if let (Some(project), None, None) = (
-                &filter.project_id,
-                &filter.assignee_agent_id,
-                &filter.parent_id,
-            ) {
-                // A project's issues from its index (read, then put in number order): as many
-                // as the project has, not the company.
-                let mut issues: Vec<Cow<Issue>> =
-                    s.issues_of_project(project).filter(|i| keep(i)).collect();
-                issues.sort_by_key(|i| i.issue_number);
-                return issues
-                    .into_iter()
-                    .skip(filter.offset)
-                    .take(limit)
-                    .map(Cow::into_owned)
-                    .collect();
-            }
-            walked_ids(s, company_id, filter, only_open)
-                .filter_map(|id| s.issues.get(id))
-                .filter(|i| keep(i))
-                .skip(filter.offset)
-                .take(limit)
-                .map(Cow::into_owned)
-                .collect()
-        }))
     }
 
     pub async fn get_issue(&self, caller: &Caller, id: &str) -> Result<Issue, ApiError> {

@@ -15,6 +15,7 @@ mod documents;
 mod events;
 mod home;
 mod interactions;
+mod issue_list;
 mod issues;
 mod memory;
 mod paperclip;

@@ -129,6 +129,15 @@ async fn paperclips_project_search_and_offset_filters_were_refused() -> anyhow::
         "title or description, any case"
     );
     assert_eq!(
+        ids(
+            &node.admin,
+            &format!("{base}?projectId={project_id}&q=login")
+        )
+        .await?,
+        [id(0)],
+        "a search within a project"
+    );
+    assert_eq!(
         ids(&node.admin, &format!("{base}?offset=1&limit=1")).await?,
         [id(1)]
     );
@@ -160,7 +169,7 @@ async fn a_search_missed_issues_whose_comments_hold_the_text() -> anyhow::Result
     for (n, body) in [
         (1, "The LOGIN form breaks the build"),
         (2, "login copy reviewed"),
-        (3, "budget is 100% spent"),
+        (3, "budget is 100% spent, Über alles"),
     ] {
         node.admin
             .post(
@@ -181,14 +190,27 @@ async fn a_search_missed_issues_whose_comments_hold_the_text() -> anyhow::Result
         [id(2)],
         "a closed issue's comments when its status is asked for"
     );
-    // LIKE's wildcards are the text itself: `100%` is not `100` followed by anything.
+    // LIKE's wildcards are the text itself: `1%0` is not `1`, anything, then `0`.
     assert_eq!(
         ids(&node.admin, &format!("{base}?q=100%25")).await?,
         [id(3)]
     );
+    assert!(ids(&node.admin, &format!("{base}?q=1%250"))
+        .await?
+        .is_empty());
     assert!(ids(&node.admin, &format!("{base}?q=0_%25"))
         .await?
         .is_empty());
+    // Letters beyond ASCII in any case, as in a title.
+    assert_eq!(
+        ids(&node.admin, &format!("{base}?q=%C3%BCBER")).await?,
+        [id(3)]
+    );
+    let long = node
+        .admin
+        .get(&format!("{base}?q={}", "x".repeat(1_001)))
+        .await?;
+    assert_eq!(long.status.as_u16(), 400, "{}", long.body);
     assert_eq!(
         ids(&node.admin, &format!("{base}?q=login&offset=1&limit=1")).await?,
         [id(1)],

@@ -1,0 +1,193 @@
+//! A company's issue list: its filters walked in issue-number order from the indexes, and
+//! Paperclip's `q`, which finds an issue by its own text or by its comments (those live in
+//! `state.db` and are searched outside the read lock, a chunk of issues at a time).
+
+use std::borrow::Cow;
+
+use roost_core::{Issue, State};
+
+use roost_core::views::IssueFilter;
+
+use super::Api;
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+/// Issues whose comments one query searches (the comments' index by issue answers each).
+const COMMENT_SEARCH_CHUNK: usize = 1_000;
+
+/// The issues a search reads the comments of at most, in number order: a search matching
+/// nothing else in a company of a million closed issues stops there.
+const MAX_ISSUES_SEARCHED_BY_COMMENT: usize = 50_000;
+
+/// The longest `q`, as memory's search (`roost_store::MAX_QUERY_CHARS`).
+const MAX_Q_CHARS: usize = roost_store::MAX_QUERY_CHARS;
+
+/// The issues a company's list walks, in number order, with every filter but `q` applied:
+/// a project's from its index (as many as the project has, not the company), else by
+/// assignee, parent, or the company's (open) issues. Ids first, statuses from the issue map:
+/// closed issues may be in `state.db` only, and a board's `cancelled` column reads the
+/// cancelled rows, not every done one.
+fn walk<'a>(
+    s: &'a State,
+    company_id: &'a str,
+    filter: &'a IssueFilter,
+    only_open: bool,
+) -> Box<dyn Iterator<Item = Cow<'a, Issue>> + 'a> {
+    let keep = move |i: &Issue| {
+        i.company_id == company_id
+            && (filter.statuses.is_empty() || filter.statuses.contains(&i.status))
+            && (!only_open || !i.status.is_terminal())
+            && filter
+                .assignee_agent_id
+                .as_ref()
+                .is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a))
+            && filter
+                .parent_id
+                .as_ref()
+                .is_none_or(|p| i.parent_id.as_ref() == Some(p))
+            && filter
+                .project_id
+                .as_ref()
+                .is_none_or(|p| i.project_id.as_ref() == Some(p))
+    };
+    if let (Some(project), None, None) = (
+        &filter.project_id,
+        &filter.assignee_agent_id,
+        &filter.parent_id,
+    ) {
+        let mut issues: Vec<Cow<Issue>> =
+            s.issues_of_project(project).filter(|i| keep(i)).collect();
+        issues.sort_by_key(|i| i.issue_number);
+        return Box::new(issues.into_iter());
+    }
+    let ids: Box<dyn Iterator<Item = &str>> =
+        match (&filter.assignee_agent_id, &filter.parent_id, only_open) {
+            (Some(agent), _, true) => Box::new(s.open_issue_ids_assigned_to(agent)),
+            (Some(agent), _, false) => Box::new(s.issue_ids_assigned_to(agent)),
+            (None, Some(parent), _) => Box::new(s.child_ids_of(parent)),
+            (None, None, true) => Box::new(s.open_issue_ids_of_company(company_id)),
+            (None, None, false) => Box::new(s.issue_ids_of_company(company_id)),
+        };
+    Box::new(
+        ids.filter(move |id| {
+            filter.statuses.is_empty()
+                || s.issues
+                    .status(id)
+                    .is_some_and(|status| filter.statuses.contains(&status))
+        })
+        .filter_map(|id| s.issues.get(id))
+        .filter(move |i| keep(i)),
+    )
+}
+
+/// An issue the search walked: found by its own text, or to be looked for in its comments.
+struct Walked {
+    id: String,
+    by_text: bool,
+}
+
+impl Api {
+    /// The page of `filter` over company `company_id`'s issues, in issue-number order.
+    pub async fn list_issues(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        filter: &IssueFilter,
+    ) -> Result<Vec<Issue>, ApiError> {
+        self.get_company(caller, company_id).await?;
+        let limit = filter.limit.unwrap_or(500).clamp(1, 5000);
+        let text = filter.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
+        if let Some(text) = text {
+            let chars = text.chars().count();
+            if chars > MAX_Q_CHARS {
+                return Err(ApiError::bad_request(format!(
+                    "q: the query is {chars} characters long; at most {MAX_Q_CHARS} are searched"
+                )));
+            }
+        }
+        // A filter on open statuses only walks the open issues, however many the company has
+        // closed. A text search without a status reads the open issues only: closed ones may
+        // live in state.db alone, and a search matching none would read every one of them
+        // under the lock (a status filter naming done or cancelled searches those too).
+        let only_open = (!filter.statuses.is_empty()
+            && filter.statuses.iter().all(|s| !s.is_terminal()))
+            || (filter.statuses.is_empty() && text.is_some());
+        let Some(text) = text else {
+            // The indexes are in issue-number order: a page stops at `limit` matches and
+            // clones only those (the read lock holds off apply meanwhile).
+            return Ok(self.reader().read(|s| {
+                walk(s, company_id, filter, only_open)
+                    .skip(filter.offset)
+                    .take(limit)
+                    .map(Cow::into_owned)
+                    .collect()
+            }));
+        };
+        self.search_issues(company_id, filter, only_open, text, limit)
+            .await
+    }
+
+    /// A page of the issues `text` is found in, by their own text or their comments: the
+    /// walk under the lock stops where the page must end (its last issue found by its own
+    /// text), then comments are searched a chunk of issues at a time until the page is full.
+    async fn search_issues(
+        &self,
+        company_id: &str,
+        filter: &IssueFilter,
+        only_open: bool,
+        text: &str,
+        limit: usize,
+    ) -> Result<Vec<Issue>, ApiError> {
+        let wanted = filter.offset.saturating_add(limit);
+        let walked: Vec<Walked> = self.reader().read(|s| {
+            let (mut walked, mut by_text, mut by_comment) = (Vec::new(), 0, 0);
+            for issue in walk(s, company_id, filter, only_open) {
+                let found = filter.matches_text(&issue);
+                if !found {
+                    if by_comment == MAX_ISSUES_SEARCHED_BY_COMMENT {
+                        continue;
+                    }
+                    by_comment += 1;
+                }
+                walked.push(Walked {
+                    id: issue.id.clone(),
+                    by_text: found,
+                });
+                by_text += usize::from(found);
+                if by_text == wanted {
+                    break;
+                }
+            }
+            walked
+        });
+        let mut found = Vec::new();
+        for chunk in walked.chunks(COMMENT_SEARCH_CHUNK) {
+            let unmatched: Vec<String> = chunk
+                .iter()
+                .filter(|w| !w.by_text)
+                .map(|w| w.id.clone())
+                .collect();
+            let by_comment = self
+                .reader()
+                .issues_with_comment_text(&unmatched, text)
+                .await?;
+            found.extend(
+                chunk
+                    .iter()
+                    .filter(|w| w.by_text || by_comment.contains(&w.id))
+                    .map(|w| w.id.clone()),
+            );
+            if found.len() >= wanted {
+                break;
+            }
+        }
+        Ok(self.reader().read(|s| {
+            found
+                .iter()
+                .skip(filter.offset)
+                .take(limit)
+                .filter_map(|id| s.issues.get(id).map(Cow::into_owned))
+                .collect()
+        }))
+    }
+}
