@@ -1,7 +1,7 @@
 //! Big writes on a 3-node in-process cluster at production timing: writers each save issue
 //! documents of nearly the largest size a write may be (`roost_core`'s 512 KiB document
-//! bound), at once. Prints the writes that failed, the leader changes they caused, throughput
-//! and latency. openraft 0.9 gives each AppendEntries one heartbeat interval (30 ms) to be
+//! bound), at once. Prints the writes that failed (by their answer), the new terms (elections)
+//! they caused, throughput and latency. openraft 0.9 gives each AppendEntries one heartbeat interval (30 ms) to be
 //! answered and puts up to two entries in it at that interval (`roost-raft/src/config.rs`), so
 //! this is where a node too slow for big entries loses its followers (BENCHMARKS.md, "Big
 //! writes").

@@ -22,7 +22,7 @@
 //!   callgrind the instruction counts that show a change of a few percent (BENCHMARKS.md,
 //!   "Apply on one thread").
 //! - `big-writes`: a 3-node cluster; writers save documents of about 500 KB at once; failed
-//!   writes, leader changes, throughput and latency.
+//!   writes, new terms (elections), throughput and latency.
 //! - `memory`: agent memory log entries (10^4 to 10^6) in a `state.db` written through the
 //!   store's own rows; search latency, bytes per entry on disk and in memory, and the time to
 //!   render the prompt's recent entries.
@@ -89,7 +89,7 @@ enum Command {
     /// in memory, prompt rendering time (in-process store, no server)
     Memory(memory::MemoryArgs),
     /// Concurrent writes of documents of about 500 KB on a 3-node cluster: failed writes,
-    /// leader changes, throughput and latency
+    /// new terms (elections), throughput and latency
     BigWrites(big_writes::BigWritesArgs),
 }
 

@@ -33,8 +33,8 @@ mod types;
 pub use bulk::BulkDb;
 pub use error::Error;
 pub use log_store::LogStore;
-pub use reader::{ActivityFilter, CommentQuery, InteractionLookup, StateReader};
-pub use search::{SearchQuery, SearchText, MAX_QUERY_CHARS};
+pub use reader::{ActivityFilter, CommentQuery, CommentSearch, InteractionLookup, StateReader};
+pub use search::{check_query_len, SearchQuery, SearchText, MAX_QUERY_CHARS};
 pub use state_machine::StateMachineStore;
 pub use types::{ApplyResult, NodeInfo, SharedEnvelope, TypeConfig};
 

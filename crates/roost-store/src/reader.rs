@@ -186,50 +186,13 @@ impl StateReader {
             .collect()
     }
 
-    /// Those of `issue_ids` with a comment whose body holds `text` in any case (as an issue
-    /// list's `q` finds it in a title: `roost_core::views::IssueFilter::matches_text`), read
-    /// through the comments' index by issue. SQLite's `LIKE` folds ASCII letters only: a
-    /// `text` with others is compared here, lower-cased, body by body.
-    pub async fn issues_with_comment_text(
-        &self,
-        issue_ids: &[String],
-        text: &str,
-    ) -> Result<std::collections::HashSet<String>, Error> {
-        if issue_ids.is_empty() || text.is_empty() {
-            return Ok(Default::default());
-        }
-        let pool = self.flushed()?;
-        let ids = serde_json::to_string(issue_ids).map_err(|e| Error::corrupt("issue ids", e))?;
-        if text.is_ascii() {
-            let rows = sqlx::query(
-                "SELECT DISTINCT issue_id FROM comments \
-                 WHERE issue_id IN (SELECT value FROM json_each(?)) \
-                 AND json_extract(data, '$.body') LIKE ? ESCAPE '\\'",
-            )
-            .bind(ids)
-            .bind(format!("%{}%", like_escaped(text)))
-            .fetch_all(pool)
-            .await
-            .map_err(Error::sql("search comments"))?;
-            return Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect());
-        }
-        let rows = sqlx::query(
-            "SELECT issue_id, json_extract(data, '$.body') FROM comments \
-             WHERE issue_id IN (SELECT value FROM json_each(?))",
-        )
-        .bind(ids)
-        .fetch_all(pool)
-        .await
-        .map_err(Error::sql("search comments"))?;
-        let text = text.to_lowercase();
-        Ok(rows
-            .iter()
-            .filter(|r| {
-                r.get::<Option<&str>, _>(1)
-                    .is_some_and(|body| body.to_lowercase().contains(&text))
-            })
-            .map(|r| r.get::<String, _>(0))
-            .collect())
+    /// A search of comments for an issue list's `q`, after one flush: every write applied
+    /// before it is visible to each of its queries, and apply's open transaction is committed
+    /// once, not once per query.
+    pub fn comment_search(&self) -> Result<CommentSearch<'_>, Error> {
+        Ok(CommentSearch {
+            pool: self.flushed()?,
+        })
     }
 
     pub async fn comment(&self, comment_id: &str) -> Result<Option<Comment>, Error> {
@@ -592,27 +555,79 @@ pub enum InteractionLookup<'a> {
     Key { issue_id: &'a str, key: &'a str },
 }
 
-/// `text` for a `LIKE` pattern: its `%`, `_` and `\` matched as themselves.
-fn like_escaped(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            escaped.push('\\');
+/// Comment queries of one search ([`StateReader::comment_search`]).
+pub struct CommentSearch<'a> {
+    pool: &'a SqlitePool,
+}
+
+impl CommentSearch<'_> {
+    /// Those of `issue_ids` with a comment whose body holds `text` in any case (as an issue
+    /// list's `q` finds it in a title), read through the comments' index by issue. Only the
+    /// issue ids come back: no comment body is loaded to be compared.
+    pub async fn issues_with_text(
+        &self,
+        issue_ids: &[String],
+        text: &str,
+    ) -> Result<std::collections::HashSet<String>, Error> {
+        if issue_ids.is_empty() || text.is_empty() {
+            return Ok(Default::default());
         }
-        escaped.push(c);
+        let ids = serde_json::to_string(issue_ids).map_err(|e| Error::corrupt("issue ids", e))?;
+        let rows = sqlx::query(
+            "SELECT DISTINCT issue_id FROM comments \
+             WHERE issue_id IN (SELECT value FROM json_each(?)) \
+             AND json_extract(data, '$.body') GLOB ?",
+        )
+        .bind(ids)
+        .bind(glob_any_case(text))
+        .fetch_all(self.pool)
+        .await
+        .map_err(Error::sql("search comments"))?;
+        Ok(rows.iter().map(|r| r.get::<String, _>(0)).collect())
     }
-    escaped
+}
+
+/// A GLOB pattern finding `text` anywhere in any case: each letter a class of its forms
+/// (`[aA]`, `[üÜ]`: SQLite's `LIKE` folds ASCII letters only, GLOB classes take any), and
+/// `*`, `?` and `[` in classes of their own, so that they match themselves.
+fn glob_any_case(text: &str) -> String {
+    let mut pattern = String::from("*");
+    for c in text.chars() {
+        let mut forms = vec![c];
+        for fold in [
+            c.to_lowercase().collect::<Vec<char>>(),
+            c.to_uppercase().collect::<Vec<char>>(),
+        ] {
+            // A fold to several characters ("ß" to "SS") is no class of one character.
+            if let [one] = fold.as_slice() {
+                if !forms.contains(one) {
+                    forms.push(*one);
+                }
+            }
+        }
+        if forms.len() == 1 && !matches!(c, '*' | '?' | '[') {
+            pattern.push(c);
+        } else {
+            pattern.push('[');
+            pattern.extend(forms);
+            pattern.push(']');
+        }
+    }
+    pattern.push('*');
+    pattern
 }
 
 #[cfg(test)]
 mod tests {
-    use super::like_escaped;
+    use super::glob_any_case;
 
     #[test]
-    fn like_wildcards_and_the_escape_are_matched_as_themselves() {
-        assert_eq!(like_escaped("100%"), "100\\%");
-        assert_eq!(like_escaped("a_b"), "a\\_b");
-        assert_eq!(like_escaped("c:\\x"), "c:\\\\x");
-        assert_eq!(like_escaped("plain über"), "plain über");
+    fn a_glob_finds_the_text_in_any_case_and_its_wildcards_as_themselves() {
+        assert_eq!(glob_any_case("Ab"), "*[Aa][bB]*");
+        assert_eq!(glob_any_case("1%0"), "*1%0*");
+        assert_eq!(glob_any_case("a*?["), "*[aA][*][?][[]*");
+        assert_eq!(glob_any_case("]^"), "*]^*");
+        assert_eq!(glob_any_case("über"), "*[üÜ][bB][eE][rR]*");
+        assert_eq!(glob_any_case("ß"), "*ß*");
     }
 }

@@ -59,6 +59,17 @@ pub(crate) fn scope_token(kind: char, company_id: &str, id: &str) -> String {
 /// Longest query text accepted, in characters.
 pub const MAX_QUERY_CHARS: usize = 1000;
 
+/// Refuses a search text past [`MAX_QUERY_CHARS`] (memory's search and an issue list's `q`).
+pub fn check_query_len(text: &str) -> Result<(), String> {
+    let chars = text.chars().count();
+    if chars > MAX_QUERY_CHARS {
+        return Err(format!(
+            "the query is {chars} characters long; at most {MAX_QUERY_CHARS} are searched"
+        ));
+    }
+    Ok(())
+}
+
 /// One text in the index.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct SearchRow {
@@ -286,12 +297,7 @@ impl SearchQuery {
     }
 
     fn parse_joined(text: &str, join: &str) -> Result<SearchQuery, String> {
-        let chars = text.chars().count();
-        if chars > MAX_QUERY_CHARS {
-            return Err(format!(
-                "the query is {chars} characters long; at most {MAX_QUERY_CHARS} are searched"
-            ));
-        }
+        check_query_len(text)?;
         let terms: Vec<String> = text
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty())

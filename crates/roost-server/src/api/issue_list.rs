@@ -15,12 +15,9 @@ use crate::error::ApiError;
 /// Issues whose comments one query searches (the comments' index by issue answers each).
 const COMMENT_SEARCH_CHUNK: usize = 1_000;
 
-/// The issues a search reads the comments of at most, in number order: a search matching
-/// nothing else in a company of a million closed issues stops there.
-const MAX_ISSUES_SEARCHED_BY_COMMENT: usize = 50_000;
-
-/// The longest `q`, as memory's search (`roost_store::MAX_QUERY_CHARS`).
-const MAX_Q_CHARS: usize = roost_store::MAX_QUERY_CHARS;
+/// The issues a search reads the comments of at most, in number order (ten queries). It
+/// bounds the comment queries only: the walk itself reads what a list without `q` would.
+const MAX_ISSUES_SEARCHED_BY_COMMENT: usize = 10_000;
 
 /// The issues a company's list walks, in number order, with every filter but `q` applied:
 /// a project's from its index (as many as the project has, not the company), else by
@@ -33,23 +30,7 @@ fn walk<'a>(
     filter: &'a IssueFilter,
     only_open: bool,
 ) -> Box<dyn Iterator<Item = Cow<'a, Issue>> + 'a> {
-    let keep = move |i: &Issue| {
-        i.company_id == company_id
-            && (filter.statuses.is_empty() || filter.statuses.contains(&i.status))
-            && (!only_open || !i.status.is_terminal())
-            && filter
-                .assignee_agent_id
-                .as_ref()
-                .is_none_or(|a| i.assignee_agent_id.as_ref() == Some(a))
-            && filter
-                .parent_id
-                .as_ref()
-                .is_none_or(|p| i.parent_id.as_ref() == Some(p))
-            && filter
-                .project_id
-                .as_ref()
-                .is_none_or(|p| i.project_id.as_ref() == Some(p))
-    };
+    let keep = move |i: &Issue| kept(i, company_id, filter, only_open);
     if let (Some(project), None, None) = (
         &filter.project_id,
         &filter.assignee_agent_id,
@@ -80,6 +61,25 @@ fn walk<'a>(
     )
 }
 
+/// Whether `issue` passes every filter of the list but `q`.
+fn kept(issue: &Issue, company_id: &str, filter: &IssueFilter, only_open: bool) -> bool {
+    issue.company_id == company_id
+        && (filter.statuses.is_empty() || filter.statuses.contains(&issue.status))
+        && (!only_open || !issue.status.is_terminal())
+        && filter
+            .assignee_agent_id
+            .as_ref()
+            .is_none_or(|a| issue.assignee_agent_id.as_ref() == Some(a))
+        && filter
+            .parent_id
+            .as_ref()
+            .is_none_or(|p| issue.parent_id.as_ref() == Some(p))
+        && filter
+            .project_id
+            .as_ref()
+            .is_none_or(|p| issue.project_id.as_ref() == Some(p))
+}
+
 /// An issue the search walked: found by its own text, or to be looked for in its comments.
 struct Walked {
     id: String,
@@ -98,12 +98,8 @@ impl Api {
         let limit = filter.limit.unwrap_or(500).clamp(1, 5000);
         let text = filter.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
         if let Some(text) = text {
-            let chars = text.chars().count();
-            if chars > MAX_Q_CHARS {
-                return Err(ApiError::bad_request(format!(
-                    "q: the query is {chars} characters long; at most {MAX_Q_CHARS} are searched"
-                )));
-            }
+            roost_store::check_query_len(text)
+                .map_err(|why| ApiError::bad_request(format!("q: {why}")))?;
         }
         // A filter on open statuses only walks the open issues, however many the company has
         // closed. A text search without a status reads the open issues only: closed ones may
@@ -160,6 +156,7 @@ impl Api {
             }
             walked
         });
+        let comments = self.reader().comment_search()?;
         let mut found = Vec::new();
         for chunk in walked.chunks(COMMENT_SEARCH_CHUNK) {
             let unmatched: Vec<String> = chunk
@@ -167,10 +164,7 @@ impl Api {
                 .filter(|w| !w.by_text)
                 .map(|w| w.id.clone())
                 .collect();
-            let by_comment = self
-                .reader()
-                .issues_with_comment_text(&unmatched, text)
-                .await?;
+            let by_comment = comments.issues_with_text(&unmatched, text).await?;
             found.extend(
                 chunk
                     .iter()
@@ -181,12 +175,16 @@ impl Api {
                 break;
             }
         }
+        // The issues as they are now, still passing the filters (one deleted or changed since
+        // the walk is left out rather than shown stale; the page may then be short).
         Ok(self.reader().read(|s| {
             found
                 .iter()
+                .filter_map(|id| s.issues.get(id))
+                .filter(|i| kept(i, company_id, filter, only_open))
                 .skip(filter.offset)
                 .take(limit)
-                .filter_map(|id| s.issues.get(id).map(Cow::into_owned))
+                .map(Cow::into_owned)
                 .collect()
         }))
     }

@@ -107,6 +107,10 @@ pub(crate) async fn propose_each(api: &Api, now: Timestamp, commands: Vec<Comman
                     debug!(what, error = %e, "leader duty refused");
                 }
             }
+            // A duty too big for the log is retried every sweep and never fits: say so.
+            Err(e @ roost_raft::Error::TooLarge { .. }) => {
+                tracing::warn!(what, error = %e, "leader duty too large to propose")
+            }
             Err(e) => debug!(what, error = %e, "leader duty not proposed"),
         }
     }

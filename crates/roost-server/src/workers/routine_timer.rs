@@ -72,6 +72,9 @@ impl RoutineTimer {
                         Ok(_) => {}
                         Err(e) => debug!(error = %e, "routine firing refused"),
                     },
+                    Err(e @ roost_raft::Error::TooLarge { .. }) => {
+                        tracing::warn!(error = %e, "routine firing too large to propose")
+                    }
                     Err(e) => debug!(error = %e, "routine firing not proposed"),
                 }
             }

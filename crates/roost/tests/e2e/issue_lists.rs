@@ -190,7 +190,10 @@ async fn a_search_missed_issues_whose_comments_hold_the_text() -> anyhow::Result
         [id(2)],
         "a closed issue's comments when its status is asked for"
     );
-    // LIKE's wildcards are the text itself: `1%0` is not `1`, anything, then `0`.
+    // Wildcards of SQL are the text itself: `1%0` is not `1`, anything, then `0`, and `*` or
+    // `?` is no match-all.
+    assert!(ids(&node.admin, &format!("{base}?q=%2A")).await?.is_empty());
+    assert!(ids(&node.admin, &format!("{base}?q=%3F")).await?.is_empty());
     assert_eq!(
         ids(&node.admin, &format!("{base}?q=100%25")).await?,
         [id(3)]
