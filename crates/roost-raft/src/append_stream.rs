@@ -68,10 +68,19 @@ impl AppendStream {
         })
     }
 
-    async fn send(&mut self, mut payload: RaftPayload) -> Result<(), StreamFailure> {
+    /// Queues `payload` as the next request; gives it back if the stream has closed, so it can
+    /// go on a new stream without a copy.
+    async fn send(&mut self, mut payload: RaftPayload) -> Result<(), RaftPayload> {
+        payload.seq = self.seq + 1;
+        self.requests.send(payload).await.map_err(|e| e.0)?;
         self.seq += 1;
-        payload.seq = self.seq;
-        self.requests.send(payload).await.map_err(|_| closed())
+        Ok(())
+    }
+
+    /// Whether the peer's end has gone: a request sent now would be refused.
+    #[cfg(test)]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.requests.is_closed()
     }
 
     /// The reply to the last request sent.
@@ -97,12 +106,21 @@ pub(crate) async fn exchange(
 ) -> Result<RaftPayload, StreamFailure> {
     let held = stream.take();
     let attempt = async move {
-        let mut open = match held {
-            Some(mut open) => {
-                open.send(payload).await?;
-                open
-            }
-            None => {
+        // A held stream closes when its connection does (the peer restarted): the request,
+        // which never left, then opens a new stream at once. Failing it instead cost openraft's
+        // backoff (`network.rs`, `UNREACHABLE_RETRY`) a second time after a follower's restart,
+        // long enough for the follower to stand for election (regression test
+        // `cluster::a_restarted_follower_does_not_depose_the_leader`).
+        let unsent = match held {
+            Some(mut open) => match open.send(payload).await {
+                Ok(()) => Ok(open),
+                Err(unsent) => Err(unsent),
+            },
+            None => Err(payload),
+        };
+        let mut open = match unsent {
+            Ok(open) => open,
+            Err(payload) => {
                 let client = client().map_err(StreamFailure::Unreachable)?;
                 AppendStream::open(client, payload).await?
             }

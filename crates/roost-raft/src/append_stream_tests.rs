@@ -16,7 +16,8 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::append_stream::{exchange, AppendStream, StreamFailure};
 
 /// A peer whose stream echoes each request after the delay in milliseconds its JSON names
-/// (twice if the JSON is `"twice"`), or (`streams: false`) serves no stream at all.
+/// (twice if the JSON is `"twice"`; and then ends the stream if it is `"last"`), or
+/// (`streams: false`) serves no stream at all.
 struct EchoPeer {
     streams: bool,
 }
@@ -42,16 +43,20 @@ impl Raft for EchoPeer {
             return Err(Status::unimplemented("an older peer"));
         }
         let replies = futures::stream::unfold(
-            (req.into_inner(), None::<RaftPayload>),
-            |(mut incoming, again)| async move {
+            (req.into_inner(), None::<RaftPayload>, false),
+            |(mut incoming, again, ended)| async move {
                 if let Some(payload) = again {
-                    return Some((Ok(payload), (incoming, None)));
+                    return Some((Ok(payload), (incoming, None, ended)));
+                }
+                if ended {
+                    return None;
                 }
                 let payload = incoming.message().await.ok()??;
+                let ended = payload.json == b"\"last\"";
                 let again = (payload.json == b"\"twice\"").then(|| payload.clone());
                 let delay_ms: u64 = serde_json::from_slice(&payload.json).unwrap_or(0);
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-                Some((Ok(payload), (incoming, again)))
+                Some((Ok(payload), (incoming, again, ended)))
             },
         );
         Ok(Response::new(Box::pin(replies)))
@@ -217,4 +222,28 @@ async fn an_unreachable_peer_fails_within_the_timeout() {
         Err(StreamFailure::Unreachable(_) | StreamFailure::Failed(_))
     ));
     assert!(stream.is_none());
+}
+
+/// Regression: a stream held from the last exchange had closed since (the peer restarted), and
+/// the next request failed on it instead of opening a new stream; openraft then waited its
+/// backoff (500 ms) before it tried again, long enough for a restarted follower to stand for
+/// election (`cluster::a_restarted_follower_does_not_depose_the_leader`).
+#[tokio::test]
+async fn a_request_on_a_stream_that_closed_since_goes_on_a_new_one() {
+    let client = client_of(start_peer(true).await);
+    let mut stream: Option<AppendStream> = None;
+    let last = RaftPayload {
+        json: b"\"last\"".to_vec(),
+        ..delayed(0)
+    };
+    assert!(exchange(&mut stream, &client, last, PATIENT).await.is_ok());
+    let deadline = tokio::time::Instant::now() + PATIENT;
+    while !stream.as_ref().is_some_and(AppendStream::is_closed) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the peer's end of the stream never closed the held stream"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(echoed(&mut stream, &client, 4).await, Some(4));
 }

@@ -41,7 +41,7 @@ pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 type RpcResult<T, E> = Result<T, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>>;
 
 /// How long the leader waits before it tries again a peer it could not reach (openraft's
-/// replication backoff). A restarted node holds off its elections for longer than this
+/// replication backoff). A restarted node holds off its elections for longer than two of these
 /// (`node.rs`, `quiet_start`), so the leader reaches it before it could stand.
 pub(crate) const UNREACHABLE_RETRY: Duration = Duration::from_millis(500);
 

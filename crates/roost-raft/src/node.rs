@@ -575,9 +575,11 @@ fn peer_unavailable(leader: u64, e: PeerError) -> Error {
 /// (openraft 0.9 keeps no time of the last heartbeat across a restart), at a higher term, and
 /// deposed a working leader (regression test
 /// `cluster::a_restarted_follower_does_not_depose_the_leader`; BENCHMARKS.md "Faster
-/// failover"). Knowing a leader proves nothing here: a restarted node names the leader of its
-/// stored vote at once. A cluster whose voters all restart at once elects its leader that much
-/// later (750-900 ms at the defaults). Not for a single voter, which has no one to wait for,
+/// failover"). Two retries: the first may dial a new connection that does not answer within
+/// one heartbeat (openraft's timeout for an AppendEntries), and openraft then waits a retry
+/// more (the test failed about 1 run in 12 with one). Knowing a leader proves nothing here: a
+/// restarted node names the leader of its stored vote at once. A cluster whose voters all
+/// restart at once elects its leader that much later (1,250-1,400 ms at the defaults). Not for a single voter, which has no one to wait for,
 /// nor for a node with no membership yet (a cluster being formed);
 /// `initialize` and a hand-over's `trigger().elect()` stand at once (the gate holds only the
 /// election timer).
@@ -588,7 +590,7 @@ fn quiet_start(raft: &Raft<TypeConfig>, timing: &RaftTiming) {
     let jitter =
         std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), ())
             % timing.election_timeout_max_ms.max(1);
-    let quiet = UNREACHABLE_RETRY
+    let quiet = 2 * UNREACHABLE_RETRY
         + timing.election_timeout_max()
         + Duration::from_millis(timing.election_timeout_min_ms.saturating_add(jitter));
     let raft = raft.clone();
