@@ -14,6 +14,7 @@ mod error;
 mod events;
 mod home;
 mod interactions;
+mod labels;
 mod logs;
 mod memory;
 mod projects;
@@ -44,6 +45,7 @@ pub use interactions::{
     InteractionAcceptBody, InteractionCreateBody, InteractionReasonBody, InteractionRespondBody,
     InteractionVerdictsBody, InteractionView,
 };
+pub use labels::Label;
 pub use memory::{
     CompanyLive, CurrentTask, Door, LiveParts, MemoryDocument, MemoryDocumentInfo, MemoryEntry,
     MemoryHitKind, MemoryLive, MemoryScope, MemorySearchHit, MemorySummary, NewMemoryEntry,

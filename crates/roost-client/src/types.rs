@@ -153,6 +153,7 @@ impl ToQuery for IssueFilter {
         push(&mut q, "assigneeAgentId", &self.assignee_agent_id);
         push(&mut q, "parentId", &self.parent_id);
         push(&mut q, "projectId", &self.project_id);
+        push(&mut q, "labelId", &self.label_id);
         push(&mut q, "q", &self.q);
         if self.offset > 0 {
             q.push(("offset", self.offset.to_string()));

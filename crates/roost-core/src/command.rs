@@ -522,6 +522,17 @@ pub enum Command {
     DeleteProject {
         project_id: String,
     },
+    /// An issue label (`label.rs`, `rules/label.rs`).
+    CreateLabel {
+        id: String,
+        company_id: String,
+        name: String,
+        color: String,
+    },
+    /// Removes the label and takes it off every issue that carries it.
+    DeleteLabel {
+        label_id: String,
+    },
     /// A company skill (`skill.rs`, `rules/skill.rs`).
     CreateSkill {
         id: String,
@@ -660,6 +671,8 @@ impl Command {
             Command::CreateProject { .. } => "project.created",
             Command::UpdateProject { .. } => "project.updated",
             Command::DeleteProject { .. } => "project.deleted",
+            Command::CreateLabel { .. } => "label.created",
+            Command::DeleteLabel { .. } => "label.deleted",
             Command::CreateSkill { .. } => "skill.created",
             Command::UpdateSkill { .. } => "skill.updated",
             Command::DeleteSkill { .. } => "skill.deleted",

@@ -1,5 +1,5 @@
 //! The derived indexes over issues (by company and number, assignee, parent, blocker, open
-//! work, checkout holder, comments): how an issue's write and its deletion keep them, and the
+//! work, checkout holder, label, comments): how an issue's write and its deletion keep them, and the
 //! reads that walk them, so that no rule or API read scans every issue.
 
 use std::borrow::Cow;
@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::entity::{Issue, IssueStatus};
+use crate::label::{label_ids, LABEL_IDS};
 use crate::set_index::{link, unlink, SetIndex};
 use crate::state::State;
 use crate::state_hash::Table;
@@ -142,6 +143,17 @@ impl State {
                 link(&mut self.issues_by_project, project, &i.id);
             }
         }
+        let old_labels = old.as_ref().map(|o| o.paperclip.get(LABEL_IDS));
+        if old_labels != Some(i.paperclip.get(LABEL_IDS)) {
+            if let Some(o) = &old {
+                for label in label_ids(&o.paperclip) {
+                    unlink(&mut self.issues_by_label, label, &i.id);
+                }
+            }
+            for label in label_ids(&i.paperclip) {
+                link(&mut self.issues_by_label, label, &i.id);
+            }
+        }
         if let Some(c) = &i.checkout {
             link(&mut self.checkouts_by_run, &c.run_id, &i.id);
         }
@@ -216,6 +228,9 @@ impl State {
         }
         if let Some(project) = &old.project_id {
             unlink(&mut self.issues_by_project, project, &old.id);
+        }
+        for label in label_ids(&old.paperclip) {
+            unlink(&mut self.issues_by_label, label, &old.id);
         }
         for cid in self.comments_of_issue.remove(id).unwrap_or_default() {
             self.comments.remove(&cid);
@@ -332,6 +347,16 @@ impl State {
         project_id: &str,
     ) -> impl Iterator<Item = Cow<'a, Issue>> {
         self.issues_under(&self.issues_by_project, project_id)
+    }
+
+    /// The issues that carry label `label_id`, in id order.
+    pub fn issues_with_label<'a>(&'a self, label_id: &str) -> impl Iterator<Item = Cow<'a, Issue>> {
+        self.issues_under(&self.issues_by_label, label_id)
+    }
+
+    /// The ids of the issues that carry label `label_id`, in id order.
+    pub fn issue_ids_with_label<'a>(&'a self, label_id: &str) -> impl Iterator<Item = &'a str> {
+        ids_under(&self.issues_by_label, label_id)
     }
 
     fn issues_under<'a>(

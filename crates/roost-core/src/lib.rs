@@ -20,6 +20,7 @@ pub mod idempotency;
 pub mod interaction;
 mod issue_index;
 pub mod issue_map;
+pub mod label;
 pub mod limits;
 pub mod loop_breaker;
 pub mod memory;

@@ -272,6 +272,26 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
         | Command::CreateProject { .. }
         | Command::UpdateProject { .. }
         | Command::DeleteProject { .. } => Ok(()),
+        // The rule bounds the trimmed name; this, what a log entry may carry of it.
+        Command::CreateLabel { name, color, .. } => {
+            if name.len() > 4 * crate::label::MAX_LABEL_NAME_CHARS + 256 {
+                return Err(DomainError::invalid(
+                    "name",
+                    format!(
+                        "must be at most {} characters",
+                        crate::label::MAX_LABEL_NAME_CHARS
+                    ),
+                ));
+            }
+            if color.len() > 7 {
+                return Err(DomainError::invalid(
+                    "color",
+                    "Color must be a 6-digit hex value",
+                ));
+            }
+            Ok(())
+        }
+        Command::DeleteLabel { .. } => Ok(()),
         Command::CreateSkill { fields, .. } => skill_files(
             fields
                 .files

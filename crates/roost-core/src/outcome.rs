@@ -55,6 +55,7 @@ pub enum Outcome {
     Goal(crate::project::Goal),
     Project(crate::project::Project),
     Skill(crate::skill::Skill),
+    Label(crate::label::Label),
     Approval(crate::approval::Approval),
     ApprovalComment(crate::approval::ApprovalComment),
     /// A hire: the agent and, when the company requires board approval, its approval.
@@ -104,6 +105,7 @@ impl Outcome {
             Outcome::Goal(_) => "goal",
             Outcome::Project(_) => "project",
             Outcome::Skill(_) => "skill",
+            Outcome::Label(_) => "label",
             Outcome::Approval(_) => "approval",
             Outcome::ApprovalComment(_) => "approval_comment",
             Outcome::Hire { .. } => "hire",

@@ -59,6 +59,9 @@ pub enum Change {
     /// A company skill written, or removed (its id) (`skill.rs`).
     Skill(crate::skill::Skill),
     SkillDeleted(String),
+    /// An issue label written, or removed (its id) (`label.rs`).
+    Label(crate::label::Label),
+    LabelDeleted(String),
     /// An issue document's summary or revision, or its removal (`document.rs`).
     Document(crate::document::DocumentChange),
     /// An issue-thread interaction's row, or a pending one's removal (`interaction.rs`).
@@ -137,6 +140,7 @@ pub struct StateRows {
     pub goals: Vec<crate::project::Goal>,
     pub projects: Vec<crate::project::Project>,
     pub skills: Vec<crate::skill::Skill>,
+    pub labels: Vec<crate::label::Label>,
     pub issue_documents: Vec<crate::document::IssueDocument>,
     pub issue_attachments: Vec<crate::attachment::IssueAttachment>,
     /// The chunks of uploads in progress (not those of finished attachments).
@@ -175,6 +179,8 @@ pub struct State {
     pub projects: BTreeMap<String, crate::project::Project>,
     /// Company skills by id (`skill.rs`).
     pub skills: BTreeMap<String, crate::skill::Skill>,
+    /// Issue labels by id (`label.rs`).
+    pub labels: BTreeMap<String, crate::label::Label>,
     /// Issue documents' summaries (`document.rs`).
     pub documents: crate::document::DocumentState,
     /// Issue attachments' summaries (`attachment.rs`).
@@ -212,6 +218,8 @@ pub struct State {
     /// issue of the company, most of which may live in `state.db` only (`issue_map.rs`).
     pub(crate) issues_by_goal: crate::set_index::SetIndex,
     pub(crate) issues_by_project: crate::set_index::SetIndex,
+    /// Issue ids by label (`labelIds`): deleting a label and listing by one read these.
+    pub(crate) issues_by_label: crate::set_index::SetIndex,
     pub(crate) checkouts_by_run: BTreeMap<String, BTreeSet<String>>,
     pub(crate) company_by_prefix: BTreeMap<String, String>,
     /// The one pending (queued or deferred) wake per (agent, issue).
@@ -413,6 +421,7 @@ impl State {
                 .chain(rows.goals.into_iter().map(Change::Goal))
                 .chain(rows.projects.into_iter().map(Change::Project))
                 .chain(rows.skills.into_iter().map(Change::Skill))
+                .chain(rows.labels.into_iter().map(Change::Label))
                 .chain(
                     rows.issue_documents
                         .into_iter()
@@ -720,6 +729,12 @@ impl State {
             }
             Change::SkillDeleted(id) => {
                 self.skills.remove(&id);
+            }
+            Change::Label(l) => {
+                self.labels.insert(l.id.clone(), l);
+            }
+            Change::LabelDeleted(id) => {
+                self.labels.remove(&id);
             }
             Change::Document(d) => self.documents.put(d),
             Change::Interaction(i) => self.interactions.put(i),

@@ -55,9 +55,11 @@ pub(crate) enum Table {
     IssueAttachment,
     WorkProduct,
     AttachmentUpload,
+    // New tables go last: a table's number is hashed with each of its rows.
+    Label,
 }
 
-const TABLES: [Table; 30] = [
+const TABLES: [Table; 31] = [
     Table::Company,
     Table::Agent,
     Table::Issue,
@@ -82,6 +84,7 @@ const TABLES: [Table; 30] = [
     Table::Goal,
     Table::Project,
     Table::Skill,
+    Table::Label,
     Table::CompanyMemoryLive,
     Table::IssueDocument,
     Table::Interaction,
@@ -265,6 +268,7 @@ fn keys(state: &State, table: Table) -> Vec<String> {
         Table::Goal => of(&state.goals),
         Table::Project => of(&state.projects),
         Table::Skill => of(&state.skills),
+        Table::Label => of(&state.labels),
         Table::CompanyMemoryLive => of(&state.memory.company_live),
         Table::IssueDocument => of(&state.documents.documents),
         Table::IssueAttachment => of(&state.attachments.attachments),
@@ -307,6 +311,7 @@ fn row_digest(state: &State, table: Table, key: &str) -> Option<Lanes> {
         Table::Goal => json(state.goals.get(key)),
         Table::Project => json(state.projects.get(key)),
         Table::Skill => json(state.skills.get(key)),
+        Table::Label => json(state.labels.get(key)),
         Table::CompanyMemoryLive => json(state.memory.company_live.get(key)),
         Table::IssueDocument => json(state.documents.documents.get(key)),
         Table::IssueAttachment => json(state.attachments.attachments.get(key)),
@@ -369,6 +374,8 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::ProjectDeleted(id) => (Table::Project, id.as_str()),
         Change::Skill(k) => (Table::Skill, k.id.as_str()),
         Change::SkillDeleted(id) => (Table::Skill, id.as_str()),
+        Change::Label(l) => (Table::Label, l.id.as_str()),
+        Change::LabelDeleted(id) => (Table::Label, id.as_str()),
         Change::Home(HomeChange::Home(h)) => (Table::AgentHome, h.agent_id.as_str()),
         // Its key is derived ([`crate::home::HomeChunk::key`]): `State::touch` marks it.
         Change::Home(HomeChange::Chunk(..)) => return None,

@@ -10,7 +10,9 @@ mod wakes;
 
 pub use budgets::{AgentSpend, BudgetOverview, CostSummary, PolicyStatus, ProjectSpend};
 pub use filters::{IssueFilter, WakeFilter};
-pub use issues::{CommentCursor, HeartbeatContext, IssueDetail, IssueSummary, IssueWithComment};
+pub use issues::{
+    CommentCursor, HeartbeatContext, IssueDetail, IssueSummary, IssueWithComment, LabeledIssue,
+};
 pub use runs::{AuditReport, LogPage, RunView};
 pub use wakes::{WakeView, WakeupResult, WorkerView};
 

@@ -273,6 +273,8 @@ fn the_generators_reach_every_governance_command() {
         "skill.updated",
         "skill.deleted",
         "agent.skills_set",
+        "label.created",
+        "label.deleted",
         "issue.monitor_triggered",
         "issue.attachment_chunk_uploaded",
         "issue.attachment_added",

@@ -354,6 +354,9 @@ const SURFACE: &[(&str, Twin)] = &[
     ("DELETE /projects/{id}", Grpc("DeleteProject")),
     ("POST /projects/{id}/pause", Grpc("PauseProject")),
     ("POST /projects/{id}/resume", Grpc("ResumeProject")),
+    ("GET /companies/{cid}/labels", Grpc("ListLabels")),
+    ("POST /companies/{cid}/labels", Grpc("CreateLabel")),
+    ("DELETE /labels/{id}", Grpc("DeleteLabel")),
     // Skills.
     ("GET /companies/{cid}/skills", Grpc("ListSkills")),
     ("POST /companies/{cid}/skills", Grpc("CreateSkill")),

@@ -582,6 +582,12 @@ impl RowBatch {
                 vec![text(&k.id), text(&k.company_id), Cell::Text(json(k)?)],
             ),
             Change::SkillDeleted(id) => self.drop_row("skills", id),
+            Change::Label(l) => self.put_kept(
+                "labels",
+                "id, company_id, data",
+                vec![text(&l.id), text(&l.company_id), Cell::Text(json(l)?)],
+            ),
+            Change::LabelDeleted(id) => self.drop_row("labels", id),
             Change::Document(d) => self.add_document(d)?,
             Change::Attachment(a) => self.add_attachment(a)?,
             Change::WorkProduct(roost_core::work_product::WorkProductChange::Put(w)) => self

@@ -53,6 +53,7 @@ CREATE TABLE IF NOT EXISTS routine_runs (id TEXT PRIMARY KEY, company_id TEXT NO
 CREATE TABLE IF NOT EXISTS goals (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS projects (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS skills (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS labels (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS approvals (id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS agent_homes (agent_id TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS home_chunks (key TEXT PRIMARY KEY, company_id TEXT NOT NULL, data TEXT NOT NULL,
@@ -103,6 +104,7 @@ pub(crate) const NEWER_TABLES: &[&str] = &[
     "issue_attachments",
     "attachment_chunks",
     "work_products",
+    "labels",
 ];
 
 /// Every table a snapshot carries, in the order they are copied.
@@ -140,6 +142,7 @@ pub(crate) const TABLES: &[&str] = &[
     "issue_attachments",
     "attachment_chunks",
     "work_products",
+    "labels",
 ];
 
 /// Every row of `table`, parsed from its `data` column. A row that does not parse is named by
@@ -202,6 +205,7 @@ pub(crate) async fn load_state(
     let goals = load_json(conn, "goals").await?;
     let projects = load_json(conn, "projects").await?;
     let skills = load_json(conn, "skills").await?;
+    let labels = load_json(conn, "labels").await?;
     // A revision's body stays on disk: memory keeps each document's summary.
     let issue_documents = load_json(conn, "issue_documents").await?;
     // An attachment's bytes stay on disk: memory keeps its summary, and the chunks of uploads
@@ -274,6 +278,7 @@ pub(crate) async fn load_state(
         goals,
         projects,
         skills,
+        labels,
         issue_documents,
         issue_attachments,
         attachment_chunks,

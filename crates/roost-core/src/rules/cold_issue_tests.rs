@@ -304,3 +304,36 @@ fn closed_issues_read_back_from_rows_are_the_state_they_were_in_memory() {
         "k1 is still in the rows only"
     );
 }
+
+/// A closed issue read back from its row loses a deleted label as one kept in memory does,
+/// to the same state hash (the label index names it while it lives in `state.db` only).
+#[test]
+fn a_deleted_label_leaves_closed_issues_that_left_memory() {
+    let mut p = Pair::new();
+    p.ok(
+        admin(),
+        Command::CreateLabel {
+            id: "l1".into(),
+            company_id: "c1".into(),
+            name: "bug".into(),
+            color: "#ff0000".into(),
+        },
+    );
+    let labelled = IssuePatch {
+        paperclip: Some([("labelIds".to_string(), serde_json::json!(["l1"]))].into()),
+        ..patch_status(IssueStatus::Done)
+    };
+    p.create("k1", labelled);
+    assert!(!p.in_memory("k1"));
+    p.ok(
+        admin(),
+        Command::DeleteLabel {
+            label_id: "l1".into(),
+        },
+    );
+    let read = p.cold.issues.get("k1").map(|i| i.into_owned());
+    assert_eq!(
+        read.and_then(|i| i.paperclip.get("labelIds").cloned()),
+        Some(serde_json::json!([]))
+    );
+}

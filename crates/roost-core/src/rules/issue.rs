@@ -397,6 +397,9 @@ fn apply_patch(ctx: &Ctx<'_>, issue: &mut Issue, patch: &IssuePatch) -> Result<(
         for (key, value) in fields {
             if value.is_null() {
                 issue.paperclip.remove(key);
+            } else if key == crate::label::LABEL_IDS {
+                let ids = super::label::checked_label_ids(ctx, &issue.company_id, value)?;
+                issue.paperclip.insert(key.clone(), ids);
             } else {
                 issue.paperclip.insert(key.clone(), value.clone());
             }

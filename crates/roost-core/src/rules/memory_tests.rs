@@ -87,6 +87,7 @@ pub(super) fn reloaded(state: &State) -> State {
         goals: state.goals.values().cloned().collect(),
         projects: state.projects.values().cloned().collect(),
         skills: state.skills.values().cloned().collect(),
+        labels: state.labels.values().cloned().collect(),
         issue_documents: state.documents.documents.values().cloned().collect(),
         issue_attachments: state.attachments.attachments.values().cloned().collect(),
         attachment_chunks: state

@@ -45,6 +45,9 @@ mod interaction_tests;
 mod issue;
 #[cfg(test)]
 mod issue_index_tests;
+mod label;
+#[cfg(test)]
+mod label_tests;
 pub(crate) mod loop_breaker;
 mod memory;
 #[cfg(test)]
@@ -291,6 +294,13 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
             project::update_project(&ctx, project_id, patch)
         }
         Command::DeleteProject { project_id } => project::delete_project(&ctx, project_id),
+        Command::CreateLabel {
+            id,
+            company_id,
+            name,
+            color,
+        } => label::create(&ctx, id, company_id, name, color),
+        Command::DeleteLabel { label_id } => label::delete(&ctx, label_id),
         Command::CreateSkill {
             id,
             company_id,

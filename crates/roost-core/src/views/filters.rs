@@ -10,6 +10,8 @@ pub struct IssueFilter {
     pub assignee_agent_id: Option<String>,
     pub parent_id: Option<String>,
     pub project_id: Option<String>,
+    /// Only issues that carry this label (Paperclip's `labelId`).
+    pub label_id: Option<String>,
     /// Paperclip's `q`: found as written (one phrase, any case) in the title, the identifier,
     /// the description ([`IssueFilter::matches_text`]) or a comment's body (which lives in
     /// `state.db`: `roost-server/src/api/issue_list.rs`).

@@ -62,6 +62,20 @@ pub struct IssueDetail {
     /// What work on the issue produced, primary ones first (Paperclip's `workProducts`).
     #[serde(default)]
     pub work_products: Vec<crate::work_product::WorkProduct>,
+    /// The labels its `labelIds` name, by name (Paperclip's `labels`).
+    #[serde(default)]
+    pub labels: Vec<crate::label::Label>,
+}
+
+/// An issue as a company's list shows it: with the labels its `labelIds` name, by name
+/// (Paperclip's `labels`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabeledIssue {
+    #[serde(flatten)]
+    pub issue: Issue,
+    #[serde(default)]
+    pub labels: Vec<crate::label::Label>,
 }
 
 /// A related issue in [`IssueDetail`].

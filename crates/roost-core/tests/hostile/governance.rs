@@ -204,6 +204,21 @@ pub enum GovOp {
     DeleteSkill {
         skill: Id,
     },
+    /// An issue label: a colour that is `#RRGGBB` (`color` even) or not.
+    CreateLabel {
+        id: Id,
+        company: Id,
+        name: Text,
+        color: u8,
+    },
+    DeleteLabel {
+        label: Id,
+    },
+    /// Sets an issue's `labelIds` to these labels (mostly its company's), repeated or not.
+    LabelIssue {
+        issue: Id,
+        labels: Vec<Id>,
+    },
     /// Assigns skills by the key of a skill (any company's) or a made-up one.
     AssignSkills {
         agent: Id,
@@ -322,6 +337,11 @@ pub fn gov_op() -> impl Strategy<Value = GovOp> {
         6 => id().prop_map(|skill| GovOp::DeleteSkill { skill }),
         2 => (mine_id(), vec(id(), 0..4), opt(text()))
             .prop_map(|(agent, skills, made_up)| GovOp::AssignSkills { agent, skills, made_up }),
+        3 => (new_id(), mine_id(), text(), any::<u8>())
+            .prop_map(|(id, company, name, color)| GovOp::CreateLabel { id, company, name, color }),
+        2 => mine_id().prop_map(|label| GovOp::DeleteLabel { label }),
+        3 => (mine_id(), vec(prop_oneof![3 => mine_id(), 1 => id()], 0..4))
+            .prop_map(|(issue, labels)| GovOp::LabelIssue { issue, labels }),
     ]
 }
 
@@ -341,5 +361,8 @@ pub fn agent_sends(op: &GovOp) -> bool {
             | GovOp::RunRoutine { .. }
             | GovOp::PutHomeChunks { .. }
             | GovOp::SaveAgentHome { .. }
+            | GovOp::CreateLabel { .. }
+            | GovOp::DeleteLabel { .. }
+            | GovOp::LabelIssue { .. }
     )
 }

@@ -39,6 +39,7 @@ pub struct Rows {
     goals: BTreeMap<String, project::Goal>,
     projects: BTreeMap<String, project::Project>,
     skills: BTreeMap<String, roost_core::skill::Skill>,
+    labels: BTreeMap<String, roost_core::label::Label>,
     issue_documents: BTreeMap<String, document::IssueDocument>,
     interactions: BTreeMap<String, interaction::Interaction>,
     attachments: BTreeMap<String, attachment::IssueAttachment>,
@@ -179,6 +180,10 @@ impl Rows {
                 Change::SkillDeleted(id) => {
                     self.skills.remove(id);
                 }
+                Change::Label(r) => upsert!(labels, "labels", r, r.id),
+                Change::LabelDeleted(id) => {
+                    self.labels.remove(id);
+                }
                 Change::Interaction(i) => match i {
                     interaction::InteractionChange::Interaction(r) => {
                         upsert!(interactions, "issue_interactions", r, r.id)
@@ -260,6 +265,7 @@ impl Rows {
             goals: all(&self.goals),
             projects: all(&self.projects),
             skills: all(&self.skills),
+            labels: all(&self.labels),
             issue_documents: all(&self.issue_documents),
             issue_attachments: all(&self.attachments),
             // As the store loads them: the chunks of uploads not yet made attachments.

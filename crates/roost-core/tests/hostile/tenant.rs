@@ -29,6 +29,7 @@ pub struct Foreign {
     goals: BTreeMap<String, project::Goal>,
     projects: BTreeMap<String, project::Project>,
     skills: BTreeMap<String, roost_core::skill::Skill>,
+    labels: BTreeMap<String, roost_core::label::Label>,
     issue_documents: BTreeMap<String, document::IssueDocument>,
     interactions: BTreeMap<String, interaction::Interaction>,
     attachments: BTreeMap<String, attachment::IssueAttachment>,
@@ -99,6 +100,7 @@ impl Foreign {
             goals: not_of(&s.goals, c, |r| Some(&r.company_id)),
             projects: not_of(&s.projects, c, |r| Some(&r.company_id)),
             skills: not_of(&s.skills, c, |r| Some(&r.company_id)),
+            labels: not_of(&s.labels, c, |r| Some(&r.company_id)),
             issue_documents: not_of(&s.documents.documents, c, |r| Some(&r.company_id)),
             interactions: not_of(&s.interactions.pending, c, |r| Some(&r.company_id)),
             attachments: not_of(&s.attachments.attachments, c, |r| Some(&r.company_id)),
@@ -134,6 +136,7 @@ impl Foreign {
             .or_else(|| differs("goals", &a.goals, &b.goals))
             .or_else(|| differs("projects", &a.projects, &b.projects))
             .or_else(|| differs("skills", &a.skills, &b.skills))
+            .or_else(|| differs("labels", &a.labels, &b.labels))
             .or_else(|| differs("issue_documents", &a.issue_documents, &b.issue_documents))
             .or_else(|| differs("issue_interactions", &a.interactions, &b.interactions))
             .or_else(|| differs("issue_attachments", &a.attachments, &b.attachments))
@@ -181,6 +184,7 @@ pub fn outcome_companies(o: &Outcome) -> Vec<Option<String>> {
         Outcome::Goal(g) => vec![Some(g.company_id.clone())],
         Outcome::Project(p) => vec![Some(p.company_id.clone())],
         Outcome::Skill(s) => vec![Some(s.company_id.clone())],
+        Outcome::Label(l) => vec![Some(l.company_id.clone())],
         Outcome::Approval(a) => vec![Some(a.company_id.clone())],
         // A comment carries no company; the command was checked against its approval's.
         Outcome::ApprovalComment(_) => vec![],

@@ -41,6 +41,7 @@ enum Kind {
     Routine,
     Trigger,
     Skill,
+    Label,
 }
 
 impl Kind {
@@ -63,6 +64,7 @@ impl Kind {
             Kind::Routine => "rt",
             Kind::Trigger => "tr",
             Kind::Skill => "sk",
+            Kind::Label => "lb",
         }
     }
 }
@@ -314,6 +316,7 @@ impl World {
             Kind::Routine => of(&s.routines.routines, c, |r| Some(&r.company_id)),
             Kind::Trigger => of(&s.routines.triggers, c, |r| Some(&r.company_id)),
             Kind::Skill => of(&s.skills, c, |r| Some(&r.company_id)),
+            Kind::Label => of(&s.labels, c, |r| Some(&r.company_id)),
         }
     }
 

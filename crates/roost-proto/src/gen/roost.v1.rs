@@ -3478,6 +3478,54 @@ pub struct ResumeProjectRequest {
     pub project_id: ::prost::alloc::string::String,
 }
 #[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Label {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub name: ::prost::alloc::string::String,
+    /// \#RRGGBB.
+    #[prost(string, tag = "4")]
+    pub color: ::prost::alloc::string::String,
+    #[prost(int64, tag = "5")]
+    pub created_at_ms: i64,
+    #[prost(int64, tag = "6")]
+    pub updated_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListLabelsRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListLabelsResponse {
+    /// By name.
+    #[prost(message, repeated, tag = "1")]
+    pub labels: ::prost::alloc::vec::Vec<Label>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreateLabelRequest {
+    #[prost(string, tag = "1")]
+    pub company_id: ::prost::alloc::string::String,
+    /// Trimmed, 1-48 characters, unique in the company.
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    /// \#RRGGBB.
+    #[prost(string, tag = "3")]
+    pub color: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteLabelRequest {
+    #[prost(string, tag = "1")]
+    pub label_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct Approval {
     #[prost(string, tag = "1")]
@@ -7475,6 +7523,75 @@ pub mod control_client {
                 .insert(GrpcMethod::new("roost.v1.Control", "ResumeProject"));
             self.inner.unary(req, path, codec).await
         }
+        /// Issue labels, with REST's rules (`/api/companies/{cid}/labels`, `/api/labels/{id}`):
+        /// members of the company read, create and delete them; deleting one takes it off every
+        /// issue. A delete answers the label as it was.
+        pub async fn list_labels(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListLabelsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListLabelsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListLabels",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListLabels"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn create_label(
+            &mut self,
+            request: impl tonic::IntoRequest<super::CreateLabelRequest>,
+        ) -> std::result::Result<tonic::Response<super::Label>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/CreateLabel",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "CreateLabel"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn delete_label(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DeleteLabelRequest>,
+        ) -> std::result::Result<tonic::Response<super::Label>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/DeleteLabel",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "DeleteLabel"));
+            self.inner.unary(req, path, codec).await
+        }
         /// Approvals, with REST's rules (`/api/companies/{cid}/approvals`, `/api/approvals/{id}`):
         /// members of the company read, ask and comment; administrators alone decide; the requesting
         /// agent resubmits.
@@ -8977,6 +9094,24 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::ResumeProjectRequest>,
         ) -> std::result::Result<tonic::Response<super::Project>, tonic::Status>;
+        /// Issue labels, with REST's rules (`/api/companies/{cid}/labels`, `/api/labels/{id}`):
+        /// members of the company read, create and delete them; deleting one takes it off every
+        /// issue. A delete answers the label as it was.
+        async fn list_labels(
+            &self,
+            request: tonic::Request<super::ListLabelsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListLabelsResponse>,
+            tonic::Status,
+        >;
+        async fn create_label(
+            &self,
+            request: tonic::Request<super::CreateLabelRequest>,
+        ) -> std::result::Result<tonic::Response<super::Label>, tonic::Status>;
+        async fn delete_label(
+            &self,
+            request: tonic::Request<super::DeleteLabelRequest>,
+        ) -> std::result::Result<tonic::Response<super::Label>, tonic::Status>;
         /// Approvals, with REST's rules (`/api/companies/{cid}/approvals`, `/api/approvals/{id}`):
         /// members of the company read, ask and comment; administrators alone decide; the requesting
         /// agent resubmits.
@@ -13192,6 +13327,141 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ResumeProjectSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListLabels" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListLabelsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListLabelsRequest>
+                    for ListLabelsSvc<T> {
+                        type Response = super::ListLabelsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ListLabelsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_labels(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListLabelsSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/CreateLabel" => {
+                    #[allow(non_camel_case_types)]
+                    struct CreateLabelSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::CreateLabelRequest>
+                    for CreateLabelSvc<T> {
+                        type Response = super::Label;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::CreateLabelRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::create_label(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = CreateLabelSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/DeleteLabel" => {
+                    #[allow(non_camel_case_types)]
+                    struct DeleteLabelSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::DeleteLabelRequest>
+                    for DeleteLabelSvc<T> {
+                        type Response = super::Label;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DeleteLabelRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::delete_label(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DeleteLabelSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -20,8 +20,8 @@ const COMMENT_SEARCH_CHUNK: usize = 1_000;
 const MAX_ISSUES_SEARCHED_BY_COMMENT: usize = 10_000;
 
 /// The issues a company's list walks, in number order, with every filter but `q` applied:
-/// a project's from its index (as many as the project has, not the company), else by
-/// assignee, parent, or the company's (open) issues. Ids first, statuses from the issue map:
+/// a project's or a label's from its index (as many as the project or label has, not the
+/// company), else by assignee, parent, or the company's (open) issues. Ids first, statuses from the issue map:
 /// closed issues may be in `state.db` only, and a board's `cancelled` column reads the
 /// cancelled rows, not every done one.
 fn walk<'a>(
@@ -31,15 +31,18 @@ fn walk<'a>(
     only_open: bool,
 ) -> Box<dyn Iterator<Item = Cow<'a, Issue>> + 'a> {
     let keep = move |i: &Issue| kept(i, company_id, filter, only_open);
-    if let (Some(project), None, None) = (
-        &filter.project_id,
-        &filter.assignee_agent_id,
-        &filter.parent_id,
-    ) {
-        let mut issues: Vec<Cow<Issue>> =
-            s.issues_of_project(project).filter(|i| keep(i)).collect();
-        issues.sort_by_key(|i| i.issue_number);
-        return Box::new(issues.into_iter());
+    if filter.assignee_agent_id.is_none() && filter.parent_id.is_none() {
+        let indexed: Option<Box<dyn Iterator<Item = Cow<'a, Issue>>>> =
+            match (&filter.project_id, &filter.label_id) {
+                (Some(project), _) => Some(Box::new(s.issues_of_project(project))),
+                (None, Some(label)) => Some(Box::new(s.issues_with_label(label))),
+                (None, None) => None,
+            };
+        if let Some(issues) = indexed {
+            let mut issues: Vec<Cow<Issue>> = issues.filter(|i| keep(i)).collect();
+            issues.sort_by_key(|i| i.issue_number);
+            return Box::new(issues.into_iter());
+        }
     }
     let ids: Box<dyn Iterator<Item = &str>> =
         match (&filter.assignee_agent_id, &filter.parent_id, only_open) {
@@ -78,6 +81,10 @@ fn kept(issue: &Issue, company_id: &str, filter: &IssueFilter, only_open: bool) 
             .project_id
             .as_ref()
             .is_none_or(|p| issue.project_id.as_ref() == Some(p))
+        && filter
+            .label_id
+            .as_deref()
+            .is_none_or(|l| roost_core::label::label_ids(&issue.paperclip).any(|id| id == l))
 }
 
 /// An issue the search walked: found by its own text, or to be looked for in its comments.

@@ -125,6 +125,7 @@ impl Api {
                     .into_iter()
                     .cloned()
                     .collect(),
+                labels: super::labels::labels_of(s, &issue),
                 issue,
             }
         }))

@@ -17,6 +17,7 @@ mod home;
 mod interactions;
 mod issue_list;
 mod issues;
+mod labels;
 mod memory;
 mod paperclip;
 mod projects;

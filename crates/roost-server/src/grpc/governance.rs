@@ -123,6 +123,42 @@ pub(super) async fn delete_project(
     ))
 }
 
+// ---------------------------------------------------------------------------------------------
+// Labels
+// ---------------------------------------------------------------------------------------------
+
+pub(super) async fn list_labels(
+    api: Api,
+    caller: Caller,
+    r: pb::ListLabelsRequest,
+) -> Answer<pb::ListLabelsResponse> {
+    let labels = api.list_labels(&caller, &r.company_id).await?;
+    Ok(pb::ListLabelsResponse {
+        labels: labels.into_iter().map(convert::label_to_proto).collect(),
+    })
+}
+
+pub(super) async fn create_label(
+    api: Api,
+    caller: Caller,
+    r: pb::CreateLabelRequest,
+) -> Answer<pb::Label> {
+    Ok(convert::label_to_proto(
+        api.create_label(&caller, &r.company_id, r.name, r.color)
+            .await?,
+    ))
+}
+
+pub(super) async fn delete_label(
+    api: Api,
+    caller: Caller,
+    r: pb::DeleteLabelRequest,
+) -> Answer<pb::Label> {
+    Ok(convert::label_to_proto(
+        api.delete_label(&caller, &r.label_id).await?,
+    ))
+}
+
 pub(super) async fn pause_project(
     api: Api,
     caller: Caller,

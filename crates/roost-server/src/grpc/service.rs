@@ -635,6 +635,13 @@ impl Control for ControlService {
         check_issue_monitor(CheckIssueMonitorRequest) -> Issue = monitors::check;
     }
 
+    // Labels: handlers in governance.rs.
+    delegate! {
+        list_labels(ListLabelsRequest) -> ListLabelsResponse = governance::list_labels;
+        create_label(CreateLabelRequest) -> Label = governance::create_label;
+        delete_label(DeleteLabelRequest) -> Label = governance::delete_label;
+    }
+
     // Skills: handlers in skills.rs.
     delegate! {
         list_skills(ListSkillsRequest) -> ListSkillsResponse = skills::list;

@@ -469,6 +469,8 @@ pub struct IssueListQuery {
     /// Paperclip's alias of `parentId`.
     pub parent_issue_id: Option<String>,
     pub project_id: Option<String>,
+    /// Only issues that carry this label (Paperclip's `labelId`).
+    pub label_id: Option<String>,
     /// Text in the title, identifier or description (Paperclip's `q`).
     pub q: Option<String>,
     pub offset: Option<usize>,

@@ -7,7 +7,7 @@ use roost_core::{Comment, Issue, IssueStatus};
 use roost_store::CommentQuery;
 
 use super::created;
-use roost_core::views::IssueWithComment;
+use roost_core::views::{IssueWithComment, LabeledIssue};
 
 use super::dto;
 use super::extract::{JsonBody, QueryParams};
@@ -64,7 +64,7 @@ pub async fn list(
     caller: Caller,
     Path(cid): Path<String>,
     QueryParams(q): QueryParams<dto::IssueListQuery>,
-) -> Result<Json<Vec<Issue>>> {
+) -> Result<Json<Vec<LabeledIssue>>> {
     let filter = IssueFilter {
         statuses: q
             .status
@@ -75,11 +75,13 @@ pub async fn list(
         assignee_agent_id: q.assignee_agent_id,
         parent_id: q.parent_id.or(q.parent_issue_id),
         project_id: q.project_id,
+        label_id: q.label_id,
         q: q.q,
         offset: q.offset.unwrap_or(0).min(MAX_ISSUE_LIST_OFFSET),
         limit: q.limit,
     };
-    Ok(Json(api.list_issues(&caller, &cid, &filter).await?))
+    let issues = api.list_issues(&caller, &cid, &filter).await?;
+    Ok(Json(api.with_labels(issues)))
 }
 
 /// The issue with its ancestors, blockers and the issues it blocks (Paperclip's shape).

@@ -18,6 +18,7 @@ mod extract;
 pub mod fuzzing;
 mod home;
 mod issues;
+mod labels;
 mod memory;
 mod paperclip;
 mod projects;
@@ -31,7 +32,7 @@ mod wakes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::{Extension, Json, Router};
 
 pub use extract::BodyLimit;
@@ -321,6 +322,12 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
                 .patch(projects::update_project)
                 .delete(projects::delete_project),
         )
+        // Issue labels: rest/labels.rs.
+        .route(
+            "/companies/{cid}/labels",
+            get(labels::list).post(labels::create),
+        )
+        .route("/labels/{id}", delete(labels::delete))
         // Company skills and agents' assignments: rest/skills.rs.
         .route(
             "/companies/{cid}/skills",

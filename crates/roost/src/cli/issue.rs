@@ -38,6 +38,9 @@ pub(super) enum IssueCommand {
         /// Only issues of this project (its id)
         #[arg(long)]
         project: Option<String>,
+        /// Only issues that carry this label (its id; `roost label list` shows them)
+        #[arg(long)]
+        label: Option<String>,
         /// Only issues with this text in the title, identifier or description
         #[arg(long)]
         search: Option<String>,
@@ -164,6 +167,7 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             status,
             assignee,
             project,
+            label,
             search,
             offset,
             limit,
@@ -178,6 +182,7 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
                 assignee_agent_id,
                 parent_id: None,
                 project_id: project,
+                label_id: label,
                 q: search,
                 offset,
                 limit,

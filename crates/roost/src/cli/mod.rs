@@ -1,4 +1,4 @@
-//! The client commands: `roost company|agent|issue|run|wake|worker|budget|cost|activity|audit|watch|memory|approval|goal|project|routine ...`,
+//! The client commands: `roost company|agent|issue|run|wake|worker|budget|cost|activity|audit|watch|memory|approval|goal|project|label|routine ...`,
 //! each a REST call
 //! (or a few) against a running cluster, with human output or `--json`.
 
@@ -12,6 +12,7 @@ mod company;
 mod document;
 mod interaction;
 mod issue;
+mod label;
 mod memory;
 mod monitor;
 mod org;
@@ -68,6 +69,8 @@ pub enum ClientCommand {
     Goal(project::GoalArgs),
     /// Projects: a lead, goals, and a pause that holds their issues' runs
     Project(project::ProjectArgs),
+    /// Labels: a company's named colours for issues
+    Label(label::LabelArgs),
     /// Approvals: ask, decide (the requester is woken with the decision), comment
     Approval(approval::ApprovalArgs),
     /// Routines: schedules (cron in a time zone, every, at) that open issues for an agent
@@ -128,6 +131,7 @@ impl ClientCommand {
             ClientCommand::Approval(a) => &a.client,
             ClientCommand::Goal(a) => &a.client,
             ClientCommand::Project(a) => &a.client,
+            ClientCommand::Label(a) => &a.client,
         }
     }
 }
@@ -153,6 +157,7 @@ pub async fn run(command: ClientCommand) -> anyhow::Result<ExitCode> {
         ClientCommand::Approval(a) => approval::run(&session, a).await,
         ClientCommand::Goal(a) => project::run_goal(&session, a).await,
         ClientCommand::Project(a) => project::run_project(&session, a).await,
+        ClientCommand::Label(a) => label::run(&session, a).await,
     }
 }
 

@@ -134,6 +134,7 @@ struct World {
     wake_a: String,
     goal_a: String,
     project_a: String,
+    label_a: String,
     approval_a: String,
     key_b: String,
 }
@@ -212,6 +213,13 @@ impl World {
             )
             .await?
             .ok()?;
+        let label = admin
+            .post(
+                &format!("/api/companies/{cid}/labels"),
+                json!({ "name": "walk label", "color": "#00ff00" }),
+            )
+            .await?
+            .ok()?;
         // Asked by A, which may then resubmit it (only its requester may).
         let approval = node
             .http()
@@ -252,6 +260,7 @@ impl World {
             wake_a,
             goal_a: text(&goal, "id")?,
             project_a: text(&project, "id")?,
+            label_a: text(&label, "id")?,
             approval_a: text(&approval, "id")?,
             key_b: text(&key_b, "token")?,
             node,
@@ -275,6 +284,8 @@ impl World {
             &self.goal_a
         } else if path.starts_with("/projects/") {
             &self.project_a
+        } else if path.starts_with("/labels/") {
+            &self.label_a
         } else if path.starts_with("/approvals/") {
             &self.approval_a
         } else if path.starts_with("/cluster/nodes/") {

@@ -35,7 +35,7 @@ fn says(sentence: &str, word: &str) -> bool {
 }
 
 /// An agent of a second company and its key.
-async fn stranger(node: &TestNode) -> anyhow::Result<String> {
+pub(crate) async fn stranger(node: &TestNode) -> anyhow::Result<String> {
     let company = node
         .admin
         .post(

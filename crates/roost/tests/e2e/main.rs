@@ -26,6 +26,7 @@ mod home_follows;
 mod hostile;
 mod interactions;
 mod issue_lists;
+mod labels;
 mod limits;
 mod logs;
 mod loop_breaker;

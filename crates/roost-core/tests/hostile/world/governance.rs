@@ -583,6 +583,42 @@ impl World {
             GovOp::DeleteSkill { skill } => Command::DeleteSkill {
                 skill_id: pick(Kind::Skill, *skill),
             },
+            GovOp::CreateLabel {
+                id,
+                company,
+                name,
+                color,
+            } => Command::CreateLabel {
+                id: pick(Kind::Label, *id),
+                company_id: pick(Kind::Company, *company),
+                name: name.render(),
+                color: if color % 2 == 0 {
+                    format!("#{color:02x}{color:02X}a0")
+                } else {
+                    hostile_id(*color)
+                },
+            },
+            GovOp::DeleteLabel { label } => Command::DeleteLabel {
+                label_id: pick(Kind::Label, *label),
+            },
+            GovOp::LabelIssue { issue, labels } => Command::UpdateIssue {
+                issue_id: pick(Kind::Issue, *issue),
+                patch: IssuePatch {
+                    paperclip: Some(
+                        [(
+                            "labelIds".to_string(),
+                            serde_json::json!(labels
+                                .iter()
+                                .map(|l| pick(Kind::Label, *l))
+                                .collect::<Vec<_>>()),
+                        )]
+                        .into_iter()
+                        .collect(),
+                    ),
+                    ..Default::default()
+                },
+                comment: None,
+            },
             GovOp::AssignSkills {
                 agent,
                 skills,

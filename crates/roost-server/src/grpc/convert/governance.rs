@@ -54,6 +54,17 @@ pub(in crate::grpc) fn project_to_proto(p: Project) -> pb::Project {
     }
 }
 
+pub(in crate::grpc) fn label_to_proto(l: roost_core::label::Label) -> pb::Label {
+    pb::Label {
+        id: l.id,
+        company_id: l.company_id,
+        name: l.name,
+        color: l.color,
+        created_at_ms: l.created_at.millis(),
+        updated_at_ms: l.updated_at.millis(),
+    }
+}
+
 pub(in crate::grpc) fn approval_comment_to_proto(c: ApprovalComment) -> pb::ApprovalComment {
     pb::ApprovalComment {
         id: c.id,

@@ -1,0 +1,76 @@
+//! Issue labels: read by every member of the company, written and deleted by its agents and
+//! administrators (`roost-core/src/rules/label.rs`), shown on issues by name.
+
+use roost_core::label::{label_ids, Label};
+use roost_core::views::LabeledIssue;
+use roost_core::{Command, Issue, Outcome, State};
+
+use super::{expect_outcome, new_id, Api};
+use crate::auth::Caller;
+use crate::error::ApiError;
+
+impl Api {
+    /// A company's labels by name, then id (Paperclip's order).
+    pub async fn list_labels(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+    ) -> Result<Vec<Label>, ApiError> {
+        self.get_company(caller, company_id).await?;
+        let mut labels: Vec<Label> = self.reader().read(|s| {
+            s.labels
+                .values()
+                .filter(|l| l.company_id == company_id)
+                .cloned()
+                .collect()
+        });
+        labels.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+        Ok(labels)
+    }
+
+    pub async fn create_label(
+        &self,
+        caller: &Caller,
+        company_id: &str,
+        name: String,
+        color: String,
+    ) -> Result<Label, ApiError> {
+        let command = Command::CreateLabel {
+            id: new_id(),
+            company_id: company_id.into(),
+            name,
+            color,
+        };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Label(l) => l)
+    }
+
+    pub async fn delete_label(&self, caller: &Caller, id: &str) -> Result<Label, ApiError> {
+        let command = Command::DeleteLabel {
+            label_id: id.into(),
+        };
+        expect_outcome!(self.submit(caller, command).await?, Outcome::Label(l) => l)
+    }
+
+    /// `issues` with the labels each carries, read at once.
+    pub fn with_labels(&self, issues: Vec<Issue>) -> Vec<LabeledIssue> {
+        self.reader().read(|s| {
+            issues
+                .into_iter()
+                .map(|issue| LabeledIssue {
+                    labels: labels_of(s, &issue),
+                    issue,
+                })
+                .collect()
+        })
+    }
+}
+
+/// The labels `issue` carries, by name then id, as Paperclip shows them.
+pub(crate) fn labels_of(s: &State, issue: &Issue) -> Vec<Label> {
+    let mut labels: Vec<Label> = label_ids(&issue.paperclip)
+        .filter_map(|id| s.labels.get(id))
+        .cloned()
+        .collect();
+    labels.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+    labels
+}
