@@ -420,9 +420,10 @@ pub struct Issue {
     /// map would otherwise take its fields up when a row is read.
     #[serde(default, flatten)]
     pub monitor: crate::monitor::IssueMonitor,
-    /// Fields of Paperclip's issue schemas Roost does not use (`labelIds`, `executionPolicy`,
+    /// Fields of Paperclip's issue schemas Roost keeps without using them (`executionPolicy`,
     /// ...: `limits::PAPERCLIP_ISSUE_FIELDS`), kept as a client sent them and shown back at
-    /// the top level of the issue, as Paperclip shows them.
+    /// the top level of the issue, as Paperclip shows them; and `labelIds`, checked against
+    /// the company's labels when set (`rules/label.rs`).
     #[serde(default, flatten)]
     pub paperclip: BTreeMap<String, serde_json::Value>,
 }

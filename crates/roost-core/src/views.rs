@@ -9,7 +9,7 @@ mod runs;
 mod wakes;
 
 pub use budgets::{AgentSpend, BudgetOverview, CostSummary, PolicyStatus, ProjectSpend};
-pub use filters::{IssueFilter, WakeFilter};
+pub use filters::{has_text, IssueFilter, WakeFilter};
 pub use issues::{
     CommentCursor, HeartbeatContext, IssueDetail, IssueSummary, IssueWithComment, LabeledIssue,
 };

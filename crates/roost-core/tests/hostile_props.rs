@@ -131,6 +131,16 @@ fn replay_and_reload(steps: &[Step]) -> Result<(), TestCaseError> {
         roost_core::monitor::monitors_due(&world.state, end),
         "monitors due differ after a load"
     );
+    // So is the label index (not in the hash either): a list by label and a label's deletion
+    // read it.
+    for label in world.state.labels.keys().chain(loaded.labels.keys()) {
+        prop_assert_eq!(
+            loaded.issue_ids_with_label(label).collect::<Vec<_>>(),
+            world.state.issue_ids_with_label(label).collect::<Vec<_>>(),
+            "issues with label {} differ after a load",
+            label
+        );
+    }
     Ok(())
 }
 

@@ -107,10 +107,11 @@ pub(crate) async fn exchange(
     let held = stream.take();
     let attempt = async move {
         // A held stream closes when its connection does (the peer restarted): the request,
-        // which never left, then opens a new stream at once. Failing it instead cost openraft's
-        // backoff (`network.rs`, `UNREACHABLE_RETRY`) a second time after a follower's restart,
-        // long enough for the follower to stand for election (regression test
-        // `cluster::a_restarted_follower_does_not_depose_the_leader`).
+        // which never left, then opens a new stream at once. A stopping peer's last answer
+        // (its core stopped: `Unreachable`) starts openraft's backoff (`network.rs`,
+        // `UNREACHABLE_RETRY`) and leaves the stream held; failing the next request on it kept
+        // the backoff for a second round, long enough for the restarted follower to stand for
+        // election (regression test `cluster::a_restarted_follower_does_not_depose_the_leader`).
         let unsent = match held {
             Some(mut open) => match open.send(payload).await {
                 Ok(()) => Ok(open),

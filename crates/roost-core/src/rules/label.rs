@@ -103,15 +103,20 @@ pub(crate) fn delete(ctx: &Ctx<'_>, id: &str) -> Result<Decision, DomainError> {
         .get(id)
         .ok_or_else(|| DomainError::not_found("label", id))?;
     require_member(ctx, &label.company_id, id)?;
+    // Not `updated_at`: as in Paperclip, whose issues lose the label by a cascade, no issue
+    // moves (a stranded issue's recovery counts from it). The cost follows the writes that
+    // put the label on those issues, each paid before.
     let mut changes = Vec::new();
     for issue in ctx.state.issues_with_label(id) {
+        if issue.company_id != label.company_id {
+            continue;
+        }
         let mut i = issue.into_owned();
         let kept: Vec<serde_json::Value> = label_ids(&i.paperclip)
             .filter(|l| *l != id)
             .map(|l| json!(l))
             .collect();
         i.paperclip.insert(LABEL_IDS.into(), json!(kept));
-        i.updated_at = ctx.now();
         changes.push(Change::Issue(i.into()));
     }
     changes.push(Change::LabelDeleted(id.into()));

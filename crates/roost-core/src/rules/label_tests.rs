@@ -208,3 +208,57 @@ fn a_company_keeps_at_most_its_labels() {
     assert_eq!(err.code(), "quota_exceeded", "{err}");
     create(&mut w, admin(), "theirs", "c2", "one more").expect("another company's own bound");
 }
+
+/// Rows written before labels were checked hold `labelIds` as sent: anything. They load, index
+/// only the strings that name labels, and a label's deletion takes it off them, to the same
+/// state as a replica that kept them in memory.
+#[test]
+fn issue_rows_from_before_labels_were_checked_load_and_lose_a_deleted_label() {
+    let mut w = world();
+    create(&mut w, admin(), "l1", "c1", "bug").expect("label");
+    create(&mut w, admin(), "x1", "c2", "theirs").expect("label");
+    let mut rows: Vec<crate::Issue> = Vec::new();
+    for (id, ids) in [
+        ("old1", json!("l1")),
+        ("old2", json!([1, "l1", null])),
+        ("old3", json!(["x1", "l1", "gone"])),
+        ("old4", json!({ "l1": true })),
+    ] {
+        let mut i = w.todo_issue(id);
+        i.paperclip.insert(LABEL_IDS.into(), ids);
+        rows.push(i);
+    }
+    let mut state = w.state.clone();
+    for i in &rows {
+        state.load_issue(i.clone());
+    }
+    let carriers = |s: &crate::State, l: &str| {
+        s.issue_ids_with_label(l)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(carriers(&state, "l1"), ["old2", "old3"]);
+    assert_eq!(
+        carriers(&state, "x1"),
+        ["old3"],
+        "indexed as written; shown only in its company"
+    );
+    w.state = state;
+    w.ok(
+        admin(),
+        Command::DeleteLabel {
+            label_id: "l1".into(),
+        },
+    );
+    assert_eq!(labels_of(&w, "old3"), ["x1", "gone"]);
+    assert!(labels_of(&w, "old2").is_empty());
+    assert_eq!(
+        w.state
+            .issues
+            .get("old1")
+            .map(|i| i.paperclip[LABEL_IDS].clone()),
+        Some(json!("l1")),
+        "a value that names no label list is left as it was"
+    );
+    assert_eq!(carriers(&w.state, "l1").len(), 0);
+}

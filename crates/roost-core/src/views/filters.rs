@@ -13,7 +13,7 @@ pub struct IssueFilter {
     /// Only issues that carry this label (Paperclip's `labelId`).
     pub label_id: Option<String>,
     /// Paperclip's `q`: found as written (one phrase, any case) in the title, the identifier,
-    /// the description ([`IssueFilter::matches_text`]) or a comment's body (which lives in
+    /// the description ([`has_text`]) or a comment's body (which lives in
     /// `state.db`: `roost-server/src/api/issue_list.rs`).
     pub q: Option<String>,
     /// Matches to pass over before the page starts.
@@ -22,19 +22,26 @@ pub struct IssueFilter {
 }
 
 impl IssueFilter {
-    /// Whether `issue` has `q` in its title, identifier or description (no `q`: yes).
-    pub fn matches_text(&self, issue: &crate::entity::Issue) -> bool {
-        let Some(q) = self.q.as_deref().map(str::trim).filter(|q| !q.is_empty()) else {
-            return true;
-        };
-        let q = q.to_lowercase();
-        issue.title.to_lowercase().contains(&q)
-            || issue.identifier.to_lowercase().contains(&q)
-            || issue
-                .description
-                .as_deref()
-                .is_some_and(|d| d.to_lowercase().contains(&q))
+    /// `q` as [`has_text`] takes it: trimmed and lower-cased, once for a whole list; `None`
+    /// without one.
+    pub fn text_query(&self) -> Option<String> {
+        self.q
+            .as_deref()
+            .map(str::trim)
+            .filter(|q| !q.is_empty())
+            .map(str::to_lowercase)
     }
+}
+
+/// Whether `issue` has `lowered` (a [`IssueFilter::text_query`]) in its title, identifier or
+/// description, in any case.
+pub fn has_text(issue: &crate::entity::Issue, lowered: &str) -> bool {
+    issue.title.to_lowercase().contains(lowered)
+        || issue.identifier.to_lowercase().contains(lowered)
+        || issue
+            .description
+            .as_deref()
+            .is_some_and(|d| d.to_lowercase().contains(lowered))
 }
 
 /// Which wakes of a company to list (`GET /api/companies/{cid}/wakes`, newest first); an empty

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use roost_core::{Issue, State};
 
-use roost_core::views::IssueFilter;
+use roost_core::views::{has_text, IssueFilter};
 
 use super::Api;
 use crate::auth::Caller;
@@ -31,11 +31,23 @@ fn walk<'a>(
     only_open: bool,
 ) -> Box<dyn Iterator<Item = Cow<'a, Issue>> + 'a> {
     let keep = move |i: &Issue| kept(i, company_id, filter, only_open);
+    // By the status the issue map keeps, before an issue is read (a closed one may be a row
+    // of state.db only).
+    let status_kept = move |id: &str| {
+        s.issues.status(id).is_some_and(|status| {
+            (filter.statuses.is_empty() || filter.statuses.contains(&status))
+                && (!only_open || !status.is_terminal())
+        })
+    };
     if filter.assignee_agent_id.is_none() && filter.parent_id.is_none() {
         let indexed: Option<Box<dyn Iterator<Item = Cow<'a, Issue>>>> =
             match (&filter.project_id, &filter.label_id) {
                 (Some(project), _) => Some(Box::new(s.issues_of_project(project))),
-                (None, Some(label)) => Some(Box::new(s.issues_with_label(label))),
+                (None, Some(label)) => Some(Box::new(
+                    s.issue_ids_with_label(label)
+                        .filter(move |id| status_kept(id))
+                        .filter_map(|id| s.issues.get(id)),
+                )),
                 (None, None) => None,
             };
         if let Some(issues) = indexed {
@@ -53,14 +65,9 @@ fn walk<'a>(
             (None, None, false) => Box::new(s.issue_ids_of_company(company_id)),
         };
     Box::new(
-        ids.filter(move |id| {
-            filter.statuses.is_empty()
-                || s.issues
-                    .status(id)
-                    .is_some_and(|status| filter.statuses.contains(&status))
-        })
-        .filter_map(|id| s.issues.get(id))
-        .filter(move |i| keep(i)),
+        ids.filter(move |id| status_kept(id))
+            .filter_map(|id| s.issues.get(id))
+            .filter(move |i| keep(i)),
     )
 }
 
@@ -142,10 +149,11 @@ impl Api {
         limit: usize,
     ) -> Result<Vec<Issue>, ApiError> {
         let wanted = filter.offset.saturating_add(limit);
+        let lowered = text.to_lowercase();
         let walked: Vec<Walked> = self.reader().read(|s| {
             let (mut walked, mut by_text, mut by_comment) = (Vec::new(), 0, 0);
             for issue in walk(s, company_id, filter, only_open) {
-                let found = filter.matches_text(&issue);
+                let found = has_text(&issue, &lowered);
                 if !found {
                     if by_comment == MAX_ISSUES_SEARCHED_BY_COMMENT {
                         continue;
@@ -175,19 +183,21 @@ impl Api {
             found.extend(
                 chunk
                     .iter()
-                    .filter(|w| w.by_text || by_comment.contains(&w.id))
-                    .map(|w| w.id.clone()),
+                    .filter(|w| w.by_text || by_comment.contains(&w.id)),
             );
             if found.len() >= wanted {
                 break;
             }
         }
-        // The issues as they are now, still passing the filters (one deleted or changed since
-        // the walk is left out rather than shown stale; the page may then be short).
+        // The issues as they are now, still passing the filters and, those found by their own
+        // text, still holding it (one deleted or changed since the walk is left out rather
+        // than shown stale; the page may then be short).
         Ok(self.reader().read(|s| {
             found
                 .iter()
-                .filter_map(|id| s.issues.get(id))
+                .filter_map(|w| Some((s.issues.get(&w.id)?, w.by_text)))
+                .filter(|(i, by_text)| !by_text || has_text(i, &lowered))
+                .map(|(i, _)| i)
                 .filter(|i| kept(i, company_id, filter, only_open))
                 .skip(filter.offset)
                 .take(limit)

@@ -69,6 +69,7 @@ impl Api {
 pub(crate) fn labels_of(s: &State, issue: &Issue) -> Vec<Label> {
     let mut labels: Vec<Label> = label_ids(&issue.paperclip)
         .filter_map(|id| s.labels.get(id))
+        .filter(|l| l.company_id == issue.company_id)
         .cloned()
         .collect();
     labels.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));

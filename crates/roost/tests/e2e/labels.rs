@@ -127,6 +127,19 @@ async fn paperclips_cli_creates_lists_and_deletes_issue_labels() -> anyhow::Resu
         .ok()?;
     assert_eq!(strs(&of_bug, "id"), [issue_id.as_str()], "{of_bug}");
     assert_eq!(names(&of_bug[0]["labels"]), ["bug", "ui"], "{of_bug}");
+    for (status, expected) in [("done", 0), ("backlog,todo", 1)] {
+        let listed = http
+            .get(&format!(
+                "/api/companies/{cid}/issues?labelId={bug_id}&status={status}"
+            ))
+            .await?
+            .ok()?;
+        assert_eq!(
+            listed.as_array().map(Vec::len),
+            Some(expected),
+            "{status}: {listed}"
+        );
+    }
     // Another company's label, or none at all: Paperclip's 422 and sentence, nothing changed.
     let other = http
         .post("/api/companies", json!({ "name": "Elsewhere" }))
