@@ -44,10 +44,17 @@ pub struct Actor {
 }
 
 impl Actor {
-    /// Who a per-caller bound counts against (idempotency keys, rate limits, uploads at
-    /// once): the credential, or without one the actor. A run key is a credential of its own.
+    /// Whose requests an idempotency key is scoped to: the credential, or without one the
+    /// actor. A run key is a credential of its own.
     pub fn credential_or_id(&self) -> &str {
         self.credential_id.as_deref().unwrap_or(&self.id)
+    }
+
+    /// Who a per-caller bound counts against (rate limits, uploads at once): an agent with
+    /// all its keys and run keys together (each of its runs would otherwise bring a share of
+    /// its own), anyone else by credential.
+    pub fn principal(&self) -> &str {
+        self.agent_id().unwrap_or_else(|| self.credential_or_id())
     }
 
     pub fn system() -> Actor {
@@ -712,6 +719,36 @@ pub struct NewCostEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: an agent's run keys each brought a rate limit and a share of the uploads a
+    /// node reads at once of their own (they counted by credential).
+    #[test]
+    fn an_agents_keys_and_run_keys_count_as_the_agent() {
+        let as_agent = |credential: &str| Actor {
+            kind: ActorKind::Agent,
+            id: "a1".into(),
+            credential_id: Some(credential.into()),
+            run_id: None,
+            company_id: Some("c1".into()),
+        };
+        assert_eq!(
+            as_agent("run-key-1").principal(),
+            as_agent("run-key-2").principal()
+        );
+        assert_ne!(
+            as_agent("run-key-1").credential_or_id(),
+            as_agent("run-key-2").credential_or_id(),
+            "idempotency keys stay scoped to their credential"
+        );
+        let admin = |credential: &str| Actor {
+            kind: ActorKind::User,
+            id: "ops".into(),
+            credential_id: Some(credential.into()),
+            run_id: None,
+            company_id: None,
+        };
+        assert_ne!(admin("token-1").principal(), admin("token-2").principal());
+    }
 
     /// Regression: a patch that clears a field (`Some(None)`) came back from the Raft log as
     /// "unchanged" (`None`), so clearing an assignee or description silently did nothing.

@@ -9,15 +9,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::rate_limit::RateLimiter;
 
-/// Requests per second per credential when `roost server` is not told otherwise: far above
-/// what an agent's loop or an operator makes, low enough that one runaway credential cannot take
+/// Requests per second per caller when `roost server` is not told otherwise: far above
+/// what an agent's loop or an operator makes, low enough that one runaway caller cannot take
 /// a node's whole capacity (a node serves a few thousand writes a second, BENCHMARKS.md).
 pub const SERVER_REQUESTS_PER_SECOND: u32 = 500;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
-    /// Requests per second per credential (token bucket, in this node's memory); 0 is off.
+    /// Requests per second per caller, an agent's keys together (token bucket, in this node's memory); 0 is off.
     /// Unset: off for `roost dev` and for a `ServerConfig` built in code; `roost server` sets
     /// [`SERVER_REQUESTS_PER_SECOND`].
     pub requests_per_second: Option<u32>,

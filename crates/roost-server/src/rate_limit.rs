@@ -1,8 +1,8 @@
-//! Per-credential rate limits: one token bucket per credential (admin token, agent key, run
-//! key), checked after authentication on REST (`rest/extract.rs`) and gRPC
+//! Per-caller rate limits: one token bucket per caller (an admin token; an agent with all its
+//! keys and run keys together: `Actor::principal`), checked after authentication on REST (`rest/extract.rs`) and gRPC
 //! (`grpc/service.rs`). The buckets live in this node's memory only: a client spreading its
 //! requests over N nodes gets up to N times the rate, and a restart refills every bucket.
-//! That is enough for what they are for, keeping one credential (a runaway agent's loop, a
+//! That is enough for what they are for, keeping one caller (a runaway agent's loop, a
 //! leaked key) from taking a node's whole capacity.
 
 use std::collections::HashMap;
@@ -55,7 +55,7 @@ impl RateLimiter {
     /// Takes one request from the caller's bucket; `RateLimited` (429, `Retry-After`) when
     /// it is empty.
     pub fn check(&self, caller: &Caller) -> Result<(), ApiError> {
-        self.take(caller.actor.credential_or_id(), Instant::now())
+        self.take(caller.actor.principal(), Instant::now())
             .map_err(|wait| ApiError::RateLimited {
                 retry_after_secs: wait.as_secs_f64().ceil().max(1.0) as u64,
             })
@@ -113,7 +113,7 @@ mod tests {
         assert_eq!(
             limiter.take("b", t0),
             Ok(()),
-            "another credential has its own bucket"
+            "another caller has its own bucket"
         );
         assert_eq!(limiter.take("a", t0 + Duration::from_millis(500)), Ok(()));
         assert!(limiter.take("a", t0 + Duration::from_millis(500)).is_err());

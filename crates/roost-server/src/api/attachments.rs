@@ -68,9 +68,10 @@ impl Api {
 
     /// A place among the uploads this node reads at once, taken before an upload's body is
     /// read and held until the upload ends ([`Api::upload_attachment`] takes it); one caller
-    /// (a credential: each run key is one) takes at most its share of them.
+    /// (an agent with all its keys, else a credential: `Actor::principal`) takes at most its
+    /// share of them.
     pub(crate) fn upload_permit(&self, caller: &Caller) -> Result<UploadSlot, ApiError> {
-        let who = caller.actor.credential_or_id();
+        let who = caller.actor.principal();
         self.uploads.take(who).map_err(|why| {
             let refusal = match why {
                 NoSlot::Node => DomainError::quota(
@@ -85,8 +86,8 @@ impl Api {
                     "uploads_at_once_per_caller",
                     UPLOADS_AT_ONCE_PER_CALLER as u64,
                     format!(
-                        "this credential is sending {UPLOADS_AT_ONCE_PER_CALLER} uploads to \
-                         this node at once, the most one may; send the next when one is done"
+                        "you are sending {UPLOADS_AT_ONCE_PER_CALLER} uploads to this node at \
+                         once, the most one caller may; send the next when one is done"
                     ),
                 ),
             };
