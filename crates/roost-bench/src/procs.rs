@@ -75,8 +75,8 @@ impl ProcessCluster {
         raft: Option<RaftTiming>,
     ) -> anyhow::Result<ProcessCluster> {
         let raft = raft.map(|t| t.toml()).unwrap_or_default();
-        // The load comes from a few credentials at thousands of requests a second: no
-        // per-credential rate limit (crates/roost-server/src/limits.rs).
+        // The load comes from a few callers at thousands of requests a second: no per-caller
+        // rate limit (crates/roost-server/src/limits.rs).
         let mut builder = roost_testkit::ProcessCluster::builder(binary)
             .temp_prefix("roost-bench-workers-")
             .node_config(move |_| {

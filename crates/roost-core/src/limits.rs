@@ -265,33 +265,16 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
             }
             Ok(())
         }
-        // Goals and projects are checked field by field in `rules/project.rs`.
+        // Goals, projects and labels are checked field by field in `rules/project.rs` and
+        // `rules/label.rs`.
         Command::CreateGoal { .. }
         | Command::UpdateGoal { .. }
         | Command::DeleteGoal { .. }
         | Command::CreateProject { .. }
         | Command::UpdateProject { .. }
-        | Command::DeleteProject { .. } => Ok(()),
-        // The rule bounds the trimmed name; this, what a log entry may carry of it.
-        Command::CreateLabel { name, color, .. } => {
-            if name.len() > 4 * crate::label::MAX_LABEL_NAME_CHARS + 256 {
-                return Err(DomainError::invalid(
-                    "name",
-                    format!(
-                        "must be at most {} characters",
-                        crate::label::MAX_LABEL_NAME_CHARS
-                    ),
-                ));
-            }
-            if color.len() > 7 {
-                return Err(DomainError::invalid(
-                    "color",
-                    "Color must be a 6-digit hex value",
-                ));
-            }
-            Ok(())
-        }
-        Command::DeleteLabel { .. } => Ok(()),
+        | Command::DeleteProject { .. }
+        | Command::CreateLabel { .. }
+        | Command::DeleteLabel { .. } => Ok(()),
         Command::CreateSkill { fields, .. } => skill_files(
             fields
                 .files
@@ -465,8 +448,9 @@ fn agent_patch(patch: &AgentPatch) -> Result<(), DomainError> {
         .map_or(Ok(()), |l| labels("placementLabels", l))
 }
 
-/// Fields of Paperclip's issue schemas that Roost accepts and keeps without using them (its
-/// clients send them, often with their defaults); any other unknown field is refused.
+/// Fields of Paperclip's issue schemas that Roost accepts and keeps as sent (its clients send
+/// them, often with their defaults), but `labelIds`, checked against the company's labels
+/// (`rules/label.rs`); any other unknown field is refused.
 pub const PAPERCLIP_ISSUE_FIELDS: &[&str] = &[
     "projectWorkspaceId",
     "teamId",

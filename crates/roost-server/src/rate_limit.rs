@@ -119,6 +119,35 @@ mod tests {
         assert!(limiter.take("a", t0 + Duration::from_millis(500)).is_err());
     }
 
+    /// Regression: each of an agent's keys and run keys had a bucket of its own. Two requests
+    /// a few microseconds apart at one a second: the second finds the bucket empty.
+    #[test]
+    fn an_agents_keys_take_from_one_bucket() {
+        use roost_core::{Actor, ActorKind};
+        let limiter = RateLimiter::new(1, 1);
+        let caller = |kind, credential: &str| Caller {
+            actor: Actor {
+                kind,
+                id: "a1".into(),
+                credential_id: Some(credential.into()),
+                run_id: None,
+                company_id: None,
+            },
+            idempotency_key: None,
+        };
+        assert!(limiter.check(&caller(ActorKind::Agent, "key")).is_ok());
+        assert!(
+            limiter.check(&caller(ActorKind::Agent, "run-key")).is_err(),
+            "the agent's run key had a bucket of its own"
+        );
+        assert!(
+            limiter
+                .check(&caller(ActorKind::User, "admin-token"))
+                .is_ok(),
+            "an administrator's token is a caller of its own"
+        );
+    }
+
     #[test]
     fn off_lets_everything_through() {
         let limiter = RateLimiter::new(0, 0);

@@ -11,6 +11,7 @@
 
 use serde_json::json;
 
+use super::project::require_member;
 use super::{require_id, require_text, Ctx};
 use crate::command::Outcome;
 use crate::error::DomainError;
@@ -26,21 +27,6 @@ fn note(label: &Label) -> ActivityNote {
     }
 }
 
-/// Agents of the company and administrators write labels.
-fn require_member(ctx: &Ctx<'_>, company_id: &str, id: &str) -> Result<(), DomainError> {
-    ctx.state
-        .companies
-        .get(company_id)
-        .ok_or_else(|| DomainError::not_found("company", company_id))?;
-    ctx.require_company(company_id, "label", id)?;
-    if ctx.actor.agent_id().is_none() && !ctx.is_admin() {
-        return Err(DomainError::forbidden(
-            "only an administrator or an agent of the company writes a label",
-        ));
-    }
-    Ok(())
-}
-
 pub(crate) fn create(
     ctx: &Ctx<'_>,
     id: &str,
@@ -49,7 +35,7 @@ pub(crate) fn create(
     color: &str,
 ) -> Result<Decision, DomainError> {
     require_id("id", id)?;
-    require_member(ctx, company_id, id)?;
+    require_member(ctx, company_id, "label", id)?;
     if ctx.state.labels.contains_key(id) {
         return Err(DomainError::conflict(format!("label {id} already exists")));
     }
@@ -102,12 +88,14 @@ pub(crate) fn delete(ctx: &Ctx<'_>, id: &str) -> Result<Decision, DomainError> {
         .labels
         .get(id)
         .ok_or_else(|| DomainError::not_found("label", id))?;
-    require_member(ctx, &label.company_id, id)?;
+    require_member(ctx, &label.company_id, "label", id)?;
     // Not `updated_at`: as in Paperclip, whose issues lose the label by a cascade, no issue
     // moves (a stranded issue's recovery counts from it). The cost follows the writes that
     // put the label on those issues, each paid before.
     let mut changes = Vec::new();
     for issue in ctx.state.issues_with_label(id) {
+        // Only an issue row from before labels were checked can name another company's
+        // label; it keeps the id, which names nothing from now on (label ids are never reused).
         if issue.company_id != label.company_id {
             continue;
         }

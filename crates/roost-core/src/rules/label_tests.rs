@@ -209,9 +209,9 @@ fn a_company_keeps_at_most_its_labels() {
     create(&mut w, admin(), "theirs", "c2", "one more").expect("another company's own bound");
 }
 
-/// Rows written before labels were checked hold `labelIds` as sent: anything. They load, index
-/// only the strings that name labels, and a label's deletion takes it off them, to the same
-/// state as a replica that kept them in memory.
+/// Rows written before labels were checked hold `labelIds` as sent: anything. They load without
+/// a panic, index the strings of an array (a string that names no label included), and a
+/// label's deletion takes it off those of its company, leaving any other value as it was.
 #[test]
 fn issue_rows_from_before_labels_were_checked_load_and_lose_a_deleted_label() {
     let mut w = world();

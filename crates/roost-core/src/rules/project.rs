@@ -33,8 +33,8 @@ fn note(
     }
 }
 
-/// Agents of the company and administrators write goals and projects.
-fn require_member(
+/// Agents of the company and administrators write goals, projects and labels.
+pub(crate) fn require_member(
     ctx: &Ctx<'_>,
     company_id: &str,
     entity: &str,

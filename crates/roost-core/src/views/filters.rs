@@ -21,20 +21,8 @@ pub struct IssueFilter {
     pub limit: Option<usize>,
 }
 
-impl IssueFilter {
-    /// `q` as [`has_text`] takes it: trimmed and lower-cased, once for a whole list; `None`
-    /// without one.
-    pub fn text_query(&self) -> Option<String> {
-        self.q
-            .as_deref()
-            .map(str::trim)
-            .filter(|q| !q.is_empty())
-            .map(str::to_lowercase)
-    }
-}
-
-/// Whether `issue` has `lowered` (a [`IssueFilter::text_query`]) in its title, identifier or
-/// description, in any case.
+/// Whether `issue` has `lowered` (a list's `q`, trimmed and lower-cased once for the whole
+/// list) in its title, identifier or description, in any case.
 pub fn has_text(issue: &crate::entity::Issue, lowered: &str) -> bool {
     issue.title.to_lowercase().contains(lowered)
         || issue.identifier.to_lowercase().contains(lowered)

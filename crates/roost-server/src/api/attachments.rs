@@ -21,7 +21,7 @@ use crate::error::ApiError;
 /// while its chunks go through the log one by one. More wait for a moment (429).
 pub(crate) const UPLOADS_AT_ONCE: usize = 8;
 
-/// Of those, the uploads one caller (a credential) sends at once: half, so that one cannot
+/// Of those, the uploads one caller (`Actor::principal`) sends at once: half, so that one cannot
 /// keep the others out (`upload_slots.rs`).
 pub(crate) const UPLOADS_AT_ONCE_PER_CALLER: usize = UPLOADS_AT_ONCE / 2;
 

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use roost_core::{Issue, State};
+use roost_core::{Issue, IssueStatus, State};
 
 use roost_core::views::{has_text, IssueFilter};
 
@@ -33,11 +33,12 @@ fn walk<'a>(
     let keep = move |i: &Issue| kept(i, company_id, filter, only_open);
     // By the status the issue map keeps, before an issue is read (a closed one may be a row
     // of state.db only).
+    let any_status = filter.statuses.is_empty() && !only_open;
     let status_kept = move |id: &str| {
-        s.issues.status(id).is_some_and(|status| {
-            (filter.statuses.is_empty() || filter.statuses.contains(&status))
-                && (!only_open || !status.is_terminal())
-        })
+        any_status
+            || s.issues
+                .status(id)
+                .is_some_and(|status| status_passes(status, filter, only_open))
     };
     if filter.assignee_agent_id.is_none() && filter.parent_id.is_none() {
         let indexed: Option<Box<dyn Iterator<Item = Cow<'a, Issue>>>> =
@@ -71,11 +72,16 @@ fn walk<'a>(
     )
 }
 
+/// Whether an issue of `status` passes the list's status filters.
+fn status_passes(status: IssueStatus, filter: &IssueFilter, only_open: bool) -> bool {
+    (filter.statuses.is_empty() || filter.statuses.contains(&status))
+        && (!only_open || !status.is_terminal())
+}
+
 /// Whether `issue` passes every filter of the list but `q`.
 fn kept(issue: &Issue, company_id: &str, filter: &IssueFilter, only_open: bool) -> bool {
     issue.company_id == company_id
-        && (filter.statuses.is_empty() || filter.statuses.contains(&issue.status))
-        && (!only_open || !issue.status.is_terminal())
+        && status_passes(issue.status, filter, only_open)
         && filter
             .assignee_agent_id
             .as_ref()

@@ -24,7 +24,7 @@ impl Api {
                 .cloned()
                 .collect()
         });
-        labels.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+        by_name(&mut labels);
         Ok(labels)
     }
 
@@ -72,6 +72,11 @@ pub(crate) fn labels_of(s: &State, issue: &Issue) -> Vec<Label> {
         .filter(|l| l.company_id == issue.company_id)
         .cloned()
         .collect();
-    labels.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+    by_name(&mut labels);
     labels
+}
+
+/// Paperclip's order of labels: by name, then id.
+fn by_name(labels: &mut [Label]) {
+    labels.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
 }

@@ -165,7 +165,7 @@ impl Api {
         &self.metrics
     }
 
-    /// This API with per-credential rate limits (`rate_limit.rs`).
+    /// This API with per-caller rate limits (`rate_limit.rs`).
     pub(crate) fn with_rate_limiter(mut self, limiter: crate::rate_limit::RateLimiter) -> Self {
         self.rate_limiter = limiter;
         self

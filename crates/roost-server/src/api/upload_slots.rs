@@ -41,7 +41,7 @@ impl UploadSlots {
         }
     }
 
-    /// A place for an upload by `caller` (a credential, or an actor without one), if the node
+    /// A place for an upload by `caller` (`Actor::principal`), if the node
     /// and the caller's share both have room.
     pub(crate) fn take(&self, caller: &str) -> Result<UploadSlot, NoSlot> {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());

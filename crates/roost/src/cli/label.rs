@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use roost_client::Label;
 
-use super::output::table;
+use super::output::{one_line, table};
 use super::{ClientOpts, Session};
 
 #[derive(Args)]
@@ -54,11 +54,15 @@ pub async fn run(session: &Session, args: LabelArgs) -> anyhow::Result<ExitCode>
         } => {
             let cid = session.company_id(company.as_deref()).await?;
             let l = client.create_label(&cid, &name, &color).await?;
-            out.show(&l, |l| format!("created label {} ({})\n", l.id, l.name))?;
+            out.show(&l, |l| {
+                format!("created label {} ({})\n", l.id, one_line(&l.name))
+            })?;
         }
         LabelCommand::Delete { label } => {
             let l = client.delete_label(&label).await?;
-            out.show(&l, |l| format!("deleted label {} ({})\n", l.id, l.name))?;
+            out.show(&l, |l| {
+                format!("deleted label {} ({})\n", l.id, one_line(&l.name))
+            })?;
         }
     }
     Ok(ExitCode::SUCCESS)

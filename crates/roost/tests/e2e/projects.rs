@@ -61,23 +61,33 @@ async fn issues_carry_projects_and_goals_and_a_paused_project_holds_their_runs(
     assert_eq!(issue.status.as_u16(), 201, "{}", issue.body);
     let issue_id = str_field(&issue.body, "id");
     assert_eq!(issue.body["projectId"], project_id.as_str());
-    // Paperclip's fields Roost does not use are kept and shown back as sent.
+    // Paperclip's fields Roost does not use are kept and shown back as sent; `labelIds`, a
+    // company's labels (`labels.rs`), too.
+    let label = node
+        .admin
+        .post(
+            &format!("/api/companies/{}/labels", node.company_id),
+            json!({ "name": "cli", "color": "#000000" }),
+        )
+        .await?
+        .ok()?;
+    let label_id = str_field(&label, "id");
     let kept = node
         .admin
         .patch(
             &format!("/api/issues/{issue_id}"),
-            json!({ "labelIds": ["l-1"], "executionPolicy": { "mode": "review" } }),
+            json!({ "labelIds": [label_id], "executionPolicy": { "mode": "review" } }),
         )
         .await?
         .ok()?;
-    assert_eq!(kept["labelIds"], json!(["l-1"]), "{kept}");
+    assert_eq!(kept["labelIds"], json!([label_id]), "{kept}");
     assert_eq!(kept["executionPolicy"]["mode"], "review", "{kept}");
     let read = node
         .admin
         .get(&format!("/api/issues/{issue_id}"))
         .await?
         .ok()?;
-    assert_eq!(read["labelIds"], json!(["l-1"]), "{read}");
+    assert_eq!(read["labelIds"], json!([label_id]), "{read}");
     let removed = node
         .admin
         .patch(
