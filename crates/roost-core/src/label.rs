@@ -43,6 +43,15 @@ pub fn label_ids(paperclip: &BTreeMap<String, serde_json::Value>) -> impl Iterat
         .filter_map(serde_json::Value::as_str)
 }
 
+/// Sets an issue's `labelIds` to `labels`' ids in their order, `[]` when it carries none: what
+/// Paperclip answers, whose `labelIds` follow its `labels` and leave out a deleted one.
+pub fn show_label_ids(paperclip: &mut BTreeMap<String, serde_json::Value>, labels: &[Label]) {
+    let ids = labels
+        .iter()
+        .map(|l| serde_json::Value::from(l.id.as_str()));
+    paperclip.insert(LABEL_IDS.into(), ids.collect());
+}
+
 /// Whether `color` is `#` and six hex digits.
 pub fn is_color(color: &str) -> bool {
     color.len() == 7 && color.starts_with('#') && color[1..].chars().all(|c| c.is_ascii_hexdigit())

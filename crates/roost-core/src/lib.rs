@@ -34,6 +34,7 @@ mod set_index;
 pub mod skill;
 pub mod state;
 mod state_hash;
+mod state_queries;
 pub mod tally;
 pub mod time;
 pub mod views;

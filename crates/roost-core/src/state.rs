@@ -7,8 +7,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use sha2::{Digest, Sha256};
-
 use crate::activity::{ActivityEntry, GENESIS_HASH};
 use crate::command::{Command, Envelope, Outcome};
 use crate::entity::*;
@@ -18,7 +16,6 @@ use crate::idempotency::{fingerprint, scoped_key, IdempotencyTable, Remembered, 
 use crate::memory::{MemoryChange, MemoryDocument, MemoryEntry, MemoryLive, MemoryState};
 use crate::rules;
 use crate::state_hash::{row_of, RowDigests, Table};
-use crate::time::Timestamp;
 
 /// A row the store must write.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -284,65 +281,6 @@ fn spend_keys(e: &CostEvent) -> Vec<(String, i64)> {
 }
 
 impl State {
-    /// Cents spent in `policy`'s scope in the window `at` falls in.
-    pub fn spent(&self, policy: &BudgetPolicy, at: Timestamp) -> u64 {
-        self.spend
-            .get(&(policy.scope_key(), policy.window_kind.key(at)))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    /// Cents spent by a scope (a company or an agent) in the window `at` falls in.
-    pub fn spent_in(
-        &self,
-        scope_type: BudgetScopeType,
-        scope_id: &str,
-        window: BudgetWindow,
-        at: Timestamp,
-    ) -> u64 {
-        self.spend
-            .get(&(scope_key(scope_type, scope_id), window.key(at)))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    /// Cents reserved by live runs in `policy`'s scope, but `except` (a run being re-reserved).
-    pub fn reserved(&self, policy: &BudgetPolicy, except: Option<&str>) -> u64 {
-        self.live_runs()
-            .filter(|r| Some(r.id.as_str()) != except)
-            .filter(|r| {
-                policy.applies_to(
-                    &r.company_id,
-                    &r.agent_id,
-                    self.project_of(r.issue_id.as_deref()).as_deref(),
-                )
-            })
-            .fold(0u64, |sum, r| sum.saturating_add(r.reserved_cents))
-    }
-
-    /// The project of an issue, if it has one. A closed issue in `state.db` only is found in
-    /// the project index rather than read: budgets ask this for every live run.
-    pub fn project_of(&self, issue_id: Option<&str>) -> Option<String> {
-        let id = issue_id?;
-        if self.issues.is_cold(id) {
-            return (self.issues_by_project.iter())
-                .find(|(_, ids)| ids.contains(id))
-                .map(|(project, _)| project.clone());
-        }
-        self.issues.get(id).and_then(|i| i.project_id.clone())
-    }
-
-    /// The hard-stop budgets that bind a run of `agent` on an issue of `project` (if any).
-    pub fn hard_budgets<'a>(
-        &'a self,
-        agent: &'a Agent,
-        project: Option<&'a str>,
-    ) -> impl Iterator<Item = &'a BudgetPolicy> {
-        self.budget_policies.values().filter(move |p| {
-            p.hard_stop_enabled && p.applies_to(&agent.company_id, &agent.id, project)
-        })
-    }
-
     pub fn new() -> Self {
         State {
             activity_head: GENESIS_HASH.to_string(),
@@ -744,138 +682,5 @@ impl State {
             Change::Remembered(r) => self.idempotency.insert(r),
             Change::Forgotten(key) => self.idempotency.remove(&key),
         }
-    }
-
-    /// The run a run-scoped API key belongs to (live or not: the caller checks).
-    pub fn run_by_token_hash(&self, hash: &str) -> Option<&Run> {
-        self.run_by_token.get(hash).and_then(|id| self.runs.get(id))
-    }
-
-    /// How many issues of `company_id` are neither done nor cancelled.
-    pub fn open_issue_count(&self, company_id: &str) -> usize {
-        self.open_issues.get(company_id).copied().unwrap_or(0)
-    }
-
-    /// How many runs `company_id` created in the clock hour `at` falls in.
-    pub fn runs_in_hour(&self, company_id: &str, at: Timestamp) -> u32 {
-        self.runs_per_hour
-            .get(&(company_id.to_string(), crate::limits::hour_of(at)))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    /// How many comments an issue has.
-    pub fn comment_count(&self, issue_id: &str) -> usize {
-        self.comments_of_issue
-            .get(issue_id)
-            .map_or(0, BTreeSet::len)
-    }
-
-    /// Runs in `queued`, `assigned` or `running`.
-    pub fn live_runs(&self) -> impl Iterator<Item = &Run> {
-        self.live_runs.iter().filter_map(|id| self.runs.get(id))
-    }
-
-    /// A digest of the whole replicated state. Replicas that applied the same entries have
-    /// the same hash; tests and `roost cluster status` compare it across nodes. Only the rows
-    /// changed since the last call are rehashed (`state_hash.rs`).
-    pub fn hash(&self) -> String {
-        self.hash_from(self.row_digests.sum(self))
-    }
-
-    /// One step of [`State::hash`]: rehashes at most `rows` rows and returns the hash once no
-    /// row is left. The first hash of a large state rehashes every row; a caller that releases
-    /// the state's lock between steps keeps apply (and every reader queued behind it) from
-    /// waiting seconds for it.
-    pub fn hash_step(&self, rows: usize) -> Option<String> {
-        self.row_digests
-            .sum_step(self, rows.max(1))
-            .map(|sum| self.hash_from(sum))
-    }
-
-    fn hash_from(&self, sum: [u64; 4]) -> String {
-        let mut hasher = Sha256::new();
-        for lane in sum {
-            hasher.update(lane.to_le_bytes());
-        }
-        hasher.update(self.activity_seq.to_le_bytes());
-        hasher.update(self.activity_head.as_bytes());
-        hex::encode(hasher.finalize())
-    }
-
-    /// The whole state hashed as one document: what [`State::hash`] replaced, kept to check
-    /// that the incremental digest sees every change.
-    #[cfg(test)]
-    pub(crate) fn full_hash(&self) -> String {
-        let mut hasher = Sha256::new();
-        let mut feed = |part: Result<String, serde_json::Error>| {
-            hasher.update(
-                part.unwrap_or_else(|e| format!("unserializable: {e}"))
-                    .as_bytes(),
-            );
-            hasher.update([0u8]);
-        };
-        feed(serde_json::to_string(&self.companies));
-        feed(serde_json::to_string(&self.agents));
-        feed(serde_json::to_string(&self.issues));
-        feed(serde_json::to_string(&self.runs));
-        feed(serde_json::to_string(&self.credentials));
-        feed(serde_json::to_string(&self.comments));
-        feed(serde_json::to_string(&self.wakes));
-        feed(serde_json::to_string(&self.workers));
-        feed(serde_json::to_string(&self.budget_policies));
-        feed(serde_json::to_string(&self.cost_events));
-        feed(serde_json::to_string(&self.budget_incidents));
-        feed(serde_json::to_string(&self.memory.entries));
-        feed(serde_json::to_string(&self.memory.documents));
-        feed(serde_json::to_string(&self.memory.live));
-        // Fed only when there is some, so a state without any hashes as before it existed.
-        if !self.memory.company_live.is_empty() {
-            feed(serde_json::to_string(&self.memory.company_live));
-        }
-        feed(serde_json::to_string(&self.routines.routines));
-        feed(serde_json::to_string(&self.routines.triggers));
-        feed(serde_json::to_string(&self.routines.runs));
-        feed(serde_json::to_string(&self.home.homes));
-        feed(serde_json::to_string(&self.home.chunks));
-        feed(serde_json::to_string(&self.approvals.approvals));
-        feed(serde_json::to_string(&self.goals));
-        feed(serde_json::to_string(&self.projects));
-        feed(serde_json::to_string(&self.skills));
-        feed(serde_json::to_string(&(
-            self.activity_seq,
-            &self.activity_head,
-        )));
-        feed(serde_json::to_string(
-            &self.idempotency.keys().collect::<Vec<_>>(),
-        ));
-        hex::encode(hasher.finalize())
-    }
-
-    pub fn credential_by_token_hash(&self, hash: &str) -> Option<&Credential> {
-        self.credential_by_hash
-            .get(hash)
-            .and_then(|id| self.credentials.get(id))
-    }
-
-    /// Issues by status (`tally.rs`), counted as they change.
-    pub fn issue_status_counts(&self) -> &crate::tally::Tally {
-        &self.issue_statuses
-    }
-
-    /// Heartbeat runs by status.
-    pub fn run_status_counts(&self) -> &crate::tally::Tally {
-        &self.run_statuses
-    }
-
-    /// Every wake recorded, by status and by reason.
-    pub fn wake_counts(&self) -> (&crate::tally::Tally, &crate::tally::Tally) {
-        (&self.wake_statuses, &self.wake_reasons)
-    }
-
-    pub fn company_by_prefix(&self, prefix: &str) -> Option<&Company> {
-        self.company_by_prefix
-            .get(prefix)
-            .and_then(|id| self.companies.get(id))
     }
 }

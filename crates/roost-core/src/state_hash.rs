@@ -414,3 +414,81 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::Activity(_) => return None,
     })
 }
+
+impl State {
+    /// A digest of the whole replicated state. Replicas that applied the same entries have
+    /// the same hash; tests and `roost cluster status` compare it across nodes. Only the rows
+    /// changed since the last call are rehashed (`state_hash.rs`).
+    pub fn hash(&self) -> String {
+        self.hash_from(self.row_digests.sum(self))
+    }
+
+    /// One step of [`State::hash`]: rehashes at most `rows` rows and returns the hash once no
+    /// row is left. The first hash of a large state rehashes every row; a caller that releases
+    /// the state's lock between steps keeps apply (and every reader queued behind it) from
+    /// waiting seconds for it.
+    pub fn hash_step(&self, rows: usize) -> Option<String> {
+        self.row_digests
+            .sum_step(self, rows.max(1))
+            .map(|sum| self.hash_from(sum))
+    }
+
+    fn hash_from(&self, sum: [u64; 4]) -> String {
+        let mut hasher = Sha256::new();
+        for lane in sum {
+            hasher.update(lane.to_le_bytes());
+        }
+        hasher.update(self.activity_seq.to_le_bytes());
+        hasher.update(self.activity_head.as_bytes());
+        hex::encode(hasher.finalize())
+    }
+
+    /// The whole state hashed as one document: what [`State::hash`] replaced, kept to check
+    /// that the incremental digest sees every change.
+    #[cfg(test)]
+    pub(crate) fn full_hash(&self) -> String {
+        let mut hasher = Sha256::new();
+        let mut feed = |part: Result<String, serde_json::Error>| {
+            hasher.update(
+                part.unwrap_or_else(|e| format!("unserializable: {e}"))
+                    .as_bytes(),
+            );
+            hasher.update([0u8]);
+        };
+        feed(serde_json::to_string(&self.companies));
+        feed(serde_json::to_string(&self.agents));
+        feed(serde_json::to_string(&self.issues));
+        feed(serde_json::to_string(&self.runs));
+        feed(serde_json::to_string(&self.credentials));
+        feed(serde_json::to_string(&self.comments));
+        feed(serde_json::to_string(&self.wakes));
+        feed(serde_json::to_string(&self.workers));
+        feed(serde_json::to_string(&self.budget_policies));
+        feed(serde_json::to_string(&self.cost_events));
+        feed(serde_json::to_string(&self.budget_incidents));
+        feed(serde_json::to_string(&self.memory.entries));
+        feed(serde_json::to_string(&self.memory.documents));
+        feed(serde_json::to_string(&self.memory.live));
+        // Fed only when there is some, so a state without any hashes as before it existed.
+        if !self.memory.company_live.is_empty() {
+            feed(serde_json::to_string(&self.memory.company_live));
+        }
+        feed(serde_json::to_string(&self.routines.routines));
+        feed(serde_json::to_string(&self.routines.triggers));
+        feed(serde_json::to_string(&self.routines.runs));
+        feed(serde_json::to_string(&self.home.homes));
+        feed(serde_json::to_string(&self.home.chunks));
+        feed(serde_json::to_string(&self.approvals.approvals));
+        feed(serde_json::to_string(&self.goals));
+        feed(serde_json::to_string(&self.projects));
+        feed(serde_json::to_string(&self.skills));
+        feed(serde_json::to_string(&(
+            self.activity_seq,
+            &self.activity_head,
+        )));
+        feed(serde_json::to_string(
+            &self.idempotency.keys().collect::<Vec<_>>(),
+        ));
+        hex::encode(hasher.finalize())
+    }
+}

@@ -67,8 +67,8 @@ pub struct IssueDetail {
     pub labels: Vec<crate::label::Label>,
 }
 
-/// An issue as a company's list shows it: with the labels its `labelIds` name, by name
-/// (Paperclip's `labels`).
+/// An issue as the REST routes answer it: with the labels its `labelIds` name, by name
+/// (Paperclip's `labels`), and `labelIds` in that order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LabeledIssue {
@@ -76,6 +76,14 @@ pub struct LabeledIssue {
     pub issue: Issue,
     #[serde(default)]
     pub labels: Vec<crate::label::Label>,
+}
+
+impl LabeledIssue {
+    /// `issue` with `labels`, the ones it carries by name (`labelIds` set from them).
+    pub fn new(mut issue: Issue, labels: Vec<crate::label::Label>) -> Self {
+        crate::label::show_label_ids(&mut issue.paperclip, &labels);
+        LabeledIssue { issue, labels }
+    }
 }
 
 /// A related issue in [`IssueDetail`].
@@ -111,6 +119,9 @@ impl From<&Issue> for IssueSummary {
 pub struct IssueWithComment {
     #[serde(flatten)]
     pub issue: Issue,
+    /// As [`LabeledIssue`]'s; default: an older server answers without them.
+    #[serde(default)]
+    pub labels: Vec<crate::label::Label>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<Comment>,
 }

@@ -95,9 +95,11 @@ impl Api {
     /// The issue with its ancestors and the issues it is blocked by and blocks, as Paperclip's
     /// `GET /api/issues/{id}` answers.
     pub async fn issue_detail(&self, caller: &Caller, id: &str) -> Result<IssueDetail, ApiError> {
-        let issue = self.get_issue(caller, id).await?;
+        let mut issue = self.get_issue(caller, id).await?;
         let (document_summaries, plan_document) = self.issue_documents(&issue.id).await?;
         Ok(self.reader().read(|s| {
+            let labels = super::labels::labels_of(s, &issue);
+            roost_core::label::show_label_ids(&mut issue.paperclip, &labels);
             let summaries = |ids: &mut dyn Iterator<Item = &str>| -> Vec<IssueSummary> {
                 ids.filter_map(|i| s.issues.get(i))
                     .map(|i| IssueSummary::from(i.as_ref()))
@@ -125,7 +127,7 @@ impl Api {
                     .into_iter()
                     .cloned()
                     .collect(),
-                labels: super::labels::labels_of(s, &issue),
+                labels,
                 issue,
             }
         }))

@@ -51,14 +51,25 @@ impl Api {
         expect_outcome!(self.submit(caller, command).await?, Outcome::Label(l) => l)
     }
 
+    /// `issue` as the REST routes answer it, with the labels it carries. An issue without
+    /// labels (most, and every checkout of the benchmarks) takes no read lock.
+    pub fn with_label(&self, issue: Issue) -> LabeledIssue {
+        let labels = if label_ids(&issue.paperclip).next().is_none() {
+            Vec::new()
+        } else {
+            self.reader().read(|s| labels_of(s, &issue))
+        };
+        LabeledIssue::new(issue, labels)
+    }
+
     /// `issues` with the labels each carries, read at once.
     pub fn with_labels(&self, issues: Vec<Issue>) -> Vec<LabeledIssue> {
         self.reader().read(|s| {
             issues
                 .into_iter()
-                .map(|issue| LabeledIssue {
-                    labels: labels_of(s, &issue),
-                    issue,
+                .map(|issue| {
+                    let labels = labels_of(s, &issue);
+                    LabeledIssue::new(issue, labels)
                 })
                 .collect()
         })

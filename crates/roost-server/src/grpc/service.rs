@@ -71,33 +71,12 @@ impl ControlService {
 
 #[tonic::async_trait]
 impl Control for ControlService {
-    async fn create_company(
-        &self,
-        request: Request<pb::CreateCompanyRequest>,
-    ) -> Reply<pb::Company> {
-        self.serve(request, records::create_company).await
-    }
-
-    async fn list_companies(
-        &self,
-        request: Request<pb::ListCompaniesRequest>,
-    ) -> Reply<pb::ListCompaniesResponse> {
-        self.serve(request, records::list_companies).await
-    }
-
-    async fn create_agent(&self, request: Request<pb::CreateAgentRequest>) -> Reply<pb::Agent> {
-        self.serve(request, records::create_agent).await
-    }
-
-    async fn list_agents(
-        &self,
-        request: Request<pb::ListAgentsRequest>,
-    ) -> Reply<pb::ListAgentsResponse> {
-        self.serve(request, records::list_agents).await
-    }
-
-    async fn get_agent(&self, request: Request<pb::GetAgentRequest>) -> Reply<pb::Agent> {
-        self.serve(request, records::get_agent).await
+    delegate! {
+        create_company(CreateCompanyRequest) -> Company = records::create_company;
+        list_companies(ListCompaniesRequest) -> ListCompaniesResponse = records::list_companies;
+        create_agent(CreateAgentRequest) -> Agent = records::create_agent;
+        list_agents(ListAgentsRequest) -> ListAgentsResponse = records::list_agents;
+        get_agent(GetAgentRequest) -> Agent = records::get_agent;
     }
 
     async fn update_agent(&self, request: Request<pb::UpdateAgentRequest>) -> Reply<pb::Agent> {
@@ -156,8 +135,8 @@ impl Control for ControlService {
         Ok(Response::new(convert::agent_to_proto(agent)))
     }
 
-    async fn delete_agent(&self, request: Request<pb::DeleteAgentRequest>) -> Reply<pb::Agent> {
-        self.serve(request, records::delete_agent).await
+    delegate! {
+        delete_agent(DeleteAgentRequest) -> Agent = records::delete_agent;
     }
 
     async fn create_agent_key(
@@ -176,71 +155,24 @@ impl Control for ControlService {
         )))
     }
 
-    async fn create_admin_token(
-        &self,
-        request: Request<pb::CreateAdminTokenRequest>,
-    ) -> Reply<pb::CreateAdminTokenResponse> {
-        self.serve(request, credentials::create_admin_token).await
-    }
-
-    async fn list_credentials(
-        &self,
-        request: Request<pb::ListCredentialsRequest>,
-    ) -> Reply<pb::ListCredentialsResponse> {
-        self.serve(request, credentials::list).await
-    }
-
-    async fn revoke_credential(
-        &self,
-        request: Request<pb::RevokeCredentialRequest>,
-    ) -> Reply<pb::CredentialInfo> {
-        self.serve(request, credentials::revoke).await
+    delegate! {
+        create_admin_token(CreateAdminTokenRequest)
+            -> CreateAdminTokenResponse = credentials::create_admin_token;
+        list_credentials(ListCredentialsRequest) -> ListCredentialsResponse = credentials::list;
+        revoke_credential(RevokeCredentialRequest) -> CredentialInfo = credentials::revoke;
     }
 
     // Issues and comments: handlers in issues.rs.
-    async fn create_issue(&self, request: Request<pb::CreateIssueRequest>) -> Reply<pb::Issue> {
-        self.serve(request, issues::create).await
-    }
-
-    async fn list_issues(
-        &self,
-        request: Request<pb::ListIssuesRequest>,
-    ) -> Reply<pb::ListIssuesResponse> {
-        self.serve(request, issues::list).await
-    }
-
-    async fn get_issue(&self, request: Request<pb::GetIssueRequest>) -> Reply<pb::Issue> {
-        self.serve(request, issues::get).await
-    }
-
-    async fn update_issue(
-        &self,
-        request: Request<pb::UpdateIssueRequest>,
-    ) -> Reply<pb::UpdateIssueResponse> {
-        self.serve(request, issues::update).await
-    }
-
-    async fn add_comment(&self, request: Request<pb::AddCommentRequest>) -> Reply<pb::Comment> {
-        self.serve(request, issues::add_comment).await
-    }
-
-    async fn list_comments(
-        &self,
-        request: Request<pb::ListCommentsRequest>,
-    ) -> Reply<pb::ListCommentsResponse> {
-        self.serve(request, issues::list_comments).await
-    }
-
-    async fn get_comment(&self, request: Request<pb::GetCommentRequest>) -> Reply<pb::Comment> {
-        self.serve(request, issues::get_comment).await
-    }
-
-    async fn checkout(&self, request: Request<pb::CheckoutRequest>) -> Reply<pb::Issue> {
-        self.serve(request, issues::checkout).await
-    }
-
-    async fn release(&self, request: Request<pb::ReleaseRequest>) -> Reply<pb::Issue> {
-        self.serve(request, issues::release).await
+    delegate! {
+        create_issue(CreateIssueRequest) -> Issue = issues::create;
+        list_issues(ListIssuesRequest) -> ListIssuesResponse = issues::list;
+        get_issue(GetIssueRequest) -> Issue = issues::get;
+        update_issue(UpdateIssueRequest) -> UpdateIssueResponse = issues::update;
+        add_comment(AddCommentRequest) -> Comment = issues::add_comment;
+        list_comments(ListCommentsRequest) -> ListCommentsResponse = issues::list_comments;
+        get_comment(GetCommentRequest) -> Comment = issues::get_comment;
+        checkout(CheckoutRequest) -> Issue = issues::checkout;
+        release(ReleaseRequest) -> Issue = issues::release;
     }
 
     async fn start_run(&self, request: Request<pb::StartRunRequest>) -> Reply<pb::Run> {
@@ -271,188 +203,43 @@ impl Control for ControlService {
         Ok(Response::new(convert::run_to_proto(run.into_run())))
     }
 
-    async fn set_budget_policy(
-        &self,
-        request: Request<pb::SetBudgetPolicyRequest>,
-    ) -> Reply<pb::BudgetPolicy> {
-        self.serve(request, budgets::set_policy).await
-    }
-
-    async fn get_budget_overview(
-        &self,
-        request: Request<pb::GetBudgetOverviewRequest>,
-    ) -> Reply<pb::BudgetOverview> {
-        self.serve(request, budgets::overview).await
-    }
-
-    async fn resolve_budget_incident(
-        &self,
-        request: Request<pb::ResolveBudgetIncidentRequest>,
-    ) -> Reply<pb::BudgetIncident> {
-        self.serve(request, budgets::resolve).await
-    }
-
-    async fn record_cost_event(
-        &self,
-        request: Request<pb::RecordCostEventRequest>,
-    ) -> Reply<pb::CostEvent> {
-        self.serve(request, budgets::record_cost).await
-    }
-
-    async fn get_memory_summary(
-        &self,
-        request: Request<pb::GetMemorySummaryRequest>,
-    ) -> Reply<pb::MemorySummary> {
-        self.serve(request, memory::summary).await
-    }
-
-    async fn list_memory_entries(
-        &self,
-        request: Request<pb::ListMemoryEntriesRequest>,
-    ) -> Reply<pb::ListMemoryEntriesResponse> {
-        self.serve(request, memory::entries).await
-    }
-
-    async fn append_memory_entry(
-        &self,
-        request: Request<pb::AppendMemoryEntryRequest>,
-    ) -> Reply<pb::MemoryEntry> {
-        self.serve(request, memory::append).await
-    }
-
-    async fn get_memory_document(
-        &self,
-        request: Request<pb::GetMemoryDocumentRequest>,
-    ) -> Reply<pb::MemoryDocument> {
-        self.serve(request, memory::document).await
-    }
-
-    async fn put_memory_document(
-        &self,
-        request: Request<pb::PutMemoryDocumentRequest>,
-    ) -> Reply<pb::MemoryDocument> {
-        self.serve(request, memory::put_document).await
-    }
-
-    async fn search_memory(
-        &self,
-        request: Request<pb::SearchMemoryRequest>,
-    ) -> Reply<pb::SearchMemoryResponse> {
-        self.serve(request, memory::search).await
-    }
-
-    async fn get_company_memory_live(
-        &self,
-        request: Request<pb::GetCompanyMemoryLiveRequest>,
-    ) -> Reply<pb::MemoryLive> {
-        self.serve(request, memory::company_live).await
+    delegate! {
+        set_budget_policy(SetBudgetPolicyRequest) -> BudgetPolicy = budgets::set_policy;
+        get_budget_overview(GetBudgetOverviewRequest) -> BudgetOverview = budgets::overview;
+        resolve_budget_incident(ResolveBudgetIncidentRequest) -> BudgetIncident = budgets::resolve;
+        record_cost_event(RecordCostEventRequest) -> CostEvent = budgets::record_cost;
+        get_memory_summary(GetMemorySummaryRequest) -> MemorySummary = memory::summary;
+        list_memory_entries(ListMemoryEntriesRequest)
+            -> ListMemoryEntriesResponse = memory::entries;
+        append_memory_entry(AppendMemoryEntryRequest) -> MemoryEntry = memory::append;
+        get_memory_document(GetMemoryDocumentRequest) -> MemoryDocument = memory::document;
+        put_memory_document(PutMemoryDocumentRequest) -> MemoryDocument = memory::put_document;
+        search_memory(SearchMemoryRequest) -> SearchMemoryResponse = memory::search;
+        get_company_memory_live(GetCompanyMemoryLiveRequest) -> MemoryLive = memory::company_live;
     }
 
     // Goals, projects and approvals: handlers in governance.rs.
 
-    async fn create_goal(&self, request: Request<pb::CreateGoalRequest>) -> Reply<pb::Goal> {
-        self.serve(request, governance::create_goal).await
-    }
-
-    async fn get_goal(&self, request: Request<pb::GetGoalRequest>) -> Reply<pb::Goal> {
-        self.serve(request, governance::get_goal).await
-    }
-
-    async fn list_goals(
-        &self,
-        request: Request<pb::ListGoalsRequest>,
-    ) -> Reply<pb::ListGoalsResponse> {
-        self.serve(request, governance::list_goals).await
-    }
-
-    async fn update_goal(&self, request: Request<pb::UpdateGoalRequest>) -> Reply<pb::Goal> {
-        self.serve(request, governance::update_goal).await
-    }
-
-    async fn delete_goal(&self, request: Request<pb::DeleteGoalRequest>) -> Reply<pb::Goal> {
-        self.serve(request, governance::delete_goal).await
-    }
-
-    async fn create_project(
-        &self,
-        request: Request<pb::CreateProjectRequest>,
-    ) -> Reply<pb::Project> {
-        self.serve(request, governance::create_project).await
-    }
-
-    async fn get_project(&self, request: Request<pb::GetProjectRequest>) -> Reply<pb::Project> {
-        self.serve(request, governance::get_project).await
-    }
-
-    async fn list_projects(
-        &self,
-        request: Request<pb::ListProjectsRequest>,
-    ) -> Reply<pb::ListProjectsResponse> {
-        self.serve(request, governance::list_projects).await
-    }
-
-    async fn update_project(
-        &self,
-        request: Request<pb::UpdateProjectRequest>,
-    ) -> Reply<pb::Project> {
-        self.serve(request, governance::update_project).await
-    }
-
-    async fn delete_project(
-        &self,
-        request: Request<pb::DeleteProjectRequest>,
-    ) -> Reply<pb::Project> {
-        self.serve(request, governance::delete_project).await
-    }
-
-    async fn pause_project(&self, request: Request<pb::PauseProjectRequest>) -> Reply<pb::Project> {
-        self.serve(request, governance::pause_project).await
-    }
-
-    async fn resume_project(
-        &self,
-        request: Request<pb::ResumeProjectRequest>,
-    ) -> Reply<pb::Project> {
-        self.serve(request, governance::resume_project).await
-    }
-
-    async fn create_approval(
-        &self,
-        request: Request<pb::CreateApprovalRequest>,
-    ) -> Reply<pb::Approval> {
-        self.serve(request, governance::create_approval).await
-    }
-
-    async fn get_approval(&self, request: Request<pb::GetApprovalRequest>) -> Reply<pb::Approval> {
-        self.serve(request, governance::get_approval).await
-    }
-
-    async fn list_approvals(
-        &self,
-        request: Request<pb::ListApprovalsRequest>,
-    ) -> Reply<pb::ListApprovalsResponse> {
-        self.serve(request, governance::list_approvals).await
-    }
-
-    async fn decide_approval(
-        &self,
-        request: Request<pb::DecideApprovalRequest>,
-    ) -> Reply<pb::Approval> {
-        self.serve(request, governance::decide_approval).await
-    }
-
-    async fn resubmit_approval(
-        &self,
-        request: Request<pb::ResubmitApprovalRequest>,
-    ) -> Reply<pb::Approval> {
-        self.serve(request, governance::resubmit_approval).await
-    }
-
-    async fn add_approval_comment(
-        &self,
-        request: Request<pb::AddApprovalCommentRequest>,
-    ) -> Reply<pb::ApprovalComment> {
-        self.serve(request, governance::add_approval_comment).await
+    delegate! {
+        create_goal(CreateGoalRequest) -> Goal = governance::create_goal;
+        get_goal(GetGoalRequest) -> Goal = governance::get_goal;
+        list_goals(ListGoalsRequest) -> ListGoalsResponse = governance::list_goals;
+        update_goal(UpdateGoalRequest) -> Goal = governance::update_goal;
+        delete_goal(DeleteGoalRequest) -> Goal = governance::delete_goal;
+        create_project(CreateProjectRequest) -> Project = governance::create_project;
+        get_project(GetProjectRequest) -> Project = governance::get_project;
+        list_projects(ListProjectsRequest) -> ListProjectsResponse = governance::list_projects;
+        update_project(UpdateProjectRequest) -> Project = governance::update_project;
+        delete_project(DeleteProjectRequest) -> Project = governance::delete_project;
+        pause_project(PauseProjectRequest) -> Project = governance::pause_project;
+        resume_project(ResumeProjectRequest) -> Project = governance::resume_project;
+        create_approval(CreateApprovalRequest) -> Approval = governance::create_approval;
+        get_approval(GetApprovalRequest) -> Approval = governance::get_approval;
+        list_approvals(ListApprovalsRequest) -> ListApprovalsResponse = governance::list_approvals;
+        decide_approval(DecideApprovalRequest) -> Approval = governance::decide_approval;
+        resubmit_approval(ResubmitApprovalRequest) -> Approval = governance::resubmit_approval;
+        add_approval_comment(AddApprovalCommentRequest)
+            -> ApprovalComment = governance::add_approval_comment;
     }
 
     async fn list_approval_comments(
@@ -463,114 +250,41 @@ impl Control for ControlService {
             .await
     }
 
-    async fn link_issue_approval(
-        &self,
-        request: Request<pb::LinkIssueApprovalRequest>,
-    ) -> Reply<pb::Approval> {
-        self.serve(request, governance::link_issue_approval).await
-    }
-
-    async fn unlink_issue_approval(
-        &self,
-        request: Request<pb::LinkIssueApprovalRequest>,
-    ) -> Reply<pb::Approval> {
-        self.serve(request, governance::unlink_issue_approval).await
-    }
-
-    async fn hire_agent(
-        &self,
-        request: Request<pb::HireAgentRequest>,
-    ) -> Reply<pb::HireAgentResponse> {
-        self.serve(request, governance::hire_agent).await
+    delegate! {
+        link_issue_approval(LinkIssueApprovalRequest) -> Approval = governance::link_issue_approval;
+        unlink_issue_approval(LinkIssueApprovalRequest)
+            -> Approval = governance::unlink_issue_approval;
+        hire_agent(HireAgentRequest) -> HireAgentResponse = governance::hire_agent;
     }
 
     // Routines: handlers in routines.rs.
 
-    async fn list_routines(
-        &self,
-        request: Request<pb::ListRoutinesRequest>,
-    ) -> Reply<pb::ListRoutinesResponse> {
-        self.serve(request, routines::list_routines).await
-    }
-
-    async fn get_routine(&self, request: Request<pb::GetRoutineRequest>) -> Reply<pb::Routine> {
-        self.serve(request, routines::get_routine).await
-    }
-
-    async fn create_routine(
-        &self,
-        request: Request<pb::CreateRoutineRequest>,
-    ) -> Reply<pb::Routine> {
-        self.serve(request, routines::create_routine).await
-    }
-
-    async fn update_routine(
-        &self,
-        request: Request<pb::UpdateRoutineRequest>,
-    ) -> Reply<pb::Routine> {
-        self.serve(request, routines::update_routine).await
-    }
-
-    async fn run_routine(&self, request: Request<pb::RunRoutineRequest>) -> Reply<pb::RoutineRun> {
-        self.serve(request, routines::run_routine).await
-    }
-
-    async fn list_routine_runs(
-        &self,
-        request: Request<pb::ListRoutineRunsRequest>,
-    ) -> Reply<pb::ListRoutineRunsResponse> {
-        self.serve(request, routines::list_routine_runs).await
-    }
-
-    async fn set_memory_live(
-        &self,
-        request: Request<pb::SetMemoryLiveRequest>,
-    ) -> Reply<pb::MemoryLive> {
-        self.serve(request, memory::set_live).await
-    }
-
-    async fn list_memory_document_versions(
-        &self,
-        request: Request<pb::ListMemoryDocumentVersionsRequest>,
-    ) -> Reply<pb::ListMemoryDocumentVersionsResponse> {
-        self.serve(request, memory::document_versions).await
+    delegate! {
+        list_routines(ListRoutinesRequest) -> ListRoutinesResponse = routines::list_routines;
+        get_routine(GetRoutineRequest) -> Routine = routines::get_routine;
+        create_routine(CreateRoutineRequest) -> Routine = routines::create_routine;
+        update_routine(UpdateRoutineRequest) -> Routine = routines::update_routine;
+        run_routine(RunRoutineRequest) -> RoutineRun = routines::run_routine;
+        list_routine_runs(ListRoutineRunsRequest)
+            -> ListRoutineRunsResponse = routines::list_routine_runs;
+        set_memory_live(SetMemoryLiveRequest) -> MemoryLive = memory::set_live;
+        list_memory_document_versions(ListMemoryDocumentVersionsRequest)
+            -> ListMemoryDocumentVersionsResponse = memory::document_versions;
     }
 
     // Routine triggers: handlers in routine_triggers.rs.
 
-    async fn list_routine_triggers(
-        &self,
-        request: Request<pb::ListRoutineTriggersRequest>,
-    ) -> Reply<pb::ListRoutineTriggersResponse> {
-        self.serve(request, routine_triggers::list).await
-    }
-
-    async fn create_routine_trigger(
-        &self,
-        request: Request<pb::CreateRoutineTriggerRequest>,
-    ) -> Reply<pb::RoutineTriggerSecret> {
-        self.serve(request, routine_triggers::create).await
-    }
-
-    async fn update_routine_trigger(
-        &self,
-        request: Request<pb::UpdateRoutineTriggerRequest>,
-    ) -> Reply<pb::RoutineTrigger> {
-        self.serve(request, routine_triggers::update).await
-    }
-
-    async fn delete_routine_trigger(
-        &self,
-        request: Request<pb::DeleteRoutineTriggerRequest>,
-    ) -> Reply<pb::DeleteRoutineTriggerResponse> {
-        self.serve(request, routine_triggers::delete).await
-    }
-
-    async fn rotate_routine_trigger_secret(
-        &self,
-        request: Request<pb::RotateRoutineTriggerSecretRequest>,
-    ) -> Reply<pb::RoutineTriggerSecret> {
-        self.serve(request, routine_triggers::rotate_secret).await
+    delegate! {
+        list_routine_triggers(ListRoutineTriggersRequest)
+            -> ListRoutineTriggersResponse = routine_triggers::list;
+        create_routine_trigger(CreateRoutineTriggerRequest)
+            -> RoutineTriggerSecret = routine_triggers::create;
+        update_routine_trigger(UpdateRoutineTriggerRequest)
+            -> RoutineTrigger = routine_triggers::update;
+        delete_routine_trigger(DeleteRoutineTriggerRequest)
+            -> DeleteRoutineTriggerResponse = routine_triggers::delete;
+        rotate_routine_trigger_secret(RotateRoutineTriggerSecretRequest)
+            -> RoutineTriggerSecret = routine_triggers::rotate_secret;
     }
 
     // Issue documents: handlers in documents.rs.
@@ -655,82 +369,27 @@ impl Control for ControlService {
 
     // Wakes and workers: handlers in wakes.rs.
 
-    async fn wakeup(&self, request: Request<pb::WakeupRequest>) -> Reply<pb::WakeupResponse> {
-        self.serve(request, wakes::wakeup).await
-    }
-
-    async fn list_wakes(
-        &self,
-        request: Request<pb::ListWakesRequest>,
-    ) -> Reply<pb::ListWakesResponse> {
-        self.serve(request, wakes::list_wakes).await
-    }
-
-    async fn get_wake(&self, request: Request<pb::GetWakeRequest>) -> Reply<pb::Wake> {
-        self.serve(request, wakes::get_wake).await
-    }
-
-    async fn list_workers(
-        &self,
-        request: Request<pb::ListWorkersRequest>,
-    ) -> Reply<pb::ListWorkersResponse> {
-        self.serve(request, wakes::list_workers).await
-    }
-
-    async fn create_worker_join_token(
-        &self,
-        request: Request<pb::CreateWorkerJoinTokenRequest>,
-    ) -> Reply<pb::CreateWorkerJoinTokenResponse> {
-        self.serve(request, wakes::create_join_token).await
-    }
-
-    async fn revoke_worker(
-        &self,
-        request: Request<pb::RevokeWorkerRequest>,
-    ) -> Reply<pb::CredentialInfo> {
-        self.serve(request, wakes::revoke_worker).await
+    delegate! {
+        wakeup(WakeupRequest) -> WakeupResponse = wakes::wakeup;
+        list_wakes(ListWakesRequest) -> ListWakesResponse = wakes::list_wakes;
+        get_wake(GetWakeRequest) -> Wake = wakes::get_wake;
+        list_workers(ListWorkersRequest) -> ListWorkersResponse = wakes::list_workers;
+        create_worker_join_token(CreateWorkerJoinTokenRequest)
+            -> CreateWorkerJoinTokenResponse = wakes::create_join_token;
+        revoke_worker(RevokeWorkerRequest) -> CredentialInfo = wakes::revoke_worker;
     }
 
     // Companies, issues and runs: handlers in records.rs.
 
-    async fn get_company(&self, request: Request<pb::GetCompanyRequest>) -> Reply<pb::Company> {
-        self.serve(request, records::get_company).await
-    }
-
-    async fn update_company(
-        &self,
-        request: Request<pb::UpdateCompanyRequest>,
-    ) -> Reply<pb::Company> {
-        self.serve(request, records::update_company).await
-    }
-
-    async fn delete_issue(&self, request: Request<pb::DeleteIssueRequest>) -> Reply<pb::Issue> {
-        self.serve(request, records::delete_issue).await
-    }
-
-    async fn get_inbox(
-        &self,
-        request: Request<pb::GetInboxRequest>,
-    ) -> Reply<pb::GetInboxResponse> {
-        self.serve(request, records::get_inbox).await
-    }
-
-    async fn get_heartbeat_context(
-        &self,
-        request: Request<pb::GetHeartbeatContextRequest>,
-    ) -> Reply<pb::HeartbeatContext> {
-        self.serve(request, records::get_heartbeat_context).await
-    }
-
-    async fn cancel_run(&self, request: Request<pb::CancelRunRequest>) -> Reply<pb::Run> {
-        self.serve(request, records::cancel_run).await
-    }
-
-    async fn get_cost_summary(
-        &self,
-        request: Request<pb::GetCostSummaryRequest>,
-    ) -> Reply<pb::CostSummary> {
-        self.serve(request, budgets::cost_summary).await
+    delegate! {
+        get_company(GetCompanyRequest) -> Company = records::get_company;
+        update_company(UpdateCompanyRequest) -> Company = records::update_company;
+        delete_issue(DeleteIssueRequest) -> Issue = records::delete_issue;
+        get_inbox(GetInboxRequest) -> GetInboxResponse = records::get_inbox;
+        get_heartbeat_context(GetHeartbeatContextRequest)
+            -> HeartbeatContext = records::get_heartbeat_context;
+        cancel_run(CancelRunRequest) -> Run = records::cancel_run;
+        get_cost_summary(GetCostSummaryRequest) -> CostSummary = budgets::cost_summary;
     }
 
     type WatchStream = futures::stream::BoxStream<'static, Result<pb::ActivityEntry, Status>>;
@@ -777,18 +436,9 @@ impl Control for ControlService {
         ))
     }
 
-    async fn list_runs(
-        &self,
-        request: Request<pb::ListRunsRequest>,
-    ) -> Reply<pb::ListRunsResponse> {
-        self.serve(request, records::list_runs).await
-    }
-
-    async fn list_activity(
-        &self,
-        request: Request<pb::ListActivityRequest>,
-    ) -> Reply<pb::ListActivityResponse> {
-        self.serve(request, records::list_activity).await
+    delegate! {
+        list_runs(ListRunsRequest) -> ListRunsResponse = records::list_runs;
+        list_activity(ListActivityRequest) -> ListActivityResponse = records::list_activity;
     }
 
     async fn verify_audit(

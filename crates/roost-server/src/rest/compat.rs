@@ -5,7 +5,8 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use roost_core::{BudgetScopeType, Issue};
+use roost_core::views::LabeledIssue;
+use roost_core::BudgetScopeType;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -56,10 +57,10 @@ pub async fn run_issues(
     State(api): State<Api>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Vec<Issue>>> {
+) -> Result<Json<Vec<LabeledIssue>>> {
     let run = api.get_run(&caller, &id).await?.into_run();
     Ok(Json(match run.issue_id {
-        Some(issue) => vec![api.get_issue(&caller, &issue).await?],
+        Some(issue) => vec![api.with_label(api.get_issue(&caller, &issue).await?)],
         None => Vec::new(),
     }))
 }
@@ -80,9 +81,9 @@ pub async fn force_release(
     Path(id): Path<String>,
     QueryParams(_): QueryParams<ForceReleaseQuery>,
     JsonBody(_): JsonBody<super::dto::Empty>,
-) -> Result<Json<Issue>> {
+) -> Result<Json<LabeledIssue>> {
     caller.require_admin()?;
-    Ok(Json(api.release(&caller, &id).await?))
+    Ok(Json(api.with_label(api.release(&caller, &id).await?)))
 }
 
 /// `GET /api/agents/{id}/configuration`: the agent's adapter and runtime configuration, with

@@ -30,9 +30,10 @@ pub async fn create(
     caller: Caller,
     Path(cid): Path<String>,
     JsonBody(body): JsonBody<dto::CreateIssue>,
-) -> Result<(StatusCode, Json<Issue>)> {
+) -> Result<(StatusCode, Json<LabeledIssue>)> {
     let caller = with_body_key(caller, body.idempotency_key.as_deref())?;
-    Ok(created(api.create_issue(&caller, &cid, body.into()).await?))
+    let issue = api.create_issue(&caller, &cid, body.into()).await?;
+    Ok(created(api.with_label(issue)))
 }
 
 /// The caller with the body's `idempotencyKey` (Paperclip's) when no header gave one.
@@ -51,12 +52,13 @@ pub async fn create_child(
     caller: Caller,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::CreateIssue>,
-) -> Result<(StatusCode, Json<Issue>)> {
+) -> Result<(StatusCode, Json<LabeledIssue>)> {
     if body.parent_id.is_some() {
         return Err(ApiError::bad_request("parentId is implied by the path"));
     }
     let caller = with_body_key(caller, body.idempotency_key.as_deref())?;
-    Ok(created(api.create_child(&caller, &id, body.into()).await?))
+    let issue = api.create_child(&caller, &id, body.into()).await?;
+    Ok(created(api.with_label(issue)))
 }
 
 pub async fn list(
@@ -105,7 +107,12 @@ pub async fn update(
         patch.status = Some(IssueStatus::Todo);
     }
     let (issue, comment) = api.update_issue(&caller, &id, patch, comment).await?;
-    Ok(Json(IssueWithComment { issue, comment }))
+    let LabeledIssue { issue, labels } = api.with_label(issue);
+    Ok(Json(IssueWithComment {
+        issue,
+        labels,
+        comment,
+    }))
 }
 
 /// `POST /api/issues/{id}/monitor/check-now`: fires the issue's scheduled monitor now;
@@ -125,8 +132,8 @@ pub async fn delete(
     State(api): State<Api>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Issue>> {
-    Ok(Json(api.delete_issue(&caller, &id).await?))
+) -> Result<Json<LabeledIssue>> {
+    Ok(Json(api.with_label(api.delete_issue(&caller, &id).await?)))
 }
 
 pub async fn checkout(
@@ -134,11 +141,11 @@ pub async fn checkout(
     caller: Caller,
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::Checkout>,
-) -> Result<Json<Issue>> {
-    Ok(Json(
-        api.checkout(&caller, &id, &body.agent_id, body.expected_statuses)
-            .await?,
-    ))
+) -> Result<Json<LabeledIssue>> {
+    let issue = api
+        .checkout(&caller, &id, &body.agent_id, body.expected_statuses)
+        .await?;
+    Ok(Json(api.with_label(issue)))
 }
 
 pub async fn release(
@@ -146,8 +153,8 @@ pub async fn release(
     caller: Caller,
     Path(id): Path<String>,
     JsonBody(_): JsonBody<dto::Empty>,
-) -> Result<Json<Issue>> {
-    Ok(Json(api.release(&caller, &id).await?))
+) -> Result<Json<LabeledIssue>> {
+    Ok(Json(api.with_label(api.release(&caller, &id).await?)))
 }
 
 pub async fn add_comment(

@@ -117,8 +117,22 @@ async fn paperclips_cli_creates_lists_and_deletes_issue_labels() -> anyhow::Resu
         .await?
         .ok()?;
     let issue_id = str_field(&labelled, "id");
-    assert_eq!(labelled["labelIds"], json!([ui_id, bug_id]), "{labelled}");
+    // Answered as Paperclip answers: labelIds once each, in the order of the labels by name.
+    assert_eq!(labelled["labelIds"], json!([bug_id, ui_id]), "{labelled}");
+    assert_eq!(names(&labelled["labels"]), ["bug", "ui"], "{labelled}");
     let plain = todo_issue(&http, &cid, "unlabelled").await?;
+    let bare = http
+        .post(
+            &format!("/api/companies/{cid}/issues"),
+            json!({ "title": "no labels" }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(
+        (&bare["labelIds"], &bare["labels"]),
+        (&json!([]), &json!([])),
+        "an issue without labels shows none, as Paperclip's: {bare}"
+    );
     let shown = http.get(&format!("/api/issues/{issue_id}")).await?.ok()?;
     assert_eq!(names(&shown["labels"]), ["bug", "ui"], "{shown}");
     let of_bug = http
@@ -165,6 +179,7 @@ async fn paperclips_cli_creates_lists_and_deletes_issue_labels() -> anyhow::Resu
     }
     let unchanged = http.get(&format!("/api/issues/{plain}")).await?.ok()?;
     assert_eq!(unchanged["labels"], json!([]), "{unchanged}");
+    assert_eq!(unchanged["labelIds"], json!([]), "none is [] {unchanged}");
 
     // Deleted through the CLI: the label answers as it was, and leaves its issue.
     let deleted = op(&["issue", "label:delete", &bug_id])?.json()?;
@@ -172,6 +187,18 @@ async fn paperclips_cli_creates_lists_and_deletes_issue_labels() -> anyhow::Resu
     let shown = http.get(&format!("/api/issues/{issue_id}")).await?.ok()?;
     assert_eq!(shown["labelIds"], json!([ui_id]), "{shown}");
     assert_eq!(names(&shown["labels"]), ["ui"], "{shown}");
+    let renamed = http
+        .patch(
+            &format!("/api/issues/{issue_id}"),
+            json!({ "title": "broken button, still" }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(
+        names(&renamed["labels"]),
+        ["ui"],
+        "an update's answer: {renamed}"
+    );
     let listed = op(&["issue", "label:list", "-C", &cid])?.json()?;
     assert_eq!(names(&listed), ["ui"], "{listed}");
     let gone = http.delete(&format!("/api/labels/{bug_id}")).await?;

@@ -96,7 +96,7 @@ async fn issues_carry_projects_and_goals_and_a_paused_project_holds_their_runs(
         )
         .await?
         .ok()?;
-    assert!(removed.get("labelIds").is_none(), "{removed}");
+    assert_eq!(removed["labelIds"], json!([]), "{removed}");
     let context = agent
         .get(&format!("/api/issues/{issue_id}/heartbeat-context"))
         .await?
