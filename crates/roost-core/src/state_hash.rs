@@ -418,7 +418,7 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
 impl State {
     /// A digest of the whole replicated state. Replicas that applied the same entries have
     /// the same hash; tests and `roost cluster status` compare it across nodes. Only the rows
-    /// changed since the last call are rehashed (`state_hash.rs`).
+    /// changed since the last call are rehashed ([`RowDigests`]).
     pub fn hash(&self) -> String {
         self.hash_from(self.row_digests.sum(self))
     }

@@ -240,17 +240,8 @@ impl Control for ControlService {
         resubmit_approval(ResubmitApprovalRequest) -> Approval = governance::resubmit_approval;
         add_approval_comment(AddApprovalCommentRequest)
             -> ApprovalComment = governance::add_approval_comment;
-    }
-
-    async fn list_approval_comments(
-        &self,
-        request: Request<pb::ListApprovalCommentsRequest>,
-    ) -> Reply<pb::ListApprovalCommentsResponse> {
-        self.serve(request, governance::list_approval_comments)
-            .await
-    }
-
-    delegate! {
+        list_approval_comments(ListApprovalCommentsRequest)
+            -> ListApprovalCommentsResponse = governance::list_approval_comments;
         link_issue_approval(LinkIssueApprovalRequest) -> Approval = governance::link_issue_approval;
         unlink_issue_approval(LinkIssueApprovalRequest)
             -> Approval = governance::unlink_issue_approval;

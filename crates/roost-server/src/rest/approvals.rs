@@ -9,7 +9,7 @@ use axum::Json;
 use roost_core::approval::{
     Approval, ApprovalComment, ApprovalDecision, ApprovalStatus, ApprovalType,
 };
-use roost_core::views::LabeledIssue;
+use roost_core::Issue;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 
@@ -101,10 +101,8 @@ pub async fn issues(
     State(api): State<Api>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Vec<LabeledIssue>>> {
-    Ok(Json(
-        api.with_labels(api.approval_issues(&caller, &id).await?),
-    ))
+) -> Result<Json<Vec<Issue>>> {
+    Ok(Json(api.approval_issues(&caller, &id).await?))
 }
 
 pub async fn of_issue(

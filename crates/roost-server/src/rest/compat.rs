@@ -6,7 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use roost_core::views::LabeledIssue;
-use roost_core::BudgetScopeType;
+use roost_core::{BudgetScopeType, Issue};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -57,10 +57,10 @@ pub async fn run_issues(
     State(api): State<Api>,
     caller: Caller,
     Path(id): Path<String>,
-) -> Result<Json<Vec<LabeledIssue>>> {
+) -> Result<Json<Vec<Issue>>> {
     let run = api.get_run(&caller, &id).await?.into_run();
     Ok(Json(match run.issue_id {
-        Some(issue) => vec![api.with_label(api.get_issue(&caller, &issue).await?)],
+        Some(issue) => vec![api.get_issue(&caller, &issue).await?],
         None => Vec::new(),
     }))
 }

@@ -127,13 +127,15 @@ pub async fn check_monitor(
 }
 
 /// `DELETE /api/issues/{id}`: the issue and its comments are removed; answers the issue as it
-/// was (Paperclip's CLI prints it).
+/// was (Paperclip's CLI prints it), with no labels: Paperclip's answer is read after its
+/// deletion cascaded to the issue's labels.
 pub async fn delete(
     State(api): State<Api>,
     caller: Caller,
     Path(id): Path<String>,
 ) -> Result<Json<LabeledIssue>> {
-    Ok(Json(api.with_label(api.delete_issue(&caller, &id).await?)))
+    let issue = api.delete_issue(&caller, &id).await?;
+    Ok(Json(LabeledIssue::new(issue, Vec::new())))
 }
 
 pub async fn checkout(

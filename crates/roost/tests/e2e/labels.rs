@@ -199,6 +199,7 @@ async fn paperclips_cli_creates_lists_and_deletes_issue_labels() -> anyhow::Resu
         ["ui"],
         "an update's answer: {renamed}"
     );
+    assert_eq!(renamed["labelIds"], json!([ui_id]), "{renamed}");
     let listed = op(&["issue", "label:list", "-C", &cid])?.json()?;
     assert_eq!(names(&listed), ["ui"], "{listed}");
     let gone = http.delete(&format!("/api/labels/{bug_id}")).await?;
@@ -287,10 +288,39 @@ async fn roosts_cli_creates_lists_filters_by_and_deletes_labels() -> anyhow::Res
     let issue = node
         .issue(json!({ "title": "write the guide", "labelIds": [id] }))
         .await?;
-    node.issue(json!({ "title": "not this one" })).await?;
+    let plain = node.issue(json!({ "title": "not this one" })).await?;
     let listed = stdout_json(&run(&["issue", "list", "--label", &id, "--json"])?)?;
     assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
     assert_eq!(listed[0]["id"], issue["id"], "{listed}");
+
+    // Checkout and release answer the issue with its labels, as Paperclip's do; an issue
+    // without labels shows none; a deleted issue answers none (Paperclip's deletion takes its
+    // labels first).
+    let (agent, key) = node.agent("labelled-work").await?;
+    let agent_run = node.start_run(&agent).await?;
+    let http = node.http().with_token(&key).with_run(&agent_run);
+    for (held, labels) in [(&issue, vec![id.as_str()]), (&plain, vec![])] {
+        let path = format!("/api/issues/{}", str_field(held, "id"));
+        let checkout = json!({ "agentId": agent, "expectedStatuses": [held["status"]] });
+        for answer in [
+            http.post(&format!("{path}/checkout"), checkout)
+                .await?
+                .ok()?,
+            http.post(&format!("{path}/release"), json!({}))
+                .await?
+                .ok()?,
+        ] {
+            assert_eq!(answer["labelIds"], json!(labels), "{answer}");
+            assert_eq!(strs(&answer["labels"], "id"), labels, "{answer}");
+        }
+    }
+    let deleted_issue = node
+        .admin
+        .delete(&format!("/api/issues/{}", str_field(&issue, "id")))
+        .await?
+        .ok()?;
+    assert_eq!(deleted_issue["labelIds"], json!([]), "{deleted_issue}");
+    assert_eq!(deleted_issue["labels"], json!([]), "{deleted_issue}");
     let deleted = stdout_json(&run(&["label", "delete", &id, "--json"])?)?;
     assert_eq!(deleted["name"], "docs", "{deleted}");
     let listed = stdout_json(&run(&["issue", "list", "--label", &id, "--json"])?)?;
