@@ -45,7 +45,10 @@ pub fn label_ids(paperclip: &BTreeMap<String, serde_json::Value>) -> impl Iterat
 
 /// Sets an issue's `labelIds` to `labels`' ids in their order, `[]` when it carries none: what
 /// Paperclip answers, whose `labelIds` follow its `labels` and leave out a deleted one.
-pub fn show_label_ids(paperclip: &mut BTreeMap<String, serde_json::Value>, labels: &[Label]) {
+pub(crate) fn show_label_ids(
+    paperclip: &mut BTreeMap<String, serde_json::Value>,
+    labels: &[Label],
+) {
     let ids = labels
         .iter()
         .map(|l| serde_json::Value::from(l.id.as_str()));

@@ -118,10 +118,7 @@ impl From<&Issue> for IssueSummary {
 #[serde(rename_all = "camelCase")]
 pub struct IssueWithComment {
     #[serde(flatten)]
-    pub issue: Issue,
-    /// As [`LabeledIssue`]'s; default: an older server answers without them.
-    #[serde(default)]
-    pub labels: Vec<crate::label::Label>,
+    pub issue: LabeledIssue,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<Comment>,
 }

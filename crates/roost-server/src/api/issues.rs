@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use roost_core::command::{IssuePatch, NewComment};
-use roost_core::views::{IssueDetail, IssueSummary};
+use roost_core::views::{IssueDetail, IssueSummary, LabeledIssue};
 use roost_core::{Command, Comment, Issue, IssueStatus, Outcome};
 use roost_store::CommentQuery;
 
@@ -95,11 +95,11 @@ impl Api {
     /// The issue with its ancestors and the issues it is blocked by and blocks, as Paperclip's
     /// `GET /api/issues/{id}` answers.
     pub async fn issue_detail(&self, caller: &Caller, id: &str) -> Result<IssueDetail, ApiError> {
-        let mut issue = self.get_issue(caller, id).await?;
+        let issue = self.get_issue(caller, id).await?;
         let (document_summaries, plan_document) = self.issue_documents(&issue.id).await?;
         Ok(self.reader().read(|s| {
             let labels = super::labels::labels_of(s, &issue);
-            roost_core::label::show_label_ids(&mut issue.paperclip, &labels);
+            let LabeledIssue { issue, labels } = LabeledIssue::new(issue, labels);
             let summaries = |ids: &mut dyn Iterator<Item = &str>| -> Vec<IssueSummary> {
                 ids.filter_map(|i| s.issues.get(i))
                     .map(|i| IssueSummary::from(i.as_ref()))

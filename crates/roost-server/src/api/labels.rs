@@ -52,7 +52,8 @@ impl Api {
     }
 
     /// `issue` as the REST routes answer it, with the labels it carries. An issue without
-    /// labels (most, and every checkout of the benchmarks) takes no read lock.
+    /// labels (most, and every checkout an agent makes with Paperclip's skill) takes no read
+    /// lock.
     pub fn with_label(&self, issue: Issue) -> LabeledIssue {
         let labels = if label_ids(&issue.paperclip).next().is_none() {
             Vec::new()

@@ -107,10 +107,8 @@ pub async fn update(
         patch.status = Some(IssueStatus::Todo);
     }
     let (issue, comment) = api.update_issue(&caller, &id, patch, comment).await?;
-    let LabeledIssue { issue, labels } = api.with_label(issue);
     Ok(Json(IssueWithComment {
-        issue,
-        labels,
+        issue: api.with_label(issue),
         comment,
     }))
 }

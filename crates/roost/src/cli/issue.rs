@@ -425,7 +425,7 @@ fn issue_fields(i: &Issue) -> String {
 }
 
 fn updated_text(u: &IssueWithComment) -> String {
-    let mut text = issue_fields(&u.issue);
+    let mut text = issue_fields(&u.issue.issue);
     if let Some(c) = &u.comment {
         text.push_str(&format!("\nadded comment {}\n", c.id));
     }

@@ -146,7 +146,7 @@ async fn with_policy(
         .update_issue(issue, &update)
         .await
         .with_context(|| format!("updating the monitor of {issue}"))?;
-    Ok(updated.issue)
+    Ok(updated.issue.issue)
 }
 
 fn monitor_text(issue: &Issue, state: Option<&MonitorState>) -> String {

@@ -135,6 +135,7 @@ async fn paperclips_cli_creates_lists_and_deletes_issue_labels() -> anyhow::Resu
     );
     let shown = http.get(&format!("/api/issues/{issue_id}")).await?.ok()?;
     assert_eq!(names(&shown["labels"]), ["bug", "ui"], "{shown}");
+    assert_eq!(shown["labelIds"], json!([bug_id, ui_id]), "{shown}");
     let of_bug = http
         .get(&format!("/api/companies/{cid}/issues?labelId={bug_id}"))
         .await?
@@ -154,6 +155,16 @@ async fn paperclips_cli_creates_lists_and_deletes_issue_labels() -> anyhow::Resu
             "{status}: {listed}"
         );
     }
+    let child = http
+        .post(
+            &format!("/api/issues/{issue_id}/children"),
+            json!({ "title": "the button's tooltip", "labelIds": [ui_id, bug_id] }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(child["labelIds"], json!([bug_id, ui_id]), "{child}");
+    assert_eq!(names(&child["labels"]), ["bug", "ui"], "{child}");
+
     // Another company's label, or none at all: Paperclip's 422 and sentence, nothing changed.
     let other = http
         .post("/api/companies", json!({ "name": "Elsewhere" }))
