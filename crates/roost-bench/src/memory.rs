@@ -150,6 +150,7 @@ fn comment(n: u64, rng: &mut Rng, vocab: &[String]) -> Comment {
         author_user_id: None,
         created_by_run_id: None,
         created_at: Timestamp(1_700_000_000_000 + n as i64 * 1000),
+        ..Default::default()
     }
 }
 

@@ -191,6 +191,12 @@ impl RoostClient {
             .await
     }
 
+    /// Deletes a comment the caller wrote; answers it emptied, with who deleted it and when.
+    pub async fn delete_comment(&self, issue: &str, comment_id: &str) -> Result<Comment> {
+        self.delete(&[API, "issues", issue, "comments", comment_id])
+            .await
+    }
+
     pub async fn heartbeat_context(
         &self,
         issue: &str,

@@ -354,6 +354,12 @@ pub enum Command {
         issue_id: String,
         comment: NewComment,
     },
+    /// Empties a comment's body and records who deleted it (Paperclip's tombstone,
+    /// `rules/comment.rs`); the API has checked that the caller wrote it.
+    DeleteComment {
+        issue_id: String,
+        comment_id: String,
+    },
     Checkout {
         issue_id: String,
         agent_id: String,
@@ -649,6 +655,7 @@ impl Command {
             Command::UpdateWorkProduct { .. } => "issue.work_product_updated",
             Command::DeleteWorkProduct { .. } => "issue.work_product_deleted",
             Command::AddComment { .. } => "issue.comment_added",
+            Command::DeleteComment { .. } => "issue.comment_deleted",
             Command::Checkout { .. } => "issue.checked_out",
             Command::Release { .. } => "issue.released",
             Command::StartRun { .. } => "run.started",

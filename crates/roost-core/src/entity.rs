@@ -450,7 +450,7 @@ impl Issue {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Comment {
     pub id: String,
@@ -461,6 +461,46 @@ pub struct Comment {
     pub author_user_id: Option<String>,
     pub created_by_run_id: Option<String>,
     pub created_at: Timestamp,
+    /// Set when its author deleted it (Paperclip's tombstone): the comment keeps its place in
+    /// the thread with an empty body (`rules/comment.rs`). `null` on a live comment, as
+    /// Paperclip answers; absent from rows written before deletion existed.
+    #[serde(default)]
+    pub deleted_at: Option<Timestamp>,
+    #[serde(default)]
+    pub deleted_by_type: Option<crate::command::ActorKind>,
+    #[serde(default)]
+    pub deleted_by_agent_id: Option<String>,
+    #[serde(default)]
+    pub deleted_by_user_id: Option<String>,
+    #[serde(default)]
+    pub deleted_by_run_id: Option<String>,
+}
+
+/// A comment's deletion, as the store writes it onto the comment's row (memory keeps no
+/// bodies, so the rule that decides it cannot write the whole comment).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommentTombstone {
+    pub comment_id: String,
+    pub issue_id: String,
+    pub deleted_at: Timestamp,
+    pub deleted_by_type: crate::command::ActorKind,
+    pub deleted_by_agent_id: Option<String>,
+    pub deleted_by_user_id: Option<String>,
+    pub deleted_by_run_id: Option<String>,
+}
+
+impl CommentTombstone {
+    /// The comment as its deletion leaves it: the body emptied (Paperclip's
+    /// `DELETED_ISSUE_COMMENT_BODY` is empty), who deleted it and when.
+    pub fn apply_to(&self, comment: &mut Comment) {
+        comment.body = String::new();
+        comment.deleted_at = Some(self.deleted_at);
+        comment.deleted_by_type = Some(self.deleted_by_type);
+        comment.deleted_by_agent_id = self.deleted_by_agent_id.clone();
+        comment.deleted_by_user_id = self.deleted_by_user_id.clone();
+        comment.deleted_by_run_id = self.deleted_by_run_id.clone();
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -122,7 +122,7 @@ pub fn check(command: &Command) -> Result<(), DomainError> {
                 MAX_DESCRIPTION_CHARS,
             )
         }
-        Command::DeleteIssue { .. } => Ok(()),
+        Command::DeleteIssue { .. } | Command::DeleteComment { .. } => Ok(()),
         Command::CreateCredential { name, .. } => chars("name", name, MAX_NAME_CHARS),
         Command::CreateJoinToken {
             name,

@@ -31,6 +31,8 @@ pub enum Change {
     Run(Run),
     Credential(Credential),
     Comment(Comment),
+    /// A comment's body emptied by its author, who and when (`rules/comment.rs`).
+    CommentDeleted(CommentTombstone),
     Activity(ActivityEntry),
     /// The outcome of a keyed command, kept for retries.
     Remembered(Remembered),
@@ -88,11 +90,15 @@ pub struct Applied {
     pub changes: Vec<Change>,
 }
 
-/// A comment as far as the rules need it; bodies live only in the store.
+/// A comment as far as the rules need it; bodies and authors live only in the store.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CommentRef {
     pub issue_id: String,
     pub company_id: String,
+    /// Deleted by its author (`rules/comment.rs`). Left out of the digest while false, so a
+    /// live comment's row digests as it did before deletion existed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 /// What an accepted command asks the activity log to record.
@@ -578,6 +584,7 @@ impl State {
             CommentRef {
                 issue_id: c.issue_id.clone(),
                 company_id: c.company_id.clone(),
+                deleted: c.deleted_at.is_some(),
             },
         );
     }
@@ -646,6 +653,11 @@ impl State {
                 self.credentials.insert(c.id.clone(), c);
             }
             Change::Comment(c) => self.link_comment(&c),
+            Change::CommentDeleted(t) => {
+                if let Some(comment) = self.comments.get_mut(&t.comment_id) {
+                    comment.deleted = true;
+                }
+            }
             Change::Memory(m) => self.memory.put(m),
             Change::Routine(r) => self.routines.put(r),
             Change::Home(h) => self.home.put(h),

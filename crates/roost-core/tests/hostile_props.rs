@@ -243,25 +243,6 @@ fn the_generators_reach_every_governance_command() {
         rng_seed: RngSeed::Fixed(20_261_127),
         ..ProptestConfig::default()
     });
-    let mut accepted: BTreeMap<&'static str, u32> = BTreeMap::new();
-    // Enough sequences that the rarest accepted command (a skill's delete, about one in
-    // 500 sequences) shows up whatever the other generators draw.
-    for _ in 0..1000 {
-        let steps = steps(MAX_STEPS)
-            .new_tree(&mut runner)
-            .expect("a sequence")
-            .current();
-        let mut world = World::new();
-        for step in &steps {
-            let env = world.envelope(step);
-            let applied = world.apply(env.clone());
-            for (e, a) in inner(&env).into_iter().zip(&applied) {
-                if a.outcome.is_ok() {
-                    *accepted.entry(e.command.name()).or_default() += 1;
-                }
-            }
-        }
-    }
     let wanted = [
         "goal.created",
         "goal.updated",
@@ -292,7 +273,31 @@ fn the_generators_reach_every_governance_command() {
         "issue.work_product_created",
         "issue.work_product_updated",
         "issue.work_product_deleted",
+        "issue.comment_deleted",
     ];
+    let mut accepted: BTreeMap<&'static str, u32> = BTreeMap::new();
+    // Sequences until each is seen, at most 5,000: the rarest (a skill's or a label's delete,
+    // which need one created earlier in the sequence) come about once in 500 sequences, and
+    // where in the fixed seed's draws they fall moves with every change to the generators.
+    for _ in 0..5000 {
+        if wanted.iter().all(|n| accepted.contains_key(n)) {
+            break;
+        }
+        let steps = steps(MAX_STEPS)
+            .new_tree(&mut runner)
+            .expect("a sequence")
+            .current();
+        let mut world = World::new();
+        for step in &steps {
+            let env = world.envelope(step);
+            let applied = world.apply(env.clone());
+            for (e, a) in inner(&env).into_iter().zip(&applied) {
+                if a.outcome.is_ok() {
+                    *accepted.entry(e.command.name()).or_default() += 1;
+                }
+            }
+        }
+    }
     let missing: Vec<&str> = wanted
         .iter()
         .copied()

@@ -120,6 +120,10 @@ const SURFACE: &[(&str, Twin)] = &[
     ("GET /issues/{id}/comments", Grpc("ListComments")),
     ("POST /issues/{id}/comments", Grpc("AddComment")),
     ("GET /issues/{id}/comments/{comment_id}", Grpc("GetComment")),
+    (
+        "DELETE /issues/{id}/comments/{comment_id}",
+        Grpc("DeleteComment"),
+    ),
     // Attachments and work products (rest/attachments.rs).
     (
         "POST /companies/{cid}/issues/{id}/attachments",

@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use roost_core::home::HomeChange;
 use roost_core::memory::MemoryChange;
-use roost_core::Change;
+use roost_core::{Change, Comment, CommentTombstone};
 use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::OptionalExtension;
 
 use crate::error::Error;
 use crate::search::{self, SearchRow};
@@ -116,6 +117,9 @@ pub(crate) struct RowBatch {
     deleted_documents: BTreeSet<String>,
     /// Removed attachments and given-up uploads, whose chunks are deleted with them.
     deleted_attachments: BTreeSet<String>,
+    /// Comments deleted by their authors, by id: their rows are emptied after the tables are
+    /// written, so a comment written and deleted in one batch is emptied too.
+    tombstones: BTreeMap<String, CommentTombstone>,
     /// The memory search index's texts by key (`search.rs`): `None` drops one.
     search: BTreeMap<String, Option<SearchRow>>,
 }
@@ -483,6 +487,10 @@ impl RowBatch {
                     ],
                 )
             }
+            Change::CommentDeleted(t) => {
+                self.search.insert(search::comment_key(&t.comment_id), None);
+                self.tombstones.insert(t.comment_id.clone(), t.clone());
+            }
             Change::Activity(a) => self.put(
                 "activity",
                 "seq, log_index, company_id, at, actor_type, actor_id, credential_id, run_id, \
@@ -690,8 +698,34 @@ impl RowBatch {
         for table in std::mem::take(&mut self.tables).into_values() {
             write_table(conn, &table)?;
         }
+        for tombstone in std::mem::take(&mut self.tombstones).into_values() {
+            write_tombstone(conn, &tombstone)?;
+        }
         Ok(())
     }
+}
+
+/// Empties a comment's row as its tombstone says. The row keeps its place in the thread
+/// (`seq`), and is read and rewritten whole so that its JSON stays what serde writes.
+fn write_tombstone(conn: &rusqlite::Connection, t: &CommentTombstone) -> Result<(), Error> {
+    let data: Option<String> = conn
+        .prepare_cached("SELECT data FROM comments WHERE id = ?1")
+        .and_then(|mut s| s.query_row([&t.comment_id], |r| r.get(0)).optional())
+        .map_err(Error::write("read a deleted comment"))?;
+    let Some(data) = data else {
+        // The rule found the comment in memory, which holds every comment row: a row missing
+        // here has nothing left to empty.
+        tracing::warn!(comment = %t.comment_id, "a deleted comment has no row in state.db");
+        return Ok(());
+    };
+    let mut comment: Comment =
+        serde_json::from_str(&data).map_err(|e| Error::corrupt("comment", e))?;
+    t.apply_to(&mut comment);
+    let data = json(&comment)?;
+    conn.prepare_cached("UPDATE comments SET data = ?1 WHERE id = ?2")
+        .and_then(|mut s| s.execute([&data, &t.comment_id]))
+        .map_err(Error::write("write a deleted comment"))?;
+    Ok(())
 }
 
 fn write_table(conn: &rusqlite::Connection, table: &Table) -> Result<(), Error> {

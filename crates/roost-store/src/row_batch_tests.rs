@@ -339,6 +339,84 @@ fn a_deleted_issue_leaves_no_row_nor_comment_whether_written_before_or_in_the_sa
     );
 }
 
+#[test]
+fn a_deleted_comments_row_keeps_its_place_emptied_whether_written_before_or_in_the_same_batch() {
+    use roost_core::command::{IssuePatch, NewComment};
+    use roost_core::Command;
+    let comment = |id: &str| Command::AddComment {
+        issue_id: "i1".into(),
+        comment: NewComment {
+            id: id.into(),
+            body: format!("secret {id}"),
+        },
+    };
+    let delete = |id: &str| Command::DeleteComment {
+        issue_id: "i1".into(),
+        comment_id: id.into(),
+    };
+    let steps = applied(vec![
+        Command::CreateCompany {
+            id: "c".into(),
+            name: "c".into(),
+            issue_prefix: "C".into(),
+        },
+        Command::CreateIssue {
+            id: "i1".into(),
+            company_id: "c".into(),
+            fields: IssuePatch {
+                title: Some("issue".into()),
+                ..Default::default()
+            },
+        },
+        comment("m1"),
+        comment("m2"),
+        comment("m3"),
+        delete("m1"),
+        comment("m4"),
+        delete("m4"),
+    ]);
+    // The first five applies reach the file; m1's deletion, m4 and m4's deletion share a batch.
+    let conn = db();
+    let mut batch = RowBatch::default();
+    for (n, changes) in steps.iter().enumerate() {
+        for change in changes {
+            batch.add(change).expect("add");
+        }
+        if n == 4 {
+            batch.write(&conn).expect("write");
+        }
+    }
+    batch.write(&conn).expect("write");
+    let rows: Vec<roost_core::Comment> = strings(&conn, "SELECT data FROM comments ORDER BY seq")
+        .iter()
+        .map(|d| serde_json::from_str(d).expect("a comment row"))
+        .collect();
+    let shown: Vec<(&str, &str, bool)> = rows
+        .iter()
+        .map(|c| (c.id.as_str(), c.body.as_str(), c.deleted_at.is_some()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            ("m1", "", true),
+            ("m2", "secret m2", false),
+            ("m3", "secret m3", false),
+            ("m4", "", true),
+        ]
+    );
+    assert_eq!(rows[0].deleted_at, Some(Timestamp(6_000)));
+    assert_eq!(rows[0].deleted_by_user_id.as_deref(), Some("admin"));
+    assert_eq!(rows[0].author_user_id.as_deref(), Some("admin"));
+    // Their text leaves the search index.
+    assert_eq!(
+        strings(
+            &conn,
+            "SELECT ref_id FROM memory_search_rows WHERE kind = 'comment' ORDER BY ref_id"
+        ),
+        vec!["m2".to_string(), "m3".to_string()]
+    );
+}
+
 fn document_changes(doc: &str, revisions: &[u64]) -> Vec<Change> {
     use roost_core::document::{DocumentChange, DocumentRevision, IssueDocument};
     let latest = revisions.iter().copied().max().unwrap_or(1);

@@ -231,7 +231,9 @@ pub(crate) async fn load_state(
             .iter()
             .map(|row| parse_row("issue_interactions", row))
             .collect::<Result<Vec<_>, _>>()?;
-    let comment_rows = sqlx::query("SELECT id, issue_id, company_id FROM comments")
+    let comment_rows = sqlx::query(
+        "SELECT id, issue_id, company_id, json_extract(data, '$.deletedAt') IS NOT NULL FROM comments",
+    )
         .fetch_all(&mut *conn)
         .await
         .map_err(Error::sql("load comments"))?;
@@ -243,6 +245,7 @@ pub(crate) async fn load_state(
                 CommentRef {
                     issue_id: r.get(1),
                     company_id: r.get(2),
+                    deleted: r.get(3),
                 },
             )
         })

@@ -136,7 +136,7 @@ impl SearchRow {
 
     pub fn comment(c: &Comment) -> SearchRow {
         SearchRow {
-            key: format!("comment:{}", c.id),
+            key: comment_key(&c.id),
             kind: MemoryHitKind::Comment,
             ref_id: c.id.clone(),
             company_id: c.company_id.clone(),
@@ -146,6 +146,11 @@ impl SearchRow {
             body: c.body.clone(),
         }
     }
+}
+
+/// The search index's key of comment `id`'s text.
+pub(crate) fn comment_key(id: &str) -> String {
+    format!("comment:{id}")
 }
 
 /// Drops the text under `key`, if indexed.

@@ -88,6 +88,7 @@ fn comment(id: &str, issue: &str, author: Option<&str>, body: &str) -> Change {
         author_user_id: None,
         created_by_run_id: None,
         created_at: Timestamp(30),
+        ..Default::default()
     })
 }
 

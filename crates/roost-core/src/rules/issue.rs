@@ -335,6 +335,7 @@ pub(crate) fn new_comment(
         author_user_id: ctx.actor.user_id(),
         created_by_run_id: ctx.actor.run_id.clone(),
         created_at: ctx.now(),
+        ..Default::default()
     })
 }
 

@@ -20,6 +20,9 @@ mod budget_project_tests;
 mod budget_tests;
 mod checkout;
 mod claim;
+mod comment;
+#[cfg(test)]
+mod comment_tests;
 mod company;
 #[cfg(test)]
 mod company_issue_tests;
@@ -163,6 +166,10 @@ pub(crate) fn decide(state: &State, slot: u64, env: &Envelope) -> Result<Decisio
         } => issue::update(&ctx, issue_id, patch, comment.as_ref()),
         Command::DeleteIssue { issue_id } => issue::delete(&ctx, issue_id),
         Command::AddComment { issue_id, comment } => issue::add_comment(&ctx, issue_id, comment),
+        Command::DeleteComment {
+            issue_id,
+            comment_id,
+        } => comment::delete(&ctx, issue_id, comment_id),
         Command::Checkout {
             issue_id,
             agent_id,

@@ -337,9 +337,10 @@ pub fn gov_op() -> impl Strategy<Value = GovOp> {
         6 => id().prop_map(|skill| GovOp::DeleteSkill { skill }),
         2 => (mine_id(), vec(id(), 0..4), opt(text()))
             .prop_map(|(agent, skills, made_up)| GovOp::AssignSkills { agent, skills, made_up }),
-        3 => (new_id(), mine_id(), text(), any::<u8>())
+        // A label's delete needs a label created earlier in the same sequence: both weighted up.
+        6 => (new_id(), mine_id(), text(), any::<u8>())
             .prop_map(|(id, company, name, color)| GovOp::CreateLabel { id, company, name, color }),
-        2 => mine_id().prop_map(|label| GovOp::DeleteLabel { label }),
+        6 => mine_id().prop_map(|label| GovOp::DeleteLabel { label }),
         3 => (mine_id(), vec(prop_oneof![3 => mine_id(), 1 => id()], 0..4))
             .prop_map(|(issue, labels)| GovOp::LabelIssue { issue, labels }),
     ]

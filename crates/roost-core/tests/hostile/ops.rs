@@ -266,6 +266,10 @@ pub enum Op {
         id: Id,
         body: Text,
     },
+    DeleteComment {
+        issue: Id,
+        comment: Id,
+    },
     /// Links or unlinks an approval and an issue.
     LinkApproval {
         approval: Id,

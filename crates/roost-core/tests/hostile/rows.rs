@@ -116,9 +116,22 @@ impl Rows {
                     let comment = CommentRef {
                         issue_id: c.issue_id.clone(),
                         company_id: c.company_id.clone(),
+                        deleted: c.deleted_at.is_some(),
                     };
                     self.comments.insert(c.id.clone(), comment);
                 }
+                Change::CommentDeleted(t) => match self.comments.get_mut(&t.comment_id) {
+                    // The store's update of a row it does not hold would write nothing.
+                    None => self.problems.push(format!(
+                        "comment {} deleted but never written",
+                        t.comment_id
+                    )),
+                    Some(c) if c.issue_id != t.issue_id => self.problems.push(format!(
+                        "comment {} deleted from issue {}, not its own",
+                        t.comment_id, t.issue_id
+                    )),
+                    Some(c) => c.deleted = true,
+                },
                 Change::Memory(m) => match m {
                     memory::MemoryChange::Entry(r) => {
                         upsert!(memory_entries, "memory_entries", r, r.id)

@@ -408,6 +408,10 @@ fn add_comment() -> impl Strategy<Value = Op> {
     (mine_id(), new_id(), text()).prop_map(|(issue, id, body)| Op::AddComment { issue, id, body })
 }
 
+fn delete_comment() -> impl Strategy<Value = Op> {
+    (mine_id(), mine_id()).prop_map(|(issue, comment)| Op::DeleteComment { issue, comment })
+}
+
 fn link_approval() -> impl Strategy<Value = Op> {
     (mine_id(), mine_id(), any::<bool>()).prop_map(|(approval, issue, linked)| Op::LinkApproval {
         approval,
@@ -727,6 +731,7 @@ fn leaf_op() -> impl Strategy<Value = Op> {
         5 => create_issue(),
         5 => update_issue(),
         3 => add_comment(),
+        1 => delete_comment(),
         4 => checkout(),
         2 => release(),
         1 => delete_issue(),
@@ -774,6 +779,7 @@ fn natural(op: &Op, who: Who, n: u8) -> Who {
         Op::CreateIssue { .. }
         | Op::UpdateIssue { .. }
         | Op::AddComment { .. }
+        | Op::DeleteComment { .. }
         | Op::IssueDocument { .. }
         | Op::IssueInteraction { .. }
         | Op::Deliverable { .. }

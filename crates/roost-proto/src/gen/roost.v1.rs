@@ -4788,6 +4788,18 @@ pub struct Comment {
     pub created_by_run_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(int64, tag = "8")]
     pub created_at_ms: i64,
+    /// Set once its author deleted it (the body is then empty).
+    #[prost(int64, optional, tag = "9")]
+    pub deleted_at_ms: ::core::option::Option<i64>,
+    /// Who deleted it: user or agent.
+    #[prost(string, optional, tag = "10")]
+    pub deleted_by_type: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "11")]
+    pub deleted_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "12")]
+    pub deleted_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "13")]
+    pub deleted_by_run_id: ::core::option::Option<::prost::alloc::string::String>,
 }
 /// One heartbeat of one agent on one worker.
 #[allow(clippy::all)]
@@ -5331,6 +5343,15 @@ pub struct ListCommentsResponse {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct GetCommentRequest {
+    /// The issue's id or its identifier, e.g. ENG-12.
+    #[prost(string, tag = "1")]
+    pub issue_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub comment_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteCommentRequest {
     /// The issue's id or its identifier, e.g. ENG-12.
     #[prost(string, tag = "1")]
     pub issue_id: ::prost::alloc::string::String,
@@ -6046,6 +6067,29 @@ pub mod control_client {
             let mut req = request.into_request();
             req.extensions_mut()
                 .insert(GrpcMethod::new("roost.v1.Control", "GetComment"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Deletes a comment the caller wrote: its body is emptied and it records who deleted it and
+        /// when (Paperclip's tombstone). A comment already deleted is answered as it is.
+        pub async fn delete_comment(
+            &mut self,
+            request: impl tonic::IntoRequest<super::DeleteCommentRequest>,
+        ) -> std::result::Result<tonic::Response<super::Comment>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/DeleteComment",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "DeleteComment"));
             self.inner.unary(req, path, codec).await
         }
         /// Issue attachments (attachments.proto): upload as a stream of chunks (the first names the
@@ -8696,6 +8740,12 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::GetCommentRequest>,
         ) -> std::result::Result<tonic::Response<super::Comment>, tonic::Status>;
+        /// Deletes a comment the caller wrote: its body is emptied and it records who deleted it and
+        /// when (Paperclip's tombstone). A comment already deleted is answered as it is.
+        async fn delete_comment(
+            &self,
+            request: tonic::Request<super::DeleteCommentRequest>,
+        ) -> std::result::Result<tonic::Response<super::Comment>, tonic::Status>;
         /// Issue attachments (attachments.proto): upload as a stream of chunks (the first names the
         /// issue and file), list newest first, read the bytes, delete. As REST's, an agent writes
         /// from a live run of its own while no other run holds the issue.
@@ -10419,6 +10469,51 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = GetCommentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/DeleteComment" => {
+                    #[allow(non_camel_case_types)]
+                    struct DeleteCommentSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::DeleteCommentRequest>
+                    for DeleteCommentSvc<T> {
+                        type Response = super::Comment;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::DeleteCommentRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::delete_comment(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = DeleteCommentSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -209,6 +209,43 @@ impl Api {
             .ok_or_else(|| ApiError::not_found("comment", comment_id))
     }
 
+    /// Deletes a comment its caller wrote (Paperclip's tombstone: the body emptied, who and
+    /// when recorded, `roost-core/src/rules/comment.rs`) and answers it as it is now. The
+    /// author is checked here, on the row: memory keeps no authors, and a comment's author
+    /// never changes. A comment already deleted is answered as it is, as Paperclip does.
+    pub async fn delete_comment(
+        &self,
+        caller: &Caller,
+        id: &str,
+        comment_id: &str,
+    ) -> Result<Comment, ApiError> {
+        let comment = self.get_comment(caller, id, comment_id).await?;
+        if comment.deleted_at.is_some() {
+            return Ok(comment);
+        }
+        let wrote_it = match caller.agent_id() {
+            Some(agent) => comment.author_agent_id.as_deref() == Some(agent),
+            None => {
+                comment.author_user_id.is_some() && comment.author_user_id == caller.actor.user_id()
+            }
+        };
+        if !wrote_it {
+            return Err(ApiError::forbidden(
+                "Only the comment author can delete comments; this comment was written by \
+                 someone else",
+            ));
+        }
+        let command = Command::DeleteComment {
+            issue_id: comment.issue_id.clone(),
+            comment_id: comment.id.clone(),
+        };
+        self.submit(caller, command).await?;
+        self.reader()
+            .comment(comment_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("comment", comment_id))
+    }
+
     pub async fn checkout(
         &self,
         caller: &Caller,

@@ -259,11 +259,14 @@ pub async fn issue(State(api): State<Api>, op: Operator, Path(id): Path<String>)
                 .map(|a| agent_name(&agents, Some(a)))
                 .or_else(|| c.author_user_id.clone())
                 .unwrap_or_else(|| "system".into());
+            let body = match c.deleted_at {
+                Some(at) => format!("<em class=\"muted\">deleted at {at}</em>"),
+                None => esc(&c.body),
+            };
             format!(
-                "<li><span class=\"muted\">{} · {}</span><br>{}</li>",
+                "<li><span class=\"muted\">{} · {}</span><br>{body}</li>",
                 esc(&who),
                 c.created_at,
-                esc(&c.body)
             )
         })
         .collect();

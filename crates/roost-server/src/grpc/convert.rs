@@ -127,6 +127,11 @@ pub(super) fn comment_to_proto(comment: Comment) -> pb::Comment {
         author_user_id: comment.author_user_id,
         created_by_run_id: comment.created_by_run_id,
         created_at_ms: comment.created_at.millis(),
+        deleted_at_ms: comment.deleted_at.map(|t| t.millis()),
+        deleted_by_type: comment.deleted_by_type.map(|k| k.as_str().to_string()),
+        deleted_by_agent_id: comment.deleted_by_agent_id,
+        deleted_by_user_id: comment.deleted_by_user_id,
+        deleted_by_run_id: comment.deleted_by_run_id,
     }
 }
 

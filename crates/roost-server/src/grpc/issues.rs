@@ -83,6 +83,17 @@ pub(super) async fn get_comment(
     Ok(convert::comment_to_proto(comment))
 }
 
+pub(super) async fn delete_comment(
+    api: Api,
+    caller: Caller,
+    r: pb::DeleteCommentRequest,
+) -> Answer<pb::Comment> {
+    let comment = api
+        .delete_comment(&caller, &r.issue_id, &r.comment_id)
+        .await?;
+    Ok(convert::comment_to_proto(comment))
+}
+
 pub(super) async fn checkout(
     api: Api,
     caller: Caller,

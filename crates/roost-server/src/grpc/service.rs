@@ -171,6 +171,7 @@ impl Control for ControlService {
         add_comment(AddCommentRequest) -> Comment = issues::add_comment;
         list_comments(ListCommentsRequest) -> ListCommentsResponse = issues::list_comments;
         get_comment(GetCommentRequest) -> Comment = issues::get_comment;
+        delete_comment(DeleteCommentRequest) -> Comment = issues::delete_comment;
         checkout(CheckoutRequest) -> Issue = issues::checkout;
         release(ReleaseRequest) -> Issue = issues::release;
     }

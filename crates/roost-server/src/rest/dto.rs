@@ -487,6 +487,14 @@ pub struct CommentListQuery {
     pub limit: Option<u32>,
 }
 
+/// `DELETE /api/issues/{id}/comments/{commentId}`: Paperclip's `mode` is `delete` (the
+/// default) or `cancel` (take back a comment still queued for a run, which Roost does not keep).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CommentDeleteQuery {
+    pub mode: Option<String>,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HeartbeatContextQuery {

@@ -223,6 +223,32 @@ pub async fn get_comment(
     Ok(Json(api.get_comment(&caller, &id, &comment_id).await?))
 }
 
+/// Deletes a comment its caller wrote and answers it emptied, as Paperclip does.
+pub async fn delete_comment(
+    State(api): State<Api>,
+    caller: Caller,
+    Path((id, comment_id)): Path<(String, String)>,
+    QueryParams(q): QueryParams<dto::CommentDeleteQuery>,
+) -> Result<Json<Comment>> {
+    match q.mode.as_deref() {
+        None | Some("delete") => {}
+        // Paperclip holds a comment made during a run in a queue until the next run, and
+        // `cancel` takes it back from there. Roost hands every comment to its wake at once.
+        Some("cancel") => {
+            return Err(ApiError::bad_request(
+                "mode=cancel takes back a comment still queued for a run, and Roost queues no \
+                 comments; delete it instead (leave out mode)",
+            ))
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "mode must be delete or cancel, not {other}"
+            )))
+        }
+    }
+    Ok(Json(api.delete_comment(&caller, &id, &comment_id).await?))
+}
+
 pub async fn heartbeat_context(
     State(api): State<Api>,
     caller: Caller,

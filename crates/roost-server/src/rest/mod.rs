@@ -191,7 +191,7 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         )
         .route(
             "/issues/{id}/comments/{comment_id}",
-            get(issues::get_comment),
+            get(issues::get_comment).delete(issues::delete_comment),
         )
         // Attachments and work products: rest/attachments.rs. An upload may be bigger than
         // other bodies.

@@ -113,6 +113,13 @@ pub(super) enum IssueCommand {
     },
     /// List an issue's comments, oldest first
     Comments { id: String },
+    /// Delete a comment you wrote: it stays in the thread with an empty body
+    DeleteComment {
+        /// The issue (id or identifier)
+        id: String,
+        /// The comment's id
+        comment: String,
+    },
     /// Check the issue out for an agent in the current run (--run-id / ROOST_RUN_ID)
     Checkout {
         id: String,
@@ -318,6 +325,10 @@ pub async fn run(session: &Session, args: IssueArgs) -> anyhow::Result<ExitCode>
             };
             out.show(&comments, |c| comments_text(c, &names))?;
         }
+        IssueCommand::DeleteComment { id, comment } => {
+            let deleted = client.delete_comment(&id, &comment).await?;
+            out.show(&deleted, |c| format!("deleted comment {} of {id}", c.id))?;
+        }
         IssueCommand::Checkout { id, agent, expect } => {
             if session.run_id.is_none() {
                 bail!("a checkout needs a run: pass --run-id or set ROOST_RUN_ID (start one with `roost run start`)");
@@ -454,7 +465,10 @@ fn comments_text(comments: &[Comment], names: &AgentNames) -> String {
             when(c.created_at),
             c.id
         ));
-        text.push_str(&indented(&c.body, 2));
+        match c.deleted_at {
+            Some(at) => text.push_str(&indented(&format!("(deleted at {})", when(at)), 2)),
+            None => text.push_str(&indented(&c.body, 2)),
+        }
         text.push('\n');
     }
     text

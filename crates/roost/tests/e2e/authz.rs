@@ -390,7 +390,7 @@ async fn every_rule_holds_against_a_real_node() -> anyhow::Result<()> {
             b.status, b.body
         );
         match rule {
-            Admin | Company | Own | CompanyRun | Assignee => {
+            Admin | Company | Own | CompanyRun | Assignee | Author => {
                 check(matches!(b.status.as_u16(), 403 | 404), what)
             }
             Public | OwnAgent | Authenticated => check(b.status.is_success(), what),
@@ -407,8 +407,8 @@ async fn every_rule_holds_against_a_real_node() -> anyhow::Result<()> {
             a.status, a.body
         );
         match rule {
-            // The walk's issue is assigned to no one.
-            Admin | Assignee => check(a.status == 403, what),
+            // The walk's issue is assigned to no one, and its comment is an administrator's.
+            Admin | Assignee | Author => check(a.status == 403, what),
             // A's key names no run.
             CompanyRun => check(a.status == 401, what),
             _ => check(

@@ -9,6 +9,7 @@ mod budgets;
 mod checkout;
 mod cli_sessions;
 mod cluster;
+mod comment_deletion;
 mod crash;
 mod credentials;
 mod dashboard;

@@ -120,6 +120,10 @@ impl World {
                     body: body.render(),
                 },
             },
+            Op::DeleteComment { issue, comment } => Command::DeleteComment {
+                issue_id: pick(Kind::Issue, *issue),
+                comment_id: pick(Kind::Comment, *comment),
+            },
             Op::LinkApproval {
                 approval,
                 issue,

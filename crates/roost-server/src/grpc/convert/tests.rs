@@ -486,12 +486,32 @@ fn comments_and_created_keys_map_field_for_field() {
         author_user_id: None,
         created_by_run_id: Some("r1".into()),
         created_at: Timestamp(40),
+        ..Default::default()
     });
     assert_eq!(
         (comment.body.as_str(), comment.created_at_ms),
         ("hello", 40)
     );
     assert_eq!(comment.created_by_run_id.as_deref(), Some("r1"));
+    assert_eq!(comment.deleted_at_ms, None);
+    let deleted = comment_to_proto(Comment {
+        id: "m2".into(),
+        deleted_at: Some(Timestamp(50)),
+        deleted_by_type: Some(roost_core::ActorKind::Agent),
+        deleted_by_agent_id: Some("a1".into()),
+        deleted_by_run_id: Some("r2".into()),
+        ..Default::default()
+    });
+    assert_eq!(
+        (
+            deleted.deleted_at_ms,
+            deleted.deleted_by_type.as_deref(),
+            deleted.deleted_by_agent_id.as_deref(),
+            deleted.deleted_by_user_id.as_deref(),
+            deleted.deleted_by_run_id.as_deref()
+        ),
+        (Some(50), Some("agent"), Some("a1"), None, Some("r2"))
+    );
 
     let credential = Credential {
         id: "k1".into(),

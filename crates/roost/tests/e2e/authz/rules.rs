@@ -26,6 +26,10 @@ pub(super) enum Rule {
     /// Administrators, and the agent the issue is assigned to (its monitor): another agent of
     /// the company `403`, another company's agent `404`.
     Assignee,
+    /// The object's author, an administrator or an agent of its company (a comment's
+    /// deletion): another agent of the company `403`, another company's agent `404`. The
+    /// walk's comment is an administrator's.
+    Author,
     /// Administrators, and agents of the company during a run (checkout): an agent's call
     /// without a run id is `401` "Agent run id required", as in Paperclip; another company's
     /// agent still `404`.
@@ -173,6 +177,7 @@ pub(super) const REST: &[(&str, &str, Rule, &str)] = &[
         r#"{"body":"authz"}"#,
     ),
     ("GET", "/issues/{id}/comments/{comment_id}", Company, ""),
+    ("DELETE", "/issues/{id}/comments/{comment_id}", Author, ""),
     (
         "POST",
         "/companies/{cid}/issues/{id}/attachments",
@@ -566,6 +571,7 @@ pub(super) const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/CreateWorkerJoinToken", GrpcRule::Caller),
     ("/roost.v1.Control/DecideApproval", GrpcRule::Caller),
     ("/roost.v1.Control/DeleteAgent", GrpcRule::Caller),
+    ("/roost.v1.Control/DeleteComment", GrpcRule::Caller),
     ("/roost.v1.Control/DeleteGoal", GrpcRule::Caller),
     ("/roost.v1.Control/DeleteIssue", GrpcRule::Caller),
     ("/roost.v1.Control/DeleteIssueAttachment", GrpcRule::Caller),

@@ -1,0 +1,61 @@
+//! Deleting an issue comment (Paperclip's `DELETE /api/issues/{id}/comments/{commentId}`).
+//!
+//! - The comment keeps its place in the thread: its body is emptied and the row records who
+//!   deleted it and when (Paperclip's tombstone), so a wake or a run that names it still finds
+//!   it, and its text leaves search and recall.
+//! - Only its author deletes it, and only that check is not made here: memory keeps no comment
+//!   authors (every comment of every issue would carry one), so the API checks the author on
+//!   the row before it proposes (`roost-server/src/api/issues.rs`). A comment's author never
+//!   changes, so the check cannot go stale between the read and the apply.
+//! - A comment already deleted is not found (Paperclip: 404 when its tombstone loses a race);
+//!   the API answers a deletion of a deleted comment with the comment, as Paperclip does,
+//!   without proposing.
+//! - A run's deletion is fenced like every write of a run.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::issue::visible_issue;
+use super::Ctx;
+use crate::command::Outcome;
+use crate::entity::CommentTombstone;
+use crate::error::DomainError;
+use crate::state::{ActivityNote, Change, Decision};
+
+pub(crate) fn delete(
+    ctx: &Ctx<'_>,
+    issue_id: &str,
+    comment_id: &str,
+) -> Result<Decision, DomainError> {
+    let issue = visible_issue(ctx, issue_id)?;
+    ctx.fence()?;
+    ctx.state
+        .comments
+        .get(comment_id)
+        .filter(|c| c.issue_id == issue.id && !c.deleted)
+        .ok_or_else(|| DomainError::not_found("comment", comment_id))?;
+    let tombstone = CommentTombstone {
+        comment_id: comment_id.to_string(),
+        issue_id: issue.id.clone(),
+        deleted_at: ctx.now(),
+        deleted_by_type: ctx.actor.kind,
+        deleted_by_agent_id: ctx.actor.agent_id().map(str::to_string),
+        deleted_by_user_id: ctx.actor.user_id(),
+        deleted_by_run_id: ctx.actor.run_id.clone(),
+    };
+    let note = ActivityNote {
+        company_id: Some(issue.company_id.clone()),
+        entity_type: "issue",
+        entity_id: issue.id.clone(),
+        details: json!({ "commentId": comment_id, "identifier": issue.identifier }),
+    };
+    Ok(Decision {
+        outcome: Outcome::Issue {
+            issue: Arc::new(issue.into_owned()),
+            comment: None,
+        },
+        changes: vec![Change::CommentDeleted(tombstone)],
+        note,
+    })
+}
