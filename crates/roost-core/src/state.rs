@@ -31,8 +31,9 @@ pub enum Change {
     Run(Run),
     Credential(Credential),
     Comment(Comment),
-    /// A comment's body emptied by its author, who and when (`rules/comment.rs`).
-    CommentDeleted(CommentTombstone),
+    /// A comment's body emptied by its author, its row kept with who and when
+    /// (`rules/comment.rs`); unlike the `*Deleted` changes, no row goes.
+    CommentTombstoned(CommentTombstone),
     Activity(ActivityEntry),
     /// The outcome of a keyed command, kept for retries.
     Remembered(Remembered),
@@ -555,7 +556,7 @@ impl State {
 
     /// [`State::put`] for a change the caller keeps too (the store writes its rows), copying
     /// only what memory holds: an activity entry lives only in state.db, and a comment only
-    /// as its issue and company. Apply's share of a cluster's samples at 64 clients fell from
+    /// as its issue, company and whether it was deleted ([`CommentRef`]). Apply's share of a cluster's samples at 64 clients fell from
     /// 13.3% to 11.2% (BENCHMARKS.md, "Where a write's CPU goes at 64 clients").
     fn put_copy(&mut self, change: &Change) {
         match change {
@@ -653,7 +654,7 @@ impl State {
                 self.credentials.insert(c.id.clone(), c);
             }
             Change::Comment(c) => self.link_comment(&c),
-            Change::CommentDeleted(t) => {
+            Change::CommentTombstoned(t) => {
                 if let Some(comment) = self.comments.get_mut(&t.comment_id) {
                     comment.deleted = true;
                 }

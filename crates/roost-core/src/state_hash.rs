@@ -342,7 +342,7 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
         Change::Run(r) => (Table::Run, r.id.as_str()),
         Change::Credential(c) => (Table::Credential, c.id.as_str()),
         Change::Comment(c) => (Table::Comment, c.id.as_str()),
-        Change::CommentDeleted(t) => (Table::Comment, t.comment_id.as_str()),
+        Change::CommentTombstoned(t) => (Table::Comment, t.comment_id.as_str()),
         Change::Wake(w) => (Table::Wake, w.id.as_str()),
         Change::Worker(w) => (Table::Worker, w.id.as_str()),
         Change::BudgetPolicy(p) => (Table::BudgetPolicy, p.id.as_str()),

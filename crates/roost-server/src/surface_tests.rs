@@ -36,6 +36,10 @@ const SURFACE: &[(&str, Twin)] = &[
         Paperclip("branding fields of the company update"),
     ),
     (
+        "POST /companies/{cid}/archive",
+        Paperclip("UpdateCompany with status archived"),
+    ),
+    (
         "GET /companies/stats",
         Paperclip("counts per company, from ListAgents and ListIssues"),
     ),

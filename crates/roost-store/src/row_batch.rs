@@ -438,6 +438,9 @@ impl RowBatch {
             ),
             Change::IssueDeleted(id) => {
                 self.drop_row("issues", id);
+                // Its comments' rows go, so a deletion of one earlier in this batch has nothing
+                // left to empty.
+                self.tombstones.retain(|_, t| t.issue_id != *id);
                 // Comments of the issue written earlier in this batch go too.
                 if let Some(t) = self.tables.get_mut("comments") {
                     t.appended
@@ -473,8 +476,9 @@ impl RowBatch {
                 vec![text(&c.id), Cell::Text(json(c)?)],
             ),
             Change::Comment(c) => {
-                let row = SearchRow::comment(c);
-                self.search.insert(row.key.clone(), Some(row));
+                if let Some(row) = SearchRow::comment(c) {
+                    self.search.insert(row.key.clone(), Some(row));
+                }
                 self.put(
                     "comments",
                     "id, company_id, issue_id, data",
@@ -487,7 +491,7 @@ impl RowBatch {
                     ],
                 )
             }
-            Change::CommentDeleted(t) => {
+            Change::CommentTombstoned(t) => {
                 self.search.insert(search::comment_key(&t.comment_id), None);
                 self.tombstones.insert(t.comment_id.clone(), t.clone());
             }
@@ -713,8 +717,8 @@ fn write_tombstone(conn: &rusqlite::Connection, t: &CommentTombstone) -> Result<
         .and_then(|mut s| s.query_row([&t.comment_id], |r| r.get(0)).optional())
         .map_err(Error::write("read a deleted comment"))?;
     let Some(data) = data else {
-        // The rule found the comment in memory, which holds every comment row: a row missing
-        // here has nothing left to empty.
+        // Memory holds a comment for every row and the batch drops the tombstones of the issues
+        // it deletes, so a missing row means state.db lost one.
         tracing::warn!(comment = %t.comment_id, "a deleted comment has no row in state.db");
         return Ok(());
     };

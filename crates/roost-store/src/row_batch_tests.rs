@@ -368,21 +368,44 @@ fn a_deleted_comments_row_keeps_its_place_emptied_whether_written_before_or_in_t
                 ..Default::default()
             },
         },
+        Command::CreateIssue {
+            id: "i2".into(),
+            company_id: "c".into(),
+            fields: IssuePatch {
+                title: Some("gone".into()),
+                ..Default::default()
+            },
+        },
         comment("m1"),
         comment("m2"),
+        Command::AddComment {
+            issue_id: "i2".into(),
+            comment: NewComment {
+                id: "n1".into(),
+                body: "on the issue that goes".into(),
+            },
+        },
         comment("m3"),
         delete("m1"),
         comment("m4"),
         delete("m4"),
+        Command::DeleteComment {
+            issue_id: "i2".into(),
+            comment_id: "n1".into(),
+        },
+        Command::DeleteIssue {
+            issue_id: "i2".into(),
+        },
     ]);
-    // The first five applies reach the file; m1's deletion, m4 and m4's deletion share a batch.
+    // The first seven applies reach the file; the rest share a batch: m1's deletion, m4 and its
+    // deletion, and n1's deletion before its issue's.
     let conn = db();
     let mut batch = RowBatch::default();
     for (n, changes) in steps.iter().enumerate() {
         for change in changes {
             batch.add(change).expect("add");
         }
-        if n == 4 {
+        if n == 6 {
             batch.write(&conn).expect("write");
         }
     }
@@ -404,7 +427,7 @@ fn a_deleted_comments_row_keeps_its_place_emptied_whether_written_before_or_in_t
             ("m4", "", true),
         ]
     );
-    assert_eq!(rows[0].deleted_at, Some(Timestamp(6_000)));
+    assert_eq!(rows[0].deleted_at, Some(Timestamp(8_000)));
     assert_eq!(rows[0].deleted_by_user_id.as_deref(), Some("admin"));
     assert_eq!(rows[0].author_user_id.as_deref(), Some("admin"));
     // Their text leaves the search index.

@@ -232,11 +232,12 @@ pub(crate) async fn load_state(
             .map(|row| parse_row("issue_interactions", row))
             .collect::<Result<Vec<_>, _>>()?;
     let comment_rows = sqlx::query(
-        "SELECT id, issue_id, company_id, json_extract(data, '$.deletedAt') IS NOT NULL FROM comments",
+        "SELECT id, issue_id, company_id, json_extract(data, '$.deletedAt') IS NOT NULL \
+         FROM comments",
     )
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(Error::sql("load comments"))?;
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(Error::sql("load comments"))?;
     let comments = comment_rows
         .iter()
         .map(|r| {

@@ -134,8 +134,11 @@ impl SearchRow {
         })
     }
 
-    pub fn comment(c: &Comment) -> SearchRow {
-        SearchRow {
+    /// None for a comment its author deleted: its text is gone, and an issue with only deleted
+    /// comments of an agent is not one it "commented on" (`Scope::of`), on every node alike,
+    /// whether it deleted the row's text or rebuilt the index from the emptied row.
+    pub fn comment(c: &Comment) -> Option<SearchRow> {
+        c.deleted_at.is_none().then(|| SearchRow {
             key: comment_key(&c.id),
             kind: MemoryHitKind::Comment,
             ref_id: c.id.clone(),
@@ -144,7 +147,7 @@ impl SearchRow {
             issue_id: Some(c.issue_id.clone()),
             created_at: c.created_at,
             body: c.body.clone(),
-        }
+        })
     }
 }
 
@@ -257,7 +260,7 @@ pub(crate) fn rebuild(conn: &rusqlite::Connection) -> Result<(), Error> {
         },
     )?;
     for_each_json(conn, "SELECT data FROM comments ORDER BY seq", |c| {
-        put(conn, &SearchRow::comment(&c))
+        SearchRow::comment(&c).map_or(Ok(()), |row| put(conn, &row))
     })?;
     conn.execute(
         "INSERT INTO sm_meta (key, value) VALUES ('search_index', ?1) \

@@ -351,6 +351,68 @@ async fn installing_a_snapshot_rebuilds_the_index_from_its_rows() {
     );
 }
 
+/// A comment its author deleted leaves the index, and neither a rebuild from the emptied rows
+/// nor a snapshot's install brings it back: an agent whose only comment on an issue was deleted
+/// has not commented on it, whichever way a node came by its rows.
+#[tokio::test]
+async fn a_deleted_comment_leaves_the_index_and_no_rebuild_brings_it_back() {
+    let db = db().await;
+    let tombstone = |id: &str| {
+        Change::CommentTombstoned(roost_core::CommentTombstone {
+            comment_id: id.into(),
+            issue_id: "i1".into(),
+            deleted_at: Timestamp(50),
+            deleted_by_type: roost_core::ActorKind::Agent,
+            deleted_by_agent_id: Some("a1".into()),
+            deleted_by_user_id: None,
+            deleted_by_run_id: None,
+        })
+    };
+    db.apply(vec![
+        comment("k1", "i1", Some("a1"), "the token leaked into the log"),
+        comment("k2", "i1", None, "rotate the leaked token"),
+    ]);
+    assert_eq!(db.find("a1", &[], "leaked").await.len(), 2);
+    db.apply(vec![tombstone("k1")]);
+    let shown = |hits: Vec<MemorySearchHit>| {
+        hits.iter()
+            .map(|h| (h.kind, h.id.clone()))
+            .collect::<Vec<_>>()
+    };
+    let expect = || vec![(MemoryHitKind::Comment, "k2".to_string())];
+    assert!(db.find("a1", &[], "leaked").await.is_empty());
+    assert_eq!(shown(db.find("a1", &["i1"], "leaked").await), expect());
+
+    // A rebuild from the rows (a new index version).
+    db.writer
+        .execute_batch("DELETE FROM sm_meta WHERE key = 'search_index';")
+        .expect("forget the index version");
+    ensure(&db.writer).expect("rebuild");
+    assert!(db.find("a1", &[], "leaked").await.is_empty());
+    assert_eq!(shown(db.find("a1", &["i1"], "leaked").await), expect());
+
+    // A snapshot holding the emptied row, installed.
+    let snapshot = db._dir.path().join("snapshot.db");
+    {
+        let conn = rusqlite::Connection::open(&snapshot).expect("snapshot");
+        conn.execute_batch(crate::rows::SCHEMA).expect("schema");
+        let mut batch = RowBatch::default();
+        for change in [
+            comment("k1", "i1", Some("a1"), "the token leaked into the log"),
+            comment("k2", "i1", None, "rotate the leaked token"),
+            tombstone("k1"),
+        ] {
+            batch.add(&change).expect("add");
+        }
+        batch.write(&conn).expect("write");
+    }
+    let mut writer =
+        crate::db::open_write_connection(&db._dir.path().join("state.db")).expect("writer");
+    crate::state_machine::copy_from_snapshot_file(&mut writer, &snapshot).expect("install");
+    assert!(db.find("a1", &[], "leaked").await.is_empty());
+    assert_eq!(shown(db.find("a1", &["i1"], "leaked").await), expect());
+}
+
 /// Auto-recall asks with a whole issue title: any one word finds a text, and a text with more
 /// of the words ranks first; "all words" finds neither.
 #[tokio::test]

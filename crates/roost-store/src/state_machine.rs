@@ -620,3 +620,7 @@ mod cold_issue_tests;
 #[cfg(test)]
 #[path = "upload_reload_tests.rs"]
 mod upload_reload_tests;
+
+#[cfg(test)]
+#[path = "deleted_comment_tests.rs"]
+mod deleted_comment_tests;

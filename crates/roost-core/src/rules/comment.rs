@@ -11,6 +11,8 @@
 //!   the API answers a deletion of a deleted comment with the comment, as Paperclip does,
 //!   without proposing.
 //! - A run's deletion is fenced like every write of a run.
+//! - A pending wake keeps the comment's id (and still runs); the prompt of the run it starts
+//!   leaves the deleted comment out (`roost-server/src/workers/mod.rs`).
 
 use std::sync::Arc;
 
@@ -48,14 +50,20 @@ pub(crate) fn delete(
         company_id: Some(issue.company_id.clone()),
         entity_type: "issue",
         entity_id: issue.id.clone(),
-        details: json!({ "commentId": comment_id, "identifier": issue.identifier }),
+        details: json!({
+            "commentId": comment_id,
+            "identifier": issue.identifier,
+            "issueTitle": issue.title,
+            "source": "author_delete",
+            "deletedByType": ctx.actor.kind,
+        }),
     };
     Ok(Decision {
         outcome: Outcome::Issue {
             issue: Arc::new(issue.into_owned()),
             comment: None,
         },
-        changes: vec![Change::CommentDeleted(tombstone)],
+        changes: vec![Change::CommentTombstoned(tombstone)],
         note,
     })
 }

@@ -43,7 +43,7 @@ fn a_deleted_comment_is_marked_and_its_tombstone_names_who_deleted_it_and_when()
         .changes
         .iter()
         .filter_map(|c| match c {
-            Change::CommentDeleted(t) => Some(t),
+            Change::CommentTombstoned(t) => Some(t),
             _ => None,
         })
         .collect();
@@ -83,7 +83,7 @@ fn a_deleted_comment_is_marked_and_its_tombstone_names_who_deleted_it_and_when()
     let applied = w.applied(admin(), delete("i1", "cm2"));
     assert!(applied.outcome.is_ok(), "{:?}", applied.outcome);
     assert!(applied.changes.iter().any(|c| matches!(c,
-        Change::CommentDeleted(t) if t.deleted_by_type == ActorKind::User
+        Change::CommentTombstoned(t) if t.deleted_by_type == ActorKind::User
             && t.deleted_by_user_id.as_deref() == Some("admin")
             && t.deleted_by_agent_id.is_none())));
 }

@@ -120,7 +120,7 @@ impl Rows {
                     };
                     self.comments.insert(c.id.clone(), comment);
                 }
-                Change::CommentDeleted(t) => match self.comments.get_mut(&t.comment_id) {
+                Change::CommentTombstoned(t) => match self.comments.get_mut(&t.comment_id) {
                     // The store's update of a row it does not hold would write nothing.
                     None => self.problems.push(format!(
                         "comment {} deleted but never written",

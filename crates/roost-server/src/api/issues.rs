@@ -213,16 +213,17 @@ impl Api {
     /// when recorded, `roost-core/src/rules/comment.rs`) and answers it as it is now. The
     /// author is checked here, on the row: memory keeps no authors, and a comment's author
     /// never changes. A comment already deleted is answered as it is, as Paperclip does.
+    /// `cancel` is Paperclip's `mode=cancel`, which takes back a comment still queued for a
+    /// run: Roost queues none, so its author is told to delete it instead.
     pub async fn delete_comment(
         &self,
         caller: &Caller,
         id: &str,
         comment_id: &str,
+        cancel: bool,
     ) -> Result<Comment, ApiError> {
         let comment = self.get_comment(caller, id, comment_id).await?;
-        if comment.deleted_at.is_some() {
-            return Ok(comment);
-        }
+        let verb = if cancel { "cancel" } else { "delete" };
         let wrote_it = match caller.agent_id() {
             Some(agent) => comment.author_agent_id.as_deref() == Some(agent),
             None => {
@@ -230,10 +231,24 @@ impl Api {
             }
         };
         if !wrote_it {
-            return Err(ApiError::forbidden(
-                "Only the comment author can delete comments; this comment was written by \
-                 someone else",
-            ));
+            let author = match (&comment.author_agent_id, &comment.author_user_id) {
+                (Some(agent), _) => format!("agent {agent}"),
+                (None, Some(user)) => format!("user {user}"),
+                (None, None) => "the system".to_string(),
+            };
+            return Err(ApiError::forbidden(format!(
+                "Only the comment author can {verb} comments: comment {comment_id} was written \
+                 by {author}; ask its author to {verb} it"
+            )));
+        }
+        if cancel {
+            return Err(ApiError::Domain(roost_core::DomainError::conflict(
+                "Queued comment can no longer be canceled: Roost hands every comment to its \
+                 wake at once and queues none; delete it instead (leave out mode=cancel)",
+            )));
+        }
+        if comment.deleted_at.is_some() {
+            return Ok(comment);
         }
         let command = Command::DeleteComment {
             issue_id: comment.issue_id.clone(),

@@ -89,7 +89,7 @@ pub(super) async fn delete_comment(
     r: pb::DeleteCommentRequest,
 ) -> Answer<pb::Comment> {
     let comment = api
-        .delete_comment(&caller, &r.issue_id, &r.comment_id)
+        .delete_comment(&caller, &r.issue_id, &r.comment_id, false)
         .await?;
     Ok(convert::comment_to_proto(comment))
 }

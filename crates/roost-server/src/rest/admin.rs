@@ -3,7 +3,7 @@
 use axum::extract::{Path, State};
 use axum::Json;
 use roost_core::command::{AgentPatch, CompanyPatch};
-use roost_core::{AdapterType, BudgetScopeType, HeartbeatPolicy, PauseReason};
+use roost_core::{AdapterType, BudgetScopeType, CompanyStatus, HeartbeatPolicy, PauseReason};
 
 use super::compat::monthly_budget_change;
 use super::created;
@@ -101,6 +101,24 @@ pub async fn update_branding(
     } else {
         api.update_company(&caller, &cid, patch).await?
     };
+    Ok(Json(company_row(&api, company)))
+}
+
+/// `POST /api/companies/{cid}/archive` (Paperclip's `company archive`): the company's status
+/// set to `archived`, as `PATCH` with that status sets it (it starts no runs); answers the
+/// company.
+pub async fn archive_company(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(cid): Path<String>,
+    JsonBody(_): JsonBody<dto::Empty>,
+) -> Result<Json<CompanyRow>> {
+    caller.require_admin()?;
+    let patch = CompanyPatch {
+        status: Some(CompanyStatus::Archived),
+        ..Default::default()
+    };
+    let company = api.update_company(&caller, &cid, patch).await?;
     Ok(Json(company_row(&api, company)))
 }
 

@@ -230,23 +230,19 @@ pub async fn delete_comment(
     Path((id, comment_id)): Path<(String, String)>,
     QueryParams(q): QueryParams<dto::CommentDeleteQuery>,
 ) -> Result<Json<Comment>> {
-    match q.mode.as_deref() {
-        None | Some("delete") => {}
-        // Paperclip holds a comment made during a run in a queue until the next run, and
-        // `cancel` takes it back from there. Roost hands every comment to its wake at once.
-        Some("cancel") => {
-            return Err(ApiError::bad_request(
-                "mode=cancel takes back a comment still queued for a run, and Roost queues no \
-                 comments; delete it instead (leave out mode)",
-            ))
-        }
+    let cancel = match q.mode.as_deref() {
+        None | Some("delete") => false,
+        Some("cancel") => true,
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "mode must be delete or cancel, not {other}"
             )))
         }
-    }
-    Ok(Json(api.delete_comment(&caller, &id, &comment_id).await?))
+    };
+    Ok(Json(
+        api.delete_comment(&caller, &id, &comment_id, cancel)
+            .await?,
+    ))
 }
 
 pub async fn heartbeat_context(

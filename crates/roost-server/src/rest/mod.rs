@@ -55,6 +55,7 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             "/companies/{cid}/branding",
             axum::routing::patch(admin::update_branding),
         )
+        .route("/companies/{cid}/archive", post(admin::archive_company))
         .route(
             "/companies/{cid}/agents",
             get(admin::list_agents).post(admin::create_agent),

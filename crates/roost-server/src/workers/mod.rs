@@ -143,6 +143,8 @@ pub(crate) async fn assignment_for(api: &Api, run: &Run, run_token: String) -> O
     let skip = run.comment_ids.len().saturating_sub(ASSIGNMENT_COMMENTS);
     for id in &run.comment_ids[skip..] {
         match api.reader().comment(id).await {
+            // Deleted by its author before the run: nothing of it is left to tell the agent.
+            Ok(Some(c)) if c.deleted_at.is_some() => {}
             Ok(Some(c)) => assignment.comments.push(WakeComment {
                 id: c.id,
                 author: c.author_agent_id.or(c.author_user_id).unwrap_or_default(),

@@ -12,6 +12,7 @@ use crate::grpc_wakes::{call, refused};
 use crate::paperclip_cli::{start, todo_issue};
 use crate::processes::{cli, stdout_json};
 use crate::support::*;
+use crate::worker_process::{cluster_with_worker_leases, create_agent, finished_run, start_worker};
 
 fn comment_ids(list: &Value) -> Vec<String> {
     list.as_array()
@@ -54,11 +55,21 @@ async fn a_deleted_comment_keeps_its_place_leaves_search_and_survives_a_restart(
     assert_eq!(found_by(&node.admin, &cid, "hunter2").await?, 1);
 
     // Not its author: refused with a sentence, and nothing changes.
-    let refused_admin = node.admin.delete(&secret_path).await?;
-    assert_eq!(refused_admin.status, 403, "{}", refused_admin.body);
-    let sentence = refused_admin.body["error"].as_str().unwrap_or_default();
-    assert!(sentence.contains("Only the comment author"), "{sentence}");
-    for query in ["?mode=cancel", "?mode=erase", "?force=true"] {
+    for query in ["", "?mode=cancel"] {
+        let refused = node.admin.delete(&format!("{secret_path}{query}")).await?;
+        assert_eq!(refused.status, 403, "{query}: {}", refused.body);
+        let sentence = refused.body["error"].as_str().unwrap_or_default();
+        assert!(sentence.contains("Only the comment author"), "{sentence}");
+        assert!(sentence.contains(&agent), "names the author: {sentence}");
+    }
+    // Paperclip's `cancel` takes back a comment queued for a run; Roost queues none.
+    let cancel = as_agent
+        .delete(&format!("{secret_path}?mode=cancel"))
+        .await?;
+    assert_eq!(cancel.status, 409, "{}", cancel.body);
+    let sentence = cancel.body["error"].as_str().unwrap_or_default();
+    assert!(sentence.contains("delete it instead"), "{sentence}");
+    for query in ["?mode=erase", "?force=true"] {
         let bad = as_agent.delete(&format!("{secret_path}{query}")).await?;
         assert_eq!(bad.status, 400, "{query}: {}", bad.body);
         assert!(bad.body["error"].is_string(), "{query}: {}", bad.body);
@@ -81,9 +92,11 @@ async fn a_deleted_comment_keeps_its_place_leaves_search_and_survives_a_restart(
     assert_eq!(list[0]["body"], "", "{list}");
     assert_eq!(list[1]["body"], "noted", "{list}");
     assert_eq!(found_by(&node.admin, &cid, "hunter2").await?, 0);
-    // Deleting it again answers the same tombstone.
+    // Deleting it again answers the same tombstone; to anyone else it is still not theirs.
     let again = as_agent.delete(&secret_path).await?.ok()?;
     assert_eq!(again, deleted);
+    let not_theirs = node.admin.delete(&secret_path).await?;
+    assert_eq!(not_theirs.status, 403, "{}", not_theirs.body);
     let activity = node
         .admin
         .get(&format!("/api/companies/{cid}/activity"))
@@ -97,6 +110,7 @@ async fn a_deleted_comment_keeps_its_place_leaves_search_and_survives_a_restart(
         .collect();
     assert_eq!(logged.len(), 1, "{activity}");
     assert_eq!(logged[0]["details"]["commentId"], secret_id.as_str());
+    assert_eq!(logged[0]["details"]["source"], "author_delete");
 
     // Over gRPC: the same rule, and a person deletes their own comment.
     let mut grpc = control(&node).await?;
@@ -179,21 +193,7 @@ async fn paperclips_cli_deletes_a_comment_only_for_its_author() -> anyhow::Resul
     let http = Http::new(&base).with_token(&admin);
     let cid = roost.company_id.clone();
     let issue_id = todo_issue(&http, &cid, "a thread").await?;
-    let agent = http
-        .post(
-            &format!("/api/companies/{cid}/agents"),
-            json!({ "name": "commenter" }),
-        )
-        .await?
-        .ok()?;
-    let key = http
-        .post(
-            &format!("/api/agents/{}/keys", str_field(&agent, "id")),
-            json!({}),
-        )
-        .await?
-        .ok()?;
-    let key = str_field(&key, "token");
+    let (_, key) = agent_with_key(&http, &cid, "commenter").await?;
     let op = |args: &[&str]| cli.run(&base, &admin, args);
     let as_agent = |args: &[&str]| cli.run(&base, &key, args);
 
@@ -217,5 +217,54 @@ async fn paperclips_cli_deletes_a_comment_only_for_its_author() -> anyhow::Resul
     let listed = op(&["issue", "comments", &issue_id])?.json()?;
     assert_eq!(comment_ids(&listed), [mine_id], "{listed}");
     assert_eq!(listed[0]["body"], "", "{listed}");
+    Ok(())
+}
+
+/// A comment deleted while its wake waited for a worker is left out of the run's prompt; the
+/// one beside it reaches the agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_comment_deleted_before_its_run_is_not_in_the_prompt() -> anyhow::Result<()> {
+    let _one_cluster = one_cluster_at_a_time().await;
+    let c = cluster_with_worker_leases(1, 1500).await?;
+    let dir = tempfile::tempdir()?;
+    let agent = create_agent(
+        &c,
+        "process",
+        json!({ "command": "sh", "args": ["-c", "cat > prompt.txt"], "cwd": "." }),
+    )
+    .await?;
+    let admin = c.admin(c.leader().await?);
+    let issue = admin
+        .post(
+            &format!("/api/companies/{}/issues", c.company_id),
+            json!({ "title": "read the thread", "assigneeAgentId": agent }),
+        )
+        .await?
+        .ok()?;
+    let comments = format!("/api/issues/{}/comments", str_field(&issue, "id"));
+    let retracted = admin
+        .post(
+            &comments,
+            json!({ "body": "use the staging password s3cret" }),
+        )
+        .await?
+        .ok()?;
+    admin
+        .post(&comments, json!({ "body": "deploy on Friday" }))
+        .await?
+        .ok()?;
+    admin
+        .delete(&format!("{comments}/{}", str_field(&retracted, "id")))
+        .await?
+        .ok()?;
+    // Only now a worker: the wake, with both comments' ids, is assigned.
+    let _stop = start_worker(&c, dir.path(), c.grpc_addrs(), None).await?;
+    let done = finished_run(&c, &agent).await?;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let prompt = std::fs::read_to_string(dir.path().join("prompt.txt"))?;
+    assert!(prompt.contains("deploy on Friday"), "{prompt}");
+    // Not even as an empty line naming it.
+    assert!(!prompt.contains(&str_field(&retracted, "id")), "{prompt}");
+    c.shutdown().await;
     Ok(())
 }

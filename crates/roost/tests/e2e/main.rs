@@ -40,6 +40,7 @@ mod metrics;
 mod monitors;
 mod npm;
 mod paperclip_cli;
+mod paperclip_company;
 mod paperclip_compat;
 mod paperclip_edits;
 mod paperclip_skill;

@@ -71,17 +71,7 @@ async fn a_company_patch_edits_pauses_and_budgets_and_refuses_what_roost_derives
     let skipped = node.admin.post(&wakeup, json!({})).await?;
     assert_eq!(skipped.status.as_u16(), 202, "{}", skipped.body);
     assert_eq!(skipped.body["status"], "skipped", "{}", skipped.body);
-    let wakes = node
-        .admin
-        .get(&format!("/api/companies/{cid}/wakes"))
-        .await?
-        .ok()?;
-    assert!(
-        wakes
-            .as_array()
-            .is_some_and(|w| w.iter().any(|w| w["statusReason"] == "company_paused")),
-        "{wakes}"
-    );
+    assert!(has_wake_skipped_for(&node.admin, &cid, "company_paused").await?);
     let start = node
         .admin
         .post(&format!("/api/agents/{agent_id}/runs"), json!({}))

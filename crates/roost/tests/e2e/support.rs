@@ -135,6 +135,18 @@ pub async fn agent_with_key(
     Ok((id, key))
 }
 
+/// Whether company `cid` has a wake skipped for `reason` (`company_paused`, ...), read through
+/// `admin`.
+pub async fn has_wake_skipped_for(admin: &Http, cid: &str, reason: &str) -> anyhow::Result<bool> {
+    let wakes = admin
+        .get(&format!("/api/companies/{cid}/wakes"))
+        .await?
+        .ok()?;
+    Ok(wakes
+        .as_array()
+        .is_some_and(|w| w.iter().any(|w| w["statusReason"] == reason)))
+}
+
 /// A new API key of agent `agent_id`, made through `admin`.
 pub async fn new_key(admin: &Http, agent_id: &str) -> anyhow::Result<String> {
     let key = admin

@@ -94,6 +94,7 @@ pub(super) const REST: &[(&str, &str, Rule, &str)] = &[
         Admin,
         r#"{"name":"Authz Co"}"#,
     ),
+    ("POST", "/companies/{cid}/archive", Admin, "{}"),
     ("GET", "/companies/{cid}/agents", Company, ""),
     (
         "POST",
