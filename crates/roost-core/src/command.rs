@@ -75,6 +75,16 @@ impl Actor {
     pub fn user_id(&self) -> Option<String> {
         (self.kind == ActorKind::User).then(|| self.id.clone())
     }
+
+    /// Whether this actor is the author a row records (its `authorAgentId` and
+    /// `authorUserId`, as [`Actor::agent_id`] and [`Actor::user_id`] stamp them).
+    pub fn wrote(&self, author_agent_id: Option<&str>, author_user_id: Option<&str>) -> bool {
+        match self.kind {
+            ActorKind::Agent => author_agent_id == Some(self.id.as_str()),
+            ActorKind::User => author_user_id == Some(self.id.as_str()),
+            ActorKind::Worker | ActorKind::System => false,
+        }
+    }
 }
 
 /// A command with everything `apply` needs from outside: the time and the actor.

@@ -11,8 +11,11 @@
 //!   the API answers a deletion of a deleted comment with the comment, as Paperclip does,
 //!   without proposing.
 //! - A run's deletion is fenced like every write of a run.
-//! - A pending wake keeps the comment's id (and still runs); the prompt of the run it starts
-//!   leaves the deleted comment out (`roost-server/src/workers/mod.rs`).
+//! - A pending wake lets go of the comment's id (and still runs); a run already claimed keeps
+//!   it, and its prompt leaves the deleted comment out (`roost-server/src/workers/mod.rs`).
+//! - An agent deletes its own comment on any issue of its company: Paperclip also refuses an
+//!   agent one on an issue assigned to another agent, and bumps the issue's `updatedAt`;
+//!   neither is done here.
 
 use std::sync::Arc;
 
@@ -58,12 +61,24 @@ pub(crate) fn delete(
             "deletedByType": ctx.actor.kind,
         }),
     };
+    let mut changes = vec![Change::CommentTombstoned(tombstone)];
+    // A pending wake lets go of it, as Paperclip takes a queued comment back out of its wake:
+    // the run that wake starts is not pointed at an empty comment (a run's last comment is
+    // the one `PAPERCLIP_WAKE_COMMENT_ID` names). The wake itself still runs.
+    for wake in ctx.state.pending_wakes_for_issue(&issue.id) {
+        if wake.comment_ids.iter().any(|c| c == comment_id) {
+            let mut w = wake.clone();
+            w.comment_ids.retain(|c| c != comment_id);
+            w.updated_at = ctx.now();
+            changes.push(Change::Wake(w));
+        }
+    }
     Ok(Decision {
         outcome: Outcome::Issue {
             issue: Arc::new(issue.into_owned()),
             comment: None,
         },
-        changes: vec![Change::CommentTombstoned(tombstone)],
+        changes,
         note,
     })
 }

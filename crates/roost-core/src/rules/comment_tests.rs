@@ -158,3 +158,23 @@ fn a_live_comment_digests_as_it_did_before_deletion_existed() {
         serde_json::json!(true)
     );
 }
+
+#[test]
+fn a_pending_wake_lets_go_of_a_deleted_comment_and_still_runs() {
+    let mut w = world();
+    assigned_issue(&mut w, "i1", "a1");
+    comment(&mut w, admin(), "i1", "cm1", "first thought");
+    comment(&mut w, admin(), "i1", "cm2", "second thought");
+    let before: Vec<(String, Vec<String>)> = pending(&w, "a1")
+        .iter()
+        .map(|x| (x.id.clone(), x.comment_ids.clone()))
+        .collect();
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before[0].1, ["cm1", "cm2"]);
+    w.ok(admin(), delete("i1", "cm2"));
+    let after: Vec<(String, Vec<String>)> = pending(&w, "a1")
+        .iter()
+        .map(|x| (x.id.clone(), x.comment_ids.clone()))
+        .collect();
+    assert_eq!(after, [(before[0].0.clone(), vec!["cm1".to_string()])]);
+}

@@ -224,12 +224,10 @@ impl Api {
     ) -> Result<Comment, ApiError> {
         let comment = self.get_comment(caller, id, comment_id).await?;
         let verb = if cancel { "cancel" } else { "delete" };
-        let wrote_it = match caller.agent_id() {
-            Some(agent) => comment.author_agent_id.as_deref() == Some(agent),
-            None => {
-                comment.author_user_id.is_some() && comment.author_user_id == caller.actor.user_id()
-            }
-        };
+        let wrote_it = caller.actor.wrote(
+            comment.author_agent_id.as_deref(),
+            comment.author_user_id.as_deref(),
+        );
         if !wrote_it {
             let author = match (&comment.author_agent_id, &comment.author_user_id) {
                 (Some(agent), _) => format!("agent {agent}"),

@@ -114,11 +114,16 @@ pub async fn archive_company(
     JsonBody(_): JsonBody<dto::Empty>,
 ) -> Result<Json<CompanyRow>> {
     caller.require_admin()?;
+    let company = api.get_company(&caller, &cid).await?;
+    // Archived already: nothing is written, as Paperclip's archive writes nothing then.
+    if company.status == CompanyStatus::Archived {
+        return Ok(Json(company_row(&api, company)));
+    }
     let patch = CompanyPatch {
         status: Some(CompanyStatus::Archived),
         ..Default::default()
     };
-    let company = api.update_company(&caller, &cid, patch).await?;
+    let company = api.update_company(&caller, &company.id, patch).await?;
     Ok(Json(company_row(&api, company)))
 }
 

@@ -143,8 +143,10 @@ pub(crate) async fn assignment_for(api: &Api, run: &Run, run_token: String) -> O
     let skip = run.comment_ids.len().saturating_sub(ASSIGNMENT_COMMENTS);
     for id in &run.comment_ids[skip..] {
         match api.reader().comment(id).await {
-            // Deleted by its author before the run: nothing of it is left to tell the agent.
-            Ok(Some(c)) if c.deleted_at.is_some() => {}
+            // Deleted by its author after the run was claimed (a pending wake lets go of it,
+            // `roost-core/src/rules/comment.rs`): nothing of it is left to tell the agent, and
+            // the wake's comment must not name it.
+            Ok(Some(c)) if c.deleted_at.is_some() => assignment.comment_ids.retain(|i| *i != c.id),
             Ok(Some(c)) => assignment.comments.push(WakeComment {
                 id: c.id,
                 author: c.author_agent_id.or(c.author_user_id).unwrap_or_default(),

@@ -220,8 +220,8 @@ async fn paperclips_cli_deletes_a_comment_only_for_its_author() -> anyhow::Resul
     Ok(())
 }
 
-/// A comment deleted while its wake waited for a worker is left out of the run's prompt; the
-/// one beside it reaches the agent.
+/// A comment deleted while its wake waited for a worker is taken out of the wake: the run's
+/// prompt and `PAPERCLIP_WAKE_COMMENT_ID` name the comment before it, which reaches the agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_comment_deleted_before_its_run_is_not_in_the_prompt() -> anyhow::Result<()> {
     let _one_cluster = one_cluster_at_a_time().await;
@@ -230,7 +230,11 @@ async fn a_comment_deleted_before_its_run_is_not_in_the_prompt() -> anyhow::Resu
     let agent = create_agent(
         &c,
         "process",
-        json!({ "command": "sh", "args": ["-c", "cat > prompt.txt"], "cwd": "." }),
+        json!({
+            "command": "sh",
+            "args": ["-c", "cat > prompt.txt; echo \"$PAPERCLIP_WAKE_COMMENT_ID\" > wake_comment.txt"],
+            "cwd": "."
+        }),
     )
     .await?;
     let admin = c.admin(c.leader().await?);
@@ -242,15 +246,15 @@ async fn a_comment_deleted_before_its_run_is_not_in_the_prompt() -> anyhow::Resu
         .await?
         .ok()?;
     let comments = format!("/api/issues/{}/comments", str_field(&issue, "id"));
+    let kept = admin
+        .post(&comments, json!({ "body": "deploy on Friday" }))
+        .await?
+        .ok()?;
     let retracted = admin
         .post(
             &comments,
             json!({ "body": "use the staging password s3cret" }),
         )
-        .await?
-        .ok()?;
-    admin
-        .post(&comments, json!({ "body": "deploy on Friday" }))
         .await?
         .ok()?;
     admin
@@ -263,8 +267,11 @@ async fn a_comment_deleted_before_its_run_is_not_in_the_prompt() -> anyhow::Resu
     assert_eq!(done["status"], "succeeded", "{done}");
     let prompt = std::fs::read_to_string(dir.path().join("prompt.txt"))?;
     assert!(prompt.contains("deploy on Friday"), "{prompt}");
-    // Not even as an empty line naming it.
+    // Not even as an empty line naming it, nor counted.
     assert!(!prompt.contains(&str_field(&retracted, "id")), "{prompt}");
+    assert!(!prompt.contains("comments in all"), "{prompt}");
+    let wake_comment = std::fs::read_to_string(dir.path().join("wake_comment.txt"))?;
+    assert_eq!(wake_comment.trim(), str_field(&kept, "id"));
     c.shutdown().await;
     Ok(())
 }

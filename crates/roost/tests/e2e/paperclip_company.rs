@@ -27,6 +27,11 @@ async fn paperclips_cli_archives_a_company_whose_agents_then_start_no_runs() -> 
         "an agent archived its company: {}",
         refused.stdout
     );
+    assert!(
+        refused.stderr.contains("administrator"),
+        "{}",
+        refused.stderr
+    );
     let company = http.get(&format!("/api/companies/{cid}")).await?.ok()?;
     assert_eq!(company["status"], "active", "{company}");
 

@@ -120,10 +120,24 @@ impl World {
                     body: body.render(),
                 },
             },
-            Op::DeleteComment { issue, comment } => Command::DeleteComment {
-                issue_id: pick(Kind::Issue, *issue),
-                comment_id: pick(Kind::Comment, *comment),
-            },
+            Op::DeleteComment { issue, comment } => {
+                let issue_id = pick(Kind::Issue, *issue);
+                // Mostly a comment of that issue: drawn apart, nearly every pair is refused.
+                let of_issue: Vec<&String> = (self.state.comments.iter())
+                    .filter(|(_, c)| c.issue_id == issue_id)
+                    .map(|(id, _)| id)
+                    .collect();
+                let comment_id = match comment {
+                    Id::Mine(n) if !of_issue.is_empty() => {
+                        of_issue[*n as usize % of_issue.len()].clone()
+                    }
+                    other => pick(Kind::Comment, *other),
+                };
+                Command::DeleteComment {
+                    issue_id,
+                    comment_id,
+                }
+            }
             Op::LinkApproval {
                 approval,
                 issue,

@@ -26,9 +26,9 @@ pub(super) enum Rule {
     /// Administrators, and the agent the issue is assigned to (its monitor): another agent of
     /// the company `403`, another company's agent `404`.
     Assignee,
-    /// The object's author, an administrator or an agent of its company (a comment's
-    /// deletion): another agent of the company `403`, another company's agent `404`. The
-    /// walk's comment is an administrator's.
+    /// The object's author only, be it an administrator or an agent of its company (a
+    /// comment's deletion): another agent of the company `403`, another administrator `403`,
+    /// another company's agent `404`. The walk's comment is its administrator's.
     Author,
     /// Administrators, and agents of the company during a run (checkout): an agent's call
     /// without a run id is `401` "Agent run id required", as in Paperclip; another company's
