@@ -1,7 +1,7 @@
 //! Deleting an issue comment (Paperclip's `DELETE /api/issues/{id}/comments/{commentId}`).
 //!
 //! - The comment keeps its place in the thread: its body is emptied and the row records who
-//!   deleted it and when (Paperclip's tombstone), so a wake or a run that names it still finds
+//!   deleted it and when (Paperclip's tombstone), so a run that already names it still finds
 //!   it, and its text leaves search and recall.
 //! - Only its author deletes it, and only that check is not made here: memory keeps no comment
 //!   authors (every comment of every issue would carry one), so the API checks the author on
