@@ -353,6 +353,11 @@ impl AgentPermissions {
 }
 
 impl Agent {
+    /// Its company's `ceo` (Paperclip's role): it may link approvals and grant `canCreateAgents`.
+    pub fn is_ceo(&self) -> bool {
+        self.role == "ceo"
+    }
+
     /// The session a run on `task_key` would resume with the agent's current adapter.
     pub fn task_session(&self, task_key: &str) -> Option<&TaskSession> {
         self.task_sessions

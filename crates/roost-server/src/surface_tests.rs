@@ -64,6 +64,14 @@ const SURFACE: &[(&str, Twin)] = &[
     ),
     ("POST /agents/{id}/resume", Grpc("ResumeAgent")),
     ("POST /agents/{id}/terminate", Grpc("TerminateAgent")),
+    (
+        "POST /agents/{id}/approve",
+        Paperclip("DecideApproval on the agent's open hire_agent approval"),
+    ),
+    (
+        "PATCH /agents/{id}/permissions",
+        Paperclip("UpdateAgent with permissions"),
+    ),
     ("GET /agents/me", Grpc("GetMe")),
     (
         "GET /cli-auth/me",

@@ -215,8 +215,12 @@ pub(crate) fn update(
     agent_id: &str,
     patch: &AgentPatch,
 ) -> Result<Decision, DomainError> {
-    ctx.require_admin("update an agent")?;
     let current = visible_agent(ctx, agent_id)?;
+    if ctx.actor.agent_id().is_some() {
+        ceo_grants_only(ctx, current, patch)?;
+    } else {
+        ctx.require_admin("update an agent")?;
+    }
     if current.status == AgentStatus::Terminated {
         return Err(DomainError::conflict(
             "a terminated agent cannot be changed",
@@ -273,6 +277,33 @@ pub(crate) fn update(
         changes: vec![Change::Agent(agent)],
         note,
     })
+}
+
+/// An agent changes another agent only as Paperclip's `PATCH /api/agents/{id}/permissions`
+/// lets it: its company's `ceo`, granting or withdrawing `canCreateAgents` and nothing else.
+/// The other grants stay with administrators (reading every run's logs is not a hiring right).
+fn ceo_grants_only(ctx: &Ctx<'_>, target: &Agent, patch: &AgentPatch) -> Result<(), DomainError> {
+    let ceo = ctx
+        .actor
+        .agent_id()
+        .and_then(|own| ctx.state.agents.get(own))
+        .is_some_and(|a| a.is_ceo() && a.company_id == target.company_id);
+    let grants_only = patch
+        .permissions
+        .is_some_and(|p| p.read_company_run_logs == target.permissions.read_company_run_logs)
+        && AgentPatch {
+            permissions: None,
+            ..patch.clone()
+        } == AgentPatch::default();
+    if ceo && grants_only {
+        return Ok(());
+    }
+    Err(DomainError::forbidden(if ceo {
+        "a ceo agent may only grant or withdraw canCreateAgents; an administrator changes the rest"
+    } else {
+        "only an administrator, or the company's ceo agent granting canCreateAgents, may change \
+         an agent"
+    }))
 }
 
 /// What the activity log keeps of an update: the names of the fields that changed, and the new

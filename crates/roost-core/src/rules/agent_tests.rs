@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::test_world::{admin, World};
+use super::super::test_world::{admin, agent_actor, World};
 use crate::activity::ActivityEntry;
 use crate::command::{AgentPatch, Command, Envelope, Outcome};
 use crate::entity::{Agent, AgentPermissions};
@@ -179,4 +179,76 @@ fn permissions_are_granted_by_a_patch_and_old_rows_read_without_them() {
     );
     let old_patch: AgentPatch = serde_json::from_value(json!({ "name": "x" })).expect("old entry");
     assert_eq!(old_patch.permissions, None);
+}
+
+fn grant_hiring(to: &str, can: bool) -> Command {
+    Command::UpdateAgent {
+        agent_id: to.into(),
+        patch: AgentPatch {
+            permissions: Some(AgentPermissions {
+                can_create_agents: can,
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    }
+}
+
+/// Paperclip's `PATCH /api/agents/{id}/permissions`: the company's ceo agent grants and
+/// withdraws `canCreateAgents`; any other agent, or any other change, stays an administrator's.
+#[test]
+fn a_ceo_agent_grants_hiring_and_nothing_else() {
+    let mut w = World::new();
+    let as_a1 = || agent_actor("a1", "c1", None);
+    // Not yet the ceo: refused, and nothing changes.
+    let before = w.fingerprint();
+    let refused = w.run(as_a1(), grant_hiring("a2", true));
+    assert!(
+        matches!(&refused, Err(DomainError::Forbidden { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(w.fingerprint(), before);
+    w.make_ceo("a1");
+    match w.run(as_a1(), grant_hiring("a2", true)) {
+        Ok(Outcome::Agent(a)) => assert!(a.permissions.can_create_agents),
+        other => panic!("the ceo's grant was refused: {other:?}"),
+    }
+    match w.run(as_a1(), grant_hiring("a2", false)) {
+        Ok(Outcome::Agent(a)) => assert!(a.permissions.grants_nothing()),
+        other => panic!("the ceo's withdrawal was refused: {other:?}"),
+    }
+    // Anything beyond canCreateAgents stays an administrator's.
+    let before = w.fingerprint();
+    let logs = Command::UpdateAgent {
+        agent_id: "a2".into(),
+        patch: AgentPatch {
+            permissions: Some(AgentPermissions {
+                read_company_run_logs: true,
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    };
+    let rename = Command::UpdateAgent {
+        agent_id: "a2".into(),
+        patch: AgentPatch {
+            name: Some("renamed".into()),
+            permissions: Some(AgentPermissions::default()),
+            ..Default::default()
+        },
+    };
+    for command in [logs, rename] {
+        let refused = w.run(as_a1(), command);
+        assert!(
+            matches!(&refused, Err(DomainError::Forbidden { message }) if message.contains("only grant or withdraw canCreateAgents")),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(w.fingerprint(), before);
+    // Another company's agent is not found, whoever asks.
+    let refused = w.run(as_a1(), grant_hiring("b1", true));
+    assert!(
+        matches!(&refused, Err(DomainError::NotFound { .. })),
+        "{refused:?}"
+    );
 }

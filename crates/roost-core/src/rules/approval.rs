@@ -387,7 +387,7 @@ pub(crate) fn link_issue(
             .state
             .agents
             .get(own)
-            .is_some_and(|a| a.role == "ceo" || a.permissions.can_create_agents);
+            .is_some_and(|a| a.is_ceo() || a.permissions.can_create_agents);
         if !granted {
             return Err(DomainError::forbidden(
                 "this agent may not link approvals to issues: its company's ceo may, or an agent \

@@ -307,16 +307,7 @@ fn an_approval_is_linked_to_an_issue_and_unlinked_by_those_who_may_hire() {
     let agent = agent_actor("a1", "c1", Some("ra1"));
     let err = link(&mut w, agent.clone(), "ap1", "i1", false).unwrap_err();
     assert!(matches!(err, DomainError::Forbidden { .. }), "{err:?}");
-    w.ok(
-        admin(),
-        Command::UpdateAgent {
-            agent_id: "a1".into(),
-            patch: AgentPatch {
-                role: Some("ceo".into()),
-                ..Default::default()
-            },
-        },
-    );
+    w.make_ceo("a1");
     // Even the ceo cannot lift a board's approval off an issue: only its own.
     let err = link(&mut w, agent.clone(), "ap1", "i1", false).unwrap_err();
     assert!(matches!(err, DomainError::Forbidden { .. }), "{err:?}");

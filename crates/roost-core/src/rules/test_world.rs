@@ -178,6 +178,20 @@ impl World {
         )
     }
 
+    /// Makes `agent` its company's `ceo` (Paperclip's role with hiring rights).
+    pub(crate) fn make_ceo(&mut self, agent: &str) {
+        self.ok(
+            admin(),
+            Command::UpdateAgent {
+                agent_id: agent.into(),
+                patch: crate::command::AgentPatch {
+                    role: Some("ceo".into()),
+                    ..Default::default()
+                },
+            },
+        );
+    }
+
     /// Everything but the activity log, to prove a refusal changed nothing.
     pub(crate) fn fingerprint(&self) -> String {
         format!(

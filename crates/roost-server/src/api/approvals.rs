@@ -110,6 +110,39 @@ impl Api {
         expect_outcome!(self.submit(caller, command).await?, Outcome::Approval(a) => a)
     }
 
+    /// Paperclip's `POST /api/agents/{id}/approve`: approves the open `hire_agent` approval of
+    /// an agent hired pending approval, which activates it (`rules/approval.rs`). An agent in
+    /// any other status is a 409, as in Paperclip. Between the read and the decision another
+    /// administrator may decide: approving again changes nothing, a rejection is refused.
+    pub async fn approve_agent(&self, caller: &Caller, agent_id: &str) -> Result<Agent, ApiError> {
+        caller.require_admin()?;
+        let agent = self.get_agent(caller, agent_id).await?;
+        let not_pending = |why: String| ApiError::Domain(roost_core::DomainError::conflict(why));
+        if agent.status != roost_core::AgentStatus::PendingApproval {
+            return Err(not_pending(format!(
+                "agent {agent_id} is {}: only an agent pending approval can be approved",
+                agent.status
+            )));
+        }
+        let approval_id = self
+            .reader()
+            .read(|s| {
+                s.approvals
+                    .approvals
+                    .values()
+                    .find(|a| a.agent_id.as_deref() == Some(agent_id) && a.status.is_open())
+                    .map(|a| a.id.clone())
+            })
+            .ok_or_else(|| {
+                not_pending(format!(
+                    "agent {agent_id} has no open hire approval left to approve"
+                ))
+            })?;
+        self.decide_approval(caller, &approval_id, ApprovalDecision::Approve, None)
+            .await?;
+        self.get_agent(caller, agent_id).await
+    }
+
     pub async fn resubmit_approval(
         &self,
         caller: &Caller,

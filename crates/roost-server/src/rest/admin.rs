@@ -260,6 +260,28 @@ pub async fn update_agent(
     Ok(Json(agent_row(&api, agent)))
 }
 
+/// `PATCH /api/agents/{id}/permissions` (Paperclip's `agent permissions:update`): grants or
+/// withdraws `canCreateAgents`, keeping Roost's other grants; an administrator or the company's
+/// ceo agent (`roost-core/src/rules/agent.rs`).
+pub async fn update_agent_permissions(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(body): JsonBody<dto::AgentPermissionsBody>,
+) -> Result<Json<AgentRow>> {
+    let current = api.get_agent(&caller, &id).await?;
+    let permissions = roost_core::AgentPermissions {
+        can_create_agents: body.can_create_agents,
+        ..current.permissions
+    };
+    let patch = AgentPatch {
+        permissions: Some(permissions),
+        ..AgentPatch::default()
+    };
+    let agent = api.update_agent(&caller, &id, patch).await?;
+    Ok(Json(agent_row(&api, agent)))
+}
+
 pub async fn pause_agent(
     State(api): State<Api>,
     caller: Caller,
@@ -289,6 +311,17 @@ pub async fn terminate_agent(
     JsonBody(_): JsonBody<dto::Empty>,
 ) -> Result<Json<AgentRow>> {
     let agent = api.terminate_agent(&caller, &id).await?;
+    Ok(Json(agent_row(&api, agent)))
+}
+
+/// `POST /api/agents/{id}/approve` (Paperclip's `agent approve`): the agent as it is now.
+pub async fn approve_agent(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+    JsonBody(_): JsonBody<dto::Empty>,
+) -> Result<Json<AgentRow>> {
+    let agent = api.approve_agent(&caller, &id).await?;
     Ok(Json(agent_row(&api, agent)))
 }
 

@@ -194,6 +194,20 @@ impl PatchAgent {
     }
 }
 
+/// Paperclip's `updateAgentPermissionsSchema` (`PATCH /api/agents/{id}/permissions`).
+#[derive(Deserialize)]
+#[allow(dead_code)] // Paperclip's fields Roost accepts and ignores are never read.
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentPermissionsBody {
+    pub can_create_agents: bool,
+    /// Required by Paperclip's schema. Roost does not restrict which agent assigns work to
+    /// which (docs/paperclip.md), so there is nothing to grant.
+    can_assign_tasks: bool,
+    can_create_skills: Option<IgnoredAny>,
+    trust_preset: Option<IgnoredAny>,
+    authorization_policy: Option<IgnoredAny>,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PauseAgent {

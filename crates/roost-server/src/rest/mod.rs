@@ -31,14 +31,13 @@ mod wakes;
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
 use axum::{Extension, Json, Router};
 
 pub use extract::BodyLimit;
 
 use crate::api::Api;
-use crate::error::ApiError;
 use crate::supervise::Supervisor;
 
 pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
@@ -138,6 +137,11 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route("/agents/{id}/pause", post(admin::pause_agent))
         .route("/agents/{id}/resume", post(admin::resume_agent))
         .route("/agents/{id}/terminate", post(admin::terminate_agent))
+        .route("/agents/{id}/approve", post(admin::approve_agent))
+        .route(
+            "/agents/{id}/permissions",
+            axum::routing::patch(admin::update_agent_permissions),
+        )
         .route(
             "/agents/{id}/keys",
             get(credentials::list_agent_keys).post(admin::create_key),
@@ -432,7 +436,7 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             post(routines::rotate_secret),
         )
         .route("/routine-triggers/public/{id}/fire", post(routines::fire))
-        .fallback(unknown_route);
+        .fallback(unknown_api_route);
     Router::new()
         .nest("/api", api_routes)
         // The web dashboard (dashboard/): HTML pages at `/`, cookie sessions, its own stream.
@@ -472,11 +476,27 @@ async fn ready(
     (status, Json(readiness))
 }
 
-async fn unknown_route() -> ApiError {
-    ApiError::Domain(roost_core::DomainError::NotFound {
-        entity: "route".into(),
-        id: "API route not found".into(),
-    })
+/// A path under `/api` that is no route (the nested router sees the path without `/api`).
+async fn unknown_api_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    no_route(&method, &format!("/api{}", uri.path()))
+}
+
+async fn unknown_route(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    no_route(&method, uri.path())
+}
+
+/// Paperclip's sentence, and the method and path that missed, so a caller sees which call its
+/// client got wrong.
+fn no_route(method: &axum::http::Method, path: &str) -> Response {
+    let sentence = format!(
+        "API route not found: {method} {path} is not a route of this server; check the path, \
+         or the client's version against this server's"
+    );
+    let body = serde_json::json!({
+        "error": sentence, "code": "not_found", "message": sentence,
+        "details": { "entity": "route", "method": method.as_str(), "path": path },
+    });
+    (StatusCode::NOT_FOUND, Json(body)).into_response()
 }
 
 async fn method_not_allowed() -> impl IntoResponse {

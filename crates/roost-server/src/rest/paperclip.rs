@@ -2,7 +2,9 @@
 //! heartbeat and `budgetMonthlyCents`.
 
 use roost_core::loop_breaker::LoopPolicy;
-use roost_core::{Agent, BudgetScopeType, BudgetWindow, Company, HeartbeatPolicy, State};
+use roost_core::{
+    Agent, AgentPermissions, BudgetScopeType, BudgetWindow, Company, HeartbeatPolicy, State,
+};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -116,6 +118,10 @@ pub struct AgentRow {
     chain_of_command: Vec<Value>,
     /// The loop breaker's thresholds in force: the agent's over the company's over the defaults.
     loop_breaker_effective: LoopPolicy,
+    /// Paperclip always shows an agent's `permissions`; the row leaves them out while they
+    /// grant nothing, so this fills in the default then (and only then: no key twice).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permissions: Option<AgentPermissions>,
 }
 
 /// A company as Paperclip's clients read it: Roost's row plus `budgetMonthlyCents` and
@@ -156,6 +162,7 @@ fn agent_row_in(s: &State, mut agent: Agent) -> AgentRow {
             s.companies.get(&agent.company_id).map(|c| &c.loop_breaker),
             &agent.loop_breaker,
         ),
+        permissions: agent.permissions.grants_nothing().then_some(agent.permissions),
         agent,
     }
 }

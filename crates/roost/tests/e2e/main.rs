@@ -43,6 +43,7 @@ mod paperclip_cli;
 mod paperclip_company;
 mod paperclip_compat;
 mod paperclip_edits;
+mod paperclip_operator_cli;
 mod paperclip_skill;
 mod peers;
 mod pip;

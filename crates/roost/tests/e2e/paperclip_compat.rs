@@ -680,3 +680,33 @@ async fn an_issue_shows_its_descriptions_plan_until_it_has_a_plan_document() -> 
     );
     Ok(())
 }
+
+/// The bug: a path that is no route answered "route API route not found not found", a sentence
+/// that named neither the method nor the path.
+#[tokio::test]
+async fn an_unknown_route_names_its_method_and_path_not_route_api_route_not_found_not_found(
+) -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let missed = node.admin.get("/api/agents/x/no-such-thing").await?;
+    assert_eq!(missed.status.as_u16(), 404, "{}", missed.body);
+    assert_eq!(missed.body["code"], "not_found");
+    let sentence = error_text(&missed);
+    assert!(
+        sentence.starts_with("API route not found: GET /api/agents/x/no-such-thing "),
+        "{sentence}"
+    );
+    assert!(!sentence.contains("not found not found"), "{sentence}");
+    assert_eq!(
+        missed.body["details"]["path"],
+        "/api/agents/x/no-such-thing"
+    );
+    // Outside /api too: the same sentence with the whole path.
+    let outside = node.admin.post("/nowhere", json!({})).await?;
+    assert_eq!(outside.status.as_u16(), 404, "{}", outside.body);
+    assert!(
+        error_text(&outside).starts_with("API route not found: POST /nowhere "),
+        "{}",
+        outside.body
+    );
+    node.shutdown().await
+}

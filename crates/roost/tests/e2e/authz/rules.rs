@@ -288,6 +288,14 @@ pub(super) const REST: &[(&str, &str, Rule, &str)] = &[
     ),
     ("POST", "/heartbeat-runs/{id}/cancel", Company, "{}"),
     ("POST", "/agents/{id}/terminate", Admin, "{}"),
+    ("POST", "/agents/{id}/approve", Admin, "{}"),
+    // Also the company's ceo agent (the walk's agents are not): roost-core's rules/agent.rs.
+    (
+        "PATCH",
+        "/agents/{id}/permissions",
+        Admin,
+        r#"{"canCreateAgents":false,"canAssignTasks":true}"#,
+    ),
     ("DELETE", "/agents/{id}", Admin, ""),
     ("GET", "/audit/verify", Admin, ""),
     ("GET", "/cluster/status", Admin, ""),

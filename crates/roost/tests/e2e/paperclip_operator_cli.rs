@@ -1,0 +1,334 @@
+//! Paperclip's operator commands (`paperclipai agent ...`, `issue runs/release`, `activity`,
+//! `dashboard`, `cost`, `project`, `goal`, `routine`, `org`) against `roost dev`, each answer
+//! asserted and each change read back over REST.
+
+use std::time::Duration;
+
+use roost_testkit::{wait_for, Http};
+use serde_json::{json, Value};
+
+use crate::paperclip_cli::{start, todo_issue, Ran};
+use crate::support::{agent_with_key, new_key, str_field};
+
+/// The command failed, and its message says `why`.
+fn refused(ran: &Ran, why: &str) {
+    assert!(!ran.ok, "the command succeeded: {}", ran.stdout);
+    assert!(ran.stderr.contains(why), "{}", ran.stderr);
+}
+
+fn has_id(list: &Value, id: &str) -> bool {
+    list.as_array()
+        .is_some_and(|l| l.iter().any(|x| x["id"] == id))
+}
+
+/// An agent's life through Paperclip's CLI: hired pending approval, approved, edited, granted
+/// `canCreateAgents` by an administrator and withdrawn by the company's ceo agent (another
+/// agent may not), paused, resumed, invoked, its runtime read and reset, terminated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_cli_hires_approves_grants_pauses_and_terminates_an_agent() -> anyhow::Result<()>
+{
+    let (cli, _dir, roost) = start().await?;
+    let base = roost.base_url.clone();
+    let admin = roost.admin_token.clone();
+    let http = Http::new(&base).with_token(&admin);
+    let op = |args: &[&str]| cli.run(&base, &admin, args);
+    let cid = roost.company_id.clone();
+
+    let company = op(&[
+        "company",
+        "update",
+        &cid,
+        "--payload-json",
+        r#"{"requireBoardApprovalForNewAgents":true}"#,
+    ])?
+    .json()?;
+    assert_eq!(
+        company["requireBoardApprovalForNewAgents"], true,
+        "{company}"
+    );
+    let hired = op(&[
+        "agent",
+        "hire",
+        "-C",
+        &cid,
+        "--payload-json",
+        r#"{"name":"builder","role":"engineer","adapterType":"process","adapterConfig":{"command":"true"}}"#,
+    ])?
+    .json()?;
+    assert_eq!(hired["agent"]["status"], "pending_approval", "{hired}");
+    let id = str_field(&hired["agent"], "id");
+    let approved = op(&["agent", "approve", &id])?.json()?;
+    assert_eq!(approved["status"], "active", "{approved}");
+    let approvals = op(&["approval", "list", "-C", &cid])?.json()?;
+    let hire = approvals
+        .as_array()
+        .and_then(|l| l.iter().find(|a| a["agentId"] == id.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(hire["status"], "approved", "{approvals}");
+    refused(
+        &op(&["agent", "approve", &id])?,
+        "only an agent pending approval can be approved",
+    );
+
+    let got = op(&["agent", "get", &id])?.json()?;
+    assert_eq!(got["name"], "builder", "{got}");
+    assert_eq!(got["permissions"]["canCreateAgents"], false, "{got}");
+    let edited = op(&[
+        "agent",
+        "update",
+        &id,
+        "--payload-json",
+        r#"{"title":"Lead builder"}"#,
+    ])?
+    .json()?;
+    assert_eq!(edited["title"], "Lead builder", "{edited}");
+
+    // Grants: an administrator, then the ceo agent; another agent is refused.
+    let grant = |key: &str, can: bool| {
+        let body = format!(r#"{{"canCreateAgents":{can},"canAssignTasks":true}}"#);
+        cli.run(
+            &base,
+            key,
+            &["agent", "permissions:update", &id, "--payload-json", &body],
+        )
+    };
+    let granted = grant(&admin, true)?.json()?;
+    assert_eq!(granted["permissions"]["canCreateAgents"], true, "{granted}");
+    let (_, peer_key) = agent_with_key(&http, &cid, "peer").await?;
+    refused(&grant(&peer_key, false)?, "ceo");
+    let (ceo_id, ceo_key) = agent_with_key(&http, &cid, "chief").await?;
+    http.patch(&format!("/api/agents/{ceo_id}"), json!({ "role": "ceo" }))
+        .await?
+        .ok()?;
+    let withdrawn = grant(&ceo_key, false)?.json()?;
+    assert_eq!(
+        withdrawn["permissions"]["canCreateAgents"], false,
+        "{withdrawn}"
+    );
+    let rename = cli.run(
+        &base,
+        &ceo_key,
+        &[
+            "agent",
+            "update",
+            &id,
+            "--payload-json",
+            r#"{"name":"renamed"}"#,
+        ],
+    )?;
+    refused(&rename, "administrator");
+
+    // Pause and resume; the configuration and runtime as Paperclip's CLI reads them.
+    let paused = op(&["agent", "pause", &id])?.json()?;
+    assert_eq!(paused["status"], "paused", "{paused}");
+    let resumed = op(&["agent", "resume", &id])?.json()?;
+    assert_eq!(resumed["status"], "active", "{resumed}");
+    let config = op(&["agent", "configuration", &id])?.json()?;
+    assert_eq!(config["adapterType"], "process", "{config}");
+    assert_eq!(config["adapterConfig"]["command"], "true", "{config}");
+    let runtime = op(&["agent", "runtime-state", &id])?.json()?;
+    assert_eq!(runtime["agentId"], id.as_str(), "{runtime}");
+    let reset = op(&["agent", "runtime-state:reset-session", &id])?.json()?;
+    assert_eq!(reset["sessionId"], Value::Null, "{reset}");
+    let sessions = op(&["agent", "task-sessions", &id])?.json()?;
+    assert!(sessions.is_array(), "{sessions}");
+    let invoked = op(&["agent", "heartbeat:invoke", &id])?.json()?;
+    assert_eq!(invoked["agentId"], id.as_str(), "{invoked}");
+
+    let terminated = op(&["agent", "terminate", &id])?.json()?;
+    assert_eq!(terminated["status"], "terminated", "{terminated}");
+    refused(
+        &op(&["agent", "update", &id, "--payload-json", r#"{"title":"x"}"#])?,
+        "terminated",
+    );
+    let listed = op(&["agent", "list", "-C", &cid])?.json()?;
+    assert!(
+        has_id(&listed, &id),
+        "a terminated agent keeps its history: {listed}"
+    );
+    Ok(())
+}
+
+/// An issue through Paperclip's CLI: its runs, release by the operator, the activity of the
+/// company and of the issue, the dashboard and the cost summaries after a reported cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_cli_reads_runs_activity_dashboard_and_costs_and_releases_an_issue(
+) -> anyhow::Result<()> {
+    let (cli, _dir, roost) = start().await?;
+    let base = roost.base_url.clone();
+    let admin = roost.admin_token.clone();
+    let http = Http::new(&base).with_token(&admin);
+    let op = |args: &[&str]| cli.run(&base, &admin, args);
+    let cid = roost.company_id.clone();
+    // An agent whose run outlives the test (`roost dev` ends it), woken by its assignment.
+    let agent = http
+        .post(
+            &format!("/api/companies/{cid}/agents"),
+            json!({ "name": "reporter", "adapterType": "process",
+                    "adapterConfig": { "command": "sleep", "args": ["600"] } }),
+        )
+        .await?
+        .ok()?;
+    let agent_id = str_field(&agent, "id");
+    let key = new_key(&http, &agent_id).await?;
+    let issue_id = todo_issue(&http, &cid, "Count the spend").await?;
+    http.patch(
+        &format!("/api/issues/{issue_id}"),
+        json!({ "assigneeAgentId": agent_id }),
+    )
+    .await?
+    .ok()?;
+    let run_id = wait_for("the issue's live run", Duration::from_secs(30), || {
+        let ran = op(&["issue", "live-runs", &issue_id]);
+        async move { ran.ok()?.json().ok()?[0]["id"].as_str().map(String::from) }
+    })
+    .await?;
+    let out = http
+        .with_token(&key)
+        .with_run(&run_id)
+        .post(
+            &format!("/api/issues/{issue_id}/checkout"),
+            json!({ "agentId": agent_id, "expectedStatuses": ["todo"] }),
+        )
+        .await?
+        .ok()?;
+    assert_eq!(out["status"], "in_progress", "{out}");
+    let runs = op(&["issue", "runs", &issue_id])?.json()?;
+    assert!(has_id(&runs, &run_id), "{runs}");
+    let released = op(&["issue", "release", &issue_id])?.json()?;
+    assert_eq!(released["assigneeAgentId"], Value::Null, "{released}");
+    let forced = op(&["issue", "force-release", &issue_id])?.json()?;
+    assert_eq!(forced["id"], issue_id.as_str(), "{forced}");
+    let reread = http.get(&format!("/api/issues/{issue_id}")).await?.ok()?;
+    assert_eq!(reread["checkoutRunId"], Value::Null, "{reread}");
+
+    let history = op(&["activity", "issue", &issue_id])?.json()?;
+    assert!(
+        history.to_string().contains("issue.checked_out"),
+        "{history}"
+    );
+    let company_log = op(&["activity", "list", "-C", &cid])?.json()?;
+    assert!(company_log.to_string().contains(&issue_id), "{company_log}");
+
+    // A cost the agent reports shows in every summary the CLI reads.
+    http.with_token(&key)
+        .post(
+            &format!("/api/companies/{cid}/cost-events"),
+            json!({
+                "agentId": agent_id, "issueId": issue_id, "provider": "anthropic",
+                "model": "claude-sonnet", "inputTokens": 1000, "outputTokens": 200,
+                "costCents": 42, "occurredAt": "2026-11-30T12:00:00.000Z",
+            }),
+        )
+        .await?
+        .ok()?;
+    let summary = op(&["cost", "summary", "-C", &cid])?.json()?;
+    assert_eq!(summary["lifetimeCents"], 42, "{summary}");
+    let by_agent = op(&["cost", "by-agent", "-C", &cid])?.json()?;
+    assert_eq!(by_agent[0]["agentId"], agent_id.as_str(), "{by_agent}");
+    assert_eq!(by_agent[0]["costCents"], 42, "{by_agent}");
+    let by_project = op(&["cost", "by-project", "-C", &cid])?.json()?;
+    assert_eq!(by_project, json!([]), "the issue is in no project");
+    let of_issue = op(&["cost", "issue", &issue_id])?.json()?;
+    assert_eq!(of_issue["costCents"], 42, "{of_issue}");
+    let dashboard = op(&["dashboard", "get", "-C", &cid])?.json()?;
+    assert!(
+        dashboard["agents"]["active"].as_u64() >= Some(1),
+        "{dashboard}"
+    );
+    Ok(())
+}
+
+/// Projects, goals, routines and the org chart through Paperclip's CLI: created, read, changed,
+/// run and deleted, each read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_cli_manages_projects_goals_routines_and_reads_the_org() -> anyhow::Result<()> {
+    let (cli, _dir, roost) = start().await?;
+    let base = roost.base_url.clone();
+    let admin = roost.admin_token.clone();
+    let http = Http::new(&base).with_token(&admin);
+    let op = |args: &[&str]| cli.run(&base, &admin, args);
+    let cid = roost.company_id.clone();
+    let (agent_id, _) = agent_with_key(&http, &cid, "planner").await?;
+
+    let goal = op(&[
+        "goal", "create", "-C", &cid, "--title", "Ship v1", "--level", "company",
+    ])?
+    .json()?;
+    let goal_id = str_field(&goal, "id");
+    let goal = op(&["goal", "update", &goal_id, "--status", "achieved"])?.json()?;
+    assert_eq!(goal["status"], "achieved", "{goal}");
+    assert!(has_id(
+        &op(&["goal", "list", "-C", &cid])?.json()?,
+        &goal_id
+    ));
+
+    let project = op(&[
+        "project",
+        "create",
+        "-C",
+        &cid,
+        "--name",
+        "Apollo",
+        "--status",
+        "planned",
+        "--goal-ids",
+        &goal_id,
+    ])?
+    .json()?;
+    let project_id = str_field(&project, "id");
+    let project = op(&["project", "update", &project_id, "--status", "in_progress"])?.json()?;
+    assert_eq!(project["status"], "in_progress", "{project}");
+    let got = op(&["project", "get", &project_id])?.json()?;
+    assert_eq!(got["name"], "Apollo", "{got}");
+    assert!(got.to_string().contains(&goal_id), "{got}");
+
+    let routine = op(&[
+        "routine",
+        "create",
+        "-C",
+        &cid,
+        "--payload-json",
+        &json!({ "title": "Daily triage", "assigneeAgentId": agent_id, "description": "look" })
+            .to_string(),
+    ])?
+    .json()?;
+    let routine_id = str_field(&routine, "id");
+    let edited = op(&[
+        "routine",
+        "update",
+        &routine_id,
+        "--payload-json",
+        r#"{"description":"look harder"}"#,
+    ])?
+    .json()?;
+    assert_eq!(edited["description"], "look harder", "{edited}");
+    let trigger = op(&[
+        "routine",
+        "trigger:create",
+        &routine_id,
+        "--payload-json",
+        r#"{"kind":"schedule","cronExpression":"0 9 * * *","timezone":"UTC"}"#,
+    ])?
+    .json()?;
+    assert_eq!(
+        trigger["trigger"]["cronExpression"], "0 9 * * *",
+        "{trigger}"
+    );
+    let ran = op(&["routine", "run", &routine_id])?.json()?;
+    assert_eq!(ran["routineId"], routine_id.as_str(), "{ran}");
+    let runs = op(&["routine", "runs", &routine_id])?.json()?;
+    assert!(has_id(&runs, &str_field(&ran, "id")), "{runs}");
+
+    let org = op(&["org", "get", "-C", &cid])?.json()?;
+    assert!(org.to_string().contains(&agent_id), "{org}");
+
+    let deleted = op(&["project", "delete", &project_id, "--yes"])?;
+    assert!(deleted.ok, "{}", deleted.stderr);
+    refused(&op(&["project", "get", &project_id])?, "not found");
+    let deleted = op(&["goal", "delete", &goal_id, "--yes"])?;
+    assert!(deleted.ok, "{}", deleted.stderr);
+    refused(&op(&["goal", "get", &goal_id])?, "not found");
+    Ok(())
+}
