@@ -731,6 +731,11 @@ pub struct NewCostEvent {
     pub cost_cents: u64,
     /// When it was spent (default: now); it counts in that time's window.
     pub occurred_at: Option<Timestamp>,
+    /// Paperclip's `biller` and `billingType`; absent from entries written before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub biller: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billing_type: Option<crate::entity::BillingType>,
 }
 
 #[cfg(test)]

@@ -649,6 +649,9 @@ fn cost_event(e: &NewCostEvent) -> Result<(), DomainError> {
     }
     chars("provider", &e.provider, MAX_NAME_CHARS)?;
     chars("model", &e.model, MAX_NAME_CHARS)?;
+    if let Some(biller) = &e.biller {
+        chars("biller", biller, MAX_NAME_CHARS)?;
+    }
     if let Some(at) = e.occurred_at {
         if !(0..=MAX_TIMESTAMP_MS).contains(&at.0) {
             return Err(DomainError::invalid(
@@ -681,6 +684,8 @@ mod tests {
             output_tokens: 0,
             cost_cents: u64::MAX,
             occurred_at: None,
+            biller: None,
+            billing_type: None,
         };
         let err = check(&Command::RecordCostEvent {
             event: event.clone(),

@@ -16,9 +16,7 @@ enum Twin {
     Paperclip(&'static str),
     /// Only meaningful over HTTP.
     Http(&'static str),
-    /// Not on gRPC yet. None is left; kept for a new REST operation whose twin
-    /// comes later.
-    #[allow(dead_code)]
+    /// Not on gRPC yet: Paperclip's cost breakdowns.
     Gap(&'static str),
 }
 
@@ -270,6 +268,22 @@ const SURFACE: &[(&str, Twin)] = &[
     (
         "GET /companies/{cid}/costs/by-project",
         Paperclip("the cost summary per project"),
+    ),
+    (
+        "GET /companies/{cid}/costs/by-provider",
+        Gap("events by provider and model; gRPC has GetCostSummary's totals"),
+    ),
+    (
+        "GET /companies/{cid}/costs/by-biller",
+        Gap("events by biller; gRPC has GetCostSummary's totals"),
+    ),
+    (
+        "GET /companies/{cid}/costs/by-agent-model",
+        Gap("events by agent and model; gRPC has GetCostSummary's totals"),
+    ),
+    (
+        "GET /companies/{cid}/costs/window-spend",
+        Gap("spend of the last 5 h, 24 h, 7 d; gRPC has GetCostSummary's totals"),
     ),
     (
         "GET /issues/{id}/cost-summary",

@@ -58,6 +58,8 @@ fn cost(id: &str, cents: u64) -> Change {
         created_at: Timestamp(1),
         source: "agent".into(),
         project_id: None,
+        biller: None,
+        billing_type: None,
     })
 }
 

@@ -8,6 +8,17 @@ string_enum!(BudgetScopeType { Company => "company", Agent => "agent", Project =
 string_enum!(BudgetWindow { CalendarMonthUtc => "calendar_month_utc", Lifetime => "lifetime" });
 string_enum!(IncidentKind { Soft => "soft", Hard => "hard", WakeLoop => "wake_loop" });
 string_enum!(IncidentStatus { Open => "open", Resolved => "resolved", Dismissed => "dismissed" });
+string_enum!(
+    /// How a cost was billed (Paperclip's `billingType`).
+    BillingType {
+        MeteredApi => "metered_api",
+        SubscriptionIncluded => "subscription_included",
+        SubscriptionOverage => "subscription_overage",
+        Credits => "credits",
+        Fixed => "fixed",
+        Unknown => "unknown",
+    }
+);
 string_enum!(IncidentAction {
     RaiseAndResume => "raise_and_resume",
     KeepPaused => "keep_paused",
@@ -93,6 +104,24 @@ pub struct CostEvent {
     /// summaries count it there, whatever the project becomes later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project_id: Option<String>,
+    /// Who billed it, when the reporter said (Paperclip's `biller`; the provider otherwise).
+    /// Absent from rows written before it, as `billing_type`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub biller: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billing_type: Option<BillingType>,
+}
+
+impl CostEvent {
+    /// Paperclip's `biller`: the one reported, else the provider.
+    pub fn biller(&self) -> &str {
+        self.biller.as_deref().unwrap_or(&self.provider)
+    }
+
+    /// Paperclip's `billingType`: the one reported, else `unknown`.
+    pub fn billing_type(&self) -> BillingType {
+        self.billing_type.unwrap_or(BillingType::Unknown)
+    }
 }
 
 /// A budget threshold crossed: `soft` at the warning, `hard` at the limit (the scope pauses).

@@ -266,6 +266,8 @@ pub(crate) fn settle(ctx: &Ctx<'_>, run: &Run, changes: &mut Vec<Change>) {
         created_at: ctx.now(),
         source: "run".into(),
         project_id: project.clone(),
+        biller: None,
+        billing_type: None,
     }));
     after_spend(
         ctx,
@@ -437,6 +439,12 @@ pub(crate) fn record_cost(ctx: &Ctx<'_>, e: &NewCostEvent) -> Result<Decision, D
         created_at: ctx.now(),
         source: "agent".into(),
         project_id: ctx.state.project_of(e.issue_id.as_deref()),
+        biller: e
+            .biller
+            .as_deref()
+            .map(|b| require_text("biller", b, 100))
+            .transpose()?,
+        billing_type: e.billing_type,
     };
     let mut changes = vec![Change::CostEvent(event.clone())];
     // The window of the event is where it counts; thresholds are checked for now's window.

@@ -147,6 +147,8 @@ pub(super) fn cost_event(id: &str, agent: &str, cents: u64) -> NewCostEvent {
         output_tokens: 1,
         cost_cents: cents,
         occurred_at: None,
+        biller: None,
+        billing_type: None,
     }
 }
 
@@ -296,18 +298,10 @@ fn a_month_boundary_opens_a_fresh_window() {
         agent_actor("spender", "c1", None),
         Command::RecordCostEvent {
             event: NewCostEvent {
-                id: "jan".into(),
-                company_id: "c1".into(),
-                agent_id: "spender".into(),
-                issue_id: None,
-                heartbeat_run_id: None,
-                provider: "anthropic".into(),
-                model: "claude".into(),
                 input_tokens: 0,
-                cached_input_tokens: 0,
                 output_tokens: 0,
-                cost_cents: 90,
                 occurred_at: Some(Timestamp(FEB_1 - 1)),
+                ..cost_event("jan", "spender", 90)
             },
         },
     )
@@ -444,4 +438,50 @@ fn a_cost_reported_by_an_ended_run_is_fenced_and_not_spent() {
     as_r1.heartbeat_run_id = Some("r2".into());
     w.run(r2, Command::RecordCostEvent { event: as_r1 })
         .expect("its own id named");
+}
+
+/// Paperclip's `biller` and `billingType` are kept as reported, read as the provider and
+/// `unknown` when not, and left out of entries and rows that do not carry them (older ones).
+#[test]
+fn a_cost_keeps_its_biller_and_billing_type_and_old_entries_read_without_them() {
+    let mut w = budget_world();
+    let billed = NewCostEvent {
+        biller: Some("openrouter".into()),
+        billing_type: Some(BillingType::SubscriptionIncluded),
+        ..cost_event("billed", "spender", 3)
+    };
+    w.run(admin(), Command::RecordCostEvent { event: billed })
+        .expect("billed cost");
+    cost(&mut w, admin(), "plain", "spender", 4).expect("plain cost");
+    let billed = &w.state.cost_events["billed"];
+    assert_eq!(
+        (billed.biller(), billed.billing_type()),
+        ("openrouter", BillingType::SubscriptionIncluded)
+    );
+    let plain = &w.state.cost_events["plain"];
+    assert_eq!(
+        (plain.biller(), plain.billing_type()),
+        ("anthropic", BillingType::Unknown)
+    );
+    let row = serde_json::to_value(plain).expect("row JSON");
+    assert!(
+        row.get("biller").is_none() && row.get("billingType").is_none(),
+        "{row}"
+    );
+    let entry = serde_json::to_value(cost_event("old", "spender", 1)).expect("entry JSON");
+    assert!(entry.get("biller").is_none(), "{entry}");
+    let back: NewCostEvent = serde_json::from_value(entry).expect("an older entry");
+    assert_eq!(back.billing_type, None);
+    // A biller past the bound is refused and changes nothing.
+    let before = w.fingerprint();
+    let long = NewCostEvent {
+        biller: Some("b".repeat(101)),
+        ..cost_event("long", "spender", 1)
+    };
+    let refused = w.run(admin(), Command::RecordCostEvent { event: long });
+    assert!(
+        matches!(&refused, Err(DomainError::Invalid { field, .. }) if field == "biller"),
+        "{refused:?}"
+    );
+    assert_eq!(w.fingerprint(), before);
 }

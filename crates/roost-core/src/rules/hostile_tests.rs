@@ -24,6 +24,8 @@ fn cost(id: &str, agent: &str, company: &str, cents: u64) -> Command {
             output_tokens: 0,
             cost_cents: cents,
             occurred_at: None,
+            biller: None,
+            billing_type: None,
         },
     }
 }

@@ -66,8 +66,9 @@ pub struct CostEventRequest {
     pub project_id: Option<String>,
     pub goal_id: Option<String>,
     pub billing_code: Option<String>,
+    /// Kept on the event; the cost breakdowns group by them (`rest/costs.rs`).
     pub biller: Option<String>,
-    pub billing_type: Option<String>,
+    pub billing_type: Option<roost_core::BillingType>,
 }
 
 /// The monthly budget of a scope: the strictest amount of its calendar-month policies, 0 when
@@ -173,6 +174,8 @@ impl Api {
             output_tokens: body.output_tokens,
             cost_cents: body.cost_cents,
             occurred_at,
+            biller: body.biller,
+            billing_type: body.billing_type,
         };
         let command = Command::RecordCostEvent { event };
         expect_outcome!(self.submit(caller, command).await?, Outcome::CostEvent(e) => e)

@@ -7,6 +7,7 @@ mod attachments;
 mod budgets;
 mod cluster;
 mod compat;
+mod costs;
 mod credentials;
 mod documents;
 mod dto;
@@ -92,6 +93,19 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route(
             "/companies/{cid}/costs/by-project",
             get(compat::costs_by_project),
+        )
+        .route(
+            "/companies/{cid}/costs/by-provider",
+            get(costs::by_provider),
+        )
+        .route("/companies/{cid}/costs/by-biller", get(costs::by_biller))
+        .route(
+            "/companies/{cid}/costs/by-agent-model",
+            get(costs::by_agent_model),
+        )
+        .route(
+            "/companies/{cid}/costs/window-spend",
+            get(costs::window_spend),
         )
         .route(
             "/companies/{cid}/budgets",

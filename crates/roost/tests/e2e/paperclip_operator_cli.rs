@@ -332,3 +332,125 @@ async fn paperclips_cli_manages_projects_goals_routines_and_reads_the_org() -> a
     refused(&op(&["goal", "get", &goal_id])?, "not found");
     Ok(())
 }
+
+/// Paperclip's cost breakdowns through its CLI: costs reported with and without a biller and
+/// billing type, grouped by provider, biller, agent and model, and the spend of recent windows;
+/// a `from` bound leaves older costs out, and a bad one or an unknown billing type is a `400`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_cli_breaks_costs_down_by_provider_biller_model_and_window() -> anyhow::Result<()>
+{
+    let (cli, _dir, roost) = start().await?;
+    let base = roost.base_url.clone();
+    let admin = roost.admin_token.clone();
+    let http = Http::new(&base).with_token(&admin);
+    let op = |args: &[&str]| cli.run(&base, &admin, args);
+    let cid = roost.company_id.clone();
+    let (agent_id, key) = agent_with_key(&http, &cid, "spender").await?;
+    let report = |body: Value| {
+        let http = http.with_token(&key);
+        let path = format!("/api/companies/{cid}/cost-events");
+        async move { http.post(&path, body).await }
+    };
+    // January's, metered by its provider as far as anyone said.
+    report(json!({
+        "agentId": agent_id, "provider": "anthropic", "model": "claude-sonnet",
+        "inputTokens": 1000, "outputTokens": 200, "costCents": 42,
+        "occurredAt": "2026-01-15T12:00:00.000Z",
+    }))
+    .await?
+    .ok()?;
+    // Now's, billed by a reseller under a subscription.
+    let billed = report(json!({
+        "agentId": agent_id, "provider": "openai", "model": "gpt-5", "biller": "openrouter",
+        "billingType": "subscription_included", "inputTokens": 300, "costCents": 8,
+    }))
+    .await?
+    .ok()?;
+    assert_eq!(billed["biller"], "openrouter", "{billed}");
+    let bad = report(json!({
+        "agentId": agent_id, "provider": "openai", "model": "gpt-5",
+        "billingType": "by_the_hour", "costCents": 1,
+    }))
+    .await?;
+    assert_eq!(bad.status.as_u16(), 400, "{}", bad.body);
+    assert!(
+        bad.body["error"].to_string().contains("by_the_hour"),
+        "{}",
+        bad.body
+    );
+
+    let by_provider = op(&["cost", "by-provider", "-C", &cid])?.json()?;
+    assert_eq!(by_provider[0]["provider"], "anthropic", "{by_provider}");
+    assert_eq!(by_provider[0]["biller"], "anthropic", "{by_provider}");
+    assert_eq!(by_provider[0]["billingType"], "unknown", "{by_provider}");
+    assert_eq!(by_provider[0]["costCents"], 42, "{by_provider}");
+    assert_eq!(by_provider[1]["biller"], "openrouter", "{by_provider}");
+    assert_eq!(by_provider[1]["billingType"], "subscription_included");
+    assert_eq!(
+        by_provider[1]["subscriptionInputTokens"], 300,
+        "{by_provider}"
+    );
+    assert_eq!(
+        by_provider.as_array().map(Vec::len),
+        Some(2),
+        "{by_provider}"
+    );
+
+    let by_biller = op(&["cost", "by-biller", "-C", &cid])?.json()?;
+    let billers: Vec<(&str, u64)> = by_biller
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| {
+                    (
+                        r["biller"].as_str().unwrap_or(""),
+                        r["costCents"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        billers,
+        [("anthropic", 42), ("openrouter", 8)],
+        "{by_biller}"
+    );
+    assert_eq!(by_biller[1]["providerCount"], 1, "{by_biller}");
+
+    let by_model = op(&["cost", "by-agent-model", "-C", &cid])?.json()?;
+    assert_eq!(by_model[0]["model"], "claude-sonnet", "{by_model}");
+    assert_eq!(by_model[1]["model"], "gpt-5", "{by_model}");
+    assert_eq!(by_model[1]["agentId"], agent_id.as_str(), "{by_model}");
+    assert_eq!(by_model[1]["agentName"], "spender", "{by_model}");
+
+    // Only now's cost is in the last 7 days; January's never is.
+    let windows = op(&["cost", "window-spend", "-C", &cid])?.json()?;
+    let rows = windows.as_array().cloned().unwrap_or_default();
+    for window in ["5h", "24h", "7d"] {
+        let row = rows
+            .iter()
+            .find(|r| r["window"] == window)
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(row["provider"], "openai", "{window}: {windows}");
+        assert_eq!(row["biller"], "openrouter", "{window}: {windows}");
+        assert_eq!(row["costCents"], 8, "{window}: {windows}");
+    }
+    assert!(!windows.to_string().contains("anthropic"), "{windows}");
+
+    let path = format!("/api/companies/{cid}/costs/by-provider");
+    let since = http
+        .get(&format!("{path}?from=2026-02-01T00:00:00Z"))
+        .await?
+        .ok()?;
+    assert_eq!(since.as_array().map(Vec::len), Some(1), "{since}");
+    assert_eq!(since[0]["provider"], "openai", "{since}");
+    let bad = http.get(&format!("{path}?from=yesterday")).await?;
+    assert_eq!(bad.status.as_u16(), 400, "{}", bad.body);
+    assert!(
+        bad.body["error"].to_string().contains("RFC 3339"),
+        "{}",
+        bad.body
+    );
+    Ok(())
+}

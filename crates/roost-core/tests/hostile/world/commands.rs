@@ -333,6 +333,9 @@ impl World {
                         output_tokens: tokens / 3,
                         cost_cents: *cents,
                         occurred_at: occurred.map(Timestamp),
+                        // The provider's hostile text as the biller too, on half the draws.
+                        biller: (tokens % 2 == 1).then(|| provider.render()),
+                        billing_type: None,
                     },
                 }
             }

@@ -53,6 +53,10 @@ pub(super) const REST: &[(&str, &str, Rule, &str)] = &[
     ("GET", "/companies/{cid}/dashboard", Company, ""),
     ("GET", "/companies/{cid}/costs/by-agent", Company, ""),
     ("GET", "/companies/{cid}/costs/by-project", Company, ""),
+    ("GET", "/companies/{cid}/costs/by-provider", Company, ""),
+    ("GET", "/companies/{cid}/costs/by-biller", Company, ""),
+    ("GET", "/companies/{cid}/costs/by-agent-model", Company, ""),
+    ("GET", "/companies/{cid}/costs/window-spend", Company, ""),
     ("GET", "/companies/{cid}/events", Company, ""),
     (
         "PATCH",
