@@ -4,11 +4,37 @@
 
 use std::time::Duration;
 
-use roost_testkit::{wait_for, Http};
+use roost_testkit::{wait_for, Http, RoostProcess};
 use serde_json::{json, Value};
 
-use crate::paperclip_cli::{start, todo_issue, Ran};
+use crate::paperclip_cli::{start, todo_issue, Cli, Ran};
 use crate::support::{agent_with_key, new_key, str_field};
+
+/// Paperclip's CLI, a `roost dev` and its administrator's client: what every test here needs.
+struct Operator {
+    cli: Cli,
+    _dir: tempfile::TempDir,
+    roost: RoostProcess,
+    http: Http,
+}
+
+impl Operator {
+    async fn start() -> anyhow::Result<Operator> {
+        let (cli, _dir, roost) = start().await?;
+        let http = Http::new(&roost.base_url).with_token(&roost.admin_token);
+        Ok(Operator {
+            cli,
+            _dir,
+            roost,
+            http,
+        })
+    }
+
+    /// The CLI with `key`.
+    fn run(&self, key: &str, args: &[&str]) -> anyhow::Result<Ran> {
+        self.cli.run(&self.roost.base_url, key, args)
+    }
+}
 
 /// The command failed, and its message says `why`.
 fn refused(ran: &Ran, why: &str) {
@@ -27,12 +53,9 @@ fn has_id(list: &Value, id: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paperclips_cli_hires_approves_grants_pauses_and_terminates_an_agent() -> anyhow::Result<()>
 {
-    let (cli, _dir, roost) = start().await?;
-    let base = roost.base_url.clone();
-    let admin = roost.admin_token.clone();
-    let http = Http::new(&base).with_token(&admin);
-    let op = |args: &[&str]| cli.run(&base, &admin, args);
-    let cid = roost.company_id.clone();
+    let o = Operator::start().await?;
+    let (http, cid, admin) = (&o.http, o.roost.company_id.clone(), &o.roost.admin_token);
+    let op = |args: &[&str]| o.run(admin, args);
 
     let company = op(&[
         "company",
@@ -87,17 +110,16 @@ async fn paperclips_cli_hires_approves_grants_pauses_and_terminates_an_agent() -
     // Grants: an administrator, then the ceo agent; another agent is refused.
     let grant = |key: &str, can: bool| {
         let body = format!(r#"{{"canCreateAgents":{can},"canAssignTasks":true}}"#);
-        cli.run(
-            &base,
+        o.run(
             key,
             &["agent", "permissions:update", &id, "--payload-json", &body],
         )
     };
-    let granted = grant(&admin, true)?.json()?;
+    let granted = grant(admin, true)?.json()?;
     assert_eq!(granted["permissions"]["canCreateAgents"], true, "{granted}");
-    let (_, peer_key) = agent_with_key(&http, &cid, "peer").await?;
+    let (_, peer_key) = agent_with_key(http, &cid, "peer").await?;
     refused(&grant(&peer_key, false)?, "ceo");
-    let (ceo_id, ceo_key) = agent_with_key(&http, &cid, "chief").await?;
+    let (ceo_id, ceo_key) = agent_with_key(http, &cid, "chief").await?;
     http.patch(&format!("/api/agents/{ceo_id}"), json!({ "role": "ceo" }))
         .await?
         .ok()?;
@@ -106,8 +128,7 @@ async fn paperclips_cli_hires_approves_grants_pauses_and_terminates_an_agent() -
         withdrawn["permissions"]["canCreateAgents"], false,
         "{withdrawn}"
     );
-    let rename = cli.run(
-        &base,
+    let rename = o.run(
         &ceo_key,
         &[
             "agent",
@@ -155,12 +176,9 @@ async fn paperclips_cli_hires_approves_grants_pauses_and_terminates_an_agent() -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paperclips_cli_reads_runs_activity_dashboard_and_costs_and_releases_an_issue(
 ) -> anyhow::Result<()> {
-    let (cli, _dir, roost) = start().await?;
-    let base = roost.base_url.clone();
-    let admin = roost.admin_token.clone();
-    let http = Http::new(&base).with_token(&admin);
-    let op = |args: &[&str]| cli.run(&base, &admin, args);
-    let cid = roost.company_id.clone();
+    let o = Operator::start().await?;
+    let (http, cid, admin) = (&o.http, o.roost.company_id.clone(), &o.roost.admin_token);
+    let op = |args: &[&str]| o.run(admin, args);
     // An agent whose run outlives the test (`roost dev` ends it), woken by its assignment.
     let agent = http
         .post(
@@ -171,8 +189,8 @@ async fn paperclips_cli_reads_runs_activity_dashboard_and_costs_and_releases_an_
         .await?
         .ok()?;
     let agent_id = str_field(&agent, "id");
-    let key = new_key(&http, &agent_id).await?;
-    let issue_id = todo_issue(&http, &cid, "Count the spend").await?;
+    let key = new_key(http, &agent_id).await?;
+    let issue_id = todo_issue(http, &cid, "Count the spend").await?;
     http.patch(
         &format!("/api/issues/{issue_id}"),
         json!({ "assigneeAgentId": agent_id }),
@@ -244,13 +262,10 @@ async fn paperclips_cli_reads_runs_activity_dashboard_and_costs_and_releases_an_
 /// run and deleted, each read back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paperclips_cli_manages_projects_goals_routines_and_reads_the_org() -> anyhow::Result<()> {
-    let (cli, _dir, roost) = start().await?;
-    let base = roost.base_url.clone();
-    let admin = roost.admin_token.clone();
-    let http = Http::new(&base).with_token(&admin);
-    let op = |args: &[&str]| cli.run(&base, &admin, args);
-    let cid = roost.company_id.clone();
-    let (agent_id, _) = agent_with_key(&http, &cid, "planner").await?;
+    let o = Operator::start().await?;
+    let (http, cid, admin) = (&o.http, o.roost.company_id.clone(), &o.roost.admin_token);
+    let op = |args: &[&str]| o.run(admin, args);
+    let (agent_id, _) = agent_with_key(http, &cid, "planner").await?;
 
     let goal = op(&[
         "goal", "create", "-C", &cid, "--title", "Ship v1", "--level", "company",
@@ -339,13 +354,10 @@ async fn paperclips_cli_manages_projects_goals_routines_and_reads_the_org() -> a
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paperclips_cli_breaks_costs_down_by_provider_biller_model_and_window() -> anyhow::Result<()>
 {
-    let (cli, _dir, roost) = start().await?;
-    let base = roost.base_url.clone();
-    let admin = roost.admin_token.clone();
-    let http = Http::new(&base).with_token(&admin);
-    let op = |args: &[&str]| cli.run(&base, &admin, args);
-    let cid = roost.company_id.clone();
-    let (agent_id, key) = agent_with_key(&http, &cid, "spender").await?;
+    let o = Operator::start().await?;
+    let (http, cid, admin) = (&o.http, o.roost.company_id.clone(), &o.roost.admin_token);
+    let op = |args: &[&str]| o.run(admin, args);
+    let (agent_id, key) = agent_with_key(http, &cid, "spender").await?;
     let report = |body: Value| {
         let http = http.with_token(&key);
         let path = format!("/api/companies/{cid}/cost-events");
