@@ -195,6 +195,11 @@ pub struct AgentPatch {
     /// Replaces the agent's grants. Absent from entries written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permissions: Option<AgentPermissions>,
+    /// Grants or withdraws `canCreateAgents` alone, over the grants the agent has when the entry
+    /// applies (Paperclip's `PATCH /api/agents/{id}/permissions`; the only change a ceo agent
+    /// may make). Absent from entries written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub can_create_agents: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_rotation: Option<SessionRotation>,
     /// Replaces the agent's loop-breaker settings (`loop_breaker.rs`).

@@ -355,7 +355,7 @@ impl AgentPermissions {
 impl Agent {
     /// Its company's `ceo` (Paperclip's role): it may link approvals and grant `canCreateAgents`.
     pub fn is_ceo(&self) -> bool {
-        self.role == "ceo"
+        self.role.trim().eq_ignore_ascii_case("ceo")
     }
 
     /// The session a run on `task_key` would resume with the agent's current adapter.

@@ -649,9 +649,7 @@ fn cost_event(e: &NewCostEvent) -> Result<(), DomainError> {
     }
     chars("provider", &e.provider, MAX_NAME_CHARS)?;
     chars("model", &e.model, MAX_NAME_CHARS)?;
-    if let Some(biller) = &e.biller {
-        chars("biller", biller, MAX_NAME_CHARS)?;
-    }
+    opt_chars("biller", e.biller.as_ref(), MAX_NAME_CHARS)?;
     if let Some(at) = e.occurred_at {
         if !(0..=MAX_TIMESTAMP_MS).contains(&at.0) {
             return Err(DomainError::invalid(

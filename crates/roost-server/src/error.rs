@@ -24,6 +24,12 @@ pub enum ApiError {
     },
     #[error("internal error: {message}")]
     Internal { message: String },
+    /// A path that is no route (Paperclip's sentence, with the call that missed).
+    #[error(
+        "API route not found: {method} {path} is not a route of this server; check the path, \
+         or the client's version against this server's"
+    )]
+    NoRoute { method: String, path: String },
     /// The credential's request budget is spent (`rate_limit.rs`).
     #[error("too many requests with this credential; retry in {retry_after_secs} s")]
     RateLimited { retry_after_secs: u64 },
@@ -86,6 +92,7 @@ impl ApiError {
             }
             ApiError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
             ApiError::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
+            ApiError::NoRoute { .. } => (StatusCode::NOT_FOUND, Code::Unimplemented),
             ApiError::RateLimited { .. } => {
                 (StatusCode::TOO_MANY_REQUESTS, Code::ResourceExhausted)
             }
@@ -110,6 +117,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::Unavailable { .. } => "unavailable",
             ApiError::Internal { .. } => "internal",
+            ApiError::NoRoute { .. } => "not_found",
             ApiError::RateLimited { .. } => "rate_limited",
         }
     }
@@ -130,6 +138,9 @@ impl ApiError {
             }
             ApiError::RateLimited { retry_after_secs } => {
                 json!({ "retryAfterSecs": retry_after_secs })
+            }
+            ApiError::NoRoute { method, path } => {
+                json!({ "entity": "route", "method": method, "path": path })
             }
             ApiError::Unauthorized { .. } | ApiError::Internal { .. } => Value::Null,
         };

@@ -95,6 +95,11 @@ pub(crate) fn hire(
     }
     ctx.fence()?;
     let mut agent = new_agent(ctx, command)?;
+    if ctx.actor.agent_id().is_some() && agent.is_ceo() {
+        return Err(DomainError::forbidden(
+            "only an administrator makes an agent its company's ceo",
+        ));
+    }
     let company = ctx
         .state
         .companies
@@ -258,6 +263,9 @@ pub(crate) fn update(
     if let Some(permissions) = patch.permissions {
         agent.permissions = permissions;
     }
+    if let Some(can) = patch.can_create_agents {
+        agent.permissions.can_create_agents = can;
+    }
     if let Some(rotation) = patch.session_rotation {
         agent.session_rotation = rotation;
     }
@@ -280,30 +288,40 @@ pub(crate) fn update(
 }
 
 /// An agent changes another agent only as Paperclip's `PATCH /api/agents/{id}/permissions`
-/// lets it: its company's `ceo`, granting or withdrawing `canCreateAgents` and nothing else.
-/// The other grants stay with administrators (reading every run's logs is not a hiring right).
+/// lets it: its company's `ceo`, granting or withdrawing `canCreateAgents` of another agent and
+/// nothing else, fenced on its run like any agent's write. The other grants stay with
+/// administrators (reading every run's logs is not a hiring right), and a ceo does not grant
+/// itself: hiring stays a right someone else gave it.
 fn ceo_grants_only(ctx: &Ctx<'_>, target: &Agent, patch: &AgentPatch) -> Result<(), DomainError> {
-    let ceo = ctx
-        .actor
-        .agent_id()
+    let own = ctx.actor.agent_id();
+    let ceo = own
         .and_then(|own| ctx.state.agents.get(own))
         .is_some_and(|a| a.is_ceo() && a.company_id == target.company_id);
-    let grants_only = patch
-        .permissions
-        .is_some_and(|p| p.read_company_run_logs == target.permissions.read_company_run_logs)
-        && AgentPatch {
-            permissions: None,
-            ..patch.clone()
-        } == AgentPatch::default();
-    if ceo && grants_only {
-        return Ok(());
+    if !ceo {
+        return Err(DomainError::forbidden(
+            "only an administrator, or the company's ceo agent granting canCreateAgents, may \
+             change an agent",
+        ));
     }
-    Err(DomainError::forbidden(if ceo {
-        "a ceo agent may only grant or withdraw canCreateAgents; an administrator changes the rest"
-    } else {
-        "only an administrator, or the company's ceo agent granting canCreateAgents, may change \
-         an agent"
-    }))
+    let grants_only = patch.can_create_agents.is_some()
+        && *patch
+            == AgentPatch {
+                can_create_agents: patch.can_create_agents,
+                ..AgentPatch::default()
+            };
+    if !grants_only {
+        return Err(DomainError::forbidden(
+            "a ceo agent may only grant or withdraw canCreateAgents; an administrator changes \
+             the rest",
+        ));
+    }
+    if own == Some(target.id.as_str()) {
+        return Err(DomainError::forbidden(
+            "a ceo agent cannot change its own grants; an administrator can",
+        ));
+    }
+    ctx.fence()?;
+    Ok(())
 }
 
 /// What the activity log keeps of an update: the names of the fields that changed, and the new
@@ -336,6 +354,16 @@ fn update_details(before: &Agent, after: &Agent, patch: &AgentPatch) -> Value {
         "loopBreaker" => loop_breaker,
         "reportsTo" => reports_to
     );
+    if patch.can_create_agents.is_some() {
+        let (was, is) = (
+            before.permissions.can_create_agents,
+            after.permissions.can_create_agents,
+        );
+        details.insert("canCreateAgents".into(), json!(is));
+        if was != is {
+            changed.push("permissions.canCreateAgents".to_string());
+        }
+    }
     changed.extend(adapter_config::changed_paths(
         "adapterConfig",
         &before.adapter_config,

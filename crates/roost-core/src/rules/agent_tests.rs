@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::super::test_world::{admin, agent_actor, World};
+use super::super::test_world::{admin, agent_actor, create_agent, World};
 use crate::activity::ActivityEntry;
 use crate::command::{AgentPatch, Command, Envelope, Outcome};
 use crate::entity::{Agent, AgentPermissions};
@@ -185,47 +185,64 @@ fn grant_hiring(to: &str, can: bool) -> Command {
     Command::UpdateAgent {
         agent_id: to.into(),
         patch: AgentPatch {
-            permissions: Some(AgentPermissions {
-                can_create_agents: can,
-                ..Default::default()
-            }),
+            can_create_agents: Some(can),
             ..Default::default()
         },
     }
 }
 
+fn forbidden(result: &Result<Outcome, DomainError>, why: &str) -> bool {
+    matches!(result, Err(DomainError::Forbidden { message }) if message.contains(why))
+}
+
 /// Paperclip's `PATCH /api/agents/{id}/permissions`: the company's ceo agent grants and
-/// withdraws `canCreateAgents`; any other agent, or any other change, stays an administrator's.
+/// withdraws `canCreateAgents` of another agent, over the grants it has; any other agent, any
+/// other change, and its own grants stay an administrator's.
 #[test]
-fn a_ceo_agent_grants_hiring_and_nothing_else() {
+fn a_ceo_agent_grants_hiring_to_others_and_nothing_else() {
     let mut w = World::new();
     let as_a1 = || agent_actor("a1", "c1", None);
+    // a2 may read every run's logs: a grant of hiring keeps that.
+    let logs = AgentPermissions {
+        read_company_run_logs: true,
+        ..Default::default()
+    };
+    w.ok(
+        admin(),
+        Command::UpdateAgent {
+            agent_id: "a2".into(),
+            patch: AgentPatch {
+                permissions: Some(logs),
+                ..Default::default()
+            },
+        },
+    );
     // Not yet the ceo: refused, and nothing changes.
     let before = w.fingerprint();
     let refused = w.run(as_a1(), grant_hiring("a2", true));
-    assert!(
-        matches!(&refused, Err(DomainError::Forbidden { .. })),
-        "{refused:?}"
-    );
+    assert!(forbidden(&refused, "only an administrator"), "{refused:?}");
     assert_eq!(w.fingerprint(), before);
     w.make_ceo("a1");
     match w.run(as_a1(), grant_hiring("a2", true)) {
-        Ok(Outcome::Agent(a)) => assert!(a.permissions.can_create_agents),
+        Ok(Outcome::Agent(a)) => assert_eq!(
+            a.permissions,
+            AgentPermissions {
+                can_create_agents: true,
+                ..logs
+            }
+        ),
         other => panic!("the ceo's grant was refused: {other:?}"),
     }
     match w.run(as_a1(), grant_hiring("a2", false)) {
-        Ok(Outcome::Agent(a)) => assert!(a.permissions.grants_nothing()),
+        Ok(Outcome::Agent(a)) => assert_eq!(a.permissions, logs),
         other => panic!("the ceo's withdrawal was refused: {other:?}"),
     }
-    // Anything beyond canCreateAgents stays an administrator's.
+    // Anything beyond canCreateAgents stays an administrator's, and so do its own grants.
     let before = w.fingerprint();
-    let logs = Command::UpdateAgent {
+    let whole = Command::UpdateAgent {
         agent_id: "a2".into(),
         patch: AgentPatch {
-            permissions: Some(AgentPermissions {
-                read_company_run_logs: true,
-                ..Default::default()
-            }),
+            permissions: Some(AgentPermissions::default()),
             ..Default::default()
         },
     };
@@ -233,17 +250,19 @@ fn a_ceo_agent_grants_hiring_and_nothing_else() {
         agent_id: "a2".into(),
         patch: AgentPatch {
             name: Some("renamed".into()),
-            permissions: Some(AgentPermissions::default()),
+            can_create_agents: Some(true),
             ..Default::default()
         },
     };
-    for command in [logs, rename] {
+    for command in [whole, rename] {
         let refused = w.run(as_a1(), command);
         assert!(
-            matches!(&refused, Err(DomainError::Forbidden { message }) if message.contains("only grant or withdraw canCreateAgents")),
+            forbidden(&refused, "only grant or withdraw canCreateAgents"),
             "{refused:?}"
         );
     }
+    let own = w.run(as_a1(), grant_hiring("a1", true));
+    assert!(forbidden(&own, "its own grants"), "{own:?}");
     assert_eq!(w.fingerprint(), before);
     // Another company's agent is not found, whoever asks.
     let refused = w.run(as_a1(), grant_hiring("b1", true));
@@ -251,4 +270,49 @@ fn a_ceo_agent_grants_hiring_and_nothing_else() {
         matches!(&refused, Err(DomainError::NotFound { .. })),
         "{refused:?}"
     );
+}
+
+/// A ceo's grant is fenced on its run like every agent's write: a run that ended refuses it.
+#[test]
+fn a_ceo_grant_from_an_ended_run_is_refused() {
+    let mut w = World::new();
+    w.make_ceo("a1");
+    w.start_run("r1", "a1");
+    super::super::test_world::finish(&mut w, "r1");
+    let before = w.fingerprint();
+    let refused = w.run(
+        agent_actor("a1", "c1", Some("r1")),
+        grant_hiring("a2", true),
+    );
+    assert!(
+        matches!(&refused, Err(DomainError::StaleRun { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(w.fingerprint(), before);
+}
+
+/// A ceo is made by an administrator: an agent that may hire cannot hire one (whatever the
+/// role's case), which would hand it the ceo's grants.
+#[test]
+fn an_agent_that_may_hire_cannot_hire_a_ceo() {
+    let mut w = World::new();
+    w.ok(admin(), grant_hiring("a1", true));
+    let before = w.fingerprint();
+    let mut hire = create_agent("boss", "c1");
+    if let Command::CreateAgent { role, .. } = &mut hire {
+        *role = " CEO ".into();
+    }
+    let refused = w.run(
+        agent_actor("a1", "c1", None),
+        Command::HireAgent {
+            approval_id: "ap".into(),
+            agent: Box::new(hire),
+            payload: json!({}),
+        },
+    );
+    assert!(
+        forbidden(&refused, "only an administrator makes"),
+        "{refused:?}"
+    );
+    assert_eq!(w.fingerprint(), before);
 }

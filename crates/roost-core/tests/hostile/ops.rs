@@ -233,6 +233,10 @@ pub enum Op {
         heartbeat: Option<Heartbeat>,
         /// Small counts make the loop breaker trip inside a sequence; large ones pass its bounds.
         loop_breaker: Option<roost_core::loop_breaker::LoopBreaker>,
+        /// Makes the agent its company's ceo (accepted from an administrator only).
+        ceo: bool,
+        /// A ceo's grant of `canCreateAgents`, sent alone (the only patch a ceo agent may send).
+        grant: Option<bool>,
     },
     PauseAgent {
         agent: Id,

@@ -318,15 +318,19 @@ fn update_agent() -> impl Strategy<Value = Op> {
         prop::option::weighted(0.3, json()),
         prop::option::weighted(0.7, heartbeat()),
         prop::option::weighted(0.5, loop_breaker()),
+        prop::bool::weighted(0.1),
+        prop::option::weighted(0.2, any::<bool>()),
     )
         .prop_map(
-            |(agent, name, adapter, config, heartbeat, loop_breaker)| Op::UpdateAgent {
+            |(agent, name, adapter, config, heartbeat, loop_breaker, ceo, grant)| Op::UpdateAgent {
                 agent,
                 name,
                 adapter,
                 config,
                 heartbeat,
                 loop_breaker,
+                ceo,
+                grant,
             },
         )
 }

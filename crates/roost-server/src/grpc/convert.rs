@@ -330,6 +330,7 @@ pub(super) fn agent_patch(
         // control.proto has no permissions, session rotation nor home cap yet; they are set
         // over REST.
         permissions: None,
+        can_create_agents: None,
         session_rotation: None,
         home_max_bytes: None,
         loop_breaker: None,

@@ -269,13 +269,9 @@ pub async fn update_agent_permissions(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<dto::AgentPermissionsBody>,
 ) -> Result<Json<AgentRow>> {
-    let current = api.get_agent(&caller, &id).await?;
-    let permissions = roost_core::AgentPermissions {
-        can_create_agents: body.can_create_agents,
-        ..current.permissions
-    };
+    // The grant alone: applied over the agent's grants as they are when the entry applies.
     let patch = AgentPatch {
-        permissions: Some(permissions),
+        can_create_agents: Some(body.can_create_agents),
         ..AgentPatch::default()
     };
     let agent = api.update_agent(&caller, &id, patch).await?;

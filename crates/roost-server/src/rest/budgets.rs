@@ -3,7 +3,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
-use roost_core::{BudgetIncident, BudgetPolicy, CostEvent};
+use roost_core::{BudgetIncident, BudgetPolicy};
 use serde::Deserialize;
 
 use super::created;
@@ -62,8 +62,9 @@ pub async fn record_cost(
     caller: Caller,
     Path(cid): Path<String>,
     JsonBody(body): JsonBody<CostEventRequest>,
-) -> Result<(StatusCode, Json<CostEvent>)> {
-    Ok(created(api.record_cost_event(&caller, &cid, body).await?))
+) -> Result<(StatusCode, Json<super::costs::CostEventRow>)> {
+    let event = api.record_cost_event(&caller, &cid, body).await?;
+    Ok(created(event.into()))
 }
 
 pub async fn summary(

@@ -179,51 +179,6 @@ pub async fn org(
     ))
 }
 
-/// `GET /api/companies/{cid}/costs/by-agent`: spend per agent (`costCents` all time, and
-/// this month's).
-pub async fn costs_by_agent(
-    State(api): State<Api>,
-    caller: Caller,
-    Path(cid): Path<String>,
-) -> Result<Json<Vec<Value>>> {
-    let summary = api.cost_summary(&caller, &cid).await?;
-    Ok(Json(
-        summary
-            .by_agent
-            .into_iter()
-            .map(|a| {
-                json!({
-                    "agentId": a.agent_id, "agentName": a.name,
-                    "costCents": a.lifetime_cents, "monthCents": a.month_cents,
-                    "inputTokens": a.input_tokens, "outputTokens": a.output_tokens,
-                })
-            })
-            .collect(),
-    ))
-}
-
-/// `GET /api/companies/{cid}/costs/by-project`: spend on each project's issues (`costCents`
-/// all time, and this month's).
-pub async fn costs_by_project(
-    State(api): State<Api>,
-    caller: Caller,
-    Path(cid): Path<String>,
-) -> Result<Json<Vec<Value>>> {
-    let summary = api.cost_summary(&caller, &cid).await?;
-    Ok(Json(
-        summary
-            .by_project
-            .into_iter()
-            .map(|p| {
-                json!({
-                    "projectId": p.project_id, "projectName": p.name,
-                    "costCents": p.lifetime_cents, "monthCents": p.month_cents,
-                })
-            })
-            .collect(),
-    ))
-}
-
 /// `GET /api/issues/{id}/cost-summary`: what the cost events naming the issue add up to.
 pub async fn issue_cost_summary(
     State(api): State<Api>,

@@ -144,7 +144,8 @@ pub struct PatchAgent {
     pub adapter_config: Option<serde_json::Value>,
     pub heartbeat: Option<HeartbeatPolicy>,
     pub placement_labels: Option<BTreeMap<String, String>>,
-    /// Only administrators change agents, so only they grant permissions.
+    /// Replaces every grant: an administrator's (a ceo agent grants `canCreateAgents` alone,
+    /// through `PATCH /api/agents/{id}/permissions`).
     pub permissions: Option<AgentPermissions>,
     /// When the agent's saved sessions are retired (runs, tokens, age; 0 is no limit).
     pub session_rotation: Option<SessionRotation>,
@@ -186,6 +187,7 @@ impl PatchAgent {
             heartbeat,
             placement_labels: self.placement_labels,
             permissions: self.permissions,
+            can_create_agents: None,
             session_rotation: self.session_rotation,
             loop_breaker: self.loop_breaker,
             home_max_bytes: self.home_max_bytes,

@@ -39,6 +39,7 @@ use axum::{Extension, Json, Router};
 pub use extract::BodyLimit;
 
 use crate::api::Api;
+use crate::error::ApiError;
 use crate::supervise::Supervisor;
 
 pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
@@ -84,16 +85,10 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
         .route("/companies/{cid}/live-runs", get(compat::company_live_runs))
         .route("/companies/{cid}/org", get(compat::org))
         .route("/companies/{cid}/dashboard", get(compat::dashboard))
-        .route(
-            "/companies/{cid}/costs/by-agent",
-            get(compat::costs_by_agent),
-        )
+        .route("/companies/{cid}/costs/by-agent", get(costs::by_agent))
         // The event stream (SSE): rest/events.rs.
         .route("/companies/{cid}/events", get(events::events))
-        .route(
-            "/companies/{cid}/costs/by-project",
-            get(compat::costs_by_project),
-        )
+        .route("/companies/{cid}/costs/by-project", get(costs::by_project))
         .route(
             "/companies/{cid}/costs/by-provider",
             get(costs::by_provider),
@@ -499,18 +494,12 @@ async fn unknown_route(method: axum::http::Method, uri: axum::http::Uri) -> Resp
     no_route(&method, uri.path())
 }
 
-/// Paperclip's sentence, and the method and path that missed, so a caller sees which call its
-/// client got wrong.
 fn no_route(method: &axum::http::Method, path: &str) -> Response {
-    let sentence = format!(
-        "API route not found: {method} {path} is not a route of this server; check the path, \
-         or the client's version against this server's"
-    );
-    let body = serde_json::json!({
-        "error": sentence, "code": "not_found", "message": sentence,
-        "details": { "entity": "route", "method": method.as_str(), "path": path },
-    });
-    (StatusCode::NOT_FOUND, Json(body)).into_response()
+    ApiError::NoRoute {
+        method: method.to_string(),
+        path: path.to_string(),
+    }
+    .into_response()
 }
 
 async fn method_not_allowed() -> impl IntoResponse {

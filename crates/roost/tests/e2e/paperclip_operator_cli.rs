@@ -298,6 +298,12 @@ async fn paperclips_cli_manages_projects_goals_routines_and_reads_the_org() -> a
     let got = op(&["project", "get", &project_id])?.json()?;
     assert_eq!(got["name"], "Apollo", "{got}");
     assert!(got.to_string().contains(&goal_id), "{got}");
+    assert!(has_id(
+        &op(&["project", "list", "-C", &cid])?.json()?,
+        &project_id
+    ));
+    let goal = op(&["goal", "get", &goal_id])?.json()?;
+    assert_eq!(goal["title"], "Ship v1", "{goal}");
 
     let routine = op(&[
         "routine",
@@ -363,14 +369,16 @@ async fn paperclips_cli_breaks_costs_down_by_provider_biller_model_and_window() 
         let path = format!("/api/companies/{cid}/cost-events");
         async move { http.post(&path, body).await }
     };
-    // January's, metered by its provider as far as anyone said.
-    report(json!({
+    // January's, metered by its provider as far as anyone said: shown so, as Paperclip does.
+    let january = report(json!({
         "agentId": agent_id, "provider": "anthropic", "model": "claude-sonnet",
         "inputTokens": 1000, "outputTokens": 200, "costCents": 42,
         "occurredAt": "2026-01-15T12:00:00.000Z",
     }))
     .await?
     .ok()?;
+    assert_eq!(january["biller"], "anthropic", "{january}");
+    assert_eq!(january["billingType"], "unknown", "{january}");
     // Now's, billed by a reseller under a subscription.
     let billed = report(json!({
         "agentId": agent_id, "provider": "openai", "model": "gpt-5", "biller": "openrouter",
@@ -457,6 +465,18 @@ async fn paperclips_cli_breaks_costs_down_by_provider_biller_model_and_window() 
         .ok()?;
     assert_eq!(since.as_array().map(Vec::len), Some(1), "{since}");
     assert_eq!(since[0]["provider"], "openai", "{since}");
+    // A date is its midnight, UTC, as Paperclip reads it; `to` includes its end.
+    let until = http.get(&format!("{path}?to=2026-01-31")).await?.ok()?;
+    assert_eq!(until.as_array().map(Vec::len), Some(1), "{until}");
+    assert_eq!(until[0]["provider"], "anthropic", "{until}");
+    let by_agent = http
+        .get(&format!(
+            "/api/companies/{cid}/costs/by-agent?from=2026-01-15T12:00:00Z&to=2026-01-15T12:00:00Z"
+        ))
+        .await?
+        .ok()?;
+    assert_eq!(by_agent[0]["costCents"], 42, "{by_agent}");
+    assert_eq!(by_agent[0]["agentStatus"], "active", "{by_agent}");
     let bad = http.get(&format!("{path}?from=yesterday")).await?;
     assert_eq!(bad.status.as_u16(), 400, "{}", bad.body);
     assert!(

@@ -64,15 +64,24 @@ impl World {
                 config,
                 heartbeat,
                 loop_breaker,
+                ceo,
+                grant,
             } => Command::UpdateAgent {
                 agent_id: pick(Kind::Agent, *agent),
-                patch: AgentPatch {
-                    name: name.map(Text::render),
-                    adapter_type: *adapter,
-                    adapter_config: config.map(|c| c.render()),
-                    heartbeat: heartbeat.as_ref().map(policy),
-                    loop_breaker: *loop_breaker,
-                    ..Default::default()
+                patch: match grant {
+                    Some(can) => AgentPatch {
+                        can_create_agents: Some(*can),
+                        ..Default::default()
+                    },
+                    None => AgentPatch {
+                        name: name.map(Text::render),
+                        role: ceo.then(|| "ceo".to_string()),
+                        adapter_type: *adapter,
+                        adapter_config: config.map(|c| c.render()),
+                        heartbeat: heartbeat.as_ref().map(policy),
+                        loop_breaker: *loop_breaker,
+                        ..Default::default()
+                    },
                 },
             },
             Op::PauseAgent { agent, reason } => Command::PauseAgent {
