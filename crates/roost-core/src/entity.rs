@@ -358,6 +358,15 @@ impl Agent {
         self.role.trim().eq_ignore_ascii_case("ceo")
     }
 
+    /// Whether its role and grants count: not once terminated, nor while its hire waits for
+    /// approval (a key it holds still authenticates, the rules refuse what it would grant).
+    pub fn exercises_grants(&self) -> bool {
+        !matches!(
+            self.status,
+            AgentStatus::Terminated | AgentStatus::PendingApproval
+        )
+    }
+
     /// The session a run on `task_key` would resume with the agent's current adapter.
     pub fn task_session(&self, task_key: &str) -> Option<&TaskSession> {
         self.task_sessions

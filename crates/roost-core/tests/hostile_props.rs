@@ -147,13 +147,15 @@ fn replay_and_reload(steps: &[Step]) -> Result<(), TestCaseError> {
 proptest! {
     #![proptest_config(config(256))]
 
-    /// Apply and the dispatcher's reads never panic; a refusal writes nothing.
+    /// Apply and the dispatcher's reads never panic; a refusal writes nothing; an agent's
+    /// accepted write stays within its grants.
     #[test]
     fn refusals_write_nothing_and_nothing_panics(steps in steps(MAX_STEPS)) {
         run(&steps, |world, env| {
             let applied = checks::apply(world, env)?;
             for (e, a) in inner(env).into_iter().zip(&applied) {
                 checks::refusal_writes_nothing(e, a)?;
+                checks::agents_keep_to_their_grants(&world.state, e, a)?;
             }
             checks::reads_hold(&world.state, env.at)
                 .map_err(|e| format!("{e}\n after: {}", checks::describe(env)))?;

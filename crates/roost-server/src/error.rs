@@ -92,7 +92,7 @@ impl ApiError {
             }
             ApiError::Unavailable { .. } => (StatusCode::SERVICE_UNAVAILABLE, Code::Unavailable),
             ApiError::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, Code::Internal),
-            ApiError::NoRoute { .. } => (StatusCode::NOT_FOUND, Code::Unimplemented),
+            ApiError::NoRoute { .. } => (StatusCode::NOT_FOUND, Code::NotFound),
             ApiError::RateLimited { .. } => {
                 (StatusCode::TOO_MANY_REQUESTS, Code::ResourceExhausted)
             }

@@ -84,7 +84,7 @@ pub(crate) fn hire(
             .state
             .agents
             .get(own)
-            .is_some_and(|a| a.permissions.can_create_agents);
+            .is_some_and(|a| a.permissions.can_create_agents && a.exercises_grants());
         if !granted {
             return Err(DomainError::forbidden(
                 "this agent may not hire agents: an administrator grants canCreateAgents",
@@ -296,7 +296,7 @@ fn ceo_grants_only(ctx: &Ctx<'_>, target: &Agent, patch: &AgentPatch) -> Result<
     let own = ctx.actor.agent_id();
     let ceo = own
         .and_then(|own| ctx.state.agents.get(own))
-        .is_some_and(|a| a.is_ceo() && a.company_id == target.company_id);
+        .is_some_and(|a| a.is_ceo() && a.exercises_grants() && a.company_id == target.company_id);
     if !ceo {
         return Err(DomainError::forbidden(
             "only an administrator, or the company's ceo agent granting canCreateAgents, may \

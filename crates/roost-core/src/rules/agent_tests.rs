@@ -316,3 +316,32 @@ fn an_agent_that_may_hire_cannot_hire_a_ceo() {
     );
     assert_eq!(w.fingerprint(), before);
 }
+
+/// A ceo terminated (or one whose hire waits for approval) exercises no grant, whatever its
+/// key can still authenticate; the role counts whatever its case.
+#[test]
+fn a_terminated_ceo_grants_nothing() {
+    let mut w = World::new();
+    w.ok(
+        admin(),
+        Command::UpdateAgent {
+            agent_id: "a1".into(),
+            patch: AgentPatch {
+                role: Some("CEO".into()),
+                ..Default::default()
+            },
+        },
+    );
+    let as_a1 = || agent_actor("a1", "c1", None);
+    assert!(w.run(as_a1(), grant_hiring("a2", true)).is_ok());
+    w.ok(
+        admin(),
+        Command::TerminateAgent {
+            agent_id: "a1".into(),
+        },
+    );
+    let before = w.fingerprint();
+    let refused = w.run(as_a1(), grant_hiring("a2", false));
+    assert!(forbidden(&refused, "only an administrator"), "{refused:?}");
+    assert_eq!(w.fingerprint(), before);
+}

@@ -383,11 +383,9 @@ pub(crate) fn link_issue(
     ctx.fence()?;
     super::issue::require_not_held_by_other(ctx, &issue)?;
     if let Some(own) = ctx.actor.agent_id() {
-        let granted = ctx
-            .state
-            .agents
-            .get(own)
-            .is_some_and(|a| a.is_ceo() || a.permissions.can_create_agents);
+        let granted = ctx.state.agents.get(own).is_some_and(|a| {
+            (a.is_ceo() || a.permissions.can_create_agents) && a.exercises_grants()
+        });
         if !granted {
             return Err(DomainError::forbidden(
                 "this agent may not link approvals to issues: its company's ceo may, or an agent \

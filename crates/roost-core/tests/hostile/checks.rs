@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Once;
 
+use roost_core::command::AgentPatch;
 use roost_core::scheduling::{budget_blocker, claim_blocker, exhausted, next_tick, worker_fits};
 use roost_core::*;
 
@@ -88,6 +89,46 @@ pub fn refusal_writes_nothing(env: &Envelope, applied: &Applied) -> Result<(), S
         }
     }
     Ok(())
+}
+
+/// An agent's accepted `UpdateAgent` is a ceo's grant of `canCreateAgents` alone, to another
+/// agent of its company; an agent's accepted `HireAgent` never makes a ceo
+/// (roost-core/src/rules/agent.rs). Read after the apply: no accepted write changes its
+/// sender's own role or company.
+pub fn agents_keep_to_their_grants(
+    state: &State,
+    env: &Envelope,
+    applied: &Applied,
+) -> Result<(), String> {
+    let (Some(own), Ok(outcome)) = (env.actor.agent_id(), &applied.outcome) else {
+        return Ok(());
+    };
+    let ok = match (&env.command, outcome) {
+        (Command::UpdateAgent { agent_id, patch }, _) => {
+            let alone = AgentPatch {
+                can_create_agents: patch.can_create_agents,
+                ..Default::default()
+            };
+            let sender = state.agents.get(own);
+            let target = state.agents.get(agent_id);
+            patch.can_create_agents.is_some()
+                && *patch == alone
+                && agent_id != own
+                && sender.zip(target).is_some_and(|(s, t)| {
+                    s.is_ceo() && s.exercises_grants() && s.company_id == t.company_id
+                })
+        }
+        (Command::HireAgent { .. }, Outcome::Hire { agent, .. }) => !agent.is_ceo(),
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "an agent's write went past its grants: {}",
+            describe(env)
+        ))
+    }
 }
 
 /// The words of a text: runs of id characters.

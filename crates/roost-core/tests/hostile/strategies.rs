@@ -795,6 +795,8 @@ fn natural(op: &Op, who: Who, n: u8) -> Who {
         | Op::SetMemoryLive { .. }
         | Op::SetCompanyMemoryLive { .. } => agent,
         Op::PutMemoryDocument { .. } if n.is_multiple_of(2) => agent,
+        // A lone grant is a ceo agent's write; a role of ceo only an administrator's.
+        Op::UpdateAgent { grant: Some(_), .. } => agent,
         Op::Governance(g) if super::governance::agent_sends(g) => agent,
         _ if n.is_multiple_of(8) => Who::System,
         _ => Who::Admin,

@@ -66,6 +66,8 @@ pub struct CostEventRequest {
     pub project_id: Option<String>,
     pub goal_id: Option<String>,
     pub billing_code: Option<String>,
+    /// Paperclip's `reported`/`unpriced`: accepted, not used.
+    pub cost_status: Option<String>,
     /// Kept on the event; the cost breakdowns group by them (`rest/costs.rs`).
     pub biller: Option<String>,
     pub billing_type: Option<roost_core::BillingType>,

@@ -151,6 +151,7 @@ pub(super) async fn record_cost(
         project_id: None,
         goal_id: None,
         billing_code: None,
+        cost_status: None,
         biller: None,
         billing_type: None,
     };

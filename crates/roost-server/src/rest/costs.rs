@@ -19,7 +19,7 @@ use crate::error::ApiError;
 type Result<T> = std::result::Result<T, ApiError>;
 
 /// Paperclip's `from` and `to`, both ends included: an RFC 3339 time, or a date (its midnight,
-/// UTC), as JavaScript's `Date` reads them. Other query parameters are ignored, as there.
+/// UTC, so a date `to` ends at that day's start), as JavaScript's `Date` reads them. Other query parameters are ignored, as there.
 #[derive(Deserialize)]
 pub struct Range {
     from: Option<String>,
@@ -36,7 +36,8 @@ impl Range {
 }
 
 fn bound(name: &str, value: &Option<String>, open: i64) -> Result<Timestamp> {
-    let Some(text) = value else {
+    // An empty value is no bound, as in Paperclip.
+    let Some(text) = value.as_deref().filter(|t| !t.is_empty()) else {
         return Ok(Timestamp(open));
     };
     let is_date = text.len() == 10 && text.as_bytes()[4] == b'-' && text.as_bytes()[7] == b'-';
@@ -288,8 +289,9 @@ pub async fn by_project(
         key,
         |(project, name), sums| {
             let mut row = sums.tokens();
+            // A project deleted since is left out, as Paperclip's join on projects does.
             row.insert("projectId".into(), project?.into());
-            row.insert("projectName".into(), json!(name));
+            row.insert("projectName".into(), name?.into());
             row.insert("monthCents".into(), sums.month_cents.into());
             Some(row)
         },

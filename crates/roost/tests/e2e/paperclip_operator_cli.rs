@@ -465,10 +465,19 @@ async fn paperclips_cli_breaks_costs_down_by_provider_biller_model_and_window() 
         .ok()?;
     assert_eq!(since.as_array().map(Vec::len), Some(1), "{since}");
     assert_eq!(since[0]["provider"], "openai", "{since}");
-    // A date is its midnight, UTC, as Paperclip reads it; `to` includes its end.
-    let until = http.get(&format!("{path}?to=2026-01-31")).await?.ok()?;
-    assert_eq!(until.as_array().map(Vec::len), Some(1), "{until}");
-    assert_eq!(until[0]["provider"], "anthropic", "{until}");
+    // A date is its midnight, UTC, as Paperclip reads it: January's cost (at noon on the 15th)
+    // is after `from=2026-01-15` and after `to=2026-01-15`; an empty bound is none.
+    let on_the_day = http
+        .get(&format!("{path}?from=2026-01-15&to=2026-01-16&model="))
+        .await?
+        .ok()?;
+    assert_eq!(on_the_day.as_array().map(Vec::len), Some(1), "{on_the_day}");
+    assert_eq!(on_the_day[0]["provider"], "anthropic", "{on_the_day}");
+    let before_noon = http
+        .get(&format!("{path}?to=2026-01-15&from="))
+        .await?
+        .ok()?;
+    assert_eq!(before_noon, json!([]), "{before_noon}");
     let by_agent = http
         .get(&format!(
             "/api/companies/{cid}/costs/by-agent?from=2026-01-15T12:00:00Z&to=2026-01-15T12:00:00Z"
