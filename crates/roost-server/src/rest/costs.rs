@@ -19,7 +19,8 @@ use crate::error::ApiError;
 type Result<T> = std::result::Result<T, ApiError>;
 
 /// Paperclip's `from` and `to`, both ends included: an RFC 3339 time, or a date (its midnight,
-/// UTC, so a date `to` ends at that day's start), as JavaScript's `Date` reads them. Other query parameters are ignored, as there.
+/// UTC, so a date `to` ends at that day's start), as JavaScript's `Date` reads them. Other
+/// query parameters are ignored, as there.
 #[derive(Deserialize)]
 pub struct Range {
     from: Option<String>,
