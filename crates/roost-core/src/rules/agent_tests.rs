@@ -207,14 +207,11 @@ fn a_ceo_agent_grants_hiring_to_others_and_nothing_else() {
         read_company_run_logs: true,
         ..Default::default()
     };
-    w.ok(
-        admin(),
-        Command::UpdateAgent {
-            agent_id: "a2".into(),
-            patch: AgentPatch {
-                permissions: Some(logs),
-                ..Default::default()
-            },
+    w.patch_agent(
+        "a2",
+        AgentPatch {
+            permissions: Some(logs),
+            ..Default::default()
         },
     );
     // Not yet the ceo: refused, and nothing changes.
@@ -322,14 +319,11 @@ fn an_agent_that_may_hire_cannot_hire_a_ceo() {
 #[test]
 fn a_terminated_ceo_grants_nothing() {
     let mut w = World::new();
-    w.ok(
-        admin(),
-        Command::UpdateAgent {
-            agent_id: "a1".into(),
-            patch: AgentPatch {
-                role: Some("CEO".into()),
-                ..Default::default()
-            },
+    w.patch_agent(
+        "a1",
+        AgentPatch {
+            role: Some("CEO".into()),
+            ..Default::default()
         },
     );
     let as_a1 = || agent_actor("a1", "c1", None);

@@ -178,16 +178,24 @@ impl World {
         )
     }
 
-    /// Makes `agent` its company's `ceo` (Paperclip's role with hiring rights).
-    pub(crate) fn make_ceo(&mut self, agent: &str) {
+    /// An administrator's `UpdateAgent` of `agent` with `patch`, which must be accepted.
+    pub(crate) fn patch_agent(&mut self, agent: &str, patch: crate::command::AgentPatch) {
         self.ok(
             admin(),
             Command::UpdateAgent {
                 agent_id: agent.into(),
-                patch: crate::command::AgentPatch {
-                    role: Some("ceo".into()),
-                    ..Default::default()
-                },
+                patch,
+            },
+        );
+    }
+
+    /// Makes `agent` its company's `ceo` (Paperclip's role with hiring rights).
+    pub(crate) fn make_ceo(&mut self, agent: &str) {
+        self.patch_agent(
+            agent,
+            crate::command::AgentPatch {
+                role: Some("ceo".into()),
+                ..Default::default()
             },
         );
     }
