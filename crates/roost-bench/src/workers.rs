@@ -39,6 +39,10 @@ pub struct WorkersArgs {
     /// real workers on their own machines have)
     #[arg(long, default_value_t = 1)]
     per_connection: usize,
+    /// The servers the workers dial, each worker starting at its own: every node, or only the
+    /// followers, which relay them to the leader (`roost-server/src/workers/relay.rs`)
+    #[arg(long, value_enum, default_value_t = Dial::All)]
+    dial: Dial,
     /// Seconds of CPU baseline on the idle cluster (no workers)
     #[arg(long, default_value_t = 10)]
     idle_sec: u64,
@@ -66,6 +70,12 @@ pub struct WorkersArgs {
     /// One JSON object with every result instead of text
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Dial {
+    All,
+    Followers,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -367,8 +377,10 @@ fn print_result(r: &Value) {
             .unwrap_or_default()
     };
     println!(
-        "\n== {} simulated workers, 3 roost server processes, leader node {} ==",
-        r["workers"], r["leaderId"]
+        "\n== {} simulated workers dialing {} nodes, 3 roost server processes, leader node {} ==",
+        r["workers"],
+        r["dial"].as_str().unwrap_or("all"),
+        r["leaderId"]
     );
     println!(
         "registration: {} registered in {:.1} s; the leader lists {} online, {} lost; {} reconnects, {} failed connections",
@@ -493,8 +505,15 @@ async fn on_cluster(
     let idle_b = snapshot(cluster)?;
     let idle = cpu_between(&idle_a, &idle_b);
 
+    let addrs = match args.dial {
+        Dial::All => cluster.grpc_addrs(),
+        Dial::Followers => followers
+            .iter()
+            .filter_map(|f| cluster.node(*f).map(|n| n.grpc.clone()))
+            .collect(),
+    };
     let sim = Arc::new(Sim {
-        addrs: cluster.grpc_addrs(),
+        addrs,
         join_token,
         slots: args.slots,
         hold: Duration::from_millis(args.hold_ms),
@@ -684,6 +703,7 @@ async fn measure(
         .collect();
     Ok(json!({
         "workers": n,
+        "dial": format!("{:?}", args.dial).to_lowercase(),
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         "leaderId": leader,
         "registered": registered,

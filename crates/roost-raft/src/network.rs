@@ -154,7 +154,7 @@ impl GrpcNetworkFactory {
     }
 
     /// A new lazy channel to `addr`: nothing is dialled before its first call.
-    fn dial(&self, addr: &str) -> Result<Channel, String> {
+    pub(crate) fn dial(&self, addr: &str) -> Result<Channel, String> {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
             .map_err(|e| format!("bad peer address {addr}: {e}"))?;

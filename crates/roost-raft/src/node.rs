@@ -531,6 +531,15 @@ impl RaftNode {
             .map_err(|message| Error::Unavailable { message })
     }
 
+    /// A new gRPC channel to another node's address, not shared with anything else (a
+    /// follower's relay of workers spreads them over connections of their own:
+    /// `roost-server/src/workers/relay.rs`). Nothing is dialled before its first call.
+    pub fn dial_peer(&self, grpc_addr: &str) -> Result<tonic::transport::Channel, Error> {
+        self.network
+            .dial(grpc_addr)
+            .map_err(|message| Error::Unavailable { message })
+    }
+
     #[cfg(feature = "test-util")]
     pub fn faults(&self) -> &NetworkFaults {
         &self.faults

@@ -308,6 +308,7 @@ struct Snapshot {
     state_bytes: Option<u64>,
     state: StateCounts,
     connected_workers: Option<usize>,
+    relayed_workers: Option<usize>,
     open_fds: Option<u64>,
     resident_bytes: Option<u64>,
 }
@@ -445,6 +446,7 @@ impl Snapshot {
                 .map(|d| file_bytes(d, "state.db")),
             state: api.reader().read(StateCounts::read),
             connected_workers: api.worker_plane().map(|p| p.connected_count()),
+            relayed_workers: api.worker_plane().map(|p| p.relayed_count()),
             open_fds: open_fds(),
             resident_bytes: resident_bytes(),
             ..Snapshot::default()
@@ -725,9 +727,17 @@ impl Collector for Snapshot {
             gauge(
                 e,
                 "roost_workers_connected",
-                "Workers with an open connection to this node (workers connect to the leader; \
-                 0 on a follower)",
+                "Workers whose connection this node holds, the leader: those that dialed it and \
+                 those relayed by followers (0 on a follower)",
                 connected as u64,
+            )?;
+        }
+        if let Some(relayed) = self.relayed_workers {
+            gauge(
+                e,
+                "roost_workers_relayed",
+                "Workers that dialed this node and that it relays to the leader (0 on the leader)",
+                relayed as u64,
             )?;
         }
         if let Some(fds) = self.open_fds {

@@ -83,6 +83,8 @@ pub struct Api {
 pub(crate) trait WorkerPlane: Send + Sync {
     /// Workers with a connection open to this node.
     fn connected_count(&self) -> usize;
+    /// Workers this node relays to the leader (it follows: `workers/relay.rs`).
+    fn relayed_count(&self) -> usize;
     /// How long `worker_id`'s lease still runs, if this node holds it (it leads).
     fn lease_left(&self, worker_id: &str) -> Option<std::time::Duration>;
 }

@@ -43,7 +43,7 @@ fn owned_runs(running: &[String], unacknowledged: &[String]) -> Vec<String> {
     running.iter().chain(unacknowledged).cloned().collect()
 }
 
-type Outbound = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send>>;
+pub(super) type Outbound = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send>>;
 
 pub(crate) struct WorkerService {
     workers: Workers,
@@ -62,11 +62,13 @@ impl WorkerService {
     }
 }
 
-/// The worker name in the client certificate of a worker's connection, or a refusal. The
-/// handshake already checked the certificate against the cluster CA; this checks that it is a
-/// worker's (`roost cert issue worker`), not a client's or a node's. The name need not be the
-/// worker id: a pool of workers may share one certificate (deploy/kubernetes), as Nomad's
-/// clients share theirs; the id is bound to the worker's credential (`identity.rs`).
+/// Who certified a worker's connection: the worker name in its client certificate, or the
+/// node relaying it, or a refusal. The handshake already checked the certificate against the
+/// cluster CA; this checks that it is a worker's (`roost cert issue worker`) or a node's, which
+/// relays only workers whose certificates it checked here itself (`relay.rs`), not a client's.
+/// The name need not be the worker id: a pool of workers may share one certificate
+/// (deploy/kubernetes), as Nomad's clients share theirs; the id is bound to the worker's
+/// credential (`identity.rs`).
 fn certified_worker<C: AsRef<[u8]>>(certificates: Option<&[C]>) -> Result<String, ApiError> {
     const ISSUE: &str = "`roost cert issue worker --name <name>` makes one; name it in the \
                          worker's [tls] cert_file and key_file";
@@ -76,10 +78,13 @@ fn certified_worker<C: AsRef<[u8]>>(certificates: Option<&[C]>) -> Result<String
              worker certificate of the cluster CA. {ISSUE}"
         )));
     };
+    if let Some(node) = roost_tls::node_id(first.as_ref()) {
+        return Ok(format!("relayed by node {node}"));
+    }
     roost_tls::worker_name(first.as_ref()).ok_or_else(|| {
         ApiError::unauthorized(format!(
-            "this worker's client certificate names no worker (a node's or a client's \
-             certificate?). {ISSUE}"
+            "this worker's client certificate names no worker (a client's certificate?). \
+             {ISSUE}"
         ))
     })
 }
@@ -420,11 +425,17 @@ impl WorkerRpc for WorkerService {
         let workers = self.workers.clone();
         let admission = workers.admit(&register).await?;
         // Only the leader holds connections: its leases are the ones that expire, its dispatcher
-        // the one that assigns. A node that does not lead (another does, or none is known yet
-        // in an election) sends the worker on, to the leader or to try again.
+        // the one that assigns. A node that does not lead relays the worker to the leader
+        // (`relay.rs`), or sends it on: to the leader when relaying is off, to try again when no
+        // leader is known yet (an election).
         if !workers.is_leader() {
+            let leader = workers.leader_elsewhere();
+            if let Some(leader) = leader.as_deref().filter(|_| workers.config.relay) {
+                let relayed = workers.relay(leader, register, inbound).await?;
+                return Ok(Response::new(relayed));
+            }
             let redirect = roost_proto::v1::Redirect {
-                leader_grpc_addr: workers.leader_elsewhere().unwrap_or_default(),
+                leader_grpc_addr: leader.unwrap_or_default(),
                 message: "dial the leader".into(),
             };
             return Ok(Response::new(one_message(server_message::Body::Redirect(

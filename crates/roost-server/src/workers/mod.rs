@@ -1,12 +1,13 @@
 //! The worker plane on the leader: connections and leases of workers, the dispatcher that turns
 //! queued wakes into runs on workers, and the timer that wakes agents on their interval.
-//! Followers keep none of it; they redirect workers to the leader.
+//! Followers keep none of it; they relay the workers that dial them to the leader (`relay.rs`).
 
 mod agent_timer;
 mod connection;
 mod identity;
 mod issue_sweep;
 mod registry;
+mod relay;
 mod routine_timer;
 
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ use crate::auth::{generate_token, hash_token, Caller};
 use crate::supervise::{Supervisor, TaskFailure};
 pub(crate) use connection::WorkerService;
 use registry::Registry;
+use relay::Relay;
 
 /// How often workers renew their leases, and how long a lease lasts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +49,9 @@ pub struct WorkerConfig {
     /// Routines due at one instant are proposed spread over this window, each routine always
     /// at the same offset (`roost_core::routine::stagger_ms`; the routine timer).
     pub routine_stagger_window_ms: u64,
+    /// A follower serves the workers that dial it through itself, over connections to the
+    /// leader it shares among them (`relay.rs`); off, it sends them on to dial the leader.
+    pub relay: bool,
 }
 
 impl Default for WorkerConfig {
@@ -56,6 +61,7 @@ impl Default for WorkerConfig {
             lease_ttl_ms: 5000,
             max_renewals_per_sec: 1000,
             routine_stagger_window_ms: roost_core::routine::DEFAULT_STAGGER_WINDOW_MS,
+            relay: true,
         }
     }
 }
@@ -106,7 +112,28 @@ impl WorkerConfig {
 pub(crate) struct Workers {
     api: Api,
     registry: Registry,
+    relay: Relay,
     config: WorkerConfig,
+}
+
+/// What the API and the metrics read of a node's worker plane.
+struct Plane {
+    registry: Registry,
+    relay: Relay,
+}
+
+impl crate::api::WorkerPlane for Plane {
+    fn connected_count(&self) -> usize {
+        self.registry.connected_count()
+    }
+
+    fn relayed_count(&self) -> usize {
+        self.relay.relayed()
+    }
+
+    fn lease_left(&self, worker_id: &str) -> Option<Duration> {
+        self.registry.lease_left(worker_id)
+    }
 }
 
 fn system() -> Caller {
@@ -209,11 +236,15 @@ fn assignment_from_state(state: &State, run: &Run, run_token: String) -> Option<
 
 impl Workers {
     pub(crate) fn new(api: Api, config: WorkerConfig) -> Self {
-        let registry = Registry::default();
-        api.attach_worker_plane(std::sync::Arc::new(registry.clone()));
+        let (registry, relay) = (Registry::default(), Relay::default());
+        api.attach_worker_plane(std::sync::Arc::new(Plane {
+            registry: registry.clone(),
+            relay: relay.clone(),
+        }));
         Workers {
             api,
             registry,
+            relay,
             config,
         }
     }

@@ -199,16 +199,6 @@ impl Registry {
     }
 }
 
-impl crate::api::WorkerPlane for Registry {
-    fn connected_count(&self) -> usize {
-        Registry::connected_count(self)
-    }
-
-    fn lease_left(&self, worker_id: &str) -> Option<Duration> {
-        Registry::lease_left(self, worker_id)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -304,6 +304,7 @@ const NAMED: &[&str] = &[
     "roost_approvals_pending",
     "roost_issues_in_state_db_only",
     "roost_workers_connected",
+    "roost_workers_relayed",
     "roost_process_open_fds",
     "roost_process_resident_memory_bytes",
 ];
