@@ -1,16 +1,17 @@
 //! The codec every generated client and server uses: prost's, with a smaller first buffer.
 //!
 //! tonic gives each call an encode and a decode buffer of 8 KiB up front. A connected worker's
-//! stream lives as long as the worker, and its messages (lease renewals, results) are a few
+//! stream lives as long as the worker, and its messages (lease renewals, acks) are tens to a few
 //! hundred bytes, so those two buffers were 16 KiB of the leader's memory per worker
-//! (BENCHMARKS.md, "Run at 10,000 workers"). A buffer still grows to the largest message it
-//! carries, so big messages (Raft's appends) cost only a few more reallocations.
+//! (BENCHMARKS.md, "Run at 10,000 workers"), and 2 KiB at 1 KiB each (BENCHMARKS.md, "Relayed
+//! workers"). A buffer still grows to the largest message it carries, so big messages (Raft's
+//! appends) cost only a few more reallocations.
 
 use tonic::codec::{BufferSettings, Codec};
 use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
 
 /// The first size of a call's encode and decode buffers.
-pub const FIRST_BUFFER_BYTES: usize = 1024;
+pub const FIRST_BUFFER_BYTES: usize = 256;
 /// How much an encoder writes before it yields (tonic's default).
 const YIELD_THRESHOLD_BYTES: usize = 32 * 1024;
 

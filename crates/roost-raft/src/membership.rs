@@ -216,6 +216,30 @@ impl RaftNode {
         }
     }
 
+    /// The other members whose answers to this leader's replication it heard within `within`,
+    /// with their gRPC addresses: the nodes that reach it now. Empty on a node that does not
+    /// lead.
+    pub fn members_in_reach(&self, within: Duration) -> Vec<(u64, String)> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        if m.state != ServerState::Leader {
+            return Vec::new();
+        }
+        let now = tokio::time::Instant::now();
+        m.membership_config
+            .membership()
+            .nodes()
+            .filter(|(id, _)| **id != self.id)
+            .filter(|(id, _)| {
+                self.network
+                    .peers
+                    .last_answer(**id)
+                    .is_some_and(|at| now.saturating_duration_since(at) <= within)
+            })
+            .map(|(id, n)| (*id, n.grpc_addr.clone()))
+            .collect()
+    }
+
     /// This node's view: role, term, indexes, the state hash with the index it belongs to.
     /// The hash costs a pass over the whole state; it is cached per applied index.
     pub fn report(&self) -> NodeReport {

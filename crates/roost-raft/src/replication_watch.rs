@@ -91,7 +91,7 @@ impl PeerClock {
         self.answered.note(member);
     }
 
-    #[cfg(test)]
+    /// When `member` last answered one of this node's replication requests.
     pub(crate) fn last_answer(&self, member: u64) -> Option<Instant> {
         self.answered.last(member)
     }

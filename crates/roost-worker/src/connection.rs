@@ -572,7 +572,8 @@ async fn connection(addr: &str, config: &WorkerConfig, credential: &str, state: 
                 }
             }
             Some(server_message::Body::Redirect(r)) => {
-                break Some(r.leader_grpc_addr).filter(|a| !a.is_empty())
+                info!(addr, to = %r.leader_grpc_addr, reason = %r.message, "sent on by the server");
+                break Some(r.leader_grpc_addr).filter(|a| !a.is_empty());
             }
             None => {}
         }

@@ -16420,7 +16420,8 @@ pub struct Cancel {
     #[prost(string, tag = "2")]
     pub reason: ::prost::alloc::string::String,
 }
-/// This node does not lead: dial the leader.
+/// Dial another server: the leader, from a node that does not lead; a follower that relays to
+/// the leader, from a leader that serves its most workers directly (`\[workers\]  max_leader_connections`); with no address, the servers the worker was given, in turn.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Redirect {

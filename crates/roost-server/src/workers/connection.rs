@@ -1,6 +1,9 @@
 //! The `roost.v1.Worker` service: one bidirectional connection per worker.
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use roost_core::{Actor, AdapterType, Command, Outcome, RunReport, RunStatus, Usage};
 use roost_proto::v1::worker_server::Worker as WorkerRpc;
@@ -44,6 +47,9 @@ fn owned_runs(running: &[String], unacknowledged: &[String]) -> Vec<String> {
 }
 
 pub(super) type Outbound = Pin<Box<dyn Stream<Item = Result<ServerMessage, Status>> + Send>>;
+
+/// A worker's messages waiting to be handled, at most (`Workers::serve`).
+const WAITING: usize = 1024;
 
 pub(crate) struct WorkerService {
     workers: Workers,
@@ -318,6 +324,68 @@ impl Workers {
         true
     }
 
+    /// A worker's connection on the leader, until it ends and what it sent is handled. Renewals
+    /// are acked on arrival; every message is then handled in order, one at a time, with at most
+    /// [`WAITING`] waiting: past that the stream is not read, which slows a worker that sends
+    /// faster than its messages commit. What a connected worker holds is kept small (ten
+    /// thousand of them on one leader): one task, which reads and handles; the handling of a
+    /// message, a future of several KiB, is boxed while it runs instead of sizing the task for
+    /// it; and the span naming the worker, so that what its messages cause (runs started and
+    /// finished, their commands' logs) says whose they were, lives only while one is handled.
+    async fn serve(
+        &self,
+        caller: Arc<Caller>,
+        mut inbound: Streaming<WorkerMessage>,
+        generation: u64,
+    ) {
+        let worker_id = caller.actor.id.clone();
+        // Boxes: a queue keeps its largest size, and a message is 248 bytes.
+        let mut waiting: VecDeque<Box<WorkerMessage>> = VecDeque::new();
+        let mut handling: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
+        let mut open = true;
+        loop {
+            if handling.is_none() {
+                match waiting.pop_front() {
+                    Some(message) => {
+                        let (workers, caller) = (self.clone(), caller.clone());
+                        let span = tracing::info_span!("worker", worker_id = %worker_id);
+                        let handle = async move { workers.handle(&caller, *message).await };
+                        handling = Some(Box::pin(tracing::Instrument::instrument(handle, span)));
+                    }
+                    None if !open => return,
+                    None => {}
+                }
+            }
+            let handled = async {
+                match handling.as_mut() {
+                    Some(handle) => handle.await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = handled => handling = None,
+                next = inbound.message(), if open && waiting.len() < WAITING => match next {
+                    Ok(Some(message)) => {
+                        if let Some(worker_message::Body::LeaseRenewal(h)) = &message.body {
+                            if !self.renew_lease(&caller, h.seq) {
+                                continue;
+                            }
+                        }
+                        waiting.push_back(Box::new(message));
+                    }
+                    ended => {
+                        if let Err(e) = ended {
+                            debug!(worker_id, error = %e, "worker stream failed");
+                        }
+                        open = false;
+                        self.registry.detach(&worker_id, generation);
+                        info!(worker_id, "worker connection closed");
+                    }
+                },
+            }
+        }
+    }
+
     async fn handle(&self, caller: &Caller, message: WorkerMessage) {
         let worker_id = caller.actor.id.clone();
         let result = match message.body {
@@ -410,6 +478,7 @@ impl WorkerRpc for WorkerService {
         request: Request<Streaming<WorkerMessage>>,
     ) -> Result<Response<Outbound>, Status> {
         let certificates = request.peer_certs();
+        let relayed = request.metadata().contains_key(super::relay::RELAYED_BY);
         let mut inbound = request.into_inner();
         let first = inbound
             .message()
@@ -442,6 +511,26 @@ impl WorkerRpc for WorkerService {
                 redirect,
             ))));
         }
+        // A leader that serves its most workers over their own connections sends this one to a
+        // follower, which relays it (`spread.rs`): before any commit, so it costs the leader
+        // next to nothing.
+        let may_send_away = !relayed && workers.config.relay;
+        if let Some((node, addr)) = may_send_away
+            .then(|| workers.elsewhere(&register.worker_id))
+            .flatten()
+        {
+            let redirect = roost_proto::v1::Redirect {
+                leader_grpc_addr: addr,
+                message: format!(
+                    "the leader serves {} workers over their own connections; dial node {node}, \
+                     which relays to it",
+                    workers.config.max_leader_connections
+                ),
+            };
+            return Ok(Response::new(one_message(server_message::Body::Redirect(
+                redirect,
+            ))));
+        }
         // First start: the join token becomes the worker's credential, once.
         let caller = workers.exchange(admission).await?;
         workers.register(&caller, &register).await?;
@@ -465,47 +554,10 @@ impl WorkerRpc for WorkerService {
         workers.resend_assigned(&worker_id, &owned).await;
         workers.cancel_ended(&worker_id, &register.running_run_ids);
         info!(worker_id, slots = register.slots, "worker connection open");
-        // Messages are handled in order on their own task; renewals are acked on arrival.
-        // Bounded: a worker that sends faster than its messages commit is slowed down. What a
-        // connected worker holds is kept small (ten thousand of them on one leader): the queue's
-        // slots are boxes, and the handling of a message, a future of several KiB, is boxed
-        // while it runs instead of sizing the task for it.
-        let (work, mut queued) = mpsc::channel::<Box<WorkerMessage>>(1024);
-        let handler = workers.clone();
-        let handler_caller = caller.clone();
-        // In a span naming the worker, so what its messages cause (runs started and finished,
-        // their commands' logs) says whose they were.
-        let span = tracing::info_span!("worker", worker_id = %worker_id);
-        tokio::spawn(tracing::Instrument::instrument(
-            async move {
-                while let Some(message) = queued.recv().await {
-                    Box::pin(handler.handle(&handler_caller, *message)).await;
-                }
-            },
-            span,
-        ));
+        let counted = (!relayed).then(|| workers.spread.direct());
         tokio::spawn(async move {
-            loop {
-                match inbound.message().await {
-                    Ok(Some(message)) => {
-                        if let Some(worker_message::Body::LeaseRenewal(h)) = &message.body {
-                            if !workers.renew_lease(&caller, h.seq) {
-                                continue;
-                            }
-                        }
-                        if work.send(Box::new(message)).await.is_err() {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        debug!(worker_id, error = %e, "worker stream failed");
-                        break;
-                    }
-                }
-            }
-            workers.registry.detach(&worker_id, generation);
-            info!(worker_id, "worker connection closed");
+            let _counted = counted;
+            workers.serve(Arc::new(caller), inbound, generation).await;
         });
         Ok(Response::new(Box::pin(
             tokio_stream::wrappers::ReceiverStream::new(rx)

@@ -9,6 +9,7 @@ mod issue_sweep;
 mod registry;
 mod relay;
 mod routine_timer;
+mod spread;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -31,6 +32,7 @@ use crate::supervise::{Supervisor, TaskFailure};
 pub(crate) use connection::WorkerService;
 use registry::Registry;
 use relay::Relay;
+use spread::Spread;
 
 /// How often workers renew their leases, and how long a lease lasts.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +54,10 @@ pub struct WorkerConfig {
     /// A follower serves the workers that dial it through itself, over connections to the
     /// leader it shares among them (`relay.rs`); off, it sends them on to dial the leader.
     pub relay: bool,
+    /// Workers the leader serves over connections of their own at most, with `relay` on: past
+    /// it, one that dials the leader is sent to a follower, which relays it (`spread.rs`).
+    /// 0: no bound.
+    pub max_leader_connections: usize,
 }
 
 impl Default for WorkerConfig {
@@ -62,6 +68,7 @@ impl Default for WorkerConfig {
             max_renewals_per_sec: 1000,
             routine_stagger_window_ms: roost_core::routine::DEFAULT_STAGGER_WINDOW_MS,
             relay: true,
+            max_leader_connections: 200,
         }
     }
 }
@@ -107,12 +114,25 @@ impl WorkerConfig {
     }
 }
 
-/// The worker plane of one node: a cheap `Clone` handle.
+/// The worker plane of one node: a cheap `Clone` handle, one pointer, since each connected
+/// worker's tasks hold one (ten thousand of them on one leader).
 #[derive(Clone)]
-pub(crate) struct Workers {
+pub(crate) struct Workers(std::sync::Arc<Inner>);
+
+impl std::ops::Deref for Workers {
+    type Target = Inner;
+
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+/// What [`Workers`] points to.
+pub(crate) struct Inner {
     api: Api,
     registry: Registry,
     relay: Relay,
+    spread: Spread,
     config: WorkerConfig,
 }
 
@@ -241,12 +261,13 @@ impl Workers {
             registry: registry.clone(),
             relay: relay.clone(),
         }));
-        Workers {
+        Workers(std::sync::Arc::new(Inner {
             api,
             registry,
             relay,
+            spread: Spread::default(),
             config,
-        }
+        }))
     }
 
     /// The leader's gRPC address when another node leads.
@@ -260,6 +281,18 @@ impl Workers {
 
     fn is_leader(&self) -> bool {
         self.api.node().leadership().is_leader
+    }
+
+    /// The follower to send a worker that dials this leader to, if any (`spread.rs`): one whose
+    /// answers to the leader's replication came within the last second.
+    fn elsewhere(&self, worker_id: &str) -> Option<(u64, String)> {
+        const IN_REACH: Duration = Duration::from_secs(1);
+        self.spread.elsewhere(
+            worker_id,
+            self.config.max_leader_connections,
+            || self.api.node().members_in_reach(IN_REACH),
+            std::time::Instant::now(),
+        )
     }
 
     /// Runs the leader's duties whenever this node leads, each under `tasks`, until `stop`

@@ -38,6 +38,10 @@ const ATTACH_TIMEOUT: Duration = Duration::from_secs(60);
 /// A worker's messages waiting for the leader's connection: a worker sends a few at a time.
 const QUEUE: usize = 64;
 
+/// The metadata key of a relayed worker's stream, naming the node that relays it: the leader
+/// does not send such a worker on again (`spread.rs`). Anyone may set it, to no more effect.
+pub(super) const RELAYED_BY: &str = "roost-relayed-by";
+
 /// This node's connections to the leader for the workers it relays: a cheap `Clone` handle.
 #[derive(Clone, Default)]
 pub(super) struct Relay {
@@ -130,17 +134,18 @@ impl Workers {
         let mut client = WorkerClient::new(channel)
             .max_encoding_message_size(MAX_REQUEST_BYTES)
             .max_decoding_message_size(MAX_REPLY_BYTES);
-        let attached = tokio::time::timeout(
-            ATTACH_TIMEOUT,
-            client.attach(tokio_stream::wrappers::ReceiverStream::new(queued)),
-        )
-        .await
-        .map_err(|_| {
-            Status::unavailable(format!(
-                "the leader at {leader} did not answer this worker's registration within \
+        let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(queued));
+        request
+            .metadata_mut()
+            .insert(RELAYED_BY, self.api.node().id().into());
+        let attached = tokio::time::timeout(ATTACH_TIMEOUT, client.attach(request))
+            .await
+            .map_err(|_| {
+                Status::unavailable(format!(
+                    "the leader at {leader} did not answer this worker's registration within \
                  {ATTACH_TIMEOUT:?}; dial again"
-            ))
-        })?;
+                ))
+            })?;
         let from_leader = match attached {
             Ok(answer) => answer.into_inner(),
             Err(status) if status.code() == tonic::Code::Unavailable => {

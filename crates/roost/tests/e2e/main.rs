@@ -52,6 +52,7 @@ mod projects;
 mod readiness;
 mod readme;
 mod recovery;
+mod relay;
 mod routines;
 mod runtimes;
 mod secrets;

@@ -13,7 +13,7 @@ use roost_testkit::{test_timing, wait_for, Http, TestCluster, TestWorker};
 
 use crate::support::str_field;
 
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 fn fast_leases() -> WorkerConfig {
     WorkerConfig {
@@ -59,7 +59,7 @@ pub(crate) async fn agent(
     Ok((id, str_field(&key, "token")))
 }
 
-fn one_at_a_time() -> Value {
+pub(crate) fn one_at_a_time() -> Value {
     json!({ "enabled": false, "intervalSec": 300, "wakeOnDemand": true, "maxConcurrentRuns": 1, "skipWhenIdle": true })
 }
 
@@ -483,22 +483,35 @@ impl<F: std::future::Future<Output = Option<Vec<i64>>>> NonEmpty for F {
 }
 
 /// Opens a raw worker connection on `addr`; returns the outbound sender and the inbound stream.
-async fn raw_connection(
+pub(crate) async fn raw_connection(
     addr: &str,
     token: &str,
     running: Vec<String>,
     unacknowledged: Vec<String>,
-) -> anyhow::Result<(
+) -> anyhow::Result<RawConnection> {
+    raw_connection_as("raw", addr, token, running, unacknowledged).await
+}
+
+pub(crate) type RawConnection = (
     tokio::sync::mpsc::Sender<roost_proto::v1::WorkerMessage>,
     tonic::Streaming<roost_proto::v1::ServerMessage>,
-)> {
+);
+
+/// [`raw_connection`] as worker `worker_id`.
+pub(crate) async fn raw_connection_as(
+    worker_id: &str,
+    addr: &str,
+    token: &str,
+    running: Vec<String>,
+    unacknowledged: Vec<String>,
+) -> anyhow::Result<RawConnection> {
     use roost_proto::v1::{worker_message, Register, WorkerMessage};
     let mut client =
         roost_proto::v1::worker_client::WorkerClient::connect(format!("http://{addr}")).await?;
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let register = Register {
-        worker_id: "raw".into(),
-        name: "raw".into(),
+        worker_id: worker_id.into(),
+        name: worker_id.into(),
         join_token: token.into(),
         adapters: vec![pb::AdapterType::Process as i32],
         labels: Default::default(),
@@ -506,7 +519,7 @@ async fn raw_connection(
         version: "test".into(),
         running_run_ids: running,
         unacknowledged_run_ids: unacknowledged,
-        worker_credential: roost_testkit::worker_credential(token, "raw"),
+        worker_credential: roost_testkit::worker_credential(token, worker_id),
     };
     tx.send(WorkerMessage {
         body: Some(worker_message::Body::Register(register)),
@@ -520,7 +533,7 @@ async fn raw_connection(
 }
 
 /// Waits on a raw connection for its next assignment; returns the run id.
-async fn next_assignment(
+pub(crate) async fn next_assignment(
     inbound: &mut tonic::Streaming<roost_proto::v1::ServerMessage>,
 ) -> anyhow::Result<String> {
     use roost_proto::v1::server_message::Body;
@@ -707,110 +720,6 @@ async fn a_node_that_does_not_lead_keeps_no_worker_connection_even_with_no_leade
         other => anyhow::bail!("expected a redirect from a node that does not lead, got {other:?}"),
     }
     c.heal();
-    c.shutdown().await;
-    Ok(())
-}
-
-/// A gauge of node `id`'s `/metrics`.
-async fn gauge(c: &TestCluster, id: u64, name: &str) -> anyhow::Result<u64> {
-    let text = reqwest::get(format!("{}/metrics", c.http(id).base()))
-        .await?
-        .text()
-        .await?;
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("node {id}'s /metrics has no {name}"))
-}
-
-/// A worker that dials a follower is served through it (`roost-server/src/workers/relay.rs`):
-/// the leader registers it, acks its renewals, assigns it a run and takes the run's result, all
-/// through the follower; and when the worker hangs up, the leader lets go of it at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_worker_that_dials_a_follower_is_served_through_it() -> anyhow::Result<()> {
-    use roost_proto::v1::server_message::Body;
-    use roost_proto::v1::{worker_message, LeaseRenewal, RunFinished, RunStarted, WorkerMessage};
-    let _one_cluster = crate::support::one_cluster_at_a_time().await;
-    let c = cluster().await?;
-    let token = join_token(&c).await?;
-    let leader = c.leader().await?;
-    let follower = c
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .ok_or_else(|| anyhow::anyhow!("no follower"))?;
-    let (a, _) = agent(&c, "relayed", one_at_a_time()).await?;
-    let (tx, mut inbound) =
-        raw_connection(&c.grpc_addr(follower), &token, Vec::new(), Vec::new()).await?;
-    match inbound.message().await?.and_then(|m| m.body) {
-        Some(Body::Registered(r)) => assert_eq!(r.node_id, leader, "registered by the leader"),
-        other => anyhow::bail!("expected the follower to relay the registration, got {other:?}"),
-    }
-    assert_eq!(gauge(&c, leader, "roost_workers_connected").await?, 1);
-    assert_eq!(gauge(&c, follower, "roost_workers_relayed").await?, 1);
-    assert_eq!(gauge(&c, follower, "roost_workers_connected").await?, 0);
-    // The worker renews its lease through the follower while the test goes on.
-    let renewer = tokio::spawn({
-        let tx = tx.clone();
-        async move {
-            for seq in 1.. {
-                let renewal = LeaseRenewal {
-                    seq,
-                    ..Default::default()
-                };
-                let message = WorkerMessage {
-                    body: Some(worker_message::Body::LeaseRenewal(renewal)),
-                };
-                if tx.send(message).await.is_err() {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        }
-    });
-    assigned_issue(&c.admin(leader), &c, "through a follower", &a).await?;
-    let run_id = tokio::time::timeout(WAIT, next_assignment(&mut inbound)).await??;
-    let started = RunStarted {
-        run_id: run_id.clone(),
-    };
-    tx.send(WorkerMessage {
-        body: Some(worker_message::Body::RunStarted(started)),
-    })
-    .await?;
-    let finished = RunFinished {
-        run_id: run_id.clone(),
-        status: pb::RunStatus::Succeeded as i32,
-        ..Default::default()
-    };
-    tx.send(WorkerMessage {
-        body: Some(worker_message::Body::RunFinished(finished)),
-    })
-    .await?;
-    let (mut acked, mut renewed) = (false, false);
-    while !(acked && renewed) {
-        let body = tokio::time::timeout(WAIT, inbound.message())
-            .await
-            .map_err(|_| anyhow::anyhow!("no ack within {WAIT:?}"))??
-            .and_then(|m| m.body);
-        match body {
-            Some(Body::RunFinishedAck(ack)) => acked |= ack.run_id == run_id,
-            Some(Body::LeaseRenewed(r)) => renewed |= r.seq > 0,
-            Some(_) => {}
-            None => anyhow::bail!("the relayed connection ended"),
-        }
-    }
-    assert_eq!(run_status(&c.admin(leader), &run_id).await?, "succeeded");
-    renewer.abort();
-    drop((tx, inbound));
-    wait_for(
-        "the leader and the follower to let go of the worker",
-        WAIT,
-        || async {
-            let connected = gauge(&c, leader, "roost_workers_connected").await.ok()?;
-            let relayed = gauge(&c, follower, "roost_workers_relayed").await.ok()?;
-            (connected == 0 && relayed == 0).then_some(())
-        },
-    )
-    .await?;
     c.shutdown().await;
     Ok(())
 }
