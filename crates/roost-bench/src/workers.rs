@@ -1,6 +1,6 @@
 //! The leader's cost of many connected workers: a 3-node cluster of real
 //! `roost server` processes, N simulated workers on the real `roost.v1.Worker` protocol
-//! (register, follow the redirect to the leader, renew its lease at the interval the server gives,
+//! (register, follow a redirect, renew its lease at the interval the server gives,
 //! start and finish the runs they are assigned), and what `/proc` says about the servers:
 //! CPU over a window with every worker renewing its lease, resident memory per worker, and the
 //! latency from a wake request to the assignment arriving at a worker.

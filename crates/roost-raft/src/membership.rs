@@ -216,6 +216,15 @@ impl RaftNode {
         }
     }
 
+    /// The leader's id and peer address, when another node leads.
+    pub fn leader_elsewhere(&self) -> Option<(u64, String)> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        let leader = m.current_leader.filter(|l| *l != self.id)?;
+        let node = m.membership_config.membership().get_node(&leader)?;
+        Some((leader, node.peer().to_string()))
+    }
+
     /// The other members whose answers to this leader's replication it heard within `within`,
     /// with their gRPC addresses: the nodes that reach it now. Empty on a node that does not
     /// lead.

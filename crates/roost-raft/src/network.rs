@@ -155,6 +155,11 @@ impl GrpcNetworkFactory {
 
     /// A new lazy channel to `addr`: nothing is dialled before its first call.
     pub(crate) fn dial(&self, addr: &str) -> Result<Channel, String> {
+        self.endpoint(addr).map(|e| e.connect_lazy())
+    }
+
+    /// How this node reaches `addr`: TLS when the cluster has it on, short dials, pings.
+    pub(crate) fn endpoint(&self, addr: &str) -> Result<Endpoint, String> {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
             .map_err(|e| format!("bad peer address {addr}: {e}"))?;
@@ -167,8 +172,7 @@ impl GrpcNetworkFactory {
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(1))
             .http2_keep_alive_interval(Duration::from_secs(5))
-            .keep_alive_timeout(Duration::from_secs(5))
-            .connect_lazy())
+            .keep_alive_timeout(Duration::from_secs(5)))
     }
 
     fn client(&self, addr: &str) -> Result<RaftClient<Channel>, String> {

@@ -531,12 +531,18 @@ impl RaftNode {
             .map_err(|message| Error::Unavailable { message })
     }
 
-    /// A new gRPC channel to another node's address, not shared with anything else (a
-    /// follower's relay of workers spreads them over connections of their own:
-    /// `roost-server/src/workers/relay.rs`). Nothing is dialled before its first call.
-    pub fn dial_peer(&self, grpc_addr: &str) -> Result<tonic::transport::Channel, Error> {
+    /// A new gRPC channel to another node's peer address, not shared with anything else, set
+    /// up by `configure` (a follower's relay of workers has connections of its own, with flow
+    /// control windows of their own: `roost-server/src/workers/relay.rs`). Nothing is dialled
+    /// before its first call.
+    pub fn dial_peer(
+        &self,
+        peer_addr: &str,
+        configure: impl FnOnce(tonic::transport::Endpoint) -> tonic::transport::Endpoint,
+    ) -> Result<tonic::transport::Channel, Error> {
         self.network
-            .dial(grpc_addr)
+            .endpoint(peer_addr)
+            .map(|e| configure(e).connect_lazy())
             .map_err(|message| Error::Unavailable { message })
     }
 

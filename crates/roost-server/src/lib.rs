@@ -222,9 +222,19 @@ impl Server {
         let raft_service = RaftService::server(node.clone(), stop_peers_rx.clone());
         let control_service = grpc::control_service(api.clone());
         let cluster_service = grpc::cluster_service(api.clone());
-        let worker_plane = workers::Workers::new(api.clone(), config.workers.clone());
+        let worker_plane = workers::Workers::new(
+            api.clone(),
+            config.workers.clone(),
+            config.limits.grpc_max_concurrent_streams,
+        );
         let worker_service = roost_proto::v1::worker_server::WorkerServer::new(
             workers::WorkerService::new(worker_plane.clone(), node_tls.is_some()),
+        )
+        .max_decoding_message_size(grpc::MAX_REQUEST_BYTES)
+        .max_encoding_message_size(grpc::MAX_REPLY_BYTES);
+        // Workers that followers relay, on the peer listener: with TLS only nodes reach it.
+        let relayed_workers = roost_proto::v1::worker_server::WorkerServer::new(
+            workers::WorkerService::relayed(worker_plane.clone()),
         )
         .max_decoding_message_size(grpc::MAX_REQUEST_BYTES)
         .max_encoding_message_size(grpc::MAX_REPLY_BYTES);
@@ -291,11 +301,15 @@ impl Server {
             ),
         );
         // The Raft service has a listener of its own: with TLS, only nodes of this cluster are
-        // served there, so no client can append entries, vote or forward a write as anyone.
+        // served there, so no client can append entries, vote or forward a write as anyone. The
+        // workers followers relay arrive there too (`workers/relay.rs`).
         let peer_router = config
             .limits
             .grpc_server(api.metrics(), None)
-            .add_service(raft_service);
+            .initial_stream_window_size(Some(workers::RELAY_STREAM_WINDOW))
+            .initial_connection_window_size(Some(workers::RELAY_CONNECTION_WINDOW))
+            .add_service(raft_service)
+            .add_service(relayed_workers);
         let peers = supervisor.spawn_critical(
             "peer server",
             stop_peers_rx.clone(),

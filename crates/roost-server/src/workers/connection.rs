@@ -14,6 +14,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 
+use super::spread::Placement;
 use super::{assignment_for, Workers, RUN_TOKEN_PREFIX};
 use crate::auth::{generate_token, hash_token, Caller};
 use crate::error::ApiError;
@@ -51,30 +52,58 @@ pub(super) type Outbound = Pin<Box<dyn Stream<Item = Result<ServerMessage, Statu
 /// A worker's messages waiting to be handled, at most (`Workers::serve`).
 const WAITING: usize = 1024;
 
+/// A worker's connection in the registry, detached when dropped.
+struct Attached {
+    workers: Workers,
+    worker_id: String,
+    generation: u64,
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.workers
+            .registry
+            .detach(&self.worker_id, self.generation);
+        info!(worker_id = %self.worker_id, "worker connection closed");
+    }
+}
+
 pub(crate) struct WorkerService {
     workers: Workers,
     /// With TLS on, a worker presents a worker certificate of the cluster CA besides its
     /// credential, so that the worker port is closed to anyone the CA did not certify
     /// (ARCHITECTURE.md, "Authorization").
     certificates_required: bool,
+    /// This service is the peer listener's: every worker on it is relayed by a follower
+    /// (`relay.rs`), which checked its certificate.
+    relayed: bool,
 }
 
 impl WorkerService {
+    /// The worker service of the client listener.
     pub(crate) fn new(workers: Workers, certificates_required: bool) -> Self {
         WorkerService {
             workers,
             certificates_required,
+            relayed: false,
+        }
+    }
+
+    /// The worker service of the peer listener, for the workers followers relay.
+    pub(crate) fn relayed(workers: Workers) -> Self {
+        WorkerService {
+            workers,
+            certificates_required: false,
+            relayed: true,
         }
     }
 }
 
-/// Who certified a worker's connection: the worker name in its client certificate, or the
-/// node relaying it, or a refusal. The handshake already checked the certificate against the
-/// cluster CA; this checks that it is a worker's (`roost cert issue worker`) or a node's, which
-/// relays only workers whose certificates it checked here itself (`relay.rs`), not a client's.
-/// The name need not be the worker id: a pool of workers may share one certificate
-/// (deploy/kubernetes), as Nomad's clients share theirs; the id is bound to the worker's
-/// credential (`identity.rs`).
+/// The worker name in the client certificate of a worker's connection, or a refusal. The
+/// handshake already checked the certificate against the cluster CA; this checks that it is a
+/// worker's (`roost cert issue worker`), not a client's or a node's. The name need not be the
+/// worker id: a pool of workers may share one certificate (deploy/kubernetes), as Nomad's
+/// clients share theirs; the id is bound to the worker's credential (`identity.rs`).
 fn certified_worker<C: AsRef<[u8]>>(certificates: Option<&[C]>) -> Result<String, ApiError> {
     const ISSUE: &str = "`roost cert issue worker --name <name>` makes one; name it in the \
                          worker's [tls] cert_file and key_file";
@@ -84,13 +113,10 @@ fn certified_worker<C: AsRef<[u8]>>(certificates: Option<&[C]>) -> Result<String
              worker certificate of the cluster CA. {ISSUE}"
         )));
     };
-    if let Some(node) = roost_tls::node_id(first.as_ref()) {
-        return Ok(format!("relayed by node {node}"));
-    }
     roost_tls::worker_name(first.as_ref()).ok_or_else(|| {
         ApiError::unauthorized(format!(
-            "this worker's client certificate names no worker (a client's certificate?). \
-             {ISSUE}"
+            "this worker's client certificate names no worker (a node's or a client's \
+             certificate?). {ISSUE}"
         ))
     })
 }
@@ -339,6 +365,12 @@ impl Workers {
         generation: u64,
     ) {
         let worker_id = caller.actor.id.clone();
+        // Let go of when the stream ends, or if handling a message panics.
+        let mut attached = Some(Attached {
+            workers: self.clone(),
+            worker_id: worker_id.clone(),
+            generation,
+        });
         // Boxes: a queue keeps its largest size, and a message is 248 bytes.
         let mut waiting: VecDeque<Box<WorkerMessage>> = VecDeque::new();
         let mut handling: Option<Pin<Box<dyn Future<Output = ()> + Send>>> = None;
@@ -378,8 +410,7 @@ impl Workers {
                             debug!(worker_id, error = %e, "worker stream failed");
                         }
                         open = false;
-                        self.registry.detach(&worker_id, generation);
-                        info!(worker_id, "worker connection closed");
+                        drop(attached.take());
                     }
                 },
             }
@@ -478,7 +509,6 @@ impl WorkerRpc for WorkerService {
         request: Request<Streaming<WorkerMessage>>,
     ) -> Result<Response<Outbound>, Status> {
         let certificates = request.peer_certs();
-        let relayed = request.metadata().contains_key(super::relay::RELAYED_BY);
         let mut inbound = request.into_inner();
         let first = inbound
             .message()
@@ -496,15 +526,16 @@ impl WorkerRpc for WorkerService {
         // Only the leader holds connections: its leases are the ones that expire, its dispatcher
         // the one that assigns. A node that does not lead relays the worker to the leader
         // (`relay.rs`), or sends it on: to the leader when relaying is off, to try again when no
-        // leader is known yet (an election).
+        // leader is known yet (an election). A relayed worker is never relayed again: a relay
+        // that reached a node no longer leading passes its redirect on, without an address.
         if !workers.is_leader() {
-            let leader = workers.leader_elsewhere();
-            if let Some(leader) = leader.as_deref().filter(|_| workers.config.relay) {
-                let relayed = workers.relay(leader, register, inbound).await?;
+            let relay_to = workers.api.node().leader_elsewhere();
+            if let Some((_, peer)) = relay_to.filter(|_| workers.config.relay && !self.relayed) {
+                let relayed = workers.relay(&peer, register, inbound).await?;
                 return Ok(Response::new(relayed));
             }
             let redirect = roost_proto::v1::Redirect {
-                leader_grpc_addr: leader.unwrap_or_default(),
+                leader_grpc_addr: workers.leader_elsewhere().unwrap_or_default(),
                 message: "dial the leader".into(),
             };
             return Ok(Response::new(one_message(server_message::Body::Redirect(
@@ -513,24 +544,30 @@ impl WorkerRpc for WorkerService {
         }
         // A leader that serves its most workers over their own connections sends this one to a
         // follower, which relays it (`spread.rs`): before any commit, so it costs the leader
-        // next to nothing.
-        let may_send_away = !relayed && workers.config.relay;
-        if let Some((node, addr)) = may_send_away
-            .then(|| workers.elsewhere(&register.worker_id))
-            .flatten()
-        {
-            let redirect = roost_proto::v1::Redirect {
-                leader_grpc_addr: addr,
-                message: format!(
-                    "the leader serves {} workers over their own connections; dial node {node}, \
-                     which relays to it",
-                    workers.config.max_leader_connections
-                ),
-            };
-            return Ok(Response::new(one_message(server_message::Body::Redirect(
-                redirect,
-            ))));
-        }
+        // next to nothing. The worker's place here is held from now, before it registers.
+        let direct = if self.relayed {
+            workers.spread.relayed(&register.worker_id);
+            None
+        } else if workers.config.relay {
+            match workers.place(&register.worker_id) {
+                Placement::Here(direct) => Some(direct),
+                Placement::Elsewhere(node, addr) => {
+                    let redirect = roost_proto::v1::Redirect {
+                        leader_grpc_addr: addr,
+                        message: format!(
+                            "the leader serves {} workers over their own connections; dial \
+                             node {node}, which relays to it",
+                            workers.config.max_leader_connections
+                        ),
+                    };
+                    return Ok(Response::new(one_message(server_message::Body::Redirect(
+                        redirect,
+                    ))));
+                }
+            }
+        } else {
+            None
+        };
         // First start: the join token becomes the worker's credential, once.
         let caller = workers.exchange(admission).await?;
         workers.register(&caller, &register).await?;
@@ -554,9 +591,8 @@ impl WorkerRpc for WorkerService {
         workers.resend_assigned(&worker_id, &owned).await;
         workers.cancel_ended(&worker_id, &register.running_run_ids);
         info!(worker_id, slots = register.slots, "worker connection open");
-        let counted = (!relayed).then(|| workers.spread.direct());
         tokio::spawn(async move {
-            let _counted = counted;
+            let _direct = direct;
             workers.serve(Arc::new(caller), inbound, generation).await;
         });
         Ok(Response::new(Box::pin(

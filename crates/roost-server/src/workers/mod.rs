@@ -32,6 +32,7 @@ use crate::supervise::{Supervisor, TaskFailure};
 pub(crate) use connection::WorkerService;
 use registry::Registry;
 use relay::Relay;
+pub(crate) use relay::{RELAY_CONNECTION_WINDOW, RELAY_STREAM_WINDOW};
 use spread::Spread;
 
 /// How often workers renew their leases, and how long a lease lasts.
@@ -255,8 +256,10 @@ fn assignment_from_state(state: &State, run: &Run, run_token: String) -> Option<
 }
 
 impl Workers {
-    pub(crate) fn new(api: Api, config: WorkerConfig) -> Self {
-        let (registry, relay) = (Registry::default(), Relay::default());
+    /// `max_streams`: the streams a node serves on one connection (`[limits]
+    /// grpc_max_concurrent_streams`), which bounds the workers a follower relays on one.
+    pub(crate) fn new(api: Api, config: WorkerConfig, max_streams: u32) -> Self {
+        let (registry, relay) = (Registry::default(), Relay::new(max_streams));
         api.attach_worker_plane(std::sync::Arc::new(Plane {
             registry: registry.clone(),
             relay: relay.clone(),
@@ -283,11 +286,11 @@ impl Workers {
         self.api.node().leadership().is_leader
     }
 
-    /// The follower to send a worker that dials this leader to, if any (`spread.rs`): one whose
-    /// answers to the leader's replication came within the last second.
-    fn elsewhere(&self, worker_id: &str) -> Option<(u64, String)> {
+    /// Where a worker that dials this leader is served (`spread.rs`): here, or at a follower
+    /// whose answers to the leader's replication came within the last second.
+    fn place(&self, worker_id: &str) -> spread::Placement {
         const IN_REACH: Duration = Duration::from_secs(1);
-        self.spread.elsewhere(
+        self.spread.place(
             worker_id,
             self.config.max_leader_connections,
             || self.api.node().members_in_reach(IN_REACH),

@@ -5,10 +5,11 @@
 //! "Lighter connected workers") and the work of its TLS, frames and pings are the followers'.
 //! Nomad's clients reach any server and are forwarded to the leader the same way.
 //!
-//! The relay changes nothing of what a worker may do. The leader admits a relayed worker by the
-//! credential in its `Register`, exactly as one that dials it; with TLS on, the follower checks
-//! the worker's certificate and the leader sees the follower's node certificate
-//! (`connection.rs`, `certified_worker`).
+//! The relay changes nothing of what a worker may do. The follower checks the worker's
+//! certificate (with TLS) and its credential; the leader admits it by the credential in its
+//! `Register`, exactly as one that dials it. Relayed streams reach the leader on its peer
+//! listener, which with TLS serves only nodes of the cluster (`lib.rs`): that they arrive there
+//! is what marks them relayed, and a relayed worker is never relayed again.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -25,10 +26,18 @@ use super::connection::Outbound;
 use super::Workers;
 use crate::grpc::{MAX_REPLY_BYTES, MAX_REQUEST_BYTES};
 
-/// Relayed workers on one connection to the leader at most, well under the streams a server
-/// allows on a connection (`[limits] grpc_max_concurrent_streams`, 1024 by default): past it a
-/// new stream would wait for one to close rather than fail.
+/// Relayed workers on one connection to the leader at most, or fewer when a node serves fewer
+/// streams on one connection (`[limits] grpc_max_concurrent_streams`, 1024 by default): past
+/// that a new stream would wait for one to close rather than fail.
 const STREAMS_PER_CONNECTION: usize = 256;
+
+/// The flow-control window of each relayed stream, and of a whole relay connection: enough for
+/// every stream on it, so that a worker whose messages are not read for a while (its queue is
+/// full: `Workers::serve`) holds up its own stream only, not the others on its connection. Set
+/// on the leader's peer listener (`lib.rs`) and on the follower's end. A window is credit, not
+/// memory: only what a stream's reader leaves unread is held.
+pub(crate) const RELAY_STREAM_WINDOW: u32 = 1 << 20;
+pub(crate) const RELAY_CONNECTION_WINDOW: u32 = RELAY_STREAM_WINDOW * STREAMS_PER_CONNECTION as u32;
 
 /// How long the leader may take to answer a relayed registration. It commits a few entries
 /// first (the credential, the registration, the runs the worker reports); the worker gives up
@@ -38,14 +47,12 @@ const ATTACH_TIMEOUT: Duration = Duration::from_secs(60);
 /// A worker's messages waiting for the leader's connection: a worker sends a few at a time.
 const QUEUE: usize = 64;
 
-/// The metadata key of a relayed worker's stream, naming the node that relays it: the leader
-/// does not send such a worker on again (`spread.rs`). Anyone may set it, to no more effect.
-pub(super) const RELAYED_BY: &str = "roost-relayed-by";
-
 /// This node's connections to the leader for the workers it relays: a cheap `Clone` handle.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(super) struct Relay {
     pool: Arc<Mutex<Pool>>,
+    /// Relayed workers on one connection at most.
+    streams: usize,
 }
 
 /// The connections to one leader. Each carries a count of the relayed workers on it: a clone of
@@ -56,6 +63,9 @@ struct Pool {
     connections: Vec<(Channel, Arc<()>)>,
 }
 
+/// A relayed worker's place on its connection, given back when dropped.
+type Place = Arc<()>;
+
 impl Pool {
     /// A connection to `leader` with room for one more worker, and that worker's place on it.
     /// Connections to an earlier leader are forgotten (their workers keep them until they end),
@@ -63,18 +73,18 @@ impl Pool {
     fn lease(
         &mut self,
         leader: &str,
+        streams: usize,
         dial: impl FnOnce(&str) -> Result<Channel, Status>,
-    ) -> Result<(Channel, Arc<()>), Status> {
+    ) -> Result<(Channel, Place), Status> {
         if self.leader != leader {
             self.leader = leader.to_string();
             self.connections.clear();
         }
-        self.connections
-            .retain(|(_, workers)| Arc::strong_count(workers) > 1);
+        self.prune();
         let room = self
             .connections
             .iter()
-            .find(|(_, workers)| Arc::strong_count(workers) - 1 < STREAMS_PER_CONNECTION);
+            .find(|(_, workers)| Arc::strong_count(workers) - 1 < streams);
         if let Some((channel, workers)) = room {
             return Ok((channel.clone(), workers.clone()));
         }
@@ -85,15 +95,36 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// Closes the connections no relayed worker uses any more.
+    fn prune(&mut self) {
+        self.connections
+            .retain(|(_, workers)| Arc::strong_count(workers) > 1);
+    }
+}
+
 impl Relay {
+    /// A relay of at most `max_streams` workers on one connection, and at most
+    /// [`STREAMS_PER_CONNECTION`].
+    pub(super) fn new(max_streams: u32) -> Self {
+        let streams = usize::try_from(max_streams).unwrap_or(usize::MAX);
+        Relay {
+            pool: Arc::default(),
+            streams: streams.clamp(1, STREAMS_PER_CONNECTION),
+        }
+    }
+
     fn pool(&self) -> MutexGuard<'_, Pool> {
         self.pool.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Workers relayed through this node right now.
+    /// Workers relayed through this node right now, on connections to the current leader
+    /// (those still on an earlier leader's are on their way out). Read at each metrics scrape,
+    /// which also closes the connections no worker uses any more.
     pub(super) fn relayed(&self) -> usize {
-        self.pool()
-            .connections
+        let mut pool = self.pool();
+        pool.prune();
+        pool.connections
             .iter()
             .map(|(_, workers)| Arc::strong_count(workers) - 1)
             .sum()
@@ -112,7 +143,7 @@ fn relayed(mut message: ServerMessage) -> ServerMessage {
 
 impl Workers {
     /// Serves a worker through this node, which does not lead: its `Register` and every message
-    /// after it go to the leader at `leader` (its gRPC address), and the leader's answers come
+    /// after it go to the leader at `leader` (its peer address), and the leader's answers come
     /// back. A refusal of the leader's is the worker's answer as it is.
     pub(super) async fn relay(
         &self,
@@ -120,11 +151,18 @@ impl Workers {
         register: Register,
         mut inbound: Streaming<WorkerMessage>,
     ) -> Result<Outbound, Status> {
-        let (channel, place) = self.relay.pool().lease(leader, |addr| {
-            self.api.node().dial_peer(addr).map_err(|e| {
-                Status::unavailable(format!("this node cannot relay to the leader: {e}"))
-            })
-        })?;
+        let (channel, place) = self
+            .relay
+            .pool()
+            .lease(leader, self.relay.streams, |addr| {
+                let windows = |e: tonic::transport::Endpoint| {
+                    e.initial_stream_window_size(RELAY_STREAM_WINDOW)
+                        .initial_connection_window_size(RELAY_CONNECTION_WINDOW)
+                };
+                self.api.node().dial_peer(addr, windows).map_err(|e| {
+                    Status::unavailable(format!("this node cannot relay to the leader: {e}"))
+                })
+            })?;
         let (up, queued) = mpsc::channel(QUEUE);
         let first = WorkerMessage {
             body: Some(worker_message::Body::Register(register)),
@@ -134,11 +172,8 @@ impl Workers {
         let mut client = WorkerClient::new(channel)
             .max_encoding_message_size(MAX_REQUEST_BYTES)
             .max_decoding_message_size(MAX_REPLY_BYTES);
-        let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(queued));
-        request
-            .metadata_mut()
-            .insert(RELAYED_BY, self.api.node().id().into());
-        let attached = tokio::time::timeout(ATTACH_TIMEOUT, client.attach(request))
+        let to_leader = tokio_stream::wrappers::ReceiverStream::new(queued);
+        let attached = tokio::time::timeout(ATTACH_TIMEOUT, client.attach(to_leader))
             .await
             .map_err(|_| {
                 Status::unavailable(format!(
@@ -202,7 +237,8 @@ mod tests {
         let mut pool = Pool::default();
         let mut places = Vec::new();
         for _ in 0..STREAMS_PER_CONNECTION + 1 {
-            places.push(pool.lease("10.0.0.1:7443", lazy).expect("lease").1);
+            let lease = pool.lease("10.0.0.1:7443", STREAMS_PER_CONNECTION, lazy);
+            places.push(lease.expect("lease").1);
         }
         assert_eq!(
             pool.connections.len(),
@@ -211,7 +247,9 @@ mod tests {
         );
         // Every worker of the first connection leaves: it is closed at the next lease.
         places.drain(..STREAMS_PER_CONNECTION);
-        let (_, next) = pool.lease("10.0.0.1:7443", lazy).expect("lease");
+        let (_, next) = pool
+            .lease("10.0.0.1:7443", STREAMS_PER_CONNECTION, lazy)
+            .expect("lease");
         assert_eq!(pool.connections.len(), 1);
         assert_eq!(
             Arc::strong_count(&next),
@@ -219,7 +257,9 @@ mod tests {
             "the connection still in use is shared"
         );
         // Another leader: only connections to it are handed out.
-        let (_, other) = pool.lease("10.0.0.2:7443", lazy).expect("lease");
+        let (_, other) = pool
+            .lease("10.0.0.2:7443", STREAMS_PER_CONNECTION, lazy)
+            .expect("lease");
         assert_eq!(pool.leader, "10.0.0.2:7443");
         assert_eq!(pool.connections.len(), 1);
         assert_eq!(Arc::strong_count(&other), 2);

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 /// back this soon could not reach it.
 const REMEMBERED: Duration = Duration::from_secs(60);
 
-/// Past this many remembered workers, the ones older than [`REMEMBERED`] are forgotten.
+/// The remembered workers past which the ones older than [`REMEMBERED`] are forgotten, at
+/// first; then twice as many as were left, so that a large fleet's arrival costs no pass over
+/// all of them for each.
 const PRUNE_PAST: usize = 1024;
 
 /// The leader's count of workers connected to it directly, and the workers it sent away: a
@@ -23,12 +25,19 @@ const PRUNE_PAST: usize = 1024;
 #[derive(Clone, Default)]
 pub(super) struct Spread {
     direct: Arc<AtomicUsize>,
-    sent_away: Arc<Mutex<HashMap<String, Instant>>>,
+    sent_away: Arc<Mutex<SentAway>>,
     /// Turns over the followers, so the workers sent away are spread evenly.
     next: Arc<AtomicUsize>,
 }
 
-/// A worker's connection to the leader, counted while this lives.
+#[derive(Default)]
+struct SentAway {
+    at: HashMap<String, Instant>,
+    prune_at: usize,
+}
+
+/// A worker's connection to the leader, counted while this lives: from before its registration
+/// commits, so that workers registering at once cannot pass the bound together.
 pub(super) struct Direct(Arc<AtomicUsize>);
 
 impl Drop for Direct {
@@ -37,41 +46,58 @@ impl Drop for Direct {
     }
 }
 
+/// Where a worker that dials the leader is served.
+pub(super) enum Placement {
+    Here(Direct),
+    /// Sent to this follower (id, gRPC address), which relays it.
+    Elsewhere(u64, String),
+}
+
 impl Spread {
-    /// Counts a worker's own connection to the leader until the guard is dropped.
-    pub(super) fn direct(&self) -> Direct {
-        self.direct.fetch_add(1, Ordering::Relaxed);
-        Direct(self.direct.clone())
+    fn sent_away(&self) -> std::sync::MutexGuard<'_, SentAway> {
+        self.sent_away.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The follower to send `worker_id` to, of those `in_reach` (id and gRPC address), when the
-    /// leader holds `max` direct connections or more (0: no bound); `None` to serve it here.
-    pub(super) fn elsewhere(
+    /// Where `worker_id`, dialing the leader, is served: here while the leader holds fewer
+    /// than `max` direct connections (0: no bound), else at one of the followers `in_reach`
+    /// (id and gRPC address), in turn, unless it was sent away within [`REMEMBERED`] or no
+    /// follower is in reach.
+    pub(super) fn place(
         &self,
         worker_id: &str,
         max: usize,
         in_reach: impl FnOnce() -> Vec<(u64, String)>,
         now: Instant,
-    ) -> Option<(u64, String)> {
-        if max == 0 || self.direct.load(Ordering::Relaxed) < max {
-            return None;
+    ) -> Placement {
+        let held = self.direct.fetch_add(1, Ordering::Relaxed);
+        let here = Direct(self.direct.clone());
+        if max == 0 || held < max {
+            return Placement::Here(here);
         }
-        let mut sent_away = self.sent_away.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(at) = sent_away.remove(worker_id) {
+        let mut sent_away = self.sent_away();
+        if let Some(at) = sent_away.at.remove(worker_id) {
             if now.saturating_duration_since(at) < REMEMBERED {
-                return None;
+                return Placement::Here(here);
             }
         }
         let followers = in_reach();
-        if followers.is_empty() {
-            return None;
+        let turn = self.next.fetch_add(1, Ordering::Relaxed) % followers.len().max(1);
+        let Some((id, addr)) = followers.into_iter().nth(turn) else {
+            return Placement::Here(here);
+        };
+        if sent_away.at.len() >= sent_away.prune_at.max(PRUNE_PAST) {
+            sent_away
+                .at
+                .retain(|_, at| now.saturating_duration_since(*at) < REMEMBERED);
+            sent_away.prune_at = sent_away.at.len() * 2;
         }
-        let turn = self.next.fetch_add(1, Ordering::Relaxed) % followers.len();
-        if sent_away.len() >= PRUNE_PAST {
-            sent_away.retain(|_, at| now.saturating_duration_since(*at) < REMEMBERED);
-        }
-        sent_away.insert(worker_id.to_string(), now);
-        followers.into_iter().nth(turn)
+        sent_away.at.insert(worker_id.to_string(), now);
+        Placement::Elsewhere(id, addr)
+    }
+
+    /// A worker reached the leader through a follower: it need not be remembered.
+    pub(super) fn relayed(&self, worker_id: &str) {
+        self.sent_away().at.remove(worker_id);
     }
 }
 
@@ -83,44 +109,87 @@ mod tests {
         vec![(2, "10.0.0.2:7443".into()), (3, "10.0.0.3:7443".into())]
     }
 
+    /// The follower a worker is sent to, if it is sent away; the leader's count of direct
+    /// connections goes up for one that is served here, for as long as `held` keeps it.
+    fn sent(
+        spread: &Spread,
+        worker_id: &str,
+        max: usize,
+        in_reach: impl FnOnce() -> Vec<(u64, String)>,
+        now: Instant,
+        held: &mut Vec<Direct>,
+    ) -> Option<u64> {
+        match spread.place(worker_id, max, in_reach, now) {
+            Placement::Here(direct) => {
+                held.push(direct);
+                None
+            }
+            Placement::Elsewhere(id, _) => Some(id),
+        }
+    }
+
     #[test]
     fn past_the_bound_workers_are_sent_to_followers_in_turn() {
-        let spread = Spread::default();
-        let now = Instant::now();
-        let held = spread.direct();
-        assert_eq!(spread.elsewhere("w1", 2, two, now), None, "under the bound");
-        assert_eq!(spread.elsewhere("w1", 0, two, now), None, "no bound");
-        let _second = spread.direct();
-        let sent: Vec<u64> = ["w1", "w2", "w3"]
-            .iter()
-            .filter_map(|w| spread.elsewhere(w, 2, two, now).map(|(id, _)| id))
-            .collect();
-        assert_eq!(sent, vec![2, 3, 2], "turn by turn over the followers");
+        let (spread, now, mut held) = (Spread::default(), Instant::now(), Vec::new());
         assert_eq!(
-            spread.elsewhere("w4", 2, Vec::new, now),
+            sent(&spread, "w1", 0, two, now, &mut held),
+            None,
+            "no bound"
+        );
+        held.clear();
+        assert_eq!(
+            sent(&spread, "w1", 2, two, now, &mut held),
+            None,
+            "under the bound"
+        );
+        assert_eq!(
+            sent(&spread, "w2", 2, two, now, &mut held),
+            None,
+            "under the bound"
+        );
+        let followers: Vec<Option<u64>> = ["w3", "w4", "w5"]
+            .iter()
+            .map(|w| sent(&spread, w, 2, two, now, &mut held))
+            .collect();
+        assert_eq!(followers, vec![Some(2), Some(3), Some(2)], "in turn");
+        assert_eq!(held.len(), 2, "the workers sent away hold no place here");
+        assert_eq!(
+            sent(&spread, "w6", 2, Vec::new, now, &mut held),
             None,
             "none in reach"
         );
-        // A connection closes: under the bound again.
-        drop(held);
-        assert_eq!(spread.elsewhere("w5", 2, two, now), None);
+        // Connections close: under the bound again.
+        held.clear();
+        assert_eq!(sent(&spread, "w7", 2, two, now, &mut held), None);
+    }
+
+    #[test]
+    fn workers_registering_at_once_cannot_pass_the_bound_together() {
+        let (spread, now) = (Spread::default(), Instant::now());
+        // Both placed before either registration finished: the second is counted already.
+        let first = spread.place("w1", 1, two, now);
+        let second = spread.place("w2", 1, two, now);
+        assert!(matches!(first, Placement::Here(_)));
+        assert!(matches!(second, Placement::Elsewhere(2, _)));
     }
 
     #[test]
     fn a_worker_sent_away_that_comes_back_soon_is_served_by_the_leader() {
-        let spread = Spread::default();
-        let now = Instant::now();
-        let _held = spread.direct();
-        assert!(spread.elsewhere("w1", 1, two, now).is_some());
+        let (spread, now, mut held) = (Spread::default(), Instant::now(), Vec::new());
+        assert_eq!(sent(&spread, "w0", 1, two, now, &mut held), None);
+        assert!(sent(&spread, "w1", 1, two, now, &mut held).is_some());
         let soon = now + Duration::from_secs(2);
         assert_eq!(
-            spread.elsewhere("w1", 1, two, soon),
+            sent(&spread, "w1", 1, two, soon, &mut held),
             None,
             "it could not reach it"
         );
         // Served here once; sent away again on a later dial, and long after.
-        assert!(spread.elsewhere("w1", 1, two, soon).is_some());
+        assert!(sent(&spread, "w1", 1, two, soon, &mut held).is_some());
         let later = soon + REMEMBERED;
-        assert!(spread.elsewhere("w1", 1, two, later).is_some());
+        assert!(sent(&spread, "w1", 1, two, later, &mut held).is_some());
+        // Once it reached the leader through a follower, it is forgotten.
+        spread.relayed("w1");
+        assert!(sent(&spread, "w1", 1, two, later, &mut held).is_some());
     }
 }

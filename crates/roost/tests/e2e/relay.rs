@@ -13,6 +13,16 @@ use crate::workers::{
     raw_connection_as, run_status, RawConnection, WAIT,
 };
 
+/// The leader, and a node that follows it.
+async fn leader_and_follower(c: &TestCluster) -> anyhow::Result<(u64, u64)> {
+    let leader = c.leader().await?;
+    let follower = c.ids().into_iter().find(|id| *id != leader);
+    Ok((
+        leader,
+        follower.ok_or_else(|| anyhow::anyhow!("no follower"))?,
+    ))
+}
+
 /// A gauge of node `id`'s `/metrics`.
 async fn gauge(c: &TestCluster, id: u64, name: &str) -> anyhow::Result<u64> {
     let text = reqwest::get(format!("{}/metrics", c.http(id).base()))
@@ -34,12 +44,7 @@ async fn a_worker_that_dials_a_follower_is_served_through_it() -> anyhow::Result
     let _one_cluster = crate::support::one_cluster_at_a_time().await;
     let c = cluster().await?;
     let token = join_token(&c).await?;
-    let leader = c.leader().await?;
-    let follower = c
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .ok_or_else(|| anyhow::anyhow!("no follower"))?;
+    let (leader, follower) = leader_and_follower(&c).await?;
     let (a, _) = agent(&c, "relayed", one_at_a_time()).await?;
     let (tx, mut inbound) =
         raw_connection(&c.grpc_addr(follower), &token, Vec::new(), Vec::new()).await?;
@@ -101,6 +106,15 @@ async fn a_worker_that_dials_a_follower_is_served_through_it() -> anyhow::Result
         }
     }
     assert_eq!(run_status(&c.admin(leader), &run_id).await?, "succeeded");
+    // A stream that reaches a follower's peer listener, where followers relay workers to the
+    // leader, is relayed already: the follower does not relay it again, it sends it on.
+    let mut twice =
+        raw_connection_as("twice", &c.peer_addr(follower), &token, vec![], vec![]).await?;
+    match first_message(&mut twice).await? {
+        Some(Body::Redirect(r)) => assert_eq!(r.leader_grpc_addr, c.grpc_addr(leader)),
+        other => anyhow::bail!("a relayed stream was relayed again: {other:?}"),
+    }
+    drop(twice);
     renewer.abort();
     drop((tx, inbound));
     wait_for(
@@ -194,6 +208,27 @@ async fn past_its_bound_the_leader_sends_workers_that_dial_it_to_followers_in_tu
         other => anyhow::bail!("a worker back at once was sent away again: {other:?}"),
     }
     drop((first, kept, sent_away, again));
+    c.shutdown().await;
+    Ok(())
+}
+
+/// With `[workers] relay = false` a follower sends a worker that dials it to the leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_relay_off_a_follower_sends_workers_to_the_leader() -> anyhow::Result<()> {
+    use roost_proto::v1::server_message::Body;
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let config = WorkerConfig {
+        relay: false,
+        ..WorkerConfig::default()
+    };
+    let c = TestCluster::start_with_workers(3, test_timing(), config).await?;
+    let token = join_token(&c).await?;
+    let (leader, follower) = leader_and_follower(&c).await?;
+    let mut dialed = raw_connection(&c.grpc_addr(follower), &token, vec![], vec![]).await?;
+    match first_message(&mut dialed).await? {
+        Some(Body::Redirect(r)) => assert_eq!(r.leader_grpc_addr, c.grpc_addr(leader)),
+        other => anyhow::bail!("the follower did not send the worker to the leader: {other:?}"),
+    }
     c.shutdown().await;
     Ok(())
 }

@@ -343,31 +343,33 @@ async fn a_tls_cluster_serves_the_cli_and_a_worker_and_refuses_plaintext_and_str
         matches!(&as_client, Err((tonic::Code::Unauthenticated, m)) if m.contains("names no worker")),
         "{as_client:?}"
     );
-    // A certified worker that dials a follower is relayed to the leader, which takes the
-    // follower's node certificate for the worker's (workers/relay.rs).
+    // A certified worker that dials a follower is registered by the leader, relayed to its
+    // peer listener over the follower's node certificate (workers/relay.rs).
     let leader = status["leaderId"].as_u64();
     let follower = cluster
         .nodes
         .iter()
         .find(|n| Some(n.id) != leader)
-        .map(|n| n.grpc.clone())
         .ok_or_else(|| anyhow::anyhow!("no follower in {status}"))?;
     let worker_cert = Some((certs.join("worker-w1.pem"), certs.join("worker-w1-key.pem")));
-    let relayed = attach_over_tls(&follower, &ca, worker_cert, &join).await;
-    assert!(relayed.is_ok(), "{relayed:?}");
+    let relayed = attach_over_tls(&follower.grpc, &ca, worker_cert, &join).await;
+    assert!(
+        matches!(relayed, Ok(node) if node != follower.id),
+        "{relayed:?}"
+    );
     Ok(())
 }
 
 /// Opens a worker session over TLS to `grpc` (`host:port`), trusting `ca` and presenting
 /// `identity` (certificate and key files) if given, and sends a `Register` with `join_token`
-/// and a fresh credential: `Ok` once the cluster registered it, else the refusal's code and
+/// and a fresh credential: the id of the node that registered it, else the refusal's code and
 /// message (or what came instead of `Registered`).
 async fn attach_over_tls(
     grpc: &str,
     ca: &Path,
     identity: Option<(PathBuf, PathBuf)>,
     join_token: &str,
-) -> Result<(), (tonic::Code, String)> {
+) -> Result<u64, (tonic::Code, String)> {
     use roost_proto::v1 as pb;
     use tokio_stream::StreamExt;
     use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
@@ -412,8 +414,8 @@ async fn attach_over_tls(
         .into_inner();
     match inbound.message().await {
         Ok(Some(pb::ServerMessage {
-            body: Some(pb::server_message::Body::Registered(_)),
-        })) => Ok(()),
+            body: Some(pb::server_message::Body::Registered(r)),
+        })) => Ok(r.node_id),
         Ok(Some(other)) => Err((tonic::Code::Unknown, format!("{other:?}"))),
         Ok(None) => Err((tonic::Code::Unknown, "the session ended".into())),
         Err(s) => Err((s.code(), s.message().to_string())),

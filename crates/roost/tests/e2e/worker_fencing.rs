@@ -183,8 +183,8 @@ async fn a_worker_whose_server_falls_silent_dials_another_and_keeps_its_run() ->
     )
     .await?;
     let leader = c.leader().await?;
-    // The worker dials the leader through the proxy first; the other nodes directly (they send
-    // it on to the leader's own address).
+    // The worker dials the leader through the proxy first; the other nodes directly (they relay
+    // it to the leader's peer listener, which the proxy does not cut).
     let grpc = CutProxy::start(&c.grpc_addr(leader)).await?;
     let mut servers = vec![grpc.addr()];
     servers.extend(
