@@ -232,3 +232,54 @@ async fn with_relay_off_a_follower_sends_workers_to_the_leader() -> anyhow::Resu
     c.shutdown().await;
     Ok(())
 }
+
+/// When the leader a worker is relayed to dies, the relayed stream ends (or tells the worker to
+/// dial again, naming no address), and the worker that dials the same follower again is
+/// registered by the new leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relayed_worker_reaches_the_new_leader_through_its_follower_after_a_leader_kill(
+) -> anyhow::Result<()> {
+    use roost_proto::v1::server_message::Body;
+    let _one_cluster = crate::support::one_cluster_at_a_time().await;
+    let mut c = cluster().await?;
+    let token = join_token(&c).await?;
+    let (leader, follower) = leader_and_follower(&c).await?;
+    let mut relayed = raw_connection(&c.grpc_addr(follower), &token, vec![], vec![]).await?;
+    match first_message(&mut relayed).await? {
+        Some(Body::Registered(r)) => assert_eq!(r.node_id, leader),
+        other => anyhow::bail!("the follower did not relay the registration: {other:?}"),
+    }
+    c.kill(leader).await;
+    let ended = tokio::time::timeout(WAIT, async {
+        loop {
+            match relayed.1.message().await {
+                Ok(Some(m)) => match m.body {
+                    Some(Body::Redirect(r)) => return Some(r.leader_grpc_addr),
+                    _ => continue,
+                },
+                Ok(None) | Err(_) => return None,
+            }
+        }
+    })
+    .await
+    .map_err(|_| anyhow::anyhow!("the relayed stream outlived its leader by {WAIT:?}"))?;
+    assert_eq!(
+        ended.unwrap_or_default(),
+        "",
+        "a relayed redirect names no address"
+    );
+    drop(relayed);
+    let new_leader = wait_for("a registration with the new leader", WAIT, || async {
+        let mut again = raw_connection(&c.grpc_addr(follower), &token, vec![], vec![])
+            .await
+            .ok()?;
+        match first_message(&mut again).await.ok()? {
+            Some(Body::Registered(r)) => Some(r.node_id),
+            _ => None,
+        }
+    })
+    .await?;
+    assert_ne!(new_leader, leader, "registered by the node that was killed");
+    c.shutdown().await;
+    Ok(())
+}
