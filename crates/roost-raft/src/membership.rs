@@ -216,13 +216,14 @@ impl RaftNode {
         }
     }
 
-    /// The leader's id and peer address, when another node leads.
-    pub fn leader_elsewhere(&self) -> Option<(u64, String)> {
+    /// The leader's peer address, when another node leads (the workers' leader-elsewhere
+    /// answer in `roost-server/src/workers/mod.rs` is its gRPC address).
+    pub fn leader_peer_addr(&self) -> Option<String> {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         let leader = m.current_leader.filter(|l| *l != self.id)?;
         let node = m.membership_config.membership().get_node(&leader)?;
-        Some((leader, node.peer().to_string()))
+        Some(node.peer().to_string())
     }
 
     /// The other members whose answers to this leader's replication it heard within `within`,

@@ -529,8 +529,8 @@ impl WorkerRpc for WorkerService {
         // leader is known yet (an election). A relayed worker is never relayed again: a relay
         // that reached a node no longer leading passes its redirect on, without an address.
         if !workers.is_leader() {
-            let relay_to = workers.api.node().leader_elsewhere();
-            if let Some((_, peer)) = relay_to.filter(|_| workers.config.relay && !self.relayed) {
+            let relay_to = workers.api.node().leader_peer_addr();
+            if let Some(peer) = relay_to.filter(|_| workers.config.relay && !self.relayed) {
                 let relayed = workers.relay(&peer, register, inbound).await?;
                 return Ok(Response::new(relayed));
             }

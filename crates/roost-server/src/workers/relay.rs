@@ -60,7 +60,7 @@ pub(super) struct Relay {
 #[derive(Default)]
 struct Pool {
     leader: String,
-    connections: Vec<(Channel, Arc<()>)>,
+    connections: Vec<(Channel, Place)>,
 }
 
 /// A relayed worker's place on its connection, given back when dropped.
@@ -93,9 +93,7 @@ impl Pool {
         self.connections.push((channel.clone(), workers.clone()));
         Ok((channel, workers))
     }
-}
 
-impl Pool {
     /// Closes the connections no relayed worker uses any more.
     fn prune(&mut self) {
         self.connections
