@@ -359,7 +359,7 @@ impl Agent {
     }
 
     /// Whether its role and grants count: not once terminated, nor while its hire waits for
-    /// approval (a key it holds still authenticates, the rules refuse what it would grant).
+    /// approval (its keys do not authenticate then either: `roost-server/src/auth.rs`).
     pub fn exercises_grants(&self) -> bool {
         !matches!(
             self.status,

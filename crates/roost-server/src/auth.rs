@@ -147,12 +147,8 @@ pub fn authenticate(
                 company_id: None,
             },
             CredentialKind::AgentKey => {
-                let agent = cred
-                    .agent_id
-                    .as_ref()
-                    .and_then(|id| state.agents.get(id))
-                    .filter(|a| a.status != AgentStatus::Terminated)
-                    .ok_or_else(|| ApiError::unauthorized("invalid or revoked token"))?;
+                let agent = cred.agent_id.as_ref().and_then(|id| state.agents.get(id));
+                let agent = agent_who_may_act(agent)?;
                 Actor {
                     kind: ActorKind::Agent,
                     id: agent.id.clone(),
@@ -198,11 +194,7 @@ fn run_caller(
             "a run-scoped key acts only for its own run",
         ));
     }
-    let agent = state
-        .agents
-        .get(&run.agent_id)
-        .filter(|a| a.status != AgentStatus::Terminated)
-        .ok_or_else(|| ApiError::unauthorized("invalid or revoked token"))?;
+    let agent = agent_who_may_act(state.agents.get(&run.agent_id))?;
     Ok(Caller {
         actor: Actor {
             kind: ActorKind::Agent,
@@ -213,6 +205,23 @@ fn run_caller(
         },
         idempotency_key: None,
     })
+}
+
+/// The agent a key belongs to, if that agent may act: a terminated agent's keys are dead, and
+/// a hired agent's key works only once its hire is approved (as in Paperclip, where neither
+/// authenticates).
+fn agent_who_may_act(agent: Option<&roost_core::Agent>) -> Result<&roost_core::Agent, ApiError> {
+    match agent {
+        Some(a) if a.status == AgentStatus::PendingApproval => {
+            Err(ApiError::unauthorized(format!(
+                "agent {} is waiting for its hire to be approved; its key works once the \
+             hire_agent approval is approved",
+                a.id
+            )))
+        }
+        Some(a) if a.status != AgentStatus::Terminated => Ok(a),
+        _ => Err(ApiError::unauthorized("invalid or revoked token")),
+    }
 }
 
 #[cfg(test)]

@@ -263,10 +263,13 @@ impl Api {
         }))
     }
 
+    /// The company's spend. `spendCents` is this month's, or what was spent within `spent_within`
+    /// (both ends included) when the caller names a range, as Paperclip's `from`/`to`.
     pub async fn cost_summary(
         &self,
         caller: &Caller,
         company_id: &str,
+        spent_within: Option<(Timestamp, Timestamp)>,
     ) -> Result<CostSummary, ApiError> {
         let company = self.get_company(caller, company_id).await?;
         let month = BudgetWindow::CalendarMonthUtc.key(now());
@@ -293,6 +296,13 @@ impl Api {
                 .filter(|e| e.company_id == company.id)
             {
                 let this_month = BudgetWindow::CalendarMonthUtc.key(e.occurred_at) == month;
+                let counted = match spent_within {
+                    Some((from, to)) => (from..=to).contains(&e.occurred_at),
+                    None => this_month,
+                };
+                if counted {
+                    summary.spend_cents = summary.spend_cents.saturating_add(e.cost_cents);
+                }
                 let entry = by_agent
                     .entry(e.agent_id.clone())
                     .or_insert_with(|| AgentSpend {
@@ -343,9 +353,8 @@ impl Api {
             summary
                 .by_agent
                 .sort_by_key(|a| std::cmp::Reverse(a.lifetime_cents));
-            summary.spend_cents = summary.month_cents;
             summary.utilization_percent =
-                utilization_percent(summary.month_cents, summary.budget_cents);
+                utilization_percent(summary.spend_cents, summary.budget_cents);
             summary
         }))
     }

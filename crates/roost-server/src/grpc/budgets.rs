@@ -200,6 +200,6 @@ pub(super) async fn cost_summary(
     r: pb::GetCostSummaryRequest,
 ) -> Result<pb::CostSummary, ApiError> {
     Ok(cost_summary_to_proto(
-        api.cost_summary(&caller, &r.company_id).await?,
+        api.cost_summary(&caller, &r.company_id, None).await?,
     ))
 }

@@ -6,8 +6,9 @@ use axum::Json;
 use roost_core::{BudgetIncident, BudgetPolicy};
 use serde::Deserialize;
 
+use super::costs::Range;
 use super::created;
-use super::extract::JsonBody;
+use super::extract::{JsonBody, QueryParams};
 use crate::api::{
     parse_action, Api, BudgetOverview, CostEventRequest, CostSummary, NewBudgetPolicy,
 };
@@ -67,10 +68,14 @@ pub async fn record_cost(
     Ok(created(event.into()))
 }
 
+/// `GET /api/companies/{cid}/costs/summary`: `spendCents` within `from`/`to` when given, else
+/// this month's.
 pub async fn summary(
     State(api): State<Api>,
     caller: Caller,
     Path(cid): Path<String>,
+    QueryParams(range): QueryParams<Range>,
 ) -> Result<Json<CostSummary>> {
-    Ok(Json(api.cost_summary(&caller, &cid).await?))
+    let within = range.given()?;
+    Ok(Json(api.cost_summary(&caller, &cid, within).await?))
 }

@@ -329,7 +329,7 @@ pub async fn dashboard(
     let open = api
         .reader()
         .read(|s| s.open_issue_count(&company.id) as u64);
-    let costs = api.cost_summary(&caller, &company.id).await?;
+    let costs = api.cost_summary(&caller, &company.id, None).await?;
     let pending = api
         .list_approvals(
             &caller,

@@ -34,6 +34,16 @@ impl Range {
             bound("to", &self.to, i64::MAX)?,
         ))
     }
+
+    /// The bounds, if the caller named either end.
+    pub fn given(&self) -> Result<Option<(Timestamp, Timestamp)>> {
+        let named = |end: &Option<String>| end.as_deref().is_some_and(|t| !t.is_empty());
+        if named(&self.from) || named(&self.to) {
+            self.bounds().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
 }
 
 fn bound(name: &str, value: &Option<String>, open: i64) -> Result<Timestamp> {

@@ -1,6 +1,7 @@
 //! Approvals through the REST API with Paperclip's JSON:
 //! an agent asks with Paperclip's create body, the board approves, the requester is woken once
-//! with the decision; a `hire_agent` hire runs nothing before it is approved.
+//! with the decision; a `hire_agent` hire runs nothing, and its keys open nothing, before it is
+//! approved.
 
 use serde_json::{json, Value};
 
@@ -124,9 +125,9 @@ async fn an_approval_wakes_its_requester_once_with_the_decision() -> anyhow::Res
     Ok(())
 }
 
-#[tokio::test]
-async fn a_hire_runs_nothing_before_it_is_approved() -> anyhow::Result<()> {
-    let node = TestNode::start().await?;
+/// Hires agent `tester` in a company that requires board approval for new agents: its id and
+/// its `hire_agent` approval's id.
+async fn pending_hire(node: &TestNode) -> anyhow::Result<(String, String)> {
     let cid = node.company_id.clone();
     node.admin
         .patch(
@@ -157,7 +158,13 @@ async fn a_hire_runs_nothing_before_it_is_approved() -> anyhow::Result<()> {
         hired.body["approval"]["payload"]["agentId"],
         agent_id.as_str()
     );
+    Ok((agent_id, approval_id))
+}
 
+#[tokio::test]
+async fn a_hire_runs_nothing_before_it_is_approved() -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let (agent_id, approval_id) = pending_hire(&node).await?;
     let woken = node
         .admin
         .post(&format!("/api/agents/{agent_id}/wakeup"), json!({}))
@@ -182,5 +189,30 @@ async fn a_hire_runs_nothing_before_it_is_approved() -> anyhow::Result<()> {
         .await?
         .ok()?;
     assert_eq!(woken["status"], "queued", "{woken}");
+    Ok(())
+}
+
+/// Regression: a key made for an agent whose hire waited for approval authenticated it (Paperclip
+/// treats such an agent as anonymous).
+#[tokio::test]
+async fn a_pending_hire_key_does_not_authenticate_until_approved() -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let (agent_id, approval_id) = pending_hire(&node).await?;
+    let key = new_key(&node.admin, &agent_id).await?;
+    let agent = node.http().with_token(&key);
+    let refused = agent.get("/api/agents/me").await?;
+    assert_eq!(refused.status.as_u16(), 401, "{}", refused.body);
+    let error = refused.body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("waiting for its hire to be approved"),
+        "{error}"
+    );
+
+    node.admin
+        .post(&format!("/api/approvals/{approval_id}/approve"), json!({}))
+        .await?
+        .ok()?;
+    let me = agent.get("/api/agents/me").await?.ok()?;
+    assert_eq!(me["id"], agent_id.as_str(), "{me}");
     Ok(())
 }

@@ -468,6 +468,30 @@ async fn cost_summary_carries_paperclips_fields() -> anyhow::Result<()> {
     assert_eq!(summary["spendCents"], 2500, "{summary}");
     assert_eq!(summary["budgetCents"], 10000);
     assert_eq!(summary["utilizationPercent"], 25.0);
+    // Regression: the summary ignored Paperclip's `from`/`to`. A range that ends before the
+    // event counts none of it; one around it counts it; a bad bound is refused.
+    let before = node
+        .admin
+        .get(&format!("/api/companies/{cid}/costs/summary?to=2020-01-01"))
+        .await?
+        .ok()?;
+    assert_eq!(before["spendCents"], 0, "{before}");
+    assert_eq!(before["utilizationPercent"], 0.0, "{before}");
+    let around = node
+        .admin
+        .get(&format!(
+            "/api/companies/{cid}/costs/summary?from=2020-01-01&to=2999-01-01T00:00:00Z"
+        ))
+        .await?
+        .ok()?;
+    assert_eq!(around["spendCents"], 2500, "{around}");
+    let bad = node
+        .admin
+        .get(&format!(
+            "/api/companies/{cid}/costs/summary?from=yesterday"
+        ))
+        .await?;
+    assert_eq!(bad.status.as_u16(), 400, "{}", bad.body);
     let by_agent = node
         .admin
         .get(&format!("/api/companies/{cid}/costs/by-agent"))
