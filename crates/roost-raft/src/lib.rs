@@ -25,7 +25,7 @@ pub use error::Error;
 pub use faults::NetworkFaults;
 pub use membership::{ClusterStatus, Leadership, MemberInfo, MemberStatus, NodeReport};
 pub use network::{GrpcNetworkFactory, MAX_MESSAGE_BYTES as MAX_RAFT_MESSAGE_BYTES};
-pub use node::{RaftNode, WriteOutcome};
+pub use node::{LeadershipWatch, RaftNode, WriteOutcome};
 pub use proposer::MAX_WRITE_BYTES;
 pub use replication_watch::watch_replication;
 pub use roost_store::stats::{HistogramSnapshot, StoreStats};

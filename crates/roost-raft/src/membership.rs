@@ -201,7 +201,8 @@ impl RaftNode {
 
     /// Who leads, as this node sees it.
     pub fn leadership(&self) -> Leadership {
-        let metrics = self.raft.metrics();
+        // From the watch that waiters wait on: openraft sends it before its full metrics.
+        let metrics = self.leadership_watch();
         let m = metrics.borrow();
         let leader_grpc_addr = m.current_leader.and_then(|l| {
             m.membership_config
@@ -219,7 +220,7 @@ impl RaftNode {
     /// The leader's peer address, when another node leads (the workers' leader-elsewhere
     /// answer in `roost-server/src/workers/mod.rs` is its gRPC address).
     pub fn leader_peer_addr(&self) -> Option<String> {
-        let metrics = self.raft.metrics();
+        let metrics = self.leadership_watch();
         let m = metrics.borrow();
         let leader = m.current_leader.filter(|l| *l != self.id)?;
         let node = m.membership_config.membership().get_node(&leader)?;

@@ -19,6 +19,10 @@ use crate::network::{encode, GrpcNetworkFactory, PeerError, Rpc, UNREACHABLE_RET
 use crate::proposer::Proposer;
 use crate::write_stats::WriteStats;
 
+/// See [`RaftNode::leadership_watch`].
+pub type LeadershipWatch =
+    tokio::sync::watch::Receiver<openraft::metrics::RaftServerMetrics<u64, NodeInfo>>;
+
 /// The committed result of one write: where it landed in the log and what it produced.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WriteOutcome {
@@ -216,9 +220,18 @@ impl RaftNode {
         })
     }
 
+    /// What changes with a leadership or membership change (this node's state, its leader and
+    /// vote, the membership), updated only when one of them does. Tasks that wait for such a
+    /// change wait on this: openraft's full metrics change several times per write, and each
+    /// change wakes every task waiting on them (the binary's main thread was woken six times
+    /// per write on the leader, BENCHMARKS.md "Fewer wake-ups per write").
+    pub fn leadership_watch(&self) -> LeadershipWatch {
+        self.raft.server_metrics()
+    }
+
     /// Waits until some node is leader, as this node sees it.
     pub async fn wait_for_leader(&self, timeout: Duration) -> Result<u64, Error> {
-        let mut metrics = self.raft.metrics();
+        let mut metrics = self.leadership_watch();
         let waited = tokio::time::timeout(timeout, async {
             loop {
                 if let Some(leader) = metrics.borrow().current_leader {
@@ -332,7 +345,7 @@ impl RaftNode {
 
     /// Resolves when this node no longer sees `leader` as the leader.
     async fn leader_moved_from(&self, leader: u64) {
-        let mut metrics = self.raft.metrics();
+        let mut metrics = self.leadership_watch();
         loop {
             if metrics.borrow().current_leader != Some(leader) {
                 return;
@@ -554,14 +567,12 @@ impl RaftNode {
     /// Resolves when this node's Raft core has stopped on its own (a fatal error; openraft
     /// then answers nothing again), with the reason. Never resolves while Raft runs.
     pub async fn stopped(&self) -> String {
-        let mut metrics = self.raft.metrics();
-        loop {
-            if let Err(fatal) = &metrics.borrow().running_state {
-                return fatal.to_string();
-            }
-            if metrics.changed().await.is_err() {
-                return "the Raft core is gone".to_string();
-            }
+        // The core drops its senders when it stops, after its last full metrics say why.
+        let mut core_alive = self.leadership_watch();
+        while core_alive.changed().await.is_ok() {}
+        match &self.raft.metrics().borrow().running_state {
+            Err(fatal) => fatal.to_string(),
+            Ok(()) => "the Raft core is gone".to_string(),
         }
     }
 

@@ -264,12 +264,13 @@ pub(crate) async fn count_leader_changes(
     metrics: Metrics,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut raft = node.raft().metrics();
+    let mut raft = node.leadership_watch();
     let mut last: Option<(u64, u64)> = None;
     loop {
         let seen = {
             let m = raft.borrow_and_update();
-            m.current_leader.map(|leader| (m.current_term, leader))
+            let term = m.vote.leader_id().get_term();
+            m.current_leader.map(|leader| (term, leader))
         };
         if seen.is_some() && seen != last {
             metrics.inner.leader_changes.inc();

@@ -103,6 +103,10 @@ pub(crate) fn claim(path: &Path, node_id: NodeId) -> Result<(), Error> {
     })
 }
 
+fn meta_json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
+    serde_json::to_string(value).map_err(|e| Error::corrupt("log meta", e))
+}
+
 impl LogStore {
     /// Opens the log at `path`; once snapshots arrive, a purge past what `on_disk` says the
     /// state machine's `state.db` holds waits for it (`purge_gate.rs`).
@@ -115,11 +119,11 @@ impl LogStore {
         })?;
         let readers = db::open_readers(path, LOG_READERS).await?;
         let tail = LogTail::default();
-        let (writer, stats) = log_writer::spawn(conn, tail.clone())?;
+        let (writer, riding, stats) = log_writer::spawn(conn, tail.clone())?;
         let store = LogStore {
             readers,
             tail,
-            gate: PurgeGate::new(writer, on_disk),
+            gate: PurgeGate::new((writer, riding), on_disk),
             stats,
             committed: Arc::default(),
             first_kept: Arc::default(),
@@ -166,29 +170,19 @@ impl LogStore {
         }
     }
 
+    /// Writes a meta row and waits until it is durable.
     async fn set_meta<T: serde::Serialize>(
         &self,
         key: &'static str,
         value: &T,
-        wait: bool,
     ) -> Result<(), Error> {
-        let value = serde_json::to_string(value).map_err(|e| Error::corrupt("log meta", e))?;
-        if wait {
-            self.write_and_wait(|done| WriteOp::Meta {
-                key,
-                value,
-                done: Some(done),
-            })
-            .await
-        } else {
-            self.gate
-                .send(WriteOp::Meta {
-                    key,
-                    value,
-                    done: None,
-                })
-                .map(drop)
-        }
+        let value = meta_json(value)?;
+        self.write_and_wait(|done| WriteOp::Meta {
+            key,
+            value,
+            done: Some(done),
+        })
+        .await
     }
 
     async fn read_range(
@@ -306,7 +300,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         // A vote must be on disk before the reply that grants it.
-        self.set_meta("vote", vote, true).await.map_err(vote_err)
+        self.set_meta("vote", vote).await.map_err(vote_err)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
@@ -317,11 +311,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         &mut self,
         committed: Option<LogId<NodeId>>,
     ) -> Result<(), StorageError<NodeId>> {
-        // Optional in openraft and only read at start-up: queued behind the appends, not awaited.
+        // Optional in openraft and only read at start-up: it goes in with the writer's next
+        // transaction, not awaited (`log_writer::Riding`).
         *self.committed.lock().unwrap_or_else(|p| p.into_inner()) = Some(committed);
-        self.set_meta("committed", &committed, false)
-            .await
-            .map_err(log_err)
+        self.gate
+            .ride_along("committed", meta_json(&committed).map_err(log_err)?);
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {

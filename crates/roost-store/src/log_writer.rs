@@ -9,7 +9,7 @@
 //! durability only through the flush callback.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::{Entry, LogId, RaftLogId};
 use rusqlite::Connection;
@@ -29,6 +29,11 @@ const ROWS_PER_INSERT: usize = 256;
 const PURGE_ROWS_PER_TRANSACTION: i64 = 16;
 /// Batches after which a purge chunk goes in even if appends are queued, so it ends under load.
 const BATCHES_PER_FORCED_PURGE: u32 = 32;
+/// Meta rows nobody waits for ([`Riding`]) go in with a transaction at most this often. In
+/// every transaction, the committed id's row added a page to each write's WAL frames (five
+/// `pwrite`s per transaction where three do); a row up to this much older only makes a
+/// restarted node re-apply a little less of its log before the leader tells it the rest.
+const RIDING_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// One change to the log file, in the order openraft asked for it.
 pub(crate) enum WriteOp {
@@ -37,7 +42,8 @@ pub(crate) enum WriteOp {
         /// Called once the entries are on disk (openraft's flush callback).
         flushed: Box<dyn FnOnce(Result<(), String>) + Send + Sync>,
     },
-    /// A `meta` row; `done` is told once it is durable (none: nobody waits).
+    /// A `meta` row; `done` is told once it is durable. (Rows nobody waits for go by
+    /// [`Riding`] instead.)
     Meta {
         key: &'static str,
         value: String,
@@ -55,23 +61,59 @@ pub(crate) enum WriteOp {
 }
 
 impl WriteOp {
-    /// A meta row nobody waits for (openraft's committed id, optional and read only at start):
-    /// it goes in with the next transaction that carries something else. Alone it cost a
-    /// transaction and an fsync of its own after every commit: two fsyncs per write on every
-    /// node at one client, where one is needed (BENCHMARKS.md).
-    fn rides_along(&self) -> Option<&'static str> {
-        match self {
-            WriteOp::Meta {
-                key, done: None, ..
-            } => Some(key),
-            _ => None,
-        }
-    }
-
     fn entries(&self) -> usize {
         match self {
             WriteOp::Append { entries, .. } => entries.len(),
             _ => 1,
+        }
+    }
+}
+
+/// Meta rows nobody waits for (openraft's committed id, optional and read only at start), the
+/// latest per key. They go in with a later transaction of the writer's (at most every
+/// [`RIDING_INTERVAL`]) and wake nobody: with a transaction of their own they cost an fsync
+/// after every commit, and sent as ops they still woke the writer thread once per write on
+/// every node (BENCHMARKS.md "One fsync per write", "Fewer wake-ups per write").
+///
+/// A row may wait here only if every write openraft asked for before it is queued
+/// (`PurgeGate::ride_along`). The writer takes the rows before it drains its queue and writes
+/// them only once the queue is drained, so a row never reaches the file before those writes: a
+/// committed id ahead of the log on disk would make a restarted node apply entries it lacks.
+#[derive(Clone, Default)]
+pub(crate) struct Riding(Arc<Mutex<Vec<(&'static str, String)>>>);
+
+impl Riding {
+    fn lock(&self) -> MutexGuard<'_, Vec<(&'static str, String)>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `key` is to be `value` with the next transaction.
+    pub(crate) fn set(&self, key: &'static str, value: String) {
+        let mut rows = self.lock();
+        rows.retain(|(k, _)| *k != key);
+        rows.push((key, value));
+    }
+
+    fn take(&self) -> Vec<WriteOp> {
+        std::mem::take(&mut *self.lock())
+            .into_iter()
+            .map(|(key, value)| WriteOp::Meta {
+                key,
+                value,
+                done: None,
+            })
+            .collect()
+    }
+
+    /// Rows taken but not written; a key set again since keeps its newer value.
+    fn put_back(&self, taken: Vec<WriteOp>) {
+        let mut rows = self.lock();
+        for op in taken {
+            if let WriteOp::Meta { key, value, .. } = op {
+                if rows.iter().all(|(k, _)| *k != key) {
+                    rows.push((key, value));
+                }
+            }
         }
     }
 }
@@ -96,31 +138,32 @@ impl WriterStats {
 pub(crate) fn spawn(
     conn: Connection,
     tail: LogTail,
-) -> Result<(mpsc::UnboundedSender<WriteOp>, WriterStats), Error> {
+) -> Result<(mpsc::UnboundedSender<WriteOp>, Riding, WriterStats), Error> {
     let (tx, rx) = mpsc::unbounded_channel();
     let stats = WriterStats::default();
-    let thread_stats = stats.clone();
+    let riding = Riding::default();
+    let (thread_stats, thread_riding) = (stats.clone(), riding.clone());
     std::thread::Builder::new()
         .name("raft-log-writer".into())
-        .spawn(move || run(conn, tail, rx, thread_stats))
+        .spawn(move || run(conn, tail, rx, thread_riding, thread_stats))
         .map_err(|source| Error::Io {
             path: "raft log writer thread".into(),
             source,
         })?;
-    Ok((tx, stats))
+    Ok((tx, riding, stats))
 }
 
 fn run(
     mut conn: Connection,
     tail: LogTail,
     mut rx: mpsc::UnboundedReceiver<WriteOp>,
+    slot: Riding,
     stats: WriterStats,
 ) {
     // Rows left behind by a purge before a restart are deleted like any other.
     let mut purge_upto = read_last_purged(&conn);
     let mut batches_since_purge = 0u32;
-    // Meta rows waiting for the next transaction, the latest per key.
-    let mut riding: Vec<WriteOp> = Vec::new();
+    let mut rode_at: Option<std::time::Instant> = None;
     loop {
         if purge_upto.is_some() && batches_since_purge >= BATCHES_PER_FORCED_PURGE {
             purge_chunk(&mut conn, &mut purge_upto);
@@ -142,27 +185,33 @@ fn run(
                 None => break,
             }
         };
+        // Taken before the queue is drained: what was queued ahead of them is in this batch.
+        let ride = rode_at.is_none_or(|at| at.elapsed() >= RIDING_INTERVAL);
+        let ridden = if ride { slot.take() } else { Vec::new() };
         let mut queued = first.entries();
         let mut batch = vec![first];
+        let mut drained = false;
         while queued < MAX_BATCH_ENTRIES {
             match rx.try_recv() {
                 Ok(op) => {
                     queued += op.entries();
                     batch.push(op);
                 }
-                Err(_) => break,
+                Err(_) => {
+                    drained = true;
+                    break;
+                }
             }
         }
-        if batch.iter().all(|op| op.rides_along().is_some()) {
-            for op in batch {
-                riding.retain(|r| r.rides_along() != op.rides_along());
-                riding.push(op);
+        if drained {
+            if !ridden.is_empty() {
+                rode_at = Some(std::time::Instant::now());
             }
-            continue;
+            batch.extend(ridden);
+        } else {
+            slot.put_back(ridden);
         }
         batches_since_purge += 1;
-        // Queued before the batch: first, so the file keeps the order of effects.
-        batch.splice(0..0, riding.drain(..));
         let result = write_batch(&mut conn, &batch);
         if result.is_ok() {
             for op in &batch {
@@ -186,6 +235,7 @@ fn run(
         finish(batch, result.map_err(|e| e.to_string()), &tail);
     }
     // Every sender is gone: what rides along still goes in.
+    let riding = slot.take();
     if !riding.is_empty() {
         if let Err(error) = write_batch(&mut conn, &riding) {
             tracing::warn!(%error, "the last log meta rows could not be written");

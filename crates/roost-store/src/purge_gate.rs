@@ -17,7 +17,7 @@ use openraft::LogId;
 use tokio::sync::{mpsc, watch};
 
 use crate::error::Error;
-use crate::log_writer::WriteOp;
+use crate::log_writer::{Riding, WriteOp};
 
 type NodeId = u64;
 
@@ -44,6 +44,7 @@ pub(crate) enum Sent {
 #[derive(Clone)]
 pub(crate) struct PurgeGate {
     writer: mpsc::UnboundedSender<WriteOp>,
+    riding: Riding,
     /// What `state.db` holds on disk (`SnapshotDir::on_disk`).
     on_disk: watch::Receiver<OnDisk>,
     /// Writes in openraft's order, the first of them a purge `on_disk` does not cover yet.
@@ -52,11 +53,12 @@ pub(crate) struct PurgeGate {
 
 impl PurgeGate {
     pub(crate) fn new(
-        writer: mpsc::UnboundedSender<WriteOp>,
+        (writer, riding): (mpsc::UnboundedSender<WriteOp>, Riding),
         on_disk: watch::Receiver<OnDisk>,
     ) -> Self {
         PurgeGate {
             writer,
+            riding,
             on_disk,
             held: Arc::default(),
         }
@@ -83,6 +85,16 @@ impl PurgeGate {
         }
         held.push_back(op);
         Ok(Sent::Held)
+    }
+
+    /// A meta row nobody waits for (see [`Riding`]), to go in with the writer's next
+    /// transaction. While writes wait behind a purge it is dropped: it may name an entry that
+    /// waits there, and the next one, once they are released, says more.
+    pub(crate) fn ride_along(&self, key: &'static str, value: String) {
+        let held = self.lock();
+        if held.is_empty() {
+            self.riding.set(key, value);
+        }
     }
 
     /// A purge past what `state.db` holds on disk, once snapshots arrive.

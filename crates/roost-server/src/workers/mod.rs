@@ -306,7 +306,7 @@ impl Workers {
         tasks: Supervisor,
         mut stop: watch::Receiver<bool>,
     ) {
-        let mut metrics = self.api.node().raft().metrics();
+        let mut metrics = self.api.node().leadership_watch();
         loop {
             if *stop.borrow() || tasks.failure().is_some() {
                 self.registry.redirect_all("");
@@ -402,7 +402,7 @@ impl Workers {
     }
 
     async fn until_not_leader(&self) {
-        let mut metrics = self.api.node().raft().metrics();
+        let mut metrics = self.api.node().leadership_watch();
         while self.is_leader() {
             if metrics.changed().await.is_err() {
                 return;
