@@ -203,6 +203,15 @@ impl RaftNode {
     pub fn leadership(&self) -> Leadership {
         // From the watch that waiters wait on: openraft sends it before its full metrics.
         let metrics = self.leadership_watch();
+        if metrics.has_changed().is_err() {
+            // The core has stopped. Its last server metrics still name the state it was in
+            // (only its full metrics say `Shutdown`): a stopped core leads nothing.
+            return Leadership {
+                is_leader: false,
+                leader_id: None,
+                leader_grpc_addr: None,
+            };
+        }
         let m = metrics.borrow();
         let leader_grpc_addr = m.current_leader.and_then(|l| {
             m.membership_config
@@ -221,6 +230,8 @@ impl RaftNode {
     /// answer in `roost-server/src/workers/mod.rs` is its gRPC address).
     pub fn leader_peer_addr(&self) -> Option<String> {
         let metrics = self.leadership_watch();
+        // A stopped core knows no leader (see `leadership`).
+        metrics.has_changed().ok()?;
         let m = metrics.borrow();
         let leader = m.current_leader.filter(|l| *l != self.id)?;
         let node = m.membership_config.membership().get_node(&leader)?;

@@ -268,9 +268,14 @@ pub(crate) async fn count_leader_changes(
     let mut last: Option<(u64, u64)> = None;
     loop {
         let seen = {
+            // Term and leader both from the saved vote: `current_leader` may name the new
+            // leader before the vote with its term is saved, which would count one change twice.
             let m = raft.borrow_and_update();
-            let term = m.vote.leader_id().get_term();
-            m.current_leader.map(|leader| (term, leader))
+            let leader = m.vote.leader_id();
+            m.vote
+                .is_committed()
+                .then(|| leader.voted_for().map(|id| (leader.get_term(), id)))
+                .flatten()
         };
         if seen.is_some() && seen != last {
             metrics.inner.leader_changes.inc();

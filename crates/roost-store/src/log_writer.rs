@@ -42,8 +42,8 @@ pub(crate) enum WriteOp {
         /// Called once the entries are on disk (openraft's flush callback).
         flushed: Box<dyn FnOnce(Result<(), String>) + Send + Sync>,
     },
-    /// A `meta` row; `done` is told once it is durable. (Rows nobody waits for go by
-    /// [`Riding`] instead.)
+    /// A `meta` row; `done` is told once it is durable (none: nobody waits, a [`Riding`] row
+    /// that waited behind a purge).
     Meta {
         key: &'static str,
         value: String,
@@ -75,10 +75,12 @@ impl WriteOp {
 /// after every commit, and sent as ops they still woke the writer thread once per write on
 /// every node (BENCHMARKS.md "One fsync per write", "Fewer wake-ups per write").
 ///
-/// A row may wait here only if every write openraft asked for before it is queued
-/// (`PurgeGate::ride_along`). The writer takes the rows before it drains its queue and writes
-/// them only once the queue is drained, so a row never reaches the file before those writes: a
-/// committed id ahead of the log on disk would make a restarted node apply entries it lacks.
+/// A row may wait here only if every write openraft asked for before it is queued; while writes
+/// wait behind a purge it waits there too, as an op (`PurgeGate::ride_along`). The writer takes
+/// the rows before it drains its queue and writes them only once the queue is drained, so a row
+/// never reaches the file before those writes: a committed id ahead of the log on disk would
+/// make a restarted node apply entries it lacks. (An older row may follow a newer one into the
+/// file: a stale committed id only means less to re-apply.)
 #[derive(Clone, Default)]
 pub(crate) struct Riding(Arc<Mutex<Vec<(&'static str, String)>>>);
 

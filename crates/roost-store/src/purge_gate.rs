@@ -87,13 +87,19 @@ impl PurgeGate {
         Ok(Sent::Held)
     }
 
-    /// A meta row nobody waits for (see [`Riding`]), to go in with the writer's next
-    /// transaction. While writes wait behind a purge it is dropped: it may name an entry that
-    /// waits there, and the next one, once they are released, says more.
+    /// A meta row nobody waits for (see [`Riding`]), to go in with a later transaction of the
+    /// writer's. While writes wait behind a purge it waits behind them, as any write: it may
+    /// name an entry held there.
     pub(crate) fn ride_along(&self, key: &'static str, value: String) {
-        let held = self.lock();
+        let mut held = self.lock();
         if held.is_empty() {
             self.riding.set(key, value);
+        } else {
+            held.push_back(WriteOp::Meta {
+                key,
+                value,
+                done: None,
+            });
         }
     }
 

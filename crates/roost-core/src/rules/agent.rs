@@ -385,6 +385,19 @@ fn cancel_live_runs(ctx: &Ctx<'_>, agent_id: &str, why: &str) -> (Vec<Change>, V
     (changes, cancelled)
 }
 
+/// An agent whose hire waits for approval is neither paused nor resumed, as in Paperclip: its
+/// `hire_agent` approval's decision activates or terminates it.
+fn refuse_pending_hire(agent: &Agent, verb: &str) -> Result<(), DomainError> {
+    if agent.status == AgentStatus::PendingApproval {
+        return Err(DomainError::conflict(format!(
+            "agent {} is waiting for its hire to be approved and cannot be {verb}; approve or \
+             reject its hire_agent approval instead",
+            agent.id
+        )));
+    }
+    Ok(())
+}
+
 /// An operator's pause stops the agent now, as in Paperclip: its live runs are cancelled
 /// (their checkouts released, their workers told), and no wake starts another until it is
 /// resumed. It is the kill switch short of terminating.
@@ -398,6 +411,7 @@ pub(crate) fn pause(
     if current.status == AgentStatus::Terminated {
         return Err(DomainError::conflict("a terminated agent cannot be paused"));
     }
+    refuse_pending_hire(current, "paused")?;
     let (mut changes, cancelled_runs) = cancel_live_runs(ctx, agent_id, "agent_paused");
     // Through the row the runs' ends may have written (their `lastHeartbeatAt`), not over it.
     let mut agent = current.clone();
@@ -426,6 +440,9 @@ pub(crate) fn resume(ctx: &Ctx<'_>, agent_id: &str) -> Result<Decision, DomainEr
             "a terminated agent cannot be resumed",
         ));
     }
+    // Resuming would activate it past its hire's approval, whose decision then found no
+    // pending agent to activate or terminate.
+    refuse_pending_hire(current, "resumed")?;
     let mut agent = current.clone();
     agent.status = AgentStatus::Active;
     agent.pause_reason = None;

@@ -167,8 +167,8 @@ fn hire(w: &mut World, actor: Actor, agent: &str) -> Result<Outcome, DomainError
     )
 }
 
-#[test]
-fn a_hired_agent_runs_only_once_its_hire_is_approved() {
+/// The test world, its company requiring the board's approval for new agents.
+fn world_requiring_hire_approval() -> World {
     let mut w = world();
     w.ok(
         admin(),
@@ -180,6 +180,12 @@ fn a_hired_agent_runs_only_once_its_hire_is_approved() {
             },
         },
     );
+    w
+}
+
+#[test]
+fn a_hired_agent_runs_only_once_its_hire_is_approved() {
+    let mut w = world_requiring_hire_approval();
     let err = hire(&mut w, agent_actor("a1", "c1", None), "h1").unwrap_err();
     assert_eq!(err.code(), "forbidden", "hiring needs canCreateAgents");
     w.ok(
@@ -225,20 +231,43 @@ fn a_hired_agent_runs_only_once_its_hire_is_approved() {
 
 #[test]
 fn a_rejected_hire_is_terminated() {
-    let mut w = world();
-    w.ok(
-        admin(),
-        Command::UpdateCompany {
-            company_id: "c1".into(),
-            patch: CompanyPatch {
-                require_board_approval_for_new_agents: Some(true),
-                ..Default::default()
-            },
-        },
-    );
+    let mut w = world_requiring_hire_approval();
     hire(&mut w, admin(), "h1").expect("hired");
     decide(&mut w, admin(), "hire-h1", ApprovalDecision::Reject).expect("rejected");
     assert_eq!(w.state.agents["h1"].status, AgentStatus::Terminated);
+}
+
+/// Regression: an operator could resume (or pause) an agent whose hire waited for approval;
+/// resumed, it was active and its keys worked without the approval, which then found no pending
+/// agent to activate or terminate.
+#[test]
+fn a_pending_hire_is_neither_resumed_nor_paused_past_its_approval() {
+    let mut w = world_requiring_hire_approval();
+    hire(&mut w, admin(), "h1").expect("hired");
+    let resumed = w.run(
+        admin(),
+        Command::ResumeAgent {
+            agent_id: "h1".into(),
+        },
+    );
+    assert!(
+        matches!(resumed, Err(DomainError::Conflict { .. })),
+        "{resumed:?}"
+    );
+    let paused = w.run(
+        admin(),
+        Command::PauseAgent {
+            agent_id: "h1".into(),
+            reason: PauseReason::Manual,
+        },
+    );
+    assert!(
+        matches!(paused, Err(DomainError::Conflict { .. })),
+        "{paused:?}"
+    );
+    assert_eq!(w.state.agents["h1"].status, AgentStatus::PendingApproval);
+    decide(&mut w, admin(), "hire-h1", ApprovalDecision::Approve).expect("approved");
+    assert_eq!(w.state.agents["h1"].status, AgentStatus::Active);
 }
 
 /// Bug: an approval's wake merged into its requester's pending wake for the same issue kept the

@@ -207,6 +207,13 @@ async fn a_pending_hire_key_does_not_authenticate_until_approved() -> anyhow::Re
         error.contains("waiting for its hire to be approved"),
         "{error}"
     );
+    // Nor does resuming it get around the approval.
+    let resumed = node
+        .admin
+        .post(&format!("/api/agents/{agent_id}/resume"), json!({}))
+        .await?;
+    assert_eq!(resumed.status.as_u16(), 409, "{}", resumed.body);
+    assert_eq!(agent.get("/api/agents/me").await?.status.as_u16(), 401);
 
     node.admin
         .post(&format!("/api/approvals/{approval_id}/approve"), json!({}))
