@@ -210,6 +210,10 @@ pub struct AgentPatch {
     /// Its manager (`rules/org.rs`); `Some(None)` clears it.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub reports_to: Option<Option<String>>,
+    /// The config revision this update puts back (`agent_revision.rs`), named by the revision
+    /// it records. Absent from entries written before revisions existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back_from: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

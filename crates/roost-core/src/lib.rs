@@ -7,6 +7,7 @@
 pub mod activity;
 pub mod adapter_config;
 pub mod agent_day;
+pub mod agent_revision;
 pub mod approval;
 pub mod attachment;
 mod audit;

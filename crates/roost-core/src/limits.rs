@@ -427,6 +427,11 @@ fn agent_patch(patch: &AgentPatch) -> Result<(), DomainError> {
     opt_chars("name", patch.name.as_ref(), MAX_NAME_CHARS)?;
     opt_chars("role", patch.role.as_ref(), MAX_NAME_CHARS)?;
     opt_chars(
+        "rolledBackFrom",
+        patch.rolled_back_from.as_ref(),
+        MAX_NAME_CHARS,
+    )?;
+    opt_chars(
         "title",
         patch.title.as_ref().and_then(Option::as_ref),
         MAX_NAME_CHARS,

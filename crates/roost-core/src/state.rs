@@ -70,6 +70,9 @@ pub enum Change {
     Attachment(crate::attachment::AttachmentChange),
     /// An issue work product written or removed (`work_product.rs`).
     WorkProduct(crate::work_product::WorkProductChange),
+    /// A change of an agent's configuration recorded (`agent_revision.rs`): a row of
+    /// `state.db` only.
+    AgentRevision(Box<crate::agent_revision::AgentConfigRevision>),
 }
 
 /// Commands one log entry carries at most. The command at `position` in the entry at log
@@ -567,8 +570,9 @@ impl State {
                 self.touch(change);
                 self.link_comment(c);
             }
-            // A revision's body is written to state.db only.
-            Change::Document(crate::document::DocumentChange::Revision(_)) => {}
+            // A revision's body is written to state.db only, as an agent's config revision.
+            Change::Document(crate::document::DocumentChange::Revision(_))
+            | Change::AgentRevision(_) => {}
             // An attachment's bytes too: memory keeps its summary, never a copy of them.
             Change::Attachment(a) => {
                 self.touch(change);
@@ -691,7 +695,7 @@ impl State {
             Change::Interaction(i) => self.interactions.put(i),
             Change::Attachment(a) => self.attachments.put(&a),
             Change::WorkProduct(w) => self.work_products.put(&w),
-            Change::Activity(_) => {}
+            Change::Activity(_) | Change::AgentRevision(_) => {}
             Change::Remembered(r) => self.idempotency.insert(r),
             Change::Forgotten(key) => self.idempotency.remove(&key),
         }

@@ -387,6 +387,8 @@ pub(crate) fn row_of(change: &Change) -> Option<(Table, &str)> {
             // Not in memory: its document's row (its latest revision and ids) is.
             crate::document::DocumentChange::Revision(_) => return None,
         },
+        // Not in memory: the agent's row it records is.
+        Change::AgentRevision(_) => return None,
         Change::Interaction(i) => match i {
             crate::interaction::InteractionChange::Interaction(i) => {
                 (Table::Interaction, i.id.as_str())

@@ -16,7 +16,7 @@ enum Twin {
     Paperclip(&'static str),
     /// Only meaningful over HTTP.
     Http(&'static str),
-    /// Not on gRPC yet: Paperclip's cost breakdowns.
+    /// Not on gRPC yet: Paperclip's cost breakdowns, an agent's config revisions.
     Gap(&'static str),
 }
 
@@ -78,6 +78,18 @@ const SURFACE: &[(&str, Twin)] = &[
     (
         "GET /agents/{id}/configuration",
         Paperclip("GetAgent's adapter configuration"),
+    ),
+    (
+        "GET /agents/{id}/config-revisions",
+        Gap("an agent's config revisions"),
+    ),
+    (
+        "GET /agents/{id}/config-revisions/{revision_id}",
+        Gap("an agent's config revisions"),
+    ),
+    (
+        "POST /agents/{id}/config-revisions/{revision_id}/rollback",
+        Paperclip("UpdateAgent with a revision's configuration"),
     ),
     (
         "GET /agents/{id}/runtime-state",

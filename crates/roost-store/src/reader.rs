@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use roost_core::activity::{ActivityEntry, ChainBreak, ChainSummary, ChainVerifier};
+use roost_core::agent_revision::AgentConfigRevision;
 use roost_core::{Comment, State};
 use sqlx::sqlite::SqlitePool;
 use sqlx::Row;
@@ -245,6 +246,46 @@ impl StateReader {
             .map(|r| {
                 serde_json::from_str(r.get::<&str, _>(0))
                     .map_err(|e| Error::corrupt("document revision", e))
+            })
+            .collect()
+    }
+
+    /// One of an agent's config revisions (`roost_core::agent_revision`).
+    pub async fn agent_config_revision(
+        &self,
+        revision_id: &str,
+    ) -> Result<Option<AgentConfigRevision>, Error> {
+        let pool = self.flushed()?;
+        let row = sqlx::query("SELECT data FROM agent_config_revisions WHERE id = ?")
+            .bind(revision_id)
+            .fetch_optional(pool)
+            .await
+            .map_err(Error::sql("get agent config revision"))?;
+        row.map(|r| {
+            serde_json::from_str(r.get::<&str, _>(0))
+                .map_err(|e| Error::corrupt("agent config revision", e))
+        })
+        .transpose()
+    }
+
+    /// An agent's newest config revisions, newest first: at most [`MAX_REVISIONS_LISTED`].
+    pub async fn agent_config_revisions(
+        &self,
+        agent_id: &str,
+    ) -> Result<Vec<AgentConfigRevision>, Error> {
+        let pool = self.flushed()?;
+        let rows = sqlx::query(
+            "SELECT data FROM agent_config_revisions WHERE agent_id = ? ORDER BY seq DESC LIMIT ?",
+        )
+        .bind(agent_id)
+        .bind(MAX_REVISIONS_LISTED)
+        .fetch_all(pool)
+        .await
+        .map_err(Error::sql("list agent config revisions"))?;
+        rows.iter()
+            .map(|r| {
+                serde_json::from_str(r.get::<&str, _>(0))
+                    .map_err(|e| Error::corrupt("agent config revision", e))
             })
             .collect()
     }

@@ -617,6 +617,18 @@ impl RowBatch {
                 self.drop_row("work_products", id)
             }
             Change::Interaction(i) => self.add_interaction(i)?,
+            Change::AgentRevision(r) => self.put(
+                "agent_config_revisions",
+                "id, company_id, agent_id, seq, data",
+                OnConflict::Ignore,
+                vec![
+                    text(&r.id),
+                    text(&r.company_id),
+                    text(&r.agent_id),
+                    Cell::Int(i64::try_from(r.seq).unwrap_or(i64::MAX)),
+                    Cell::Text(json(r)?),
+                ],
+            ),
             Change::Approval(a) => self.put(
                 "approvals",
                 "id, company_id, data",

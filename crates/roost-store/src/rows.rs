@@ -63,6 +63,9 @@ CREATE TABLE IF NOT EXISTS issue_documents (id TEXT PRIMARY KEY, company_id TEXT
 CREATE TABLE IF NOT EXISTS document_revisions (id TEXT PRIMARY KEY, company_id TEXT NOT NULL,
     document_id TEXT NOT NULL, revision_number INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS document_revisions_by_document ON document_revisions (document_id, revision_number);
+CREATE TABLE IF NOT EXISTS agent_config_revisions (id TEXT PRIMARY KEY, company_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL, seq INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS agent_config_revisions_by_agent ON agent_config_revisions (agent_id, seq);
 CREATE TABLE IF NOT EXISTS issue_interactions (id TEXT PRIMARY KEY, company_id TEXT NOT NULL,
     issue_id TEXT NOT NULL, idempotency_key TEXT, status TEXT NOT NULL, created_at INTEGER NOT NULL,
     data TEXT NOT NULL);
@@ -105,6 +108,7 @@ pub(crate) const NEWER_TABLES: &[&str] = &[
     "attachment_chunks",
     "work_products",
     "labels",
+    "agent_config_revisions",
 ];
 
 /// Every table a snapshot carries, in the order they are copied.
@@ -143,6 +147,7 @@ pub(crate) const TABLES: &[&str] = &[
     "attachment_chunks",
     "work_products",
     "labels",
+    "agent_config_revisions",
 ];
 
 /// Every row of `table`, parsed from its `data` column. A row that does not parse is named by

@@ -280,9 +280,12 @@ pub(crate) fn update(
     }
     agent.updated_at = ctx.now();
     let note = agent_note(&agent, update_details(current, &agent, patch));
+    let revision = crate::agent_revision::record(ctx, current, &agent, patch);
+    let mut changes = vec![Change::Agent(agent.clone())];
+    changes.extend(revision.map(|r| Change::AgentRevision(Box::new(r))));
     Ok(Decision {
-        outcome: Outcome::Agent(agent.clone()),
-        changes: vec![Change::Agent(agent)],
+        outcome: Outcome::Agent(agent),
+        changes,
         note,
     })
 }
@@ -370,6 +373,9 @@ fn update_details(before: &Agent, after: &Agent, patch: &AgentPatch) -> Value {
         &after.adapter_config,
     ));
     details.insert("changed".into(), json!(changed));
+    if let Some(revision) = &patch.rolled_back_from {
+        details.insert("rolledBackFromRevisionId".into(), json!(revision));
+    }
     Value::Object(details)
 }
 

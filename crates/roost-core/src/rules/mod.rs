@@ -5,6 +5,8 @@ mod agent;
 mod agent_delete;
 #[cfg(test)]
 mod agent_delete_tests;
+#[cfg(test)]
+mod agent_revision_tests;
 mod approval;
 #[cfg(test)]
 mod approval_tests;

@@ -193,6 +193,10 @@ impl Rows {
                 Change::SkillDeleted(id) => {
                     self.skills.remove(id);
                 }
+                // Not in memory either: only its JSON form is checked.
+                Change::AgentRevision(r) => {
+                    self.stored("agent_config_revisions", &r.id, r);
+                }
                 Change::Label(r) => upsert!(labels, "labels", r, r.id),
                 Change::LabelDeleted(id) => {
                     self.labels.remove(id);

@@ -6,6 +6,7 @@
 
 mod activity;
 mod admin;
+mod agent_revisions;
 mod approvals;
 mod attachments;
 mod budgets;

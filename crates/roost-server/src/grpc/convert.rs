@@ -334,8 +334,9 @@ pub(super) fn agent_patch(
         session_rotation: None,
         home_max_bytes: None,
         loop_breaker: None,
-        // Nor reporting lines (`reportsTo` over REST).
+        // Nor reporting lines (`reportsTo` over REST), nor rollbacks.
         reports_to: None,
+        rolled_back_from: None,
     };
     Ok((request.agent_id, patch))
 }

@@ -5,6 +5,7 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
+use roost_core::agent_revision::AgentConfigRevision;
 use roost_core::views::LabeledIssue;
 use roost_core::{BudgetScopeType, Issue};
 use serde::Deserialize;
@@ -107,6 +108,44 @@ pub async fn agent_configuration(
         "runtimeConfig": { "heartbeat": agent.heartbeat },
         "placementLabels": agent.placement_labels,
     })))
+}
+
+/// `GET /api/agents/{id}/config-revisions` (Paperclip's `agent config-revisions`): the agent's
+/// configuration changes, newest first, secrets redacted (`roost-core/src/agent_revision.rs`).
+pub async fn agent_config_revisions(
+    State(api): State<Api>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<AgentConfigRevision>>> {
+    Ok(Json(api.agent_config_revisions(&caller, &id).await?))
+}
+
+/// `GET /api/agents/{id}/config-revisions/{revisionId}` (`agent config-revision:get`).
+pub async fn agent_config_revision(
+    State(api): State<Api>,
+    caller: Caller,
+    Path((id, revision_id)): Path<(String, String)>,
+) -> Result<Json<AgentConfigRevision>> {
+    Ok(Json(
+        api.agent_config_revision(&caller, &id, &revision_id)
+            .await?,
+    ))
+}
+
+/// `POST /api/agents/{id}/config-revisions/{revisionId}/rollback` (`agent
+/// config-revision:rollback`): the revision's `afterConfig` applied as an update, which records a
+/// revision of its own; answers the agent. A secret the revision shows redacted keeps the value
+/// the agent has now.
+pub async fn rollback_agent_config(
+    State(api): State<Api>,
+    caller: Caller,
+    Path((id, revision_id)): Path<(String, String)>,
+    JsonBody(_): JsonBody<super::dto::Empty>,
+) -> Result<Json<AgentRow>> {
+    let agent = api
+        .rollback_agent_config(&caller, &id, &revision_id)
+        .await?;
+    Ok(Json(agent_row(&api, agent)))
 }
 
 /// `GET /api/agents/{id}/runtime-state`: the agent's status, last heartbeat and saved sessions.

@@ -192,6 +192,7 @@ impl PatchAgent {
             loop_breaker: self.loop_breaker,
             home_max_bytes: self.home_max_bytes,
             reports_to: self.reports_to,
+            rolled_back_from: None,
         }
     }
 }

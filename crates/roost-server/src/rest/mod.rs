@@ -120,6 +120,18 @@ pub fn router(api: Api, max_body_bytes: usize, tasks: Supervisor) -> Router {
             get(compat::agent_configuration),
         )
         .route(
+            "/agents/{id}/config-revisions",
+            get(compat::agent_config_revisions),
+        )
+        .route(
+            "/agents/{id}/config-revisions/{revision_id}",
+            get(compat::agent_config_revision),
+        )
+        .route(
+            "/agents/{id}/config-revisions/{revision_id}/rollback",
+            post(compat::rollback_agent_config),
+        )
+        .route(
             "/agents/{id}/runtime-state",
             get(compat::agent_runtime_state),
         )

@@ -495,3 +495,112 @@ async fn paperclips_cli_breaks_costs_down_by_provider_biller_model_and_window() 
     );
     Ok(())
 }
+
+/// An agent's configuration history through Paperclip's CLI: each update that changes it is a
+/// revision (secrets never shown), one is read back, and a rollback puts its configuration back
+/// as a new revision; the agent's own key and an unknown revision are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paperclips_cli_lists_reads_and_rolls_back_agent_config_revisions() -> anyhow::Result<()> {
+    let o = Operator::start().await?;
+    let (http, cid, admin) = (&o.http, o.roost.company_id.clone(), &o.roost.admin_token);
+    let op = |args: &[&str]| o.run(admin, args);
+    let (id, key) = agent_with_key(http, &cid, "builder").await?;
+    // Roost's secret `env` values, which Paperclip's CLI has no shape for, over REST.
+    let configure = |command: &str, secret: &str| {
+        json!({ "adapterConfig": {
+            "command": command,
+            "env": { "TOKEN": { "type": "secret", "value": secret } },
+        } })
+    };
+    let mut first = configure("v1", "first-secret");
+    first["title"] = json!("Lead");
+    http.patch(&format!("/api/agents/{id}"), first)
+        .await?
+        .ok()?;
+    http.patch(
+        &format!("/api/agents/{id}"),
+        configure("v2", "second-secret"),
+    )
+    .await?
+    .ok()?;
+    // The same title again changes nothing, and records nothing.
+    op(&[
+        "agent",
+        "update",
+        &id,
+        "--payload-json",
+        r#"{"title":"Lead"}"#,
+    ])?
+    .json()?;
+
+    let listed = op(&["agent", "config-revisions", &id])?;
+    assert!(
+        !listed.stdout.contains("first-secret") && !listed.stdout.contains("second-secret"),
+        "no secret value is shown: {}",
+        listed.stdout
+    );
+    let listed = listed.json()?;
+    let revisions = listed.as_array().cloned().unwrap_or_default();
+    assert_eq!(revisions.len(), 2, "{listed}");
+    let (newest, first) = (&revisions[0], &revisions[1]);
+    assert_eq!(newest["changedKeys"], json!(["adapterConfig"]), "{listed}");
+    assert_eq!(
+        first["changedKeys"],
+        json!(["title", "adapterConfig"]),
+        "{listed}"
+    );
+    assert_eq!(first["source"], "patch", "{listed}");
+    assert_eq!(first["agentId"], id.as_str(), "{listed}");
+    assert_eq!(first["beforeConfig"]["title"], Value::Null, "{listed}");
+    assert_eq!(
+        first["afterConfig"]["adapterConfig"]["command"], "v1",
+        "{listed}"
+    );
+    assert_eq!(
+        first["afterConfig"]["adapterConfig"]["env"]["TOKEN"],
+        json!({ "type": "secret", "redacted": true }),
+        "{listed}"
+    );
+    let first_id = str_field(first, "id");
+    let got = op(&["agent", "config-revision:get", &id, &first_id])?.json()?;
+    assert_eq!(&got, first, "{got}");
+
+    let rolled = op(&["agent", "config-revision:rollback", &id, &first_id])?.json()?;
+    assert_eq!(rolled["id"], id.as_str(), "{rolled}");
+    assert_eq!(rolled["adapterConfig"]["command"], "v1", "{rolled}");
+    let config = op(&["agent", "configuration", &id])?.json()?;
+    assert_eq!(config["adapterConfig"]["command"], "v1", "{config}");
+    assert_eq!(
+        config["adapterConfig"]["env"]["TOKEN"],
+        json!({ "type": "secret", "redacted": true }),
+        "the secret stays set: {config}"
+    );
+    let after = op(&["agent", "config-revisions", &id])?.json()?;
+    assert_eq!(after.as_array().map(Vec::len), Some(3), "{after}");
+    assert_eq!(after[0]["source"], "rollback", "{after}");
+    assert_eq!(
+        after[0]["rolledBackFromRevisionId"],
+        first_id.as_str(),
+        "{after}"
+    );
+    assert_eq!(after[0]["changedKeys"], json!(["adapterConfig"]), "{after}");
+
+    refused(
+        &o.run(&key, &["agent", "config-revisions", &id])?,
+        "administrator",
+    );
+    refused(
+        &o.run(&key, &["agent", "config-revision:rollback", &id, &first_id])?,
+        "administrator",
+    );
+    refused(
+        &op(&["agent", "config-revision:get", &id, "rev-404"])?,
+        "config revision rev-404 not found",
+    );
+    let (other, _) = agent_with_key(http, &cid, "other").await?;
+    refused(
+        &op(&["agent", "config-revision:rollback", &other, &first_id])?,
+        "not found",
+    );
+    Ok(())
+}

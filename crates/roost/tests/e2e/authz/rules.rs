@@ -71,6 +71,19 @@ pub(super) const REST: &[(&str, &str, Rule, &str)] = &[
     ("POST", "/issues/{id}/admin/force-release", Admin, "{}"),
     ("GET", "/heartbeat-runs/{id}/issues", Company, ""),
     ("GET", "/agents/{id}/configuration", Company, ""),
+    ("GET", "/agents/{id}/config-revisions", Admin, ""),
+    (
+        "GET",
+        "/agents/{id}/config-revisions/{revision_id}",
+        Admin,
+        "",
+    ),
+    (
+        "POST",
+        "/agents/{id}/config-revisions/{revision_id}/rollback",
+        Admin,
+        "{}",
+    ),
     ("GET", "/agents/{id}/runtime-state", Company, ""),
     (
         "POST",
