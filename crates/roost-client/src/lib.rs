@@ -4,6 +4,7 @@
 //! goes through one request path that sets the bearer token, the run id header and a timeout,
 //! and turns error responses into [`Error::Api`] with the server's code and message.
 
+mod agent_revisions;
 mod approvals;
 mod attachments;
 mod budgets;
@@ -32,6 +33,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use agent_revisions::AgentConfigRevision;
 pub use approvals::{Approval, ApprovalComment, ApprovalDecision, ApprovalStatus, ApprovalType};
 pub use attachments::{AttachmentView, WorkProduct, WorkProductFields};
 pub use budgets::{NewBudgetPolicy, NewCostEvent};

@@ -89,23 +89,40 @@ impl AgentConfig {
         changed
     }
 
-    /// The update that puts this configuration back, recorded as rolled back from `revision_id`.
-    pub fn into_patch(self, revision_id: &str) -> AgentPatch {
+    /// The update that puts this configuration back over `current`, recorded as rolled back
+    /// from `revision_id`: only the fields that differ, so one that did not change (a manager
+    /// terminated since, a name) is not checked again.
+    pub fn into_patch(self, current: &AgentConfig, revision_id: &str) -> AgentPatch {
+        fn differs<T: PartialEq>(value: T, now: &T) -> Option<T> {
+            (value != *now).then_some(value)
+        }
         AgentPatch {
-            name: Some(self.name),
-            role: Some(self.role),
-            title: Some(self.title),
-            reports_to: Some(self.reports_to),
-            adapter_type: Some(self.adapter_type),
-            adapter_config: Some(self.adapter_config),
-            heartbeat: Some(self.runtime_config.heartbeat),
-            placement_labels: Some(self.placement_labels),
-            session_rotation: Some(self.session_rotation),
-            loop_breaker: Some(self.loop_breaker),
-            home_max_bytes: Some(self.home_max_bytes),
+            name: differs(self.name, &current.name),
+            role: differs(self.role, &current.role),
+            title: differs(self.title, &current.title),
+            reports_to: differs(self.reports_to, &current.reports_to),
+            adapter_type: differs(self.adapter_type, &current.adapter_type),
+            adapter_config: differs(self.adapter_config, &current.adapter_config),
+            heartbeat: differs(self.runtime_config, &current.runtime_config).map(|r| r.heartbeat),
+            placement_labels: differs(self.placement_labels, &current.placement_labels),
+            session_rotation: differs(self.session_rotation, &current.session_rotation),
+            loop_breaker: differs(self.loop_breaker, &current.loop_breaker),
+            home_max_bytes: differs(self.home_max_bytes, &current.home_max_bytes),
             rolled_back_from: Some(revision_id.to_string()),
             ..AgentPatch::default()
         }
+    }
+
+    /// The secret `env` keys this configuration shows redacted: a rollback to it keeps the
+    /// value the agent holds for each, so each must still be held.
+    pub fn redacted_secrets(&self) -> impl Iterator<Item = &str> {
+        self.adapter_config
+            .get("env")
+            .and_then(serde_json::Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(_, v)| **v == adapter_config::redacted_secret())
+            .map(|(k, _)| k.as_str())
     }
 }
 

@@ -210,8 +210,7 @@ pub struct AgentPatch {
     /// Its manager (`rules/org.rs`); `Some(None)` clears it.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "nullable")]
     pub reports_to: Option<Option<String>>,
-    /// The config revision this update puts back (`agent_revision.rs`), named by the revision
-    /// it records. Absent from entries written before revisions existed.
+    /// The config revision this update puts back (`agent_revision.rs`); absent before them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rolled_back_from: Option<String>,
 }

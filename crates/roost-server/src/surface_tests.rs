@@ -16,7 +16,7 @@ enum Twin {
     Paperclip(&'static str),
     /// Only meaningful over HTTP.
     Http(&'static str),
-    /// Not on gRPC yet: Paperclip's cost breakdowns, an agent's config revisions.
+    /// Not on gRPC yet: Paperclip's cost breakdowns.
     Gap(&'static str),
 }
 
@@ -81,15 +81,15 @@ const SURFACE: &[(&str, Twin)] = &[
     ),
     (
         "GET /agents/{id}/config-revisions",
-        Gap("an agent's config revisions"),
+        Grpc("ListAgentConfigRevisions"),
     ),
     (
         "GET /agents/{id}/config-revisions/{revision_id}",
-        Gap("an agent's config revisions"),
+        Grpc("GetAgentConfigRevision"),
     ),
     (
         "POST /agents/{id}/config-revisions/{revision_id}/rollback",
-        Paperclip("UpdateAgent with a revision's configuration"),
+        Grpc("RollbackAgentConfig"),
     ),
     (
         "GET /agents/{id}/runtime-state",

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::test_world::{admin, agent_actor, World};
 use crate::adapter_config::redacted_secret;
-use crate::agent_revision::AgentConfigRevision;
+use crate::agent_revision::{AgentConfig, AgentConfigRevision};
 use crate::command::{AgentPatch, Command, Outcome};
 use crate::entity::Agent;
 use crate::state::Change;
@@ -108,7 +108,11 @@ fn a_rollback_puts_back_the_configuration_and_keeps_the_secret_held_now() {
     );
     second.expect("recorded");
 
-    let (agent, rollback) = update(&mut w, first.after_config.clone().into_patch(&first.id));
+    let now = AgentConfig::of(&w.state.agents["a1"]);
+    let (agent, rollback) = update(
+        &mut w,
+        first.after_config.clone().into_patch(&now, &first.id),
+    );
     assert_eq!(agent.adapter_config["command"], "old");
     assert_eq!(agent.title, None, "the title it had then");
     assert_eq!(
@@ -130,7 +134,11 @@ fn a_rollback_puts_back_the_configuration_and_keeps_the_secret_held_now() {
 fn an_agent_key_cannot_roll_back_a_configuration() {
     let mut w = World::new();
     let (_, first) = update(&mut w, configured("old", "sk"));
-    let patch = first.expect("recorded").after_config.into_patch("rev-1");
+    let now = AgentConfig::of(&w.state.agents["a1"]);
+    let patch = first
+        .expect("recorded")
+        .before_config
+        .into_patch(&now, "rev-1");
     let err = w
         .run(
             agent_actor("a1", "c1", None),
@@ -141,4 +149,34 @@ fn an_agent_key_cannot_roll_back_a_configuration() {
         )
         .unwrap_err();
     assert_eq!(err.code(), "forbidden", "{err}");
+}
+
+/// Bug (review of the first version): a rollback sent every field, so a manager terminated
+/// since the revision (a termination leaves its reports' `reportsTo`) was checked again and the
+/// rollback refused, though it changed no reporting line.
+#[test]
+fn a_rollback_does_not_recheck_a_manager_terminated_since() {
+    let mut w = World::new();
+    let (_, first) = update(
+        &mut w,
+        AgentPatch {
+            reports_to: Some(Some("a2".into())),
+            ..configured("old", "sk")
+        },
+    );
+    let first = first.expect("recorded");
+    w.ok(
+        admin(),
+        Command::TerminateAgent {
+            agent_id: "a2".into(),
+        },
+    );
+    update(&mut w, configured("new", "sk"));
+    let now = AgentConfig::of(&w.state.agents["a1"]);
+    let patch = first.after_config.clone().into_patch(&now, &first.id);
+    assert_eq!(patch.reports_to, None, "an unchanged manager is not sent");
+    let (agent, rollback) = update(&mut w, patch);
+    assert_eq!(agent.adapter_config["command"], "old");
+    assert_eq!(agent.reports_to.as_deref(), Some("a2"));
+    assert_eq!(rollback.expect("recorded").changed_keys, ["adapterConfig"]);
 }

@@ -5060,6 +5060,67 @@ pub struct TerminateAgentRequest {
     #[prost(string, tag = "1")]
     pub agent_id: ::prost::alloc::string::String,
 }
+/// One change of an agent's configuration (`roost-core/src/agent_revision.rs`).
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AgentConfigRevision {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub company_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "4")]
+    pub created_by_agent_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// The administrator's token name.
+    #[prost(string, optional, tag = "5")]
+    pub created_by_user_id: ::core::option::Option<::prost::alloc::string::String>,
+    /// "patch", or "rollback".
+    #[prost(string, tag = "6")]
+    pub source: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "7")]
+    pub rolled_back_from_revision_id: ::core::option::Option<
+        ::prost::alloc::string::String,
+    >,
+    /// Paperclip's field names: name, role, title, reportsTo, adapterType, adapterConfig, ...
+    #[prost(string, repeated, tag = "8")]
+    pub changed_keys: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The configuration before and after, as JSON (REST's beforeConfig and afterConfig).
+    #[prost(string, tag = "9")]
+    pub before_config_json: ::prost::alloc::string::String,
+    #[prost(string, tag = "10")]
+    pub after_config_json: ::prost::alloc::string::String,
+    #[prost(int64, tag = "11")]
+    pub created_at_ms: i64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ListAgentConfigRevisionsRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ListAgentConfigRevisionsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub revisions: ::prost::alloc::vec::Vec<AgentConfigRevision>,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetAgentConfigRevisionRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub revision_id: ::prost::alloc::string::String,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RollbackAgentConfigRequest {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub revision_id: ::prost::alloc::string::String,
+}
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct DeleteAgentRequest {
@@ -5807,6 +5868,79 @@ pub mod control_client {
             let mut req = request.into_request();
             req.extensions_mut()
                 .insert(GrpcMethod::new("roost.v1.Control", "DeleteAgent"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// An agent's config revisions (administrators, as REST's `/api/agents/{id}/config-revisions`):
+        /// each update that changed its configuration, newest first (at most 100), secrets redacted.
+        pub async fn list_agent_config_revisions(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ListAgentConfigRevisionsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListAgentConfigRevisionsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/ListAgentConfigRevisions",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "ListAgentConfigRevisions"));
+            self.inner.unary(req, path, codec).await
+        }
+        pub async fn get_agent_config_revision(
+            &mut self,
+            request: impl tonic::IntoRequest<super::GetAgentConfigRevisionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AgentConfigRevision>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/GetAgentConfigRevision",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "GetAgentConfigRevision"));
+            self.inner.unary(req, path, codec).await
+        }
+        /// Applies a revision's after-configuration as a new update, which records a revision of its
+        /// own; a secret the revision shows redacted keeps the value the agent holds now.
+        pub async fn rollback_agent_config(
+            &mut self,
+            request: impl tonic::IntoRequest<super::RollbackAgentConfigRequest>,
+        ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status> {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = crate::codec::RoostCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/roost.v1.Control/RollbackAgentConfig",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(GrpcMethod::new("roost.v1.Control", "RollbackAgentConfig"));
             self.inner.unary(req, path, codec).await
         }
         /// Creates an API key for an agent. The secret is returned once, here, and never again.
@@ -8666,6 +8800,28 @@ pub mod control_server {
             &self,
             request: tonic::Request<super::DeleteAgentRequest>,
         ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status>;
+        /// An agent's config revisions (administrators, as REST's `/api/agents/{id}/config-revisions`):
+        /// each update that changed its configuration, newest first (at most 100), secrets redacted.
+        async fn list_agent_config_revisions(
+            &self,
+            request: tonic::Request<super::ListAgentConfigRevisionsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ListAgentConfigRevisionsResponse>,
+            tonic::Status,
+        >;
+        async fn get_agent_config_revision(
+            &self,
+            request: tonic::Request<super::GetAgentConfigRevisionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::AgentConfigRevision>,
+            tonic::Status,
+        >;
+        /// Applies a revision's after-configuration as a new update, which records a revision of its
+        /// own; a secret the revision shows redacted keeps the value the agent holds now.
+        async fn rollback_agent_config(
+            &self,
+            request: tonic::Request<super::RollbackAgentConfigRequest>,
+        ) -> std::result::Result<tonic::Response<super::Agent>, tonic::Status>;
         /// Creates an API key for an agent. The secret is returned once, here, and never again.
         async fn create_agent_key(
             &self,
@@ -9976,6 +10132,145 @@ pub mod control_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = DeleteAgentSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/ListAgentConfigRevisions" => {
+                    #[allow(non_camel_case_types)]
+                    struct ListAgentConfigRevisionsSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::ListAgentConfigRevisionsRequest>
+                    for ListAgentConfigRevisionsSvc<T> {
+                        type Response = super::ListAgentConfigRevisionsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<
+                                super::ListAgentConfigRevisionsRequest,
+                            >,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::list_agent_config_revisions(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ListAgentConfigRevisionsSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/GetAgentConfigRevision" => {
+                    #[allow(non_camel_case_types)]
+                    struct GetAgentConfigRevisionSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::GetAgentConfigRevisionRequest>
+                    for GetAgentConfigRevisionSvc<T> {
+                        type Response = super::AgentConfigRevision;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::GetAgentConfigRevisionRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::get_agent_config_revision(&inner, request)
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = GetAgentConfigRevisionSvc(inner);
+                        let codec = crate::codec::RoostCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/roost.v1.Control/RollbackAgentConfig" => {
+                    #[allow(non_camel_case_types)]
+                    struct RollbackAgentConfigSvc<T: Control>(pub Arc<T>);
+                    impl<
+                        T: Control,
+                    > tonic::server::UnaryService<super::RollbackAgentConfigRequest>
+                    for RollbackAgentConfigSvc<T> {
+                        type Response = super::Agent;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::RollbackAgentConfigRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as Control>::rollback_agent_config(&inner, request).await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = RollbackAgentConfigSvc(inner);
                         let codec = crate::codec::RoostCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(

@@ -1,7 +1,8 @@
 //! An agent's config revisions (`roost_core::agent_revision`): read from `state.db`, rolled back
 //! by an update that applies one's `afterConfig`. An administrator's, as the updates they record.
 
-use roost_core::agent_revision::AgentConfigRevision;
+use roost_core::agent_revision::{AgentConfig, AgentConfigRevision};
+use roost_core::error::DomainError;
 use roost_core::Agent;
 
 use super::Api;
@@ -67,7 +68,24 @@ impl Api {
         let revision = self
             .agent_config_revision(caller, agent_id, revision_id)
             .await?;
-        let patch = revision.after_config.into_patch(&revision.id);
+        let agent = self
+            .reader()
+            .read(|s| s.agents.get(&revision.agent_id).cloned())
+            .ok_or_else(|| ApiError::not_found("agent", agent_id))?;
+        let held = agent.adapter_config.get("env");
+        if let Some(missing) = revision
+            .after_config
+            .redacted_secrets()
+            .find(|k| held.and_then(|env| env.get(k)).is_none())
+        {
+            return Err(ApiError::Domain(DomainError::conflict(format!(
+                "config revision {} uses the secret env {missing}, which agent {} no longer                  holds: set it with PATCH /api/agents/{}, then roll back",
+                revision.id, agent.id, agent.id
+            ))));
+        }
+        let patch = revision
+            .after_config
+            .into_patch(&AgentConfig::of(&agent), &revision.id);
         self.update_agent(caller, agent_id, patch).await
     }
 }

@@ -1,5 +1,6 @@
 //! The gRPC client API, `roost.v1.Control`, over the same service layer as REST.
 
+mod agent_revisions;
 mod attachments;
 mod budgets;
 mod cluster;

@@ -10,8 +10,8 @@ use tonic::{Request, Response, Status};
 
 use super::metadata::{authenticate_request, Credentials};
 use super::{
-    attachments, budgets, convert, credentials, documents, governance, interactions, issues,
-    memory, monitors, records, routine_triggers, routines, skills, wakes,
+    agent_revisions, attachments, budgets, convert, credentials, documents, governance,
+    interactions, issues, memory, monitors, records, routine_triggers, routines, skills, wakes,
 };
 use crate::api::Api;
 use crate::auth::Caller;
@@ -137,6 +137,11 @@ impl Control for ControlService {
 
     delegate! {
         delete_agent(DeleteAgentRequest) -> Agent = records::delete_agent;
+        list_agent_config_revisions(ListAgentConfigRevisionsRequest)
+            -> ListAgentConfigRevisionsResponse = agent_revisions::list;
+        get_agent_config_revision(GetAgentConfigRevisionRequest)
+            -> AgentConfigRevision = agent_revisions::get;
+        rollback_agent_config(RollbackAgentConfigRequest) -> Agent = agent_revisions::rollback;
     }
 
     async fn create_agent_key(

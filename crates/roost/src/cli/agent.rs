@@ -1,4 +1,5 @@
-//! `roost agent list|create|show|chain|pause|resume|terminate|wake|key create|list|revoke|me`.
+//! `roost agent list|create|show|chain|pause|resume|terminate|wake|key create|list|revoke|me`,
+//! and its configuration's history: `revisions`, `revision`, `rollback`.
 
 use std::process::ExitCode;
 
@@ -96,6 +97,25 @@ enum AgentCommand {
         #[arg(short, long)]
         quiet: bool,
     },
+    /// List the changes of an agent's configuration, newest first (secrets redacted)
+    Revisions {
+        /// Agent id or name
+        agent: String,
+    },
+    /// Show one change of an agent's configuration, before and after
+    Revision {
+        /// Agent id or name
+        agent: String,
+        /// The revision's id (from `roost agent revisions`)
+        revision: String,
+    },
+    /// Put back the configuration a revision recorded after its change (secrets stay as now)
+    Rollback {
+        /// Agent id or name
+        agent: String,
+        /// The revision's id (from `roost agent revisions`)
+        revision: String,
+    },
     /// Manage an agent's API keys
     #[command(subcommand)]
     Key(KeyCommand),
@@ -143,6 +163,18 @@ pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode>
             let colleagues = client.list_agents(&agent.company_id).await?;
             let chain = super::org::chain_of(&agent, &colleagues);
             out.show(&chain, |c| super::org::chain_text(&agent, c))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        AgentCommand::Revisions { agent } => {
+            let agent_id = session.agent_id(&agent, None).await?;
+            let revisions = client.agent_config_revisions(&agent_id).await?;
+            out.show(&revisions, |r| super::agent_revision::revision_table(r))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        AgentCommand::Revision { agent, revision } => {
+            let agent_id = session.agent_id(&agent, None).await?;
+            let revision = client.agent_config_revision(&agent_id, &revision).await?;
+            out.show(&revision, super::agent_revision::revision_text)?;
             return Ok(ExitCode::SUCCESS);
         }
         AgentCommand::Key(KeyCommand::Create { agent, name, quiet }) => {
@@ -244,6 +276,10 @@ pub async fn run(session: &Session, args: AgentArgs) -> anyhow::Result<ExitCode>
             }
             let id = session.agent_id(&agent, None).await?;
             client.delete_agent(&id).await?
+        }
+        AgentCommand::Rollback { agent, revision } => {
+            let id = session.agent_id(&agent, None).await?;
+            client.rollback_agent_config(&id, &revision).await?
         }
         AgentCommand::Me => client.me().await?,
     };

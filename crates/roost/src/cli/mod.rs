@@ -4,6 +4,7 @@
 
 mod activity;
 mod agent;
+mod agent_revision;
 mod approval;
 mod attachment;
 mod budget;

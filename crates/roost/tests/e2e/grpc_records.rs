@@ -452,3 +452,146 @@ async fn grpc_live_memory_document_versions_triggers_and_skills_match_rest() -> 
     assert_eq!(rest.status.as_u16(), 404, "{:?}", rest.body);
     node.shutdown().await
 }
+
+/// An agent's config revisions over gRPC: what REST lists, read and rolled back the same way,
+/// an administrator's only.
+#[tokio::test]
+async fn grpc_agent_config_revisions_match_rest() -> anyhow::Result<()> {
+    let node = TestNode::start().await?;
+    let admin = node.admin_token.clone();
+    let mut grpc = control(&node).await?;
+    let (agent, key) = node.agent("grpc-revised").await?;
+    for command in ["v1", "v2"] {
+        grpc.update_agent(call(
+            &admin,
+            pb::UpdateAgentRequest {
+                agent_id: agent.clone(),
+                adapter_config_json: Some(
+                    json!({ "command": command, "env": { "TOKEN": { "type": "secret", "value": "hidden" } } })
+                        .to_string(),
+                ),
+                ..Default::default()
+            },
+        ))
+        .await?;
+    }
+    let listed = grpc
+        .list_agent_config_revisions(call(
+            &admin,
+            pb::ListAgentConfigRevisionsRequest {
+                agent_id: agent.clone(),
+            },
+        ))
+        .await?
+        .into_inner()
+        .revisions;
+    let rest = node
+        .http()
+        .with_token(&admin)
+        .get(&format!("/api/agents/{agent}/config-revisions"))
+        .await?
+        .ok()?;
+    assert_eq!(
+        listed.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        ids(&rest),
+        "{rest}"
+    );
+    let first = listed.last().cloned().unwrap_or_default();
+    assert_eq!(first.changed_keys, ["adapterConfig"]);
+    assert!(
+        !first.after_config_json.contains("hidden"),
+        "{}",
+        first.after_config_json
+    );
+    let after: serde_json::Value = serde_json::from_str(&first.after_config_json)?;
+    assert_eq!(after["adapterConfig"]["command"], "v1", "{after}");
+    let got = grpc
+        .get_agent_config_revision(call(
+            &admin,
+            pb::GetAgentConfigRevisionRequest {
+                agent_id: agent.clone(),
+                revision_id: first.id.clone(),
+            },
+        ))
+        .await?
+        .into_inner();
+    assert_eq!(got, first);
+    let rollback = pb::RollbackAgentConfigRequest {
+        agent_id: agent.clone(),
+        revision_id: first.id.clone(),
+    };
+    let (code, text) = refused(
+        grpc.rollback_agent_config(call(&key, rollback.clone()))
+            .await
+            .expect_err("an agent rolls back its own configuration"),
+    );
+    assert_eq!(code, Code::PermissionDenied, "{text}");
+    let rolled = grpc
+        .rollback_agent_config(call(&admin, rollback))
+        .await?
+        .into_inner();
+    let config: serde_json::Value = serde_json::from_str(&rolled.adapter_config_json)?;
+    assert_eq!(config["command"], "v1", "{config}");
+    let (code, text) = refused(
+        grpc.get_agent_config_revision(call(
+            &admin,
+            pb::GetAgentConfigRevisionRequest {
+                agent_id: agent,
+                revision_id: "rev-404".into(),
+            },
+        ))
+        .await
+        .expect_err("an unknown revision"),
+    );
+    assert_eq!(code, Code::NotFound, "{text}");
+    Ok(())
+}
+
+/// Roost's CLI over an agent's config revisions: the table, one revision's changes, a rollback,
+/// and an agent key's refusal as a message and a non-zero exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roosts_cli_lists_shows_and_rolls_back_agent_config_revisions() -> anyhow::Result<()> {
+    use crate::processes::{cli, stdout_json};
+    let node = TestNode::start().await?;
+    let base = format!("http://{}", node.server().http_addr());
+    let admin = node.admin_token.clone();
+    let (agent, key) = node.agent("cli-revised").await?;
+    let http = node.http().with_token(&admin);
+    for command in ["first", "second"] {
+        http.patch(
+            &format!("/api/agents/{agent}"),
+            json!({ "adapterConfig": { "command": command } }),
+        )
+        .await?
+        .ok()?;
+    }
+    let run = |args: &[&str]| cli(&base, &admin, args);
+    let listed = stdout_json(&run(&["agent", "revisions", &agent, "--json"])?)?;
+    let revisions = ids(&listed);
+    assert_eq!(revisions.len(), 2, "{listed}");
+    let table = run(&["agent", "revisions", &agent])?;
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("SOURCE") && table.contains(&revisions[1]),
+        "{table}"
+    );
+    let shown = run(&["agent", "revision", &agent, &revisions[0]])?;
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(r#"adapterConfig: {"command":"first"} -> {"command":"second"}"#),
+        "{shown}"
+    );
+    let rolled = stdout_json(&run(&[
+        "agent",
+        "rollback",
+        &agent,
+        &revisions[1],
+        "--json",
+    ])?)?;
+    assert_eq!(rolled["adapterConfig"]["command"], "first", "{rolled}");
+    let refused = cli(&base, &key, &["agent", "rollback", &agent, &revisions[1]])?;
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("administrator"), "{stderr}");
+    Ok(())
+}

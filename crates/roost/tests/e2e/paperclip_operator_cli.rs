@@ -585,6 +585,17 @@ async fn paperclips_cli_lists_reads_and_rolls_back_agent_config_revisions() -> a
     );
     assert_eq!(after[0]["changedKeys"], json!(["adapterConfig"]), "{after}");
 
+    // A secret the revision needs and the agent no longer holds: the rollback says so.
+    http.patch(
+        &format!("/api/agents/{id}"),
+        json!({ "adapterConfig": { "command": "v3" } }),
+    )
+    .await?
+    .ok()?;
+    refused(
+        &op(&["agent", "config-revision:rollback", &id, &first_id])?,
+        "uses the secret env TOKEN, which agent",
+    );
     refused(
         &o.run(&key, &["agent", "config-revisions", &id])?,
         "administrator",

@@ -608,6 +608,7 @@ pub(super) const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/DeleteWorkProduct", GrpcRule::Caller),
     ("/roost.v1.Control/FinishRun", GrpcRule::Caller),
     ("/roost.v1.Control/GetAgent", GrpcRule::Caller),
+    ("/roost.v1.Control/GetAgentConfigRevision", GrpcRule::Caller),
     ("/roost.v1.Control/GetAgentSkills", GrpcRule::Caller),
     ("/roost.v1.Control/GetApproval", GrpcRule::Caller),
     ("/roost.v1.Control/GetBudgetOverview", GrpcRule::Caller),
@@ -635,6 +636,10 @@ pub(super) const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/HireAgent", GrpcRule::Caller),
     ("/roost.v1.Control/LinkIssueApproval", GrpcRule::Caller),
     ("/roost.v1.Control/ListActivity", GrpcRule::Caller),
+    (
+        "/roost.v1.Control/ListAgentConfigRevisions",
+        GrpcRule::Caller,
+    ),
     ("/roost.v1.Control/ListAgents", GrpcRule::Caller),
     ("/roost.v1.Control/ListApprovalComments", GrpcRule::Caller),
     ("/roost.v1.Control/ListApprovals", GrpcRule::Caller),
@@ -684,6 +689,7 @@ pub(super) const GRPC: &[(&str, GrpcRule)] = &[
     ("/roost.v1.Control/ResumeProject", GrpcRule::Caller),
     ("/roost.v1.Control/RevokeCredential", GrpcRule::Caller),
     ("/roost.v1.Control/RevokeWorker", GrpcRule::Caller),
+    ("/roost.v1.Control/RollbackAgentConfig", GrpcRule::Caller),
     (
         "/roost.v1.Control/RotateRoutineTriggerSecret",
         GrpcRule::Caller,
