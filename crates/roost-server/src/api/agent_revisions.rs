@@ -79,7 +79,8 @@ impl Api {
             .find(|k| held.and_then(|env| env.get(k)).is_none())
         {
             return Err(ApiError::Domain(DomainError::conflict(format!(
-                "config revision {} uses the secret env {missing}, which agent {} no longer                  holds: set it with PATCH /api/agents/{}, then roll back",
+                "config revision {} uses the secret env {missing}, which agent {} no longer holds: \
+                 set it with PATCH /api/agents/{}, then roll back",
                 revision.id, agent.id, agent.id
             ))));
         }

@@ -594,7 +594,7 @@ async fn paperclips_cli_lists_reads_and_rolls_back_agent_config_revisions() -> a
     .ok()?;
     refused(
         &op(&["agent", "config-revision:rollback", &id, &first_id])?,
-        "uses the secret env TOKEN, which agent",
+        "no longer holds: set it with PATCH",
     );
     refused(
         &o.run(&key, &["agent", "config-revisions", &id])?,
